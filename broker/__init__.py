@@ -1,0 +1,7 @@
+"""Everything that touches Redis: keys, Lua scripts, the event log, call streams and deadlines."""
+
+from broker.broker import Broker
+from broker.errors import SwitchboardError
+from broker.settings import Settings
+
+__all__ = ["Broker", "Settings", "SwitchboardError"]

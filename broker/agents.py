@@ -1,0 +1,154 @@
+"""Agents, their published versions and their security document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.aio import aw
+from broker.codec import dumps, loads, now_ms
+from broker.core import Core
+from broker.errors import NotFound, translate_redis_errors
+from broker.pages import id_page
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    id: str
+    name: str
+    created_at: int
+    live_version: str | None
+    allowed_origins: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentVersion:
+    id: str
+    agent_id: str
+    config: dict[str, Any]
+    model_provider_id: str
+    version: int
+    created_at: int
+
+
+class Agents:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def create(self, name: str, agent_id: str) -> Agent:
+        """Create (or, for an id already created by a retried request, return) an agent."""
+        keys = self._core.keys
+        record = {"id": agent_id, "name": name, "created_at": now_ms(), "versions": 0}
+        with translate_redis_errors():
+            if not await aw(self._core.redis.hexists(keys.agent(agent_id), "created_at")):
+                async with self._core.redis.pipeline(transaction=True) as pipe:
+                    pipe.hset(keys.agent(agent_id), mapping=record)
+                    pipe.zadd(keys.agents, {agent_id: 0})
+                    await pipe.execute()
+        return await self.get(agent_id)
+
+    async def get(self, agent_id: str) -> Agent:
+        with translate_redis_errors():
+            record = await aw(self._core.redis.hgetall(self._core.keys.agent(agent_id)))
+        if not record or record.get(b"deleted") == b"1" or b"created_at" not in record:
+            raise NotFound(f"no agent {agent_id}")
+        return _agent(record)
+
+    async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Agent], str | None]:
+        page = await id_page(self._core.redis, self._core.keys.agents, limit=limit, after=after, ascending=ascending)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for agent_id in page.ids:
+                    pipe.hgetall(self._core.keys.agent(agent_id))
+                records = await pipe.execute()
+        agents = [_agent(r) for r in records if r and r.get(b"deleted") != b"1" and b"created_at" in r]
+        return agents, page.next_cursor
+
+    async def rename(self, agent_id: str, name: str) -> Agent:
+        await self.get(agent_id)
+        with translate_redis_errors():
+            await aw(self._core.redis.hset(self._core.keys.agent(agent_id), "name", name))
+        return await self.get(agent_id)
+
+    async def mark_deleted(self, agent_id: str) -> list[str]:
+        """Tombstone the agent (no new session can start on it) and return its sessions to delete."""
+        await self.get(agent_id)
+        keys = self._core.keys
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(keys.agent(agent_id), "deleted", "1")
+                pipe.zrem(keys.agents, agent_id)
+                pipe.smembers(keys.agent_sessions(agent_id))
+                _, _, sessions = await pipe.execute()
+        return sorted(bytes(s).decode() for s in sessions)
+
+    async def purge(self, agent_id: str) -> None:
+        """Drop the tombstoned agent's versions and records, once its sessions are deleted."""
+        keys = self._core.keys
+        with translate_redis_errors():
+            versions = await aw(self._core.redis.zrange(keys.agent_versions(agent_id), 0, -1))
+            await aw(
+                self._core.redis.unlink(
+                    *(keys.version(bytes(v).decode()) for v in versions),
+                    keys.agent_versions(agent_id),
+                    keys.agent_sessions(agent_id),
+                    keys.agent(agent_id),
+                )
+            )
+
+    async def publish(self, agent_id: str, version_id: str, config: dict[str, Any], provider_id: str) -> AgentVersion:
+        keys = self._core.keys
+        await self._core.scripts.run(
+            "publish_version",
+            [keys.agent(agent_id), keys.agent_versions(agent_id), keys.version(version_id)],
+            [version_id, dumps(config), provider_id, now_ms()],
+        )
+        return await self.version(version_id)
+
+    async def version(self, version_id: str) -> AgentVersion:
+        with translate_redis_errors():
+            record = await aw(self._core.redis.hgetall(self._core.keys.version(version_id)))
+        if not record:
+            raise NotFound(f"no agent version {version_id}")
+        return _version(record)
+
+    async def versions(
+        self, agent_id: str, *, limit: int, after: str | None, ascending: bool
+    ) -> tuple[list[AgentVersion], str | None]:
+        await self.get(agent_id)
+        index = self._core.keys.agent_versions(agent_id)
+        page = await id_page(self._core.redis, index, limit=limit, after=after, ascending=ascending)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for version_id in page.ids:
+                    pipe.hgetall(self._core.keys.version(version_id))
+                records = await pipe.execute()
+        return [_version(r) for r in records if r], page.next_cursor
+
+    async def set_security(self, agent_id: str, allowed_origins: list[str]) -> Agent:
+        await self.get(agent_id)
+        with translate_redis_errors():
+            await aw(self._core.redis.hset(self._core.keys.agent(agent_id), "allowed_origins", dumps(allowed_origins)))
+        return await self.get(agent_id)
+
+
+def _agent(record: dict[bytes, bytes]) -> Agent:
+    live = record.get(b"live_version")
+    return Agent(
+        id=record[b"id"].decode(),
+        name=record[b"name"].decode(),
+        created_at=int(record[b"created_at"]),
+        live_version=live.decode() if live else None,
+        allowed_origins=tuple(loads(record.get(b"allowed_origins", b"[]"))),
+    )
+
+
+def _version(record: dict[bytes, bytes]) -> AgentVersion:
+    return AgentVersion(
+        id=record[b"id"].decode(),
+        agent_id=record[b"agent_id"].decode(),
+        config=loads(record[b"config"]),
+        model_provider_id=record[b"model_provider_id"].decode(),
+        version=int(record[b"version"]),
+        created_at=int(record[b"created_at"]),
+    )

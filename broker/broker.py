@@ -1,0 +1,53 @@
+"""The broker facade: every service over one `Core`, opened once per process."""
+
+from __future__ import annotations
+
+from broker.agents import Agents
+from broker.clients import Clients
+from broker.core import Core
+from broker.credentials import Credentials
+from broker.idempotency import Idempotency
+from broker.log import EventLog
+from broker.providers import Providers
+from broker.runs import Runs
+from broker.sessions import Sessions
+from broker.settings import Settings
+from broker.timers import Timers
+
+
+class Broker:
+    """Everything above Redis goes through one of these services."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.credentials = Credentials(core)
+        self.agents = Agents(core)
+        self.providers = Providers(core)
+        self.sessions = Sessions(core)
+        self.clients = Clients(core)
+        self.runs = Runs(core)
+        self.timers = Timers(core)
+        self.log = EventLog(core)
+        self.idempotency = Idempotency(core)
+
+    @classmethod
+    async def connect(cls, settings: Settings, url: str) -> Broker:
+        return cls(await Core.connect(settings, url))
+
+    @property
+    def settings(self) -> Settings:
+        return self.core.settings
+
+    @property
+    def workspace_id(self) -> str:
+        return self.core.workspace_id
+
+    async def ready(self) -> bool:
+        """Redis answers and every script is loaded."""
+        try:
+            return bool(await self.core.redis.ping()) and await self.core.scripts.loaded()
+        except Exception:
+            return False
+
+    async def close(self) -> None:
+        await self.core.close()

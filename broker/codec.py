@@ -1,0 +1,79 @@
+"""JSON in and out of Redis, ids and timestamps; no pickle anywhere (arq gets these too)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def loads(data: str | bytes) -> Any:
+    return orjson.loads(data)
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no whitespace: the form hashed for `args_hash` and request fingerprints."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def sha256_hex(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def job_serializer(value: dict[str, Any]) -> bytes:
+    """arq's job and result encoder: JSON, where a value JSON cannot hold becomes its repr."""
+    return orjson.dumps(value, default=repr)
+
+
+def job_deserializer(data: bytes) -> dict[str, Any]:
+    decoded: dict[str, Any] = orjson.loads(data)
+    return decoded
+
+
+def uuid7() -> str:
+    """A time-ordered UUID (RFC 9562 v7) in canonical form, so lex order of ids is creation order."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62
+    value |= rand & 0x3FFF_FFFF_FFFF_FFFF
+    return str(uuid.UUID(int=value))
+
+
+def canonical_uuid(value: str) -> str | None:
+    """The canonical lowercase form of a UUID written any way, or None when it is not one."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return None
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex}"
+
+
+def token(prefix: str) -> str:
+    return prefix + secrets.token_urlsafe(32)
+
+
+def rfc3339(ms: int) -> str:
+    """Milliseconds since the epoch as RFC 3339 UTC with a `Z`, the form every timestamp takes."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def to_ms(moment: datetime) -> int:
+    return round(moment.timestamp() * 1000)

@@ -1,0 +1,103 @@
+"""The one error hierarchy of Switchboard, and the translation of Redis errors at the broker boundary.
+
+    SwitchboardError                 code            meaning
+    ├── InvalidRequest               invalid_request the request breaks a rule; the message names field and limit
+    ├── Unauthorized                 unauthorized    no credential, or one that is unknown, revoked or expired
+    ├── Forbidden                    forbidden       a credential without the permission, or another workspace
+    ├── NotFound                     not_found       nothing there that this credential may see
+    ├── Conflict                     conflict        the state does not allow it (a settled call, a reused key)
+    ├── TooManyRequests              too_many_requests
+    └── BrokerUnavailable            internal        Redis could not be reached or answered with an error
+
+The API maps each code to its HTTP status in one table (`api/errors.py`); workers log them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+
+from redis import exceptions as redis_errors
+
+
+class ErrorCode(StrEnum):
+    INVALID_REQUEST = "invalid_request"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    PRECONDITION_FAILED = "precondition_failed"
+    CLIENT_OUTDATED = "client_outdated"
+    TOO_MANY_REQUESTS = "too_many_requests"
+    INTERNAL = "internal"
+
+
+class SwitchboardError(Exception):
+    """Base of every error Switchboard raises on purpose; `message` is written for a person to act on."""
+
+    code: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(SwitchboardError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+class Unauthorized(SwitchboardError):
+    code = ErrorCode.UNAUTHORIZED
+
+
+class Forbidden(SwitchboardError):
+    code = ErrorCode.FORBIDDEN
+
+
+class NotFound(SwitchboardError):
+    code = ErrorCode.NOT_FOUND
+
+
+class Conflict(SwitchboardError):
+    code = ErrorCode.CONFLICT
+
+
+class TooManyRequests(SwitchboardError):
+    code = ErrorCode.TOO_MANY_REQUESTS
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class BrokerUnavailable(SwitchboardError):
+    code = ErrorCode.INTERNAL
+
+
+# Lua scripts answer `{status, message}`; a status other than 0 is one of these.
+_SCRIPT_STATUS: dict[int, type[SwitchboardError]] = {
+    400: InvalidRequest,
+    404: NotFound,
+    409: Conflict,
+}
+
+
+def from_script_status(status: int, message: str) -> SwitchboardError:
+    """The error a script's non-zero status stands for."""
+    return _SCRIPT_STATUS.get(status, BrokerUnavailable)(message)
+
+
+@contextmanager
+def translate_redis_errors() -> Iterator[None]:
+    """Turn redis-py's exceptions into `BrokerUnavailable`, so nothing above the broker sees Redis types."""
+    try:
+        yield
+    except redis_errors.NoScriptError as error:
+        raise BrokerUnavailable(f"a broker script was not loaded: {error}") from error
+    except redis_errors.ResponseError as error:
+        raise BrokerUnavailable(f"Redis refused a broker command: {error}") from error
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError) as error:
+        raise BrokerUnavailable(f"Redis is unreachable: {error}") from error
+    except redis_errors.RedisError as error:
+        raise BrokerUnavailable(f"Redis failed: {error}") from error

@@ -1,0 +1,87 @@
+"""Session events built on the Python side, as the JSON bodies the scripts append (without seq).
+
+The scripts splice `seq` and `created_at` in front. Events that only a script can know the content of
+(`client_left`, `client_tool_failed`, `run_*`, ...) are built in `lua/lib/core.lua` and `lua/lib/calls.lua`.
+The 20 types the SDK knows are listed in `SDK_EVENT_TYPES`; the default stream carries nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from broker.codec import dumps
+
+SDK_EVENT_TYPES = frozenset(
+    {
+        "session_created",
+        "message_user",
+        "message_assistant",
+        "tool_call",
+        "tool_result",
+        "run_queued",
+        "run_started",
+        "run_completed",
+        "run_failed",
+        "run_cancelled",
+        "error",
+        "approval_requested",
+        "approval_resolved",
+        "client_registered",
+        "client_tools_updated",
+        "client_left",
+        "client_tool_dispatched",
+        "client_tool_acked",
+        "client_tool_failed",
+        "custom",
+    }
+)
+
+InputSource = Literal["client", "steer", "external"]
+Block = dict[str, Any]
+
+
+def text_block(text: str) -> Block:
+    return {"type": "text", "data": {"text": text}}
+
+
+def tool_call_block(call_id: str, name: str, arguments: dict[str, Any]) -> Block:
+    return {"type": "tool_call", "data": {"id": call_id, "name": name, "arguments": arguments}}
+
+
+def thinking_block(thinking: str, *, redacted: bool = False, signature: str | None = None) -> Block:
+    return {"type": "thinking", "data": {"thinking": thinking, "redacted": redacted, "signature": signature}}
+
+
+def message_user(text: str, source: InputSource) -> str:
+    message = {"role": "user", "content": [text_block(text)]}
+    return dumps({"type": "message_user", "message": message, "source": source})
+
+
+def message_assistant(content: list[Block], model: str | None) -> str:
+    message = {"role": "assistant", "content": content, "model": model}
+    return dumps({"type": "message_assistant", "message": message})
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> str:
+    return dumps({"type": "tool_call", "call_id": call_id, "name": name, "arguments": arguments})
+
+
+def tool_result(call_id: str, text: str, *, is_error: bool) -> str:
+    return dumps({"type": "tool_result", "call_id": call_id, "content": [text_block(text)], "is_error": is_error})
+
+
+def client_tool_dispatched(client_id: str, call_id: str, tool: str, arguments: dict[str, Any]) -> str:
+    return dumps(
+        {
+            "type": "client_tool_dispatched",
+            "client_id": client_id,
+            "call_id": call_id,
+            "tool": tool,
+            "arguments": arguments,
+        }
+    )
+
+
+def event_seq(data: bytes) -> int:
+    """The seq of a stored event, read from the prefix every stored event starts with (`{"seq":N,`)."""
+    return int(data[7 : data.index(b",", 7)])

@@ -1,0 +1,74 @@
+"""Idempotency-Key receipts: one attempt acts, repeats replay its answer, another body is a conflict."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from broker.codec import dumps, loads, sha256_hex
+from broker.core import Core
+from broker.errors import BrokerUnavailable, Conflict
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    status: int
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The right to act under a key; `seed` holds the values the first attempt chose (its ids)."""
+
+    key: str
+    attempt: str
+    seed: dict[str, Any]
+    ttl_ms: int
+
+
+def scope_digest(credential_id: str, method: str, path: str, key: str) -> str:
+    """Keys are scoped per credential, method and path (CONTRACT 3.9)."""
+    return sha256_hex(f"{credential_id}\n{method}\n{path}\n{key}")
+
+
+def fingerprint(method: str, path: str, body: bytes) -> str:
+    return sha256_hex(method.encode() + b"\n" + path.encode() + b"\n" + body)
+
+
+class Idempotency:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def begin(self, key: str, fingerprint: str, seed: dict[str, Any], ttl_ms: int) -> Claim | Receipt:
+        """Claim the key, or return the first attempt's receipt; waits while another attempt acts."""
+        attempt = secrets.token_hex(8)
+        lease_ms = round(self._core.settings.idempotency_wait_s * 1000)
+        deadline = asyncio.get_running_loop().time() + self._core.settings.idempotency_wait_s
+        pause = 0.005
+        while True:
+            reply = await self._core.scripts.raw(
+                "idem_begin", [key], [fingerprint, attempt, lease_ms, dumps(seed), ttl_ms]
+            )
+            verdict = reply[0]
+            if verdict == "run":
+                return Claim(key, attempt, loads(reply[1]), ttl_ms)
+            if verdict == "replay":
+                return Receipt(int(reply[1]), reply[2])
+            if verdict == "conflict":
+                raise Conflict("this Idempotency-Key was already used with a different request")
+            if asyncio.get_running_loop().time() > deadline:
+                raise Conflict("a request with this Idempotency-Key is still being processed; retry later")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+    async def finish(self, claim: Claim, status: int, body: str) -> None:
+        await self._core.scripts.raw("idem_finish", [claim.key], [claim.attempt, status, body, claim.ttl_ms])
+
+    async def release(self, claim: Claim) -> None:
+        """Let the next attempt act again (this one failed in a way a retry may mend)."""
+        # Should this fail, the lease runs out by itself and the next attempt takes over.
+        with contextlib.suppress(BrokerUnavailable):
+            await self._core.scripts.raw("idem_finish", [claim.key], [claim.attempt, 0, "", 0])

@@ -1,0 +1,44 @@
+"""The KEYS and leading ARGV of the script families, matching the headers of `lua/lib/{run,call,client}.lua`."""
+
+from __future__ import annotations
+
+from broker.keys import KeySpace
+
+
+def run_keys(keys: KeySpace, session_id: str) -> list[str]:
+    s = keys.session(session_id)
+    return [s.meta, s.events, s.run, s.inbox, s.calls, s.owed, s.names, keys.deadlines, keys.continuations]
+
+
+def run_args(keys: KeySpace, session_id: str, run_id: str) -> list[str | int]:
+    return [keys.session(session_id).live, session_id, run_id]
+
+
+def call_keys(keys: KeySpace, session_id: str, call_id: str) -> list[str]:
+    s = keys.session(session_id)
+    return [s.meta, s.events, s.calls, s.owed, s.run, s.deadline(call_id), keys.deadlines, keys.continuations]
+
+
+def call_args(keys: KeySpace, session_id: str, call_id: str, client_id: str) -> list[str | int]:
+    return [keys.session(session_id).live, session_id, call_id, client_id]
+
+
+def client_keys(keys: KeySpace, session_id: str, client_id: str) -> list[str]:
+    s = keys.session(session_id)
+    return [
+        s.meta,
+        s.events,
+        s.names,
+        s.client(client_id),
+        s.lease(client_id),
+        s.calls,
+        s.owed,
+        s.run,
+        keys.deadlines,
+        keys.leases,
+        keys.continuations,
+    ]
+
+
+def client_args(keys: KeySpace, session_id: str, client_id: str) -> list[str | int]:
+    return [keys.session(session_id).live, session_id, client_id]

@@ -1,0 +1,61 @@
+"""Reading a session's event log: pages by seq in either direction, the head, and the tail after a seq."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.aio import aw
+from broker.core import Core
+from broker.errors import translate_redis_errors
+
+
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    """Stored events (JSON bytes, `seq` first) in the page's order, and the cursor of the next page."""
+
+    items: list[bytes]
+    next_cursor: int | None
+
+
+class EventLog:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def head(self, session_id: str) -> int:
+        """The seq of the newest event (0 for an empty log)."""
+        with translate_redis_errors():
+            seq = await aw(self._core.redis.hget(self._core.keys.session(session_id).meta, "seq"))
+        return int(seq or 0)
+
+    async def after(self, session_id: str, after_seq: int, count: int) -> list[tuple[int, bytes]]:
+        """Up to `count` events with seq > `after_seq`, oldest first."""
+        key = self._core.keys.session(session_id).events
+        with translate_redis_errors():
+            rows = await self._core.redis.xrange(key, min=f"{after_seq + 1}-0", max="+", count=count)
+        return [(int(entry_id.split(b"-", 1)[0]), fields[b"e"]) for entry_id, fields in rows]
+
+    async def page(
+        self,
+        session_id: str,
+        *,
+        ascending: bool,
+        limit: int,
+        after_seq: int | None,
+        before_seq: int | None,
+    ) -> EventPage:
+        """One page of the window (after_seq, before_seq), both bounds exclusive, in the asked order."""
+        low = 1 if after_seq is None else after_seq + 1
+        high = None if before_seq is None else before_seq - 1
+        if high is not None and high < low:
+            return EventPage([], None)
+        key = self._core.keys.session(session_id).events
+        start, end = f"{low}-0", "+" if high is None else f"{high}-0"
+        with translate_redis_errors():
+            if ascending:
+                rows = await self._core.redis.xrange(key, min=start, max=end, count=limit + 1)
+            else:
+                rows = await self._core.redis.xrevrange(key, max=end, min=start, count=limit + 1)
+        items = [fields[b"e"] for _, fields in rows[:limit]]
+        more = len(rows) > limit
+        cursor = int(rows[limit - 1][0].split(b"-", 1)[0]) if more else None
+        return EventPage(items, cursor)

@@ -1,0 +1,18 @@
+-- Lapses a ttl registration whose lease key has expired (expiry notification or the sweeper).
+-- Idempotent: a lease renewed in the meantime, or a client already gone, changes nothing.
+--
+-- KEYS and ARGV: the layout of lib/client.lua.
+-- Returns {0, 'lapsed' | 'alive' | 'gone', continuation member or ''}.
+
+--!include lib/core.lua
+--!include lib/calls.lua
+--!include lib/client.lua
+
+local S = sb_client_context()
+local state = redis.call('HGET', S.client, 'state')
+if state ~= 'active' or not sb_session_live(S) then
+  redis.call('ZREM', S.leases, S.sid .. ':' .. S.cid)
+  return sb_reply('gone', '')
+end
+if redis.call('EXISTS', S.lease) == 1 then return sb_reply('alive', '') end
+return sb_reply('lapsed', sb_client_gone(S, S.cid, 'timed_out') or '')

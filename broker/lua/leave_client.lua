@@ -1,0 +1,16 @@
+-- A client leaves: `client_left` departed, its name released, its owed calls failed with client_gone.
+-- Leaving a registration that has already ended changes nothing and succeeds.
+--
+-- KEYS and ARGV: the layout of lib/client.lua.
+-- Returns {0, continuation member or ''}; {404, msg} when the session or the client does not exist.
+
+--!include lib/core.lua
+--!include lib/calls.lua
+--!include lib/client.lua
+
+local S = sb_client_context()
+if not sb_session_live(S) then return sb_refuse(404, 'session') end
+local state = redis.call('HGET', S.client, 'state')
+if not state then return sb_refuse(404, 'client') end
+if state ~= 'active' then return sb_reply('') end
+return sb_reply(sb_client_gone(S, S.cid, 'departed') or '')

@@ -1,0 +1,72 @@
+-- Library: clock, JSON strings and the event log append. Included by scripts with `--!include`.
+--
+-- Every script builds a context table `S` from its KEYS and ARGV and passes it to these functions, so a
+-- library never names a key itself. Fields a function reads are listed in its comment.
+
+local function sb_now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- RFC 3339 UTC with milliseconds, from ms since the epoch (days-to-civil, H. Hinnant).
+local function sb_iso(ms)
+  local secs = math.floor(ms / 1000)
+  local frac = ms - secs * 1000
+  local days = math.floor(secs / 86400)
+  local rem = secs - days * 86400
+  local hh = math.floor(rem / 3600)
+  rem = rem - hh * 3600
+  local mi = math.floor(rem / 60)
+  local ss = rem - mi * 60
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local y = yoe + era * 400
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, hh, mi, ss, frac)
+end
+
+-- A Lua string as a JSON string literal.
+local function sb_str(s)
+  return cjson.encode(s)
+end
+
+-- A session that does not exist, or is being deleted, answers like one that never existed.
+local function sb_session_live(S)
+  if redis.call('HGET', S.meta, 'deleted') == '1' then return false end
+  return redis.call('EXISTS', S.meta) == 1
+end
+
+-- Appends one event to the session log and publishes it. `body` is a JSON object without `seq` and
+-- `created_at`; they are spliced in front so the stored text is exactly what every reader sends.
+-- Reads S.meta, S.events, S.channel, S.now.
+local function sb_append(S, body)
+  local seq = redis.call('HINCRBY', S.meta, 'seq', 1)
+  local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso(S.now) .. '",' .. string.sub(body, 2)
+  redis.call('XADD', S.events, seq .. '-0', 'e', json)
+  redis.call('PUBLISH', S.channel, json)
+  return json
+end
+
+local function sb_run_event(kind, run_id)
+  return '{"type":"' .. kind .. '","run_id":' .. sb_str(run_id) .. '}'
+end
+
+local function sb_tool_result(call_id, text, is_error)
+  return '{"type":"tool_result","call_id":' .. sb_str(call_id)
+    .. ',"content":[{"type":"text","data":{"text":' .. sb_str(text) .. '}}],"is_error":'
+    .. (is_error and 'true' or 'false') .. '}'
+end
+
+local function sb_reply(...)
+  return {0, ...}
+end
+
+local function sb_refuse(status, message)
+  return {status, message}
+end

@@ -1,0 +1,182 @@
+"""Model providers: the platform ones (the scripted model, and those the deployment's keys enable) and the
+workspace's own (BYOK), listed together. A BYOK provider's API key is stored and never read back out."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal
+
+from broker.aio import aw
+from broker.codec import now_ms
+from broker.core import Core
+from broker.errors import Conflict, NotFound, translate_redis_errors
+from broker.pages import id_page
+
+ProviderFormat = Literal["anthropic", "openai_responses"]
+
+# Platform ids sort before every UUIDv7, so they close a newest-first listing.
+SCRIPTED_PROVIDER_ID = "00000000-0000-7000-8000-000000000001"
+OPENAI_PROVIDER_ID = "00000000-0000-7000-8000-000000000002"
+ANTHROPIC_PROVIDER_ID = "00000000-0000-7000-8000-000000000003"
+SCRIPTED_MODEL = "scripted"
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformModel:
+    model: str
+    display_name: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    id: str
+    type: Literal["platform", "byok"]
+    format: ProviderFormat
+    display_name: str
+    description: str
+    created_at: int
+    models: tuple[PlatformModel, ...] = ()
+    base_url: str = ""
+    api_key: str = field(default="", repr=False)
+
+
+def _workspace_born(workspace_id: str) -> int:
+    """The workspace id is a UUIDv7: its first 48 bits are the ms it was fixed at."""
+    return uuid.UUID(workspace_id).int >> 80
+
+
+def platform_providers(core: Core) -> list[Provider]:
+    born = _workspace_born(core.workspace_id)
+    scripted = Provider(
+        id=SCRIPTED_PROVIDER_ID,
+        type="platform",
+        format="openai_responses",
+        display_name="Scripted",
+        description="A built-in model with fixed behaviour, for demos, tests and benchmarks; no network.",
+        created_at=born,
+        models=(
+            PlatformModel(
+                SCRIPTED_MODEL,
+                "Scripted",
+                "`/call <tool> {json}` lines become parallel tool calls, `/sleep <s>` waits, `/fail <msg>`"
+                " fails the run; anything else is echoed back as `You said: <input>`.",
+            ),
+        ),
+    )
+    providers = [scripted]
+    settings = core.settings
+    if settings.openai_api_key is not None:
+        description = "OpenAI Responses API with the deployment's key."
+        providers.append(Provider(OPENAI_PROVIDER_ID, "platform", "openai_responses", "OpenAI", description, born))
+    if settings.anthropic_api_key is not None:
+        description = "Anthropic Messages API with the deployment's key."
+        providers.append(Provider(ANTHROPIC_PROVIDER_ID, "platform", "anthropic", "Anthropic", description, born))
+    return providers
+
+
+class Providers:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def get(self, provider_id: str) -> Provider:
+        for provider in platform_providers(self._core):
+            if provider.id == provider_id:
+                return provider
+        with translate_redis_errors():
+            record = await aw(self._core.redis.hgetall(self._core.keys.provider(provider_id)))
+        if not record:
+            raise NotFound(f"no model provider {provider_id}")
+        return _byok(record)
+
+    async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Provider], str | None]:
+        platform = platform_providers(self._core)
+        platform_ids = {p.id for p in platform}
+        # A cursor inside the platform block means the workspace block is behind (desc) or ahead (asc).
+        byok_after = None if after in platform_ids else after
+        skip_byok = after in platform_ids and not ascending
+        byok: list[Provider] = []
+        if not skip_byok:
+            index = self._core.keys.providers
+            page = await id_page(self._core.redis, index, limit=limit + 1, after=byok_after, ascending=ascending)
+            byok = await self._records(page.ids)
+        if ascending:
+            head = [p for p in platform if after is None or (after in platform_ids and p.id > after)]
+            merged = head + byok
+        else:
+            tail = [p for p in reversed(platform) if after is None or after not in platform_ids or p.id < after]
+            merged = byok + tail
+        items = merged[:limit]
+        return items, items[-1].id if len(merged) > limit else None
+
+    async def create(
+        self,
+        provider_id: str,
+        *,
+        format: ProviderFormat,
+        display_name: str,
+        description: str,
+        base_url: str,
+        api_key: str,
+    ) -> Provider:
+        keys = self._core.keys
+        record = {
+            "id": provider_id,
+            "format": format,
+            "display_name": display_name,
+            "description": description,
+            "base_url": base_url,
+            "api_key": api_key,
+            "created_at": now_ms(),
+        }
+        with translate_redis_errors():
+            if not await aw(self._core.redis.exists(keys.provider(provider_id))):
+                async with self._core.redis.pipeline(transaction=True) as pipe:
+                    pipe.hset(keys.provider(provider_id), mapping=record)
+                    pipe.zadd(keys.providers, {provider_id: 0})
+                    await pipe.execute()
+        return await self.get(provider_id)
+
+    async def update(self, provider_id: str, changes: dict[str, str]) -> Provider:
+        provider = await self.get(provider_id)
+        if provider.type == "platform":
+            raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers change")
+        if changes:
+            with translate_redis_errors():
+                await aw(self._core.redis.hset(self._core.keys.provider(provider_id), mapping=changes))
+        return await self.get(provider_id)
+
+    async def delete(self, provider_id: str) -> None:
+        provider = await self.get(provider_id)
+        if provider.type == "platform":
+            raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers go")
+        keys = self._core.keys
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=True) as pipe:
+                pipe.unlink(keys.provider(provider_id))
+                pipe.zrem(keys.providers, provider_id)
+                await pipe.execute()
+
+    async def _records(self, ids: list[str]) -> list[Provider]:
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for provider_id in ids:
+                    pipe.hgetall(self._core.keys.provider(provider_id))
+                records = await pipe.execute()
+        return [_byok(r) for r in records if r]
+
+
+def _byok(record: dict[bytes, bytes]) -> Provider:
+    text = {k.decode(): v.decode() for k, v in record.items()}
+    fmt: ProviderFormat = "anthropic" if text["format"] == "anthropic" else "openai_responses"
+    return Provider(
+        id=text["id"],
+        type="byok",
+        format=fmt,
+        display_name=text["display_name"],
+        description=text["description"],
+        created_at=int(text["created_at"]),
+        base_url=text["base_url"],
+        api_key=text["api_key"],
+    )

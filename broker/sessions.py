@@ -1,0 +1,154 @@
+"""Sessions: create on an agent's live version, read, list, delete, and mint more tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.aio import aw, command
+from broker.codec import dumps, loads
+from broker.core import Core
+from broker.credentials import SessionToken, new_session_token
+from broker.errors import NotFound, translate_redis_errors
+from broker.layouts import run_args, run_keys
+from broker.pages import id_page
+
+RUN_GONE_DELETED = "the session was deleted before the client answered"
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    id: str
+    agent_id: str
+    agent_version_id: str
+    display_name: str
+    created_by: dict[str, Any]
+    workspace_id: str
+    created_at: int
+    active: bool
+
+
+class Sessions:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def new_token(self, session_id: str) -> SessionToken:
+        return new_session_token(session_id, self._core.settings.session_token_ttl_ms)
+
+    async def create(
+        self,
+        session_id: str,
+        *,
+        agent_id: str,
+        version_id: str,
+        display_name: str,
+        created_by: dict[str, Any],
+        token: SessionToken,
+    ) -> tuple[Session, bool]:
+        """Create the session with its first token; False when this id already existed (a retry)."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        created, _ = await self._core.scripts.run(
+            "create_session",
+            [s.meta, s.events, s.tokens, keys.sessions, keys.agent_sessions(agent_id), keys.agent(agent_id)],
+            [
+                s.live,
+                session_id,
+                agent_id,
+                version_id,
+                display_name,
+                dumps(created_by),
+                self._core.workspace_id,
+                token.digest,
+                token.record,
+            ],
+        )
+        return await self.get(session_id), created == "created"
+
+    async def get(self, session_id: str) -> Session:
+        s = self._core.keys.session(session_id)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(s.meta)
+                pipe.exists(s.run)
+                record, active = await pipe.execute()
+        session = _session(record, bool(active))
+        if session is None:
+            raise NotFound(f"no session {session_id}")
+        return session
+
+    async def exists(self, session_id: str) -> bool:
+        s = self._core.keys.session(session_id)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.exists(s.meta)
+                pipe.hget(s.meta, "deleted")
+                present, deleted = await pipe.execute()
+        return bool(present) and deleted != b"1"
+
+    async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Session], str | None]:
+        keys = self._core.keys
+        page = await id_page(self._core.redis, keys.sessions, limit=limit, after=after, ascending=ascending)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for session_id in page.ids:
+                    pipe.hgetall(keys.session(session_id).meta)
+                    pipe.exists(keys.session(session_id).run)
+                replies = await pipe.execute()
+        sessions = [_session(replies[i], bool(replies[i + 1])) for i in range(0, len(replies), 2)]
+        return [s for s in sessions if s is not None], page.next_cursor
+
+    async def delete(self, session_id: str) -> None:
+        keys = self._core.keys
+        session = await self.get(session_id)
+        s = keys.session(session_id)
+        await self._core.scripts.run(
+            "delete_session",
+            [
+                *run_keys(keys, session_id),
+                s.tokens,
+                keys.sessions,
+                keys.agent_sessions(session.agent_id),
+                keys.leases,
+                keys.purges,
+            ],
+            [*run_args(keys, session_id, ""), self._core.settings.session_token_ttl_ms, RUN_GONE_DELETED],
+        )
+
+    async def purge(self, session_id: str, batch: int = 300) -> None:
+        """Drop a deleted session's per-client keys (the sweeper calls this), a batch per round trip."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        with translate_redis_errors():
+            while True:
+                raw = await command(self._core.redis, "SRANDMEMBER", s.clients, batch)
+                client_ids = [bytes(c).decode() for c in raw]
+                if not client_ids:
+                    break
+                doomed = [k for cid in client_ids for k in (s.client(cid), s.lease(cid), s.client_calls(cid))]
+                async with self._core.redis.pipeline(transaction=False) as pipe:
+                    pipe.unlink(*doomed)
+                    pipe.srem(s.clients, *client_ids)
+                    await pipe.execute()
+            await aw(self._core.redis.zrem(keys.purges, session_id))
+
+    async def mint_token(self, session_id: str) -> SessionToken:
+        token = self.new_token(session_id)
+        s = self._core.keys.session(session_id)
+        await self._core.scripts.run("mint_token", [s.meta, s.tokens], [token.digest, token.record])
+        return token
+
+
+def _session(record: dict[bytes, bytes], active: bool) -> Session | None:
+    if not record or record.get(b"deleted") == b"1" or b"created_at" not in record:
+        return None
+    return Session(
+        id=record[b"id"].decode(),
+        agent_id=record[b"agent_id"].decode(),
+        agent_version_id=record[b"agent_version_id"].decode(),
+        display_name=record[b"display_name"].decode(),
+        created_by=loads(record[b"created_by"]),
+        workspace_id=record[b"workspace_id"].decode(),
+        created_at=int(record[b"created_at"]),
+        active=active,
+    )

@@ -1,0 +1,75 @@
+"""Deployment settings, read once from the environment (prefix `SWITCHBOARD_`) and passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class Settings(BaseSettings):
+    """Every knob of a Switchboard process; see CONTRACT section 7 and the README's table."""
+
+    model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_", extra="ignore", frozen=True)
+
+    redis_url: str | None = None
+    data_dir: Path = Path("./.switchboard")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    bootstrap_api_key: SecretStr | None = None
+
+    ack_timeout_s: Seconds = 60.0
+    result_timeout_s: Seconds = 300.0
+    session_token_ttl_s: Seconds = 86400.0
+    idempotency_ttl_s: Seconds = 604800.0
+
+    openai_api_key: SecretStr | None = None
+    anthropic_api_key: SecretStr | None = None
+
+    # Beyond the contract's table: tuning that the tests and benchmarks turn.
+    key_prefix: str = Field(default="sb", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    sweep_interval_s: Seconds = 0.1
+    continuation_grace_s: Seconds = 1.0
+    worker_poll_delay_s: Seconds = 0.02
+    worker_max_jobs: int = Field(default=50, ge=1)
+    step_timeout_s: Seconds = 120.0
+    stream_keepalive_s: Seconds = 15.0
+    stream_retry_ms: int = Field(default=3000, ge=0)
+    idempotency_wait_s: Seconds = 30.0
+
+    @field_validator("bootstrap_api_key")
+    @classmethod
+    def _bootstrap_key_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not _is_api_key(value.get_secret_value()):
+            raise ValueError("must look like swb_ak_ followed by at least 32 url-safe characters")
+        return value
+
+    @property
+    def ack_timeout_ms(self) -> int:
+        return round(self.ack_timeout_s * 1000)
+
+    @property
+    def result_timeout_ms(self) -> int:
+        return round(self.result_timeout_s * 1000)
+
+    @property
+    def session_token_ttl_ms(self) -> int:
+        return round(self.session_token_ttl_s * 1000)
+
+    @property
+    def idempotency_ttl_ms(self) -> int:
+        return round(self.idempotency_ttl_s * 1000)
+
+
+API_KEY_PREFIX = "swb_ak_"
+SESSION_TOKEN_PREFIX = "swb_st_"  # noqa: S105 (a marker, not a secret)
+_URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _is_api_key(value: str) -> bool:
+    secret = value.removeprefix(API_KEY_PREFIX)
+    return value.startswith(API_KEY_PREFIX) and len(secret) >= 32 and set(secret) <= _URL_SAFE
