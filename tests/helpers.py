@@ -10,7 +10,9 @@ from broker.credentials import operator_actor
 from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 from broker.runs import PlannedCall
 
-SCRIPTED_CONFIG = {"model": {"format": "openai_responses", "model": SCRIPTED_MODEL, "max_tokens": 1024, "context_window": 8192}}
+SCRIPTED_CONFIG = {
+    "model": {"format": "openai_responses", "model": SCRIPTED_MODEL, "max_tokens": 1024, "context_window": 8192}
+}
 
 HIGHLIGHT = {
     "name": "highlight_row",

@@ -6,7 +6,7 @@ import pytest
 
 from broker import Broker
 from broker.errors import Conflict, NotFound
-from broker.events import text_block, tool_call_block
+from broker.events import tool_call_block
 from tests.helpers import HIGHLIGHT, call, log_events, make_session, types
 
 

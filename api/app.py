@@ -1,0 +1,77 @@
+"""The FastAPI application: built by `create_app`, opened and closed by its lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api import errors
+from api.metrics import Metrics
+from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions
+from api.state import AppState
+from broker import Broker, Settings
+from broker.live import LiveHub
+
+BOOTSTRAP_LABEL = "bootstrap"
+
+
+class _CountRequests:
+    """Counts requests by route template and status (pure ASGI, so streaming passes straight through)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self._app = app
+        self._metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        status = 500
+
+        async def observe(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._app(scope, receive, observe)
+        finally:
+            route: Any = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            self._metrics.requests.labels(scope["method"], template, str(status)).inc()
+
+
+def create_app(settings: Settings, redis_url: str) -> FastAPI:
+    """The API over the Redis at `redis_url`; one broker connection and one live hub per app."""
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        broker = await Broker.connect(settings, redis_url)
+        hub = LiveHub(broker.core.redis, broker.core.keys.hub_control)
+        try:
+            if settings.bootstrap_api_key is not None:
+                await broker.credentials.ensure_api_key(settings.bootstrap_api_key.get_secret_value(), BOOTSTRAP_LABEL)
+            await hub.start()
+            app.state.switchboard = AppState(broker, hub, metrics)
+            yield
+        finally:
+            await hub.stop()
+            await broker.close()
+
+    app = FastAPI(
+        title="Switchboard",
+        version="0.1.0",
+        description="Routes an agent's client tool calls to the apps that serve them (the Subako /v1 API).",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    for module in (api_keys, agents, providers, sessions, events, clients, approvals, health):
+        app.include_router(module.router)
+    app.add_middleware(_CountRequests, metrics=metrics)
+    return app

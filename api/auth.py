@@ -1,0 +1,83 @@
+"""Who is calling: an API key (its permissions) or a session token (its one session), from the header."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from fastapi import Request
+
+from api.state import broker_of
+from broker.codec import canonical_uuid
+from broker.credentials import TokenState
+from broker.errors import Forbidden, NotFound, Unauthorized
+from broker.settings import API_KEY_PREFIX, SESSION_TOKEN_PREFIX
+
+WORKSPACE_HEADER = "kikuvi-workspace"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller. `session_id` is set for a session token: the only session it reaches."""
+
+    kind: Literal["api_key", "session_token"]
+    id: str
+    label: str
+    permissions: frozenset[str]
+    session_id: str | None = None
+    session_gone: bool = False
+
+    def require(self, permission: str) -> None:
+        """An API key holding `permission`; a session token never reaches a route that asks for one."""
+        if self.kind == "session_token":
+            raise Forbidden("this route needs an API key; a session token reaches only its own session's routes")
+        if permission not in self.permissions:
+            raise Forbidden(f"this API key lacks the permission {permission}")
+
+    def reach_session(self, session_id: str, permission: str) -> str:
+        """The canonical session id, if this caller may act on it with `permission`."""
+        canonical = canonical_uuid(session_id)
+        if canonical is None:
+            raise NotFound(f"no session {session_id}")
+        if self.kind == "session_token":
+            # Another session's routes answer as if it did not exist.
+            if canonical != self.session_id or self.session_gone:
+                raise NotFound(f"no session {session_id}")
+            return canonical
+        self.require(permission)
+        return canonical
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization")
+    if not header:
+        raise Unauthorized("missing credential: send `Authorization: Bearer <API key or session token>`")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized("malformed Authorization header: expected `Bearer <API key or session token>`")
+    return token
+
+
+async def authenticate(request: Request) -> Principal:
+    """The caller of this request, or 401 (no, unknown, revoked or expired credential) / 403 (workspace)."""
+    token = _bearer(request)
+    broker = broker_of(request)
+    principal: Principal
+    if token.startswith(API_KEY_PREFIX):
+        key = await broker.credentials.authenticate_key(token)
+        if key is None:
+            raise Unauthorized("this API key is unknown, revoked or expired")
+        principal = Principal("api_key", key.key_id, key.label, key.permissions)
+    elif token.startswith(SESSION_TOKEN_PREFIX):
+        auth = await broker.credentials.authenticate_token(token)
+        if auth.state is TokenState.UNKNOWN:
+            raise Unauthorized("this session token is unknown or expired")
+        gone = auth.state is TokenState.SESSION_GONE
+        principal = Principal("session_token", auth.token_id, "", frozenset(), auth.session_id, gone)
+    else:
+        raise Unauthorized("unrecognised credential: expected an API key (swb_ak_...) or a session token (swb_st_...)")
+    workspace = request.headers.get(WORKSPACE_HEADER)
+    if workspace is not None and canonical_uuid(workspace.strip()) != broker.workspace_id:
+        raise Forbidden(f"this credential belongs to workspace {broker.workspace_id}, not {workspace}")
+    return principal

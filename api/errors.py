@@ -1,0 +1,85 @@
+"""Every refusal as the envelope `{"error": {"code", "message"}}`, with the status CONTRACT 3.1 fixes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from broker.errors import ErrorCode, SwitchboardError, TooManyRequests
+
+logger = logging.getLogger(__name__)
+
+STATUS = {
+    ErrorCode.INVALID_REQUEST: 400,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.PRECONDITION_FAILED: 412,
+    ErrorCode.CLIENT_OUTDATED: 426,
+    ErrorCode.TOO_MANY_REQUESTS: 429,
+    ErrorCode.INTERNAL: 500,
+}
+_CODE_OF_STATUS = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.NOT_FOUND, 401: ErrorCode.UNAUTHORIZED}
+
+
+def envelope(code: ErrorCode | str, message: str) -> dict[str, Any]:
+    return {"error": {"code": str(code), "message": message}}
+
+
+def error_response(error: SwitchboardError) -> JSONResponse:
+    headers = {}
+    if isinstance(error, TooManyRequests):
+        headers["Retry-After"] = str(error.retry_after_s)
+    if error.code is ErrorCode.UNAUTHORIZED:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(envelope(error.code, error.message), status_code=STATUS[error.code], headers=headers)
+
+
+def describe_validation(errors: Sequence[Any]) -> str:
+    """Pydantic's errors as `field: what is wrong`, the field path the way a caller wrote it."""
+    parts = []
+    for error in errors[:3]:
+        location = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path", "header")]
+        # Union members and validator names in the path say nothing to the caller.
+        location = [p for p in location if not p.startswith(("function-", "tagged-union")) and "[" not in p]
+        field = ".".join(location).replace(".[", "[") or "body"
+        message = str(error.get("msg", "is invalid")).removeprefix("Value error, ")
+        parts.append(f"{field}: {message}")
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(parts) + more
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(SwitchboardError)
+    async def _switchboard(_: Request, error: SwitchboardError) -> Response:
+        if error.code is ErrorCode.INTERNAL:
+            logger.error("request failed: %s", error.message)
+        return error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, error: RequestValidationError) -> Response:
+        return JSONResponse(envelope(ErrorCode.INVALID_REQUEST, describe_validation(error.errors())), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, error: StarletteHTTPException) -> Response:
+        if error.status_code == 404:
+            message = f"no route {request.url.path} is provided by this server"
+        elif error.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(error.detail)
+        code = _CODE_OF_STATUS.get(error.status_code, ErrorCode.INVALID_REQUEST)
+        status = 404 if error.status_code == 405 else error.status_code
+        return JSONResponse(envelope(code, message), status_code=status)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, error: Exception) -> Response:
+        logger.exception("unexpected error")
+        return JSONResponse(envelope(ErrorCode.INTERNAL, "an unexpected error occurred; it was logged"), 500)

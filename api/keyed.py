@@ -1,0 +1,93 @@
+"""Routes the SDK sends an Idempotency-Key on run through `keyed`: one attempt acts, repeats replay it.
+
+The receipt lives in the slot of what the route acts on (the session's, else the workspace's) and
+remembers the ids the first attempt chose, so an attempt that takes over from one that died creates
+nothing twice. Receipts last `SWITCHBOARD_IDEMPOTENCY_TTL_S`, except those of pings (5 minutes) and of
+acks and results (1 hour): those operations are idempotent on their own beyond that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request, Response
+
+from api.auth import Principal
+from api.errors import STATUS, envelope
+from api.state import broker_of
+from broker.codec import dumps
+from broker.errors import InvalidRequest, SwitchboardError
+from broker.idempotency import Receipt, fingerprint, scope_digest
+
+PING_RECEIPT_MS = 5 * 60 * 1000
+CALL_RECEIPT_MS = 60 * 60 * 1000
+_MAX_KEY_LENGTH = 255
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A response, and for the three creates that return a secret, the receipt a replay answers with."""
+
+    status: int
+    body: bytes = b""
+    receipt_status: int | None = None
+    receipt_body: bytes | None = None
+
+
+def respond(status: int, body: bytes | str) -> Response:
+    if status == 204:
+        return Response(status_code=204)
+    return Response(body, status_code=status, media_type="application/json")
+
+
+@dataclass(frozen=True, slots=True)
+class Keyed:
+    """What the act receives: the ids the first attempt chose, and the key's identity (or '')."""
+
+    seed: dict[str, Any]
+    tag: str
+
+
+async def keyed(
+    request: Request,
+    principal: Principal,
+    act: Callable[[Keyed], Awaitable[Outcome]],
+    *,
+    seed: dict[str, Any],
+    session_id: str | None = None,
+    ttl_ms: int | None = None,
+) -> Response:
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        outcome = await act(Keyed(seed, ""))
+        return respond(outcome.status, outcome.body)
+    if not 0 < len(key) <= _MAX_KEY_LENGTH:
+        raise InvalidRequest(f"Idempotency-Key: must be 1 to {_MAX_KEY_LENGTH} characters")
+    broker = broker_of(request)
+    keys = broker.core.keys
+    path = request.url.path
+    digest = scope_digest(principal.id, request.method, path, key)
+    slot = keys.session(session_id).idempotency(digest) if session_id else keys.workspace_idempotency(digest)
+    ttl = ttl_ms or broker.settings.idempotency_ttl_ms
+    claimed = await broker.idempotency.begin(slot, fingerprint(request.method, path, await request.body()), seed, ttl)
+    if isinstance(claimed, Receipt):
+        return respond(claimed.status, claimed.body)
+    try:
+        outcome = await act(Keyed(claimed.seed, digest))
+    except SwitchboardError as error:
+        status = STATUS[error.code]
+        if 400 <= status < 500 and status != 429:
+            # A refusal is the answer to this request too: a retry with the same key gets the same one.
+            await broker.idempotency.finish(claimed, status, dumps(envelope(error.code, error.message)))
+        else:
+            await broker.idempotency.release(claimed)
+        raise
+    except BaseException:
+        await broker.idempotency.release(claimed)
+        raise
+    stored_status = outcome.receipt_status or outcome.status
+    stored_body = outcome.receipt_body if outcome.receipt_body is not None else outcome.body
+    await broker.idempotency.finish(claimed, stored_status, stored_body.decode())
+    return respond(outcome.status, outcome.body)

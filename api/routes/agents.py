@@ -1,0 +1,130 @@
+"""Agents, their versions and their security document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from api import render
+from api.deps import Caller, Page, canonical_id
+from api.keyed import Keyed, Outcome, keyed
+from api.schemas.agents import (
+    AgentBody,
+    AgentPage,
+    AgentSecurityBody,
+    AgentVersionBody,
+    AgentVersionPage,
+    CreateAgentBody,
+    PublishAgentVersionBody,
+    PutAgentSecurityBody,
+)
+from api.schemas.common import ErrorBody
+from api.state import State
+from broker.codec import uuid7
+from broker.errors import InvalidRequest, NotFound
+from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"], responses={400: {"model": ErrorBody}})
+
+
+@router.post("", status_code=201, response_model=AgentBody)
+async def create_agent(body: CreateAgentBody, request: Request, caller: Caller, state: State) -> Response:
+    caller.require("agent.publish")
+
+    async def act(keyed_: Keyed) -> Outcome:
+        record = await state.broker.agents.create(body.name, keyed_.seed["agent_id"])
+        return Outcome(201, render.agent(record, state.broker.workspace_id).model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={"agent_id": uuid7()})
+
+
+@router.get("", response_model=AgentPage)
+async def list_agents(caller: Caller, state: State, page: Page) -> AgentPage:
+    caller.require("agent.read")
+    agents, cursor = await state.broker.agents.page(limit=page.limit, after=page.after, ascending=page.ascending)
+    items = [render.agent(a, state.broker.workspace_id) for a in agents]
+    return AgentPage.model_validate({"items": items, "next_cursor": cursor})
+
+
+@router.get("/{agent_id}", response_model=AgentBody)
+async def get_agent(agent_id: str, caller: Caller, state: State) -> AgentBody:
+    caller.require("agent.read")
+    record = await state.broker.agents.get(canonical_id(agent_id, "agent"))
+    return render.agent(record, state.broker.workspace_id)
+
+
+@router.patch("/{agent_id}", response_model=AgentBody)
+async def rename_agent(agent_id: str, body: CreateAgentBody, caller: Caller, state: State) -> AgentBody:
+    caller.require("agent.publish")
+    record = await state.broker.agents.rename(canonical_id(agent_id, "agent"), body.name)
+    return render.agent(record, state.broker.workspace_id)
+
+
+@router.delete("/{agent_id}", status_code=204)
+async def delete_agent(agent_id: str, caller: Caller, state: State) -> Response:
+    """Delete the agent, its versions and its sessions."""
+    caller.require("agent.delete")
+    broker = state.broker
+    canonical = canonical_id(agent_id, "agent")
+    for session_id in await broker.agents.mark_deleted(canonical):
+        try:
+            await broker.sessions.delete(session_id)
+        except NotFound:
+            continue
+    await broker.agents.purge(canonical)
+    return Response(status_code=204)
+
+
+async def _check_model(state: State, body: PublishAgentVersionBody) -> None:
+    provider = await state.broker.providers.get(str(body.model_provider_id))
+    if provider.format != body.model.format:
+        raise InvalidRequest(f"model.format: provider {provider.id} speaks {provider.format}, not {body.model.format}")
+    if provider.id == SCRIPTED_PROVIDER_ID and body.model.model != SCRIPTED_MODEL:
+        raise InvalidRequest(f"model.model: the Scripted provider serves only the model {SCRIPTED_MODEL!r}")
+
+
+@router.post("/{agent_id}/versions", status_code=201, response_model=AgentVersionBody)
+async def publish_version(
+    agent_id: str, body: PublishAgentVersionBody, request: Request, caller: Caller, state: State
+) -> Response:
+    """Publish a version; new sessions run it from now on, existing ones keep theirs."""
+    caller.require("agent.publish")
+    canonical = canonical_id(agent_id, "agent")
+    await state.broker.agents.get(canonical)
+    await _check_model(state, body)
+    # The config is echoed as given: absent optional keys stay absent.
+    config: dict[str, Any] = body.model_dump(mode="json", exclude_unset=True, exclude={"model_provider_id"})
+
+    async def act(keyed_: Keyed) -> Outcome:
+        record = await state.broker.agents.publish(
+            canonical, keyed_.seed["version_id"], config, str(body.model_provider_id)
+        )
+        return Outcome(201, render.version(record).model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={"version_id": uuid7()})
+
+
+@router.get("/{agent_id}/versions", response_model=AgentVersionPage)
+async def list_versions(agent_id: str, caller: Caller, state: State, page: Page) -> AgentVersionPage:
+    caller.require("agent.read")
+    versions, cursor = await state.broker.agents.versions(
+        canonical_id(agent_id, "agent"), limit=page.limit, after=page.after, ascending=page.ascending
+    )
+    return AgentVersionPage.model_validate({"items": [render.version(v) for v in versions], "next_cursor": cursor})
+
+
+@router.get("/{agent_id}/security", response_model=AgentSecurityBody)
+async def get_security(agent_id: str, caller: Caller, state: State) -> AgentSecurityBody:
+    caller.require("agent.read")
+    record = await state.broker.agents.get(canonical_id(agent_id, "agent"))
+    return AgentSecurityBody(allowed_origins=list(record.allowed_origins))
+
+
+@router.put("/{agent_id}/security", response_model=AgentSecurityBody)
+async def put_security(agent_id: str, body: PutAgentSecurityBody, caller: Caller, state: State) -> AgentSecurityBody:
+    """Replace the whole document; `{}` (or a null list) resets it to no browser origin."""
+    caller.require("agent.publish")
+    origins = list(dict.fromkeys(body.allowed_origins or []))
+    record = await state.broker.agents.set_security(canonical_id(agent_id, "agent"), origins)
+    return AgentSecurityBody(allowed_origins=list(record.allowed_origins))

@@ -1,0 +1,63 @@
+"""POST, GET /v1/api-keys and DELETE /v1/api-keys/{id}."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from api import render
+from api.deps import Caller, Page, canonical_id
+from api.keyed import Keyed, Outcome, keyed
+from api.schemas.common import ErrorBody
+from api.schemas.keys import ApiKeyBody, ApiKeyPage, ApiKeyReceiptBody, MintApiKeyBody, MintedApiKeyBody
+from api.state import State
+from broker.codec import now_ms, to_ms
+from broker.errors import Forbidden, InvalidRequest
+
+router = APIRouter(prefix="/v1/api-keys", tags=["api-keys"], responses={400: {"model": ErrorBody}})
+
+
+@router.post(
+    "",
+    status_code=201,
+    responses={201: {"model": MintedApiKeyBody}, 200: {"model": ApiKeyReceiptBody, "description": "A replay"}},
+)
+async def mint_api_key(body: MintApiKeyBody, request: Request, caller: Caller, state: State) -> Response:
+    """Mint a key holding at most the permissions of the key that mints it; the secret is shown once."""
+    if caller.kind == "session_token":
+        caller.require("workspace.read")
+    missing = sorted(set(body.permissions) - caller.permissions)
+    if missing:
+        raise Forbidden(f"a key mints keys only with permissions it holds; this one lacks {', '.join(missing)}")
+    expires_at = to_ms(body.expires_at) if body.expires_at else None
+    if expires_at is not None and expires_at <= now_ms():
+        raise InvalidRequest("expires_at: must be in the future")
+
+    async def act(_: Keyed) -> Outcome:
+        record, secret = await state.broker.credentials.mint_api_key(body.label, list(body.permissions), expires_at)
+        receipt = render.api_key_receipt(record)
+        minted = MintedApiKeyBody.model_validate({**receipt.model_dump(), "secret": secret})
+        return Outcome(201, minted.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={})
+
+
+@router.get("", response_model=ApiKeyPage)
+async def list_api_keys(caller: Caller, state: State, page: Page) -> ApiKeyPage:
+    caller.require("workspace.read")
+    keys, cursor = await state.broker.credentials.list_api_keys(
+        limit=page.limit, after=page.after, ascending=page.ascending
+    )
+    return ApiKeyPage.model_validate({"items": [render.api_key(k) for k in keys], "next_cursor": cursor})
+
+
+@router.delete("/{api_key_id}", response_model=ApiKeyBody)
+async def revoke_api_key(api_key_id: str, caller: Caller, state: State) -> ApiKeyBody:
+    """Revoke a key: a key may revoke itself, or one whose permissions it holds all of."""
+    key_id = canonical_id(api_key_id, "API key")
+    if caller.kind == "session_token":
+        caller.require("workspace.read")
+    target = await state.broker.credentials.get_api_key(key_id)
+    lacking = sorted(set(target.permissions) - caller.permissions)
+    if key_id != caller.id and lacking:
+        raise Forbidden(f"revoking this key needs every permission it holds; this key lacks {', '.join(lacking)}")
+    return render.api_key(await state.broker.credentials.revoke_api_key(key_id))

@@ -1,0 +1,127 @@
+"""Client registrations: register, ping, replace tools, leave; ack and answer the calls dispatched to them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from api.deps import Caller, canonical_id, existing_session
+from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, Keyed, Outcome, keyed, respond
+from api.schemas.clients import (
+    ClientCallResultBody,
+    ClientPingBody,
+    ClientToolBody,
+    RegisterClientBody,
+    RegisteredClientBody,
+    TtlLifetime,
+    UpdateClientToolsBody,
+)
+from api.schemas.common import ErrorBody, optional_moment
+from api.schemas.events import SessionEvent
+from api.state import State
+from broker.codec import uuid7
+from broker.errors import NotFound
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/clients", tags=["clients"], responses={400: {"model": ErrorBody}})
+MANAGE = "session.manage"
+
+
+def _tools(tools: list[ClientToolBody] | None) -> list[dict[str, Any]]:
+    return [tool.model_dump() for tool in tools or []]
+
+
+@router.post("", status_code=201, response_model=RegisteredClientBody)
+async def register_client(
+    session_id: str, body: RegisterClientBody, request: Request, caller: Caller, state: State
+) -> Response:
+    """Register a client; a name in use among active clients gets the smallest free `-2`, `-3`, ..."""
+    canonical = await existing_session(state, caller, session_id, MANAGE)
+    ttl_s = body.lifetime.data.seconds if isinstance(body.lifetime, TtlLifetime) else None
+
+    async def act(keyed_: Keyed) -> Outcome:
+        client_id = keyed_.seed["client_id"]
+        registered = await state.broker.clients.register(canonical, client_id, body.name, ttl_s, _tools(body.tools))
+        answer = RegisteredClientBody.model_validate(
+            {"id": registered.id, "name": registered.name, "expires_at": optional_moment(registered.expires_at)}
+        )
+        return Outcome(201, answer.model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={"client_id": uuid7()}, session_id=canonical)
+
+
+@router.post("/{client_id}/ping", response_model=ClientPingBody)
+async def ping_client(session_id: str, client_id: str, request: Request, caller: Caller, state: State) -> Response:
+    """Keep a ttl client alive until now + ttl; 404 once it has lapsed (register again)."""
+    canonical = await existing_session(state, caller, session_id, MANAGE)
+    cid = canonical_id(client_id, "client")
+
+    async def act(_: Keyed) -> Outcome:
+        outcome = await state.broker.clients.ping(canonical, cid)
+        if not outcome.alive:
+            await state.broker.runs.enqueue(outcome.scheduled)
+            raise NotFound(f"client {cid} has lapsed: it was not pinged within its ttl; register again")
+        answer = ClientPingBody(expires_at=optional_moment(outcome.expires_at))
+        return Outcome(200, answer.model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={}, session_id=canonical, ttl_ms=PING_RECEIPT_MS)
+
+
+@router.delete("/{client_id}", status_code=204)
+async def leave_client(session_id: str, client_id: str, caller: Caller, state: State) -> Response:
+    """Leave: the name is released and the calls still owed an answer fail with `client_gone`."""
+    canonical = await existing_session(state, caller, session_id, MANAGE)
+    scheduled = await state.broker.clients.leave(canonical, canonical_id(client_id, "client"))
+    await state.broker.runs.enqueue(scheduled)
+    return Response(status_code=204)
+
+
+@router.put("/{client_id}/tools", response_model=SessionEvent)
+async def replace_tools(
+    session_id: str, client_id: str, body: UpdateClientToolsBody, caller: Caller, state: State
+) -> Response:
+    """Replace the whole tool set; answers with the `client_tools_updated` event."""
+    canonical = await existing_session(state, caller, session_id, MANAGE)
+    event = await state.broker.clients.update_tools(canonical, canonical_id(client_id, "client"), _tools(body.tools))
+    return respond(200, event)
+
+
+@router.post("/{client_id}/calls/{call_id:path}/ack", response_model=SessionEvent)
+async def ack_call(
+    session_id: str, client_id: str, call_id: str, request: Request, caller: Caller, state: State
+) -> Response:
+    """Acknowledge a call (the result deadline starts); answers with the `client_tool_acked` event."""
+    canonical = await existing_session(state, caller, session_id, MANAGE)
+    cid = canonical_id(client_id, "client")
+
+    async def act(_: Keyed) -> Outcome:
+        event = await state.broker.clients.ack(canonical, cid, call_id)
+        state.metrics.calls.labels("acked").inc()
+        return Outcome(200, event.encode())
+
+    return await keyed(request, caller, act, seed={}, session_id=canonical, ttl_ms=CALL_RECEIPT_MS)
+
+
+@router.post("/{client_id}/calls/{call_id:path}/result", status_code=204)
+async def answer_call(
+    session_id: str,
+    client_id: str,
+    call_id: str,
+    body: ClientCallResultBody,
+    request: Request,
+    caller: Caller,
+    state: State,
+) -> Response:
+    """Answer a call; it reaches the log as its `tool_result`. A result without an ack acks first."""
+    canonical = await existing_session(state, caller, session_id, MANAGE)
+    cid = canonical_id(client_id, "client")
+
+    async def act(keyed_: Keyed) -> Outcome:
+        scheduled = await state.broker.clients.answer(
+            canonical, cid, call_id, body.text, is_error=bool(body.is_error), tag=keyed_.tag
+        )
+        state.metrics.calls.labels("answered").inc()
+        await state.broker.runs.enqueue(scheduled)
+        return Outcome(204)
+
+    return await keyed(request, caller, act, seed={}, session_id=canonical, ttl_ms=CALL_RECEIPT_MS)

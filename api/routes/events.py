@@ -1,0 +1,91 @@
+"""A session's events: post input, read the log a page at a time, follow it live (SSE)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from api.deps import Caller, existing_session
+from api.keyed import Keyed, Outcome, keyed
+from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
+from api.schemas.events import SessionEventPage
+from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
+from api.sse import SSE_HEADERS, event_stream
+from api.state import State
+from broker.codec import uuid7
+from broker.errors import Forbidden, InvalidRequest
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/events", tags=["events"], responses={400: {"model": ErrorBody}})
+
+
+@router.post("", response_model=SubmitOutcomeBody)
+async def post_input(
+    session_id: str, body: PostSessionEventBody, request: Request, caller: Caller, state: State
+) -> Response:
+    """Post input: it starts a run, or steers the active one. `message_user` reaches the log with it."""
+    canonical = await existing_session(state, caller, session_id, "session.manage")
+    if body.source == "external" and caller.kind != "api_key":
+        raise Forbidden("source: 'external' marks input posted with an API key on behalf of a user")
+    broker = state.broker
+
+    async def act(keyed_: Keyed) -> Outcome:
+        seed = keyed_.seed
+        submitted = await broker.runs.submit(canonical, seed["run_id"], seed["input_id"], body.text, body.source or "")
+        await broker.runs.enqueue(submitted.scheduled)
+        outcome = SubmitOutcomeBody.model_validate({"outcome": submitted.outcome, "run_id": submitted.run_id})
+        return Outcome(200, outcome.model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={"run_id": uuid7(), "input_id": uuid7()}, session_id=canonical)
+
+
+@router.get("", response_model=SessionEventPage)
+async def list_events(
+    session_id: str,
+    caller: Caller,
+    state: State,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    after_seq: Annotated[int | None, Query(ge=0)] = None,
+    before_seq: Annotated[int | None, Query(ge=0)] = None,
+    order: Annotated[Order, Query(description="Newest first when omitted")] = "desc",
+) -> Response:
+    """The log in pages; both bounds exclusive; the cursor is the seq of the page's last event."""
+    canonical = await existing_session(state, caller, session_id, "session.read")
+    page = await state.broker.log.page(
+        canonical, ascending=order == "asc", limit=limit, after_seq=after_seq, before_seq=before_seq
+    )
+    cursor = "null" if page.next_cursor is None else str(page.next_cursor)
+    # The stored events are sent as stored: no decode and re-encode per event.
+    body = b'{"items":[' + b",".join(page.items) + b'],"next_cursor":' + cursor.encode() + b"}"
+    return Response(body, media_type="application/json")
+
+
+def _position(after_seq: str | None, last_event_id: str | None) -> int | None:
+    for name, raw in (("after_seq", after_seq), ("Last-Event-ID", last_event_id)):
+        if raw is None or raw.strip() == "":
+            continue
+        if not raw.strip().isdigit():
+            raise InvalidRequest(f"{name}: must be a non-negative integer seq, not {raw!r}")
+        return int(raw)
+    return None
+
+
+@router.get("/stream", responses={200: {"content": {"text/event-stream": {}}}})
+async def stream_events(
+    session_id: str,
+    caller: Caller,
+    state: State,
+    after_seq: Annotated[str | None, Query(description="Replay after this seq (0: the whole log)")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> StreamingResponse:
+    """Server-sent events: a cursor frame first (`id: N`), then every event after N, for as long as the
+    session lives. The stream ends, and a reconnect gets 404, only when the session is deleted."""
+    canonical = await existing_session(state, caller, session_id, "session.read")
+    position = _position(after_seq, last_event_id)
+    if position is None:
+        # Fixed now, before the headers go out: everything appended from here on is delivered.
+        position = await state.broker.log.head(canonical)
+    subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
+    frames = event_stream(state, canonical, position, subscription)
+    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)

@@ -1,0 +1,29 @@
+"""Operational routes outside /v1: liveness, readiness, metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from api.state import State
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz")
+async def healthz() -> JSONResponse:
+    """The process is alive (it answers)."""
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/readyz")
+async def readyz(state: State) -> JSONResponse:
+    """Redis answers and every broker script is loaded; 503 otherwise."""
+    if await state.broker.ready():
+        return JSONResponse({"status": "ready"})
+    return JSONResponse({"status": "unavailable", "reason": "Redis is unreachable or scripts are missing"}, 503)
+
+
+@router.get("/metrics")
+async def metrics(state: State) -> Response:
+    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")

@@ -1,0 +1,73 @@
+"""Model providers: the platform ones and the workspace's own (BYOK), whose keys never come back out."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from api import render
+from api.deps import Caller, Page, canonical_id
+from api.keyed import Keyed, Outcome, keyed
+from api.schemas.common import ErrorBody
+from api.schemas.providers import (
+    ByokProviderBody,
+    CreateProviderBody,
+    PlatformProviderBody,
+    ProviderBody,
+    ProviderPage,
+    UpdateProviderBody,
+)
+from api.state import State
+from broker.codec import uuid7
+
+router = APIRouter(prefix="/v1/model-providers", tags=["model-providers"], responses={400: {"model": ErrorBody}})
+
+
+@router.get("", response_model=ProviderPage)
+async def list_providers(caller: Caller, state: State, page: Page) -> ProviderPage:
+    caller.require("model_provider.read")
+    providers, cursor = await state.broker.providers.page(limit=page.limit, after=page.after, ascending=page.ascending)
+    items = [render.provider(p, state.broker.workspace_id) for p in providers]
+    return ProviderPage.model_validate({"items": items, "next_cursor": cursor})
+
+
+@router.post("", status_code=201, response_model=ProviderBody)
+async def create_provider(body: CreateProviderBody, request: Request, caller: Caller, state: State) -> Response:
+    caller.require("model_provider.manage")
+
+    async def act(keyed_: Keyed) -> Outcome:
+        record = await state.broker.providers.create(
+            keyed_.seed["provider_id"],
+            format=body.format,
+            display_name=body.display_name,
+            description=body.description,
+            base_url=body.base_url,
+            api_key=body.api_key,
+        )
+        return Outcome(201, render.provider(record, state.broker.workspace_id).model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={"provider_id": uuid7()})
+
+
+@router.get("/{provider_id}", response_model=ProviderBody)
+async def get_provider(provider_id: str, caller: Caller, state: State) -> PlatformProviderBody | ByokProviderBody:
+    caller.require("model_provider.read")
+    record = await state.broker.providers.get(canonical_id(provider_id, "model provider"))
+    return render.provider(record, state.broker.workspace_id)
+
+
+@router.patch("/{provider_id}", response_model=ProviderBody)
+async def update_provider(
+    provider_id: str, body: UpdateProviderBody, caller: Caller, state: State
+) -> PlatformProviderBody | ByokProviderBody:
+    """Change what is given; an absent or null field stays as it was. The API key cannot change."""
+    caller.require("model_provider.manage")
+    changes = {k: v for k, v in body.model_dump(exclude_none=True).items() if isinstance(v, str)}
+    record = await state.broker.providers.update(canonical_id(provider_id, "model provider"), changes)
+    return render.provider(record, state.broker.workspace_id)
+
+
+@router.delete("/{provider_id}", status_code=204)
+async def delete_provider(provider_id: str, caller: Caller, state: State) -> Response:
+    caller.require("model_provider.manage")
+    await state.broker.providers.delete(canonical_id(provider_id, "model provider"))
+    return Response(status_code=204)

@@ -1,0 +1,121 @@
+"""Sessions: create, read, list, delete, cancel the active run, mint tokens."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from api import render
+from api.deps import Caller, Page, existing_session
+from api.keyed import Keyed, Outcome, keyed
+from api.schemas.common import ErrorBody, moment
+from api.schemas.sessions import (
+    CancelOutcomeBody,
+    CreatedSessionBody,
+    CreatedSessionReceiptBody,
+    CreateSessionBody,
+    SessionBody,
+    SessionPage,
+    SessionTokenBody,
+    SessionTokenReceiptBody,
+)
+from api.state import State
+from broker.codec import uuid7
+from broker.errors import Conflict, NotFound
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses={400: {"model": ErrorBody}})
+
+
+@router.post(
+    "",
+    status_code=201,
+    responses={
+        201: {"model": CreatedSessionBody},
+        200: {"model": CreatedSessionReceiptBody, "description": "A replay"},
+    },
+)
+async def create_session(body: CreateSessionBody, request: Request, caller: Caller, state: State) -> Response:
+    """Create a session on the agent's live version; its token is shown once."""
+    caller.require("session.create")
+    broker = state.broker
+    if body.vault_ids:
+        raise NotFound(f"no vault {body.vault_ids[0]}: vaults are not provided by this server")
+    agent = await broker.agents.get(str(body.agent_id))
+    if agent.live_version is None:
+        raise Conflict(f"agent {agent.id} has no published version; publish one before creating sessions")
+    version_id = agent.live_version
+    creator = {"type": "api_key", "api_key_id": caller.id, "label": caller.label}
+
+    async def act(keyed_: Keyed) -> Outcome:
+        session_id = keyed_.seed["session_id"]
+        token = broker.sessions.new_token(session_id)
+        session, created = await broker.sessions.create(
+            session_id,
+            agent_id=agent.id,
+            version_id=version_id,
+            display_name=body.display_name or "",
+            created_by=creator,
+            token=token,
+        )
+        fields = render.session(session).model_dump(exclude={"created_by"})
+        fields["session_token_expires_at"] = moment(token.expires_at)
+        receipt = CreatedSessionReceiptBody.model_validate({**fields, "session_token_id": token.id})
+        if not created:
+            # An attempt that died after creating it: its token was never shown, so only the receipt is left.
+            return Outcome(200, receipt.model_dump_json().encode())
+        fresh = CreatedSessionBody.model_validate({**fields, "session_token": token.token})
+        return Outcome(201, fresh.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={"session_id": uuid7()})
+
+
+@router.get("", response_model=SessionPage)
+async def list_sessions(caller: Caller, state: State, page: Page) -> SessionPage:
+    caller.require("session.read")
+    sessions, cursor = await state.broker.sessions.page(limit=page.limit, after=page.after, ascending=page.ascending)
+    return SessionPage.model_validate({"items": [render.session(s) for s in sessions], "next_cursor": cursor})
+
+
+@router.get("/{session_id}", response_model=SessionBody)
+async def get_session(session_id: str, caller: Caller, state: State) -> SessionBody:
+    return render.session(await state.broker.sessions.get(caller.reach_session(session_id, "session.read")))
+
+
+@router.delete("/{session_id}", status_code=204)
+async def delete_session(session_id: str, caller: Caller, state: State) -> Response:
+    """Delete the session: its active run ends, its streams close, and later requests get 404."""
+    caller.require("session.manage")
+    await state.broker.sessions.delete(caller.reach_session(session_id, "session.manage"))
+    return Response(status_code=204)
+
+
+@router.post("/{session_id}/cancel", response_model=CancelOutcomeBody)
+async def cancel_run(session_id: str, request: Request, caller: Caller, state: State) -> Response:
+    """Cancel the active run at its next checkpoint (`run_cancelled` follows); `run_id` null when idle."""
+    canonical = await existing_session(state, caller, session_id, "session.manage")
+
+    async def act(_: Keyed) -> Outcome:
+        run_id = await state.broker.runs.cancel(canonical)
+        return Outcome(200, CancelOutcomeBody.model_validate({"run_id": run_id}).model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={}, session_id=canonical)
+
+
+@router.post(
+    "/{session_id}/tokens",
+    status_code=201,
+    responses={201: {"model": SessionTokenBody}, 200: {"model": SessionTokenReceiptBody, "description": "A replay"}},
+)
+async def mint_token(session_id: str, request: Request, caller: Caller, state: State) -> Response:
+    """Mint another session token; the ones already issued stay live."""
+    caller.require("session.manage")
+    canonical = await existing_session(state, caller, session_id, "session.manage")
+
+    async def act(_: Keyed) -> Outcome:
+        token = await state.broker.sessions.mint_token(canonical)
+        fresh = SessionTokenBody(expires_at=moment(token.expires_at), session_token=token.token)
+        receipt = SessionTokenReceiptBody.model_validate(
+            {"expires_at": moment(token.expires_at), "id": token.id, "session_id": canonical}
+        )
+        return Outcome(201, fresh.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={}, session_id=canonical)

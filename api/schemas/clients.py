@@ -1,0 +1,81 @@
+"""Client registrations, their tools and the answers to their calls."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import AfterValidator, BaseModel, Field
+
+from api.schemas.common import Strict
+
+MAX_TOOLS = 64
+MAX_RESULT_CHARS = 65_536
+MIN_TTL_S, MAX_TTL_S = 5, 3600
+
+
+def _json_schema(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as error:
+        where = "/".join(str(part) for part in error.absolute_path) or "(root)"
+        raise ValueError(f"not a valid JSON Schema (Draft 2020-12) at {where}: {error.message}") from None
+    return value
+
+
+class ClientToolBody(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+    description: Annotated[str, Field(max_length=4096)] = ""
+    parameters: Annotated[dict[str, Any], AfterValidator(_json_schema)]
+
+
+def _unique_tools(tools: list[ClientToolBody] | None) -> list[ClientToolBody] | None:
+    names = [tool.name for tool in tools or []]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"tool names must be unique within a client; repeated: {', '.join(duplicates)}")
+    return tools
+
+
+Tools = Annotated[list[ClientToolBody], Field(max_length=MAX_TOOLS), AfterValidator(_unique_tools)]
+
+
+class TtlData(Strict):
+    seconds: Annotated[int, Field(ge=MIN_TTL_S, le=MAX_TTL_S)]
+
+
+class TtlLifetime(Strict):
+    type: Literal["ttl"]
+    data: TtlData
+
+
+class NeverLifetime(Strict):
+    type: Literal["never"]
+
+
+class RegisterClientBody(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9-]+$")]
+    lifetime: Annotated[TtlLifetime | NeverLifetime, Field(discriminator="type")]
+    tools: Tools | None = None
+
+
+class RegisteredClientBody(BaseModel):
+    id: UUID
+    name: str
+    expires_at: datetime | None
+
+
+class ClientPingBody(BaseModel):
+    expires_at: datetime | None
+
+
+class UpdateClientToolsBody(Strict):
+    tools: Tools
+
+
+class ClientCallResultBody(Strict):
+    text: Annotated[str, Field(max_length=MAX_RESULT_CHARS)]
+    is_error: bool | None = None

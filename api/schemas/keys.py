@@ -1,0 +1,65 @@
+"""API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from api.schemas.common import Strict
+
+Permission = Literal[
+    "workspace.read",
+    "agent.read",
+    "agent.publish",
+    "agent.delete",
+    "vault.read",
+    "vault.manage",
+    "credential.read",
+    "credential.manage",
+    "session.create",
+    "session.read",
+    "session.manage",
+    "skill.read",
+    "skill.manage",
+    "model_provider.read",
+    "model_provider.manage",
+]
+
+
+class MintApiKeyBody(Strict):
+    label: Annotated[str, Field(max_length=200)]
+    permissions: Annotated[list[Permission], Field(max_length=15)]
+    expires_at: datetime | None = None
+
+
+class ActorBody(BaseModel):
+    display_name: str | None
+    primary_email: str | None
+    user_id: UUID
+
+
+class ApiKeyReceiptBody(BaseModel):
+    created_at: datetime
+    expires_at: datetime | None
+    id: UUID
+    label: str
+    permissions: list[Permission]
+    prefix: str
+
+
+class MintedApiKeyBody(ApiKeyReceiptBody):
+    secret: str
+
+
+class ApiKeyBody(ApiKeyReceiptBody):
+    created_by: ActorBody
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class ApiKeyPage(BaseModel):
+    items: list[ApiKeyBody]
+    next_cursor: UUID | None

@@ -1,0 +1,61 @@
+"""Model providers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from api.schemas.common import Strict
+
+ProviderFormat = Literal["anthropic", "openai_responses"]
+
+
+class PlatformModelBody(BaseModel):
+    model: str
+    display_name: str
+    description: str
+
+
+class PlatformProviderBody(BaseModel):
+    type: Literal["platform"]
+    created_at: datetime
+    description: str
+    display_name: str
+    format: ProviderFormat
+    id: UUID
+    models: list[PlatformModelBody]
+
+
+class ByokProviderBody(BaseModel):
+    type: Literal["byok"]
+    created_at: datetime
+    description: str
+    display_name: str
+    format: ProviderFormat
+    id: UUID
+    workspace_id: UUID
+
+
+ProviderBody = Annotated[PlatformProviderBody | ByokProviderBody, Field(discriminator="type")]
+
+
+class ProviderPage(BaseModel):
+    items: list[ProviderBody]
+    next_cursor: UUID | None
+
+
+class CreateProviderBody(Strict):
+    api_key: Annotated[str, Field(min_length=1, max_length=16384)]
+    base_url: Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")]
+    description: Annotated[str, Field(max_length=1024)] = ""
+    display_name: Annotated[str, Field(max_length=200)]
+    format: ProviderFormat
+
+
+class UpdateProviderBody(Strict):
+    base_url: Annotated[str | None, Field(max_length=2048, pattern=r"^https?://")] = None
+    description: Annotated[str | None, Field(max_length=1024)] = None
+    display_name: Annotated[str | None, Field(max_length=200)] = None

@@ -1,0 +1,96 @@
+"""Sessions, tokens, input and cancel."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from api.schemas.common import Strict
+
+MAX_INPUT_CHARS = 262_144
+
+
+class CreateSessionBody(Strict):
+    agent_id: UUID
+    display_name: Annotated[str | None, Field(max_length=200)] = None
+    vault_ids: Annotated[list[UUID] | None, Field(max_length=10)] = None
+
+
+class SessionReceiptFields(BaseModel):
+    agent_id: UUID
+    agent_version_id: UUID
+    created_at: datetime
+    display_name: str
+    id: UUID
+    session_token_expires_at: datetime
+    status: Literal["idle", "active"]
+    workspace_id: UUID
+
+
+class CreatedSessionBody(SessionReceiptFields):
+    session_token: str
+
+
+class CreatedSessionReceiptBody(SessionReceiptFields):
+    session_token_id: UUID
+
+
+class UserCreator(BaseModel):
+    type: Literal["user"]
+    user_id: UUID
+    display_name: str | None
+    primary_email: str | None
+
+
+class ApiKeyCreator(BaseModel):
+    type: Literal["api_key"]
+    api_key_id: UUID
+    label: str
+
+
+class SessionBody(BaseModel):
+    agent_id: UUID
+    agent_version_id: UUID
+    created_at: datetime
+    created_by: Annotated[UserCreator | ApiKeyCreator, Field(discriminator="type")]
+    display_name: str
+    id: UUID
+    status: Literal["idle", "active"]
+    workspace_id: UUID
+
+
+class SessionPage(BaseModel):
+    items: list[SessionBody]
+    next_cursor: UUID | None
+
+
+class SessionTokenBody(BaseModel):
+    expires_at: datetime
+    session_token: str
+
+
+class SessionTokenReceiptBody(BaseModel):
+    expires_at: datetime
+    id: UUID
+    session_id: UUID
+
+
+class CancelOutcomeBody(BaseModel):
+    run_id: UUID | None
+
+
+class PostSessionEventBody(Strict):
+    type: Literal["input"]
+    text: Annotated[str, Field(max_length=MAX_INPUT_CHARS)]
+    source: Annotated[
+        Literal["external"] | None,
+        Field(description="Extension: `external` marks input an API key posts on behalf of a user."),
+    ] = None
+
+
+class SubmitOutcomeBody(BaseModel):
+    outcome: Literal["new_run", "steered"]
+    run_id: UUID

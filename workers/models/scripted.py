@@ -1,0 +1,90 @@
+"""The built-in scripted model (CONTRACT section 4): fixed behaviour, no network."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+from broker.codec import loads, new_call_id
+from broker.events import Block, text_block, tool_call_block
+from broker.providers import SCRIPTED_MODEL
+from broker.runs import PlannedCall
+from workers.models.base import Checkpoint, Message, ModelError, ToolOutcome, Turn
+
+_CHECK_EVERY_S = 0.05
+
+
+def _parse_call(line: str) -> PlannedCall:
+    _, _, rest = line.partition(" ")
+    name, _, raw = rest.strip().partition(" ")
+    if not name:
+        raise ModelError("scripted model: `/call` needs a tool name, as in `/call client__web__lookup {}`")
+    arguments: Any = {}
+    if raw.strip():
+        try:
+            arguments = loads(raw)
+        except ValueError as error:
+            raise ModelError(f"scripted model: the arguments of `/call {name}` are not JSON: {error}") from None
+        if not isinstance(arguments, dict):
+            raise ModelError(f"scripted model: the arguments of `/call {name}` must be a JSON object")
+    return PlannedCall(new_call_id(), name, arguments)
+
+
+def _parse_sleep(line: str) -> float:
+    _, _, raw = line.partition(" ")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ModelError(f"scripted model: `/sleep` needs a number of seconds, not {raw.strip()!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ModelError("scripted model: `/sleep` needs a non-negative number of seconds")
+    return seconds
+
+
+async def _sleep(seconds: float, checkpoint: Checkpoint) -> None:
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds
+    while (left := until - loop.time()) > 0:
+        await checkpoint()
+        await asyncio.sleep(min(left, _CHECK_EVERY_S))
+    await checkpoint()
+
+
+def _answer_results(transcript: list[Message]) -> list[Block]:
+    """One line per call of the latest assistant message, in order, from its results."""
+    results: dict[str, ToolOutcome] = {}
+    for message in reversed(transcript):
+        if message.role == "tool" and message.result is not None:
+            results.setdefault(message.result.call_id, message.result)
+        elif message.role == "assistant" and message.calls:
+            lines = []
+            for call in message.calls:
+                result = results.get(call.call_id)
+                if result is None:
+                    lines.append(f"{call.name} failed: no result was recorded")
+                elif result.is_error:
+                    lines.append(f"{call.name} failed: {result.text}")
+                else:
+                    lines.append(f"{call.name}: {result.text}")
+            return [text_block("\n".join(lines))]
+    return [text_block("")]
+
+
+class ScriptedModel:
+    async def turn(self, transcript: list[Message], checkpoint: Checkpoint) -> Turn:
+        if transcript and transcript[-1].role == "tool":
+            return Turn(_answer_results(transcript), [], SCRIPTED_MODEL)
+        text = next((m.text for m in reversed(transcript) if m.role == "user"), "")
+        calls: list[PlannedCall] = []
+        for raw_line in text.splitlines():
+            line = raw_line.strip()
+            if line.startswith("/call ") or line == "/call":
+                calls.append(_parse_call(line))
+            elif line.startswith("/sleep ") or line == "/sleep":
+                await _sleep(_parse_sleep(line), checkpoint)
+            elif line.startswith("/fail ") or line == "/fail":
+                raise ModelError(line.partition(" ")[2].strip() or "the scripted model was told to fail")
+        if calls:
+            return Turn([tool_call_block(c.call_id, c.name, c.arguments) for c in calls], calls, SCRIPTED_MODEL)
+        return Turn([text_block(f"You said: {text}")], [], SCRIPTED_MODEL)

@@ -1,0 +1,123 @@
+"""Turns expired keys into failures: expiry notifications for promptness, a sweeper for the guarantee.
+
+Each pass of the sweeper reads the due members of the timer indexes (deadlines, leases, continuations
+owed a job, deleted sessions to purge) and runs the same idempotent script a notification would, so a
+missed notification, a worker that died mid-way, or Redis with notifications switched off costs at most
+one sweep interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from redis.exceptions import ResponseError
+
+from broker import Broker
+from broker.aio import command
+
+logger = logging.getLogger(__name__)
+
+_BATCH = 500
+
+
+class Timekeeper:
+    def __init__(self, broker: Broker, *, configure_notifications: bool = True) -> None:
+        self._broker = broker
+        self._configure = configure_notifications
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        if self._configure:
+            await self._enable_notifications()
+        self._tasks = [
+            asyncio.create_task(self._listen(), name="timekeeper-listen"),
+            asyncio.create_task(self._sweep_forever(), name="timekeeper-sweep"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def sweep(self) -> int:
+        """One pass over every timer index; returns how many members it acted on."""
+        broker, keys = self._broker, self._broker.core.keys
+        timers = broker.timers
+        acted = 0
+        for member in await timers.due(keys.deadlines, _BATCH):
+            acted += 1
+            await broker.runs.enqueue(await timers.expire_call(*keys.split_member(member)))
+        for member in await timers.due(keys.leases, _BATCH):
+            acted += 1
+            await broker.runs.enqueue(await timers.lapse_client(*keys.split_member(member)))
+        grace_ms = round(broker.settings.continuation_grace_s * 1000)
+        for member in await timers.due(keys.continuations, _BATCH, older_than_ms=grace_ms):
+            acted += 1
+            logger.info("enqueueing a continuation its scheduler left behind: %s", member)
+            await broker.runs.enqueue(member)
+        for session_id in await timers.due(keys.purges, 20):
+            acted += 1
+            await broker.sessions.purge(session_id)
+        return acted
+
+    async def on_expired(self, key: str) -> None:
+        parsed = self._broker.core.keys.parse_expired(key)
+        if parsed is None:
+            return
+        kind, session_id, ident = parsed
+        timers = self._broker.timers
+        if kind == "deadline":
+            scheduled = await timers.expire_call(session_id, ident)
+        else:
+            scheduled = await timers.lapse_client(session_id, ident)
+        await self._broker.runs.enqueue(scheduled)
+
+    async def _enable_notifications(self) -> None:
+        redis = self._broker.core.redis
+        try:
+            current = (await redis.config_get("notify-keyspace-events")).get("notify-keyspace-events", "")
+            flags = current.decode() if isinstance(current, bytes) else str(current)
+            if not ("E" in flags and ("x" in flags or "A" in flags)):
+                await redis.config_set("notify-keyspace-events", "".join(sorted(set(flags) | {"E", "x"})))
+        except ResponseError as error:
+            # Managed Redis often forbids CONFIG: deadlines then rely on the sweeper alone.
+            logger.warning("could not enable expiry notifications (%s); the sweeper keeps deadlines", error)
+
+    async def _listen(self) -> None:
+        redis = self._broker.core.redis
+        db = int(redis.connection_pool.connection_kwargs.get("db", 0))
+        channel = f"__keyevent@{db}__:expired"
+        while True:
+            pubsub = redis.pubsub()
+            try:
+                await pubsub.subscribe(channel)
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        data = message["data"]
+                        await self.on_expired(data.decode() if isinstance(data, bytes) else str(data))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("expiry listener failed; the sweeper covers deadlines while it reconnects")
+                await asyncio.sleep(0.5)
+            finally:
+                with contextlib.suppress(Exception):
+                    await command(redis, "PING")
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+
+    async def _sweep_forever(self) -> None:
+        interval = self._broker.settings.sweep_interval_s
+        while True:
+            try:
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("sweep failed; trying again")
+            await asyncio.sleep(interval)

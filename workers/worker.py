@@ -1,0 +1,72 @@
+"""The worker process: arq running model steps, beside the timekeeper, on one broker connection."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+from arq.worker import Worker, func
+
+from broker import Broker, Settings
+from broker.codec import job_deserializer, job_serializer
+from broker.runs import RUN_STEP_JOB
+from workers.models.registry import ModelRegistry
+from workers.steps import MAX_TRIES, StepRunner, run_step
+from workers.timekeeper import Timekeeper
+
+logger = logging.getLogger(__name__)
+
+HEALTH_CHECK_INTERVAL_S = 10
+# Results are never read; they are kept only long enough for arq to refuse a duplicate job id.
+KEEP_RESULT_S = 60
+
+
+async def serve(settings: Settings, url: str, *, handle_signals: bool = True) -> None:
+    """Run a worker until cancelled or signalled (SIGTERM lets running steps finish first)."""
+    broker = await Broker.connect(settings, url)
+    timekeeper = Timekeeper(broker)
+    steps = StepRunner(broker, ModelRegistry(broker))
+
+    async def on_startup(ctx: dict[str, object]) -> None:
+        ctx["steps"] = steps
+        await timekeeper.start()
+
+    async def on_shutdown(ctx: dict[str, object]) -> None:
+        await timekeeper.stop()
+
+    worker = Worker(
+        functions=[func(run_step, name=RUN_STEP_JOB, max_tries=MAX_TRIES)],
+        redis_pool=broker.core.arq,
+        queue_name=broker.core.keys.queue,
+        on_startup=on_startup,
+        on_shutdown=on_shutdown,
+        handle_signals=handle_signals,
+        job_completion_wait=int(settings.step_timeout_s) if handle_signals else 0,
+        max_jobs=settings.worker_max_jobs,
+        job_timeout=settings.step_timeout_s,
+        keep_result=KEEP_RESULT_S,
+        poll_delay=settings.worker_poll_delay_s,
+        max_tries=MAX_TRIES,
+        health_check_interval=HEALTH_CHECK_INTERVAL_S,
+        health_check_key=broker.core.keys.worker_health(socket.gethostname()),
+        job_serializer=job_serializer,
+        job_deserializer=job_deserializer,
+        log_results=False,
+    )
+    try:
+        await worker.async_run()
+    finally:
+        await worker.close()
+        await broker.close()
+
+
+async def healthy(settings: Settings, url: str) -> bool:
+    """Whether this host's worker refreshed its health key within the last interval (`worker --check`)."""
+    from broker.client import create_redis
+    from broker.keys import KeySpace
+
+    redis = create_redis(url)
+    try:
+        return bool(await redis.exists(KeySpace(settings.key_prefix).worker_health(socket.gethostname())))
+    finally:
+        await redis.aclose()
