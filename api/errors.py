@@ -42,16 +42,25 @@ def error_response(error: SwitchboardError) -> JSONResponse:
     return JSONResponse(envelope(error.code, error.message), status_code=STATUS[error.code], headers=headers)
 
 
+def _field(location: Sequence[Any]) -> str:
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in ("body", "query", "path", "header") and not path:
+            continue
+        # Validator names and union tags in the path say nothing to the caller.
+        elif not str(part).startswith(("function-", "tagged-union")):
+            path += f".{part}" if path else str(part)
+    return path or "body"
+
+
 def describe_validation(errors: Sequence[Any]) -> str:
-    """Pydantic's errors as `field: what is wrong`, the field path the way a caller wrote it."""
+    """Pydantic's errors as `field: what is wrong`, the field written the way a caller writes it."""
     parts = []
     for error in errors[:3]:
-        location = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path", "header")]
-        # Union members and validator names in the path say nothing to the caller.
-        location = [p for p in location if not p.startswith(("function-", "tagged-union")) and "[" not in p]
-        field = ".".join(location).replace(".[", "[") or "body"
         message = str(error.get("msg", "is invalid")).removeprefix("Value error, ")
-        parts.append(f"{field}: {message}")
+        parts.append(f"{_field(error.get('loc', ()))}: {message}")
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
     return "; ".join(parts) + more
 

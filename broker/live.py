@@ -59,14 +59,15 @@ class Subscription:
     async def get(self, wait_s: float) -> bytes | Signal | None:
         """The next event, a signal, or None when nothing came within `wait_s` seconds."""
         while True:
-            if self._deleted:
-                return Signal.DELETED
             if self._lagged:
                 self._lagged = False
                 self._items.clear()
                 return Signal.LAGGED
+            # What was published before the deletion (the run's end) is delivered before it.
             if self._items:
                 return self._items.popleft()
+            if self._deleted:
+                return Signal.DELETED
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), wait_s)

@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from broker import Broker
-from broker.aio import command
 from broker.embedded import EmbeddedRedis
 from broker.settings import Settings
+from tests.api_client import Api
+from tests.stack import Stack, drop_prefix, running_stack
 
 # Deadlines short enough that every failure path runs in about a second.
 FAST = {
@@ -51,16 +53,27 @@ async def broker(settings: Settings, redis_url: str) -> AsyncIterator[Broker]:
     try:
         yield opened
     finally:
-        await _drop_prefix(opened, settings.key_prefix)
+        await drop_prefix(opened, settings.key_prefix)
         await opened.close()
 
 
-async def _drop_prefix(broker: Broker, prefix: str) -> None:
-    # SCAN is fine here: this is test teardown, not a request path.
-    cursor = 0
-    while True:
-        cursor, keys = await command(broker.core.redis, "SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 1000)
-        if keys:
-            await command(broker.core.redis, "UNLINK", *keys)
-        if int(cursor) == 0:
-            return
+@pytest.fixture
+def api_key() -> str:
+    return "swb_ak_" + secrets.token_urlsafe(32)
+
+
+@pytest.fixture
+async def stack(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Stack]:
+    """The API (uvicorn on a free port) and a worker, in this loop, sharing nothing but Redis."""
+    configured = settings.model_copy(update={"bootstrap_api_key": SecretStr(api_key)})
+    async with running_stack(configured, redis_url) as running:
+        yield running
+
+
+@pytest.fixture
+async def api(stack: Stack) -> AsyncIterator[Api]:
+    client = Api(stack)
+    try:
+        yield client
+    finally:
+        await client.aclose()

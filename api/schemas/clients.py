@@ -21,8 +21,8 @@ def _json_schema(value: dict[str, Any]) -> dict[str, Any]:
     try:
         Draft202012Validator.check_schema(value)
     except SchemaError as error:
-        where = "/".join(str(part) for part in error.absolute_path) or "(root)"
-        raise ValueError(f"not a valid JSON Schema (Draft 2020-12) at {where}: {error.message}") from None
+        where = "/" + "/".join(str(part) for part in error.absolute_path)
+        raise ValueError(f"not a valid JSON Schema (Draft 2020-12): {error.message} (at {where})") from None
     return value
 
 

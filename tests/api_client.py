@@ -1,0 +1,110 @@
+"""A thin HTTP client over a running stack: the calls the API tests repeat."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
+from tests.stack import Stack
+
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    token: str
+    agent_id: str
+
+
+class Api:
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.key = stack.client()
+
+    async def aclose(self) -> None:
+        await self.key.aclose()
+
+    def as_session(self, session: Session) -> httpx.AsyncClient:
+        return self.stack.client(session.token)
+
+    async def scripted_provider_id(self) -> str:
+        providers = (await self.key.get("/v1/model-providers")).json()["items"]
+        return str(next(p["id"] for p in providers if p["display_name"] == "Scripted"))
+
+    async def agent(self, name: str = "agent") -> str:
+        agent = await self.key.post("/v1/agents", json={"name": name})
+        assert agent.status_code == 201, agent.text
+        version = {"model_provider_id": await self.scripted_provider_id(), **SCRIPTED_CONFIG}
+        published = await self.key.post(f"/v1/agents/{agent.json()['id']}/versions", json=version)
+        assert published.status_code == 201, published.text
+        return str(agent.json()["id"])
+
+    async def session(self, agent_id: str | None = None) -> Session:
+        agent_id = agent_id or await self.agent()
+        created = await self.key.post("/v1/sessions", json={"agent_id": agent_id})
+        assert created.status_code == 201, created.text
+        body = created.json()
+        return Session(body["id"], body["session_token"], agent_id)
+
+    async def register(
+        self, session: Session, name: str = "web", ttl: int | None = 60, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        lifetime = {"type": "never"} if ttl is None else {"type": "ttl", "data": {"seconds": ttl}}
+        body = {"name": name, "lifetime": lifetime, "tools": [HIGHLIGHT] if tools is None else tools}
+        async with self.as_session(session) as client:
+            answer = await client.post(f"/v1/sessions/{session.id}/clients", json=body)
+        assert answer.status_code == 201, answer.text
+        registered: dict[str, Any] = answer.json()
+        return registered
+
+    async def send(self, session: Session, text: str) -> dict[str, Any]:
+        async with self.as_session(session) as client:
+            answer = await client.post(f"/v1/sessions/{session.id}/events", json={"type": "input", "text": text})
+        assert answer.status_code == 200, answer.text
+        sent: dict[str, Any] = answer.json()
+        return sent
+
+    async def call(self, session: Session, client_id: str, call_id: str, verb: str, **body: Any) -> httpx.Response:
+        path = f"/v1/sessions/{session.id}/clients/{client_id}/calls/{call_id}/{verb}"
+        async with self.as_session(session) as client:
+            return await client.post(path, json=body) if body else await client.post(path)
+
+    async def events(self, session: Session) -> list[Event]:
+        items: list[Event] = []
+        params: dict[str, Any] = {"order": "asc", "limit": 200}
+        while True:
+            page = (await self.key.get(f"/v1/sessions/{session.id}/events", params=params)).json()
+            items += page["items"]
+            if page["next_cursor"] is None:
+                return items
+            params["after_seq"] = page["next_cursor"]
+
+    async def wait_for(self, session: Session, done: Callable[[list[Event]], bool], timeout: float = 5) -> list[Event]:
+        """Poll the log until `done` holds; the log at that moment."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout
+        while True:
+            events = await self.events(session)
+            if done(events):
+                return events
+            if loop.time() > until:
+                raise AssertionError(f"timed out; log: {[e['type'] for e in events]}")
+            await asyncio.sleep(0.02)
+
+
+def types(events: list[Event]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def run_over(events: list[Event]) -> bool:
+    return any(e["type"] in ("run_completed", "run_failed", "run_cancelled") for e in events)
+
+
+def of_type(events: list[Event], kind: str) -> list[Event]:
+    return [e for e in events if e["type"] == kind]

@@ -1,0 +1,89 @@
+"""A running Switchboard inside the test's event loop: uvicorn serving the app, and an arq worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import uvicorn
+
+from api.app import create_app
+from broker import Broker, Settings
+from broker.aio import command
+from broker.embedded import free_port
+from workers.worker import serve as serve_worker
+
+
+@dataclass
+class Stack:
+    url: str
+    api_key: str
+    settings: Settings
+    broker: Broker
+
+    def client(self, token: str | None = None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token or self.api_key}"}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
+
+
+@contextlib.asynccontextmanager
+async def serve_api(settings: Settings, redis_url: str) -> AsyncIterator[str]:
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(settings, redis_url), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    # uvicorn installs signal handlers only for its own process; under the test runner it must not.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@contextlib.asynccontextmanager
+async def run_worker(settings: Settings, redis_url: str) -> AsyncIterator[None]:
+    task = asyncio.create_task(serve_worker(settings, redis_url, handle_signals=False))
+    await asyncio.sleep(0)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def running_stack(settings: Settings, redis_url: str, *, worker: bool = True) -> AsyncIterator[Stack]:
+    assert settings.bootstrap_api_key is not None
+    broker = await Broker.connect(settings, redis_url)
+    try:
+        async with serve_api(settings, redis_url) as url:
+            if worker:
+                async with run_worker(settings, redis_url):
+                    yield Stack(url, settings.bootstrap_api_key.get_secret_value(), settings, broker)
+            else:
+                yield Stack(url, settings.bootstrap_api_key.get_secret_value(), settings, broker)
+    finally:
+        await drop_prefix(broker, settings.key_prefix)
+        await broker.close()
+
+
+async def drop_prefix(broker: Broker, prefix: str) -> None:
+    """Remove one test's keys (SCAN is fine here: this is teardown, not a request path)."""
+    cursor = 0
+    while True:
+        cursor, keys = await command(broker.core.redis, "SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 1000)
+        if keys:
+            await command(broker.core.redis, "UNLINK", *keys)
+        if int(cursor) == 0:
+            return
