@@ -35,9 +35,12 @@ def free_port() -> int:
 class EmbeddedRedis:
     """A redis-server child process on a private port; AOF on (everysec) when `persistent`."""
 
-    def __init__(self, data_dir: Path, *, persistent: bool = True, port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *, persistent: bool = True, port: int | None = None, notifications: bool = True
+    ) -> None:
         self.data_dir = data_dir
         self.persistent = persistent
+        self.notifications = notifications
         self.port = port or free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -54,7 +57,7 @@ class EmbeddedRedis:
             "--dir", str(self.data_dir.resolve()),
             "--save", "",
             # Expiry events give deadlines their promptness; the sweeper is the guarantee either way.
-            "--notify-keyspace-events", "Ex",
+            "--notify-keyspace-events", "Ex" if self.notifications else "",
             "--logfile", "redis.log",
         ]  # fmt: skip
         if self.persistent:

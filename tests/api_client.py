@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
+from tests.sse import Frames
 from tests.stack import Stack
 
 Event = dict[str, Any]
@@ -32,6 +34,18 @@ class Api:
 
     def as_session(self, session: Session) -> httpx.AsyncClient:
         return self.stack.client(session.token)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, session: Session, *, after_seq: int | str | None = None, headers: dict[str, str] | None = None
+    ) -> AsyncIterator[Frames]:
+        """The session's event stream, as its token opens it."""
+        params = {} if after_seq is None else {"after_seq": str(after_seq)}
+        path = f"/v1/sessions/{session.id}/events/stream"
+        async with self.as_session(session) as client, client.stream("GET", path, params=params, headers=headers) as s:
+            assert s.status_code == 200, await s.aread()
+            assert s.headers["content-type"].startswith("text/event-stream")
+            yield Frames(s)
 
     async def scripted_provider_id(self) -> str:
         providers = (await self.key.get("/v1/model-providers")).json()["items"]

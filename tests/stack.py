@@ -52,14 +52,14 @@ async def serve_api(settings: Settings, redis_url: str) -> AsyncIterator[str]:
 
 @contextlib.asynccontextmanager
 async def run_worker(settings: Settings, redis_url: str) -> AsyncIterator[None]:
-    task = asyncio.create_task(serve_worker(settings, redis_url, handle_signals=False))
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve_worker(settings, redis_url, stop=stop))
     await asyncio.sleep(0)
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        stop.set()
+        await task
 
 
 @contextlib.asynccontextmanager

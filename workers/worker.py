@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 
@@ -21,8 +22,19 @@ HEALTH_CHECK_INTERVAL_S = 10
 KEEP_RESULT_S = 60
 
 
-async def serve(settings: Settings, url: str, *, handle_signals: bool = True) -> None:
-    """Run a worker until cancelled or signalled (SIGTERM lets running steps finish first)."""
+async def _drain_on(stop: asyncio.Event, worker: Worker) -> None:
+    """Stop the way SIGTERM does: pick no more jobs, let the running steps finish, then end the loop."""
+    await stop.wait()
+    worker.allow_pick_jobs = False
+    while any(not task.done() for task in worker.tasks.values()):
+        await asyncio.sleep(0.01)
+    worker.main_task and worker.main_task.cancel()
+
+
+async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = None) -> None:
+    """Run a worker until signalled (SIGTERM and SIGINT let running steps finish first) or, in process,
+    until `stop` is set; signal handlers are installed only when no `stop` is given."""
+    handle_signals = stop is None
     broker = await Broker.connect(settings, url)
     timekeeper = Timekeeper(broker)
     steps = StepRunner(broker, ModelRegistry(broker))
@@ -53,9 +65,16 @@ async def serve(settings: Settings, url: str, *, handle_signals: bool = True) ->
         job_deserializer=job_deserializer,
         log_results=False,
     )
+    drain = asyncio.create_task(_drain_on(stop, worker)) if stop is not None else None
     try:
         await worker.async_run()
+    except asyncio.CancelledError:
+        # Ending the loop is how arq stops (its own signal handler cancels it too).
+        if drain is None or not drain.done():
+            raise
     finally:
+        if drain is not None:
+            drain.cancel()
         await worker.close()
         await broker.close()
 

@@ -54,7 +54,8 @@ REFUSED_REGISTRATIONS: list[tuple[str, dict[str, Any], str]] = [
     (
         "not a JSON Schema",
         {"name": "web", "lifetime": TTL, "tools": [tool(parameters={"type": "objekt"})]},
-        "tools[0].parameters: not a valid JSON Schema (Draft 2020-12): 'objekt' is not valid under any of the given schemas (at /type)",
+        "tools[0].parameters: not a valid JSON Schema (Draft 2020-12): 'objekt' is not valid under any of the"
+        " given schemas (at /type)",
     ),
     (
         "parameters not an object",
@@ -91,7 +92,7 @@ async def test_schemas_pass_through_unchanged(api: Api) -> None:
         "properties": {"row": {"$ref": "#/$defs/Row"}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
     }
     await api.register(session, tools=[tool(parameters=schema)])
-    registered = [e for e in await api.events(session) if e["type"] == "client_registered"][0]
+    registered = next(e for e in await api.events(session) if e["type"] == "client_registered")
     assert registered["tools"][0]["parameters"] == schema
     assert registered["lifetime"] == TTL
 
@@ -112,7 +113,7 @@ async def test_result_text_is_capped(api: Api) -> None:
     web = await api.register(session)
     await api.send(session, "/call client__web__highlight_row")
     events = await api.wait_for(session, lambda es: "client_tool_dispatched" in types(es))
-    call_id = [e for e in events if e["type"] == "client_tool_dispatched"][0]["call_id"]
+    call_id = next(e for e in events if e["type"] == "client_tool_dispatched")["call_id"]
     too_long = await api.call(session, web["id"], call_id, "result", text="x" * 65_537)
     assert too_long.status_code == 400
     assert "text: String should have at most 65536 characters" in too_long.json()["error"]["message"]

@@ -15,16 +15,12 @@ async def test_cursor_frame_then_retry_then_the_whole_log(api: Api) -> None:
     session = await api.session()
     await api.send(session, "hi")
     logged = await api.wait_for(session, run_over)
-    async with api.as_session(session) as client:
-        async with client.stream("GET", f"/v1/sessions/{session.id}/events/stream", params={"after_seq": 0}) as s:
-            assert s.status_code == 200
-            assert s.headers["content-type"].startswith("text/event-stream")
-            frames = Frames(s)
-            cursor = await frames.next()
-            assert (cursor.id, cursor.data) == ("0", [])
-            retry = await frames.next()
-            assert retry.retry == "3000"
-            seen = [await frames.event() for _ in logged]
+    async with api.stream(session, after_seq=0) as frames:
+        cursor = await frames.next()
+        assert (cursor.id, cursor.data) == ("0", [])
+        retry = await frames.next()
+        assert retry.retry == "3000"
+        seen = [await frames.event() for _ in logged]
     assert seen == logged
     assert all(event["type"] in SDK_EVENT_TYPES for event in seen)
     assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
@@ -34,14 +30,12 @@ async def test_no_position_tails_from_the_head(api: Api) -> None:
     session = await api.session()
     await api.send(session, "before")
     before = await api.wait_for(session, run_over)
-    async with api.as_session(session) as client:
-        async with client.stream("GET", f"/v1/sessions/{session.id}/events/stream") as s:
-            frames = Frames(s)
-            cursor = await frames.next()
-            # The cursor is the head: never the seq of the first event the stream will send.
-            assert cursor.id == str(before[-1]["seq"])
-            await api.send(session, "after")
-            first = await frames.event()
+    async with api.stream(session) as frames:
+        cursor = await frames.next()
+        # The cursor is the head: never the seq of the first event the stream will send.
+        assert cursor.id == str(before[-1]["seq"])
+        await api.send(session, "after")
+        first = await frames.event()
     assert first["seq"] == before[-1]["seq"] + 1
     assert first["type"] == "message_user"
 
@@ -50,43 +44,36 @@ async def test_last_event_id_resumes_after_that_seq(api: Api) -> None:
     session = await api.session()
     await api.send(session, "hello")
     logged = await api.wait_for(session, run_over)
-    async with api.as_session(session) as client:
-        headers = {"Last-Event-ID": "3"}
-        async with client.stream("GET", f"/v1/sessions/{session.id}/events/stream", headers=headers) as s:
-            frames = Frames(s)
-            assert (await frames.next()).id == "3"
-            resumed = [await frames.event() for _ in logged[3:]]
+    async with api.stream(session, headers={"Last-Event-ID": "3"}) as frames:
+        assert (await frames.next()).id == "3"
+        resumed = [await frames.event() for _ in logged[3:]]
     assert resumed == logged[3:]
 
 
 async def test_a_quiet_stream_gets_keep_alives_and_stays_open(api: Api) -> None:
     session = await api.session()
-    async with api.as_session(session) as client:
-        async with client.stream("GET", f"/v1/sessions/{session.id}/events/stream") as s:
-            frames = Frames(s)
-            await frames.next()
-            await frames.next()
-            quiet = await frames.next(timeout=3)
-            assert quiet.comments == ["keep-alive"]
-            await api.send(session, "still here")
-            assert (await frames.event())["type"] == "message_user"
+    async with api.stream(session) as frames:
+        await frames.next()
+        await frames.next()
+        quiet = await frames.next(timeout=3)
+        assert quiet.comments == ["keep-alive"]
+        await api.send(session, "still here")
+        assert (await frames.event())["type"] == "message_user"
 
 
 async def test_every_tab_sees_the_same_live_log(api: Api) -> None:
     session = await api.session()
-    async with api.as_session(session) as client:
-        path = f"/v1/sessions/{session.id}/events/stream"
-        async with client.stream("GET", path) as one, client.stream("GET", path) as two:
-            tabs = [Frames(one), Frames(two)]
-            for tab in tabs:
-                await tab.next()
-            await api.send(session, "broadcast")
-            logged = await api.wait_for(session, run_over)
+    async with api.stream(session) as one, api.stream(session) as two:
+        tabs = [one, two]
+        for tab in tabs:
+            await tab.next()
+        await api.send(session, "broadcast")
+        logged = await api.wait_for(session, run_over)
 
-            async def read(tab: Frames) -> list[dict[str, object]]:
-                return [await tab.event() for _ in logged[1:]]
+        async def read(tab: Frames) -> list[dict[str, object]]:
+            return [await tab.event() for _ in logged[1:]]
 
-            seen = await asyncio.gather(*(read(tab) for tab in tabs))
+        seen = await asyncio.gather(*(read(tab) for tab in tabs))
     # The tabs opened at the head, after `session_created`.
     assert seen[0] == seen[1] == logged[1:]
 
@@ -112,7 +99,7 @@ async def test_listing_pages_both_ways_with_exclusive_bounds(api: Api) -> None:
     page = (await get(f"/v1/sessions/{session.id}/events", params={"limit": 2})).json()
     assert [e["seq"] for e in page["items"]] == seqs[::-1][:2]
     assert page["next_cursor"] == seqs[-2]
-    window = {"order": "asc", "after_seq": 1, "before_seq": 4}
+    window: dict[str, str | int] = {"order": "asc", "after_seq": 1, "before_seq": 4}
     page = (await get(f"/v1/sessions/{session.id}/events", params=window)).json()
     assert [e["seq"] for e in page["items"]] == [2, 3]
     assert page["next_cursor"] is None

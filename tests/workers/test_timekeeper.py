@@ -1,0 +1,175 @@
+"""Deadlines and lapses fire on time with or without keyspace notifications; nothing is left behind."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from broker import Broker, Settings
+from broker.embedded import EmbeddedRedis
+from broker.events import tool_call_block
+from tests.helpers import HIGHLIGHT, call, log_events, make_session, types
+from tests.stack import drop_prefix, run_worker
+from workers.timekeeper import Timekeeper
+
+
+async def dispatch(broker: Broker, session_id: str, count: int) -> str:
+    """A run waiting on `count` calls to a registered `web` client; returns the run id."""
+    await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-0000000000aa", "web", 60, [HIGHLIGHT])
+    run = "0190f2a0-0000-7000-8000-0000000000bb"
+    await broker.runs.submit(session_id, run, "input", "go", "client")
+    await broker.runs.begin(session_id, run, 0)
+    calls = [call("client__web__highlight_row") for _ in range(count)]
+    content = [tool_call_block(c.call_id, c.name, c.arguments) for c in calls]
+    assert (await broker.runs.commit(session_id, run, 0, content, None, calls)).outcome == "waiting"
+    return run
+
+
+async def wait_until(broker: Broker, session_id: str, kind: str, count: int, timeout: float = 5) -> None:
+    async with asyncio.timeout(timeout):
+        while (await types(broker, session_id)).count(kind) < count:
+            await asyncio.sleep(0.01)
+
+
+def lateness_ms(events: list[dict[str, object]], ack_timeout_ms: float) -> list[float]:
+    """How late each ack_timeout failure came after its call's dispatch plus the ack deadline."""
+    from datetime import datetime
+
+    def at(event: dict[str, object]) -> float:
+        return datetime.fromisoformat(str(event["created_at"])).timestamp() * 1000
+
+    dispatched = {e["call_id"]: at(e) for e in events if e["type"] == "client_tool_dispatched"}
+    return [at(e) - dispatched[e["call_id"]] - ack_timeout_ms for e in events if e["type"] == "client_tool_failed"]
+
+
+@pytest.fixture(scope="module")
+def quiet_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis with keyspace notifications off, as many managed services run it."""
+    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("quiet")), persistent=False, notifications=False)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def quiet_broker(settings: Settings, quiet_redis: str) -> AsyncIterator[Broker]:
+    opened = await Broker.connect(settings, quiet_redis)
+    try:
+        yield opened
+    finally:
+        await drop_prefix(opened, settings.key_prefix)
+        await opened.close()
+
+
+async def test_without_notifications_the_sweeper_fires_every_deadline_within_a_second(
+    quiet_broker: Broker, settings: Settings
+) -> None:
+    # The production sweep interval, not the tests' shortened one.
+    keeper = Timekeeper(quiet_broker, configure_notifications=False)
+    object.__setattr__(quiet_broker.core, "settings", settings.model_copy(update={"sweep_interval_s": 0.1}))
+    session_id = await make_session(quiet_broker)
+    await dispatch(quiet_broker, session_id, 20)
+    await keeper.start()
+    try:
+        await wait_until(quiet_broker, session_id, "client_tool_failed", 20)
+    finally:
+        await keeper.stop()
+    late = lateness_ms(await log_events(quiet_broker, session_id), settings.ack_timeout_s * 1000)
+    assert len(late) == 20
+    assert max(late) < 1000, late
+    config = await quiet_broker.core.redis.config_get("notify-keyspace-events")
+    assert config["notify-keyspace-events"] in ("", b"")
+
+
+async def test_notifications_alone_fire_deadlines(broker: Broker, settings: Settings) -> None:
+    # A sweeper that never comes round: only the expiry events can fail these calls.
+    object.__setattr__(broker.core, "settings", settings.model_copy(update={"sweep_interval_s": 3600.0}))
+    keeper = Timekeeper(broker)
+    await keeper.start()
+    try:
+        await asyncio.sleep(0.1)  # the first sweep pass runs at start; the calls come after it
+        session_id = await make_session(broker)
+        await dispatch(broker, session_id, 5)
+        await wait_until(broker, session_id, "client_tool_failed", 5, timeout=3)
+    finally:
+        await keeper.stop()
+    assert (await types(broker, session_id)).count("tool_result") == 5
+
+
+async def test_an_expired_lease_lapses_the_client_and_fails_its_calls(broker: Broker) -> None:
+    session_id = await make_session(broker)
+    await dispatch(broker, session_id, 2)
+    client_id = "0190f2a0-0000-7000-8000-0000000000aa"
+    await broker.core.redis.pexpire(broker.core.keys.session(session_id).lease(client_id), 5)
+    keeper = Timekeeper(broker)
+    await keeper.start()
+    try:
+        await wait_until(broker, session_id, "client_left", 1)
+    finally:
+        await keeper.stop()
+    events = await log_events(broker, session_id)
+    left = next(e for e in events if e["type"] == "client_left")
+    assert left["reason"] == "timed_out"
+    assert [e["reason"] for e in events if e["type"] == "client_tool_failed"] == ["client_gone", "client_gone"]
+    assert not (await broker.clients.ping(session_id, client_id)).alive
+
+
+async def test_a_ping_just_after_the_lapse_is_refused_and_ends_the_client(broker: Broker) -> None:
+    session_id = await make_session(broker)
+    client_id = "0190f2a0-0000-7000-8000-0000000000cc"
+    await broker.clients.register(session_id, client_id, "web", 5, [])
+    assert (await broker.clients.ping(session_id, client_id)).alive
+    await broker.core.redis.pexpire(broker.core.keys.session(session_id).lease(client_id), 1)
+    await asyncio.sleep(0.01)
+    # No timekeeper runs: the ping itself finds the lapse, and the client is never half alive.
+    outcome = await broker.clients.ping(session_id, client_id)
+    assert not outcome.alive
+    assert (await types(broker, session_id))[-1] == "client_left"
+    assert not (await broker.clients.ping(session_id, client_id)).alive
+    assert (await types(broker, session_id)).count("client_left") == 1
+
+
+async def test_a_continuation_left_behind_is_enqueued_once(broker: Broker, settings: Settings, redis_url: str) -> None:
+    session_id = await make_session(broker)
+    run = await dispatch(broker, session_id, 1)
+    call_id = next(e["call_id"] for e in await log_events(broker, session_id) if e["type"] == "client_tool_dispatched")
+    # Record the result as the API would, then "die" before enqueueing the continuation it scheduled.
+    scheduled = await broker.clients.answer(
+        session_id, "0190f2a0-0000-7000-8000-0000000000aa", call_id, "ok", is_error=False, tag=""
+    )
+    assert scheduled == f"{session_id}:{run}:1"
+    async with run_worker(settings, redis_url):
+        await wait_until(broker, session_id, "run_completed", 1)
+        # A late duplicate of the same step changes nothing.
+        await broker.runs.enqueue(scheduled)
+        await asyncio.sleep(0.3)
+    events = await log_events(broker, session_id)
+    assert types_of(events).count("run_completed") == 1
+    assert types_of(events).count("message_assistant") == 2
+    assert not await broker.core.redis.zcard(broker.core.keys.continuations)
+
+
+def types_of(events: list[dict[str, object]]) -> list[object]:
+    return [e["type"] for e in events]
+
+
+async def test_a_step_whose_worker_died_runs_again_and_commits_once(
+    broker: Broker, settings: Settings, redis_url: str
+) -> None:
+    session_id = await make_session(broker)
+    run = "0190f2a0-0000-7000-8000-0000000000dd"
+    submitted = await broker.runs.submit(session_id, run, "input", "hello", "client")
+    # A worker began the step and died before committing; the job is retried.
+    assert await broker.runs.begin(session_id, run, 0) == "run"
+    await broker.core.redis.zrem(broker.core.keys.continuations, submitted.scheduled)
+    async with run_worker(settings, redis_url):
+        await broker.runs.enqueue(submitted.scheduled)
+        await wait_until(broker, session_id, "run_completed", 1)
+    kinds = await types(broker, session_id)
+    assert kinds.count("run_started") == 1
+    assert kinds.count("message_assistant") == 1
