@@ -26,9 +26,11 @@ async def _drain_on(stop: asyncio.Event, worker: Worker) -> None:
     """Stop the way SIGTERM does: pick no more jobs, let the running steps finish, then end the loop."""
     await stop.wait()
     worker.allow_pick_jobs = False
-    while any(not task.done() for task in worker.tasks.values()):
-        await asyncio.sleep(0.01)
-    worker.main_task and worker.main_task.cancel()
+    running = [task for task in worker.tasks.values() if not task.done()]
+    if running:
+        await asyncio.wait(running)
+    if worker.main_task is not None:
+        worker.main_task.cancel()
 
 
 async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = None) -> None:
