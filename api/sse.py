@@ -45,7 +45,7 @@ async def event_stream(
             last = reached
         while True:
             item = await subscription.get(settings.stream_keepalive_s)
-            if item is Signal.DELETED:
+            if item is Signal.DELETED or item is Signal.CLOSING:
                 return
             if item is None:
                 yield b": keep-alive\n\n"

@@ -28,6 +28,7 @@ _DELETED = b"deleted"
 class Signal(Enum):
     LAGGED = "lagged"
     DELETED = "deleted"
+    CLOSING = "closing"
 
 
 class Subscription:
@@ -39,6 +40,7 @@ class Subscription:
         self._limit = limit
         self._lagged = False
         self._deleted = False
+        self._closing = False
         self._wake = asyncio.Event()
 
     def push(self, data: bytes) -> None:
@@ -56,6 +58,11 @@ class Subscription:
         self._lagged = True
         self._wake.set()
 
+    def close(self) -> None:
+        """End the reader's stream (the process is shutting down); it reconnects elsewhere."""
+        self._closing = True
+        self._wake.set()
+
     async def get(self, wait_s: float) -> bytes | Signal | None:
         """The next event, a signal, or None when nothing came within `wait_s` seconds."""
         while True:
@@ -68,6 +75,8 @@ class Subscription:
                 return self._items.popleft()
             if self._deleted:
                 return Signal.DELETED
+            if self._closing:
+                return Signal.CLOSING
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), wait_s)
@@ -112,6 +121,12 @@ class LiveHub:
                 subscription.mark_lagged()
         if self._pubsub is not None:
             await _close(self._pubsub)
+
+    def close_streams(self) -> None:
+        """Tell every reader to end its stream, so shutdown need not wait for clients to hang up."""
+        for channel in self._channels.values():
+            for subscription in channel.subscribers:
+                subscription.close()
 
     @property
     def streams(self) -> int:

@@ -1,0 +1,350 @@
+"""Drives the real `subako` SDK, unchanged, against a running Switchboard.
+
+Run by `tests/contract/test_sdk.py` under Python 3.12 in a virtualenv holding `subako`; never imported by
+the test suite itself. Each scenario prints one JSON line, `{"scenario", "ok", "detail"}`. A scenario that
+needs the API restarted prints `{"pause": "restart-api"}` and waits for a line on stdin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel
+from subako import (
+    ClientCallResultBody,
+    ConflictError,
+    CreateAgentBody,
+    CreatedSessionBody,
+    CreatedSessionReceiptBody,
+    CreateSessionBody,
+    ListSessionsQuery,
+    MintApiKeyBody,
+    MintedApiKeyBody,
+    NotFoundError,
+    PostSessionEventBody,
+    PublishAgentVersionBody,
+    PutAgentSecurityBody,
+    RegisterClientBody,
+    RequestOptions,
+    SessionTokenBody,
+    SessionTokenReceiptBody,
+    SubakoClient,
+    Tool,
+    ToolCall,
+    TtlClientLifetimeForm,
+    TtlClientLifetimeFormData,
+)
+
+URL = os.environ["SWITCHBOARD_URL"]
+KEY = os.environ["SWITCHBOARD_API_KEY"]
+Scenario = Callable[["Context"], Awaitable[str]]
+
+
+class RowArgs(BaseModel):
+    row_id: str
+
+
+class Context:
+    def __init__(self, admin: SubakoClient, agent_id: str) -> None:
+        self.admin = admin
+        self.agent_id = agent_id
+
+    async def session(self) -> tuple[str, SubakoClient]:
+        """A new session and a client that holds only its session token (the frontend pattern)."""
+        created = await self.admin.sessions.create(CreateSessionBody(agent_id=UUID(self.agent_id)))
+        assert isinstance(created, CreatedSessionBody)
+        return str(created.id), SubakoClient(base_url=URL, api_key=created.session_token)
+
+
+async def until(check: Callable[[], bool], timeout: float = 15) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not check():
+        if loop.time() > end:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.02)
+
+
+def last_text(connection: Any) -> str:
+    message = connection.transcript[-1].message
+    return "".join(block.data.text for block in message.content if block.type == "text")
+
+
+def finished(connection: Any, runs: int = 1) -> Callable[[], bool]:
+    ended = ("run_completed", "run_failed", "run_cancelled")
+    return lambda: sum(e.type in ended for e in connection.events) >= runs and not connection.is_running
+
+
+async def highlight(args: RowArgs, call: ToolCall) -> str:
+    return f"Row {args.row_id} is highlighted."
+
+
+async def setup(admin: SubakoClient) -> str:
+    providers = [p async for p in await admin.model_providers.list()]
+    scripted = next(p for p in providers if p.display_name == "Scripted")
+    agent = await admin.agents.create(CreateAgentBody(name="sdk contract"))
+    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
+    version = await admin.agents.publish_version(
+        agent.id, PublishAgentVersionBody(model_provider_id=scripted.id, model=config)
+    )
+    assert version.version == 1
+    assert version.config == {"model": config}
+    return str(agent.id)
+
+
+async def admin_routes(ctx: Context) -> str:
+    """Keys, security, session create and its replay, tokens, get and list."""
+    admin = ctx.admin
+    minted = await admin.api_keys.mint(MintApiKeyBody(label="contract", permissions=["session.read"]))
+    assert isinstance(minted, MintedApiKeyBody)
+    assert minted.secret.startswith("swb_ak_")
+    revoked = await admin.api_keys.revoke(minted.id)
+    assert revoked.revoked_at is not None
+    security = await admin.agents.set_security(ctx.agent_id, PutAgentSecurityBody(allowed_origins=None))
+    assert security.allowed_origins == []
+    once = RequestOptions(idempotency_key="contract-session")
+    first = await admin.sessions.create(CreateSessionBody(agent_id=UUID(ctx.agent_id)), once)
+    again = await admin.sessions.create(CreateSessionBody(agent_id=UUID(ctx.agent_id)), once)
+    assert isinstance(first, CreatedSessionBody)
+    assert isinstance(again, CreatedSessionReceiptBody)
+    assert again.id == first.id
+    try:
+        await admin.sessions.create(CreateSessionBody(agent_id=UUID(ctx.agent_id), display_name="other"), once)
+        raise AssertionError("a reused key with another body must be refused")
+    except ConflictError:
+        pass
+    token = await admin.sessions.mint_token(first.id, RequestOptions(idempotency_key="t"))
+    replayed = await admin.sessions.mint_token(first.id, RequestOptions(idempotency_key="t"))
+    assert isinstance(token, SessionTokenBody)
+    assert isinstance(replayed, SessionTokenReceiptBody)
+    fetched = await admin.sessions.get(first.id)
+    assert fetched.status.value == "idle"
+    listed = [s.id async for s in await admin.sessions.list(ListSessionsQuery(limit=1))]
+    assert first.id in listed
+    return f"{len(listed)} sessions listed a page of 1 at a time"
+
+
+async def tool_round_trip(ctx: Context) -> str:
+    """The README's frontend: session token only, history, a pydantic-typed tool, send and read back."""
+    session_id, client = await ctx.session()
+    async with client, client.sessions.connect(session_id, history=True) as connection:
+        web = connection.create_tool_client("web")
+        web.add_tool("highlight_row", Tool(description="Highlight a row", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        assert web.name == "web"
+        assert web.id == str(UUID(web.id))
+        outcome = await connection.send('/call client__web__highlight_row {"row_id": "42"}')
+        assert outcome.outcome.value == "new_run"
+        await until(finished(connection))
+        assert last_text(connection) == "client__web__highlight_row: Row 42 is highlighted."
+        call = connection.transcript[-2].tool_calls[0]
+        assert call.name == "client__web__highlight_row"
+        assert call.result is not None
+        assert call.result.is_error is False
+        kinds = [e.type for e in connection.events]
+        start = kinds.index("message_user")
+        assert kinds[start:] == [
+            "message_user", "run_queued", "run_started", "message_assistant", "tool_call",
+            "client_tool_dispatched", "client_tool_acked", "tool_result", "message_assistant", "run_completed",
+        ]  # fmt: skip
+    return "round trip in order"
+
+
+async def parallel_names_and_errors(ctx: Context) -> str:
+    """Two clients asking for `web` (the second is `web-2`), parallel calls, a tool that raises."""
+    session_id, client = await ctx.session()
+
+    async def explode(args: RowArgs, call: ToolCall) -> str:
+        raise RuntimeError(f"row {args.row_id} is on fire")
+
+    async def refuse(args: RowArgs, call: ToolCall) -> ClientCallResultBody:
+        return ClientCallResultBody(text="not allowed", is_error=True)
+
+    async with client, client.sessions.connect(session_id, history=True) as connection:
+        first = connection.create_tool_client("web")
+        first.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        second = connection.create_tool_client("web")
+        second.add_tool("explode", Tool(description="x", parameters=RowArgs, execute=explode))
+        second.add_tool("refuse", Tool(description="r", parameters=RowArgs, execute=refuse))
+        await asyncio.gather(first.ready(), second.ready())
+        assert sorted([first.name, second.name]) == ["web", "web-2"]
+        other = "web-2" if first.name == "web" else "web"
+        lines = [
+            f'/call client__{first.name}__highlight_row {{"row_id": "1"}}',
+            f'/call client__{other}__explode {{"row_id": "2"}}',
+            f'/call client__{other}__refuse {{"row_id": "3"}}',
+            f'/call client__{first.name}__highlight_row {{"wrong": 1}}',
+            "/call client__nobody__x",
+        ]
+        await connection.send("\n".join(lines))
+        await until(finished(connection))
+        answer = last_text(connection)
+        lines = answer.splitlines()
+        assert lines[0] == f"client__{first.name}__highlight_row: Row 1 is highlighted."
+        assert lines[1] == f"client__{other}__explode failed: row 2 is on fire"
+        assert lines[2] == f"client__{other}__refuse failed: not allowed"
+        # The SDK's own validation message runs over several lines.
+        assert lines[3].startswith(f"client__{first.name}__highlight_row failed: the arguments were not valid")
+        assert lines[-1].startswith("client__nobody__x failed: no client named nobody"), answer
+    return "5 parallel calls, one continuation"
+
+
+async def cancel_and_leave(ctx: Context) -> str:
+    """`cancel` stops a sleeping run; `leave` sends the DELETE and the server says `departed`."""
+    session_id, client = await ctx.session()
+    async with client, client.sessions.connect(session_id, history=True) as connection:
+        sent = await connection.send("/sleep 30")
+        await until(lambda: connection.is_running)
+        cancelled = await connection.cancel()
+        assert cancelled.run_id == sent.run_id
+        await until(finished(connection))
+        assert connection.events[-1].type == "run_cancelled"
+        idle = await connection.cancel()
+        assert idle.run_id is None
+        web = connection.create_tool_client("web")
+        await web.ready()
+        await web.leave()
+        assert web.status.value == "left"
+        await until(lambda: any(e.type == "client_left" for e in connection.events))
+        left = next(e for e in connection.events if e.type == "client_left")
+        assert left.reason.value == "departed"
+    return "cancelled and left"
+
+
+async def history_and_positions(ctx: Context) -> str:
+    """A second connection reads the same log from history; `after_seq` starts where it says."""
+    session_id, client = await ctx.session()
+    async with client:
+        async with client.sessions.connect(session_id, history=True) as connection:
+            await connection.send("hello")
+            await until(finished(connection))
+            seen = [e.model_dump() for e in connection.events]
+        async with client.sessions.connect(session_id, history=True) as again:
+            assert [e.model_dump() for e in again.events] == seen
+        async with client.sessions.connect(session_id, after_seq=2) as later:
+            await later.send("again")
+            await until(finished(later))
+            assert later.events[0].seq == 3
+        pages = [e.seq async for e in await client.sessions.list_events(session_id)]
+        assert pages == sorted(pages, reverse=True)
+    return f"{len(seen)} events replayed identically"
+
+
+async def ttl_client_stays_alive(ctx: Context) -> str:
+    """A ttl 5 client pings every 2.5 s and still serves after its first ttl has passed."""
+    session_id, client = await ctx.session()
+    lifetime = TtlClientLifetimeForm(type="ttl", data=TtlClientLifetimeFormData(seconds=5))
+    async with client, client.sessions.connect(session_id, history=True) as connection:
+        web = connection.create_tool_client("web", lifetime=lifetime)
+        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        await asyncio.sleep(6.5)
+        assert web.status.value == "serving"
+        await connection.send('/call client__web__highlight_row {"row_id": "9"}')
+        await until(finished(connection))
+        assert last_text(connection) == "client__web__highlight_row: Row 9 is highlighted."
+        assert not any(e.type == "client_left" for e in connection.events)
+    return "alive after 6.5 s on a 5 s ttl"
+
+
+async def reconnect_after_restart(ctx: Context) -> str:
+    """The API process restarts under an open connection: the SDK reconnects with Last-Event-ID and the
+    registration (in Redis) keeps serving; nothing is missed or repeated."""
+    session_id, client = await ctx.session()
+    async with client, client.sessions.connect(session_id, history=True) as connection:
+        web = connection.create_tool_client("web")
+        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        await connection.send("before")
+        await until(finished(connection))
+        print(json.dumps({"pause": "restart-api"}), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        await until(lambda: connection.status.value == "open" and connection.error is None, timeout=30)
+        sent = await connection.send('/call client__web__highlight_row {"row_id": "5"}')
+        await until(finished(connection, runs=2), timeout=30)
+        assert last_text(connection) == "client__web__highlight_row: Row 5 is highlighted."
+        seqs = [e.seq for e in connection.events]
+        assert seqs == list(range(1, len(seqs) + 1)), seqs
+        assert str(sent.run_id) in {getattr(e, "run_id", None) for e in connection.events}
+    return f"{len(seqs)} events, contiguous, across a restart"
+
+
+async def deleted_session_fails_the_stream(ctx: Context) -> str:
+    """Deleting the session closes its streams; the reconnect gets 404 and the connection fails."""
+    session_id, client = await ctx.session()
+    async with client:
+        connection = client.sessions.connect(session_id, history=True)
+        await connection.ready()
+        await ctx.admin.sessions.delete(session_id)
+        await until(lambda: connection.status.value == "failed", timeout=20)
+        assert isinstance(connection.error, NotFoundError)
+        try:
+            await client.sessions.get(session_id)
+            raise AssertionError("a deleted session must be gone")
+        except NotFoundError:
+            pass
+    return "failed with NotFoundError"
+
+
+async def raw_register_shapes(ctx: Context) -> str:
+    """The low-level client routes the tool client uses, called directly."""
+    session_id, client = await ctx.session()
+    async with client:
+        lifetime = TtlClientLifetimeForm(type="ttl", data=TtlClientLifetimeFormData(seconds=60))
+        registered = await client.sessions.register_client(
+            session_id, RegisterClientBody(name="raw", lifetime=lifetime, tools=[])
+        )
+        assert registered.expires_at is not None
+        ping = await client.sessions.ping_client(session_id, registered.id)
+        assert ping.expires_at is not None
+        await client.sessions.leave_client(session_id, registered.id)
+        try:
+            await client.sessions.ping_client(session_id, registered.id)
+            raise AssertionError("a ping after leaving must be 404")
+        except NotFoundError:
+            pass
+        outcome = await client.sessions.post_event(session_id, PostSessionEventBody(type="input", text="x"))
+        assert outcome.outcome.value == "new_run"
+    return "register, ping, leave, 404"
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "admin_routes": admin_routes,
+    "tool_round_trip": tool_round_trip,
+    "parallel_names_and_errors": parallel_names_and_errors,
+    "cancel_and_leave": cancel_and_leave,
+    "history_and_positions": history_and_positions,
+    "ttl_client_stays_alive": ttl_client_stays_alive,
+    "raw_register_shapes": raw_register_shapes,
+    "deleted_session_fails_the_stream": deleted_session_fails_the_stream,
+    "reconnect_after_restart": reconnect_after_restart,
+}
+
+
+async def main(names: list[str]) -> None:
+    async with SubakoClient(base_url=URL, api_key=KEY) as admin:
+        context = Context(admin, await setup(admin))
+
+        async def run(name: str) -> None:
+            try:
+                detail = await asyncio.wait_for(SCENARIOS[name](context), timeout=60)
+                print(json.dumps({"scenario": name, "ok": True, "detail": detail}), flush=True)
+            except BaseException:
+                print(json.dumps({"scenario": name, "ok": False, "detail": traceback.format_exc()}), flush=True)
+
+        # The scenarios that only wait run together; the restart goes last, alone.
+        concurrent = [n for n in names if n != "reconnect_after_restart"]
+        await asyncio.gather(*(run(name) for name in concurrent))
+        if "reconnect_after_restart" in names:
+            await run("reconnect_after_restart")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:] or list(SCENARIOS)))

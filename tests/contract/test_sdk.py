@@ -1,0 +1,120 @@
+"""The real `subako` SDK (0.1.1, Python 3.12+), unchanged, against real API and worker processes."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.processes import Processes
+
+pytestmark = [pytest.mark.contract, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SDK_VENV = ROOT / ".venv-sdk"
+SDK_PACKAGE = "subako==0.1.1"
+SCENARIOS = [
+    "admin_routes",
+    "tool_round_trip",
+    "parallel_names_and_errors",
+    "cancel_and_leave",
+    "history_and_positions",
+    "ttl_client_stays_alive",
+    "raw_register_shapes",
+    "deleted_session_fails_the_stream",
+    "reconnect_after_restart",
+]
+
+
+def _pythons() -> list[str]:
+    """Interpreters of Python 3.12 or newer that run: pyenv's 3.12 first, then any on PATH."""
+    pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
+    found: list[str | None] = []
+    for minor in ("3.12", "3.13"):
+        found += sorted(glob.glob(f"{pyenv_root}/versions/{minor}.*/bin/python{minor}"), reverse=True)
+    found += [shutil.which(name) for name in ("python3.12", "python3.13")]
+    # A pyenv shim for a version that is not selected exists on PATH but does not run.
+    return [p for p in found if p and subprocess.run([p, "--version"], capture_output=True).returncode == 0]
+
+
+@pytest.fixture(scope="module")
+def sdk_python() -> str:
+    """The virtualenv's python with `subako` installed (made once, kept in .venv-sdk)."""
+    python = SDK_VENV / "bin" / "python"
+    if python.exists() and subprocess.run([python, "-c", "import subako"], capture_output=True).returncode == 0:
+        return str(python)
+    interpreters = _pythons()
+    if not interpreters:
+        pytest.skip("no Python 3.12 or newer on PATH or under pyenv: the subako SDK requires Python >= 3.12")
+    subprocess.run([interpreters[0], "-m", "venv", "--clear", str(SDK_VENV)], check=True)
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", SDK_PACKAGE],
+        capture_output=True,
+        text=True,
+    )
+    assert install.returncode == 0, f"installing {SDK_PACKAGE} failed:\n{install.stdout}\n{install.stderr}"
+    return str(python)
+
+
+@pytest.fixture(scope="module")
+def sdk_results(
+    sdk_python: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, dict[str, object]]]:
+    key = "swb_ak_" + secrets.token_urlsafe(32)
+    env = {
+        "SWITCHBOARD_REDIS_URL": redis_url,
+        "SWITCHBOARD_KEY_PREFIX": f"sdk{secrets.token_hex(4)}",
+        "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
+        "SWITCHBOARD_ACK_TIMEOUT_S": "10",
+        "SWITCHBOARD_RESULT_TIMEOUT_S": "30",
+    }
+    processes = Processes(env, tmp_path_factory.mktemp("sdk-logs"))
+    try:
+        api, url = processes.api()
+        processes.worker()
+        yield _drive(sdk_python, url, key, processes, api)
+    finally:
+        processes.stop_all()
+
+
+def _drive(
+    python: str, url: str, key: str, processes: Processes, api: subprocess.Popen[bytes]
+) -> dict[str, dict[str, object]]:
+    script = Path(__file__).with_name("sdk_scenarios.py")
+    results: dict[str, dict[str, object]] = {}
+    with subprocess.Popen(
+        [python, str(script), *SCENARIOS],
+        env={**os.environ, "SWITCHBOARD_URL": url, "SWITCHBOARD_API_KEY": key},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as driver:
+        assert driver.stdin is not None
+        assert driver.stdout is not None
+        for line in driver.stdout:
+            message = json.loads(line)
+            if message.get("pause") == "restart-api":
+                processes.stop(api)
+                api, _ = processes.api(int(url.rsplit(":", 1)[1]), name="api-restarted")
+                driver.stdin.write("go\n")
+                driver.stdin.flush()
+            else:
+                results[message["scenario"]] = message
+        stderr = driver.stderr.read() if driver.stderr else ""
+    results["_log"] = {"ok": True, "detail": f"{stderr}\n{processes.tail()}"}
+    return results
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_sdk_scenario(sdk_results: dict[str, dict[str, object]], scenario: str) -> None:
+    result = sdk_results.get(scenario)
+    assert result is not None, f"the scenario did not report:\n{sdk_results['_log']['detail']}"
+    assert result["ok"], f"{result['detail']}\n{sdk_results['_log']['detail']}"

@@ -1,0 +1,79 @@
+"""Real Switchboard processes for the tests that need them: `switchboard api` and `switchboard worker`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.embedded import free_port
+
+
+@dataclass
+class Processes:
+    """Starts and stops API and worker processes on one Redis; their output goes to files in `logs`."""
+
+    env: dict[str, str]
+    logs: Path
+    running: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def _spawn(self, role: str, name: str, extra: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = (self.logs / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "switchboard", role],
+            env={**os.environ, **self.env, **extra},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        self.running.append(process)
+        return process
+
+    def api(self, port: int | None = None, name: str = "api") -> tuple[subprocess.Popen[bytes], str]:
+        port = port or free_port()
+        process = self._spawn("api", name, {"SWITCHBOARD_PORT": str(port)})
+        url = f"http://127.0.0.1:{port}"
+        self.wait_ready(url, process)
+        return process, url
+
+    def worker(self, name: str = "worker") -> subprocess.Popen[bytes]:
+        return self._spawn("worker", name, {})
+
+    def wait_ready(self, url: str, process: subprocess.Popen[bytes], wait_s: float = 20) -> None:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{url} exited at start:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(f"{url}/readyz", timeout=1) as answer:  # noqa: S310 (a local URL)
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"{url} was not ready within {wait_s} s:\n{self.tail()}")
+
+    def stop(self, process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+        if process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process in self.running:
+            self.running.remove(process)
+
+    def stop_all(self) -> None:
+        for process in list(self.running):
+            self.stop(process)
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(
+            f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+            for log in sorted(self.logs.glob("*.log"))
+        )
