@@ -1,0 +1,87 @@
+"""Two API processes and two workers, sharing nothing but Redis, serve one session correctly."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
+from tests.processes import Processes
+from tests.sse import Frames
+
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def cluster(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], str]]:
+    key = "swb_ak_" + secrets.token_urlsafe(32)
+    env = {
+        "SWITCHBOARD_REDIS_URL": redis_url,
+        "SWITCHBOARD_KEY_PREFIX": f"pp{secrets.token_hex(4)}",
+        "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
+        "SWITCHBOARD_ACK_TIMEOUT_S": "5",
+    }
+    processes = Processes(env, tmp_path_factory.mktemp("cluster-logs"))
+    try:
+        urls = [processes.api(name=f"api-{i}")[1] for i in range(2)]
+        for i in range(2):
+            processes.worker(name=f"worker-{i}")
+        yield urls, key
+    finally:
+        processes.stop_all()
+
+
+async def test_a_session_across_two_apis_and_two_workers(cluster: tuple[list[str], str]) -> None:
+    (first, second), key = cluster
+    admin = httpx.AsyncClient(base_url=first, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    async with admin:
+        providers = (await admin.get("/v1/model-providers")).json()["items"]
+        scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
+        agent = (await admin.post("/v1/agents", json={"name": "spread"})).json()
+        version = {"model_provider_id": scripted, **SCRIPTED_CONFIG}
+        assert (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
+        session = (await admin.post("/v1/sessions", json={"agent_id": agent["id"]})).json()
+    sid, token = session["id"], session["session_token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    # The client streams from the first API and answers through the second; input goes through the first.
+    async with (
+        httpx.AsyncClient(base_url=first, headers=auth, timeout=10) as one,
+        httpx.AsyncClient(base_url=second, headers=auth, timeout=10) as two,
+    ):
+        lifetime = {"type": "ttl", "data": {"seconds": 60}}
+        web = (
+            await two.post(
+                f"/v1/sessions/{sid}/clients", json={"name": "web", "lifetime": lifetime, "tools": [HIGHLIGHT]}
+            )
+        ).json()
+        async with one.stream("GET", f"/v1/sessions/{sid}/events/stream", params={"after_seq": 0}) as stream:
+            frames = Frames(stream)
+            seen: list[dict[str, Any]] = []
+            for run in range(6):
+                lines = "\n".join(f'/call client__web__highlight_row {{"row_id": "{run}-{i}"}}' for i in range(3))
+                await one.post(f"/v1/sessions/{sid}/events", json={"type": "input", "text": lines})
+                while True:
+                    event = await frames.event(timeout=10)
+                    seen.append(event)
+                    if event["type"] == "client_tool_dispatched":
+                        call = f"/v1/sessions/{sid}/clients/{web['id']}/calls/{event['call_id']}"
+                        assert (await two.post(f"{call}/ack")).status_code == 200
+                        answer = await two.post(f"{call}/result", json={"text": f"done {event['arguments']['row_id']}"})
+                        assert answer.status_code == 204
+                    if event["type"] == "run_completed":
+                        break
+                await asyncio.sleep(0)
+    kinds = [e["type"] for e in seen]
+    assert kinds.count("run_completed") == 6
+    assert kinds.count("client_tool_dispatched") == kinds.count("tool_result") == 18
+    assert "client_tool_failed" not in kinds
+    assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
+    finals = [e for e in seen if e["type"] == "message_assistant" and e["message"]["content"][0]["type"] == "text"]
+    assert finals[-1]["message"]["content"][0]["data"]["text"].splitlines() == [
+        f"client__web__highlight_row: done 5-{i}" for i in range(3)
+    ]

@@ -1,0 +1,56 @@
+"""The layering rules and the Lua conventions, checked rather than hoped for."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from broker.scripts import SCRIPT_NAMES, source
+
+ROOT = Path(__file__).resolve().parents[2]
+LUA = ROOT / "broker" / "lua"
+
+
+def imports(package: str) -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def test_broker_depends_on_neither_api_nor_workers() -> None:
+    assert not imports("broker") & {"api", "workers", "switchboard"}
+
+
+def test_api_and_workers_stay_apart() -> None:
+    assert "workers" not in imports("api")
+    assert "api" not in imports("workers")
+
+
+def test_every_lua_file_is_a_registered_script_or_a_library() -> None:
+    scripts = {p.stem for p in LUA.glob("*.lua")}
+    assert scripts == set(SCRIPT_NAMES)
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
+    text = (LUA / f"{name}.lua").read_text()
+    header = text.split("\n\n", 1)[0] + text
+    assert "KEYS" in header
+    assert "ARGV" in header
+    assert "Returns" in header
+    expanded = source(name)
+    assert not re.search(r"^--!include ", expanded, re.MULTILINE)
+    assert not re.search(r"redis\.call\('(KEYS|SCAN)'", expanded)
+
+
+def test_no_pickle_anywhere() -> None:
+    for package in ("api", "workers", "broker", "switchboard"):
+        assert "pickle" not in imports(package)
