@@ -34,6 +34,14 @@ async def wait_until(broker: Broker, session_id: str, kind: str, count: int, tim
             await asyncio.sleep(0.01)
 
 
+async def lapse_now(broker: Broker, session_id: str, client_id: str) -> None:
+    """Make a lease run out now, as its ttl would: the key and its index entry expire together."""
+    keys = broker.core.keys
+    seconds, micros = await broker.core.redis.time()
+    await broker.core.redis.pexpire(keys.session(session_id).lease(client_id), 1)
+    await broker.core.redis.zadd(keys.leases, {keys.member(session_id, client_id): seconds * 1000 + micros // 1000})
+
+
 def lateness_ms(events: list[dict[str, object]], ack_timeout_ms: float) -> list[float]:
     """How late each ack_timeout failure came after its call's dispatch plus the ack deadline."""
     from datetime import datetime
@@ -105,7 +113,7 @@ async def test_an_expired_lease_lapses_the_client_and_fails_its_calls(broker: Br
     session_id = await make_session(broker)
     await dispatch(broker, session_id, 2)
     client_id = "0190f2a0-0000-7000-8000-0000000000aa"
-    await broker.core.redis.pexpire(broker.core.keys.session(session_id).lease(client_id), 5)
+    await lapse_now(broker, session_id, client_id)
     keeper = Timekeeper(broker)
     await keeper.start()
     try:
@@ -124,7 +132,7 @@ async def test_a_ping_just_after_the_lapse_is_refused_and_ends_the_client(broker
     client_id = "0190f2a0-0000-7000-8000-0000000000cc"
     await broker.clients.register(session_id, client_id, "web", 5, [])
     assert (await broker.clients.ping(session_id, client_id)).alive
-    await broker.core.redis.pexpire(broker.core.keys.session(session_id).lease(client_id), 1)
+    await lapse_now(broker, session_id, client_id)
     await asyncio.sleep(0.01)
     # No timekeeper runs: the ping itself finds the lapse, and the client is never half alive.
     outcome = await broker.clients.ping(session_id, client_id)
