@@ -9,7 +9,7 @@ from broker.aio import aw
 from broker.codec import dumps, loads, now_ms
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
-from broker.pages import id_page
+from broker.pages import id_page, records
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +56,8 @@ class Agents:
 
     async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Agent], str | None]:
         page = await id_page(self._core.redis, self._core.keys.agents, limit=limit, after=after, ascending=ascending)
-        with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
-                for agent_id in page.ids:
-                    pipe.hgetall(self._core.keys.agent(agent_id))
-                records = await pipe.execute()
-        agents = [_agent(r) for r in records if r and r.get(b"deleted") != b"1" and b"created_at" in r]
+        found = await records(self._core.redis, [self._core.keys.agent(agent_id) for agent_id in page.ids])
+        agents = [_agent(r) for r in found if r and r.get(b"deleted") != b"1" and b"created_at" in r]
         return agents, page.next_cursor
 
     async def rename(self, agent_id: str, name: str) -> Agent:
@@ -118,12 +114,8 @@ class Agents:
         await self.get(agent_id)
         index = self._core.keys.agent_versions(agent_id)
         page = await id_page(self._core.redis, index, limit=limit, after=after, ascending=ascending)
-        with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
-                for version_id in page.ids:
-                    pipe.hgetall(self._core.keys.version(version_id))
-                records = await pipe.execute()
-        return [_version(r) for r in records if r], page.next_cursor
+        found = await records(self._core.redis, [self._core.keys.version(version_id) for version_id in page.ids])
+        return [_version(r) for r in found if r], page.next_cursor
 
     async def set_security(self, agent_id: str, allowed_origins: list[str]) -> Agent:
         await self.get(agent_id)

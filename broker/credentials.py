@@ -5,33 +5,38 @@ from __future__ import annotations
 import secrets
 import uuid
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from broker.aio import aw
 from broker.codec import dumps, loads, now_ms, sha256_hex, uuid7
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
-from broker.pages import id_page
+from broker.pages import id_page, records
 from broker.settings import API_KEY_PREFIX, SESSION_TOKEN_PREFIX
 
-PERMISSIONS = (
-    "workspace.read",
-    "agent.read",
-    "agent.publish",
-    "agent.delete",
-    "vault.read",
-    "vault.manage",
-    "credential.read",
-    "credential.manage",
-    "session.create",
-    "session.read",
-    "session.manage",
-    "skill.read",
-    "skill.manage",
-    "model_provider.read",
-    "model_provider.manage",
-)
+
+class Permission(StrEnum):
+    """The 15 permissions an API key may hold (the SDK's `KeyPermissionSchema`)."""
+
+    WORKSPACE_READ = "workspace.read"
+    AGENT_READ = "agent.read"
+    AGENT_PUBLISH = "agent.publish"
+    AGENT_DELETE = "agent.delete"
+    VAULT_READ = "vault.read"
+    VAULT_MANAGE = "vault.manage"
+    CREDENTIAL_READ = "credential.read"
+    CREDENTIAL_MANAGE = "credential.manage"
+    SESSION_CREATE = "session.create"
+    SESSION_READ = "session.read"
+    SESSION_MANAGE = "session.manage"
+    SKILL_READ = "skill.read"
+    SKILL_MANAGE = "skill.manage"
+    MODEL_PROVIDER_READ = "model_provider.read"
+    MODEL_PROVIDER_MANAGE = "model_provider.manage"
+
+
+PERMISSIONS = tuple(permission.value for permission in Permission)
 
 # last_used_at is a hint, so it is written at most once a minute per key rather than on every request.
 _LAST_USED_EVERY_MS = 60_000
@@ -196,12 +201,8 @@ class Credentials:
 
     async def list_api_keys(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[ApiKey], str | None]:
         page = await id_page(self._core.redis, self._core.keys.api_keys, limit=limit, after=after, ascending=ascending)
-        with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
-                for key_id in page.ids:
-                    pipe.hgetall(self._core.keys.api_key(key_id))
-                records = await pipe.execute()
-        return [_api_key(record) for record in records if record], page.next_cursor
+        found = await records(self._core.redis, [self._core.keys.api_key(key_id) for key_id in page.ids])
+        return [_api_key(record) for record in found if record], page.next_cursor
 
     async def revoke_api_key(self, key_id: str) -> ApiKey:
         keys = self._core.keys

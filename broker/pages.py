@@ -27,3 +27,13 @@ async def id_page(redis: Redis, index: str, *, limit: int, after: str | None, as
         raw = await command(redis, "ZRANGE", index, *bounds, "BYLEX", "LIMIT", 0, limit + 1)
     ids = [bytes(item).decode() for item in raw]
     return IdPage(ids[:limit], ids[limit - 1] if len(ids) > limit else None)
+
+
+async def records(redis: Redis, keys: list[str]) -> list[dict[bytes, bytes]]:
+    """The hashes at `keys`, in one round trip; a missing one is an empty dict."""
+    with translate_redis_errors():
+        async with redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hgetall(key)
+            found: list[dict[bytes, bytes]] = await pipe.execute()
+    return found

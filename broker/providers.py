@@ -11,7 +11,7 @@ from broker.aio import aw
 from broker.codec import now_ms
 from broker.core import Core
 from broker.errors import Conflict, NotFound, translate_redis_errors
-from broker.pages import id_page
+from broker.pages import id_page, records
 
 ProviderFormat = Literal["anthropic", "openai_responses"]
 
@@ -159,12 +159,8 @@ class Providers:
                 await pipe.execute()
 
     async def _records(self, ids: list[str]) -> list[Provider]:
-        with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
-                for provider_id in ids:
-                    pipe.hgetall(self._core.keys.provider(provider_id))
-                records = await pipe.execute()
-        return [_byok(r) for r in records if r]
+        found = await records(self._core.redis, [self._core.keys.provider(provider_id) for provider_id in ids])
+        return [_byok(r) for r in found if r]
 
 
 def _byok(record: dict[bytes, bytes]) -> Provider:

@@ -48,6 +48,18 @@ class Committed:
     scheduled: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    """A model step ready to commit: its message and its calls, each call's `(client, tool)` parsed."""
+
+    session_id: str
+    run_id: str
+    step: int
+    message: str
+    calls: list[PlannedCall]
+    targets: list[tuple[str, str] | None]
+
+
 def parse_client_tool(name: str) -> tuple[str, str] | None:
     """`client__<name>__<tool>` as (name, tool); client names hold no `_`, so the first `__` splits."""
     if not name.startswith(CLIENT_TOOL_PREFIX):
@@ -118,56 +130,38 @@ class Runs:
         return bool(current != run_id.encode() or cancel == b"1")
 
     async def commit(
-        self,
-        session_id: str,
-        run_id: str,
-        step: int,
-        content: list[events.Block],
-        model: str | None,
+        self, session_id: str, run_id: str, step: int, content: list[events.Block], model: str | None,
         calls: list[PlannedCall],
-    ) -> Committed:
+    ) -> Committed:  # fmt: skip
         """Commit the step's message and dispatch its calls in one script, resolving names as it goes."""
-        parsed = [parse_client_tool(call.name) for call in calls]
-        names = sorted({p[0] for p in parsed if p is not None})
+        targets = [parse_client_tool(call.name) for call in calls]
+        draft = _Draft(session_id, run_id, step, events.message_assistant(content, model), calls, targets)
+        names = sorted({target[0] for target in draft.targets if target is not None})
         for _ in range(_COMMIT_ATTEMPTS):
             with translate_redis_errors():
                 ids = (
                     await aw(self._core.redis.hmget(self._core.keys.session(session_id).names, names)) if names else []
                 )
             resolved = {name: bytes(cid).decode() for name, cid in zip(names, ids, strict=True) if cid is not None}
-            outcome, scheduled = await self._commit_once(
-                session_id, run_id, step, content, model, calls, parsed, resolved
-            )
+            outcome, scheduled = await self._commit_once(draft, resolved)
             if outcome != "retry":
                 return Committed(outcome, scheduled)
         raise BrokerUnavailable("client names kept changing while the step was committed")
 
-    async def _commit_once(
-        self,
-        session_id: str,
-        run_id: str,
-        step: int,
-        content: list[events.Block],
-        model: str | None,
-        calls: list[PlannedCall],
-        parsed: list[tuple[str, str] | None],
-        resolved: dict[str, str],
-    ) -> tuple[Any, str]:
-        keys = self._core.keys
-        s = keys.session(session_id)
-        settings = self._core.settings
-        retention = settings.ack_timeout_ms * _CALL_STREAM_RETENTION_FACTOR
+    async def _commit_once(self, draft: _Draft, resolved: dict[str, str]) -> tuple[Any, str]:
+        keys, settings = self._core.keys, self._core.settings
+        s = keys.session(draft.session_id)
         extra_keys: list[str] = []
         args: list[str | int] = [
-            *run_args(keys, session_id, run_id),
-            step,
+            *run_args(keys, draft.session_id, draft.run_id),
+            draft.step,
             settings.ack_timeout_ms,
-            events.message_assistant(content, model),
-            len(calls),
+            draft.message,
+            len(draft.calls),
             RUN_GONE_CANCELLED,
-            retention,
+            settings.ack_timeout_ms * _CALL_STREAM_RETENTION_FACTOR,
         ]
-        for call, target in zip(calls, parsed, strict=True):
+        for call, target in zip(draft.calls, draft.targets, strict=True):
             client, tool = target if target is not None else (None, None)
             cid = resolved.get(client, "") if client is not None else ""
             if cid:
@@ -183,7 +177,7 @@ class Runs:
             ]
         try:
             outcome, scheduled = await self._core.scripts.run(
-                "commit_step", [*run_keys(keys, session_id), *extra_keys], args
+                "commit_step", [*run_keys(keys, draft.session_id), *extra_keys], args
             )
         except NotFound:
             return "stale", ""

@@ -10,10 +10,9 @@ import pytest
 from pydantic import SecretStr
 
 from broker import Broker
-from broker.embedded import EmbeddedRedis
 from broker.settings import Settings
 from tests.api_client import Api
-from tests.stack import Stack, drop_prefix, running_stack
+from tests.stack import Stack, drop_prefix, running_stack, started_redis
 
 # Deadlines short enough that every failure path runs in about a second.
 FAST = {
@@ -29,12 +28,8 @@ FAST = {
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("redis")), persistent=False)
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    with started_redis(Path(tmp_path_factory.mktemp("redis"))) as url:
+        yield url
 
 
 @pytest.fixture

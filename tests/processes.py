@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -12,6 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.embedded import free_port
+
+
+def server_env(redis_url: str, **settings: str) -> tuple[dict[str, str], str]:
+    """The environment of processes serving one test on `redis_url` under their own key prefix, and
+    the bootstrap API key they create. `settings` are more `SWITCHBOARD_*` values (without the prefix)."""
+    key = "swb_ak_" + secrets.token_urlsafe(32)
+    env = {
+        "SWITCHBOARD_REDIS_URL": redis_url,
+        "SWITCHBOARD_KEY_PREFIX": f"p{secrets.token_hex(5)}",
+        "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
+    }
+    env |= {f"SWITCHBOARD_{name.upper()}": value for name, value in settings.items()}
+    return env, key
 
 
 @dataclass

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -13,8 +14,19 @@ import uvicorn
 from api.app import create_app
 from broker import Broker, Settings
 from broker.aio import command
-from broker.embedded import free_port
+from broker.embedded import EmbeddedRedis, free_port
 from workers.worker import serve as serve_worker
+
+
+@contextlib.contextmanager
+def started_redis(data_dir: Path, *, notifications: bool = True) -> Iterator[str]:
+    """A private redis-server for the duration of the block; its URL."""
+    server = EmbeddedRedis(data_dir, persistent=False, notifications=notifications)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 @dataclass

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 from uuid import UUID
 
 from pydantic import BaseModel, Field
 
 from api.schemas.common import Strict
-
-Permission = Literal[
-    "workspace.read",
-    "agent.read",
-    "agent.publish",
-    "agent.delete",
-    "vault.read",
-    "vault.manage",
-    "credential.read",
-    "credential.manage",
-    "session.create",
-    "session.read",
-    "session.manage",
-    "skill.read",
-    "skill.manage",
-    "model_provider.read",
-    "model_provider.manage",
-]
+from broker.credentials import Permission
 
 
 class MintApiKeyBody(Strict):

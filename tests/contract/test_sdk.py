@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import Processes
+from tests.processes import Processes, server_env
 
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(300)]
 
@@ -67,14 +66,7 @@ def sdk_python() -> str:
 def sdk_results(
     sdk_python: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, dict[str, object]]]:
-    key = "swb_ak_" + secrets.token_urlsafe(32)
-    env = {
-        "SWITCHBOARD_REDIS_URL": redis_url,
-        "SWITCHBOARD_KEY_PREFIX": f"sdk{secrets.token_hex(4)}",
-        "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
-        "SWITCHBOARD_ACK_TIMEOUT_S": "10",
-        "SWITCHBOARD_RESULT_TIMEOUT_S": "30",
-    }
+    env, key = server_env(redis_url, ack_timeout_s="10", result_timeout_s="30")
     processes = Processes(env, tmp_path_factory.mktemp("sdk-logs"))
     try:
         api, url = processes.api()

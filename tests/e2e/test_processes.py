@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +10,7 @@ import httpx
 import pytest
 
 from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
-from tests.processes import Processes
+from tests.processes import Processes, server_env
 from tests.sse import Frames
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
@@ -19,13 +18,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 
 @pytest.fixture
 def cluster(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], str]]:
-    key = "swb_ak_" + secrets.token_urlsafe(32)
-    env = {
-        "SWITCHBOARD_REDIS_URL": redis_url,
-        "SWITCHBOARD_KEY_PREFIX": f"pp{secrets.token_hex(4)}",
-        "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
-        "SWITCHBOARD_ACK_TIMEOUT_S": "5",
-    }
+    env, key = server_env(redis_url, ack_timeout_s="5")
     processes = Processes(env, tmp_path_factory.mktemp("cluster-logs"))
     try:
         urls = [processes.api(name=f"api-{i}")[1] for i in range(2)]

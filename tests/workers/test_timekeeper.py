@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from broker import Broker, Settings
-from broker.embedded import EmbeddedRedis
 from broker.events import tool_call_block
 from tests.helpers import HIGHLIGHT, call, log_events, make_session, types
-from tests.stack import drop_prefix, run_worker
+from tests.stack import drop_prefix, run_worker, started_redis
 from workers.timekeeper import Timekeeper
 
 
@@ -56,12 +55,8 @@ def lateness_ms(events: list[dict[str, object]], ack_timeout_ms: float) -> list[
 @pytest.fixture(scope="module")
 def quiet_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Redis with keyspace notifications off, as many managed services run it."""
-    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("quiet")), persistent=False, notifications=False)
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    with started_redis(Path(tmp_path_factory.mktemp("quiet")), notifications=False) as url:
+        yield url
 
 
 @pytest.fixture
