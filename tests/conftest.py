@@ -12,7 +12,7 @@ from pydantic import SecretStr
 from broker import Broker
 from broker.settings import Settings
 from tests.api_client import Api
-from tests.stack import Stack, drop_prefix, running_stack, started_redis
+from tests.stack import Stack, opened_broker, running_stack, started_redis
 
 # Deadlines short enough that every failure path runs in about a second.
 FAST = {
@@ -44,12 +44,8 @@ def settings(redis_url: str, key_prefix: str, tmp_path: Path) -> Settings:
 
 @pytest.fixture
 async def broker(settings: Settings, redis_url: str) -> AsyncIterator[Broker]:
-    opened = await Broker.connect(settings, redis_url)
-    try:
+    async with opened_broker(settings, redis_url) as opened:
         yield opened
-    finally:
-        await drop_prefix(opened, settings.key_prefix)
-        await opened.close()
 
 
 @pytest.fixture

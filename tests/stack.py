@@ -77,14 +77,21 @@ async def run_worker(settings: Settings, redis_url: str) -> AsyncIterator[None]:
 @contextlib.asynccontextmanager
 async def running_stack(settings: Settings, redis_url: str, *, worker: bool = True) -> AsyncIterator[Stack]:
     assert settings.bootstrap_api_key is not None
+    key = settings.bootstrap_api_key.get_secret_value()
+    async with opened_broker(settings, redis_url) as broker, serve_api(settings, redis_url) as url:
+        if worker:
+            async with run_worker(settings, redis_url):
+                yield Stack(url, key, settings, broker)
+        else:
+            yield Stack(url, key, settings, broker)
+
+
+@contextlib.asynccontextmanager
+async def opened_broker(settings: Settings, redis_url: str) -> AsyncIterator[Broker]:
+    """A broker for the test's own pokes at Redis; the test's keys go with it."""
     broker = await Broker.connect(settings, redis_url)
     try:
-        async with serve_api(settings, redis_url) as url:
-            if worker:
-                async with run_worker(settings, redis_url):
-                    yield Stack(url, settings.bootstrap_api_key.get_secret_value(), settings, broker)
-            else:
-                yield Stack(url, settings.bootstrap_api_key.get_secret_value(), settings, broker)
+        yield broker
     finally:
         await drop_prefix(broker, settings.key_prefix)
         await broker.close()

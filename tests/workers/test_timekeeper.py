@@ -11,7 +11,7 @@ import pytest
 from broker import Broker, Settings
 from broker.events import tool_call_block
 from tests.helpers import HIGHLIGHT, call, log_events, make_session, types
-from tests.stack import drop_prefix, run_worker, started_redis
+from tests.stack import opened_broker, run_worker, started_redis
 from workers.timekeeper import Timekeeper
 
 
@@ -61,12 +61,8 @@ def quiet_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 async def quiet_broker(settings: Settings, quiet_redis: str) -> AsyncIterator[Broker]:
-    opened = await Broker.connect(settings, quiet_redis)
-    try:
+    async with opened_broker(settings, quiet_redis) as opened:
         yield opened
-    finally:
-        await drop_prefix(opened, settings.key_prefix)
-        await opened.close()
 
 
 async def test_without_notifications_the_sweeper_fires_every_deadline_within_a_second(
