@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.api_client import Api, of_type, run_over, types
 
 
@@ -69,11 +71,15 @@ async def test_parallel_calls_to_two_clients_continue_once(api: Api) -> None:
     owners = {"web": web["id"], "worker": worker["id"]}
     dispatched = of_type(events, "client_tool_dispatched")
     assert [d["client_id"] for d in dispatched] == [owners["web"], owners["worker"], owners["web"]]
-    # Answer in reverse, with a pause: the run must not continue before the last one.
-    for event in reversed(dispatched):
+    # Answered in reverse: until the last answer, the run must not go on.
+    *first_answers, last = reversed(dispatched)
+    for event in first_answers:
         answer = await api.call(session, event["client_id"], event["call_id"], "result", text=f"ok {event['tool']}")
         assert answer.status_code == 204
-        assert not run_over(await api.events(session))
+        await asyncio.sleep(0.1)
+        assert types(await api.events(session)).count("message_assistant") == 1
+    final = await api.call(session, last["client_id"], last["call_id"], "result", text=f"ok {last['tool']}")
+    assert final.status_code == 204
     events = await api.wait_for(session, run_over)
     assert types(events).count("message_assistant") == 2
     assert types(events).count("run_started") == 1
