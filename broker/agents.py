@@ -98,6 +98,7 @@ class Agents:
             "publish_version",
             [keys.agent(agent_id), keys.agent_versions(agent_id), keys.version(version_id)],
             [version_id, dumps(config), provider_id, now_ms()],
+            {"agent": f"no agent {agent_id}"},
         )
         return await self.version(version_id)
 

@@ -33,10 +33,12 @@ def _tools(tools: list[dict[str, Any]]) -> tuple[str, str]:
     return dumps(tools), "\n".join(tool["name"] for tool in tools)
 
 
-def _not_found(session_id: str, client_id: str, what: str) -> NotFound:
-    if what == "session":
-        return NotFound(f"no session {session_id}")
-    return NotFound(f"no active client {client_id} in this session (it left, lapsed, or never registered)")
+def _refusals(session_id: str, client_id: str, call_id: str = "") -> dict[str, str]:
+    return {
+        "session": f"no session {session_id}",
+        "client": f"no active client {client_id} in this session (it left, lapsed, or never registered)",
+        "call": f"client {client_id} has no call {call_id}",
+    }
 
 
 class Clients:
@@ -50,25 +52,23 @@ class Clients:
         s = keys.session(session_id)
         lifetime = {"type": "never"} if ttl_s is None else {"type": "ttl", "data": {"seconds": ttl_s}}
         tools_json, tool_names = _tools(tools)
-        try:
-            assigned, expires = await self._core.scripts.run(
-                "register_client",
-                [s.meta, s.events, s.names, s.clients, s.client(client_id), s.lease(client_id), keys.leases],
-                [
-                    s.live,
-                    session_id,
-                    client_id,
-                    name,
-                    dumps(lifetime),
-                    0 if ttl_s is None else ttl_s * 1000,
-                    tools_json,
-                    tool_names,
-                    MAX_ACTIVE_CLIENTS,
-                    MAX_NAME_LENGTH,
-                ],
-            )
-        except NotFound as error:
-            raise _not_found(session_id, client_id, error.message) from None
+        assigned, expires = await self._core.scripts.run(
+            "register_client",
+            [s.meta, s.events, s.names, s.clients, s.client(client_id), s.lease(client_id), keys.leases],
+            [
+                s.live,
+                session_id,
+                client_id,
+                name,
+                dumps(lifetime),
+                0 if ttl_s is None else ttl_s * 1000,
+                tools_json,
+                tool_names,
+                MAX_ACTIVE_CLIENTS,
+                MAX_NAME_LENGTH,
+            ],
+            _refusals(session_id, client_id),
+        )
         return Registered(client_id, assigned, None if int(expires) < 0 else int(expires))
 
     async def ping(self, session_id: str, client_id: str) -> PingOutcome:
@@ -81,44 +81,40 @@ class Clients:
         )
         if int(reply[0]) == 404:
             if reply[1] == "session":
-                raise _not_found(session_id, client_id, "session")
+                raise NotFound(_refusals(session_id, client_id)["session"])
             return PingOutcome(None, alive=False, scheduled=reply[2] if len(reply) > 2 else "")
         expires = int(reply[1])
         return PingOutcome(None if expires < 0 else expires, alive=True, scheduled=reply[2])
 
     async def leave(self, session_id: str, client_id: str) -> str:
-        try:
-            (scheduled,) = await self._core.scripts.run(
-                "leave_client",
-                client_keys(self._core.keys, session_id, client_id),
-                client_args(self._core.keys, session_id, client_id),
-            )
-        except NotFound as error:
-            raise _not_found(session_id, client_id, error.message) from None
+        (scheduled,) = await self._core.scripts.run(
+            "leave_client",
+            client_keys(self._core.keys, session_id, client_id),
+            client_args(self._core.keys, session_id, client_id),
+            _refusals(session_id, client_id),
+        )
         return str(scheduled)
 
     async def update_tools(self, session_id: str, client_id: str, tools: list[dict[str, Any]]) -> str:
         s = self._core.keys.session(session_id)
         tools_json, tool_names = _tools(tools)
-        try:
-            (event,) = await self._core.scripts.run(
-                "update_tools", [s.meta, s.events, s.client(client_id)], [s.live, client_id, tools_json, tool_names]
-            )
-        except NotFound as error:
-            raise _not_found(session_id, client_id, error.message) from None
+        (event,) = await self._core.scripts.run(
+            "update_tools",
+            [s.meta, s.events, s.client(client_id)],
+            [s.live, client_id, tools_json, tool_names],
+            _refusals(session_id, client_id),
+        )
         return str(event)
 
     async def ack(self, session_id: str, client_id: str, call_id: str) -> str:
         """The `client_tool_acked` event (the same one again for a repeated ack)."""
         keys = self._core.keys
-        try:
-            (event,) = await self._core.scripts.run(
-                "ack_call",
-                call_keys(keys, session_id, call_id),
-                [*call_args(keys, session_id, call_id, client_id), self._core.settings.result_timeout_ms],
-            )
-        except NotFound as error:
-            raise self._call_not_found(session_id, client_id, call_id, error.message) from None
+        (event,) = await self._core.scripts.run(
+            "ack_call",
+            call_keys(keys, session_id, call_id),
+            [*call_args(keys, session_id, call_id, client_id), self._core.settings.result_timeout_ms],
+            _refusals(session_id, client_id, call_id),
+        )
         return str(event)
 
     async def answer(
@@ -126,23 +122,15 @@ class Clients:
     ) -> str:
         """Record the result; returns the continuation it scheduled, or ''."""
         keys = self._core.keys
-        try:
-            (scheduled,) = await self._core.scripts.run(
-                "answer_call",
-                call_keys(keys, session_id, call_id),
-                [
-                    *call_args(keys, session_id, call_id, client_id),
-                    events.tool_result(call_id, text, is_error=is_error),
-                    tag,
-                    self._core.settings.result_timeout_ms,
-                ],
-            )
-        except NotFound as error:
-            raise self._call_not_found(session_id, client_id, call_id, error.message) from None
+        (scheduled,) = await self._core.scripts.run(
+            "answer_call",
+            call_keys(keys, session_id, call_id),
+            [
+                *call_args(keys, session_id, call_id, client_id),
+                events.tool_result(call_id, text, is_error=is_error),
+                tag,
+                self._core.settings.result_timeout_ms,
+            ],
+            _refusals(session_id, client_id, call_id),
+        )
         return str(scheduled)
-
-    @staticmethod
-    def _call_not_found(session_id: str, client_id: str, call_id: str, what: str) -> NotFound:
-        if what == "session":
-            return NotFound(f"no session {session_id}")
-        return NotFound(f"client {client_id} has no call {call_id}")

@@ -89,25 +89,23 @@ class Runs:
         keys = self._core.keys
         start = events.message_user(text, "external" if source == "external" else "client")
         steer = events.message_user(text, "external" if source == "external" else "steer")
-        try:
-            outcome, run, scheduled = await self._core.scripts.run(
-                "post_input",
-                run_keys(keys, session_id),
-                [*run_args(keys, session_id, run_id), input_id, start, steer],
-            )
-        except NotFound:
-            raise NotFound(f"no session {session_id}") from None
+        outcome, run, scheduled = await self._core.scripts.run(
+            "post_input",
+            run_keys(keys, session_id),
+            [*run_args(keys, session_id, run_id), input_id, start, steer],
+            {"session": f"no session {session_id}"},
+        )
         return Submitted("new_run" if outcome == "new_run" else "steered", run, scheduled)
 
     async def cancel(self, session_id: str) -> str | None:
         """Cancel the active run; returns its id, or None when none was active."""
         keys = self._core.keys
-        try:
-            run_id, _ = await self._core.scripts.run(
-                "cancel_run", run_keys(keys, session_id), [*run_args(keys, session_id, ""), RUN_GONE_CANCELLED]
-            )
-        except NotFound:
-            raise NotFound(f"no session {session_id}") from None
+        run_id, _ = await self._core.scripts.run(
+            "cancel_run",
+            run_keys(keys, session_id),
+            [*run_args(keys, session_id, ""), RUN_GONE_CANCELLED],
+            {"session": f"no session {session_id}"},
+        )
         return str(run_id) or None
 
     async def begin(self, session_id: str, run_id: str, step: int) -> Literal["run", "stale", "cancelled"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -90,12 +91,16 @@ class Scripts:
         with translate_redis_errors():
             return _text(await self._scripts[name](keys=keys, args=args))
 
-    async def run(self, name: str, keys: list[str], args: list[str | int]) -> list[Any]:
-        """Run a script that answers `{status, ...}`; a non-zero status raises its error."""
+    async def run(
+        self, name: str, keys: list[str], args: list[str | int], refusals: Mapping[str, str] | None = None
+    ) -> list[Any]:
+        """Run a script that answers `{status, ...}`; a non-zero status raises its error. Scripts refuse
+        with a word (`session`, `client`, ...); `refusals` turns it into the message a person reads."""
         reply = await self.raw(name, keys, args)
         if not isinstance(reply, list) or not reply:
             raise BrokerUnavailable(f"script {name} answered {reply!r}")
         status = int(reply[0])
         if status != 0:
-            raise from_script_status(status, str(reply[1]))
+            word = str(reply[1])
+            raise from_script_status(status, (refusals or {}).get(word, word))
         return list(reply[1:])

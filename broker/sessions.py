@@ -62,6 +62,7 @@ class Sessions:
                 token.digest,
                 token.record,
             ],
+            {"agent": f"no agent {agent_id}"},
         )
         return await self.get(session_id), created == "created"
 
@@ -113,6 +114,7 @@ class Sessions:
                 keys.purges,
             ],
             [*run_args(keys, session_id, ""), self._core.settings.session_token_ttl_ms, RUN_GONE_DELETED],
+            {"session": f"no session {session_id}"},
         )
 
     async def purge(self, session_id: str, batch: int = 300) -> None:
@@ -135,7 +137,9 @@ class Sessions:
     async def mint_token(self, session_id: str) -> SessionToken:
         token = self.new_token(session_id)
         s = self._core.keys.session(session_id)
-        await self._core.scripts.run("mint_token", [s.meta, s.tokens], [token.digest, token.record])
+        await self._core.scripts.run(
+            "mint_token", [s.meta, s.tokens], [token.digest, token.record], {"session": f"no session {session_id}"}
+        )
         return token
 
 
