@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +31,27 @@ def cluster(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield urls, key
     finally:
         processes.stop_all()
+
+
+def worker_check(env: dict[str, str]) -> int:
+    command = [sys.executable, "-m", "switchboard", "worker", "--check"]
+    return subprocess.run(command, env={**os.environ, **env}, capture_output=True, timeout=30).returncode
+
+
+def test_worker_check_reports_this_hosts_worker(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    env, _ = server_env(redis_url)
+    processes = Processes(env, tmp_path_factory.mktemp("check-logs"))
+    assert worker_check(env) == 1
+    worker = processes.worker()
+    try:
+        deadline = time.monotonic() + 15
+        while worker_check(env) != 0:
+            assert time.monotonic() < deadline, processes.tail()
+            time.sleep(0.2)
+    finally:
+        processes.stop(worker)
+    # A worker that stopped cleanly takes its health key with it.
+    assert worker_check(env) == 1
 
 
 async def test_a_session_across_two_apis_and_two_workers(cluster: tuple[list[str], str]) -> None:
