@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from api.state import AppState
-from broker.events import event_seq
+from broker.events import event_seq, is_logged, is_timing
 from broker.live import Signal, Subscription
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -21,26 +21,47 @@ def _frame(seq: int, data: bytes) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (seq, data)
 
 
-async def _backlog(state: AppState, session_id: str, last: int) -> AsyncIterator[tuple[bytes, int]]:
+def shown(data: bytes, include: frozenset[str]) -> bool:
+    """Whether a logged event goes to a reader: timing events only to those that asked."""
+    return "timing" in include or not is_timing(data)
+
+
+async def _backlog(
+    state: AppState, session_id: str, last: int, include: frozenset[str]
+) -> AsyncIterator[tuple[bytes, int]]:
     """Frames of every stored event after `last`, a page per chunk, with the seq each chunk reaches."""
     while True:
         rows = await state.broker.log.after(session_id, last, _PAGE)
         if rows:
             last = rows[-1][0]
-            yield b"".join(_frame(seq, data) for seq, data in rows), last
+            yield b"".join(_frame(seq, data) for seq, data in rows if shown(data, include)), last
         if len(rows) < _PAGE:
             return
 
 
+def _live(item: bytes, last: int, include: frozenset[str]) -> tuple[bytes | None, int | None]:
+    """What to send for a live message, and the seq reached; None for the seq means a gap was seen and
+    the log must be read."""
+    if not is_logged(item):
+        # A live extra (a text delta): no seq, no id line, only for readers that asked.
+        return (b"data: %s\n\n" % item if "deltas" in include else None), last
+    seq = event_seq(item)
+    if seq <= last:
+        return None, last
+    if seq > last + 1:
+        return None, None
+    return (_frame(seq, item) if shown(item, include) else None), seq
+
+
 async def event_stream(
-    state: AppState, session_id: str, position: int, subscription: Subscription
+    state: AppState, session_id: str, position: int, subscription: Subscription, include: frozenset[str]
 ) -> AsyncIterator[bytes]:
     settings = state.broker.settings
     state.metrics.streams.inc()
     try:
         yield b"id: %d\n\nretry: %d\n\n" % (position, settings.stream_retry_ms)
         last = position
-        async for chunk, reached in _backlog(state, session_id, last):
+        async for chunk, reached in _backlog(state, session_id, last, include):
             yield chunk
             last = reached
         while True:
@@ -51,17 +72,15 @@ async def event_stream(
                 yield b": keep-alive\n\n"
                 if not await state.broker.sessions.exists(session_id):
                     return
-                item = Signal.LAGGED
-            if isinstance(item, bytes):
-                seq = event_seq(item)
-                if seq <= last:
-                    continue
-                if seq == last + 1:
+            elif isinstance(item, bytes):
+                frame, seq = _live(item, last, include)
+                if frame:
+                    yield frame
+                if seq is not None:
                     last = seq
-                    yield _frame(seq, item)
                     continue
             # A gap, an overflow, a reconnect of the hub, or a quiet spell: the log says what was missed.
-            async for chunk, reached in _backlog(state, session_id, last):
+            async for chunk, reached in _backlog(state, session_id, last, include):
                 yield chunk
                 last = reached
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from broker.agents import Agents
+from broker.approvals import Approvals
 from broker.clients import Clients
 from broker.core import Core
 from broker.credentials import Credentials
@@ -10,9 +11,11 @@ from broker.idempotency import Idempotency
 from broker.log import EventLog
 from broker.providers import Providers
 from broker.runs import Runs
+from broker.server_calls import ServerCalls
 from broker.sessions import Sessions
 from broker.settings import Settings
 from broker.timers import Timers
+from broker.work import Work
 
 
 class Broker:
@@ -29,6 +32,9 @@ class Broker:
         self.timers = Timers(core)
         self.log = EventLog(core)
         self.idempotency = Idempotency(core)
+        self.work = Work(core)
+        self.approvals = Approvals(core)
+        self.server_calls = ServerCalls(core)
 
     @classmethod
     async def connect(cls, settings: Settings, url: str) -> Broker:

@@ -26,7 +26,7 @@ class Registered:
 class PingOutcome:
     expires_at: int | None
     alive: bool
-    scheduled: str
+    owed: list[str]
 
 
 def _tools(tools: list[dict[str, Any]]) -> tuple[str, str]:
@@ -72,8 +72,8 @@ class Clients:
         return Registered(client_id, assigned, None if int(expires) < 0 else int(expires))
 
     async def ping(self, session_id: str, client_id: str) -> PingOutcome:
-        """Extend the lease. A client found lapsed is ended here: `alive` is False, and the continuation
-        that ending scheduled (if any) is returned for the caller to enqueue before it answers 404."""
+        """Extend the lease. A client found lapsed is ended here: `alive` is False, and the work that ending
+        owes comes back for the caller to perform before it answers 404."""
         reply = await self._core.scripts.raw(
             "ping_client",
             client_keys(self._core.keys, session_id, client_id),
@@ -82,18 +82,19 @@ class Clients:
         if int(reply[0]) == 404:
             if reply[1] == "session":
                 raise NotFound(_refusals(session_id, client_id)["session"])
-            return PingOutcome(None, alive=False, scheduled=reply[2] if len(reply) > 2 else "")
+            return PingOutcome(None, alive=False, owed=reply[2])
         expires = int(reply[1])
-        return PingOutcome(None if expires < 0 else expires, alive=True, scheduled=reply[2])
+        return PingOutcome(None if expires < 0 else expires, alive=True, owed=reply[2])
 
-    async def leave(self, session_id: str, client_id: str) -> str:
-        (scheduled,) = await self._core.scripts.run(
+    async def leave(self, session_id: str, client_id: str) -> list[str]:
+        """Leave; the work owed (the next step, when this failed the last owed call)."""
+        (owed,) = await self._core.scripts.run(
             "leave_client",
             client_keys(self._core.keys, session_id, client_id),
             client_args(self._core.keys, session_id, client_id),
             _refusals(session_id, client_id),
         )
-        return str(scheduled)
+        return list(owed)
 
     async def update_tools(self, session_id: str, client_id: str, tools: list[dict[str, Any]]) -> str:
         s = self._core.keys.session(session_id)
@@ -119,10 +120,10 @@ class Clients:
 
     async def answer(
         self, session_id: str, client_id: str, call_id: str, text: str, *, is_error: bool, tag: str
-    ) -> str:
-        """Record the result; returns the continuation it scheduled, or ''."""
+    ) -> list[str]:
+        """Record the result; returns the work owed (the next step, when this was the step's last call)."""
         keys = self._core.keys
-        (scheduled,) = await self._core.scripts.run(
+        (owed,) = await self._core.scripts.run(
             "answer_call",
             call_keys(keys, session_id, call_id),
             [
@@ -133,4 +134,4 @@ class Clients:
             ],
             _refusals(session_id, client_id, call_id),
         )
-        return str(scheduled)
+        return list(owed)

@@ -85,3 +85,16 @@ def client_tool_dispatched(client_id: str, call_id: str, tool: str, arguments: d
 def event_seq(data: bytes) -> int:
     """The seq of a stored event, read from the prefix every stored event starts with (`{"seq":N,`)."""
     return int(data[7 : data.index(b",", 7)])
+
+
+_TIMING = b'"type":"custom","kind":"timing"'
+
+
+def is_timing(data: bytes) -> bool:
+    """A run or step timing event: logged, but shown only to readers that ask (`?include=timing`)."""
+    return _TIMING in data[:96]
+
+
+def is_logged(data: bytes) -> bool:
+    """A logged event (it carries a seq), as opposed to a live extra such as a text delta."""
+    return data.startswith(b'{"seq":')

@@ -34,20 +34,28 @@ yet: the scripts that touch a session also touch the global timer indexes (`dead
 | `sb:{S}:dl:<call id>`                 | string | the call's deadline      | fires the deadline when it expires     |
 | `sb:{S}:run`                          | hash   | none                     | the active run's state                 |
 | `sb:{S}:inbox`                        | list   | none                     | steering input for the active run      |
+| `sb:{S}:queue`                        | list   | none                     | input waiting for a run of its own     |
 | `sb:{S}:idem:<digest>`                | string | idempotency TTL          | receipts of session routes             |
 | `sb:deadlines`                        | zset   | none                     | `<sid>:<call id>` by due time (ms)     |
 | `sb:leases`                           | zset   | none                     | `<sid>:<cid>` by lapse time (ms)       |
-| `sb:continue`                         | zset   | none                     | `<sid>:<run id>:<step>` owed a job     |
+| `sb:work`                             | zset   | none                     | work owed by a script's caller (below) |
+| `sb:steps`                            | zset   | none                     | `<sid>` by its running step's lease    |
+| `sb:dequeue`                          | zset   | none                     | `<sid>` by its debounce timer          |
 | `sb:purge`                            | zset   | none                     | deleted session ids left to purge      |
 | `sb:arq:queue`                        | zset   | none                     | arq's queue (arq writes it)            |
 | `sb:arq:health:<host>`                | string | health interval + 1 s    | arq's health check of a host's worker  |
+
+Members of `sb:work`: `s|<sid>|<run>|<step>|<attempt>` (a step job), `t|<sid>|<call>` (a server tool job),
+`d|<sid>|<client>` (a run-scoped client to release). Deadlines in `sb:deadlines` are client calls' ack and
+result deadlines and server calls' leases.
 
 Channels (pub/sub, not keys): `sb:{S}:live` carries every appended event of a session as its JSON, and
 the text `deleted` when the session is deleted. `sb:hub` is subscribed by every API process and never
 published on.
 
 Owned by arq and written only by arq: `arq:job:<job id>`, `arq:result:<job id>`, `arq:in-progress:<job id>`,
-`arq:retry:<job id>`, `arq:abort`. Job ids start with the prefix (`sb:step:<run id>:<step>`).
+`arq:retry:<job id>`, `arq:abort`. Job ids start with the prefix (`sb:step:<run>:<step>:<attempt>`,
+`sb:tool:<sid>:<call>`).
 """
 
 from __future__ import annotations
@@ -100,6 +108,10 @@ class SessionKeys:
     @property
     def inbox(self) -> str:
         return f"{self.base}:inbox"
+
+    @property
+    def queue(self) -> str:
+        return f"{self.base}:queue"
 
     @property
     def live(self) -> str:
@@ -187,8 +199,16 @@ class KeySpace:
         return f"{self.prefix}:leases"
 
     @property
-    def continuations(self) -> str:
-        return f"{self.prefix}:continue"
+    def work(self) -> str:
+        return f"{self.prefix}:work"
+
+    @property
+    def steps(self) -> str:
+        return f"{self.prefix}:steps"
+
+    @property
+    def dequeue(self) -> str:
+        return f"{self.prefix}:dequeue"
 
     @property
     def purges(self) -> str:
@@ -207,11 +227,11 @@ class KeySpace:
     def worker_health(self, host: str) -> str:
         return f"{self.prefix}:arq:health:{host}"
 
-    def step_job_id(self, run_id: str, step: int) -> str:
-        return f"{self.prefix}:step:{run_id}:{step}"
+    def step_job_id(self, run_id: str, step: int, attempt: int) -> str:
+        return f"{self.prefix}:step:{run_id}:{step}:{attempt}"
 
-    def purge_job_id(self, session_id: str) -> str:
-        return f"{self.prefix}:purge:{session_id}"
+    def tool_job_id(self, session_id: str, call_id: str) -> str:
+        return f"{self.prefix}:tool:{session_id}:{call_id}"
 
     # Members of the global indexes, and the names that expiry notifications carry.
     @staticmethod

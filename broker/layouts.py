@@ -7,7 +7,20 @@ from broker.keys import KeySpace
 
 def run_keys(keys: KeySpace, session_id: str) -> list[str]:
     s = keys.session(session_id)
-    return [s.meta, s.events, s.run, s.inbox, s.calls, s.owed, s.names, keys.deadlines, keys.continuations]
+    return [
+        s.meta,
+        s.events,
+        s.run,
+        s.inbox,
+        s.calls,
+        s.owed,
+        s.names,
+        s.queue,
+        keys.deadlines,
+        keys.work,
+        keys.steps,
+        keys.dequeue,
+    ]
 
 
 def run_args(keys: KeySpace, session_id: str, run_id: str) -> list[str | int]:
@@ -16,7 +29,7 @@ def run_args(keys: KeySpace, session_id: str, run_id: str) -> list[str | int]:
 
 def call_keys(keys: KeySpace, session_id: str, call_id: str) -> list[str]:
     s = keys.session(session_id)
-    return [s.meta, s.events, s.calls, s.owed, s.run, s.deadline(call_id), keys.deadlines, keys.continuations]
+    return [s.meta, s.events, s.calls, s.owed, s.run, s.deadline(call_id), keys.deadlines, keys.work]
 
 
 def call_args(keys: KeySpace, session_id: str, call_id: str, client_id: str) -> list[str | int]:
@@ -36,7 +49,7 @@ def client_keys(keys: KeySpace, session_id: str, client_id: str) -> list[str]:
         s.run,
         keys.deadlines,
         keys.leases,
-        keys.continuations,
+        keys.work,
     ]
 
 

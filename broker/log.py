@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.aio import aw
@@ -42,20 +43,33 @@ class EventLog:
         limit: int,
         after_seq: int | None,
         before_seq: int | None,
+        keep: Callable[[bytes], bool] = lambda _: True,
     ) -> EventPage:
-        """One page of the window (after_seq, before_seq), both bounds exclusive, in the asked order."""
+        """One page of `limit` kept events of the window (after_seq, before_seq), both bounds exclusive, in
+        the asked order; events `keep` refuses are skipped without shortening the page."""
         low = 1 if after_seq is None else after_seq + 1
         high = None if before_seq is None else before_seq - 1
-        if high is not None and high < low:
-            return EventPage([], None)
         key = self._core.keys.session(session_id).events
-        start, end = f"{low}-0", "+" if high is None else f"{high}-0"
+        kept: list[tuple[int, bytes]] = []
+        while len(kept) <= limit and (high is None or low <= high):
+            want = limit + 1 - len(kept)
+            start, end = f"{low}-0", "+" if high is None else f"{high}-0"
+            with translate_redis_errors():
+                if ascending:
+                    rows = await self._core.redis.xrange(key, min=start, max=end, count=want)
+                else:
+                    rows = await self._core.redis.xrevrange(key, max=end, min=start, count=want)
+            for entry_id, fields in rows:
+                if keep(fields[b"e"]):
+                    kept.append((int(entry_id.split(b"-", 1)[0]), fields[b"e"]))
+            if len(rows) < want:
+                break
+            last = int(rows[-1][0].split(b"-", 1)[0])
+            low, high = (last + 1, high) if ascending else (low, last - 1)
+        cursor = kept[limit - 1][0] if len(kept) > limit else None
+        return EventPage([data for _, data in kept[:limit]], cursor)
+
+    async def publish_extra(self, session_id: str, payload: str) -> None:
+        """Publish something live readers may ask for (`?include=deltas`) that the log does not keep."""
         with translate_redis_errors():
-            if ascending:
-                rows = await self._core.redis.xrange(key, min=start, max=end, count=limit + 1)
-            else:
-                rows = await self._core.redis.xrevrange(key, max=end, min=start, count=limit + 1)
-        items = [fields[b"e"] for _, fields in rows[:limit]]
-        more = len(rows) > limit
-        cursor = int(rows[limit - 1][0].split(b"-", 1)[0]) if more else None
-        return EventPage(items, cursor)
+            await aw(self._core.redis.publish(self._core.keys.session(session_id).live, payload))

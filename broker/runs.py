@@ -1,9 +1,9 @@
-"""Runs: input starts or steers one, a worker begins and commits its steps, cancel and failure end it.
+"""Runs: input starts, steers or queues one; a worker begins, holds and commits its steps; cancel, failure
+and a step limit end it; a step whose worker stopped is reclaimed as a new try.
 
-A step is one arq job, `run_step(session_id, run_id, step)`, with the job id `<prefix>:step:<run>:<step>`,
-so the same step can never be queued twice. Whoever schedules a step (a script) also leaves its member in
-the continuation index; it leaves that index once the job is enqueued, and the sweeper enqueues whatever
-a dead process left behind.
+A step is one arq job, `run_step(session_id, run_id, step, attempt)`, with the job id
+`<prefix>:step:<run>:<step>:<attempt>`, so the same try can never be queued twice and a reclaimed step's
+late duplicate finds itself stale.
 """
 
 from __future__ import annotations
@@ -13,24 +13,30 @@ from typing import Any, Literal
 
 from broker import events
 from broker.aio import aw
+from broker.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH
+from broker.codec import canonical_json, dumps, loads, sha256_hex
 from broker.core import Core
-from broker.errors import BrokerUnavailable, NotFound, translate_redis_errors
+from broker.errors import NotFound, translate_redis_errors
 from broker.layouts import run_args, run_keys
 
-RUN_STEP_JOB = "run_step"
 CLIENT_TOOL_PREFIX = "client__"
 RUN_GONE_CANCELLED = "the run was cancelled before the client answered"
 RUN_GONE_FAILED = "the run failed before the client answered"
+SCOPED_CLIENT_NAME = "turn"
+# A step whose worker stopped this many times ends the run rather than be tried again.
+MAX_RECLAIMS = 3
 # Entries of a registration's call stream older than this are trimmed: their ack deadline is long past.
 _CALL_STREAM_RETENTION_FACTOR = 2
-_COMMIT_ATTEMPTS = 5
+
+Policy = Literal["allow", "require_approval", "deny"]
 
 
 @dataclass(frozen=True, slots=True)
 class Submitted:
     outcome: Literal["new_run", "steered"]
     run_id: str
-    scheduled: str
+    scoped_client_id: str | None
+    owed: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,21 +49,33 @@ class PlannedCall:
 
 
 @dataclass(frozen=True, slots=True)
-class Committed:
-    outcome: Literal["completed", "waiting", "continue", "cancelled", "stale"]
-    scheduled: str
+class Route:
+    """Where a call goes. `kind` client: to `client_id` (a registered `client_name`, checked again at
+    commit, or '' for a run-scoped client); server: to a worker; none: an error result (`error`)."""
+
+    kind: Literal["client", "server", "none"]
+    tool: str
+    policy: Policy = "allow"
+    client_name: str = ""
+    client_id: str = ""
+    server: str = ""
+    error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class _Draft:
-    """A model step ready to commit: its message and its calls, each call's `(client, tool)` parsed."""
+class Committed:
+    outcome: Literal["completed", "waiting", "continue", "cancelled", "stale", "retry"]
+    owed: list[str]
 
-    session_id: str
-    run_id: str
-    step: int
-    message: str
-    calls: list[PlannedCall]
-    targets: list[tuple[str, str] | None]
+
+@dataclass(frozen=True, slots=True)
+class OfferedClient:
+    """An active registration whose tools the model is offered this step."""
+
+    client_id: str
+    name: str
+    tools: list[dict[str, Any]]
+    scoped: bool
 
 
 def parse_client_tool(name: str) -> tuple[str, str] | None:
@@ -70,55 +88,115 @@ def parse_client_tool(name: str) -> tuple[str, str] | None:
     return client, tool
 
 
-def _unavailable(call: PlannedCall, client: str | None, tool: str | None, resolved: bool) -> str:
-    if client is None:
-        text = f"no tool named {call.name} is available in this session"
-    elif not resolved:
-        text = f"no client named {client} is registered in this session, so {call.name} cannot be called"
-    else:
-        text = f"client {client} does not serve a tool named {tool}"
-    return events.tool_result(call.call_id, text, is_error=True)
+def args_hash(arguments: dict[str, Any]) -> str:
+    """SHA-256 hex of the canonical JSON of the arguments (CONTRACT 3.12)."""
+    return sha256_hex(canonical_json(arguments))
+
+
+def _call_args(call: PlannedCall, route: Route) -> list[str | int]:
+    """The ten ARGV entries of one call for commit_step.lua."""
+    payload = ""
+    if route.kind == "client":
+        payload = events.client_tool_dispatched(route.client_id, call.call_id, route.tool, call.arguments)
+    elif route.kind == "server":
+        payload = dumps(call.arguments)
+    approval = ""
+    if route.policy == "require_approval" and route.kind != "none":
+        approval = dumps(
+            {
+                "type": "approval_requested",
+                "call_id": call.call_id,
+                "server": route.server,
+                "tool": route.tool,
+                "arguments": call.arguments,
+                "args_hash": args_hash(call.arguments),
+            }
+        )
+    error = route.error or f"the tool {call.name} is not available to this run"
+    return [
+        call.call_id,
+        route.kind,
+        route.client_name,
+        route.client_id,
+        route.tool,
+        route.policy,
+        events.tool_call(call.call_id, call.name, call.arguments),
+        payload,
+        events.tool_result(call.call_id, error, is_error=True),
+        approval,
+    ]
 
 
 class Runs:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    async def submit(self, session_id: str, run_id: str, input_id: str, text: str, source: str) -> Submitted:
-        """Start a run, or queue the text to steer the active one (CONTRACT 5's default policy)."""
+    def _run(self, session_id: str, run_id: str) -> tuple[list[str], list[str | int]]:
         keys = self._core.keys
-        start = events.message_user(text, "external" if source == "external" else "client")
-        steer = events.message_user(text, "external" if source == "external" else "steer")
-        outcome, run, scheduled = await self._core.scripts.run(
+        return run_keys(keys, session_id), run_args(keys, session_id, run_id)
+
+    async def submit(
+        self,
+        session_id: str,
+        run_id: str,
+        input_id: str,
+        text: str,
+        source: str,
+        scoped: tuple[str, list[dict[str, Any]]] | None = None,
+    ) -> Submitted:
+        """Start, steer or queue a run by the session's policy; `scoped` is a run-scoped registration
+        (its client id and tools) for input that brings its own tools."""
+        keys, args = self._run(session_id, run_id)
+        s = self._core.keys.session(session_id)
+        scoped_id, tools = scoped if scoped is not None else ("", [])
+        outcome, run, scoped_client, owed = await self._core.scripts.run(
             "post_input",
-            run_keys(keys, session_id),
-            [*run_args(keys, session_id, run_id), input_id, start, steer],
+            [*keys, s.clients, s.client(scoped_id), s.lease(scoped_id), self._core.keys.leases],
+            [
+                *args,
+                input_id,
+                text,
+                source,
+                scoped_id,
+                SCOPED_CLIENT_NAME,
+                dumps(tools),
+                "\n".join(tool["name"] for tool in tools),
+                MAX_ACTIVE_CLIENTS,
+                MAX_NAME_LENGTH,
+            ],
             {"session": f"no session {session_id}"},
         )
-        return Submitted("new_run" if outcome == "new_run" else "steered", run, scheduled)
+        kind: Literal["new_run", "steered"] = "new_run" if outcome == "new_run" else "steered"
+        return Submitted(kind, run, scoped_client or None, owed)
 
-    async def cancel(self, session_id: str) -> str | None:
-        """Cancel the active run; returns its id, or None when none was active."""
-        keys = self._core.keys
-        run_id, _ = await self._core.scripts.run(
-            "cancel_run",
-            run_keys(keys, session_id),
-            [*run_args(keys, session_id, ""), RUN_GONE_CANCELLED],
-            {"session": f"no session {session_id}"},
+    async def cancel(self, session_id: str) -> tuple[str | None, list[str]]:
+        """Cancel the active run; its id (None when none was active) and the work owed."""
+        keys, args = self._run(session_id, "")
+        run_id, _, owed = await self._core.scripts.run(
+            "cancel_run", keys, [*args, RUN_GONE_CANCELLED], {"session": f"no session {session_id}"}
         )
-        return str(run_id) or None
+        return str(run_id) or None, owed
 
-    async def begin(self, session_id: str, run_id: str, step: int) -> Literal["run", "stale", "cancelled"]:
-        keys = self._core.keys
+    async def begin(
+        self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int
+    ) -> tuple[Literal["run", "stale", "ended"], list[str]]:
+        keys, args = self._run(session_id, run_id)
         try:
-            (outcome,) = await self._core.scripts.run(
+            outcome, owed = await self._core.scripts.run(
                 "begin_step",
-                run_keys(keys, session_id),
-                [*run_args(keys, session_id, run_id), step, RUN_GONE_CANCELLED],
+                keys,
+                [*args, step, attempt, max_steps, self._core.settings.step_lease_ms, RUN_GONE_CANCELLED],
             )
         except NotFound:
-            return "stale"
-        return "run" if outcome == "run" else "cancelled" if outcome == "cancelled" else "stale"
+            return "stale", []
+        return ("run" if outcome == "run" else "ended" if outcome == "ended" else "stale"), owed
+
+    async def renew(self, session_id: str, run_id: str, step: int, attempt: int) -> bool:
+        """Extend the step's lease; False when it is no longer this worker's."""
+        keys, args = self._run(session_id, run_id)
+        lease = self._core.settings.step_lease_ms
+        renewed, _ = await self._core.scripts.run("renew_step", keys, [*args, step, attempt, lease])
+        return bool(int(renewed))
 
     async def cancel_requested(self, session_id: str, run_id: str) -> bool:
         with translate_redis_errors():
@@ -127,80 +205,87 @@ class Runs:
             )
         return bool(current != run_id.encode() or cancel == b"1")
 
-    async def commit(
-        self, session_id: str, run_id: str, step: int, content: list[events.Block], model: str | None,
-        calls: list[PlannedCall],
-    ) -> Committed:  # fmt: skip
-        """Commit the step's message and dispatch its calls in one script, resolving names as it goes."""
-        targets = [parse_client_tool(call.name) for call in calls]
-        draft = _Draft(session_id, run_id, step, events.message_assistant(content, model), calls, targets)
-        names = sorted({target[0] for target in draft.targets if target is not None})
-        for _ in range(_COMMIT_ATTEMPTS):
-            with translate_redis_errors():
-                ids = (
-                    await aw(self._core.redis.hmget(self._core.keys.session(session_id).names, names)) if names else []
-                )
-            resolved = {name: bytes(cid).decode() for name, cid in zip(names, ids, strict=True) if cid is not None}
-            outcome, scheduled = await self._commit_once(draft, resolved)
-            if outcome != "retry":
-                return Committed(outcome, scheduled)
-        raise BrokerUnavailable("client names kept changing while the step was committed")
+    async def offered(self, session_id: str) -> list[OfferedClient]:
+        """The active registrations whose tools a step of the active run offers: the registered ones, and
+        the run's own (run-scoped) ones."""
+        s = self._core.keys.session(session_id)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(s.names)
+                pipe.hget(s.run, "run_id")
+                names, run_id = await pipe.execute()
+            ids = {bytes(cid).decode(): bytes(name).decode() for name, cid in names.items()}
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for cid in ids:
+                    pipe.hmget(s.client(cid), ["tools", "run", "state"])
+                rows = await pipe.execute()
+        current = bytes(run_id).decode() if run_id else ""
+        offered = []
+        for (cid, name), (tools, run, state) in zip(ids.items(), rows, strict=True):
+            if state != b"active" or tools is None:
+                continue
+            scoped = bool(run)
+            # Another run's scoped registration (a queued input's) is not this run's to offer.
+            if scoped and bytes(run).decode() != current:
+                continue
+            offered.append(OfferedClient(cid, name, loads(tools), scoped))
+        return offered
 
-    async def _commit_once(self, draft: _Draft, resolved: dict[str, str]) -> tuple[Any, str]:
-        keys, settings = self._core.keys, self._core.settings
-        s = keys.session(draft.session_id)
+    async def commit(
+        self,
+        session_id: str,
+        run_id: str,
+        step: int,
+        attempt: int,
+        message: str,
+        calls: list[tuple[PlannedCall, Route]],
+        timing: str,
+    ) -> Committed:
+        """Commit the step's message and route its calls in one script. 'retry' means a registered name
+        resolved differently when the script ran: route again and commit again."""
+        keys, args = self._run(session_id, run_id)
+        s = self._core.keys.session(session_id)
+        settings = self._core.settings
         extra_keys: list[str] = []
-        args: list[str | int] = [
-            *run_args(keys, draft.session_id, draft.run_id),
-            draft.step,
+        argv: list[str | int] = [
+            *args,
+            step,
+            attempt,
             settings.ack_timeout_ms,
-            draft.message,
-            len(draft.calls),
+            message,
+            len(calls),
             RUN_GONE_CANCELLED,
             settings.ack_timeout_ms * _CALL_STREAM_RETENTION_FACTOR,
+            timing,
         ]
-        for call, target in zip(draft.calls, draft.targets, strict=True):
-            client, tool = target if target is not None else (None, None)
-            cid = resolved.get(client, "") if client is not None else ""
-            if cid:
-                extra_keys += [s.client(cid), s.client_calls(cid), s.deadline(call.call_id)]
-            args += [
-                call.call_id,
-                client or "",
-                cid,
-                tool or "",
-                events.tool_call(call.call_id, call.name, call.arguments),
-                events.client_tool_dispatched(cid, call.call_id, tool or "", call.arguments) if cid else "",
-                _unavailable(call, client, tool, bool(cid)),
-            ]
+        for call, route in calls:
+            if route.kind == "client" and route.client_id:
+                extra_keys += [s.client(route.client_id), s.client_calls(route.client_id), s.deadline(call.call_id)]
+            argv += _call_args(call, route)
         try:
-            outcome, scheduled = await self._core.scripts.run(
-                "commit_step", [*run_keys(keys, draft.session_id), *extra_keys], args
-            )
+            outcome, owed = await self._core.scripts.run("commit_step", [*keys, *extra_keys], argv)
         except NotFound:
-            return "stale", ""
-        return outcome, str(scheduled)
+            return Committed("stale", [])
+        return Committed(outcome, owed)
 
-    async def finish(self, session_id: str, run_id: str, step: int, outcome: str, error: str = "") -> None:
-        keys = self._core.keys
+    async def finish(
+        self, session_id: str, run_id: str, step: int, attempt: int, outcome: str, error: str = ""
+    ) -> list[str]:
+        keys, args = self._run(session_id, run_id)
         text = RUN_GONE_CANCELLED if outcome == "run_cancelled" else RUN_GONE_FAILED
         try:
-            await self._core.scripts.run(
-                "finish_run",
-                run_keys(keys, session_id),
-                [*run_args(keys, session_id, run_id), step, outcome, error, text],
-            )
+            _, owed = await self._core.scripts.run("finish_run", keys, [*args, step, attempt, outcome, error, text])
         except NotFound:
-            return
+            return []
+        return list(owed)
 
-    async def enqueue(self, member: str) -> None:
-        """Enqueue the step job a script scheduled, then take it out of the continuation index."""
-        if not member:
-            return
-        session_id, rest = self._core.keys.split_member(member)
-        run_id, _, step = rest.rpartition(":")
-        with translate_redis_errors():
-            await self._core.arq.enqueue_job(
-                RUN_STEP_JOB, session_id, run_id, int(step), _job_id=self._core.keys.step_job_id(run_id, int(step))
-            )
-            await aw(self._core.redis.zrem(self._core.keys.continuations, member))
+    async def reclaim(self, session_id: str) -> list[str]:
+        """Give the session's running step to another worker if its lease lapsed."""
+        keys, args = self._run(session_id, "")
+        _, owed = await self._core.scripts.run("reclaim_step", keys, [*args, MAX_RECLAIMS, RUN_GONE_FAILED])
+        return list(owed)
+
+    async def dequeue(self, session_id: str) -> list[str]:
+        keys, args = self._run(session_id, "")
+        (owed,) = await self._core.scripts.run("dequeue", keys, args)
+        return list(owed)

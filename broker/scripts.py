@@ -18,11 +18,13 @@ _INCLUDE = re.compile(r"^--!include (\S+)$", re.MULTILINE)
 SCRIPT_NAMES = (
     "ack_call",
     "answer_call",
+    "begin_server_call",
     "begin_step",
     "cancel_run",
     "commit_step",
     "create_session",
     "delete_session",
+    "dequeue",
     "expire_call",
     "finish_run",
     "idem_begin",
@@ -33,7 +35,12 @@ SCRIPT_NAMES = (
     "ping_client",
     "post_input",
     "publish_version",
+    "reclaim_step",
     "register_client",
+    "renew_call",
+    "renew_step",
+    "resolve_approval",
+    "server_result",
     "update_tools",
 )
 

@@ -44,6 +44,8 @@ class Sessions:
         display_name: str,
         created_by: dict[str, Any],
         token: SessionToken,
+        policy: str = "steer",
+        debounce_ms: int = 750,
     ) -> tuple[Session, bool]:
         """Create the session with its first token; False when this id already existed (a retry)."""
         keys = self._core.keys
@@ -61,6 +63,8 @@ class Sessions:
                 self._core.workspace_id,
                 token.digest,
                 token.record,
+                policy,
+                debounce_ms,
             ],
             {"agent": f"no agent {agent_id}"},
         )
@@ -99,11 +103,11 @@ class Sessions:
         sessions = [_session(replies[i], bool(replies[i + 1])) for i in range(0, len(replies), 2)]
         return [s for s in sessions if s is not None], page.next_cursor
 
-    async def delete(self, session_id: str) -> None:
+    async def delete(self, session_id: str) -> list[str]:
         keys = self._core.keys
         session = await self.get(session_id)
         s = keys.session(session_id)
-        await self._core.scripts.run(
+        (owed,) = await self._core.scripts.run(
             "delete_session",
             [
                 *run_keys(keys, session_id),
@@ -116,6 +120,7 @@ class Sessions:
             [*run_args(keys, session_id, ""), self._core.settings.session_token_ttl_ms, RUN_GONE_DELETED],
             {"session": f"no session {session_id}"},
         )
+        return list(owed)
 
     async def purge(self, session_id: str, batch: int = 300) -> None:
         """Drop a deleted session's per-client keys (the sweeper calls this), a batch per round trip."""

@@ -29,6 +29,12 @@ class Settings(BaseSettings):
 
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
+    openai_base_url: str = "https://api.openai.com/v1"
+    anthropic_base_url: str = "https://api.anthropic.com"
+    server_tools_module: str | None = None
+    max_steps: int = Field(default=25, ge=1, le=1000)
+    step_lease_s: Seconds = 10.0
+    server_call_lease_s: Seconds = 6.0
 
     # Beyond the contract's table: tuning that the tests and benchmarks turn.
     key_prefix: str = Field(default="sb", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
@@ -55,6 +61,14 @@ class Settings(BaseSettings):
     @property
     def result_timeout_ms(self) -> int:
         return round(self.result_timeout_s * 1000)
+
+    @property
+    def step_lease_ms(self) -> int:
+        return round(self.step_lease_s * 1000)
+
+    @property
+    def server_call_lease_ms(self) -> int:
+        return round(self.server_call_lease_s * 1000)
 
     @property
     def session_token_ttl_ms(self) -> int:

@@ -16,31 +16,35 @@ def _result_text(seconds: float) -> str:
     return f"the client acknowledged the call but did not answer within {seconds:g} s"
 
 
+INTERRUPTED_TEXT = "the server tool was interrupted: the worker running it stopped; it was not retried"
+
+
 class Timers:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    async def expire_call(self, session_id: str, call_id: str) -> str:
-        """Fail the call if its deadline has passed; returns the continuation that scheduled, or ''."""
+    async def expire_call(self, session_id: str, call_id: str) -> list[str]:
+        """Fail the call if its deadline (or, for a server call, its lease) has passed; the work owed."""
         keys, settings = self._core.keys, self._core.settings
-        _, scheduled = await self._core.scripts.run(
+        _, owed = await self._core.scripts.run(
             "expire_call",
             call_keys(keys, session_id, call_id),
             [
                 *call_args(keys, session_id, call_id, ""),
                 _ack_text(settings.ack_timeout_s),
                 _result_text(settings.result_timeout_s),
+                INTERRUPTED_TEXT,
             ],
         )
-        return str(scheduled)
+        return list(owed)
 
-    async def lapse_client(self, session_id: str, client_id: str) -> str:
-        _, scheduled = await self._core.scripts.run(
+    async def lapse_client(self, session_id: str, client_id: str) -> list[str]:
+        _, owed = await self._core.scripts.run(
             "lapse_client",
             client_keys(self._core.keys, session_id, client_id),
             client_args(self._core.keys, session_id, client_id),
         )
-        return str(scheduled)
+        return list(owed)
 
     async def due(self, index: str, limit: int, *, older_than_ms: int = 0) -> list[str]:
         """Members of a timer index whose time has come (scores up to now minus `older_than_ms`)."""

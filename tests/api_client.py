@@ -37,10 +37,17 @@ class Api:
 
     @contextlib.asynccontextmanager
     async def stream(
-        self, session: Session, *, after_seq: int | str | None = None, headers: dict[str, str] | None = None
+        self,
+        session: Session,
+        *,
+        after_seq: int | str | None = None,
+        headers: dict[str, str] | None = None,
+        include: str | None = None,
     ) -> AsyncIterator[Frames]:
         """The session's event stream, as its token opens it."""
         params = {} if after_seq is None else {"after_seq": str(after_seq)}
+        if include is not None:
+            params["include"] = include
         path = f"/v1/sessions/{session.id}/events/stream"
         async with self.as_session(session) as client, client.stream("GET", path, params=params, headers=headers) as s:
             assert s.status_code == 200, await s.aread()

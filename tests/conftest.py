@@ -23,6 +23,8 @@ FAST = {
     "worker_poll_delay_s": 0.01,
     "stream_keepalive_s": 1.0,
     "idempotency_wait_s": 2.0,
+    "step_lease_s": 1.0,
+    "server_call_lease_s": 1.0,
 }
 
 

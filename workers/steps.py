@@ -1,68 +1,191 @@
-"""One model step of a run, as one arq job: begin, call the model, commit; never wait on a client."""
+"""One model step of a run, as one arq job: begin, call the model, commit; never wait on a client.
+
+While the model works, a watcher renews the step's lease (so a worker that dies loses the step to
+another within a lease) and looks for a cancel (so a cancel ends even a long model call at once).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from typing import Any
+import time
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from arq import Retry
 
 from broker import Broker
+from broker.codec import dumps
 from broker.errors import BrokerUnavailable
-from workers.models.base import ModelError, StepCancelled
+from broker.events import message_assistant
+from broker.runs import Committed
+from workers.catalog import Catalog
+from workers.config import RunConfig
+from workers.deltas import DeltaStream
+from workers.models.base import ModelError, ModelRequest, Turn
 from workers.models.registry import ModelRegistry
+from workers.models.retry import with_retries
+from workers.tools import Registry
 from workers.transcript import read_transcript
 
 logger = logging.getLogger(__name__)
 
-# arq tries a step this many times; the last try that still cannot reach Redis fails the run rather than
+T = TypeVar("T")
+
+# arq tries a job this many times; the last try that still cannot reach Redis fails the run rather than
 # leave it unfinished.
 MAX_TRIES = 5
+_CANCEL_CHECK_S = 0.25
+_COMMIT_ATTEMPTS = 5
+
+
+class StepCancelled(Exception):
+    """A cancel was seen while the model worked."""
+
+
+class StepLost(Exception):
+    """The step's lease was lost (the step was reclaimed by another worker); this one stops."""
+
+
+class _Hold:
+    """Runs the model call while renewing the step's lease and watching for a cancel."""
+
+    def __init__(self, broker: Broker, session_id: str, run_id: str, step: int, attempt: int) -> None:
+        self._broker = broker
+        self._ids = (session_id, run_id, step, attempt)
+        self._reason: type[Exception] | None = None
+
+    async def run(self, work: Awaitable[T]) -> T:
+        task: asyncio.Task[T] = asyncio.ensure_future(work)
+        watcher = asyncio.create_task(self._watch(task))
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self._reason is None:
+                raise
+            raise self._reason from None
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _watch(self, task: asyncio.Task[Any]) -> None:
+        session_id, run_id, step, attempt = self._ids
+        runs = self._broker.runs
+        renew_every = self._broker.settings.step_lease_s / 3
+        last_renewal = time.monotonic()
+        while not task.done():
+            await asyncio.sleep(_CANCEL_CHECK_S)
+            if await runs.cancel_requested(session_id, run_id):
+                self._reason = StepCancelled
+            elif time.monotonic() - last_renewal > renew_every:
+                last_renewal = time.monotonic()
+                if not await runs.renew(session_id, run_id, step, attempt):
+                    self._reason = StepLost
+            if self._reason is not None:
+                task.cancel()
+                return
 
 
 class StepRunner:
-    def __init__(self, broker: Broker, models: ModelRegistry) -> None:
+    def __init__(self, broker: Broker, models: ModelRegistry, registry: Registry) -> None:
         self._broker = broker
         self._models = models
+        self._registry = registry
 
-    async def run(self, session_id: str, run_id: str, step: int, job_try: int) -> None:
+    async def run(self, session_id: str, run_id: str, step: int, attempt: int, job_try: int) -> None:
         try:
-            await self._run(session_id, run_id, step)
+            await self._run(session_id, run_id, step, attempt)
         except BrokerUnavailable as error:
             if job_try >= MAX_TRIES:
                 logger.error("step %s of run %s gave up: %s", step, run_id, error)
-                await self._broker.runs.finish(session_id, run_id, step, "run_failed", f"internal: {error.message}")
+                await self._end(session_id, run_id, step, attempt, "run_failed", f"internal: {error.message}")
                 return
             raise Retry(defer=min(2**job_try * 0.25, 5)) from error
         except Exception as error:
             # A bug must not leave the run unfinished: it ends, and the log says why.
             logger.exception("step %s of run %s failed", step, run_id)
-            await self._broker.runs.finish(session_id, run_id, step, "run_failed", f"internal: {error!r}")
+            await self._end(session_id, run_id, step, attempt, "run_failed", f"internal: {error!r}")
 
-    async def _run(self, session_id: str, run_id: str, step: int) -> None:
-        runs = self._broker.runs
-        if await runs.begin(session_id, run_id, step) != "run":
-            return
+    async def _end(self, session_id: str, run_id: str, step: int, attempt: int, outcome: str, error: str = "") -> None:
+        await self._broker.work.perform(
+            await self._broker.runs.finish(session_id, run_id, step, attempt, outcome, error)
+        )
 
-        async def checkpoint() -> None:
-            if await runs.cancel_requested(session_id, run_id):
-                raise StepCancelled
-
+    async def _run(self, session_id: str, run_id: str, step: int, attempt: int) -> None:
+        broker = self._broker
+        started = time.monotonic()
+        failure = ""
         try:
-            model = await self._models.for_session(session_id)
-            transcript = await read_transcript(self._broker, session_id)
-            turn = await model.turn(transcript, checkpoint)
+            model, config = await self._models.for_session(session_id)
+        except ModelError as error:
+            model, config, failure = None, None, str(error)
+        limit = config.max_steps if config is not None else broker.settings.max_steps
+        outcome, owed = await broker.runs.begin(session_id, run_id, step, attempt, limit)
+        await broker.work.perform(owed)
+        if outcome != "run":
+            return
+        if model is None or config is None:
+            await self._end(session_id, run_id, step, attempt, "run_failed", failure)
+            return
+        deltas = DeltaStream(broker, session_id, run_id, step)
+        try:
+            turn, catalog = await _Hold(broker, session_id, run_id, step, attempt).run(
+                self._call(session_id, model, config, deltas)
+            )
         except StepCancelled:
-            await runs.finish(session_id, run_id, step, "run_cancelled")
+            await self._end(session_id, run_id, step, attempt, "run_cancelled")
+            return
+        except StepLost:
+            logger.warning("step %s of run %s was reclaimed from this worker; it stops", step, run_id)
             return
         except ModelError as error:
-            await runs.finish(session_id, run_id, step, "run_failed", str(error))
+            await self._end(session_id, run_id, step, attempt, "run_failed", str(error))
             return
-        committed = await runs.commit(session_id, run_id, step, turn.content, turn.model, turn.calls)
-        await runs.enqueue(committed.scheduled)
+        finally:
+            await deltas.close()
+        model_ms = round((time.monotonic() - started) * 1000)
+        committed = await self._commit(session_id, run_id, step, attempt, turn, catalog, config, model_ms)
+        await broker.work.perform(committed.owed)
+
+    async def _call(self, session_id: str, model: Any, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Catalog]:
+        catalog = Catalog.build(await self._broker.runs.offered(session_id), self._registry, config)
+        transcript = await read_transcript(self._broker, session_id)
+        request = ModelRequest(config, transcript, catalog.tools)
+        turn: Turn = await with_retries(lambda: model.turn(request, deltas.sink), deltas.sink)
+        return turn, catalog
+
+    async def _commit(
+        self,
+        session_id: str,
+        run_id: str,
+        step: int,
+        attempt: int,
+        turn: Turn,
+        catalog: Catalog,
+        config: RunConfig,
+        step_ms: int,
+    ) -> Committed:
+        timing = dumps(
+            {
+                "type": "custom",
+                "kind": "timing",
+                "payload": {"scope": "step", "run_id": run_id, "step": step, "attempt": attempt, "step_ms": step_ms},
+            }
+        )
+        message = message_assistant(turn.content, turn.model)
+        for _ in range(_COMMIT_ATTEMPTS):
+            routed = [(call, catalog.route(call.name)) for call in turn.calls]
+            committed = await self._broker.runs.commit(session_id, run_id, step, attempt, message, routed, timing)
+            if committed.outcome != "retry":
+                return committed
+            # A registration came or went since the catalog was read: route against what is there now.
+            catalog = Catalog.build(await self._broker.runs.offered(session_id), self._registry, config)
+        raise BrokerUnavailable("client names kept changing while the step was committed")
 
 
-async def run_step(ctx: dict[str, Any], session_id: str, run_id: str, step: int) -> None:
-    """The arq job: step `step` of run `run_id` in session `session_id`."""
+async def run_step(ctx: dict[str, Any], session_id: str, run_id: str, step: int, attempt: int) -> None:
+    """The arq job: try `attempt` of step `step` of run `run_id` in session `session_id`."""
     runner: StepRunner = ctx["steps"]
-    await runner.run(session_id, run_id, step, int(ctx.get("job_try", 1)))
+    await runner.run(session_id, run_id, step, attempt, int(ctx.get("job_try", 1)))

@@ -47,19 +47,26 @@ class Timekeeper:
     async def sweep(self) -> int:
         """One pass over every timer index; returns how many members it acted on."""
         broker, keys = self._broker, self._broker.core.keys
-        timers = broker.timers
+        timers, perform = broker.timers, broker.work.perform
         acted = 0
         for member in await timers.due(keys.deadlines, _BATCH):
             acted += 1
-            await broker.runs.enqueue(await timers.expire_call(*keys.split_member(member)))
+            await perform(await timers.expire_call(*keys.split_member(member)))
         for member in await timers.due(keys.leases, _BATCH):
             acted += 1
-            await broker.runs.enqueue(await timers.lapse_client(*keys.split_member(member)))
-        grace_ms = round(broker.settings.continuation_grace_s * 1000)
-        for member in await timers.due(keys.continuations, _BATCH, older_than_ms=grace_ms):
+            await perform(await timers.lapse_client(*keys.split_member(member)))
+        for session_id in await timers.due(keys.steps, _BATCH):
             acted += 1
-            logger.info("enqueueing a continuation its scheduler left behind: %s", member)
-            await broker.runs.enqueue(member)
+            await perform(await broker.runs.reclaim(session_id))
+        for session_id in await timers.due(keys.dequeue, _BATCH):
+            acted += 1
+            await perform(await broker.runs.dequeue(session_id))
+        grace_ms = round(broker.settings.continuation_grace_s * 1000)
+        left = await timers.due(keys.work, _BATCH, older_than_ms=grace_ms)
+        if left:
+            acted += len(left)
+            logger.info("performing %d pieces of work their owners left behind", len(left))
+            await perform(left)
         for session_id in await timers.due(keys.purges, 20):
             acted += 1
             await broker.sessions.purge(session_id)
@@ -72,10 +79,10 @@ class Timekeeper:
         kind, session_id, ident = parsed
         timers = self._broker.timers
         if kind == "deadline":
-            scheduled = await timers.expire_call(session_id, ident)
+            owed = await timers.expire_call(session_id, ident)
         else:
-            scheduled = await timers.lapse_client(session_id, ident)
-        await self._broker.runs.enqueue(scheduled)
+            owed = await timers.lapse_client(session_id, ident)
+        await self._broker.work.perform(owed)
 
     async def _enable_notifications(self) -> None:
         redis = self._broker.core.redis

@@ -10,10 +10,12 @@ from arq.worker import Worker, func
 
 from broker import Broker, Settings
 from broker.codec import job_deserializer, job_serializer
-from broker.runs import RUN_STEP_JOB
+from broker.work import RUN_STEP_JOB, RUN_TOOL_JOB
 from workers.models.registry import ModelRegistry
+from workers.server_tools import ServerToolRunner, run_tool
 from workers.steps import MAX_TRIES, StepRunner, run_step
 from workers.timekeeper import Timekeeper
+from workers.tools import load_registry
 
 logger = logging.getLogger(__name__)
 
@@ -39,17 +41,23 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
     handle_signals = stop is None
     broker = await Broker.connect(settings, url)
     timekeeper = Timekeeper(broker)
-    steps = StepRunner(broker, ModelRegistry(broker))
+    registry = load_registry(settings.server_tools_module)
+    steps = StepRunner(broker, ModelRegistry(broker), registry)
+    tools = ServerToolRunner(broker, registry)
 
     async def on_startup(ctx: dict[str, object]) -> None:
         ctx["steps"] = steps
+        ctx["tools"] = tools
         await timekeeper.start()
 
     async def on_shutdown(ctx: dict[str, object]) -> None:
         await timekeeper.stop()
 
     worker = Worker(
-        functions=[func(run_step, name=RUN_STEP_JOB, max_tries=MAX_TRIES)],
+        functions=[
+            func(run_step, name=RUN_STEP_JOB, max_tries=MAX_TRIES),
+            func(run_tool, name=RUN_TOOL_JOB, max_tries=MAX_TRIES),
+        ],
         redis_pool=broker.core.arq,
         queue_name=broker.core.keys.queue,
         on_startup=on_startup,

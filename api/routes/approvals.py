@@ -1,4 +1,4 @@
-"""POST /v1/sessions/{sid}/approvals/{call_id}: decide a pending approval."""
+"""POST /v1/sessions/{sid}/approvals/{call_id}: decide a call that waits for approval."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from fastapi import APIRouter, Body, Request, Response
 from api.deps import Caller, existing_session
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import ErrorBody
-from api.schemas.events import ApprovalDecisionForm, SessionEvent
+from api.schemas.events import AllowDecision, ApprovalDecisionForm, SessionEvent
 from api.state import State
-from broker.errors import NotFound
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/approvals", tags=["approvals"], responses={400: {"model": ErrorBody}}
@@ -27,11 +26,15 @@ async def resolve_approval(
     caller: Caller,
     state: State,
 ) -> Response:
-    """Allow or deny a tool call waiting on approval. No tool policy asks for approval yet (agent configs
-    gain them with the runs work), so every call id answers 404 until then."""
+    """Allow or deny a tool call waiting on approval; answers with the `approval_resolved` event. The first
+    decision wins (from any tab); a later one is 409. Allow sends the call on; deny gives the model an
+    error result carrying the message. Either way the run goes on."""
     canonical = await existing_session(state, caller, session_id, "session.manage")
+    message = "" if isinstance(decision, AllowDecision) else decision.message or ""
 
     async def act(_: Keyed) -> Outcome:
-        raise NotFound(f"no approval is pending for call {call_id}")
+        resolved = await state.broker.approvals.resolve(canonical, call_id, decision.decision, message, caller.id)
+        await state.broker.work.perform(resolved.owed)
+        return Outcome(200, resolved.event.encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

@@ -58,8 +58,8 @@ async def ping_client(session_id: str, client_id: str, request: Request, caller:
 
     async def act(_: Keyed) -> Outcome:
         outcome = await state.broker.clients.ping(canonical, cid)
+        await state.broker.work.perform(outcome.owed)
         if not outcome.alive:
-            await state.broker.runs.enqueue(outcome.scheduled)
             raise NotFound(f"client {cid} has lapsed: it was not pinged within its ttl; register again")
         answer = ClientPingBody(expires_at=optional_moment(outcome.expires_at))
         return Outcome(200, answer.model_dump_json().encode())
@@ -71,8 +71,8 @@ async def ping_client(session_id: str, client_id: str, request: Request, caller:
 async def leave_client(session_id: str, client_id: str, caller: Caller, state: State) -> Response:
     """Leave: the name is released and the calls still owed an answer fail with `client_gone`."""
     canonical = await existing_session(state, caller, session_id, MANAGE)
-    scheduled = await state.broker.clients.leave(canonical, canonical_id(client_id, "client"))
-    await state.broker.runs.enqueue(scheduled)
+    owed = await state.broker.clients.leave(canonical, canonical_id(client_id, "client"))
+    await state.broker.work.perform(owed)
     return Response(status_code=204)
 
 
@@ -117,11 +117,11 @@ async def answer_call(
     cid = canonical_id(client_id, "client")
 
     async def act(keyed_: Keyed) -> Outcome:
-        scheduled = await state.broker.clients.answer(
+        owed = await state.broker.clients.answer(
             canonical, cid, call_id, body.text, is_error=bool(body.is_error), tag=keyed_.tag
         )
         state.metrics.calls.labels("answered").inc()
-        await state.broker.runs.enqueue(scheduled)
+        await state.broker.work.perform(owed)
         return Outcome(204)
 
     return await keyed(request, caller, act, seed={}, session_id=canonical, ttl_ms=CALL_RECEIPT_MS)

@@ -12,7 +12,7 @@ from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
-from api.sse import SSE_HEADERS, event_stream
+from api.sse import SSE_HEADERS, event_stream, shown
 from api.state import State
 from broker.codec import uuid7
 from broker.errors import Forbidden, InvalidRequest
@@ -24,20 +24,43 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/events", tags=["events"], r
 async def post_input(
     session_id: str, body: PostSessionEventBody, request: Request, caller: Caller, state: State
 ) -> Response:
-    """Post input: it starts a run, or steers the active one. `message_user` reaches the log with it."""
+    """Post input: it starts a run, or (by the agent's message concurrency) steers, queues or is refused
+    during an active one. `client_tools` (an extension) are offered for that run only."""
     canonical = await existing_session(state, caller, session_id, "session.manage")
     if body.source == "external" and caller.kind != "api_key":
         raise Forbidden("source: 'external' marks input posted with an API key on behalf of a user")
     broker = state.broker
 
+    tools = [tool.model_dump() for tool in body.client_tools] if body.client_tools else None
+
     async def act(keyed_: Keyed) -> Outcome:
         seed = keyed_.seed
-        submitted = await broker.runs.submit(canonical, seed["run_id"], seed["input_id"], body.text, body.source or "")
-        await broker.runs.enqueue(submitted.scheduled)
-        outcome = SubmitOutcomeBody.model_validate({"outcome": submitted.outcome, "run_id": submitted.run_id})
-        return Outcome(200, outcome.model_dump_json().encode())
+        scoped = (seed["client_id"], tools) if tools is not None else None
+        submitted = await broker.runs.submit(
+            canonical, seed["run_id"], seed["input_id"], body.text, body.source or "client", scoped
+        )
+        await broker.work.perform(submitted.owed)
+        outcome = SubmitOutcomeBody.model_validate(
+            {"outcome": submitted.outcome, "run_id": submitted.run_id, "client_id": submitted.scoped_client_id}
+        )
+        return Outcome(200, outcome.model_dump_json(exclude_none=True).encode())
 
-    return await keyed(request, caller, act, seed={"run_id": uuid7(), "input_id": uuid7()}, session_id=canonical)
+    seed = {"run_id": uuid7(), "input_id": uuid7(), "client_id": uuid7()}
+    return await keyed(request, caller, act, seed=seed, session_id=canonical)
+
+
+INCLUDE = Query(
+    description="Extensions, comma separated: `timing` (per step and per run timing as `custom` events), "
+    "and on the stream `deltas` (text as it streams, `message_delta` frames with no id)"
+)
+
+
+def _include(raw: str | None, allowed: frozenset[str]) -> frozenset[str]:
+    asked = frozenset(part.strip() for part in (raw or "").split(",") if part.strip())
+    unknown = sorted(asked - allowed)
+    if unknown:
+        raise InvalidRequest(f"include: {', '.join(unknown)} is not one of {', '.join(sorted(allowed))}")
+    return asked
 
 
 @router.get("", response_model=SessionEventPage)
@@ -49,11 +72,18 @@ async def list_events(
     after_seq: Annotated[int | None, Query(ge=0)] = None,
     before_seq: Annotated[int | None, Query(ge=0)] = None,
     order: Annotated[Order, Query(description="Newest first when omitted")] = "desc",
+    include: Annotated[str | None, INCLUDE] = None,
 ) -> Response:
     """The log in pages; both bounds exclusive; the cursor is the seq of the page's last event."""
     canonical = await existing_session(state, caller, session_id, "session.read")
+    asked = _include(include, frozenset({"timing"}))
     page = await state.broker.log.page(
-        canonical, ascending=order == "asc", limit=limit, after_seq=after_seq, before_seq=before_seq
+        canonical,
+        ascending=order == "asc",
+        limit=limit,
+        after_seq=after_seq,
+        before_seq=before_seq,
+        keep=lambda item: shown(item, asked),
     )
     cursor = "null" if page.next_cursor is None else str(page.next_cursor)
     # The stored events are sent as stored: no decode and re-encode per event.
@@ -78,14 +108,16 @@ async def stream_events(
     state: State,
     after_seq: Annotated[str | None, Query(description="Replay after this seq (0: the whole log)")] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    include: Annotated[str | None, INCLUDE] = None,
 ) -> StreamingResponse:
     """Server-sent events: a cursor frame first (`id: N`), then every event after N, for as long as the
     session lives. The stream ends, and a reconnect gets 404, only when the session is deleted."""
     canonical = await existing_session(state, caller, session_id, "session.read")
+    asked = _include(include, frozenset({"timing", "deltas"}))
     position = _position(after_seq, last_event_id)
     if position is None:
         # Fixed now, before the headers go out: everything appended from here on is delivered.
         position = await state.broker.log.head(canonical)
     subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
-    frames = event_stream(state, canonical, position, subscription)
+    frames = event_stream(state, canonical, position, subscription, asked)
     return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)

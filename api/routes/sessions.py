@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 
 from api import render
@@ -21,6 +23,15 @@ from api.schemas.sessions import (
 from api.state import State
 from broker.codec import uuid7
 from broker.errors import Conflict, NotFound
+
+
+def concurrency(config: dict[str, Any]) -> tuple[str, int]:
+    """A version's message concurrency (CONTRACT section 5) as (policy, debounce ms); `steer` when unset."""
+    setting = config.get("message_concurrency") or "steer"
+    if isinstance(setting, dict):
+        return "debounce", int(setting.get("debounce_ms", 750))
+    return str(setting), 750
+
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses={400: {"model": ErrorBody}})
 
@@ -43,6 +54,7 @@ async def create_session(body: CreateSessionBody, request: Request, caller: Call
     if agent.live_version is None:
         raise Conflict(f"agent {agent.id} has no published version; publish one before creating sessions")
     version_id = agent.live_version
+    policy, debounce_ms = concurrency((await broker.agents.version(version_id)).config)
     creator = {"type": "api_key", "api_key_id": caller.id, "label": caller.label}
 
     async def act(keyed_: Keyed) -> Outcome:
@@ -55,6 +67,8 @@ async def create_session(body: CreateSessionBody, request: Request, caller: Call
             display_name=body.display_name or "",
             created_by=creator,
             token=token,
+            policy=policy,
+            debounce_ms=debounce_ms,
         )
         fields = render.session(session).model_dump(exclude={"created_by"})
         fields["session_token_expires_at"] = moment(token.expires_at)
@@ -84,7 +98,8 @@ async def get_session(session_id: str, caller: Caller, state: State) -> SessionB
 async def delete_session(session_id: str, caller: Caller, state: State) -> Response:
     """Delete the session: its active run ends, its streams close, and later requests get 404."""
     caller.require("session.manage")
-    await state.broker.sessions.delete(caller.reach_session(session_id, "session.manage"))
+    broker = state.broker
+    await broker.work.perform(await broker.sessions.delete(caller.reach_session(session_id, "session.manage")))
     return Response(status_code=204)
 
 
@@ -94,7 +109,8 @@ async def cancel_run(session_id: str, request: Request, caller: Caller, state: S
     canonical = await existing_session(state, caller, session_id, "session.manage")
 
     async def act(_: Keyed) -> Outcome:
-        run_id = await state.broker.runs.cancel(canonical)
+        run_id, owed = await state.broker.runs.cancel(canonical)
+        await state.broker.work.perform(owed)
         return Outcome(200, CancelOutcomeBody.model_validate({"run_id": run_id}).model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

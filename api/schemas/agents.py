@@ -104,6 +104,23 @@ def _unique_names(grants: list[Any] | None) -> list[Any] | None:
     return grants
 
 
+class Debounce(Strict):
+    strategy: Literal["debounce"]
+    debounce_ms: Annotated[int, Field(ge=0, le=60_000)] = 750
+
+
+MessageConcurrency = Literal["steer", "queue", "latest", "merge", "drop"] | Debounce
+# A model-visible tool name, or a pattern ending in `*` (`client__web__*`, `*`).
+ToolPattern = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_-]*\*?$")]
+ServerToolName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+def _unique_tools(names: list[str] | None) -> list[str] | None:
+    if names is not None and len(set(names)) != len(names):
+        raise ValueError("server tool names must be unique")
+    return names
+
+
 class PublishAgentVersionBody(Strict):
     model_provider_id: UUID
     model: Annotated[AnthropicModel | OpenaiResponsesModel, Field(discriminator="format")]
@@ -111,6 +128,24 @@ class PublishAgentVersionBody(Strict):
     mcp: Annotated[list[McpGrantBody] | None, AfterValidator(_unique_names)] = None
     sandboxes: Annotated[list[SandboxGrantBody] | None, AfterValidator(_unique_names)] = None
     skills: Annotated[list[SkillGrantBody] | None, AfterValidator(_unique_names)] = None
+    # Extensions (CONTRACT section 5).
+    message_concurrency: Annotated[
+        MessageConcurrency | None,
+        Field(
+            description="What input during an active run does: steer (default), queue, latest, merge, drop, debounce"
+        ),
+    ] = None
+    client_tool_policies: Annotated[
+        dict[ToolPattern, Policy] | None,
+        Field(max_length=256, description="allow / require_approval / deny by model-visible name or `prefix*`"),
+    ] = None
+    server_tools: Annotated[
+        list[ServerToolName] | None,
+        Field(max_length=64, description="The deployment's server tools this agent offers"),
+        AfterValidator(_unique_tools),
+    ] = None
+    server_tool_policies: Annotated[dict[ToolPattern, Policy] | None, Field(max_length=256)] = None
+    max_steps: Annotated[int | None, Field(ge=1, le=1000, description="Model steps per run (default 25)")] = None
 
 
 class AgentVersionBody(BaseModel):

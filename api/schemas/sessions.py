@@ -8,6 +8,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from api.schemas.clients import Tools
 from api.schemas.common import Strict
 
 MAX_INPUT_CHARS = 262_144
@@ -89,8 +90,15 @@ class PostSessionEventBody(Strict):
         Literal["external"] | None,
         Field(description="Extension: `external` marks input an API key posts on behalf of a user."),
     ] = None
+    client_tools: Annotated[
+        Tools | None,
+        Field(description="Extension: tools offered for this run only, answered by a run-scoped client"),
+    ] = None
 
 
 class SubmitOutcomeBody(BaseModel):
     outcome: Literal["new_run", "steered"]
     run_id: UUID
+    client_id: Annotated[
+        UUID | None, Field(description="Extension: the run-scoped client that receives the calls of `client_tools`")
+    ] = None

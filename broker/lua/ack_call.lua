@@ -2,8 +2,8 @@
 -- A repeated ack of an acked call answers with the same event.
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua.  ARGV[5] result deadline ms
--- Returns {0, acked event JSON}; {404, msg} unknown session or call, or another client's call;
--- {409, msg} the call is already settled.
+-- Returns {0, acked event JSON}; {404, 'session' | 'call'} unknown session or call, or another client's
+-- call; {409, msg} the call is settled or not dispatched yet.
 
 --!include lib/core.lua
 --!include lib/call.lua

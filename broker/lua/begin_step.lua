@@ -1,9 +1,11 @@
--- A worker starts step ARGV[4] of the run: `run_started` on the first step, steering input folded in as
--- message_user events, the run marked running. A cancel asked for in the meantime ends the run instead.
+-- A worker starts try ARGV[5] of step ARGV[4]: `run_started` on the first step, steering input folded in
+-- as message_user events, the step held under a lease the worker renews. A cancel asked for in the
+-- meantime ends the run instead, and so does reaching the step limit.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua.  ARGV[4] step  ARGV[5] text for run_gone
--- Returns {0, 'run' | 'stale' | 'cancelled'}; {404, msg} no session. 'stale' means another job already
--- took this step further (a duplicate or late job), and the caller does nothing.
+-- KEYS and ARGV[1..3]: the layout of lib/run.lua.
+-- ARGV[4] step  ARGV[5] attempt  ARGV[6] max steps  ARGV[7] lease ms  ARGV[8] text for run_gone
+-- Returns {0, 'run' | 'stale' | 'ended', owed}; {404, 'session'}. 'stale': another job has this step
+-- (a duplicate, a late retry of a reclaimed try, or a worker that still holds its lease).
 
 --!include lib/core.lua
 --!include lib/calls.lua
@@ -11,20 +13,28 @@
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
-local step = tonumber(ARGV[4])
-local current = sb_current_step(S, step)
--- `running` again is a retry of a step whose worker died before committing: it runs again.
-if not current or (current.state ~= 'queued' and current.state ~= 'running') then return sb_reply('stale') end
-redis.call('ZREM', S.continuations, S.sid .. ':' .. S.run_id .. ':' .. step)
+local step, attempt, max_steps = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local current = sb_current_step(S, step, attempt)
+if not current then return sb_reply('stale', S.owe) end
+-- `running` again: the same try's job retried after its worker died; taken only once its lease lapsed.
+local free = current.state == 'queued' or (current.state == 'running' and current.lease_until <= S.now)
+if not free then return sb_reply('stale', S.owe) end
+redis.call('ZREM', S.work, 's|' .. S.sid .. '|' .. S.run_id .. '|' .. step .. '|' .. attempt)
 if current.cancel then
-  sb_end_run(S, 'run_cancelled', nil, ARGV[5])
-  return sb_reply('cancelled')
+  sb_end_run(S, 'run_cancelled', nil, ARGV[8])
+  return sb_reply('ended', S.owe)
 end
-if not current.started then
-  sb_append(S, sb_run_event('run_started', S.run_id))
+if step >= max_steps then
+  sb_end_run(S, 'run_failed', 'the run reached its limit of ' .. max_steps .. ' model steps', ARGV[8])
+  return sb_reply('ended', S.owe)
 end
+if not current.started then sb_append(S, sb_run_event('run_started', S.run_id)) end
 local steering = redis.call('LRANGE', S.inbox, 0, -1)
 redis.call('DEL', S.inbox)
-for _, message in ipairs(steering) do sb_append(S, message) end
+for _, raw in ipairs(steering) do
+  local input = cjson.decode(raw)
+  sb_append(S, sb_message_user(input.text, input.source))
+end
 redis.call('HSET', S.run, 'state', 'running', 'started', '1')
-return sb_reply('run')
+sb_hold_step(S, tonumber(ARGV[7]))
+return sb_reply('run', S.owe)

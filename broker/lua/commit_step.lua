@@ -1,74 +1,96 @@
 -- Commits a model step atomically: the assistant message, then per tool call its `tool_call` event and
--- either its dispatch (call record, the registration's call stream, `client_tool_dispatched`, the ack
--- deadline key and index entry) or an error result when no active registration holds the tool. Then the
--- run completes, waits on its clients, or (nothing to wait for) schedules its next step.
+-- what its policy makes of it: `allow` dispatches a client call (call record, the registration's call
+-- stream, `client_tool_dispatched`, the ack deadline) or queues a server call for a worker;
+-- `require_approval` appends `approval_requested` and waits, with no timer; `deny`, and a tool that no
+-- active registration holds, give the model an error result at once. Then the run completes, waits, or
+-- (nothing to wait for) owes its next step.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua.  KEYS[10..]: per call resolved to a client, in order,
--- its client hash, its client call stream and its deadline key.
--- ARGV[4] step  ARGV[5] ack deadline ms  ARGV[6] message_assistant JSON  ARGV[7] number of calls
--- ARGV[8] text for run_gone  ARGV[9] call stream retention ms
--- then 7 per call: call id, client name ('' for a tool no client could hold), client id resolved by the
--- caller ('' for none), raw tool name, tool_call JSON, client_tool_dispatched JSON (without seq), error
--- tool_result JSON (used when the registration does not hold the tool).
--- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry', member or ''};
--- {404, msg} no session. 'retry': a name now resolves differently than the caller saw; resolve again.
+-- KEYS and ARGV[1..3]: the layout of lib/run.lua.  KEYS[13..]: per client call with a client id, in
+-- order, its client hash, its client call stream and its deadline key.
+-- ARGV[4] step  ARGV[5] attempt  ARGV[6] ack deadline ms  ARGV[7] message_assistant JSON
+-- ARGV[8] number of calls  ARGV[9] text for run_gone  ARGV[10] call stream retention ms
+-- ARGV[11] the step's timing (a custom event JSON, '' for none)
+-- then 10 per call, from ARGV[12]: call id, kind ('client' | 'server' | 'none'), client name (a registered
+-- name to check, '' for a run-scoped client or none), client id, raw tool name, policy ('allow' |
+-- 'require_approval' | 'deny'), tool_call JSON, payload (client_tool_dispatched JSON for a client call,
+-- the arguments JSON for a server call), error tool_result JSON (used for deny, or a tool no active
+-- registration holds), approval_requested JSON.
+-- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry', owed};
+-- {404, 'session'}. 'retry': a registered name now resolves differently than the caller saw.
 
 --!include lib/core.lua
 --!include lib/calls.lua
 --!include lib/run.lua
+--!include lib/call.lua
+--!include lib/client.lua
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
-local step, ack_ms, ncalls = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
-local retention = tonumber(ARGV[9])
-local current = sb_current_step(S, step)
-if not current or current.state ~= 'running' then return sb_reply('stale', '') end
+local step, attempt, ack_ms, ncalls = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[8])
+local retention = tonumber(ARGV[10])
+local current = sb_current_step(S, step, attempt)
+if not current or current.state ~= 'running' then return sb_reply('stale', S.owe) end
 if current.cancel then
-  sb_end_run(S, 'run_cancelled', nil, ARGV[8])
-  return sb_reply('cancelled', '')
+  sb_end_run(S, 'run_cancelled', nil, ARGV[9])
+  return sb_reply('cancelled', S.owe)
 end
 
--- Every name must still resolve as the caller saw it before anything is written.
+-- Every registered name must still resolve as the caller saw it before anything is written.
 for i = 0, ncalls - 1 do
-  local base = 10 + i * 7
-  local client_name, cid = ARGV[base + 1], ARGV[base + 2]
-  if client_name ~= '' and (redis.call('HGET', S.names, client_name) or '') ~= cid then
-    return sb_reply('retry', '')
-  end
+  local b = 12 + i * 10
+  local name, cid = ARGV[b + 2], ARGV[b + 3]
+  if name ~= '' and (redis.call('HGET', S.names, name) or '') ~= cid then return sb_reply('retry', S.owe) end
 end
 
-sb_append(S, ARGV[6])
-local pending, k = 0, 10
+redis.call('ZREM', S.steps, S.sid)
+sb_append(S, ARGV[7])
+local pending, k = 0, 13
 for i = 0, ncalls - 1 do
-  local base = 10 + i * 7
-  local call_id, cid, tool = ARGV[base], ARGV[base + 2], ARGV[base + 3]
-  sb_append(S, ARGV[base + 4])
-  local holds = false
-  if cid ~= '' then
-    local client, stream, deadline = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  local b = 12 + i * 10
+  local call_id, kind, cid, tool, policy = ARGV[b], ARGV[b + 1], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
+  sb_append(S, ARGV[b + 6])
+  local outcome, client, stream = 'error', nil, nil
+  if kind == 'client' and cid ~= '' then
+    client, stream, S.deadline = KEYS[k], KEYS[k + 1], KEYS[k + 2]
     k = k + 3
-    local names = '\n' .. (redis.call('HGET', client, 'tool_names') or '') .. '\n'
-    holds = string.find(names, '\n' .. tool .. '\n', 1, true) ~= nil
-    if holds then
-      local rec = {client = cid, run = S.run_id, step = step, tool = tool, state = 'dispatched'}
-      redis.call('HSET', S.calls, call_id, cjson.encode(rec))
-      redis.call('HSET', S.owed, call_id, cid)
-      local event = sb_append(S, ARGV[base + 5])
-      redis.call('XADD', stream, 'MINID', '~', S.now - retention, '*', 'call', call_id, 'e', event)
-      redis.call('SET', deadline, 'ack', 'PX', ack_ms)
-      redis.call('ZADD', S.deadlines, S.now + ack_ms, S.sid .. ':' .. call_id)
-      pending = pending + 1
-    end
+    if redis.call('HGET', client, 'state') == 'active' and sb_holds(client, tool) then outcome = policy end
+  elseif kind == 'server' then
+    outcome = policy
   end
-  if not holds then sb_append(S, ARGV[base + 6]) end
+  S.call_id = call_id
+  local rec = {kind = kind, client = cid, run = S.run_id, step = step, tool = tool}
+  if outcome == 'allow' and kind == 'client' then
+    sb_dispatch(S, rec, stream, ARGV[b + 7], ack_ms, retention)
+  elseif outcome == 'allow' or outcome == 'require_approval' then
+    if outcome == 'require_approval' then
+      rec.state = 'awaiting'
+    else
+      rec.state = 'queued'
+      sb_owe(S, 't|' .. S.sid .. '|' .. call_id)
+    end
+    if kind == 'client' then rec.dispatch = ARGV[b + 7] else rec.args = ARGV[b + 7] end
+    redis.call('HSET', S.calls, call_id, cjson.encode(rec))
+    redis.call('HSET', S.owed, call_id, kind == 'client' and cid or 'server')
+    if outcome == 'require_approval' then sb_append(S, ARGV[b + 9]) end
+  else
+    sb_append(S, ARGV[b + 8])
+  end
+  if outcome == 'allow' or outcome == 'require_approval' then pending = pending + 1 end
 end
+if ARGV[11] ~= '' then sb_append(S, ARGV[11]) end
 
 if ncalls == 0 then
   -- Input that steered the run while this step ran has not been answered yet: one more step.
-  if redis.call('LLEN', S.inbox) > 0 then return sb_reply('continue', sb_schedule_step(S, S.run_id, step + 1)) end
-  sb_end_run(S, 'run_completed', nil, ARGV[8])
-  return sb_reply('completed', '')
+  if redis.call('LLEN', S.inbox) > 0 then
+    sb_schedule_step(S, S.run_id, step + 1, 0)
+    return sb_reply('continue', S.owe)
+  end
+  sb_end_run(S, 'run_completed', nil, ARGV[9])
+  return sb_reply('completed', S.owe)
 end
-if pending == 0 then return sb_reply('continue', sb_schedule_step(S, S.run_id, step + 1)) end
+if pending == 0 then
+  sb_schedule_step(S, S.run_id, step + 1, 0)
+  return sb_reply('continue', S.owe)
+end
 redis.call('HSET', S.run, 'state', 'waiting', 'pending', pending)
-return sb_reply('waiting', '')
+return sb_reply('waiting', S.owe)

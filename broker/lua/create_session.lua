@@ -5,6 +5,7 @@
 -- KEYS[6] agent hash
 -- ARGV[1] channel  ARGV[2] session id  ARGV[3] agent id  ARGV[4] version id  ARGV[5] display name
 -- ARGV[6] created_by JSON  ARGV[7] workspace id  ARGV[8] token hash  ARGV[9] token record JSON
+-- ARGV[10] message concurrency policy  ARGV[11] debounce ms (the version's, fixed for the session's life)
 -- Returns {0, 'created' | 'exists', created_at ms}; {404, msg} the agent is gone.
 
 --!include lib/core.lua
@@ -16,7 +17,8 @@ if redis.call('EXISTS', KEYS[6]) == 0 or redis.call('HGET', KEYS[6], 'deleted') 
   return sb_refuse(404, 'agent')
 end
 redis.call('HSET', S.meta, 'id', ARGV[2], 'agent_id', ARGV[3], 'agent_version_id', ARGV[4],
-  'display_name', ARGV[5], 'created_by', ARGV[6], 'workspace_id', ARGV[7], 'created_at', S.now, 'seq', 0)
+  'display_name', ARGV[5], 'created_by', ARGV[6], 'workspace_id', ARGV[7], 'created_at', S.now, 'seq', 0,
+  'policy', ARGV[10], 'debounce_ms', ARGV[11])
 redis.call('HSET', KEYS[3], ARGV[8], ARGV[9])
 sb_append(S, '{"type":"session_created","agent_id":' .. sb_str(ARGV[3]) .. ',"agent_version_id":'
   .. sb_str(ARGV[4]) .. '}')

@@ -1,9 +1,11 @@
--- Fails a call whose deadline has passed: ack_timeout before an ack, result_timeout after one. The
--- deadline index is the authority: a call acked in the meantime, or already settled, is left alone.
+-- Fails a call whose deadline has passed: a client call with ack_timeout before an ack and result_timeout
+-- after one; a server call whose worker stopped renewing its lease with an error result saying it was
+-- interrupted. The deadline index is the authority: a call acked or renewed in the meantime, or already
+-- settled, is left alone.
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
--- ARGV[5] text for ack_timeout  ARGV[6] text for result_timeout
--- Returns {0, 'failed' | 'not_due' | 'settled', continuation member or ''}.
+-- ARGV[5] text for ack_timeout  ARGV[6] text for result_timeout  ARGV[7] text for an interrupted server call
+-- Returns {0, 'failed' | 'not_due' | 'settled', owed}.
 
 --!include lib/core.lua
 --!include lib/calls.lua
@@ -12,16 +14,20 @@
 local S = sb_call_context()
 local member = S.sid .. ':' .. S.call_id
 local due = redis.call('ZSCORE', S.deadlines, member)
-if not due then return sb_reply('settled', '') end
-if tonumber(due) > S.now then return sb_reply('not_due', '') end
-local raw = redis.call('HGET', S.calls, S.call_id)
-local rec = raw and cjson.decode(raw)
-if not rec or (rec.state ~= 'dispatched' and rec.state ~= 'acked') or not sb_session_live(S) then
+if not due then return sb_reply('settled', S.owe) end
+if tonumber(due) > S.now then return sb_reply('not_due', S.owe) end
+local rec = sb_call(S)
+local live = {dispatched = true, acked = true, running = true}
+if not rec or not live[rec.state] or not sb_session_live(S) then
   redis.call('ZREM', S.deadlines, member)
-  return sb_reply('settled', '')
+  return sb_reply('settled', S.owe)
 end
 redis.call('DEL', S.deadline)
-if rec.state == 'dispatched' then
-  return sb_reply('failed', sb_fail_call(S, S.call_id, rec, 'ack_timeout', ARGV[5]) or '')
+if rec.kind == 'server' then
+  sb_fail_call(S, S.call_id, rec, 'interrupted', ARGV[7])
+elseif rec.state == 'dispatched' then
+  sb_fail_call(S, S.call_id, rec, 'ack_timeout', ARGV[5])
+else
+  sb_fail_call(S, S.call_id, rec, 'result_timeout', ARGV[6])
 end
-return sb_reply('failed', sb_fail_call(S, S.call_id, rec, 'result_timeout', ARGV[6]) or '')
+return sb_reply('failed', S.owe)

@@ -2,7 +2,7 @@
 -- Idempotent: a lease renewed in the meantime, or a client already gone, changes nothing.
 --
 -- KEYS and ARGV: the layout of lib/client.lua.
--- Returns {0, 'lapsed' | 'alive' | 'gone', continuation member or ''}.
+-- Returns {0, 'lapsed' | 'alive' | 'gone', owed}.
 
 --!include lib/core.lua
 --!include lib/calls.lua
@@ -12,7 +12,8 @@ local S = sb_client_context()
 local state = redis.call('HGET', S.client, 'state')
 if state ~= 'active' or not sb_session_live(S) then
   redis.call('ZREM', S.leases, S.sid .. ':' .. S.cid)
-  return sb_reply('gone', '')
+  return sb_reply('gone', S.owe)
 end
-if redis.call('EXISTS', S.lease) == 1 then return sb_reply('alive', '') end
-return sb_reply('lapsed', sb_client_gone(S, S.cid, 'timed_out') or '')
+if redis.call('EXISTS', S.lease) == 1 then return sb_reply('alive', S.owe) end
+sb_client_gone(S, S.cid, 'timed_out')
+return sb_reply('lapsed', S.owe)

@@ -1,8 +1,9 @@
 -- A client leaves: `client_left` departed, its name released, its owed calls failed with client_gone.
--- Leaving a registration that has already ended changes nothing and succeeds.
+-- Leaving a registration that has already ended changes nothing and succeeds. Run-scoped registrations
+-- leave this way when their run ends.
 --
 -- KEYS and ARGV: the layout of lib/client.lua.
--- Returns {0, continuation member or ''}; {404, msg} when the session or the client does not exist.
+-- Returns {0, owed}; {404, 'session' | 'client'} when the session or the client does not exist.
 
 --!include lib/core.lua
 --!include lib/calls.lua
@@ -12,5 +13,5 @@ local S = sb_client_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
 local state = redis.call('HGET', S.client, 'state')
 if not state then return sb_refuse(404, 'client') end
-if state ~= 'active' then return sb_reply('') end
-return sb_reply(sb_client_gone(S, S.cid, 'departed') or '')
+if state == 'active' then sb_client_gone(S, S.cid, 'departed') end
+return sb_reply(S.owe)

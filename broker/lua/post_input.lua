@@ -1,26 +1,71 @@
--- Accepts user input: a new run (message_user, run_queued, step 0 owed a job) when none is active, else
--- the input waits in the inbox to steer the active run at its next step.
+-- Accepts user input by the session's message concurrency policy (held in meta since its creation):
+-- with no run active it starts one (message_user, run_queued, step 0 owed); during a run, `steer` keeps
+-- the text for the run's next step, `drop` refuses it, and `queue`, `latest`, `merge`, `debounce` queue
+-- it as a run of its own (run_queued now; message_user when it starts, see sb_start_next). Input may
+-- bring run-scoped client tools: a registration that lives as long as the run it joins.
 --
 -- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is the id a new run takes).
--- ARGV[4] input id  ARGV[5] message_user JSON for a new run  ARGV[6] message_user JSON for steering
--- Returns {0, 'new_run' | 'steered', run id, continuation member or ''}; {404, msg} no session.
+-- KEYS[13] clients  KEYS[14] the run-scoped client's hash  KEYS[15] its lease (never set)
+-- KEYS[16] leases (global)
+-- ARGV[4] input id  ARGV[5] text  ARGV[6] source ('client' | 'external')
+-- ARGV[7] run-scoped client id ('' for none)  ARGV[8] its name  ARGV[9] its tools JSON
+-- ARGV[10] its tool names joined by "\n"  ARGV[11] max active clients  ARGV[12] max name length
+-- Returns {0, 'new_run' | 'steered', run id, scoped client id or '', owed}; {404, 'session'};
+-- {409, msg} the policy is `drop` and a run is active; {400, msg} no room for the run-scoped client.
 -- The same run id or input id again (a retried request) changes nothing and answers the same.
 
 --!include lib/core.lua
 --!include lib/calls.lua
 --!include lib/run.lua
+--!include lib/client.lua
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
+local input_id, text, source, scoped = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local active = redis.call('HGET', S.run, 'run_id')
-if active == S.run_id then return sb_reply('new_run', active, '') end
-if active then
-  if redis.call('HSETNX', S.run, 'in:' .. ARGV[4], '1') == 1 then
-    redis.call('RPUSH', S.inbox, ARGV[6])
-  end
-  return sb_reply('steered', active, '')
+local policy = redis.call('HGET', S.meta, 'policy') or 'steer'
+
+-- A retry of an input already taken answers as the first attempt did.
+if active == S.run_id then return sb_reply('new_run', active, scoped, S.owe) end
+if active and redis.call('HEXISTS', S.run, 'in:' .. input_id) == 1 then
+  return sb_reply('steered', active, scoped, S.owe)
 end
-redis.call('HSET', S.run, 'run_id', S.run_id, 'cancel', '0', 'started', '0', 'created_at', S.now)
-sb_append(S, ARGV[5])
+for _, raw in ipairs(redis.call('LRANGE', S.queue, 0, -1)) do
+  if cjson.decode(raw).run_id == S.run_id then return sb_reply('new_run', S.run_id, scoped, S.owe) end
+end
+if active and policy == 'drop' then
+  return sb_refuse(409, 'a run is active and this agent drops input that arrives during a run')
+end
+
+if scoped ~= '' then
+  local name, refusal = sb_register(S, {
+    names = S.names, clients = KEYS[13], client = KEYS[14], lease = KEYS[15], leases = KEYS[16], cid = scoped,
+    name = ARGV[8], lifetime = '{"type":"never"}', ttl = 0, tools = ARGV[9], tool_names = ARGV[10],
+    max_clients = tonumber(ARGV[11]), max_len = tonumber(ARGV[12]),
+    run = (active and policy == 'steer') and active or S.run_id,
+  })
+  if not name then return sb_refuse(400, refusal) end
+end
+
+if active and policy == 'steer' then
+  redis.call('HSET', S.run, 'in:' .. input_id, '1')
+  if scoped ~= '' then
+    redis.call('HSET', S.run, 'scoped', (redis.call('HGET', S.run, 'scoped') or '') .. ' ' .. scoped)
+  end
+  redis.call('RPUSH', S.inbox, cjson.encode({text = text, source = source == 'client' and 'steer' or source}))
+  return sb_reply('steered', active, scoped, S.owe)
+end
+
+if active or redis.call('LLEN', S.queue) > 0 then
+  redis.call('RPUSH', S.queue, cjson.encode({run_id = S.run_id, input_id = input_id, text = text,
+    source = source, at = S.now, scoped = scoped}))
+  sb_append(S, sb_run_event('run_queued', S.run_id))
+  -- Input that waits behind a debounce timer (and no run) restarts the timer: the trailing edge.
+  if not active then sb_start_next(S) end
+  return sb_reply('new_run', S.run_id, scoped, S.owe)
+end
+
+sb_append(S, sb_message_user(text, source))
 sb_append(S, sb_run_event('run_queued', S.run_id))
-return sb_reply('new_run', S.run_id, sb_schedule_step(S, S.run_id, 0))
+sb_start_run(S, S.run_id, scoped)
+return sb_reply('new_run', S.run_id, scoped, S.owe)

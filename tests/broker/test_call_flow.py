@@ -6,36 +6,29 @@ import pytest
 
 from broker import Broker
 from broker.errors import Conflict, NotFound
-from broker.events import tool_call_block
-from tests.helpers import HIGHLIGHT, call, log_events, make_session, types
+from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types
 
-
-async def start_run(broker: Broker, session_id: str, text: str = "go") -> str:
-    submitted = await broker.runs.submit(session_id, "0190f2a0-0000-7000-8000-000000000001", "in1", text, "client")
-    assert submitted.outcome == "new_run"
-    assert await broker.runs.begin(session_id, submitted.run_id, 0) == "run"
-    return submitted.run_id
+WEB = "0190f2a0-0000-7000-8000-00000000000a"
 
 
 async def test_dispatch_ack_answer_continues_once(broker: Broker) -> None:
     session_id = await make_session(broker)
-    web = await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-00000000000a", "web", 60, [HIGHLIGHT])
+    web = await broker.clients.register(session_id, WEB, "web", 60, [HIGHLIGHT])
     assert web.name == "web"
     run_id = await start_run(broker, session_id)
     first, second = call("client__web__highlight_row", {"row_id": "42"}), call("client__web__highlight_row")
-    content = [tool_call_block(c.call_id, c.name, c.arguments) for c in (first, second)]
-    committed = await broker.runs.commit(session_id, run_id, 0, content, "scripted", [first, second])
+    committed = await commit(broker, session_id, run_id, [first, second])
     assert committed.outcome == "waiting"
 
     acked = await broker.clients.ack(session_id, web.id, first.call_id)
     assert '"type":"client_tool_acked"' in acked
     assert await broker.clients.ack(session_id, web.id, first.call_id) == acked
-    assert await broker.clients.answer(session_id, web.id, first.call_id, "done", is_error=False, tag="a") == ""
+    assert await broker.clients.answer(session_id, web.id, first.call_id, "done", is_error=False, tag="a") == []
     with pytest.raises(Conflict):
         await broker.clients.answer(session_id, web.id, first.call_id, "again", is_error=False, tag="b")
-    assert await broker.clients.answer(session_id, web.id, first.call_id, "retry", is_error=False, tag="a") == ""
-    scheduled = await broker.clients.answer(session_id, web.id, second.call_id, "ok", is_error=True, tag="c")
-    assert scheduled == f"{session_id}:{run_id}:1"
+    assert await broker.clients.answer(session_id, web.id, first.call_id, "retry", is_error=False, tag="a") == []
+    owed = await broker.clients.answer(session_id, web.id, second.call_id, "ok", is_error=True, tag="c")
+    assert owed == [f"s|{session_id}|{run_id}|1|0"]
 
     assert await types(broker, session_id) == [
         "session_created",
@@ -54,7 +47,6 @@ async def test_dispatch_ack_answer_continues_once(broker: Broker) -> None:
         "tool_result",
     ]
     events = await log_events(broker, session_id)
-    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     dispatched = events[7]
     assert dispatched == dispatched | {"client_id": web.id, "call_id": first.call_id, "tool": "highlight_row"}
     assert dispatched["arguments"] == {"row_id": "42"}
@@ -63,11 +55,10 @@ async def test_dispatch_ack_answer_continues_once(broker: Broker) -> None:
 
 async def test_unknown_names_get_an_error_result_at_once(broker: Broker) -> None:
     session_id = await make_session(broker)
-    await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-00000000000b", "web", None, [HIGHLIGHT])
+    await broker.clients.register(session_id, WEB, "web", None, [HIGHLIGHT])
     run_id = await start_run(broker, session_id)
     calls = [call("client__nobody__x"), call("client__web__missing"), call("lookup")]
-    content = [tool_call_block(c.call_id, c.name, c.arguments) for c in calls]
-    committed = await broker.runs.commit(session_id, run_id, 0, content, "scripted", calls)
+    committed = await commit(broker, session_id, run_id, calls)
     assert committed.outcome == "continue"
     results = [e for e in await log_events(broker, session_id) if e["type"] == "tool_result"]
     texts = [r["content"][0]["data"]["text"] for r in results]
@@ -82,10 +73,9 @@ async def test_calls_are_bound_to_the_registration_not_the_name(broker: Broker) 
     old = await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-00000000000c", "web", 60, [HIGHLIGHT])
     run_id = await start_run(broker, session_id)
     pending = call("client__web__highlight_row")
-    content = [tool_call_block(pending.call_id, pending.name, {})]
-    await broker.runs.commit(session_id, run_id, 0, content, None, [pending])
-    scheduled = await broker.clients.leave(session_id, old.id)
-    assert scheduled == f"{session_id}:{run_id}:1"
+    await commit(broker, session_id, run_id, [pending])
+    owed = await broker.clients.leave(session_id, old.id)
+    assert owed == [f"s|{session_id}|{run_id}|1|0"]
     new = await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-00000000000d", "web", 60, [HIGHLIGHT])
     assert new.name == "web"
     with pytest.raises(NotFound):

@@ -270,10 +270,11 @@ async def reconnect_after_restart(ctx: Context) -> str:
         sent = await connection.send('/call client__web__highlight_row {"row_id": "5"}')
         await until(finished(connection, runs=2), timeout=30)
         assert last_text(connection) == "client__web__highlight_row: Row 5 is highlighted."
+        # Strictly rising, none twice; gaps are the timing events the default stream leaves out.
         seqs = [e.seq for e in connection.events]
-        assert seqs == list(range(1, len(seqs) + 1)), seqs
+        assert seqs == sorted(set(seqs)), seqs
         assert str(sent.run_id) in {getattr(e, "run_id", None) for e in connection.events}
-    return f"{len(seqs)} events, contiguous, across a restart"
+    return f"{len(seqs)} events, in order and none twice, across a restart"
 
 
 async def deleted_session_fails_the_stream(ctx: Context) -> str:

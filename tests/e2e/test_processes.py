@@ -98,7 +98,8 @@ async def test_a_session_across_two_apis_and_two_workers(cluster: tuple[list[str
     assert kinds.count("run_completed") == 6
     assert kinds.count("client_tool_dispatched") == kinds.count("tool_result") == 18
     assert "client_tool_failed" not in kinds
-    assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
+    seqs = [e["seq"] for e in seen]
+    assert seqs == sorted(set(seqs))
     finals = [e for e in seen if e["type"] == "message_assistant" and e["message"]["content"][0]["type"] == "text"]
     assert finals[-1]["message"]["content"][0]["data"]["text"].splitlines() == [
         f"client__web__highlight_row: done 5-{i}" for i in range(3)

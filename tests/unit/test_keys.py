@@ -25,12 +25,15 @@ def test_workspace_and_global_names() -> None:
         keys.workspace_idempotency("d"),
         keys.deadlines,
         keys.leases,
-        keys.continuations,
+        keys.work,
+        keys.steps,
+        keys.dequeue,
         keys.purges,
         keys.queue,
         keys.worker_health("host"),
         keys.hub_control,
-        keys.step_job_id("r", 3),
+        keys.step_job_id("r", 3, 1),
+        keys.tool_job_id("s", "c"),
     ] == [
         "sb:{w}:workspace",
         "sb:{w}:apikeys",
@@ -47,22 +50,25 @@ def test_workspace_and_global_names() -> None:
         "sb:{w}:idem:d",
         "sb:deadlines",
         "sb:leases",
-        "sb:continue",
+        "sb:work",
+        "sb:steps",
+        "sb:dequeue",
         "sb:purge",
         "sb:arq:queue",
         "sb:arq:health:host",
         "sb:hub",
-        "sb:step:r:3",
+        "sb:step:r:3:1",
+        "sb:tool:s:c",
     ]
 
 
 def test_session_names_carry_the_session_as_hash_tag() -> None:
     s = KeySpace().session(SID)
     names = [
-        s.meta, s.events, s.tokens, s.names, s.clients, s.calls, s.owed, s.run, s.inbox, s.live,
+        s.meta, s.events, s.tokens, s.names, s.clients, s.calls, s.owed, s.run, s.inbox, s.queue, s.live,
         s.client("c"), s.lease("c"), s.client_calls("c"), s.deadline("call_1"), s.idempotency("d"),
     ]  # fmt: skip
-    suffixes = ["meta", "events", "tokens", "names", "clients", "calls", "owed", "run", "inbox", "live"]
+    suffixes = ["meta", "events", "tokens", "names", "clients", "calls", "owed", "run", "inbox", "queue", "live"]
     suffixes += ["client:c", "client:c:lease", "client:c:calls", "dl:call_1", "idem:d"]
     assert names == [f"sb:{{{SID}}}:{suffix}" for suffix in suffixes]
 

@@ -7,36 +7,38 @@ import asyncio
 import pytest
 
 from broker.runs import PlannedCall
-from workers.models.base import Message, ModelError, StepCancelled, ToolOutcome
+from tests.helpers import SCRIPTED_CONFIG
+from workers.config import RunConfig
+from workers.models.base import Message, ModelError, ModelRequest, ToolOutcome
 from workers.models.scripted import ScriptedModel
 
-
-async def never_cancelled() -> None:
-    return None
+CONFIG = RunConfig.of(SCRIPTED_CONFIG)
 
 
-async def turn(*messages: Message) -> tuple[list[dict[str, object]], list[PlannedCall]]:
-    result = await ScriptedModel().turn(list(messages), never_cancelled)
+async def turn(*messages: Message) -> tuple[list[dict[str, object]], list[PlannedCall], str]:
+    streamed: list[str | None] = []
+    result = await ScriptedModel().turn(ModelRequest(CONFIG, list(messages), []), streamed.append)
     assert result.model == "scripted"
-    return result.content, result.calls
+    return result.content, result.calls, "".join(piece or "" for piece in streamed)
 
 
 async def test_call_lines_become_parallel_tool_calls() -> None:
-    content, calls = await turn(Message("user", text='/call client__web__a {"x": 1}\nsome text\n/call b'))
+    content, calls, _ = await turn(Message("user", text='/call client__web__a {"x": 1}\nsome text\n/call b'))
     assert [(c.name, c.arguments) for c in calls] == [("client__web__a", {"x": 1}), ("b", {})]
     assert all(c.call_id.startswith("call_") and len(c.call_id) == 37 for c in calls)
     assert [block["type"] for block in content] == ["tool_call", "tool_call"]
 
 
-async def test_other_input_is_echoed() -> None:
-    content, calls = await turn(Message("user", text="hello\nthere"))
+async def test_other_input_is_echoed_and_streamed() -> None:
+    content, calls, streamed = await turn(Message("user", text="hello\nthere"))
     assert calls == []
     assert content == [{"type": "text", "data": {"text": "You said: hello\nthere"}}]
+    assert streamed.strip() == "You said: hello\nthere"
 
 
 async def test_results_are_answered_one_line_per_call_in_order() -> None:
     a, b = PlannedCall("call_a", "client__web__a", {}), PlannedCall("call_b", "b", {})
-    content, calls = await turn(
+    content, calls, _ = await turn(
         Message("user", text="/call client__web__a\n/call b"),
         Message("assistant", calls=[a, b]),
         Message("tool", result=ToolOutcome("call_b", "nope", is_error=True)),
@@ -63,14 +65,10 @@ async def test_bad_lines_and_fail_end_the_run(line: str, message: str) -> None:
 
 
 async def test_sleep_is_cancellable() -> None:
-    flag = asyncio.Event()
-
-    async def checkpoint() -> None:
-        if flag.is_set():
-            raise StepCancelled
-
-    task = asyncio.create_task(ScriptedModel().turn([Message("user", text="/sleep 30")], checkpoint))
-    await asyncio.sleep(0.1)
-    flag.set()
-    with pytest.raises(StepCancelled):
+    task = asyncio.create_task(
+        ScriptedModel().turn(ModelRequest(CONFIG, [Message("user", text="/sleep 30")], []), lambda _: None)
+    )
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 1)

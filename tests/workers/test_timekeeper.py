@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from broker import Broker, Settings
-from broker.events import tool_call_block
-from tests.helpers import HIGHLIGHT, call, log_events, make_session, types
+from broker.codec import loads
+from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types
 from tests.stack import opened_broker, run_worker, started_redis
 from workers.timekeeper import Timekeeper
 
@@ -18,12 +18,9 @@ from workers.timekeeper import Timekeeper
 async def dispatch(broker: Broker, session_id: str, count: int) -> str:
     """A run waiting on `count` calls to a registered `web` client; returns the run id."""
     await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-0000000000aa", "web", 60, [HIGHLIGHT])
-    run = "0190f2a0-0000-7000-8000-0000000000bb"
-    await broker.runs.submit(session_id, run, "input", "go", "client")
-    await broker.runs.begin(session_id, run, 0)
+    run = await start_run(broker, session_id)
     calls = [call("client__web__highlight_row") for _ in range(count)]
-    content = [tool_call_block(c.call_id, c.name, c.arguments) for c in calls]
-    assert (await broker.runs.commit(session_id, run, 0, content, None, calls)).outcome == "waiting"
+    assert (await commit(broker, session_id, run, calls)).outcome == "waiting"
     return run
 
 
@@ -133,42 +130,44 @@ async def test_a_ping_just_after_the_lapse_is_refused_and_ends_the_client(broker
     assert (await types(broker, session_id)).count("client_left") == 1
 
 
-async def test_a_continuation_left_behind_is_enqueued_once(broker: Broker, settings: Settings, redis_url: str) -> None:
+async def test_work_left_behind_is_performed_once(broker: Broker, settings: Settings, redis_url: str) -> None:
     session_id = await make_session(broker)
     run = await dispatch(broker, session_id, 1)
     call_id = next(e["call_id"] for e in await log_events(broker, session_id) if e["type"] == "client_tool_dispatched")
-    # Record the result as the API would, then "die" before enqueueing the continuation it scheduled.
-    scheduled = await broker.clients.answer(
+    # Record the result as the API would, then "die" before performing the work it owed.
+    owed = await broker.clients.answer(
         session_id, "0190f2a0-0000-7000-8000-0000000000aa", call_id, "ok", is_error=False, tag=""
     )
-    assert scheduled == f"{session_id}:{run}:1"
+    assert owed == [f"s|{session_id}|{run}|1|0"]
     async with run_worker(settings, redis_url):
         await wait_until(broker, session_id, "run_completed", 1)
         # A late duplicate of the same step changes nothing.
-        await broker.runs.enqueue(scheduled)
+        await broker.work.perform(owed)
         await asyncio.sleep(0.3)
     events = await log_events(broker, session_id)
     assert types_of(events).count("run_completed") == 1
     assert types_of(events).count("message_assistant") == 2
-    assert not await broker.core.redis.zcard(broker.core.keys.continuations)
+    assert not await broker.core.redis.zcard(broker.core.keys.work)
 
 
 def types_of(events: list[dict[str, object]]) -> list[object]:
     return [e["type"] for e in events]
 
 
-async def test_a_step_whose_worker_died_runs_again_and_commits_once(
+async def test_a_step_whose_worker_died_is_reclaimed_and_commits_once(
     broker: Broker, settings: Settings, redis_url: str
 ) -> None:
     session_id = await make_session(broker)
-    run = "0190f2a0-0000-7000-8000-0000000000dd"
-    submitted = await broker.runs.submit(session_id, run, "input", "hello", "client")
-    # A worker began the step and died before committing; the job is retried.
-    assert await broker.runs.begin(session_id, run, 0) == "run"
-    await broker.core.redis.zrem(broker.core.keys.continuations, submitted.scheduled)
+    # A worker began the step and died: nobody renews its lease, and its job is gone with it.
+    run = await start_run(broker, session_id, "hello")
+    await broker.core.redis.delete(broker.core.keys.work)
     async with run_worker(settings, redis_url):
-        await broker.runs.enqueue(submitted.scheduled)
-        await wait_until(broker, session_id, "run_completed", 1)
+        # The lease (1 s here) lapses; the sweeper gives the step to this worker as try 1.
+        await wait_until(broker, session_id, "run_completed", 1, timeout=5)
     kinds = await types(broker, session_id)
     assert kinds.count("run_started") == 1
     assert kinds.count("message_assistant") == 1
+    raw = await broker.log.after(session_id, 0, 1000)
+    timings = [e for e in (loads(d) for _, d in raw) if e["type"] == "custom"]
+    assert [t["payload"]["attempt"] for t in timings if t["payload"]["scope"] == "step"] == [1]
+    assert run == timings[-1]["payload"]["run_id"]

@@ -1,25 +1,25 @@
-"""What a model step takes (the transcript) and gives (one assistant turn), and how it fails."""
+"""What a model step takes (the request) and gives (one assistant turn), and how it fails."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from broker.events import Block
 from broker.runs import PlannedCall
+
+if TYPE_CHECKING:
+    from workers.catalog import ToolSpec
+    from workers.config import RunConfig
 
 
 class ModelError(Exception):
     """The model call failed for good; the run ends with `run_failed` carrying this message."""
 
 
-class StepCancelled(Exception):
-    """A cancel was seen at a checkpoint; the run ends with `run_cancelled`."""
-
-
-# Raises StepCancelled when the run was cancelled; models call it while they wait.
-Checkpoint = Callable[[], Awaitable[None]]
+class TransientModelError(ModelError):
+    """A failure worth trying again (429, 5xx, a timeout, a dropped connection)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,13 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelRequest:
+    config: RunConfig
+    transcript: list[Message]
+    tools: list[ToolSpec]
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """What one model step produced: the assistant message's blocks and the tool calls among them."""
 
@@ -49,5 +56,9 @@ class Turn:
     model: str | None
 
 
+# Called with each piece of streamed text as it arrives; `None` means "start again" (a retried attempt).
+DeltaSink = Callable[[str | None], None]
+
+
 class Model(Protocol):
-    async def turn(self, transcript: list[Message], checkpoint: Checkpoint) -> Turn: ...
+    async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn: ...

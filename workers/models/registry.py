@@ -3,30 +3,59 @@
 from __future__ import annotations
 
 from broker import Broker
+from broker.codec import sha256_hex
 from broker.errors import NotFound
-from broker.providers import SCRIPTED_PROVIDER_ID
+from broker.providers import ANTHROPIC_PROVIDER_ID, OPENAI_PROVIDER_ID, SCRIPTED_PROVIDER_ID, Provider
+from workers.config import RunConfig
+from workers.models.anthropic_messages import AnthropicMessages
 from workers.models.base import Model, ModelError
+from workers.models.openai_responses import OpenAIResponses
 from workers.models.scripted import ScriptedModel
 
 
 class ModelRegistry:
+    """Resolves a session to its model and config; versions never change, so both are cached."""
+
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._scripted = ScriptedModel()
+        self._versions: dict[str, tuple[str, RunConfig]] = {}
+        self._clients: dict[str, Model] = {}
 
-    async def for_session(self, session_id: str) -> Model:
+    async def for_session(self, session_id: str) -> tuple[Model, RunConfig]:
+        provider_id, config = await self._version_of(session_id)
+        if provider_id == SCRIPTED_PROVIDER_ID:
+            return self._scripted, config
         try:
-            session = await self._broker.sessions.get(session_id)
-            version = await self._broker.agents.version(session.agent_version_id)
-        except NotFound as error:
-            raise ModelError(f"the session's agent version is gone: {error.message}") from None
-        if version.model_provider_id == SCRIPTED_PROVIDER_ID:
-            return self._scripted
-        try:
-            provider = await self._broker.providers.get(version.model_provider_id)
+            provider = await self._broker.providers.get(provider_id)
         except NotFound:
-            raise ModelError(f"model provider {version.model_provider_id} was deleted") from None
-        raise ModelError(
-            f"model provider {provider.display_name!r} ({provider.format}) cannot be called by this deployment yet; "
-            "only the built-in scripted model runs"
-        )
+            raise ModelError(f"model provider {provider_id} was deleted") from None
+        return self._client(provider), config
+
+    async def _version_of(self, session_id: str) -> tuple[str, RunConfig]:
+        if session_id not in self._versions:
+            try:
+                session = await self._broker.sessions.get(session_id)
+                version = await self._broker.agents.version(session.agent_version_id)
+            except NotFound as error:
+                raise ModelError(f"the session's agent version is gone: {error.message}") from None
+            config = RunConfig.of(version.config, self._broker.settings.max_steps)
+            self._versions[session_id] = (version.model_provider_id, config)
+        return self._versions[session_id]
+
+    def _client(self, provider: Provider) -> Model:
+        settings = self._broker.settings
+        base_url, api_key = provider.base_url, provider.api_key
+        if provider.id == OPENAI_PROVIDER_ID and settings.openai_api_key is not None:
+            base_url, api_key = settings.openai_base_url, settings.openai_api_key.get_secret_value()
+        elif provider.id == ANTHROPIC_PROVIDER_ID and settings.anthropic_api_key is not None:
+            base_url, api_key = settings.anthropic_base_url, settings.anthropic_api_key.get_secret_value()
+        # A provider whose URL or key changed gets a new client; the old one is simply dropped.
+        identity = sha256_hex(f"{provider.id}\n{provider.format}\n{base_url}\n{api_key}")
+        if identity not in self._clients:
+            timeout = settings.step_timeout_s
+            if provider.format == "anthropic":
+                self._clients[identity] = AnthropicMessages(base_url, api_key, timeout)
+            else:
+                self._clients[identity] = OpenAIResponses(base_url, api_key, timeout)
+        return self._clients[identity]

@@ -10,9 +10,7 @@ from broker.codec import loads, new_call_id
 from broker.events import Block, text_block, tool_call_block
 from broker.providers import SCRIPTED_MODEL
 from broker.runs import PlannedCall
-from workers.models.base import Checkpoint, Message, ModelError, ToolOutcome, Turn
-
-_CHECK_EVERY_S = 0.05
+from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, ToolOutcome, Turn
 
 
 def _parse_call(line: str) -> PlannedCall:
@@ -42,16 +40,7 @@ def _parse_sleep(line: str) -> float:
     return seconds
 
 
-async def _sleep(seconds: float, checkpoint: Checkpoint) -> None:
-    loop = asyncio.get_running_loop()
-    until = loop.time() + seconds
-    while (left := until - loop.time()) > 0:
-        await checkpoint()
-        await asyncio.sleep(min(left, _CHECK_EVERY_S))
-    await checkpoint()
-
-
-def _answer_results(transcript: list[Message]) -> list[Block]:
+def _answer_results(transcript: list[Message]) -> str:
     """One line per call of the latest assistant message, in order, from its results."""
     results: dict[str, ToolOutcome] = {}
     for message in reversed(transcript):
@@ -67,14 +56,22 @@ def _answer_results(transcript: list[Message]) -> list[Block]:
                     lines.append(f"{call.name} failed: {result.text}")
                 else:
                     lines.append(f"{call.name}: {result.text}")
-            return [text_block("\n".join(lines))]
-    return [text_block("")]
+            return "\n".join(lines)
+    return ""
+
+
+def _stream(text: str, on_delta: DeltaSink) -> list[Block]:
+    # Word by word, as a real model's text arrives, so `?include=deltas` has something to show.
+    for piece in text.split(" "):
+        on_delta(piece + " ")
+    return [text_block(text)]
 
 
 class ScriptedModel:
-    async def turn(self, transcript: list[Message], checkpoint: Checkpoint) -> Turn:
+    async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn:
+        transcript = request.transcript
         if transcript and transcript[-1].role == "tool":
-            return Turn(_answer_results(transcript), [], SCRIPTED_MODEL)
+            return Turn(_stream(_answer_results(transcript), on_delta), [], SCRIPTED_MODEL)
         text = next((m.text for m in reversed(transcript) if m.role == "user"), "")
         calls: list[PlannedCall] = []
         for raw_line in text.splitlines():
@@ -82,9 +79,10 @@ class ScriptedModel:
             if line.startswith("/call ") or line == "/call":
                 calls.append(_parse_call(line))
             elif line.startswith("/sleep ") or line == "/sleep":
-                await _sleep(_parse_sleep(line), checkpoint)
+                # Cancellable: a cancel ends the step by cancelling this task.
+                await asyncio.sleep(_parse_sleep(line))
             elif line.startswith("/fail ") or line == "/fail":
                 raise ModelError(line.partition(" ")[2].strip() or "the scripted model was told to fail")
         if calls:
             return Turn([tool_call_block(c.call_id, c.name, c.arguments) for c in calls], calls, SCRIPTED_MODEL)
-        return Turn([text_block(f"You said: {text}")], [], SCRIPTED_MODEL)
+        return Turn(_stream(f"You said: {text}", on_delta), [], SCRIPTED_MODEL)

@@ -1,44 +1,69 @@
--- Library: the context of the scripts that act on one call (ack, answer, deadline). Needs lib/core.lua.
--- Every script that includes it takes this KEYS and ARGV layout, then its own ARGV from 5 on:
+-- Library: the context of the scripts that act on one call. Needs lib/core.lua. Every script that
+-- includes it takes this KEYS and ARGV layout, then its own keys from KEYS[9] and ARGV from 5 on:
 --
 -- KEYS[1] meta  KEYS[2] events  KEYS[3] calls  KEYS[4] owed  KEYS[5] run  KEYS[6] the call's deadline key
--- KEYS[7] deadlines (global)  KEYS[8] continuations (global)
+-- KEYS[7] deadlines (global)  KEYS[8] work (global)
 -- ARGV[1] channel  ARGV[2] session id  ARGV[3] call id  ARGV[4] client id ('' when acting for none)
+-- Scripts with this layout return their owed work (a list of members) as their last element.
 
 local function sb_call_context()
   return {
     meta = KEYS[1], events = KEYS[2], calls = KEYS[3], owed = KEYS[4], run = KEYS[5], deadline = KEYS[6],
-    deadlines = KEYS[7], continuations = KEYS[8], channel = ARGV[1], sid = ARGV[2], call_id = ARGV[3],
-    cid = ARGV[4], now = sb_now_ms(),
+    deadlines = KEYS[7], work = KEYS[8], channel = ARGV[1], sid = ARGV[2], call_id = ARGV[3],
+    cid = ARGV[4], now = sb_now_ms(), owe = {},
   }
+end
+
+local function sb_call(S)
+  local raw = redis.call('HGET', S.calls, S.call_id)
+  return raw and cjson.decode(raw)
 end
 
 -- The call as the client at S.cid may see it: nil when it does not exist or belongs to another
 -- registration, which both answer 404 so no client learns of another's calls.
 local function sb_own_call(S)
-  local raw = redis.call('HGET', S.calls, S.call_id)
-  if not raw then return nil end
-  local rec = cjson.decode(raw)
-  if rec.client ~= S.cid then return nil end
+  local rec = sb_call(S)
+  if not rec or rec.kind ~= 'client' or rec.client ~= S.cid then return nil end
   return rec
 end
 
--- The 409 for an ack or answer of a call that is already settled.
+-- The 409 for acting on a call that is already settled.
 local function sb_settled_refusal(S, rec)
   if rec.state == 'failed' then
     return sb_refuse(409, 'call ' .. S.call_id .. ' failed: ' .. rec.reason)
   end
+  if rec.state == 'denied' then
+    return sb_refuse(409, 'call ' .. S.call_id .. ' was denied')
+  end
+  if rec.state == 'awaiting' then
+    return sb_refuse(409, 'call ' .. S.call_id .. ' is waiting for approval and was not dispatched yet')
+  end
   return sb_refuse(409, 'call ' .. S.call_id .. ' already has a result')
+end
+
+-- A call's deadline: its key expires (promptness) and its index entry is the authority (the guarantee).
+local function sb_set_deadline(S, kind, ms)
+  redis.call('SET', S.deadline, kind, 'PX', ms)
+  redis.call('ZADD', S.deadlines, S.now + ms, S.sid .. ':' .. S.call_id)
 end
 
 -- Moves a dispatched call to acked: the ack deadline is swapped for the result deadline.
 local function sb_ack(S, rec, result_ms)
-  local due = S.now + result_ms
-  redis.call('SET', S.deadline, 'result', 'PX', result_ms)
-  redis.call('ZADD', S.deadlines, due, S.sid .. ':' .. S.call_id)
+  sb_set_deadline(S, 'result', result_ms)
   rec.state = 'acked'
   rec.ack = sb_append(S, '{"type":"client_tool_acked","client_id":' .. sb_str(S.cid) .. ',"call_id":'
     .. sb_str(S.call_id) .. '}')
   redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
   return rec.ack
+end
+
+-- Sends a client call to its registration: its call stream (for pools), `client_tool_dispatched`, and
+-- the ack deadline. `dispatch` is the event body without seq.
+local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
+  rec.state = 'dispatched'
+  redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
+  redis.call('HSET', S.owed, S.call_id, rec.client)
+  local event = sb_append(S, dispatch)
+  redis.call('XADD', stream, 'MINID', '~', S.now - retention_ms, '*', 'call', S.call_id, 'e', event)
+  sb_set_deadline(S, 'ack', ack_ms)
 end

@@ -1,62 +1,67 @@
--- Library: settling client calls and ending runs. Needs lib/core.lua before it.
+-- Library: settling calls, ending runs and starting the next one. Needs lib/core.lua before it.
 --
--- A call record (a field of S.calls, JSON) holds: client, run, step, tool (raw), name (model-visible),
--- state (dispatched | acked | answered | failed), reason, ack (the acked event), tag (the answer's
--- idempotency tag). The active run (hash S.run) holds: run_id, step, state (queued | running | waiting |
--- ending), pending (calls of the step not yet settled), cancel, started.
+-- A call record (a field of S.calls, JSON) holds: kind (client | server), client (the registration it is
+-- bound to; '' for a server call), run, step, tool (raw), state (awaiting | dispatched | acked | queued |
+-- running | answered | failed | denied), reason, ack (the acked event), tag (the answer's idempotency
+-- tag), dispatch (the client_tool_dispatched body an approval sends), args (a server call's arguments).
+-- The active run (hash S.run) holds: run_id, step, attempt, state (queued | running | waiting | ending),
+-- pending (calls of the step not yet settled), cancel, started, created_at, lease_until, reclaims, scoped
+-- (ids of its run-scoped registrations, space separated). Waiting input (list S.queue) holds JSON entries
+-- {run_id, input_id, text, source, at, scoped}.
 
 local SB_GONE_TEXT = {
   departed = 'the client left before answering',
   timed_out = 'the client stopped pinging and its registration lapsed before it answered',
 }
 
--- Marks the run's next step as owed a job. The member stays in S.continuations until the job is
--- enqueued, so a process that dies in between leaves it for the sweeper.
-local function sb_schedule_step(S, run_id, step)
-  redis.call('HSET', S.run, 'state', 'queued', 'step', step, 'pending', 0)
-  local member = S.sid .. ':' .. run_id .. ':' .. step
-  redis.call('ZADD', S.continuations, S.now, member)
-  return member
+-- Marks step `step` (try `attempt`) of the run as owed a job; the job id carries both, so a step retried
+-- after its worker died is a new job and the dead one's late duplicate finds itself stale.
+local function sb_schedule_step(S, run_id, step, attempt)
+  redis.call('HSET', S.run, 'state', 'queued', 'step', step, 'attempt', attempt, 'pending', 0)
+  sb_owe(S, 's|' .. S.sid .. '|' .. run_id .. '|' .. step .. '|' .. attempt)
 end
 
 -- Records the outcome and, when this was the last unsettled call of the active step, schedules the next
--- step: the barrier that makes a run continue exactly once after parallel calls.
--- Reads S.calls, S.owed, S.deadlines, S.run, S.continuations, S.sid, S.now.
+-- step: the barrier that makes a run continue exactly once after parallel calls and approvals.
+-- Reads S.calls, S.owed, S.deadlines, S.run and the fields sb_owe reads.
 local function sb_settle(S, call_id, rec, state, reason)
   rec.state = state
   rec.reason = reason
+  rec.dispatch = nil
+  rec.args = nil
   redis.call('HSET', S.calls, call_id, cjson.encode(rec))
   redis.call('HDEL', S.owed, call_id)
   redis.call('ZREM', S.deadlines, S.sid .. ':' .. call_id)
   local run = redis.call('HMGET', S.run, 'run_id', 'step', 'state')
-  if run[1] ~= rec.run or tonumber(run[2]) ~= rec.step or run[3] ~= 'waiting' then return false end
-  if redis.call('HINCRBY', S.run, 'pending', -1) > 0 then return false end
-  return sb_schedule_step(S, rec.run, rec.step + 1)
+  if run[1] ~= rec.run or tonumber(run[2]) ~= rec.step or run[3] ~= 'waiting' then return end
+  if redis.call('HINCRBY', S.run, 'pending', -1) > 0 then return end
+  sb_schedule_step(S, rec.run, rec.step + 1, 0)
 end
 
--- Fails one unsettled call: `client_tool_failed`, then a `tool_result` the model reads as an error.
+-- Fails one unsettled call with an error result the model reads. A dispatched client call says why first
+-- (`client_tool_failed`); a call still awaiting approval is resolved as denied, so no tab keeps asking.
 local function sb_fail_call(S, call_id, rec, reason, text)
-  sb_append(S, '{"type":"client_tool_failed","client_id":' .. sb_str(rec.client) .. ',"call_id":'
-    .. sb_str(call_id) .. ',"reason":"' .. reason .. '"}')
+  if rec.state == 'awaiting' then
+    sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(call_id)
+      .. ',"decision":"deny","deny_message":' .. sb_str(text) .. ',"resolved_by":null}')
+  elseif rec.kind == 'client' then
+    sb_append(S, '{"type":"client_tool_failed","client_id":' .. sb_str(rec.client) .. ',"call_id":'
+      .. sb_str(call_id) .. ',"reason":"' .. reason .. '"}')
+  end
   sb_append(S, sb_tool_result(call_id, text, true))
-  return sb_settle(S, call_id, rec, 'failed', reason)
+  sb_settle(S, call_id, rec, 'failed', reason)
 end
 
 -- Fails every unsettled call whose record field `field` equals `value` (a client id or a run id).
--- Returns the continuation member the last settle scheduled, or false.
 local function sb_fail_owed(S, field, value, reason, text)
   local owed = redis.call('HGETALL', S.owed)
-  local scheduled = false
   for i = 1, #owed, 2 do
     local raw = redis.call('HGET', S.calls, owed[i])
     if raw then
       local rec = cjson.decode(raw)
-      if rec[field] == value then
-        scheduled = sb_fail_call(S, owed[i], rec, reason, text) or scheduled
-      end
+      if rec[field] == value then sb_fail_call(S, owed[i], rec, reason, text) end
     end
   end
-  return scheduled
 end
 
 -- Ends a registration: the name is released, the lease dropped, `client_left` appended, and the calls it
@@ -70,23 +75,81 @@ local function sb_client_gone(S, cid, reason)
   redis.call('DEL', S.lease)
   redis.call('ZREM', S.leases, S.sid .. ':' .. cid)
   sb_append(S, '{"type":"client_left","client_id":' .. sb_str(cid) .. ',"reason":"' .. reason .. '"}')
-  return sb_fail_owed(S, 'client', cid, 'client_gone', SB_GONE_TEXT[reason])
+  sb_fail_owed(S, 'client', cid, 'client_gone', SB_GONE_TEXT[reason])
+end
+
+-- Run-scoped registrations leave with their run: owed as work, since their keys are not this script's.
+local function sb_release_scoped(S, scoped)
+  for cid in string.gmatch(scoped or '', '%S+') do sb_owe(S, 'd|' .. S.sid .. '|' .. cid) end
+end
+
+-- Makes `run_id` the active run and schedules its first step.
+local function sb_start_run(S, run_id, scoped)
+  redis.call('HSET', S.run, 'run_id', run_id, 'cancel', '0', 'started', '0', 'created_at', S.now,
+    'scoped', scoped or '', 'reclaims', 0)
+  sb_schedule_step(S, run_id, 0, 0)
+end
+
+-- Starts what waits in the queue, by the session's policy (think-reference.md section 5): `queue` takes
+-- the oldest; `latest` cancels all but the newest, whose run still sees every superseded message; `merge`
+-- cancels all but the newest and folds every text into its one message; `debounce` is `latest` once no
+-- input has come for debounce_ms (until then a timer in S.dequeue waits).
+local function sb_start_next(S)
+  if redis.call('LLEN', S.queue) == 0 then return end
+  local policy = redis.call('HGET', S.meta, 'policy') or 'queue'
+  if policy == 'debounce' then
+    local newest = cjson.decode(redis.call('LINDEX', S.queue, -1))
+    local due = newest.at + tonumber(redis.call('HGET', S.meta, 'debounce_ms') or 750)
+    if due > S.now then
+      redis.call('ZADD', S.dequeue, due, S.sid)
+      return
+    end
+  end
+  if policy ~= 'latest' and policy ~= 'merge' and policy ~= 'debounce' then
+    local entry = cjson.decode(redis.call('LPOP', S.queue))
+    sb_append(S, sb_message_user(entry.text, entry.source))
+    sb_start_run(S, entry.run_id, entry.scoped)
+    return
+  end
+  local entries = redis.call('LRANGE', S.queue, 0, -1)
+  redis.call('DEL', S.queue)
+  local last = cjson.decode(entries[#entries])
+  local texts = {}
+  for i = 1, #entries - 1 do
+    local entry = cjson.decode(entries[i])
+    if policy == 'merge' then
+      texts[#texts + 1] = entry.text
+    else
+      sb_append(S, sb_message_user(entry.text, entry.source))
+    end
+    sb_append(S, sb_run_event('run_cancelled', entry.run_id))
+    sb_release_scoped(S, entry.scoped)
+  end
+  texts[#texts + 1] = last.text
+  sb_append(S, sb_message_user(table.concat(texts, '\n\n'), last.source))
+  sb_start_run(S, last.run_id, last.scoped)
 end
 
 -- Ends the active run with `outcome` (run_completed | run_failed | run_cancelled): its owed calls fail
--- with `run_gone` first, then the terminal event; steering input not yet read goes with it.
--- Reads S.run, S.inbox and the settle fields. Returns the run id.
+-- with `run_gone` first, then the terminal event and the run's timing; steering input not yet read goes
+-- with it; its run-scoped registrations are released; and whatever waits in the queue starts.
+-- Reads S.run, S.inbox, S.steps and the fields of sb_settle and sb_start_next. Returns the run id.
 local function sb_end_run(S, outcome, err, gone_text)
-  local run = redis.call('HMGET', S.run, 'run_id', 'step')
+  local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'scoped', 'created_at')
   local run_id = run[1]
   redis.call('HSET', S.run, 'state', 'ending')
   sb_fail_owed(S, 'run', run_id, 'run_gone', gone_text)
-  redis.call('ZREM', S.continuations, S.sid .. ':' .. run_id .. ':' .. run[2])
+  redis.call('ZREM', S.steps, S.sid)
+  redis.call('ZREM', S.work, 's|' .. S.sid .. '|' .. run_id .. '|' .. run[2] .. '|' .. run[3])
   if outcome == 'run_failed' then
     sb_append(S, '{"type":"run_failed","run_id":' .. sb_str(run_id) .. ',"error":' .. sb_str(err) .. '}')
   else
     sb_append(S, sb_run_event(outcome, run_id))
   end
+  sb_append(S, sb_custom('timing', '{"scope":"run","run_id":' .. sb_str(run_id) .. ',"outcome":"' .. outcome
+    .. '","steps":' .. (tonumber(run[2]) + 1) .. ',"total_ms":' .. (S.now - tonumber(run[5])) .. '}'))
+  sb_release_scoped(S, run[4])
   redis.call('DEL', S.run, S.inbox)
+  sb_start_next(S)
   return run_id
 end

@@ -1,15 +1,54 @@
--- Library: the context of the scripts that act on one registration (ping, leave, lapse). Needs
--- lib/core.lua. Every script that includes it takes this KEYS and ARGV layout:
+-- Library: registering clients, and the context of the scripts that act on one registration (ping,
+-- leave, lapse). Needs lib/core.lua. Every script that uses sb_client_context takes this layout:
 --
 -- KEYS[1] meta  KEYS[2] events  KEYS[3] names  KEYS[4] client  KEYS[5] lease  KEYS[6] calls
--- KEYS[7] owed  KEYS[8] run  KEYS[9] deadlines (global)  KEYS[10] leases (global)
--- KEYS[11] continuations (global)
+-- KEYS[7] owed  KEYS[8] run  KEYS[9] deadlines (global)  KEYS[10] leases (global)  KEYS[11] work (global)
 -- ARGV[1] channel  ARGV[2] session id  ARGV[3] client id
+-- and returns its owed work (a list of members) as its last element.
 
 local function sb_client_context()
   return {
     meta = KEYS[1], events = KEYS[2], names = KEYS[3], client = KEYS[4], lease = KEYS[5],
     calls = KEYS[6], owed = KEYS[7], run = KEYS[8], deadlines = KEYS[9], leases = KEYS[10],
-    continuations = KEYS[11], channel = ARGV[1], sid = ARGV[2], cid = ARGV[3], now = sb_now_ms(),
+    work = KEYS[11], channel = ARGV[1], sid = ARGV[2], cid = ARGV[3], now = sb_now_ms(), owe = {},
   }
+end
+
+-- Registers client `cid` under the smallest free name (`web`, `web-2`, ...) among the active ones.
+-- `R` holds: names, clients, client, lease, leases (keys); cid, name, lifetime (JSON), ttl (ms, 0 for
+-- never), tools (JSON), tool_names ("\n" joined), max_clients, max_len, run (the run it is scoped to,
+-- or ''). Returns the assigned name and the expiry (-1 for never), or nil and a refusal message.
+local function sb_register(S, R)
+  local existing = redis.call('HMGET', R.client, 'name', 'expires_at')
+  if existing[1] then return existing[1], tonumber(existing[2]) or -1 end
+  if redis.call('HLEN', R.names) >= R.max_clients then
+    return nil, 'this session already has ' .. R.max_clients .. ' active clients, the limit;'
+      .. ' one must leave or lapse before another can register'
+  end
+  local assigned, k = R.name, 2
+  while redis.call('HEXISTS', R.names, assigned) == 1 do
+    local suffix = '-' .. k
+    assigned = string.sub(R.name, 1, R.max_len - #suffix) .. suffix
+    k = k + 1
+  end
+  redis.call('HSET', R.names, assigned, R.cid)
+  redis.call('SADD', R.clients, R.cid)
+  redis.call('HSET', R.client, 'name', assigned, 'lifetime', R.lifetime, 'ttl_ms', R.ttl, 'tools', R.tools,
+    'tool_names', R.tool_names, 'state', 'active', 'created_at', S.now, 'run', R.run)
+  local expires = -1
+  if R.ttl > 0 then
+    expires = S.now + R.ttl
+    redis.call('SET', R.lease, '1', 'PX', R.ttl)
+    redis.call('ZADD', R.leases, expires, S.sid .. ':' .. R.cid)
+    redis.call('HSET', R.client, 'expires_at', expires)
+  end
+  sb_append(S, '{"type":"client_registered","client_id":' .. sb_str(R.cid) .. ',"name":' .. sb_str(assigned)
+    .. ',"lifetime":' .. R.lifetime .. ',"tools":' .. R.tools .. '}')
+  return assigned, expires
+end
+
+-- Whether a registration's tool set holds `tool`.
+local function sb_holds(client, tool)
+  local names = '\n' .. (redis.call('HGET', client, 'tool_names') or '') .. '\n'
+  return string.find(names, '\n' .. tool .. '\n', 1, true) ~= nil
 end

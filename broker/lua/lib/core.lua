@@ -53,6 +53,23 @@ local function sb_append(S, body)
   return json
 end
 
+-- Records work a script leaves for its caller: a step job to enqueue (`s|sid|run|step|attempt`), a server
+-- tool job (`t|sid|call`), a run-scoped client to release (`d|sid|client`). It stays in the work index
+-- until the caller has done it, so a caller that dies leaves it for the sweeper. Reads S.work, S.owe.
+local function sb_owe(S, member)
+  redis.call('ZADD', S.work, S.now, member)
+  S.owe[#S.owe + 1] = member
+end
+
+local function sb_message_user(text, source)
+  return '{"type":"message_user","message":{"role":"user","content":[{"type":"text","data":{"text":'
+    .. sb_str(text) .. '}}]},"source":"' .. source .. '"}'
+end
+
+local function sb_custom(kind, payload)
+  return '{"type":"custom","kind":"' .. kind .. '","payload":' .. payload .. '}'
+end
+
 local function sb_run_event(kind, run_id)
   return '{"type":"' .. kind .. '","run_id":' .. sb_str(run_id) .. '}'
 end

@@ -1,0 +1,14 @@
+-- Extends the lease of the step a worker is running.
+--
+-- KEYS and ARGV[1..3]: the layout of lib/run.lua.  ARGV[4] step  ARGV[5] attempt  ARGV[6] lease ms
+-- Returns {0, 1, {}} renewed; {0, 0, {}} the step is no longer this worker's (reclaimed, cancelled,
+-- ended): the worker stops and commits nothing.
+
+--!include lib/core.lua
+--!include lib/run.lua
+
+local S = sb_run_context()
+local current = sb_current_step(S, tonumber(ARGV[4]), tonumber(ARGV[5]))
+if not current or current.state ~= 'running' then return sb_reply(0, S.owe) end
+sb_hold_step(S, tonumber(ARGV[6]))
+return sb_reply(1, S.owe)

@@ -1,0 +1,49 @@
+-- Decides a call waiting for approval; the first decision wins. `approval_resolved` goes first; a deny
+-- then gives the model an error result carrying the message; an allow dispatches a client call to the
+-- registration it was bound to (or fails it with client_gone if that one has left) and queues a server
+-- call for a worker.
+--
+-- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
+-- KEYS[9] the bound client's hash  KEYS[10] its call stream (unused for a server call)
+-- ARGV[5] 'allow' | 'deny'  ARGV[6] deny message ('' for none)  ARGV[7] resolved_by
+-- ARGV[8] ack deadline ms  ARGV[9] call stream retention ms  ARGV[10] the client id the caller read
+-- Returns {0, approval_resolved event JSON, owed}; {404, 'session' | 'call'}; {409, msg} decided already;
+-- {0, 'retry'} the call's bound client is not the one the caller read (read it again).
+
+--!include lib/core.lua
+--!include lib/calls.lua
+--!include lib/call.lua
+
+local S = sb_call_context()
+if not sb_session_live(S) then return sb_refuse(404, 'session') end
+local rec = sb_call(S)
+if not rec then return sb_refuse(404, 'call') end
+if rec.state ~= 'awaiting' then
+  if rec.decision then return sb_refuse(409, 'call ' .. S.call_id .. ' was already decided: ' .. rec.decision) end
+  return sb_refuse(409, 'call ' .. S.call_id .. ' is not waiting for approval')
+end
+if rec.kind == 'client' and rec.client ~= ARGV[10] then return sb_reply('retry') end
+local decision, message = ARGV[5], ARGV[6]
+local deny = message ~= '' and sb_str(message) or 'null'
+local resolved = sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(S.call_id) .. ',"decision":"'
+  .. decision .. '","deny_message":' .. (decision == 'deny' and deny or 'null') .. ',"resolved_by":'
+  .. sb_str(ARGV[7]) .. '}')
+rec.decision = decision
+if decision == 'deny' then
+  local text = 'the user denied this call'
+  if message ~= '' then text = text .. ': ' .. message end
+  sb_append(S, sb_tool_result(S.call_id, text, true))
+  sb_settle(S, S.call_id, rec, 'denied', 'denied')
+elseif rec.kind == 'server' then
+  rec.state = 'queued'
+  redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
+  sb_owe(S, 't|' .. S.sid .. '|' .. S.call_id)
+elseif redis.call('HGET', KEYS[9], 'state') ~= 'active' then
+  rec.state = 'allowed'
+  sb_fail_call(S, S.call_id, rec, 'client_gone', 'the client left before the call was approved')
+else
+  local dispatch = rec.dispatch
+  rec.dispatch = nil
+  sb_dispatch(S, rec, KEYS[10], dispatch, tonumber(ARGV[8]), tonumber(ARGV[9]))
+end
+return sb_reply(resolved, S.owe)

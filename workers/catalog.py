@@ -1,0 +1,73 @@
+"""What one model step offers the model, and where each of its calls goes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.runs import OfferedClient, Route, parse_client_tool
+from workers.config import RunConfig
+from workers.models.base import ModelError
+from workers.tools import Registry
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: the model-visible name, its description, its JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class Catalog:
+    def __init__(self, specs: dict[str, ToolSpec], routes: dict[str, Route], registered: dict[str, str]) -> None:
+        self._specs = specs
+        self._routes = routes
+        self._registered = registered
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        return list(self._specs.values())
+
+    @classmethod
+    def build(cls, offered: list[OfferedClient], registry: Registry, config: RunConfig) -> Catalog:
+        """Server tools first; a run-scoped client tool of the same name replaces one for this run (the
+        first seed's rule); registered clients' tools are `client__<name>__<tool>`."""
+        specs: dict[str, ToolSpec] = {}
+        routes: dict[str, Route] = {}
+        for name in config.server_tools:
+            server_tool = registry.get(name)
+            if server_tool is None:
+                raise ModelError(f"the agent offers the server tool {name!r}, which this deployment does not have")
+            specs[name] = ToolSpec(name, server_tool.description, server_tool.schema())
+            routes[name] = Route("server", name, config.server_policy(name), server="builtin")
+        for client in sorted(offered, key=lambda c: not c.scoped):
+            for tool in client.tools:
+                visible = tool["name"] if client.scoped else f"client__{client.name}__{tool['name']}"
+                specs[visible] = ToolSpec(visible, tool.get("description", ""), tool["parameters"])
+                routes[visible] = Route(
+                    "client",
+                    tool["name"],
+                    config.client_policy(visible),
+                    client_name="" if client.scoped else client.name,
+                    client_id=client.client_id,
+                    server=f"client:{client.name}",
+                )
+        registered = {c.name: c.client_id for c in offered if not c.scoped}
+        return cls(specs, routes, registered)
+
+    def route(self, name: str) -> Route:
+        if name in self._routes:
+            return self._routes[name]
+        parsed = parse_client_tool(name)
+        if parsed is None:
+            return Route("none", name, error=f"no tool named {name} is available in this session")
+        client, tool = parsed
+        # Checked again when the step commits: a registration that appears meanwhile takes the call.
+        cid = self._registered.get(client, "")
+        if not cid:
+            error = f"no client named {client} is registered in this session, so {name} cannot be called"
+        else:
+            error = f"client {client} does not serve a tool named {tool}"
+        return Route("client", tool, client_name=client, client_id=cid, server=f"client:{client}", error=error)

@@ -1,0 +1,58 @@
+"""What a run needs from its agent version's config, read once per step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Policy = Literal["allow", "require_approval", "deny"]
+DEFAULT_MAX_STEPS = 25
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """The model settings and the tool rules of an agent version (CONTRACT sections 4 and 5)."""
+
+    format: Literal["anthropic", "openai_responses"]
+    model: str
+    max_tokens: int
+    system_prompt: str | None = None
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
+    max_steps: int = DEFAULT_MAX_STEPS
+    server_tools: tuple[str, ...] = ()
+    client_policies: dict[str, Policy] = field(default_factory=dict)
+    server_policies: dict[str, Policy] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, config: dict[str, Any], default_max_steps: int = DEFAULT_MAX_STEPS) -> RunConfig:
+        model = config["model"]
+        thinking = model.get("thinking") or {}
+        return cls(
+            format=model["format"],
+            model=model["model"],
+            max_tokens=int(model["max_tokens"]),
+            system_prompt=config.get("system_prompt"),
+            thinking_budget=thinking.get("budget_tokens"),
+            reasoning_effort=model.get("reasoning_effort"),
+            max_steps=int(config.get("max_steps") or default_max_steps),
+            server_tools=tuple(config.get("server_tools") or ()),
+            client_policies=dict(config.get("client_tool_policies") or {}),
+            server_policies=dict(config.get("server_tool_policies") or {}),
+        )
+
+    def client_policy(self, name: str) -> Policy:
+        """By the model-visible name: an exact entry, else the longest `prefix*` pattern, else `*`."""
+        return _match(self.client_policies, name)
+
+    def server_policy(self, name: str) -> Policy:
+        return _match(self.server_policies, name)
+
+
+def _match(policies: dict[str, Policy], name: str) -> Policy:
+    if name in policies:
+        return policies[name]
+    patterns = [p for p in policies if p.endswith("*") and name.startswith(p[:-1])]
+    if patterns:
+        return policies[max(patterns, key=len)]
+    return "allow"

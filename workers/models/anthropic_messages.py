@@ -1,0 +1,159 @@
+"""The Anthropic Messages API, streamed, through the official `anthropic` package."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from broker.codec import loads
+from broker.events import Block, text_block, thinking_block, tool_call_block
+from broker.runs import PlannedCall
+from workers.models.aliases import Aliases
+from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn
+from workers.models.retry import Backoff
+
+# Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying.
+_TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+def _assistant_blocks(message: Message, aliases: Aliases) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for block in message.content:
+        data = block["data"]
+        if block["type"] == "text" and data["text"]:
+            blocks.append({"type": "text", "text": data["text"]})
+        elif block["type"] == "tool_call":
+            name = aliases.outward(data["name"])
+            blocks.append({"type": "tool_use", "id": data["id"], "name": name, "input": data["arguments"]})
+        elif block["type"] == "thinking" and data.get("redacted"):
+            blocks.append({"type": "redacted_thinking", "data": data["thinking"]})
+        # Thinking goes back only with its signature, which the API checks.
+        elif block["type"] == "thinking" and data.get("signature"):
+            blocks.append({"type": "thinking", "thinking": data["thinking"], "signature": data["signature"]})
+    return blocks
+
+
+def to_messages(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]]:
+    """The conversation as Messages API turns: roles alternate, tool results ride in user turns."""
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for message in transcript:
+        if message.role == "user" and message.text:
+            add("user", [{"type": "text", "text": message.text}])
+        elif message.role == "assistant":
+            add("assistant", _assistant_blocks(message, aliases))
+        elif message.role == "tool" and message.result is not None:
+            result = message.result
+            block = {"type": "tool_result", "tool_use_id": result.call_id, "content": result.text}
+            add("user", [{**block, "is_error": result.is_error}])
+    return turns
+
+
+def _error(error: anthropic.APIError) -> ModelError:
+    body = error.body if isinstance(error.body, dict) else {}
+    detail = body.get("error") if isinstance(body.get("error"), dict) else body
+    kind = detail.get("type") if isinstance(detail, dict) else None
+    text = detail.get("message") if isinstance(detail, dict) and detail.get("message") else error.message
+    if isinstance(error, anthropic.APIConnectionError):
+        return TransientModelError(f"Anthropic could not be reached: {error.message}")
+    status = getattr(error, "status_code", 0)
+    if status == 429 or status >= 500 or kind in _TRANSIENT_TYPES:
+        retry_after = None
+        response = getattr(error, "response", None)
+        header = response.headers.get("retry-after") if response is not None else None
+        if header and header.isdigit():
+            retry_after = float(header)
+        return Backoff(f"Anthropic answered {status} {kind or ''}: {text}".replace("  ", " "), retry_after)
+    return ModelError(f"Anthropic refused the request ({status}): {text}")
+
+
+class _Accumulator:
+    """Blocks of one streamed message, built from its content_block events."""
+
+    def __init__(self, aliases: Aliases, on_delta: DeltaSink) -> None:
+        self._aliases = aliases
+        self._on_delta = on_delta
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self.model: str | None = None
+
+    def feed(self, event: Any) -> None:
+        kind = event.type
+        if kind == "message_start":
+            self.model = event.message.model
+        elif kind == "content_block_start":
+            self._blocks[event.index] = event.content_block.model_dump()
+            self._blocks[event.index].setdefault("partial", "")
+        elif kind == "content_block_delta":
+            self._delta(self._blocks[event.index], event.delta)
+
+    def _delta(self, block: dict[str, Any], delta: Any) -> None:
+        if delta.type == "text_delta":
+            block["text"] = block.get("text", "") + delta.text
+            self._on_delta(delta.text)
+        elif delta.type == "input_json_delta":
+            block["partial"] += delta.partial_json
+        elif delta.type == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.thinking
+        elif delta.type == "signature_delta":
+            block["signature"] = (block.get("signature") or "") + delta.signature
+
+    def turn(self) -> Turn:
+        content: list[Block] = []
+        calls: list[PlannedCall] = []
+        for _, block in sorted(self._blocks.items()):
+            if block["type"] == "text" and block.get("text"):
+                content.append(text_block(block["text"]))
+            elif block["type"] == "thinking":
+                content.append(thinking_block(block.get("thinking", ""), signature=block.get("signature")))
+            elif block["type"] == "redacted_thinking":
+                content.append(thinking_block(block.get("data", ""), redacted=True))
+            elif block["type"] == "tool_use":
+                arguments = loads(block["partial"]) if block["partial"] else (block.get("input") or {})
+                call = PlannedCall(block["id"], self._aliases.inward(block["name"]), arguments)
+                calls.append(call)
+                content.append(tool_call_block(call.call_id, call.name, call.arguments))
+        return Turn(content, calls, self.model)
+
+
+class AnthropicMessages:
+    def __init__(self, base_url: str, api_key: str, timeout_s: float) -> None:
+        # Retries are ours (models/retry.py), so the budget spans the whole step.
+        self._client = anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+
+    async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn:
+        config = request.config
+        aliases = Aliases(tool.name for tool in request.tools)
+        params: dict[str, Any] = {
+            "model": config.model,
+            "max_tokens": config.max_tokens,
+            "messages": to_messages(request.transcript, aliases),
+            "stream": True,
+        }
+        if config.system_prompt:
+            params["system"] = config.system_prompt
+        if config.thinking_budget is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": config.thinking_budget}
+        if request.tools:
+            params["tools"] = [
+                {"name": aliases.outward(t.name), "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+        accumulator = _Accumulator(aliases, on_delta)
+        try:
+            stream = await self._client.messages.create(**params)
+            async for event in stream:
+                accumulator.feed(event)
+        except anthropic.APIError as error:
+            raise _error(error) from error
+        except ValueError as error:
+            raise ModelError(f"Anthropic sent a tool call whose input is not JSON: {error}") from error
+        return accumulator.turn()

@@ -1,0 +1,137 @@
+"""The OpenAI Responses API (and servers that speak it: vLLM, Ollama, LM Studio), streamed, through the
+official `openai` package."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from broker.codec import dumps, loads
+from broker.events import Block, text_block, thinking_block, tool_call_block
+from broker.runs import PlannedCall
+from workers.models.aliases import Aliases
+from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn
+from workers.models.retry import Backoff
+
+_TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
+
+
+def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]]:
+    """The conversation as Responses input items; tool results are function_call_output items."""
+    items: list[dict[str, Any]] = []
+    for message in transcript:
+        if message.role == "user" and message.text:
+            items.append({"role": "user", "content": message.text})
+        elif message.role == "assistant":
+            if message.text:
+                items.append({"role": "assistant", "content": message.text})
+            for call in message.calls:
+                name = aliases.outward(call.name)
+                arguments = dumps(call.arguments)
+                items.append({"type": "function_call", "call_id": call.call_id, "name": name, "arguments": arguments})
+        elif message.role == "tool" and message.result is not None:
+            result = message.result
+            output = f"error: {result.text}" if result.is_error else result.text
+            items.append({"type": "function_call_output", "call_id": result.call_id, "output": output})
+    return items
+
+
+def _failure(code: str | None, message: str, status: int | None = None, wait_s: float | None = None) -> ModelError:
+    where = f"{status} " if status else ""
+    if (status is not None and (status == 429 or status >= 500)) or (code or "") in _TRANSIENT_CODES:
+        return Backoff(f"the OpenAI API answered {where}{code or ''}: {message}".replace("  ", " "), wait_s)
+    return ModelError(f"the OpenAI API refused the request ({where}{code or 'error'}): {message}".replace("( ", "("))
+
+
+def _error(error: openai.APIError) -> ModelError:
+    if isinstance(error, openai.APIConnectionError):
+        return TransientModelError(f"the OpenAI API could not be reached: {error.message}")
+    body = error.body if isinstance(error.body, dict) else {}
+    detail = body.get("error") if isinstance(body.get("error"), dict) else body
+    code = detail.get("code") or detail.get("type") if isinstance(detail, dict) else None
+    message = detail.get("message") if isinstance(detail, dict) and detail.get("message") else error.message
+    status = error.status_code if isinstance(error, openai.APIStatusError) else None
+    wait = None
+    if isinstance(error, openai.APIStatusError):
+        header = error.response.headers.get("retry-after")
+        wait = float(header) if header and header.isdigit() else None
+    return _failure(code, str(message), status, wait)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def _turn(output: list[Any], aliases: Aliases, model: str | None) -> Turn:
+    content: list[Block] = []
+    calls: list[PlannedCall] = []
+    for item in output:
+        kind = _field(item, "type")
+        if kind == "reasoning":
+            summary = "".join(_field(part, "text") or "" for part in _field(item, "summary") or [])
+            if summary:
+                content.append(thinking_block(summary))
+        elif kind == "message":
+            text = "".join(_field(part, "text") or "" for part in _field(item, "content") or [])
+            if text:
+                content.append(text_block(text))
+        elif kind == "function_call":
+            raw = _field(item, "arguments") or "{}"
+            try:
+                arguments = loads(raw)
+            except ValueError:
+                raise ModelError(f"the model sent a function call whose arguments are not JSON: {raw[:200]}") from None
+            call = PlannedCall(_field(item, "call_id"), aliases.inward(_field(item, "name")), arguments)
+            calls.append(call)
+            content.append(tool_call_block(call.call_id, call.name, call.arguments))
+    return Turn(content, calls, model)
+
+
+class OpenAIResponses:
+    def __init__(self, base_url: str, api_key: str, timeout_s: float) -> None:
+        # Retries are ours (models/retry.py), so the budget spans the whole step.
+        self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+
+    async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn:
+        config = request.config
+        aliases = Aliases(tool.name for tool in request.tools)
+        params: dict[str, Any] = {
+            "model": config.model,
+            "input": to_input(request.transcript, aliases),
+            "max_output_tokens": config.max_tokens,
+            "store": False,
+            "stream": True,
+        }
+        if config.system_prompt:
+            params["instructions"] = config.system_prompt
+        if config.reasoning_effort:
+            params["reasoning"] = {"effort": config.reasoning_effort}
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "name": aliases.outward(t.name),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "strict": False,
+                }
+                for t in request.tools
+            ]
+        try:
+            stream = await self._client.responses.create(**params)
+            async for event in stream:
+                kind = event.type
+                if kind == "response.output_text.delta":
+                    on_delta(event.delta)
+                elif kind in ("response.completed", "response.incomplete"):
+                    response = event.response
+                    return _turn(list(response.output), aliases, getattr(response, "model", None))
+                elif kind == "response.failed":
+                    failure = event.response.error
+                    raise _failure(_field(failure, "code"), _field(failure, "message") or "the response failed")
+                elif kind == "error":
+                    raise _failure(getattr(event, "code", None), getattr(event, "message", "") or "stream error")
+        except openai.APIError as error:
+            raise _error(error) from error
+        raise TransientModelError("the OpenAI API stream ended before the response was complete")
