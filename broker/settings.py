@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     anthropic_base_url: str = "https://api.anthropic.com"
     server_tools_module: str | None = None
     max_steps: int = Field(default=25, ge=1, le=1000)
+    model_attempts: int = Field(default=4, ge=1, le=20)
+    model_backoff_s: Seconds = 0.5
+    model_retry_budget_s: Seconds = 60.0
     step_lease_s: Seconds = 10.0
     server_call_lease_s: Seconds = 6.0
 

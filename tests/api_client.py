@@ -58,16 +58,17 @@ class Api:
         providers = (await self.key.get("/v1/model-providers")).json()["items"]
         return str(next(p["id"] for p in providers if p["display_name"] == "Scripted"))
 
-    async def agent(self, name: str = "agent") -> str:
+    async def agent(self, name: str = "agent", **config: Any) -> str:
+        """A scripted agent with one published version; `config` adds to its config (extensions)."""
         agent = await self.key.post("/v1/agents", json={"name": name})
         assert agent.status_code == 201, agent.text
-        version = {"model_provider_id": await self.scripted_provider_id(), **SCRIPTED_CONFIG}
+        version = {"model_provider_id": await self.scripted_provider_id(), **SCRIPTED_CONFIG, **config}
         published = await self.key.post(f"/v1/agents/{agent.json()['id']}/versions", json=version)
         assert published.status_code == 201, published.text
         return str(agent.json()["id"])
 
-    async def session(self, agent_id: str | None = None) -> Session:
-        agent_id = agent_id or await self.agent()
+    async def session(self, agent_id: str | None = None, **config: Any) -> Session:
+        agent_id = agent_id or await self.agent(**config)
         created = await self.key.post("/v1/sessions", json={"agent_id": agent_id})
         assert created.status_code == 201, created.text
         body = created.json()
@@ -84,9 +85,10 @@ class Api:
         registered: dict[str, Any] = answer.json()
         return registered
 
-    async def send(self, session: Session, text: str) -> dict[str, Any]:
+    async def send(self, session: Session, text: str, **extra: Any) -> dict[str, Any]:
         async with self.as_session(session) as client:
-            answer = await client.post(f"/v1/sessions/{session.id}/events", json={"type": "input", "text": text})
+            body = {"type": "input", "text": text, **extra}
+            answer = await client.post(f"/v1/sessions/{session.id}/events", json=body)
         assert answer.status_code == 200, answer.text
         sent: dict[str, Any] = answer.json()
         return sent

@@ -24,6 +24,7 @@ FAST = {
     "stream_keepalive_s": 1.0,
     "idempotency_wait_s": 2.0,
     "step_lease_s": 1.0,
+    "model_backoff_s": 0.02,
     "server_call_lease_s": 1.0,
 }
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from starlette.types import ASGIApp
 
 from api.app import create_app
 from broker import Broker, Settings
@@ -43,10 +44,15 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def serve_api(settings: Settings, redis_url: str) -> AsyncIterator[str]:
+    async with serve_asgi(create_app(settings, redis_url)) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def serve_asgi(app: ASGIApp) -> AsyncIterator[str]:
+    """Any ASGI app on a free local port, in this loop, for the length of the block."""
     port = free_port()
-    config = uvicorn.Config(
-        create_app(settings, redis_url), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     # uvicorn installs signal handlers only for its own process; under the test runner it must not.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]

@@ -153,7 +153,14 @@ class StepRunner:
         catalog = Catalog.build(await self._broker.runs.offered(session_id), self._registry, config)
         transcript = await read_transcript(self._broker, session_id)
         request = ModelRequest(config, transcript, catalog.tools)
-        turn: Turn = await with_retries(lambda: model.turn(request, deltas.sink), deltas.sink)
+        settings = self._broker.settings
+        turn: Turn = await with_retries(
+            lambda: model.turn(request, deltas.sink),
+            deltas.sink,
+            attempts=settings.model_attempts,
+            backoff_s=settings.model_backoff_s,
+            budget_s=settings.model_retry_budget_s,
+        )
         return turn, catalog
 
     async def _commit(

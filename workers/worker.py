@@ -42,7 +42,8 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
     broker = await Broker.connect(settings, url)
     timekeeper = Timekeeper(broker)
     registry = load_registry(settings.server_tools_module)
-    steps = StepRunner(broker, ModelRegistry(broker), registry)
+    models = ModelRegistry(broker)
+    steps = StepRunner(broker, models, registry)
     tools = ServerToolRunner(broker, registry)
 
     async def on_startup(ctx: dict[str, object]) -> None:
@@ -52,6 +53,7 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
 
     async def on_shutdown(ctx: dict[str, object]) -> None:
         await timekeeper.stop()
+        await models.aclose()
 
     worker = Worker(
         functions=[

@@ -129,6 +129,9 @@ class AnthropicMessages:
         # Retries are ours (models/retry.py), so the budget spans the whole step.
         self._client = anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
 
+    async def aclose(self) -> None:
+        await self._client.close()
+
     async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn:
         config = request.config
         aliases = Aliases(tool.name for tool in request.tools)

@@ -22,6 +22,12 @@ class ModelRegistry:
         self._versions: dict[str, tuple[str, RunConfig]] = {}
         self._clients: dict[str, Model] = {}
 
+    async def aclose(self) -> None:
+        """Close the provider clients (their connection pools)."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
     async def for_session(self, session_id: str) -> tuple[Model, RunConfig]:
         provider_id, config = await self._version_of(session_id)
         if provider_id == SCRIPTED_PROVIDER_ID:

@@ -9,9 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from workers.models.base import DeltaSink, ModelError, TransientModelError, Turn
 
-MAX_ATTEMPTS = 4
-BUDGET_S = 60.0
-_BASE_S, _CAP_S = 0.5, 8.0
+_CAP_S = 8.0
 
 
 class Backoff(TransientModelError):
@@ -23,11 +21,7 @@ class Backoff(TransientModelError):
 
 
 async def with_retries(
-    attempt: Callable[[], Awaitable[Turn]],
-    on_delta: DeltaSink,
-    *,
-    attempts: int = MAX_ATTEMPTS,
-    budget_s: float = BUDGET_S,
+    attempt: Callable[[], Awaitable[Turn]], on_delta: DeltaSink, *, attempts: int, backoff_s: float, budget_s: float
 ) -> Turn:
     """Call `attempt` until it answers, a failure is not transient, or the attempts or the budget run
     out; then the run fails with the provider's last message."""
@@ -37,7 +31,7 @@ async def with_retries(
             return await attempt()
         except TransientModelError as error:
             wait = error.wait_s if isinstance(error, Backoff) and error.wait_s is not None else None
-            wait = min(wait if wait is not None else _BASE_S * 2 ** (number - 1), _CAP_S)
+            wait = min(wait if wait is not None else backoff_s * 2 ** (number - 1), _CAP_S)
             wait *= 1 + random.random() * 0.25
             if number == attempts or time.monotonic() - started + wait > budget_s:
                 raise ModelError(f"the model provider kept failing ({number} attempts): {error}") from error

@@ -68,6 +68,9 @@ def _stream(text: str, on_delta: DeltaSink) -> list[Block]:
 
 
 class ScriptedModel:
+    async def aclose(self) -> None:
+        return None
+
     async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn:
         transcript = request.transcript
         if transcript and transcript[-1].role == "tool":

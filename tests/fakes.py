@@ -1,0 +1,168 @@
+"""Local HTTP servers that speak the Anthropic Messages and OpenAI Responses wire formats, streaming
+included, answering from a script the test writes; every request they get is kept for assertions."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from broker.codec import dumps
+from tests.stack import serve_asgi
+
+Frame = tuple[str, dict[str, Any]]
+
+
+@dataclass
+class Reply:
+    """One scripted answer: an error status with a JSON body, or a stream of SSE frames."""
+
+    status: int = 200
+    body: dict[str, Any] = field(default_factory=dict)
+    frames: list[Frame] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class FakeProvider:
+    url: str = ""
+    replies: list[Reply] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    async def _answer(self, request: Request) -> Response:
+        self.requests.append({"path": request.url.path, "headers": dict(request.headers), **(await request.json())})
+        if not self.replies:
+            return JSONResponse({"error": {"type": "test_error", "message": "no reply was scripted"}}, 500)
+        reply = self.replies.pop(0)
+        if reply.status != 200:
+            return JSONResponse(reply.body, reply.status, headers=reply.headers)
+
+        async def stream() -> AsyncIterator[bytes]:
+            for event, data in reply.frames:
+                yield f"event: {event}\ndata: {dumps(data)}\n\n".encode()
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+@contextlib.asynccontextmanager
+async def fake_provider() -> AsyncIterator[FakeProvider]:
+    fake = FakeProvider()
+    app = Starlette(
+        routes=[
+            Route("/v1/messages", fake._answer, methods=["POST"]),
+            Route("/v1/responses", fake._answer, methods=["POST"]),
+        ]
+    )
+    async with serve_asgi(app) as url:
+        fake.url = url
+        yield fake
+
+
+# Anthropic Messages stream frames.
+
+
+def anthropic_stream(*blocks: dict[str, Any], model: str = "claude-test", stop: str = "end_turn") -> list[Frame]:
+    """A whole message: each block given as {"type": "text", "text"}, {"type": "tool_use", "id", "name",
+    "input"} or {"type": "thinking", "thinking", "signature"}, streamed in small deltas."""
+    message: dict[str, Any] = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    frames: list[Frame] = [("message_start", {"type": "message_start", "message": message})]
+    for index, block in enumerate(blocks):
+        frames += list(_anthropic_block(index, block))
+    delta = {"stop_reason": stop, "stop_sequence": None}
+    frames.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": 5}}))
+    frames.append(("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+def _delta(index: int, delta: dict[str, Any]) -> Frame:
+    return "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def _anthropic_block(index: int, block: dict[str, Any]) -> Iterator[Frame]:
+    kind = block["type"]
+    starts = {
+        "text": {"type": "text", "text": ""},
+        "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+        "tool_use": {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": {}},
+    }
+    yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": starts[kind]}
+    if kind == "text":
+        for word in _pieces(block["text"]):
+            yield _delta(index, {"type": "text_delta", "text": word})
+    elif kind == "thinking":
+        yield _delta(index, {"type": "thinking_delta", "thinking": block["thinking"]})
+        yield _delta(index, {"type": "signature_delta", "signature": block["signature"]})
+    else:
+        raw = dumps(block["input"])
+        for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
+            yield _delta(index, {"type": "input_json_delta", "partial_json": part})
+    yield "content_block_stop", {"type": "content_block_stop", "index": index}
+
+
+def _pieces(text: str) -> list[str]:
+    words = text.split(" ")
+    return [word + (" " if i < len(words) - 1 else "") for i, word in enumerate(words)]
+
+
+def anthropic_error(kind: str, message: str) -> Frame:
+    return "error", {"type": "error", "error": {"type": kind, "message": message}}
+
+
+# OpenAI Responses stream frames.
+
+
+def _output(index: int, item: dict[str, Any]) -> dict[str, Any]:
+    if item["type"] == "message":
+        content = [{"type": "output_text", "text": item["text"], "annotations": []}]
+        return {"type": "message", "id": f"msg_{index}", "role": "assistant", "status": "completed", "content": content}
+    if item["type"] == "function_call":
+        arguments = dumps(item["arguments"])
+        return {"type": "function_call", "id": f"fc_{index}", "call_id": item["call_id"], "name": item["name"],
+                "arguments": arguments, "status": "completed"}  # fmt: skip
+    return {"type": "reasoning", "id": f"rs_{index}", "summary": [{"type": "summary_text", "text": item["summary"]}]}
+
+
+def openai_stream(*items: dict[str, Any], model: str = "gpt-test") -> list[Frame]:
+    """A whole response: items given as {"type": "message", "text"}, {"type": "function_call", "call_id",
+    "name", "arguments"} or {"type": "reasoning", "summary"}; message text is streamed as deltas."""
+    created = {"type": "response.created", "sequence_number": 0, "response": _response([], model, "in_progress")}
+    frames: list[Frame] = [("response.created", created)]
+    for index, item in enumerate(items):
+        if item["type"] == "message":
+            for piece in _pieces(item["text"]):
+                delta = {"type": "response.output_text.delta", "item_id": f"msg_{index}", "output_index": index}
+                delta |= {"content_index": 0, "delta": piece, "logprobs": [], "sequence_number": len(frames)}
+                frames.append(("response.output_text.delta", delta))
+    output = [_output(index, item) for index, item in enumerate(items)]
+    done = {
+        "type": "response.completed",
+        "sequence_number": len(frames),
+        "response": _response(output, model, "completed"),
+    }
+    frames.append(("response.completed", done))
+    return frames
+
+
+def _response(output: list[dict[str, Any]], model: str, status: str) -> dict[str, Any]:
+    return {"id": "resp_1", "object": "response", "created_at": 0, "model": model, "status": status,
+            "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}  # fmt: skip
+
+
+def openai_failed(code: str, message: str) -> Frame:
+    response = {**_response([], "gpt-test", "failed"), "error": {"code": code, "message": message}}
+    return "response.failed", {"type": "response.failed", "sequence_number": 1, "response": response}
