@@ -1,0 +1,184 @@
+"""Durable recovery with real processes: SIGKILL a worker (or everything) at any point; nothing is lost,
+nothing settled is repeated, and every run ends exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.api_client import Api, Event, Session, of_type, run_over
+from tests.processes import Processes, server_env
+from tests.stack import Stack
+
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
+
+FAST_RECOVERY = {
+    "step_lease_s": "1",
+    "server_call_lease_s": "1",
+    "sweep_interval_s": "0.1",
+    "worker_poll_delay_s": "0.01",
+    "continuation_grace_s": "0.5",
+    "ack_timeout_s": "30",
+    "result_timeout_s": "60",
+    "server_tools_module": "tests.slow_tools:TOOLS",
+}
+
+
+@dataclass
+class Cluster:
+    processes: Processes
+    api: Api
+
+
+@pytest.fixture
+def processes(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
+    env, key = server_env(redis_url, **FAST_RECOVERY)
+    env["TEST_API_KEY"] = key
+    running = Processes(env, tmp_path_factory.mktemp("recovery-logs"))
+    try:
+        yield running
+    finally:
+        running.stop_all()
+
+
+@pytest.fixture
+async def cluster(processes: Processes) -> AsyncIterator[Cluster]:
+    _, url = processes.api()
+    key = processes.env["TEST_API_KEY"]
+    api = Api(Stack(url, key, None, None))  # type: ignore[arg-type]
+    try:
+        yield Cluster(processes, api)
+    finally:
+        await api.aclose()
+
+
+def kill(processes: Processes, process: Any) -> None:
+    processes.stop(process, signal.SIGKILL)
+
+
+async def test_a_step_whose_worker_is_killed_is_taken_over(cluster: Cluster) -> None:
+    processes, api = cluster.processes, cluster.api
+    doomed = processes.worker(name="doomed")
+    session = await api.session()
+    await api.send(session, "/sleep 2")
+    await api.wait_for(session, lambda es: bool(of_type(es, "run_started")), timeout=10)
+    kill(processes, doomed)
+    processes.worker(name="heir")
+    events = await api.wait_for(session, run_over, timeout=20)
+    assert [e["type"] for e in events].count("run_started") == 1
+    assert of_type(events, "run_completed")
+    assert [m["message"]["content"][0]["data"]["text"] for m in of_type(events, "message_assistant")] == [
+        "You said: /sleep 2"
+    ]
+    timing = (
+        await api.key.get(f"/v1/sessions/{session.id}/events", params={"include": "timing", "order": "asc"})
+    ).json()
+    steps = [e["payload"] for e in timing["items"] if e["type"] == "custom" and e["payload"]["scope"] == "step"]
+    assert [s["attempt"] for s in steps] == [1]
+
+
+async def test_a_server_call_in_flight_when_its_worker_dies_becomes_an_error_result(cluster: Cluster) -> None:
+    processes, api = cluster.processes, cluster.api
+    doomed = processes.worker(name="doomed")
+    agent = await api.agent(server_tools=["slow"])
+    session = await api.session(agent)
+    await api.send(session, '/call slow {"seconds": 30}')
+    await api.wait_for(session, lambda es: bool(of_type(es, "tool_call")), timeout=10)
+    await asyncio.sleep(0.5)
+    kill(processes, doomed)
+    processes.worker(name="heir")
+    events = await api.wait_for(session, run_over, timeout=20)
+    result = of_type(events, "tool_result")[0]
+    assert result["is_error"] is True
+    assert "interrupted" in result["content"][0]["data"]["text"]
+    assert of_type(events, "run_completed")
+    assert len(of_type(events, "tool_result")) == 1
+
+
+async def test_a_run_waiting_on_a_client_survives_a_full_restart(cluster: Cluster) -> None:
+    processes, api = cluster.processes, cluster.api
+    processes.worker()
+    session = await api.session()
+    web = await api.register(session, ttl=None)
+    await api.send(session, "/call client__web__highlight_row")
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")), timeout=10)
+    call_id = of_type(events, "client_tool_dispatched")[0]["call_id"]
+    # Everything but Redis goes down hard, then comes back.
+    port = int(api.stack.url.rsplit(":", 1)[1])
+    for process in list(processes.running):
+        kill(processes, process)
+    processes.api(port=port, name="api-again")
+    processes.worker(name="worker-again")
+    assert (await api.call(session, web["id"], call_id, "result", text="still here")).status_code == 204
+    events = await api.wait_for(session, run_over, timeout=10)
+    final = of_type(events, "message_assistant")[-1]["message"]["content"][0]["data"]["text"]
+    assert final == "client__web__highlight_row: still here"
+
+
+async def answer_calls(api: Api, sessions: list[Session], web: dict[str, dict[str, Any]], stop: asyncio.Event) -> None:
+    answered: set[str] = set()
+    while not stop.is_set():
+        for session in sessions:
+            for event in of_type(await api.events(session), "client_tool_dispatched"):
+                if event["call_id"] not in answered:
+                    answered.add(event["call_id"])
+                    await api.call(session, web[session.id]["id"], event["call_id"], "result", text="ok")
+        await asyncio.sleep(0.05)
+
+
+async def test_workers_killed_at_random_moments_lose_nothing(cluster: Cluster) -> None:
+    processes, api = cluster.processes, cluster.api
+    workers = [processes.worker(name=f"w{i}") for i in range(2)]
+    # One run per input (`queue`), so every input must end in exactly one terminal event.
+    agent = await api.agent(server_tools=["calculate"], message_concurrency="queue")
+    sessions = [await api.session(agent) for _ in range(6)]
+    web = {s.id: await api.register(s, ttl=None) for s in sessions}
+    stop = asyncio.Event()
+    answering = asyncio.create_task(answer_calls(api, sessions, web, stop))
+    rng = random.Random(7)
+    text = '/call client__web__highlight_row {"row_id": "1"}\n/call calculate {"expression": "2*3"}\n/sleep 0.3'
+    runs = 0
+    try:
+        for round_ in range(4):
+            for session in sessions:
+                await api.send(session, text if round_ % 2 == 0 else "/sleep 0.2")
+                runs += 1
+            # Kill a worker at a random moment while the runs are under way, and start a fresh one.
+            await asyncio.sleep(rng.uniform(0.1, 0.8))
+            victim = workers.pop(rng.randrange(len(workers)))
+            kill(processes, victim)
+            workers.append(processes.worker(name=f"w{round_}-new"))
+        for session in sessions:
+            await api.wait_for(session, lambda es: sum(e["type"] in ENDS for e in es) >= 4, timeout=60)
+    finally:
+        stop.set()
+        await answering
+    for session in sessions:
+        events = await api.events(session)
+        check_every_run_ended_once(events)
+    assert runs == 24
+
+
+ENDS = ("run_completed", "run_failed", "run_cancelled")
+
+
+def check_every_run_ended_once(events: list[Event]) -> None:
+    opened = {e["run_id"] for e in events if e["type"] == "run_queued"}
+    ended = Counter(e["run_id"] for e in events if e["type"] in ENDS)
+    assert set(ended) == opened
+    assert set(ended.values()) == {1}
+    dispatched = Counter(e["call_id"] for e in events if e["type"] == "client_tool_dispatched")
+    assert set(dispatched.values()) <= {1}
+    results = Counter(e["call_id"] for e in events if e["type"] == "tool_result")
+    assert set(results.values()) <= {1}
+    calls = {e["call_id"] for e in events if e["type"] == "tool_call"}
+    # Every call the model made has exactly one result: none is lost, none repeated.
+    assert set(results) == calls
+    assert all(e["type"] != "run_failed" for e in events), [e for e in events if e["type"] == "run_failed"]
