@@ -34,6 +34,10 @@ def test_api_and_workers_stay_apart() -> None:
     assert "api" not in imports("workers")
 
 
+def test_the_delegation_helper_is_a_pure_http_client() -> None:
+    assert not imports("delegate") & {"api", "workers", "broker", "switchboard"}
+
+
 def test_every_lua_file_is_a_registered_script_or_a_library() -> None:
     scripts = {p.stem for p in LUA.glob("*.lua")}
     assert scripts == set(SCRIPT_NAMES)
@@ -52,5 +56,5 @@ def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
 
 
 def test_no_pickle_anywhere() -> None:
-    for package in ("api", "workers", "broker", "switchboard"):
+    for package in ("api", "workers", "broker", "switchboard", "delegate"):
         assert "pickle" not in imports(package)

@@ -171,3 +171,21 @@ async def test_a_step_whose_worker_died_is_reclaimed_and_commits_once(
     timings = [e for e in (loads(d) for _, d in raw) if e["type"] == "custom"]
     assert [t["payload"]["attempt"] for t in timings if t["payload"]["scope"] == "step"] == [1]
     assert run == timings[-1]["payload"]["run_id"]
+
+
+async def test_a_step_that_keeps_losing_its_worker_ends_the_run(broker: Broker) -> None:
+    session_id = await make_session(broker)
+    run = await start_run(broker, session_id, "hello")
+    keeper = Timekeeper(broker)
+    await keeper.start()
+    try:
+        # Each try is taken by a "worker" that dies at once: nobody renews the 1 s lease.
+        for attempt in range(1, 4):
+            async with asyncio.timeout(5):
+                while (await broker.runs.begin(session_id, run, 0, attempt, 25))[0] != "run":
+                    await asyncio.sleep(0.05)
+        await wait_until(broker, session_id, "run_failed", 1, timeout=5)
+    finally:
+        await keeper.stop()
+    failed = next(e for e in await log_events(broker, session_id) if e["type"] == "run_failed")
+    assert failed["error"] == "the worker running step 0 stopped 4 times; the run gives up"

@@ -1,0 +1,219 @@
+"""`chat()`: post one input with its per-turn tools, serve their calls, return the run's final message."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+_ENDS: dict[str, Literal["completed", "failed", "cancelled"]] = {
+    "run_completed": "completed",
+    "run_failed": "failed",
+    "run_cancelled": "cancelled",
+}
+_RECONNECT_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTool:
+    """A tool offered for this run only: a name, a description and a JSON Schema for its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    """One call the model made to a per-turn tool."""
+
+    tool_name: str
+    input: dict[str, Any]
+    tool_call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """How the run ended, its final assistant message and text, and every event it logged."""
+
+    run_id: str
+    outcome: Literal["completed", "failed", "cancelled"]
+    text: str
+    message: dict[str, Any] | None
+    error: str | None
+    events: list[dict[str, Any]]
+
+
+ToolCallback = Callable[[ToolCallRequest], Any]
+
+
+def _answer(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"text": value}
+    try:
+        return {"text": json.dumps(value)}
+    except (TypeError, ValueError) as error:
+        return {"text": f"the callback's return value is not JSON-serialisable: {error}", "is_error": True}
+
+
+class _Turn:
+    def __init__(self, http: httpx.AsyncClient, session_id: str, on_call: ToolCallback | None) -> None:
+        self._http = http
+        self._base = f"/v1/sessions/{session_id}"
+        self._on_call = on_call
+        self._serving: set[asyncio.Task[None]] = set()
+
+    async def serve(self, client_id: str, event: dict[str, Any]) -> None:
+        """Ack the call, run the callback, post what it returned; errors become error results."""
+        if self._on_call is None:
+            return
+        call = f"{self._base}/clients/{client_id}/calls/{event['call_id']}"
+        if (await self._http.post(f"{call}/ack")).status_code != 200:
+            return
+        request = ToolCallRequest(event["tool"], event["arguments"], event["call_id"])
+        try:
+            value = self._on_call(request)
+            if inspect.isawaitable(value):
+                value = await value
+            body = _answer(value)
+        except Exception as error:
+            body = {"text": str(error) or type(error).__name__, "is_error": True}
+        # A run cancelled meanwhile refuses the result (409): nothing is owed to anyone then.
+        await self._http.post(f"{call}/result", json=body)
+
+    def spawn(self, client_id: str, event: dict[str, Any]) -> None:
+        task = asyncio.create_task(self.serve(client_id, event))
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
+
+    async def settle(self) -> None:
+        if self._serving:
+            await asyncio.wait(set(self._serving))
+
+
+async def _events(http: httpx.AsyncClient, path: str, opened: asyncio.Event) -> AsyncGenerator[dict[str, Any], None]:
+    """The session's events from the head at the first open, across dropped connections."""
+    position: int | None = None
+    while True:
+        headers = {} if position is None else {"Last-Event-ID": str(position)}
+        try:
+            async with http.stream("GET", path, headers=headers, timeout=httpx.Timeout(10, read=None)) as stream:
+                stream.raise_for_status()
+                data: list[str] = []
+                async for line in stream.aiter_lines():
+                    if line.startswith("id: ") and not data and position is None:
+                        position = int(line[4:])
+                        opened.set()
+                    elif line.startswith("data: "):
+                        data.append(line[6:])
+                    elif line == "" and data:
+                        event = json.loads("\n".join(data))
+                        data = []
+                        position = max(position or 0, int(event["seq"]))
+                        yield event
+        except httpx.TransportError:
+            await asyncio.sleep(_RECONNECT_S)
+
+
+def _text(message: dict[str, Any] | None) -> str:
+    if message is None:
+        return ""
+    return "".join(block["data"]["text"] for block in message["content"] if block["type"] == "text")
+
+
+async def chat(
+    base_url: str,
+    session_id: str,
+    token: str,
+    message: str,
+    *,
+    client_tools: Sequence[ClientTool] = (),
+    on_client_tool_call: ToolCallback | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    cancel: asyncio.Event | None = None,
+    http: httpx.AsyncClient | None = None,
+) -> ChatResult:
+    """Post `message` to the session with `client_tools` for this run only, serve their calls through
+    `on_client_tool_call`, hand every event to `on_event`, and return when the run ends."""
+    owned = http is None
+    client = http or httpx.AsyncClient(base_url=base_url, timeout=30)
+    client.headers["Authorization"] = f"Bearer {token}"
+    turn = _Turn(client, session_id, on_client_tool_call)
+    opened = asyncio.Event()
+    events = _events(client, f"/v1/sessions/{session_id}/events/stream", opened)
+    first = asyncio.ensure_future(anext(events))
+    watcher: asyncio.Task[None] | None = None
+    try:
+        # The stream's position is fixed before the input goes in, so no event of the run is missed.
+        opening = asyncio.ensure_future(opened.wait())
+        await asyncio.wait([first, opening], return_when=asyncio.FIRST_COMPLETED)
+        opening.cancel()
+        if first.done():
+            first.result()  # a stream refused at once (401, 404) raises here, before any input is posted
+        body: dict[str, Any] = {"type": "input", "text": message}
+        if client_tools:
+            body["client_tools"] = [
+                {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+                for tool in client_tools
+            ]
+        posted = await client.post(f"/v1/sessions/{session_id}/events", json=body)
+        posted.raise_for_status()
+        outcome = posted.json()
+        run_id, scoped = outcome["run_id"], outcome.get("client_id")
+        if cancel is not None:
+            watcher = asyncio.create_task(_cancel_when(cancel, client, session_id))
+        # Steered input joins a run that has already started.
+        started = outcome["outcome"] == "steered"
+        return await _follow(turn, first, events, run_id, scoped, on_event, started)
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        first.cancel()
+        with contextlib.suppress(BaseException):
+            await events.aclose()
+        await turn.settle()
+        if owned:
+            await client.aclose()
+
+
+async def _follow(
+    turn: _Turn,
+    first: asyncio.Future[dict[str, Any]],
+    events: AsyncIterator[dict[str, Any]],
+    run_id: str,
+    scoped: str | None,
+    on_event: Callable[[dict[str, Any]], None] | None,
+    started: bool,
+) -> ChatResult:
+    seen: list[dict[str, Any]] = []
+    last: dict[str, Any] | None = None
+    # Runs of a session go one at a time, so the assistant messages between this run's start and its
+    # end are this run's (a queued run's predecessor may still be talking when the input is posted).
+    mine = started
+    event = await first
+    while True:
+        seen.append(event)
+        if on_event is not None:
+            on_event(event)
+        kind = event["type"]
+        if kind == "run_started" and event["run_id"] == run_id:
+            mine = True
+        elif kind == "client_tool_dispatched" and scoped is not None and event["client_id"] == scoped:
+            turn.spawn(scoped, event)
+        elif kind == "message_assistant" and mine:
+            last = event["message"]
+        elif kind in _ENDS and event["run_id"] == run_id:
+            outcome: Literal["completed", "failed", "cancelled"] = _ENDS[kind]
+            return ChatResult(run_id, outcome, _text(last), last, event.get("error"), seen)
+        event = await anext(events)
+
+
+async def _cancel_when(cancel: asyncio.Event, http: httpx.AsyncClient, session_id: str) -> None:
+    await cancel.wait()
+    await http.post(f"/v1/sessions/{session_id}/cancel")
