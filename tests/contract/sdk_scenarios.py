@@ -16,8 +16,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
+import httpx
 from pydantic import BaseModel
 from subako import (
+    ApprovalDecisionBody,
     ClientCallResultBody,
     ConflictError,
     CreateAgentBody,
@@ -294,6 +296,54 @@ async def deleted_session_fails_the_stream(ctx: Context) -> str:
     return "failed with NotFoundError"
 
 
+async def approvals_through_the_sdk(ctx: Context) -> str:
+    """A gated tool: the SDK lists the pending approval, resolves it, and the tool runs."""
+    admin = ctx.admin
+    providers = [p async for p in await admin.model_providers.list()]
+    scripted = next(p for p in providers if p.display_name == "Scripted")
+    agent = await admin.agents.create(CreateAgentBody(name="gated"))
+    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
+    # An extension the SDK does not model: published through its raw HTTP client.
+    body = {"model_provider_id": str(scripted.id), "model": config}
+    body["client_tool_policies"] = {"client__web__*": "require_approval"}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    async with httpx.AsyncClient(base_url=URL, headers=headers) as raw:
+        assert (await raw.post(f"/v1/agents/{agent.id}/versions", json=body)).status_code == 201
+    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
+    assert isinstance(created, CreatedSessionBody)
+    async with (
+        SubakoClient(base_url=URL, api_key=created.session_token) as client,
+        client.sessions.connect(str(created.id), history=True) as connection,
+    ):
+        web = connection.create_tool_client("web")
+        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        await connection.send(
+            '/call client__web__highlight_row {"row_id": "3"}\n/call client__web__highlight_row {"row_id": "4"}'
+        )
+        await until(lambda: len(connection.approvals) == 2)
+        first, second = connection.approvals
+        assert first.server == "client:web"
+        assert first.arguments == {"row_id": "3"}
+        allowed = await connection.resolve_approval(first.call_id, ApprovalDecisionBody.allow)
+        denied = await connection.resolve_approval(second.call_id, ApprovalDecisionBody.deny)
+        assert (allowed.decision.value, denied.decision.value) == ("allow", "deny")
+        try:
+            await connection.resolve_approval(first.call_id, ApprovalDecisionBody.deny, "changed my mind")
+            raise AssertionError("a second decision must be refused")
+        except ConflictError:
+            pass
+        await until(finished(connection))
+        assert connection.approvals == []
+        calls = connection.transcript[-2].tool_calls
+        assert [c.approval.value if c.approval else None for c in calls] == ["allowed", "denied"]
+        assert last_text(connection).splitlines() == [
+            "client__web__highlight_row: Row 3 is highlighted.",
+            "client__web__highlight_row failed: the user denied this call",
+        ]
+    return "listed, allowed, denied, second decision refused"
+
+
 async def raw_register_shapes(ctx: Context) -> str:
     """The low-level client routes the tool client uses, called directly."""
     session_id, client = await ctx.session()
@@ -324,6 +374,7 @@ SCENARIOS: dict[str, Scenario] = {
     "history_and_positions": history_and_positions,
     "ttl_client_stays_alive": ttl_client_stays_alive,
     "raw_register_shapes": raw_register_shapes,
+    "approvals_through_the_sdk": approvals_through_the_sdk,
     "deleted_session_fails_the_stream": deleted_session_fails_the_stream,
     "reconnect_after_restart": reconnect_after_restart,
 }

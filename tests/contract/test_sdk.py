@@ -27,6 +27,7 @@ SCENARIOS = [
     "history_and_positions",
     "ttl_client_stays_alive",
     "raw_register_shapes",
+    "approvals_through_the_sdk",
     "deleted_session_fails_the_stream",
     "reconnect_after_restart",
 ]
