@@ -7,10 +7,8 @@ from typing import Any
 import anthropic
 
 from broker.codec import loads
-from broker.events import Block, text_block, thinking_block, tool_call_block
-from broker.runs import PlannedCall
 from workers.models.aliases import Aliases
-from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn
+from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn, TurnBuilder
 from workers.models.retry import Backoff
 
 # Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying.
@@ -107,21 +105,18 @@ class _Accumulator:
             block["signature"] = (block.get("signature") or "") + delta.signature
 
     def turn(self) -> Turn:
-        content: list[Block] = []
-        calls: list[PlannedCall] = []
+        built = TurnBuilder()
         for _, block in sorted(self._blocks.items()):
-            if block["type"] == "text" and block.get("text"):
-                content.append(text_block(block["text"]))
+            if block["type"] == "text":
+                built.text(block.get("text", ""))
             elif block["type"] == "thinking":
-                content.append(thinking_block(block.get("thinking", ""), signature=block.get("signature")))
+                built.thinking(block.get("thinking", ""), signature=block.get("signature"))
             elif block["type"] == "redacted_thinking":
-                content.append(thinking_block(block.get("data", ""), redacted=True))
+                built.thinking(block.get("data", ""), redacted=True)
             elif block["type"] == "tool_use":
                 arguments = loads(block["partial"]) if block["partial"] else (block.get("input") or {})
-                call = PlannedCall(block["id"], self._aliases.inward(block["name"]), arguments)
-                calls.append(call)
-                content.append(tool_call_block(call.call_id, call.name, call.arguments))
-        return Turn(content, calls, self.model)
+                built.call(block["id"], self._aliases.inward(block["name"]), arguments)
+        return built.turn(self.model)
 
 
 class AnthropicMessages:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from broker.events import Block
+from broker.events import Block, text_block, thinking_block, tool_call_block
 from broker.runs import PlannedCall
 
 if TYPE_CHECKING:
@@ -54,6 +54,28 @@ class Turn:
     content: list[Block]
     calls: list[PlannedCall]
     model: str | None
+
+
+class TurnBuilder:
+    """Assembles a turn's blocks in order; a tool call adds its block and its planned call together."""
+
+    def __init__(self) -> None:
+        self.content: list[Block] = []
+        self.calls: list[PlannedCall] = []
+
+    def text(self, text: str) -> None:
+        if text:
+            self.content.append(text_block(text))
+
+    def thinking(self, thinking: str, *, redacted: bool = False, signature: str | None = None) -> None:
+        self.content.append(thinking_block(thinking, redacted=redacted, signature=signature))
+
+    def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
+        self.calls.append(PlannedCall(call_id, name, arguments))
+        self.content.append(tool_call_block(call_id, name, arguments))
+
+    def turn(self, model: str | None) -> Turn:
+        return Turn(self.content, self.calls, model)
 
 
 # Called with each piece of streamed text as it arrives; `None` means "start again" (a retried attempt).

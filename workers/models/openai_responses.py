@@ -8,10 +8,8 @@ from typing import Any
 import openai
 
 from broker.codec import dumps, loads
-from broker.events import Block, text_block, thinking_block, tool_call_block
-from broker.runs import PlannedCall
 from workers.models.aliases import Aliases
-from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn
+from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn, TurnBuilder
 from workers.models.retry import Backoff
 
 _TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
@@ -64,28 +62,23 @@ def _field(item: Any, name: str) -> Any:
 
 
 def _turn(output: list[Any], aliases: Aliases, model: str | None) -> Turn:
-    content: list[Block] = []
-    calls: list[PlannedCall] = []
+    built = TurnBuilder()
     for item in output:
         kind = _field(item, "type")
         if kind == "reasoning":
             summary = "".join(_field(part, "text") or "" for part in _field(item, "summary") or [])
             if summary:
-                content.append(thinking_block(summary))
+                built.thinking(summary)
         elif kind == "message":
-            text = "".join(_field(part, "text") or "" for part in _field(item, "content") or [])
-            if text:
-                content.append(text_block(text))
+            built.text("".join(_field(part, "text") or "" for part in _field(item, "content") or []))
         elif kind == "function_call":
             raw = _field(item, "arguments") or "{}"
             try:
                 arguments = loads(raw)
             except ValueError:
                 raise ModelError(f"the model sent a function call whose arguments are not JSON: {raw[:200]}") from None
-            call = PlannedCall(_field(item, "call_id"), aliases.inward(_field(item, "name")), arguments)
-            calls.append(call)
-            content.append(tool_call_block(call.call_id, call.name, call.arguments))
-    return Turn(content, calls, model)
+            built.call(_field(item, "call_id"), aliases.inward(_field(item, "name")), arguments)
+    return built.turn(model)
 
 
 class OpenAIResponses:
