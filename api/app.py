@@ -52,7 +52,7 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        broker = await Broker.connect(settings, redis_url)
+        broker = await Broker.connect(settings, redis_url, role="switchboard-api")
         hub = LiveHub(broker.core.redis, broker.core.keys.hub_control)
         try:
             if settings.bootstrap_api_key is not None:

@@ -8,8 +8,9 @@ from typing import Literal
 from fastapi import Request
 
 from api.state import broker_of
-from broker.codec import canonical_uuid
-from broker.credentials import TokenState
+from broker.clients import Caller
+from broker.codec import canonical_uuid, sha256_hex
+from broker.credentials import TokenState, token_session
 from broker.errors import Forbidden, NotFound, Unauthorized
 from broker.settings import API_KEY_PREFIX, SESSION_TOKEN_PREFIX
 
@@ -59,6 +60,37 @@ def _bearer(request: Request) -> str:
     return token
 
 
+@dataclass(frozen=True, slots=True)
+class HotCaller:
+    """The caller of a hot route (ack, result, ping): a session token, checked by the route's own script,
+    or an API key checked here. `identity` scopes its Idempotency-Keys."""
+
+    caller: Caller
+    identity: str
+
+
+async def hot_caller(request: Request, session_id: str, permission: str) -> tuple[str, HotCaller]:
+    """The canonical session id and the caller, with no Redis round trip for a session token: the token
+    names its session, and the script checks the token itself in the same step as the operation."""
+    token = _bearer(request)
+    if not token.startswith(SESSION_TOKEN_PREFIX):
+        principal = await authenticate(request)
+        return principal.reach_session(session_id, permission), HotCaller(Caller(), principal.id)
+    canonical = canonical_uuid(session_id)
+    if canonical is None or token_session(token) != canonical:
+        # A token that names another session (or none) learns nothing about this one.
+        raise NotFound(f"no session {session_id}")
+    _check_workspace(request, broker_of(request).workspace_id)
+    digest = sha256_hex(token)
+    return canonical, HotCaller(Caller(digest), f"token:{digest}")
+
+
+def _check_workspace(request: Request, workspace_id: str) -> None:
+    workspace = request.headers.get(WORKSPACE_HEADER)
+    if workspace is not None and canonical_uuid(workspace.strip()) != workspace_id:
+        raise Forbidden(f"this credential belongs to workspace {workspace_id}, not {workspace}")
+
+
 async def authenticate(request: Request) -> Principal:
     """The caller of this request, or 401 (no, unknown, revoked or expired credential) / 403 (workspace)."""
     token = _bearer(request)
@@ -77,7 +109,5 @@ async def authenticate(request: Request) -> Principal:
         principal = Principal("session_token", auth.token_id, "", frozenset(), auth.session_id, gone)
     else:
         raise Unauthorized("unrecognised credential: expected an API key (swb_ak_...) or a session token (swb_st_...)")
-    workspace = request.headers.get(WORKSPACE_HEADER)
-    if workspace is not None and canonical_uuid(workspace.strip()) != broker.workspace_id:
-        raise Forbidden(f"this credential belongs to workspace {broker.workspace_id}, not {workspace}")
+    _check_workspace(request, broker.workspace_id)
     return principal

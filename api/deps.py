@@ -23,7 +23,7 @@ class PageQuery:
     ascending: bool
 
 
-def page_query(
+async def page_query(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     after: Annotated[str | None, Query(description="The id of the last item of the previous page")] = None,
     order: Annotated[Order, Query(description="Newest first when omitted")] = "desc",

@@ -17,9 +17,11 @@ from fastapi import Request, Response
 from api.auth import Principal
 from api.errors import STATUS, envelope
 from api.state import broker_of
+from broker.clients import Receipt
 from broker.codec import dumps
 from broker.errors import InvalidRequest, SwitchboardError
-from broker.idempotency import Receipt, fingerprint, scope_digest
+from broker.idempotency import Receipt as Replay
+from broker.idempotency import fingerprint, scope_digest
 
 PING_RECEIPT_MS = 5 * 60 * 1000
 CALL_RECEIPT_MS = 60 * 60 * 1000
@@ -34,6 +36,20 @@ class Outcome:
     body: bytes = b""
     receipt_status: int | None = None
     receipt_body: bytes | None = None
+
+
+async def receipt_for(request: Request, session_id: str, identity: str, ttl_ms: int) -> Receipt | None:
+    """Where a hot route's Idempotency-Key receipt goes (the route's script reads and writes it in the
+    same step as the operation), or None when the request carries no key."""
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return None
+    if not 0 < len(key) <= _MAX_KEY_LENGTH:
+        raise InvalidRequest(f"Idempotency-Key: must be 1 to {_MAX_KEY_LENGTH} characters")
+    path = request.url.path
+    digest = scope_digest(identity, request.method, path, key)
+    slot = broker_of(request).core.keys.session(session_id).idempotency(digest)
+    return Receipt(slot, fingerprint(request.method, path, await request.body()), ttl_ms)
 
 
 def respond(status: int, body: bytes | str) -> Response:
@@ -72,7 +88,7 @@ async def keyed(
     slot = keys.session(session_id).idempotency(digest) if session_id else keys.workspace_idempotency(digest)
     ttl = ttl_ms or broker.settings.idempotency_ttl_ms
     claimed = await broker.idempotency.begin(slot, fingerprint(request.method, path, await request.body()), seed, ttl)
-    if isinstance(claimed, Receipt):
+    if isinstance(claimed, Replay):
         return respond(claimed.status, claimed.body)
     try:
         outcome = await act(Keyed(claimed.seed, digest))

@@ -37,6 +37,7 @@ def serve(settings: Settings, redis_url: str) -> None:
         host=settings.host,
         port=settings.port,
         log_level="info",
+        access_log=settings.access_log,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         proxy_headers=True,
     )

@@ -19,13 +19,18 @@ class AppState:
     metrics: Metrics
 
 
-def state_of(request: Request) -> AppState:
+def app_state(request: Request) -> AppState:
     state: AppState = request.app.state.switchboard
     return state
 
 
+# Async on purpose: FastAPI runs a sync dependency in its thread pool, a hop per request.
+async def state_of(request: Request) -> AppState:
+    return app_state(request)
+
+
 def broker_of(request: Request) -> Broker:
-    return state_of(request).broker
+    return app_state(request).broker
 
 
 State = Annotated[AppState, Depends(state_of)]

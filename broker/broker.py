@@ -37,8 +37,8 @@ class Broker:
         self.server_calls = ServerCalls(core)
 
     @classmethod
-    async def connect(cls, settings: Settings, url: str) -> Broker:
-        return cls(await Core.connect(settings, url))
+    async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Broker:
+        return cls(await Core.connect(settings, url, role))
 
     @property
     def settings(self) -> Settings:

@@ -9,10 +9,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 
-def create_redis(url: str, *, max_connections: int = 256) -> Redis:
-    """A client with short reconnect retries, so a restarting Redis costs a pause rather than errors."""
+def create_redis(url: str, *, name: str = "switchboard", max_connections: int = 256) -> Redis:
+    """A client with short reconnect retries, so a restarting Redis costs a pause rather than errors. Its
+    connections carry `name` (CLIENT SETNAME), so CLIENT LIST shows which role holds which connection."""
     redis: Redis = Redis.from_url(
         url,
+        client_name=name,
         decode_responses=False,
         max_connections=max_connections,
         health_check_interval=15,

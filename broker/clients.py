@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker import events
-from broker.codec import dumps
+from broker.codec import dumps, loads
 from broker.core import Core
-from broker.errors import NotFound
+from broker.errors import from_script_status
 from broker.layouts import call_args, call_keys, client_args, client_keys
 
 MAX_ACTIVE_CLIENTS = 32
@@ -23,10 +23,34 @@ class Registered:
 
 
 @dataclass(frozen=True, slots=True)
-class PingOutcome:
-    expires_at: int | None
-    alive: bool
+class Receipt:
+    """Where an Idempotency-Key's receipt lives, the request's fingerprint, and how long it is kept."""
+
+    key: str
+    fingerprint: str
+    ttl_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who acts on a hot route: a session token (its SHA-256, checked by the script), or an API key the
+    caller already checked (`token_sha` empty)."""
+
+    token_sha: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpReply:
+    """A hot route's answer as the script built it: the HTTP status, the exact body, the work owed."""
+
+    status: int
+    body: str
     owed: list[str]
+
+    def raise_for_status(self) -> HttpReply:
+        if self.status >= 400:
+            raise from_script_status(self.status, loads(self.body)["error"]["message"])
+        return self
 
 
 def _tools(tools: list[dict[str, Any]]) -> tuple[str, str]:
@@ -71,20 +95,30 @@ class Clients:
         )
         return Registered(client_id, assigned, None if int(expires) < 0 else int(expires))
 
-    async def ping(self, session_id: str, client_id: str) -> PingOutcome:
-        """Extend the lease. A client found lapsed is ended here: `alive` is False, and the work that ending
-        owes comes back for the caller to perform before it answers 404."""
-        reply = await self._core.scripts.raw(
+    def _http(self, session_id: str, caller: Caller, receipt: Receipt | None) -> tuple[list[str], list[str | int]]:
+        """The KEYS and ARGV tail lib/http.lua reads: tokens and receipt keys, token, fingerprint, ttl."""
+        s = self._core.keys.session(session_id)
+        keys = [s.tokens, receipt.key if receipt else s.idempotency("none")]
+        args: list[str | int] = [
+            caller.token_sha,
+            receipt.fingerprint if receipt else "",
+            receipt.ttl_ms if receipt else 0,
+        ]
+        return keys, args
+
+    async def ping(
+        self, session_id: str, client_id: str, caller: Caller = Caller(), receipt: Receipt | None = None
+    ) -> HttpReply:
+        """Extend the lease (200 and the new expiry); a client found lapsed is ended here (404), and the
+        work that owes comes back for the caller to perform."""
+        keys = self._core.keys
+        extra_keys, extra_args = self._http(session_id, caller, receipt)
+        status, body, owed = await self._core.scripts.raw(
             "ping_client",
-            client_keys(self._core.keys, session_id, client_id),
-            client_args(self._core.keys, session_id, client_id),
+            [*client_keys(keys, session_id, client_id), *extra_keys],
+            [*client_args(keys, session_id, client_id), *extra_args],
         )
-        if int(reply[0]) == 404:
-            if reply[1] == "session":
-                raise NotFound(_refusals(session_id, client_id)["session"])
-            return PingOutcome(None, alive=False, owed=reply[2])
-        expires = int(reply[1])
-        return PingOutcome(None if expires < 0 else expires, alive=True, owed=reply[2])
+        return HttpReply(int(status), body, owed)
 
     async def leave(self, session_id: str, client_id: str) -> list[str]:
         """Leave; the work owed (the next step, when this failed the last owed call)."""
@@ -107,31 +141,41 @@ class Clients:
         )
         return str(event)
 
-    async def ack(self, session_id: str, client_id: str, call_id: str) -> str:
-        """The `client_tool_acked` event (the same one again for a repeated ack)."""
+    async def ack(
+        self, session_id: str, client_id: str, call_id: str, caller: Caller = Caller(), receipt: Receipt | None = None
+    ) -> HttpReply:
+        """200 and the `client_tool_acked` event (the same one again for a repeated ack)."""
         keys = self._core.keys
-        (event,) = await self._core.scripts.run(
+        extra_keys, extra_args = self._http(session_id, caller, receipt)
+        status, body, owed = await self._core.scripts.raw(
             "ack_call",
-            call_keys(keys, session_id, call_id),
-            [*call_args(keys, session_id, call_id, client_id), self._core.settings.result_timeout_ms],
-            _refusals(session_id, client_id, call_id),
+            [*call_keys(keys, session_id, call_id), *extra_keys],
+            [*call_args(keys, session_id, call_id, client_id), self._core.settings.result_timeout_ms, *extra_args],
         )
-        return str(event)
+        return HttpReply(int(status), body, owed)
 
     async def answer(
-        self, session_id: str, client_id: str, call_id: str, text: str, *, is_error: bool, tag: str
-    ) -> list[str]:
-        """Record the result; returns the work owed (the next step, when this was the step's last call)."""
+        self,
+        session_id: str,
+        client_id: str,
+        call_id: str,
+        text: str,
+        *,
+        is_error: bool,
+        caller: Caller = Caller(),
+        receipt: Receipt | None = None,
+    ) -> HttpReply:
+        """Record the result: 204, and the work owed (the next step, when this was the step's last call)."""
         keys = self._core.keys
-        (owed,) = await self._core.scripts.run(
+        extra_keys, extra_args = self._http(session_id, caller, receipt)
+        status, body, owed = await self._core.scripts.raw(
             "answer_call",
-            call_keys(keys, session_id, call_id),
+            [*call_keys(keys, session_id, call_id), *extra_keys],
             [
                 *call_args(keys, session_id, call_id, client_id),
                 events.tool_result(call_id, text, is_error=is_error),
-                tag,
                 self._core.settings.result_timeout_ms,
+                *extra_args,
             ],
-            _refusals(session_id, client_id, call_id),
         )
-        return list(owed)
+        return HttpReply(int(status), body, owed)

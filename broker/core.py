@@ -27,9 +27,10 @@ class Core:
     workspace_id: str
 
     @classmethod
-    async def connect(cls, settings: Settings, url: str) -> Core:
-        """Open the client, load every script and read (or fix, on first start) the workspace id."""
-        redis = create_redis(url)
+    async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Core:
+        """Open the client, load every script and read (or fix, on first start) the workspace id. `role`
+        names the connections (`switchboard-api`, `switchboard-worker`) in Redis's CLIENT LIST."""
+        redis = create_redis(url, name=role)
         keys = KeySpace(settings.key_prefix)
         # arq's client shares the pool: enqueueing a job costs no connection of its own.
         arq = ArqRedis(

@@ -94,6 +94,15 @@ def operator_actor(workspace_id: str) -> dict[str, Any]:
     return {"display_name": "Switchboard operator", "primary_email": None, "user_id": user_id}
 
 
+def token_session(token: str) -> str | None:
+    """The session a session token names (it carries the session's id), or None if it names none."""
+    session_hex = token[len(SESSION_TOKEN_PREFIX) : len(SESSION_TOKEN_PREFIX) + 32]
+    try:
+        return str(uuid.UUID(hex=session_hex))
+    except ValueError:
+        return None
+
+
 def new_session_token(session_id: str, ttl_ms: int) -> SessionToken:
     """A session token names its session (`swb_st_<session hex><secret>`), so auth needs no global index."""
     token = SESSION_TOKEN_PREFIX + uuid.UUID(session_id).hex + secrets.token_urlsafe(32)
@@ -173,10 +182,8 @@ class Credentials:
         return KeyAuth(key_id, record[b"label"].decode(), permissions)
 
     async def authenticate_token(self, token: str) -> TokenAuth:
-        session_hex = token[len(SESSION_TOKEN_PREFIX) : len(SESSION_TOKEN_PREFIX) + 32]
-        try:
-            session_id = str(uuid.UUID(hex=session_hex))
-        except ValueError:
+        session_id = token_session(token)
+        if session_id is None:
             return TokenAuth(TokenState.UNKNOWN)
         keys = self._core.keys.session(session_id)
         with translate_redis_errors():

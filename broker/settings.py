@@ -46,6 +46,7 @@ class Settings(BaseSettings):
     worker_poll_delay_s: Seconds = 0.02
     worker_max_jobs: int = Field(default=50, ge=1)
     step_timeout_s: Seconds = 120.0
+    access_log: bool = False
     stream_keepalive_s: Seconds = 15.0
     stream_retry_ms: int = Field(default=3000, ge=0)
     idempotency_wait_s: Seconds = 30.0

@@ -116,6 +116,7 @@ class StepRunner:
     async def _run(self, session_id: str, run_id: str, step: int, attempt: int) -> None:
         broker = self._broker
         started = time.monotonic()
+        started_at_us = time.time_ns() // 1000
         failure = ""
         try:
             model, config = await self._models.for_session(session_id)
@@ -145,8 +146,8 @@ class StepRunner:
             return
         finally:
             await deltas.close()
-        model_ms = round((time.monotonic() - started) * 1000)
-        committed = await self._commit(session_id, run_id, step, attempt, turn, catalog, config, model_ms)
+        timing = {"step_ms": round((time.monotonic() - started) * 1000), "started_at_us": started_at_us}
+        committed = await self._commit(session_id, run_id, step, attempt, turn, catalog, config, timing)
         await broker.work.perform(committed.owed)
 
     async def _call(self, session_id: str, model: Any, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Catalog]:
@@ -172,15 +173,10 @@ class StepRunner:
         turn: Turn,
         catalog: Catalog,
         config: RunConfig,
-        step_ms: int,
+        measured: dict[str, int],
     ) -> Committed:
-        timing = dumps(
-            {
-                "type": "custom",
-                "kind": "timing",
-                "payload": {"scope": "step", "run_id": run_id, "step": step, "attempt": attempt, "step_ms": step_ms},
-            }
-        )
+        payload = {"scope": "step", "run_id": run_id, "step": step, "attempt": attempt, **measured}
+        timing = dumps({"type": "custom", "kind": "timing", "payload": payload})
         message = message_assistant(turn.content, turn.model)
         for _ in range(_COMMIT_ATTEMPTS):
             routed = [(call, catalog.route(call.name)) for call in turn.calls]

@@ -39,7 +39,7 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
     """Run a worker until signalled (SIGTERM and SIGINT let running steps finish first) or, in process,
     until `stop` is set; signal handlers are installed only when no `stop` is given."""
     handle_signals = stop is None
-    broker = await Broker.connect(settings, url)
+    broker = await Broker.connect(settings, url, role="switchboard-worker")
     timekeeper = Timekeeper(broker)
     registry = load_registry(settings.server_tools_module)
     models = ModelRegistry(broker)

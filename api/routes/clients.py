@@ -6,8 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from api.auth import hot_caller
 from api.deps import Caller, canonical_id, existing_session
-from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, Keyed, Outcome, keyed, respond
+from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, Keyed, Outcome, keyed, receipt_for, respond
 from api.schemas.clients import (
     ClientCallResultBody,
     ClientPingBody,
@@ -20,8 +21,8 @@ from api.schemas.clients import (
 from api.schemas.common import ErrorBody, optional_moment
 from api.schemas.events import SessionEvent
 from api.state import State
+from broker.clients import HttpReply
 from broker.codec import uuid7
-from broker.errors import NotFound
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/clients", tags=["clients"], responses={400: {"model": ErrorBody}})
 MANAGE = "session.manage"
@@ -51,20 +52,18 @@ async def register_client(
 
 
 @router.post("/{client_id}/ping", response_model=ClientPingBody)
-async def ping_client(session_id: str, client_id: str, request: Request, caller: Caller, state: State) -> Response:
+async def ping_client(session_id: str, client_id: str, request: Request, state: State) -> Response:
     """Keep a ttl client alive until now + ttl; 404 once it has lapsed (register again)."""
-    canonical = await existing_session(state, caller, session_id, MANAGE)
-    cid = canonical_id(client_id, "client")
+    canonical, who = await hot_caller(request, session_id, MANAGE)
+    receipt = await receipt_for(request, canonical, who.identity, PING_RECEIPT_MS)
+    reply = await state.broker.clients.ping(canonical, canonical_id(client_id, "client"), who.caller, receipt)
+    return await _send(state, reply)
 
-    async def act(_: Keyed) -> Outcome:
-        outcome = await state.broker.clients.ping(canonical, cid)
-        await state.broker.work.perform(outcome.owed)
-        if not outcome.alive:
-            raise NotFound(f"client {cid} has lapsed: it was not pinged within its ttl; register again")
-        answer = ClientPingBody(expires_at=optional_moment(outcome.expires_at))
-        return Outcome(200, answer.model_dump_json().encode())
 
-    return await keyed(request, caller, act, seed={}, session_id=canonical, ttl_ms=PING_RECEIPT_MS)
+async def _send(state: State, reply: HttpReply) -> Response:
+    """A hot route's reply as its script built it, once the work it owes is done."""
+    await state.broker.work.perform(reply.owed)
+    return respond(reply.status, reply.body)
 
 
 @router.delete("/{client_id}", status_code=204)
@@ -87,41 +86,31 @@ async def replace_tools(
 
 
 @router.post("/{client_id}/calls/{call_id:path}/ack", response_model=SessionEvent)
-async def ack_call(
-    session_id: str, client_id: str, call_id: str, request: Request, caller: Caller, state: State
-) -> Response:
+async def ack_call(session_id: str, client_id: str, call_id: str, request: Request, state: State) -> Response:
     """Acknowledge a call (the result deadline starts); answers with the `client_tool_acked` event."""
-    canonical = await existing_session(state, caller, session_id, MANAGE)
+    canonical, who = await hot_caller(request, session_id, MANAGE)
+    receipt = await receipt_for(request, canonical, who.identity, CALL_RECEIPT_MS)
     cid = canonical_id(client_id, "client")
-
-    async def act(_: Keyed) -> Outcome:
-        event = await state.broker.clients.ack(canonical, cid, call_id)
-        state.metrics.calls.labels("acked").inc()
-        return Outcome(200, event.encode())
-
-    return await keyed(request, caller, act, seed={}, session_id=canonical, ttl_ms=CALL_RECEIPT_MS)
+    reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt)
+    state.metrics.calls.labels("acked").inc()
+    return await _send(state, reply)
 
 
 @router.post("/{client_id}/calls/{call_id:path}/result", status_code=204)
 async def answer_call(
-    session_id: str,
-    client_id: str,
-    call_id: str,
-    body: ClientCallResultBody,
-    request: Request,
-    caller: Caller,
-    state: State,
+    session_id: str, client_id: str, call_id: str, body: ClientCallResultBody, request: Request, state: State
 ) -> Response:
     """Answer a call; it reaches the log as its `tool_result`. A result without an ack acks first."""
-    canonical = await existing_session(state, caller, session_id, MANAGE)
-    cid = canonical_id(client_id, "client")
-
-    async def act(keyed_: Keyed) -> Outcome:
-        owed = await state.broker.clients.answer(
-            canonical, cid, call_id, body.text, is_error=bool(body.is_error), tag=keyed_.tag
-        )
-        state.metrics.calls.labels("answered").inc()
-        await state.broker.work.perform(owed)
-        return Outcome(204)
-
-    return await keyed(request, caller, act, seed={}, session_id=canonical, ttl_ms=CALL_RECEIPT_MS)
+    canonical, who = await hot_caller(request, session_id, MANAGE)
+    receipt = await receipt_for(request, canonical, who.identity, CALL_RECEIPT_MS)
+    reply = await state.broker.clients.answer(
+        canonical,
+        canonical_id(client_id, "client"),
+        call_id,
+        body.text,
+        is_error=bool(body.is_error),
+        caller=who.caller,
+        receipt=receipt,
+    )
+    state.metrics.calls.labels("answered").inc()
+    return await _send(state, reply)

@@ -1,26 +1,29 @@
 -- Records a client's result as the call's `tool_result`; a result without an ack acks first. When it
--- settles the last call of the step, the next step is owed.
+-- settles the last call of the step, the next step is owed. Answers as HTTP (lib/http.lua).
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua.
--- ARGV[5] tool_result event JSON  ARGV[6] answer tag (idempotency identity, '' for none)
--- ARGV[7] result deadline ms
--- Returns {0, owed}; {404, 'session' | 'call'}; {409, msg} already settled (unless the same tag answered
--- it, which is a retry and answers {0, {}}).
+-- KEYS[9] the session's tokens  KEYS[10] the Idempotency-Key receipt
+-- ARGV[5] tool_result event JSON  ARGV[6] result deadline ms  ARGV[7] token SHA-256 ('' for an API key)
+-- ARGV[8] request fingerprint ('' for no Idempotency-Key)  ARGV[9] receipt ttl ms
+-- Returns {HTTP status, body, owed}: 204 and ''; 404; 409 (already settled); 401 (token).
 
 --!include lib/core.lua
 --!include lib/calls.lua
 --!include lib/call.lua
+--!include lib/http.lua
 
 local S = sb_call_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+local H = {tokens = KEYS[9], receipt = KEYS[10], token = ARGV[7], fp = ARGV[8], ttl = tonumber(ARGV[9])}
+local early = sb_http_begin(S, H)
+if early then return early end
 local rec = sb_own_call(S)
-if not rec then return sb_refuse(404, 'call') end
-local tag = ARGV[6]
-if rec.state == 'answered' and tag ~= '' and rec.tag == tag then return sb_reply(S.owe) end
-if rec.state ~= 'dispatched' and rec.state ~= 'acked' then return sb_settled_refusal(S, rec) end
-if rec.state == 'dispatched' then sb_ack(S, rec, tonumber(ARGV[7])) end
+if not rec then return sb_http_refuse(S, H, 404, 'client ' .. S.cid .. ' has no call ' .. S.call_id) end
+if rec.state ~= 'dispatched' and rec.state ~= 'acked' then
+  local refusal = sb_settled_refusal(S, rec)
+  return sb_http_refuse(S, H, refusal[1], refusal[2])
+end
+if rec.state == 'dispatched' then sb_ack(S, rec, tonumber(ARGV[6])) end
 sb_append(S, ARGV[5])
 redis.call('DEL', S.deadline)
-rec.tag = tag
 sb_settle(S, S.call_id, rec, 'answered', nil)
-return sb_reply(S.owe)
+return sb_http_reply(S, H, 204, '')

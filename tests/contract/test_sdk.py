@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import Processes, server_env
+from switchboard.processes import Processes, server_env
 
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(300)]
 

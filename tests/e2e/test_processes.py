@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from switchboard.processes import Processes, server_env
 from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
-from tests.processes import Processes, server_env
 from tests.sse import Frames
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from switchboard.processes import Processes, server_env
 from tests.api_client import Api, Event, Session, of_type, run_over
-from tests.processes import Processes, server_env
 from tests.stack import Stack
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]

@@ -112,21 +112,20 @@ async def test_an_expired_lease_lapses_the_client_and_fails_its_calls(broker: Br
     left = next(e for e in events if e["type"] == "client_left")
     assert left["reason"] == "timed_out"
     assert [e["reason"] for e in events if e["type"] == "client_tool_failed"] == ["client_gone", "client_gone"]
-    assert not (await broker.clients.ping(session_id, client_id)).alive
+    assert (await broker.clients.ping(session_id, client_id)).status == 404
 
 
 async def test_a_ping_just_after_the_lapse_is_refused_and_ends_the_client(broker: Broker) -> None:
     session_id = await make_session(broker)
     client_id = "0190f2a0-0000-7000-8000-0000000000cc"
     await broker.clients.register(session_id, client_id, "web", 5, [])
-    assert (await broker.clients.ping(session_id, client_id)).alive
+    assert (await broker.clients.ping(session_id, client_id)).status == 200
     await lapse_now(broker, session_id, client_id)
     await asyncio.sleep(0.01)
     # No timekeeper runs: the ping itself finds the lapse, and the client is never half alive.
-    outcome = await broker.clients.ping(session_id, client_id)
-    assert not outcome.alive
+    assert (await broker.clients.ping(session_id, client_id)).status == 404
     assert (await types(broker, session_id))[-1] == "client_left"
-    assert not (await broker.clients.ping(session_id, client_id)).alive
+    assert (await broker.clients.ping(session_id, client_id)).status == 404
     assert (await types(broker, session_id)).count("client_left") == 1
 
 
@@ -135,9 +134,9 @@ async def test_work_left_behind_is_performed_once(broker: Broker, settings: Sett
     run = await dispatch(broker, session_id, 1)
     call_id = next(e["call_id"] for e in await log_events(broker, session_id) if e["type"] == "client_tool_dispatched")
     # Record the result as the API would, then "die" before performing the work it owed.
-    owed = await broker.clients.answer(
-        session_id, "0190f2a0-0000-7000-8000-0000000000aa", call_id, "ok", is_error=False, tag=""
-    )
+    owed = (
+        await broker.clients.answer(session_id, "0190f2a0-0000-7000-8000-0000000000aa", call_id, "ok", is_error=False)
+    ).owed
     assert owed == [f"s|{session_id}|{run}|1|0"]
     async with run_worker(settings, redis_url):
         await wait_until(broker, session_id, "run_completed", 1)

@@ -3,15 +3,20 @@
 -- Every script builds a context table `S` from its KEYS and ARGV and passes it to these functions, so a
 -- library never names a key itself. Fields a function reads are listed in its comment.
 
+-- Redis's clock in ms; the µs it also read are kept for `created_at` (S.now_us), which latency figures
+-- are measured against.
+local sb_time_us = 0
+
 local function sb_now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  sb_time_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return math.floor(sb_time_us / 1000)
 end
 
--- RFC 3339 UTC with milliseconds, from ms since the epoch (days-to-civil, H. Hinnant).
-local function sb_iso(ms)
-  local secs = math.floor(ms / 1000)
-  local frac = ms - secs * 1000
+-- RFC 3339 UTC with microseconds, from µs since the epoch (days-to-civil, H. Hinnant).
+local function sb_iso(us)
+  local secs = math.floor(us / 1000000)
+  local frac = us - secs * 1000000
   local days = math.floor(secs / 86400)
   local rem = secs - days * 86400
   local hh = math.floor(rem / 3600)
@@ -28,7 +33,7 @@ local function sb_iso(ms)
   local d = doy - math.floor((153 * mp + 2) / 5) + 1
   local m = mp < 10 and mp + 3 or mp - 9
   if m <= 2 then y = y + 1 end
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, hh, mi, ss, frac)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%06dZ', y, m, d, hh, mi, ss, frac)
 end
 
 -- A Lua string as a JSON string literal.
@@ -44,10 +49,10 @@ end
 
 -- Appends one event to the session log and publishes it. `body` is a JSON object without `seq` and
 -- `created_at`; they are spliced in front so the stored text is exactly what every reader sends.
--- Reads S.meta, S.events, S.channel, S.now.
+-- Reads S.meta, S.events, S.channel; the time is the one sb_now_ms last read.
 local function sb_append(S, body)
   local seq = redis.call('HINCRBY', S.meta, 'seq', 1)
-  local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso(S.now) .. '",' .. string.sub(body, 2)
+  local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso(sb_time_us) .. '",' .. string.sub(body, 2)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
   redis.call('PUBLISH', S.channel, json)
   return json

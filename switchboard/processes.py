@@ -1,4 +1,5 @@
-"""Real Switchboard processes for the tests that need them: `switchboard api` and `switchboard worker`."""
+"""Real Switchboard processes (`switchboard api`, `switchboard worker`) on one Redis, for the tests and
+the benchmarks that need them."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Benchmarks: every speed claim of Switchboard, measured beside a baseline taken in the same run."""

@@ -1,0 +1,57 @@
+"""`python -m bench [--quick] [--only calls,deadlines,fanout,state] [--out FILE]`: start Redis, an API and
+a worker, run each scenario against its baseline measured in the same run, print one table, save JSON."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from bench import calls
+from bench.harness import Cluster, Figure, cluster, cpu_count, default_out, save, table
+
+Scenario = Callable[[Cluster, bool], Coroutine[Any, Any, list[Figure]]]
+SCENARIOS: dict[str, Scenario] = {"calls": calls.run}
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer samples: a smoke run, not figures to quote")
+    parser.add_argument("--only", default=",".join(SCENARIOS), help="comma separated: " + ", ".join(SCENARIOS))
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes (default bench/results/)")
+    args = parser.parse_args()
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    figures: list[Figure] = []
+    started = time.monotonic()
+    for name in chosen:
+        began = time.monotonic()
+        with cluster() as running:
+            figures += asyncio.run(SCENARIOS[name](running, args.quick))
+        print(f"{name}: {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
+    print(table(figures))
+    out = args.out or default_out()
+    meta = {
+        "commit": _commit(),
+        "quick": args.quick,
+        "python": platform.python_version(),
+        "cpus": cpu_count(),
+        "seconds": round(time.monotonic() - started),
+    }
+    save(figures, out, meta)
+    print(f"\nsaved {out} ({meta['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

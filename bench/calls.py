@@ -1,0 +1,171 @@
+"""Scenarios 1 to 3: dispatch latency, the full round trip (1 and 100 in flight), continuation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from bench import baselines
+from bench.harness import TOOL, Cluster, Figure, created_at_s, figure, keyed, new_session, scripted_agent, summary
+from bench.http import RawHttp
+from bench.sse import RawStream, Received
+
+ARQ_TUNED_POLL_S = 0.01
+ARQ_DEFAULT_POLL_S = 0.5
+
+
+async def until(events: AsyncIterator[Received], done: Callable[[Received], bool]) -> Received:
+    while True:
+        received = await anext(events)
+        if done(received):
+            return received
+
+
+def kind(name: str) -> Callable[[Received], bool]:
+    return lambda r: r.event["type"] == name
+
+
+@dataclass
+class Session:
+    """A session with a registered `web` client, its event stream, and a lean HTTP client (bench.http)
+    that sends an Idempotency-Key on every keyed call, as the SDK does."""
+
+    id: str
+    token: str
+    client_id: str
+    http: RawHttp
+    stream: RawStream
+    events: AsyncIterator[Received] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.events = self.stream.events()
+
+    async def post(self, path: str, body: object = None) -> None:
+        status, content = await self.http.request("POST", f"/v1/sessions/{self.id}{path}", body, keyed())
+        if status >= 300:
+            raise RuntimeError(f"POST {path}: {status} {content[:200]!r}")
+
+    async def send(self, text: str) -> None:
+        await self.post("/events", {"type": "input", "text": text})
+
+    async def answer(self, call_id: str) -> None:
+        call = f"/clients/{self.client_id}/calls/{call_id}"
+        await self.post(f"{call}/ack")
+        await self.post(f"{call}/result", {"text": "ok"})
+
+    def close(self) -> None:
+        self.stream.close()
+        self.http.close()
+
+
+async def open_session(cluster: Cluster, admin: httpx.AsyncClient, agent_id: str) -> Session:
+    session_id, token = await new_session(admin, agent_id)
+    http = RawHttp(cluster.url, token)
+    body = {"name": "web", "lifetime": {"type": "never"}, "tools": [TOOL]}
+    status, content = await http.request("POST", f"/v1/sessions/{session_id}/clients", body, keyed())
+    assert status == 201, content
+    stream = await RawStream.open(cluster.url, session_id, token, "?include=timing")
+    return Session(session_id, token, json.loads(content)["id"], http, stream)
+
+
+async def one_in_flight(session: Session, runs: int) -> tuple[list[float], list[float], list[float]]:
+    """Per run: dispatch latency (commit to the client reading it), round trip (the client reading the
+    dispatch to reading its tool_result, ack and result between), and continuation (the result posted to
+    the next model step starting). All in ms."""
+    dispatch, round_trip, continuation = [], [], []
+    for _ in range(runs):
+        await session.send("/call client__web__x")
+        got = await until(session.events, kind("client_tool_dispatched"))
+        dispatch.append((got.at - created_at_s(got.event)) * 1000)
+        posted = time.time()
+        await session.answer(got.event["call_id"])
+        result = await until(session.events, kind("tool_result"))
+        round_trip.append((result.at - got.at) * 1000)
+        step = await until(
+            session.events, lambda r: r.event["type"] == "custom" and r.event["payload"].get("step") == 1
+        )
+        continuation.append((step.event["payload"]["started_at_us"] / 1e6 - posted) * 1000)
+        await until(session.events, kind("run_completed"))
+    return dispatch, round_trip, continuation
+
+
+async def many_in_flight(session: Session, batches: int, width: int) -> tuple[list[float], list[float]]:
+    """Batches of `width` parallel calls, each answered as soon as it is seen: per-call round trips (ms)
+    and each batch's calls per second (first dispatch seen to last tool_result seen)."""
+    latencies: list[float] = []
+    rates: list[float] = []
+    text = "\n".join(["/call client__web__x"] * width)
+    for _ in range(batches):
+        await session.send(text)
+        seen: dict[str, float] = {}
+        answering: list[asyncio.Task[None]] = []
+        first = last = 0.0
+        settled = 0
+        while settled < width:
+            got = await anext(session.events)
+            event = got.event
+            if event["type"] == "client_tool_dispatched":
+                first = first or got.at
+                seen[event["call_id"]] = got.at
+                answering.append(asyncio.create_task(session.answer(event["call_id"])))
+            elif event["type"] == "tool_result":
+                latencies.append((got.at - seen[event["call_id"]]) * 1000)
+                last = got.at
+                settled += 1
+        rates.append(width / (last - first))
+        await asyncio.gather(*answering)
+        await until(session.events, kind("run_completed"))
+    return latencies, rates
+
+
+async def run(cluster: Cluster, quick: bool) -> list[Figure]:
+    runs, batches = (40, 3) if quick else (200, 10)
+    async with cluster.client() as admin:
+        agent_id = await scripted_agent(admin)
+        session = await open_session(cluster, admin, agent_id)
+        try:
+            for _ in range(5):  # warm the processes up
+                await one_in_flight(session, 1)
+            dispatch, round_trip, continuation = await one_in_flight(session, runs)
+            wide, rates = await many_in_flight(session, batches, 100)
+        finally:
+            session.close()
+    url = cluster.redis.url
+    raw_dispatch = await baselines.xadd_xreadgroup(url, 1000)
+    raw_one, _ = await baselines.redis_round_trip(url, 1000, 1)
+    _, raw_rate = await baselines.redis_round_trip(url, 5000, 100)
+    arq_one, _ = await baselines.arq_round_trip(url, 100 if quick else 300, 1, ARQ_TUNED_POLL_S)
+    _, arq_rate = await baselines.arq_round_trip(url, 1000 if quick else 3000, 100, ARQ_TUNED_POLL_S)
+    arq_start_tuned = await baselines.arq_enqueue_to_start(url, 50, ARQ_TUNED_POLL_S)
+    arq_start_default = await baselines.arq_enqueue_to_start(url, 10 if quick else 20, ARQ_DEFAULT_POLL_S)
+
+    d, rt, cont, w = summary(dispatch), summary(round_trip), summary(continuation), summary(wide)
+    rate = summary(rates)["p50"]
+    return [
+        figure("1 dispatch", "commit to client, p50", d["p50"], "ms", baseline=summary(raw_dispatch)["p50"],
+               baseline_name="XADD to XREADGROUP p50", target="ratio <= 3"),
+        figure("1 dispatch", "commit to client, p99", d["p99"], "ms", baseline=summary(raw_dispatch)["p99"],
+               baseline_name="XADD to XREADGROUP p99"),
+        figure("2 round trip", "1 in flight, p50", rt["p50"], "ms", baseline=summary(arq_one)["p50"],
+               baseline_name=f"arq, poll {ARQ_TUNED_POLL_S:g} s, p50", target="ratio <= 0.2"),
+        figure("2 round trip", "1 in flight, p99", rt["p99"], "ms", baseline=summary(raw_one)["p99"],
+               baseline_name="raw Redis p99"),
+        figure("2 round trip", "1 in flight vs raw Redis, p50", rt["p50"], "ms", baseline=summary(raw_one)["p50"],
+               baseline_name="raw Redis p50"),
+        figure("2 round trip", "100 in flight, calls/s", rate, "/s", baseline=arq_rate,
+               baseline_name=f"arq, poll {ARQ_TUNED_POLL_S:g} s", target="ratio >= 2"),
+        figure("2 round trip", "100 in flight, calls/s (absolute)", rate, "/s", baseline=raw_rate,
+               baseline_name="raw Redis, 1 consumer", target="value >= 2000"),
+        figure("2 round trip", "100 in flight, p50 / p99", w["p50"], "ms", note=f"p99 {w['p99']:.1f} ms"),
+        figure("3 continuation", "result to next step, p50", cont["p50"], "ms",
+               baseline=summary(arq_start_tuned)["p50"], baseline_name=f"arq start, poll {ARQ_TUNED_POLL_S:g} s, p50",
+               target="value < 10"),
+        figure("3 continuation", "result to next step, p99", cont["p99"], "ms",
+               baseline=summary(arq_start_default)["p50"],
+               baseline_name=f"arq start, default poll {ARQ_DEFAULT_POLL_S:g} s, p50"),
+    ]  # fmt: skip

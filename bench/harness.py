@@ -1,0 +1,198 @@
+"""What every scenario shares: figures and their statistics, the cluster under test, an HTTP client."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from broker.embedded import EmbeddedRedis
+from switchboard.processes import Processes
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One measured value, the baseline it is held against (measured in the same run), and its target.
+    `ratio` is value / baseline; `target` reads like `ratio <= 3` or `value >= 2000`."""
+
+    scenario: str
+    name: str
+    value: float
+    unit: str
+    baseline: float | None = None
+    baseline_name: str = ""
+    target: str = ""
+    met: bool | None = None
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline in (None, 0):
+            return None
+        assert self.baseline is not None
+        return self.value / self.baseline
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else float("nan"),
+        "mean": statistics.fmean(values) if values else float("nan"),
+    }
+
+
+def judge(value: float, baseline: float | None, target: str) -> bool | None:
+    """Evaluate a target such as `ratio <= 3`, `value < 10` or `ratio <= 0.2` (no eval of anything else)."""
+    if not target:
+        return None
+    subject, op, bound = target.split()
+    left = value / baseline if subject == "ratio" and baseline else value
+    limit = float(bound)
+    return {"<": left < limit, "<=": left <= limit, ">": left > limit, ">=": left >= limit}[op]
+
+
+def figure(scenario: str, name: str, value: float, unit: str, **more: Any) -> Figure:
+    target = more.get("target", "")
+    return Figure(scenario, name, value, unit, **more, met=judge(value, more.get("baseline"), target))
+
+
+def table(figures: Sequence[Figure]) -> str:
+    rows = [("scenario", "figure", "value", "baseline", "ratio", "target", "met")]
+    for f in figures:
+        baseline = f"{f.baseline:.4g} ({f.baseline_name})" if f.baseline is not None else ""
+        ratio = f"{f.ratio:.2f}x" if f.ratio is not None else ""
+        met = "" if f.met is None else ("yes" if f.met else "NO")
+        rows.append((f.scenario, f.name, f"{f.value:.4g} {f.unit}", baseline, ratio, f.target, met))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def save(figures: Sequence[Figure], out: Path, meta: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    body = {"meta": meta, "figures": [asdict(f) | {"ratio": f.ratio} for f in figures]}
+    import json
+
+    out.write_text(json.dumps(body, indent=2))
+
+
+def default_out() -> Path:
+    return Path("bench/results") / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+
+
+@dataclass
+class Cluster:
+    """Redis, one API and one worker, started for the benchmarks; the API process is `api`."""
+
+    redis: EmbeddedRedis
+    processes: Processes
+    url: str
+    key: str
+    env: dict[str, str]
+    api_pid: int = 0
+    workdir: Path = field(default_factory=Path)
+
+    def client(self, token: str | None = None, **options: Any) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=options.pop("connections", 200), max_keepalive_connections=200)
+        headers = {"Authorization": f"Bearer {token or self.key}"}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=60, limits=limits, **options)
+
+
+BENCH_SETTINGS = {
+    "SWITCHBOARD_ACK_TIMEOUT_S": "60",
+    "SWITCHBOARD_RESULT_TIMEOUT_S": "300",
+    "SWITCHBOARD_WORKER_MAX_JOBS": "200",
+}
+
+
+@contextlib.contextmanager
+def cluster(*, notifications: bool = True, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
+    workdir = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
+    redis = EmbeddedRedis(workdir / "redis", persistent=False, notifications=notifications)
+    redis.start()
+    key = "swb_ak_" + secrets.token_urlsafe(32)
+    env = {
+        "SWITCHBOARD_REDIS_URL": redis.url,
+        "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
+        "SWITCHBOARD_KEY_PREFIX": "bench",
+        **BENCH_SETTINGS,
+        **(extra or {}),
+    }
+    logs = workdir / "logs"
+    logs.mkdir()
+    processes = Processes(env, logs)
+    try:
+        api, url = processes.api()
+        processes.worker()
+        yield Cluster(redis, processes, url, key, env, api.pid, workdir)
+    finally:
+        processes.stop_all()
+        redis.stop()
+
+
+SCRIPTED = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
+TOOL = {"name": "x", "description": "A benchmark tool", "parameters": {"type": "object"}}
+
+
+async def scripted_agent(admin: httpx.AsyncClient, **config: Any) -> str:
+    providers = (await admin.get("/v1/model-providers")).json()["items"]
+    scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
+    agent = (await admin.post("/v1/agents", json={"name": "bench"})).json()
+    version = {"model_provider_id": scripted, "model": SCRIPTED, **config}
+    (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).raise_for_status()
+    return str(agent["id"])
+
+
+async def new_session(admin: httpx.AsyncClient, agent_id: str) -> tuple[str, str]:
+    created = (await admin.post("/v1/sessions", json={"agent_id": agent_id})).json()
+    return created["id"], created["session_token"]
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def created_at_s(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["created_at"]).timestamp()
+
+
+def now_s() -> float:
+    return time.time()
+
+
+@contextlib.asynccontextmanager
+async def nothing() -> AsyncIterator[None]:
+    yield
+
+
+def keyed() -> dict[str, str]:
+    """A fresh Idempotency-Key, as the SDK sends on every keyed call."""
+    return {"Idempotency-Key": secrets.token_hex(16)}
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1

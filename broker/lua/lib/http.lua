@@ -1,0 +1,42 @@
+-- Library: the hot routes (ack, result, ping) answered in one script: the session token checked, the
+-- Idempotency-Key receipt replayed or written, and the reply built as the HTTP status and body the API
+-- sends as is. Check, act and record happen atomically, so a repeated key can never act twice and never
+-- needs to wait. Needs lib/core.lua. `H` holds: tokens (key), token (its SHA-256, '' when an API key
+-- was checked by the caller), receipt (key), fp (the request's fingerprint, '' for no receipt), ttl (ms).
+
+local SB_CODES = {[400] = 'invalid_request', [401] = 'unauthorized', [404] = 'not_found', [409] = 'conflict'}
+
+local function sb_envelope(status, message)
+  return '{"error":{"code":"' .. SB_CODES[status] .. '","message":' .. sb_str(message) .. '}}'
+end
+
+-- nil when the operation may act; else the reply it must give instead (a refusal, or a receipt's replay).
+local function sb_http_begin(S, H)
+  if H.token ~= '' then
+    local raw = redis.call('HGET', H.tokens, H.token)
+    if not raw or cjson.decode(raw).expires_at <= S.now then
+      return {401, sb_envelope(401, 'this session token is unknown or expired'), {}}
+    end
+  end
+  if not sb_session_live(S) then return {404, sb_envelope(404, 'no session ' .. S.sid), {}} end
+  if H.fp == '' then return nil end
+  local raw = redis.call('GET', H.receipt)
+  if not raw then return nil end
+  local rec = cjson.decode(raw)
+  if rec.fp ~= H.fp then
+    return {409, sb_envelope(409, 'this Idempotency-Key was already used with a different request'), {}}
+  end
+  return {rec.status, rec.body, {}}
+end
+
+-- The reply, kept as the key's receipt: a retry with the same key gets exactly this.
+local function sb_http_reply(S, H, status, body)
+  if H.fp ~= '' then
+    redis.call('SET', H.receipt, cjson.encode({fp = H.fp, status = status, body = body}), 'PX', H.ttl)
+  end
+  return {status, body, S.owe}
+end
+
+local function sb_http_refuse(S, H, status, message)
+  return sb_http_reply(S, H, status, sb_envelope(status, message))
+end
