@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import errors
+from api import errors, fastlane
 from api.metrics import Metrics
 from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions
 from api.state import AppState
@@ -46,6 +47,23 @@ class _CountRequests:
             self._metrics.requests.labels(scope["method"], template, str(status)).inc()
 
 
+class SwitchboardApp(FastAPI):
+    """FastAPI, with the hot routes taken by the fast lane (`api.fastlane`) before its own stack."""
+
+    def __init__(self, *, fast_lane: bool, **options: Any) -> None:
+        super().__init__(**options)
+        self.fast_lane = fast_lane
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.fast_lane and scope["type"] == "http" and scope["method"] == "POST":
+            match = fastlane.HOT_PATH.fullmatch(scope["path"])
+            state: AppState | None = getattr(self.state, "switchboard", None)
+            if match is not None and state is not None:
+                await fastlane.serve(state, match, scope, receive, send, super().__call__)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(settings: Settings, redis_url: str) -> FastAPI:
     """The API over the Redis at `redis_url`; one broker connection and one live hub per app."""
     metrics = Metrics()
@@ -59,12 +77,16 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
                 await broker.credentials.ensure_api_key(settings.bootstrap_api_key.get_secret_value(), BOOTSTRAP_LABEL)
             await hub.start()
             app.state.switchboard = AppState(broker, hub, metrics)
+            # What start-up built lives as long as the process: out of the collector's sight, a full
+            # collection scans only what requests made (tens of ms less of a stall each time).
+            gc.freeze()
             yield
         finally:
             await hub.stop()
             await broker.close()
 
-    app = FastAPI(
+    app = SwitchboardApp(
+        fast_lane=settings.fast_lane,
         title="Switchboard",
         version="0.1.0",
         description="Routes an agent's client tool calls to the apps that serve them (the Subako /v1 API).",

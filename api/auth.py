@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from fastapi import Request
 
 from api.state import broker_of
+from broker import Broker
 from broker.clients import Caller
 from broker.codec import canonical_uuid, sha256_hex
 from broker.credentials import TokenState, token_session
@@ -49,8 +51,8 @@ class Principal:
         return canonical
 
 
-def _bearer(request: Request) -> str:
-    header = request.headers.get("authorization")
+def _bearer(headers: Mapping[str, str]) -> str:
+    header = headers.get("authorization")
     if not header:
         raise Unauthorized("missing credential: send `Authorization: Bearer <API key or session token>`")
     scheme, _, token = header.partition(" ")
@@ -69,32 +71,38 @@ class HotCaller:
     identity: str
 
 
-async def hot_caller(request: Request, session_id: str, permission: str) -> tuple[str, HotCaller]:
+async def hot_caller(
+    broker: Broker, headers: Mapping[str, str], session_id: str, permission: str
+) -> tuple[str, HotCaller]:
     """The canonical session id and the caller, with no Redis round trip for a session token: the token
     names its session, and the script checks the token itself in the same step as the operation."""
-    token = _bearer(request)
+    token = _bearer(headers)
     if not token.startswith(SESSION_TOKEN_PREFIX):
-        principal = await authenticate(request)
+        principal = await principal_of(broker, headers)
         return principal.reach_session(session_id, permission), HotCaller(Caller(), principal.id)
     canonical = canonical_uuid(session_id)
     if canonical is None or token_session(token) != canonical:
         # A token that names another session (or none) learns nothing about this one.
         raise NotFound(f"no session {session_id}")
-    _check_workspace(request, broker_of(request).workspace_id)
+    _check_workspace(headers, broker.workspace_id)
     digest = sha256_hex(token)
     return canonical, HotCaller(Caller(digest), f"token:{digest}")
 
 
-def _check_workspace(request: Request, workspace_id: str) -> None:
-    workspace = request.headers.get(WORKSPACE_HEADER)
+def _check_workspace(headers: Mapping[str, str], workspace_id: str) -> None:
+    workspace = headers.get(WORKSPACE_HEADER)
     if workspace is not None and canonical_uuid(workspace.strip()) != workspace_id:
         raise Forbidden(f"this credential belongs to workspace {workspace_id}, not {workspace}")
 
 
 async def authenticate(request: Request) -> Principal:
     """The caller of this request, or 401 (no, unknown, revoked or expired credential) / 403 (workspace)."""
-    token = _bearer(request)
-    broker = broker_of(request)
+    return await principal_of(broker_of(request), request.headers)
+
+
+async def principal_of(broker: Broker, headers: Mapping[str, str]) -> Principal:
+    """The caller that `headers` name (see `authenticate`)."""
+    token = _bearer(headers)
     principal: Principal
     if token.startswith(API_KEY_PREFIX):
         key = await broker.credentials.authenticate_key(token)
@@ -109,5 +117,5 @@ async def authenticate(request: Request) -> Principal:
         principal = Principal("session_token", auth.token_id, "", frozenset(), auth.session_id, gone)
     else:
         raise Unauthorized("unrecognised credential: expected an API key (swb_ak_...) or a session token (swb_st_...)")
-    _check_workspace(request, broker.workspace_id)
+    _check_workspace(headers, broker.workspace_id)
     return principal

@@ -33,13 +33,27 @@ def envelope(code: ErrorCode | str, message: str) -> dict[str, Any]:
     return {"error": {"code": str(code), "message": message}}
 
 
-def error_response(error: SwitchboardError) -> JSONResponse:
+UNEXPECTED = envelope(ErrorCode.INTERNAL, "an unexpected error occurred; it was logged")
+
+
+def error_headers(error: SwitchboardError) -> dict[str, str]:
     headers = {}
     if isinstance(error, TooManyRequests):
         headers["Retry-After"] = str(error.retry_after_s)
     if error.code is ErrorCode.UNAUTHORIZED:
         headers["WWW-Authenticate"] = "Bearer"
-    return JSONResponse(envelope(error.code, error.message), status_code=STATUS[error.code], headers=headers)
+    return headers
+
+
+def refused(error: SwitchboardError) -> dict[str, Any]:
+    """The envelope of a refusal, logged first when it is our failure rather than the caller's."""
+    if error.code is ErrorCode.INTERNAL:
+        logger.error("request failed: %s", error.message)
+    return envelope(error.code, error.message)
+
+
+def error_response(error: SwitchboardError) -> JSONResponse:
+    return JSONResponse(refused(error), status_code=STATUS[error.code], headers=error_headers(error))
 
 
 def _field(location: Sequence[Any]) -> str:
@@ -68,8 +82,6 @@ def describe_validation(errors: Sequence[Any]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(SwitchboardError)
     async def _switchboard(_: Request, error: SwitchboardError) -> Response:
-        if error.code is ErrorCode.INTERNAL:
-            logger.error("request failed: %s", error.message)
         return error_response(error)
 
     @app.exception_handler(RequestValidationError)
@@ -91,4 +103,4 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, error: Exception) -> Response:
         logger.exception("unexpected error")
-        return JSONResponse(envelope(ErrorCode.INTERNAL, "an unexpected error occurred; it was logged"), 500)
+        return JSONResponse(UNEXPECTED, 500)

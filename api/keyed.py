@@ -8,7 +8,7 @@ acks and results (1 hour): those operations are idempotent on their own beyond t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,6 @@ from fastapi import Request, Response
 from api.auth import Principal
 from api.errors import STATUS, envelope
 from api.state import broker_of
-from broker.clients import Receipt
 from broker.codec import dumps
 from broker.errors import InvalidRequest, SwitchboardError
 from broker.idempotency import Receipt as Replay
@@ -38,18 +37,12 @@ class Outcome:
     receipt_body: bytes | None = None
 
 
-async def receipt_for(request: Request, session_id: str, identity: str, ttl_ms: int) -> Receipt | None:
-    """Where a hot route's Idempotency-Key receipt goes (the route's script reads and writes it in the
-    same step as the operation), or None when the request carries no key."""
-    key = request.headers.get("idempotency-key")
-    if key is None:
-        return None
-    if not 0 < len(key) <= _MAX_KEY_LENGTH:
+def idempotency_key(headers: Mapping[str, str]) -> str | None:
+    """The request's Idempotency-Key, None when it sends none; 400 when it is empty or too long."""
+    key = headers.get("idempotency-key")
+    if key is not None and not 0 < len(key) <= _MAX_KEY_LENGTH:
         raise InvalidRequest(f"Idempotency-Key: must be 1 to {_MAX_KEY_LENGTH} characters")
-    path = request.url.path
-    digest = scope_digest(identity, request.method, path, key)
-    slot = broker_of(request).core.keys.session(session_id).idempotency(digest)
-    return Receipt(slot, fingerprint(request.method, path, await request.body()), ttl_ms)
+    return key
 
 
 def respond(status: int, body: bytes | str) -> Response:
@@ -75,12 +68,10 @@ async def keyed(
     session_id: str | None = None,
     ttl_ms: int | None = None,
 ) -> Response:
-    key = request.headers.get("idempotency-key")
+    key = idempotency_key(request.headers)
     if key is None:
         outcome = await act(Keyed(seed, ""))
         return respond(outcome.status, outcome.body)
-    if not 0 < len(key) <= _MAX_KEY_LENGTH:
-        raise InvalidRequest(f"Idempotency-Key: must be 1 to {_MAX_KEY_LENGTH} characters")
     broker = broker_of(request)
     keys = broker.core.keys
     path = request.url.path

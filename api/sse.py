@@ -53,6 +53,20 @@ def _live(item: bytes, last: int, include: frozenset[str]) -> tuple[bytes | None
     return (_frame(seq, item) if shown(item, include) else None), seq
 
 
+def _burst(items: list[bytes], last: int, include: frozenset[str]) -> tuple[bytes, int | None]:
+    """The frames of live messages that arrived together, for one write, and the seq reached; None for
+    the seq when a gap was seen (what followed it is in the log too, and is read from there)."""
+    frames: list[bytes] = []
+    for item in items:
+        frame, seq = _live(item, last, include)
+        if frame:
+            frames.append(frame)
+        if seq is None:
+            return b"".join(frames), None
+        last = seq
+    return b"".join(frames), last
+
+
 async def event_stream(
     state: AppState, session_id: str, position: int, subscription: Subscription, include: frozenset[str]
 ) -> AsyncIterator[bytes]:
@@ -73,9 +87,9 @@ async def event_stream(
                 if not await state.broker.sessions.exists(session_id):
                     return
             elif isinstance(item, bytes):
-                frame, seq = _live(item, last, include)
-                if frame:
-                    yield frame
+                burst, seq = _burst([item, *subscription.queued()], last, include)
+                if burst:
+                    yield burst
                 if seq is not None:
                     last = seq
                     continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import statistics
 import tempfile
 import time
@@ -149,6 +150,7 @@ def cluster(*, notifications: bool = True, extra: dict[str, str] | None = None) 
     finally:
         processes.stop_all()
         redis.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 SCRIPTED = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}

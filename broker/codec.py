@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import time
 import uuid
@@ -49,8 +50,14 @@ def uuid7() -> str:
     return str(uuid.UUID(int=value))
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def canonical_uuid(value: str) -> str | None:
     """The canonical lowercase form of a UUID written any way, or None when it is not one."""
+    # Nearly every id arrives canonical already; parsing one costs more than the request's script.
+    if _CANONICAL_UUID.fullmatch(value):
+        return value
     try:
         return str(uuid.UUID(value))
     except ValueError:

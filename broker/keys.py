@@ -44,6 +44,8 @@ yet: the scripts that touch a session also touch the global timer indexes (`dead
 | `sb:purge`                            | zset   | none                     | deleted session ids left to purge      |
 | `sb:arq:queue`                        | zset   | none                     | arq's queue (arq writes it)            |
 | `sb:arq:health:<host>`                | string | health interval + 1 s    | arq's health check of a host's worker  |
+| `sb:arq:wake`                         | list   | none (capped length)     | a token per enqueued job; idle workers |
+|                                       |        |                          | BLPOP it rather than wait out a poll   |
 
 Members of `sb:work`: `s|<sid>|<run>|<step>|<attempt>` (a step job), `t|<sid>|<call>` (a server tool job),
 `d|<sid>|<client>` (a run-scoped client to release). Deadlines in `sb:deadlines` are client calls' ack and
@@ -53,14 +55,17 @@ Channels (pub/sub, not keys): `sb:{S}:live` carries every appended event of a se
 the text `deleted` when the session is deleted. `sb:hub` is subscribed by every API process and never
 published on.
 
-Owned by arq and written only by arq: `arq:job:<job id>`, `arq:result:<job id>`, `arq:in-progress:<job id>`,
-`arq:retry:<job id>`, `arq:abort`. Job ids start with the prefix (`sb:step:<run>:<step>:<attempt>`,
+Owned by arq: `arq:job:<job id>`, `arq:result:<job id>`, `arq:in-progress:<job id>`, `arq:retry:<job id>`,
+`arq:abort`. Only `enqueue_job.lua` writes one of them besides arq: `arq:job:<job id>`, exactly as arq's
+`enqueue_job` does (arq is pinned). Job ids start with the prefix (`sb:step:<run>:<step>:<attempt>`,
 `sb:tool:<sid>:<call>`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from arq.constants import job_key_prefix, result_key_prefix
 
 # A session id is a canonical UUID, so members of the global indexes split at a fixed offset.
 _UUID_LEN = 36
@@ -226,6 +231,18 @@ class KeySpace:
 
     def worker_health(self, host: str) -> str:
         return f"{self.prefix}:arq:health:{host}"
+
+    @property
+    def wake(self) -> str:
+        return f"{self.prefix}:arq:wake"
+
+    @staticmethod
+    def arq_job(job_id: str) -> str:
+        return job_key_prefix + job_id
+
+    @staticmethod
+    def arq_result(job_id: str) -> str:
+        return result_key_prefix + job_id
 
     def step_job_id(self, run_id: str, step: int, attempt: int) -> str:
         return f"{self.prefix}:step:{run_id}:{step}:{attempt}"

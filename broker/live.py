@@ -41,7 +41,9 @@ class Subscription:
         self._lagged = False
         self._deleted = False
         self._closing = False
-        self._wake = asyncio.Event()
+        # The reader waits on one plain future that `push` resolves: under load every hop through the
+        # event loop (an Event wrapped by wait_for is three) delays each event by a whole loop turn.
+        self._waiter: asyncio.Future[bool] | None = None
 
     def push(self, data: bytes) -> None:
         if data == _DELETED:
@@ -52,16 +54,20 @@ class Subscription:
             self._lagged = True
         else:
             self._items.append(data)
-        self._wake.set()
+        self._wake()
 
     def mark_lagged(self) -> None:
         self._lagged = True
-        self._wake.set()
+        self._wake()
 
     def close(self) -> None:
         """End the reader's stream (the process is shutting down); it reconnects elsewhere."""
         self._closing = True
-        self._wake.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(True)
 
     async def get(self, wait_s: float) -> bytes | Signal | None:
         """The next event, a signal, or None when nothing came within `wait_s` seconds."""
@@ -77,11 +83,30 @@ class Subscription:
                 return Signal.DELETED
             if self._closing:
                 return Signal.CLOSING
-            self._wake.clear()
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(wait_s, _expire, waiter)
             try:
-                await asyncio.wait_for(self._wake.wait(), wait_s)
-            except TimeoutError:
+                woken = await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+            if not woken:
                 return None
+
+    def queued(self) -> list[bytes]:
+        """The events already queued behind the one `get` returned, taken at once (none after a lag,
+        which `get` reports next), so a reader can send a burst in one write."""
+        if self._lagged:
+            return []
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -25,6 +25,7 @@ SCRIPT_NAMES = (
     "create_session",
     "delete_session",
     "dequeue",
+    "enqueue_job",
     "expire_call",
     "finish_run",
     "idem_begin",
@@ -93,13 +94,13 @@ class Scripts:
             present = await self.redis.script_exists(*(s.sha for s in self._scripts.values()))
         return all(present)
 
-    async def raw(self, name: str, keys: list[str], args: list[str | int]) -> Any:
+    async def raw(self, name: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         """Run a script and return its reply as text, without interpreting it."""
         with translate_redis_errors():
             return _text(await self._scripts[name](keys=keys, args=args))
 
     async def run(
-        self, name: str, keys: list[str], args: list[str | int], refusals: Mapping[str, str] | None = None
+        self, name: str, keys: list[str], args: Sequence[str | int | bytes], refusals: Mapping[str, str] | None = None
     ) -> list[Any]:
         """Run a script that answers `{status, ...}`; a non-zero status raises its error. Scripts refuse
         with a word (`session`, `client`, ...); `refusals` turns it into the message a person reads."""

@@ -43,10 +43,12 @@ class Settings(BaseSettings):
     key_prefix: str = Field(default="sb", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
     sweep_interval_s: Seconds = 0.1
     continuation_grace_s: Seconds = 1.0
-    worker_poll_delay_s: Seconds = 0.02
+    worker_poll_delay_s: Seconds = 0.1
     worker_max_jobs: int = Field(default=50, ge=1)
+    worker_transcript_cache_mb: int = Field(default=64, ge=0)
     step_timeout_s: Seconds = 120.0
     access_log: bool = False
+    fast_lane: bool = True
     stream_keepalive_s: Seconds = 15.0
     stream_retry_ms: int = Field(default=3000, ge=0)
     idempotency_wait_s: Seconds = 30.0

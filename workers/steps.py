@@ -27,7 +27,7 @@ from workers.models.base import ModelError, ModelRequest, Turn
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
 from workers.tools import Registry
-from workers.transcript import read_transcript
+from workers.transcript import Transcripts
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class StepRunner:
         self._broker = broker
         self._models = models
         self._registry = registry
+        self._transcripts = Transcripts(broker.log.after, broker.settings.worker_transcript_cache_mb * 2**20)
 
     async def run(self, session_id: str, run_id: str, step: int, attempt: int, job_try: int) -> None:
         try:
@@ -152,7 +153,7 @@ class StepRunner:
 
     async def _call(self, session_id: str, model: Any, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Catalog]:
         catalog = Catalog.build(await self._broker.runs.offered(session_id), self._registry, config)
-        transcript = await read_transcript(self._broker, session_id)
+        transcript = await self._transcripts.read(session_id)
         request = ModelRequest(config, transcript, catalog.tools)
         settings = self._broker.settings
         turn: Turn = await with_retries(

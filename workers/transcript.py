@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from broker import Broker
 from broker.codec import loads
 from broker.runs import PlannedCall
 from workers.models.base import Message, ToolOutcome
 
 _PAGE = 500
+# `EventLog.after`: up to `count` (seq, event) rows of a session after a seq, oldest first.
+LogReader = Callable[[str, int, int], Awaitable[list[tuple[int, bytes]]]]
 
 
 def _text(content: list[dict[str, Any]]) -> str:
@@ -35,15 +39,57 @@ def fold(event: dict[str, Any]) -> Message | None:
     return None
 
 
-async def read_transcript(broker: Broker, session_id: str) -> list[Message]:
-    messages: list[Message] = []
-    after = 0
-    while True:
-        rows = await broker.log.after(session_id, after, _PAGE)
-        for seq, data in rows:
-            after = seq
-            message = fold(loads(data))
-            if message is not None:
-                messages.append(message)
-        if len(rows) < _PAGE:
-            return messages
+@dataclass
+class _Folded:
+    after: int = 0
+    messages: list[Message] = field(default_factory=list)
+    size: int = 0
+
+
+class Transcripts:
+    """Each session's conversation, folded once per worker: a step reads only the events logged since
+    the last step this worker ran for the session, so a step costs what is new rather than the whole
+    session. The log is append-only and its seqs rise by one, so what was folded stays true whichever
+    worker ran the steps between. The bytes folded are bounded; the least recently used session goes
+    first and is read whole again if it comes back."""
+
+    def __init__(self, log_after: LogReader, max_bytes: int) -> None:
+        self._after = log_after
+        self._max_bytes = max_bytes
+        self._sessions: OrderedDict[str, _Folded] = OrderedDict()
+        self._bytes = 0
+
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes
+
+    async def read(self, session_id: str) -> list[Message]:
+        """The conversation so far, oldest message first."""
+        folded = self._take(session_id) or _Folded()
+        while True:
+            rows = await self._after(session_id, folded.after, _PAGE)
+            for seq, data in rows:
+                folded.after = seq
+                message = fold(loads(data))
+                if message is not None:
+                    folded.messages.append(message)
+                    folded.size += len(data)
+            if len(rows) < _PAGE:
+                break
+        self._put(session_id, folded)
+        return list(folded.messages)
+
+    def _take(self, session_id: str) -> _Folded | None:
+        folded = self._sessions.pop(session_id, None)
+        if folded is not None:
+            self._bytes -= folded.size
+        return folded
+
+    def _put(self, session_id: str, folded: _Folded) -> None:
+        # Two steps of one session at once (a reclaimed step still finishing) each fold their own copy.
+        self._take(session_id)
+        self._sessions[session_id] = folded
+        self._bytes += folded.size
+        while self._bytes > self._max_bytes and len(self._sessions) > 1:
+            _, oldest = self._sessions.popitem(last=False)
+            self._bytes -= oldest.size

@@ -6,9 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from api.auth import hot_caller
+from api import hot
 from api.deps import Caller, canonical_id, existing_session
-from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, Keyed, Outcome, keyed, receipt_for, respond
+from api.hot import MANAGE, HotRequest
+from api.keyed import Keyed, Outcome, keyed, respond
 from api.schemas.clients import (
     ClientCallResultBody,
     ClientPingBody,
@@ -21,11 +22,9 @@ from api.schemas.clients import (
 from api.schemas.common import ErrorBody, optional_moment
 from api.schemas.events import SessionEvent
 from api.state import State
-from broker.clients import HttpReply
 from broker.codec import uuid7
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/clients", tags=["clients"], responses={400: {"model": ErrorBody}})
-MANAGE = "session.manage"
 
 
 def _tools(tools: list[ClientToolBody] | None) -> list[dict[str, Any]]:
@@ -54,15 +53,7 @@ async def register_client(
 @router.post("/{client_id}/ping", response_model=ClientPingBody)
 async def ping_client(session_id: str, client_id: str, request: Request, state: State) -> Response:
     """Keep a ttl client alive until now + ttl; 404 once it has lapsed (register again)."""
-    canonical, who = await hot_caller(request, session_id, MANAGE)
-    receipt = await receipt_for(request, canonical, who.identity, PING_RECEIPT_MS)
-    reply = await state.broker.clients.ping(canonical, canonical_id(client_id, "client"), who.caller, receipt)
-    return await _send(state, reply)
-
-
-async def _send(state: State, reply: HttpReply) -> Response:
-    """A hot route's reply as its script built it, once the work it owes is done."""
-    await state.broker.work.perform(reply.owed)
+    reply = await hot.ping(state, await HotRequest.of(request), session_id, client_id)
     return respond(reply.status, reply.body)
 
 
@@ -88,12 +79,8 @@ async def replace_tools(
 @router.post("/{client_id}/calls/{call_id:path}/ack", response_model=SessionEvent)
 async def ack_call(session_id: str, client_id: str, call_id: str, request: Request, state: State) -> Response:
     """Acknowledge a call (the result deadline starts); answers with the `client_tool_acked` event."""
-    canonical, who = await hot_caller(request, session_id, MANAGE)
-    receipt = await receipt_for(request, canonical, who.identity, CALL_RECEIPT_MS)
-    cid = canonical_id(client_id, "client")
-    reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt)
-    state.metrics.calls.labels("acked").inc()
-    return await _send(state, reply)
+    reply = await hot.ack(state, await HotRequest.of(request), session_id, client_id, call_id)
+    return respond(reply.status, reply.body)
 
 
 @router.post("/{client_id}/calls/{call_id:path}/result", status_code=204)
@@ -101,16 +88,5 @@ async def answer_call(
     session_id: str, client_id: str, call_id: str, body: ClientCallResultBody, request: Request, state: State
 ) -> Response:
     """Answer a call; it reaches the log as its `tool_result`. A result without an ack acks first."""
-    canonical, who = await hot_caller(request, session_id, MANAGE)
-    receipt = await receipt_for(request, canonical, who.identity, CALL_RECEIPT_MS)
-    reply = await state.broker.clients.answer(
-        canonical,
-        canonical_id(client_id, "client"),
-        call_id,
-        body.text,
-        is_error=bool(body.is_error),
-        caller=who.caller,
-        receipt=receipt,
-    )
-    state.metrics.calls.labels("answered").inc()
-    return await _send(state, reply)
+    reply = await hot.answer(state, await HotRequest.of(request), session_id, client_id, call_id, body)
+    return respond(reply.status, reply.body)

@@ -73,9 +73,11 @@ def test_session_names_carry_the_session_as_hash_tag() -> None:
     assert names == [f"sb:{{{SID}}}:{suffix}" for suffix in suffixes]
 
 
-def test_nothing_is_named_under_arq() -> None:
+def test_nothing_is_named_under_arq_but_arq_own_job_keys() -> None:
     keys = KeySpace()
-    assert not any(name.startswith("arq:") for name in (keys.queue, keys.worker_health("h"), keys.deadlines))
+    assert not any(name.startswith("arq:") for name in (keys.queue, keys.worker_health("h"), keys.wake))
+    # The one place Switchboard writes arq's keys (enqueue_job.lua) names them as arq does.
+    assert (keys.arq_job("sb:step:r:1:1"), keys.arq_result("j")) == ("arq:job:sb:step:r:1:1", "arq:result:j")
 
 
 def test_expired_key_names_parse_back() -> None:

@@ -1,0 +1,85 @@
+"""The hot routes (ping, ack, result) over a plain `HotRequest`, so the FastAPI routes and the fast lane
+(`api.fastlane`) run the same code: caller, receipt, one script, the work it owes, the metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from api.auth import hot_caller
+from api.deps import canonical_id
+from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, idempotency_key
+from api.schemas.clients import ClientCallResultBody
+from api.state import AppState
+from broker.clients import HttpReply, Receipt
+from broker.idempotency import fingerprint, scope_digest
+
+MANAGE = "session.manage"
+
+
+@dataclass(frozen=True, slots=True)
+class HotRequest:
+    """What a hot route reads of its request. `headers` answers lower-case names."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+
+    @classmethod
+    async def of(cls, request: Request) -> HotRequest:
+        return cls(request.method, request.url.path, request.headers, await request.body())
+
+
+def _receipt(state: AppState, request: HotRequest, session_id: str, identity: str, ttl_ms: int) -> Receipt | None:
+    """Where the request's Idempotency-Key receipt goes (the route's script reads and writes it in the
+    same step as the operation), or None when the request carries no key."""
+    key = idempotency_key(request.headers)
+    if key is None:
+        return None
+    digest = scope_digest(identity, request.method, request.path, key)
+    slot = state.broker.core.keys.session(session_id).idempotency(digest)
+    return Receipt(slot, fingerprint(request.method, request.path, request.body), ttl_ms)
+
+
+async def _done(state: AppState, reply: HttpReply) -> HttpReply:
+    # The work is in the work index already; performing it before answering means that once a result
+    # is answered, the step it owed is queued.
+    await state.broker.work.perform(reply.owed)
+    return reply
+
+
+async def ping(state: AppState, request: HotRequest, session_id: str, client_id: str) -> HttpReply:
+    canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
+    receipt = _receipt(state, request, canonical, who.identity, PING_RECEIPT_MS)
+    reply = await state.broker.clients.ping(canonical, canonical_id(client_id, "client"), who.caller, receipt)
+    return await _done(state, reply)
+
+
+async def ack(state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str) -> HttpReply:
+    canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
+    receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
+    cid = canonical_id(client_id, "client")
+    reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt)
+    state.metrics.calls.labels("acked").inc()
+    return await _done(state, reply)
+
+
+async def answer(
+    state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str, body: ClientCallResultBody
+) -> HttpReply:
+    canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
+    receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
+    reply = await state.broker.clients.answer(
+        canonical,
+        canonical_id(client_id, "client"),
+        call_id,
+        body.text,
+        is_error=bool(body.is_error),
+        caller=who.caller,
+        receipt=receipt,
+    )
+    state.metrics.calls.labels("answered").inc()
+    return await _done(state, reply)
