@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
+from typing import Any
+
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.asyncio.retry import Retry
@@ -11,14 +15,27 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 
 class LeanPool(ConnectionPool):
-    """redis-py's pool without its per-command toll: it takes an asyncio lock and probes the socket with a
-    non-blocking read (a syscall) on every checkout, which measured as half of what a hot route costs the
-    API. The probe looks for a connection handed back with a reply still unread; redis-py never hands one
-    back: a command interrupted while sending or reading (an error, a cancellation) disconnects its
-    connection first, and a disconnected connection is connected again here. Checkout is synchronous up
-    to that connect, so two callers can never be given the same connection."""
+    """redis-py's pool, without its per-command toll and with a bound that waits rather than fails.
+
+    redis-py takes an asyncio lock and probes the socket with a non-blocking read (a syscall) on every
+    checkout, which measured as half of what a hot route costs the API. The probe looks for a connection
+    handed back with a reply still unread; redis-py never hands one back: a command interrupted while
+    sending or reading (an error, a cancellation) disconnects its connection first, and a disconnected
+    connection is connected again here. Checkout is synchronous up to that connect, so two callers are
+    never given the same connection.
+
+    At `max_connections` in use, a caller waits for one to come back (redis-py's plain pool raises
+    instead), so a burst of thousands of stream opens queues on a handful of connections rather than
+    opening one per request: a command holds its connection for one round trip, so a few carry more
+    commands than a Python process can issue."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def get_connection(self, command_name: object = None, *keys: object, **options: object) -> AbstractConnection:
+        while not self._available_connections and len(self._in_use_connections) >= self.max_connections:
+            await self._wait_for_release()
         connection: AbstractConnection = self.get_available_connection()  # type: ignore[no-untyped-call]
         if not connection.is_connected:
             try:
@@ -28,8 +45,40 @@ class LeanPool(ConnectionPool):
                 raise
         return connection
 
+    async def _wait_for_release(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout(POOL_WAIT_S):
+                await waiter
+        except BaseException as error:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            elif waiter.done() and not waiter.cancelled():
+                # Woken, then cancelled before it could check out: the wake goes to the next waiter.
+                self._wake_one()
+            if isinstance(error, TimeoutError):
+                raise RedisConnectionError(f"no Redis connection came free within {POOL_WAIT_S:g} s") from None
+            raise
 
-def create_redis(url: str, *, name: str = "switchboard", max_connections: int = 256) -> Redis:
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def release(self, connection: AbstractConnection) -> None:
+        await super().release(connection)
+        self._wake_one()
+
+
+# A caller waiting longer than this for a free connection gets BrokerUnavailable (a pool exhausted by
+# a bug must fail requests, not hang them).
+POOL_WAIT_S = 10.0
+
+
+def create_redis(url: str, *, name: str = "switchboard", max_connections: int = 16) -> Redis:
     """A client with short reconnect retries, so a restarting Redis costs a pause rather than errors. Its
     connections carry `name` (CLIENT SETNAME), so CLIENT LIST shows which role holds which connection."""
     pool = LeanPool.from_url(

@@ -30,7 +30,7 @@ class Core:
     async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Core:
         """Open the client, load every script and read (or fix, on first start) the workspace id. `role`
         names the connections (`switchboard-api`, `switchboard-worker`) in Redis's CLIENT LIST."""
-        redis = create_redis(url, name=role)
+        redis = create_redis(url, name=role, max_connections=settings.redis_max_connections)
         keys = KeySpace(settings.key_prefix)
         # arq's client shares the pool: enqueueing a job costs no connection of its own.
         arq = ArqRedis(

@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     # Beyond the contract's table: tuning that the tests and benchmarks turn.
     key_prefix: str = Field(default="sb", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
     sweep_interval_s: Seconds = 0.1
+    expiry_notifications: bool = True
     continuation_grace_s: Seconds = 1.0
     worker_poll_delay_s: Seconds = 0.1
     worker_max_jobs: int = Field(default=50, ge=1)
@@ -49,6 +50,7 @@ class Settings(BaseSettings):
     step_timeout_s: Seconds = 120.0
     access_log: bool = False
     fast_lane: bool = True
+    redis_max_connections: int = Field(default=16, ge=4)
     stream_keepalive_s: Seconds = 15.0
     stream_retry_ms: int = Field(default=3000, ge=0)
     idempotency_wait_s: Seconds = 30.0

@@ -23,18 +23,18 @@ _BATCH = 500
 
 
 class Timekeeper:
-    def __init__(self, broker: Broker, *, configure_notifications: bool = True) -> None:
+    """Listens for expired keys (unless `SWITCHBOARD_EXPIRY_NOTIFICATIONS` is false: then it neither
+    switches them on nor listens) and sweeps the timer indexes."""
+
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._configure = configure_notifications
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        if self._configure:
+        self._tasks = [asyncio.create_task(self._sweep_forever(), name="timekeeper-sweep")]
+        if self._broker.settings.expiry_notifications:
             await self._enable_notifications()
-        self._tasks = [
-            asyncio.create_task(self._listen(), name="timekeeper-listen"),
-            asyncio.create_task(self._sweep_forever(), name="timekeeper-sweep"),
-        ]
+            self._tasks.append(asyncio.create_task(self._listen(), name="timekeeper-listen"))
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -66,8 +66,9 @@ async def test_without_notifications_the_sweeper_fires_every_deadline_within_a_s
     quiet_broker: Broker, settings: Settings
 ) -> None:
     # The production sweep interval, not the tests' shortened one.
-    keeper = Timekeeper(quiet_broker, configure_notifications=False)
-    object.__setattr__(quiet_broker.core, "settings", settings.model_copy(update={"sweep_interval_s": 0.1}))
+    quieter = settings.model_copy(update={"sweep_interval_s": 0.1, "expiry_notifications": False})
+    object.__setattr__(quiet_broker.core, "settings", quieter)
+    keeper = Timekeeper(quiet_broker)
     session_id = await make_session(quiet_broker)
     await dispatch(quiet_broker, session_id, 20)
     await keeper.start()
