@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import httpx
 
 from bench import baselines
-from bench.harness import TOOL, Cluster, Figure, created_at_s, figure, keyed, new_session, scripted_agent, summary
-from bench.http import RawHttp
+from bench.harness import (
+    Cluster,
+    Figure,
+    Registered,
+    calls_text,
+    cluster,
+    created_at_s,
+    figure,
+    registered,
+    scripted_agent,
+    summary,
+)
 from bench.sse import RawStream, Received
 
 ARQ_TUNED_POLL_S = 0.01
@@ -31,49 +39,24 @@ def kind(name: str) -> Callable[[Received], bool]:
 
 
 @dataclass
-class Session:
-    """A session with a registered `web` client, its event stream, and a lean HTTP client (bench.http)
-    that sends an Idempotency-Key on every keyed call, as the SDK does."""
+class Session(Registered):
+    """A registered session and its event stream (with timing events)."""
 
-    id: str
-    token: str
-    client_id: str
-    http: RawHttp
-    stream: RawStream
+    stream: RawStream = field(kw_only=True)
     events: AsyncIterator[Received] = field(init=False)
 
     def __post_init__(self) -> None:
         self.events = self.stream.events()
 
-    async def post(self, path: str, body: object = None) -> None:
-        status, content = await self.http.request("POST", f"/v1/sessions/{self.id}{path}", body, keyed())
-        if status >= 300:
-            raise RuntimeError(f"POST {path}: {status} {content[:200]!r}")
-
-    async def send(self, text: str) -> None:
-        await self.post("/events", {"type": "input", "text": text})
-
-    async def answer(self, call_id: str) -> float:
-        """Ack, then post the result; when the result was sent (epoch s)."""
-        call = f"/clients/{self.client_id}/calls/{call_id}"
-        await self.post(f"{call}/ack")
-        posted = time.time()
-        await self.post(f"{call}/result", {"text": "ok"})
-        return posted
-
     def close(self) -> None:
         self.stream.close()
-        self.http.close()
+        super().close()
 
 
 async def open_session(cluster: Cluster, admin: httpx.AsyncClient, agent_id: str) -> Session:
-    session_id, token = await new_session(admin, agent_id)
-    http = RawHttp(cluster.url, token)
-    body = {"name": "web", "lifetime": {"type": "never"}, "tools": [TOOL]}
-    status, content = await http.request("POST", f"/v1/sessions/{session_id}/clients", body, keyed())
-    assert status == 201, content
-    stream = await RawStream.open(cluster.url, session_id, token, "?include=timing")
-    return Session(session_id, token, json.loads(content)["id"], http, stream)
+    party = await registered(cluster, admin, agent_id)
+    stream = await RawStream.open(cluster.url, party.id, party.token, "?include=timing")
+    return Session(party.id, party.token, party.client_id, party.http, stream=stream)
 
 
 async def one_in_flight(session: Session, runs: int) -> tuple[list[float], list[float], list[float]]:
@@ -82,7 +65,7 @@ async def one_in_flight(session: Session, runs: int) -> tuple[list[float], list[
     the next model step starting). All in ms."""
     dispatch, round_trip, continuation = [], [], []
     for _ in range(runs):
-        await session.send("/call client__web__x")
+        await session.send(calls_text(1))
         got = await until(session.events, kind("client_tool_dispatched"))
         dispatch.append((got.at - created_at_s(got.event)) * 1000)
         posted = await session.answer(got.event["call_id"])
@@ -102,7 +85,7 @@ async def many_in_flight(session: Session, batches: int, width: int) -> tuple[li
     tool_result seen; the model step between batches is not a round trip and is left out)."""
     latencies: list[float] = []
     busy = 0.0
-    text = "\n".join(["/call client__web__x"] * width)
+    text = calls_text(width)
     for _ in range(batches):
         await session.send(text)
         seen: dict[str, float] = {}
@@ -126,7 +109,12 @@ async def many_in_flight(session: Session, batches: int, width: int) -> tuple[li
     return latencies, batches * width / busy
 
 
-async def run(cluster: Cluster, quick: bool) -> list[Figure]:
+def run(quick: bool) -> list[Figure]:
+    with cluster() as running:
+        return asyncio.run(_run(running, quick))
+
+
+async def _run(cluster: Cluster, quick: bool) -> list[Figure]:
     runs, batches = (40, 3) if quick else (200, 10)
     async with cluster.client() as admin:
         agent_id = await scripted_agent(admin)

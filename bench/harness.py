@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from bench.http import RawHttp
 from broker.embedded import EmbeddedRedis
 from switchboard.processes import Processes
 
@@ -77,13 +79,17 @@ def figure(scenario: str, name: str, value: float, unit: str, **more: Any) -> Fi
     return Figure(scenario, name, value, unit, **more, met=judge(value, more.get("baseline"), target))
 
 
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
+
+
 def table(figures: Sequence[Figure]) -> str:
-    rows = [("scenario", "figure", "value", "baseline", "ratio", "target", "met")]
+    rows = [("scenario", "figure", "value", "baseline", "ratio", "target", "met", "note")]
     for f in figures:
-        baseline = f"{f.baseline:.4g} ({f.baseline_name})" if f.baseline is not None else ""
-        ratio = f"{f.ratio:.2f}x" if f.ratio is not None else ""
+        baseline = f"{_number(f.baseline)} ({f.baseline_name})" if f.baseline is not None else ""
+        ratio = f"{f.ratio:.3g}x" if f.ratio is not None else ""
         met = "" if f.met is None else ("yes" if f.met else "NO")
-        rows.append((f.scenario, f.name, f"{f.value:.4g} {f.unit}", baseline, ratio, f.target, met))
+        rows.append((f.scenario, f.name, f"{_number(f.value)} {f.unit}", baseline, ratio, f.target, met, f.note))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
@@ -93,8 +99,6 @@ def table(figures: Sequence[Figure]) -> str:
 def save(figures: Sequence[Figure], out: Path, meta: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     body = {"meta": meta, "figures": [asdict(f) | {"ratio": f.ratio} for f in figures]}
-    import json
-
     out.write_text(json.dumps(body, indent=2))
 
 
@@ -171,6 +175,66 @@ async def new_session(admin: httpx.AsyncClient, agent_id: str) -> tuple[str, str
     return created["id"], created["session_token"]
 
 
+@dataclass
+class Registered:
+    """A session with one registered client (`web`, never lapsing, offering TOOL), and a lean HTTP client
+    holding its token that sends an Idempotency-Key on every keyed call, as the SDK does."""
+
+    id: str
+    token: str
+    client_id: str
+    http: RawHttp
+
+    async def post(self, path: str, body: object = None) -> bytes:
+        status, content = await self.http.request("POST", f"/v1/sessions/{self.id}{path}", body, keyed())
+        if status >= 300:
+            raise RuntimeError(f"POST {path}: {status} {content[:200]!r}")
+        return content
+
+    async def send(self, text: str) -> None:
+        await self.post("/events", {"type": "input", "text": text})
+
+    async def ack(self, call_id: str) -> None:
+        await self.post(f"/clients/{self.client_id}/calls/{call_id}/ack")
+
+    async def answer(self, call_id: str) -> float:
+        """Ack, then post the result; when the result was sent (epoch s)."""
+        await self.ack(call_id)
+        posted = time.time()
+        await self.post(f"/clients/{self.client_id}/calls/{call_id}/result", {"text": "ok"})
+        return posted
+
+    def close(self) -> None:
+        self.http.close()
+
+    async def log(self) -> list[dict[str, Any]]:
+        """The whole log, oldest first."""
+        found: list[dict[str, Any]] = []
+        query = "?order=asc&limit=200"
+        while True:
+            status, content = await self.http.request("GET", f"/v1/sessions/{self.id}/events{query}")
+            assert status == 200, content
+            page = json.loads(content)
+            found += page["items"]
+            if page["next_cursor"] is None:
+                return found
+            query = f"?order=asc&limit=200&after_seq={page['next_cursor']}"
+
+
+async def registered(cluster: Cluster, admin: httpx.AsyncClient, agent_id: str) -> Registered:
+    session_id, token = await new_session(admin, agent_id)
+    http = RawHttp(cluster.url, token)
+    body = {"name": "web", "lifetime": {"type": "never"}, "tools": [TOOL]}
+    status, content = await http.request("POST", f"/v1/sessions/{session_id}/clients", body, keyed())
+    assert status == 201, content
+    return Registered(session_id, token, json.loads(content)["id"], http)
+
+
+def calls_text(count: int) -> str:
+    """An input the scripted model answers with `count` parallel calls of the client tool."""
+    return "\n".join(["/call client__web__x"] * count)
+
+
 def rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -180,15 +244,6 @@ def rss_kb(pid: int) -> int:
 
 def created_at_s(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(event["created_at"]).timestamp()
-
-
-def now_s() -> float:
-    return time.time()
-
-
-@contextlib.asynccontextmanager
-async def nothing() -> AsyncIterator[None]:
-    yield
 
 
 def keyed() -> dict[str, str]:

@@ -33,6 +33,7 @@ SCRIPT_NAMES = (
     "lapse_client",
     "leave_client",
     "mint_token",
+    "next_due",
     "ping_client",
     "post_input",
     "publish_version",

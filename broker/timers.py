@@ -54,3 +54,8 @@ class Timers:
             now = seconds * 1000 + micros // 1000
             raw = await aw(self._core.redis.zrangebyscore(index, "-inf", now - older_than_ms, start=0, num=limit))
         return [bytes(member).decode() for member in raw]
+
+    async def next_due_s(self, indexes: list[str]) -> float | None:
+        """Seconds until the earliest member of `indexes` is due (0 if one is), None if all are empty."""
+        wait_ms = int(await self._core.scripts.raw("next_due", indexes, []))
+        return None if wait_ms < 0 else wait_ms / 1000

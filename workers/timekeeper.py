@@ -3,7 +3,8 @@
 Each pass of the sweeper reads the due members of the timer indexes (deadlines, leases, continuations
 owed a job, deleted sessions to purge) and runs the same idempotent script a notification would, so a
 missed notification, a worker that died mid-way, or Redis with notifications switched off costs at most
-one sweep interval.
+one sweep interval. Between sweeps the sweeper sleeps until the earliest timer is due (at most an
+interval, at least 5 ms), so it is what keeps deadlines precise, notifications or not.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from broker.aio import command
 logger = logging.getLogger(__name__)
 
 _BATCH = 500
+# The closest two sweeps come, however close together timers fall due: one sweep takes them all.
+_MIN_SWEEP_GAP_S = 0.005
 
 
 class Timekeeper:
@@ -120,11 +123,20 @@ class Timekeeper:
 
     async def _sweep_forever(self) -> None:
         interval = self._broker.settings.sweep_interval_s
+        keys = self._broker.core.keys
+        timed = [keys.deadlines, keys.leases, keys.steps, keys.dequeue]
         while True:
+            wait = interval
             try:
                 await self.sweep()
+                # Sleep until the next timer is due rather than a whole interval: deadlines fire within
+                # a few ms even where expiry notifications come late (Redis expires keys by sampling, so
+                # with many keys carrying TTLs a notification can trail its key's expiry by seconds).
+                due = await self._broker.timers.next_due_s(timed)
+                if due is not None:
+                    wait = min(interval, max(_MIN_SWEEP_GAP_S, due))
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("sweep failed; trying again")
-            await asyncio.sleep(interval)
+            await asyncio.sleep(wait)

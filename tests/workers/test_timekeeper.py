@@ -83,6 +83,24 @@ async def test_without_notifications_the_sweeper_fires_every_deadline_within_a_s
     assert config["notify-keyspace-events"] in ("", b"")
 
 
+async def test_the_sweeper_wakes_for_the_next_deadline_not_the_next_interval(
+    quiet_broker: Broker, settings: Settings
+) -> None:
+    # An interval far longer than the test may take and no notifications: only sleeping until the
+    # earliest due timer can fire these deadlines in time.
+    sleepy = settings.model_copy(update={"sweep_interval_s": 60.0, "expiry_notifications": False})
+    object.__setattr__(quiet_broker.core, "settings", sleepy)
+    keeper = Timekeeper(quiet_broker)
+    session_id = await make_session(quiet_broker)
+    await dispatch(quiet_broker, session_id, 3)
+    await keeper.start()
+    try:
+        await wait_until(quiet_broker, session_id, "client_tool_failed", 3)
+    finally:
+        await keeper.stop()
+    assert (await quiet_broker.timers.next_due_s([quiet_broker.core.keys.deadlines])) is None
+
+
 async def test_notifications_alone_fire_deadlines(broker: Broker, settings: Settings) -> None:
     # A sweeper that never comes round: only the expiry events can fail these calls.
     object.__setattr__(broker.core, "settings", settings.model_copy(update={"sweep_interval_s": 3600.0}))

@@ -1,0 +1,132 @@
+"""Scenario 4: how late `client_tool_failed` comes after its deadline, with 10,000 other deadlines pending
+and 100,000 unrelated keys with long TTLs in the same Redis; once with expiry notifications, once with the
+sweeper alone. Baseline: Redis's own expired-key notification, on the same loaded Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+
+from bench import baselines
+from bench.harness import (
+    Cluster,
+    Figure,
+    calls_text,
+    cluster,
+    created_at_s,
+    figure,
+    registered,
+    scripted_agent,
+    summary,
+)
+from broker.keys import KeySpace
+
+RESULT_TIMEOUT_S = 2
+PENDING_WIDTH = 100
+UNRELATED_TTL_S = 86_400
+
+
+async def _unrelated_keys(url: str, count: int) -> None:
+    redis = Redis.from_url(url)
+    try:
+        for start in range(0, count, 10_000):
+            async with redis.pipeline(transaction=False) as pipe:
+                for i in range(start, min(start + 10_000, count)):
+                    pipe.set(f"unrelated:{i}", b"x" * 32, ex=UNRELATED_TTL_S + i % 3600)
+                await pipe.execute()
+    finally:
+        await redis.aclose()
+
+
+async def _wait_for(url: str, key: str, count: int, timeout_s: float = 120) -> None:
+    redis = Redis.from_url(url)
+    try:
+        until = time.monotonic() + timeout_s
+        while await redis.zcard(key) < count:
+            if time.monotonic() > until:
+                raise TimeoutError(f"{key} never reached {count}")
+            await asyncio.sleep(0.1)
+    finally:
+        await redis.aclose()
+
+
+def _lateness(log: list[dict[str, Any]]) -> list[float]:
+    """Per call failed on its result deadline: how long after ack + result timeout it failed (ms)."""
+    acked = {e["call_id"]: created_at_s(e) for e in log if e["type"] == "client_tool_acked"}
+    late = []
+    for event in log:
+        if event["type"] == "client_tool_failed" and event["reason"] == "result_timeout":
+            due = acked[event["call_id"]] + RESULT_TIMEOUT_S
+            late.append((created_at_s(event) - due) * 1000)
+    return late
+
+
+async def _measure(running: Cluster, pending: int, measured: int, unrelated: int) -> list[float]:
+    await _unrelated_keys(running.redis.url, unrelated)
+    deadlines = KeySpace("bench").deadlines
+    async with running.client() as admin:
+        agent_id = await scripted_agent(admin)
+        # Calls dispatched and never acked: their ack deadline (600 s) stays pending throughout.
+        holders = [await registered(running, admin, agent_id) for _ in range(pending // PENDING_WIDTH)]
+        await asyncio.gather(*(holder.send(calls_text(PENDING_WIDTH)) for holder in holders))
+        await _wait_for(running.redis.url, deadlines, pending)
+        # The measured calls: acked one at a time so their result deadlines fall spread over a second.
+        party = await registered(running, admin, agent_id)
+        await party.send(calls_text(measured))
+        await _wait_for(running.redis.url, deadlines, pending + measured)
+        log = await party.log()
+        calls = [e["call_id"] for e in log if e["type"] == "client_tool_dispatched"]
+        for call_id in calls:
+            await party.ack(call_id)
+            await asyncio.sleep(1.0 / measured)
+        await asyncio.sleep(RESULT_TIMEOUT_S + 1.5)
+        late = _lateness(await party.log())
+        for holder in (*holders, party):
+            holder.close()
+    if len(late) != measured:
+        raise RuntimeError(f"{measured - len(late)} of {measured} calls did not fail on their deadline")
+    return late
+
+
+async def _baseline(url: str, measured: int, switch_on: bool) -> list[float]:
+    redis = Redis.from_url(url)
+    try:
+        if switch_on:
+            await redis.config_set("notify-keyspace-events", "Ex")
+        return await baselines.expiry_lateness(url, measured, 1000)
+    finally:
+        if switch_on:
+            await redis.config_set("notify-keyspace-events", "")
+        await redis.aclose()
+
+
+def run(quick: bool) -> list[Figure]:
+    pending, measured, unrelated = (10_000, 100, 100_000) if quick else (10_000, 300, 100_000)
+    figures: list[Figure] = []
+    for notifications in (True, False):
+        extra = {
+            "SWITCHBOARD_ACK_TIMEOUT_S": "600",
+            "SWITCHBOARD_RESULT_TIMEOUT_S": str(RESULT_TIMEOUT_S),
+            "SWITCHBOARD_EXPIRY_NOTIFICATIONS": "true" if notifications else "false",
+        }
+        with cluster(notifications=notifications, extra=extra) as running:
+            late = asyncio.run(_measure(running, pending, measured, unrelated))
+            plain = asyncio.run(_baseline(running.redis.url, measured, switch_on=not notifications))
+        ours, theirs = summary(late), summary(plain)
+        missing = measured - len(plain)
+        never = f"{missing} of {measured} plain notifications never came within 30 s" if missing else ""
+        mode = "notifications on" if notifications else "notifications off (sweeper)"
+        target = "" if notifications else "value < 250"
+        base = "expired-key notification"
+        figures += [
+            figure("4 deadlines", f"{mode}, lateness p50", ours["p50"], "ms", baseline=theirs["p50"],
+                   baseline_name=f"{base} p50"),
+            figure("4 deadlines", f"{mode}, lateness p99", ours["p99"], "ms", baseline=theirs["p99"],
+                   baseline_name=f"{base} p99", target=target),
+            figure("4 deadlines", f"{mode}, lateness max", ours["max"], "ms", baseline=theirs["max"],
+                   baseline_name=f"{base} max", note=never),
+        ]  # fmt: skip
+    return figures
