@@ -31,7 +31,7 @@ class _Server(uvicorn.Server):
 
 
 def serve(settings: Settings, redis_url: str) -> None:
-    app = create_app(settings, redis_url)
+    app = create_app(settings, redis_url, settle=True)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -7,7 +7,11 @@ head at every keep-alive, so no event is ever skipped and none is sent twice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from api.state import AppState
 from broker.events import event_seq, is_logged, is_timing
@@ -15,6 +19,43 @@ from broker.live import Signal, Subscription
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _PAGE = 500
+# Where SwitchboardApp puts the server's own `send` for a stream request (see EventStreamResponse).
+DIRECT_SEND = "switchboard.direct_send"
+
+
+class EventStreamResponse(Response):
+    """An event stream whose head goes out through the app's middleware, counted and guarded like any
+    response, and whose frames go straight to the server's `send`: with thousands of streams each frame
+    is written once per stream, and the middleware's wrappers cost more per frame than the write. One
+    task watches for the client going away and ends the stream (Starlette's StreamingResponse runs a
+    task group of two per stream)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, frames: AsyncGenerator[bytes, None], subscription: Subscription) -> None:
+        self._frames = frames
+        self._subscription = subscription
+        self.status_code = 200
+        self.background = None
+        self.init_headers(SSE_HEADERS)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        direct: Send = scope.get(DIRECT_SEND, send)
+        watcher = asyncio.create_task(self._watch(receive))
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async for chunk in self._frames:
+                await direct({"type": "http.response.body", "body": chunk, "more_body": True})
+            await direct({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+            # Now rather than whenever the collector finds it: the stream's count and subscription.
+            await self._frames.aclose()
+
+    async def _watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self._subscription.close()
 
 
 def _frame(seq: int, data: bytes) -> bytes:
@@ -69,7 +110,7 @@ def _burst(items: list[bytes], last: int, include: frozenset[str]) -> tuple[byte
 
 async def event_stream(
     state: AppState, session_id: str, position: int, subscription: Subscription, include: frozenset[str]
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     settings = state.broker.settings
     state.metrics.streams.inc()
     try:
@@ -79,7 +120,7 @@ async def event_stream(
             yield chunk
             last = reached
         while True:
-            item = await subscription.get(settings.stream_keepalive_s)
+            item = await subscription.get()
             if item is Signal.DELETED or item is Signal.CLOSING:
                 return
             if item is None:

@@ -42,9 +42,18 @@ class RawHttp:
             f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\n{self._auth}{extra}{kind}"
             f"Content-Length: {len(payload)}\r\n\r\n"
         )
+        message = head.encode() + payload
         connection = await self._connection()
-        connection.writer.write(head.encode() + payload)
-        status = int((await connection.reader.readline()).split(b" ", 2)[1])
+        connection.writer.write(message)
+        line = await connection.reader.readline()
+        if not line:
+            # An idle connection the server closed (uvicorn keeps one alive 5 s): once more, on a new one.
+            connection.writer.close()
+            reader, writer = await asyncio.open_connection(self._host, self._port)
+            connection = _Connection(reader, writer)
+            connection.writer.write(message)
+            line = await connection.reader.readline()
+        status = int(line.split(b" ", 2)[1])
         length = 0
         while (line := await connection.reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.partition(b":")

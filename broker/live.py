@@ -41,9 +41,14 @@ class Subscription:
         self._lagged = False
         self._deleted = False
         self._closing = False
-        # The reader waits on one plain future that `push` resolves: under load every hop through the
-        # event loop (an Event wrapped by wait_for is three) delays each event by a whole loop turn.
-        self._waiter: asyncio.Future[bool] | None = None
+        self._quiet = False
+        # When `get` last returned: the hub's keep-alive tick nudges readers quiet for an interval.
+        self.active_at = time.monotonic()
+        # The reader waits on one plain future that `push` resolves, with no timer of its own: under load
+        # every hop through the event loop delays each event by a loop turn, and every object a waiting
+        # reader holds outlives the young GC generations (thousands of streams make that a full
+        # collection every few events).
+        self._waiter: asyncio.Future[None] | None = None
 
     def push(self, data: bytes) -> None:
         if data == _DELETED:
@@ -61,38 +66,45 @@ class Subscription:
         self._wake()
 
     def close(self) -> None:
-        """End the reader's stream (the process is shutting down); it reconnects elsewhere."""
+        """End the reader's stream (the process is shutting down, or its client went away)."""
         self._closing = True
+        self._wake()
+
+    def nudge(self) -> None:
+        """Make a waiting `get` return None (the stream sends a keep-alive)."""
+        self._quiet = True
         self._wake()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(True)
+            self._waiter.set_result(None)
 
-    async def get(self, wait_s: float) -> bytes | Signal | None:
-        """The next event, a signal, or None when nothing came within `wait_s` seconds."""
+    async def get(self) -> bytes | Signal | None:
+        """The next event, a signal, or None when the hub's keep-alive tick found the reader quiet."""
         while True:
             if self._lagged:
                 self._lagged = False
                 self._items.clear()
-                return Signal.LAGGED
+                return self._got(Signal.LAGGED)
             # What was published before the deletion (the run's end) is delivered before it.
             if self._items:
-                return self._items.popleft()
+                return self._got(self._items.popleft())
             if self._deleted:
                 return Signal.DELETED
             if self._closing:
                 return Signal.CLOSING
-            loop = asyncio.get_running_loop()
-            waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(wait_s, _expire, waiter)
+            if self._quiet:
+                self._quiet = False
+                return self._got(None)
+            self._waiter = asyncio.get_running_loop().create_future()
             try:
-                woken = await waiter
+                await self._waiter
             finally:
-                timer.cancel()
                 self._waiter = None
-            if not woken:
-                return None
+
+    def _got(self, item: bytes | Signal | None) -> bytes | Signal | None:
+        self.active_at = time.monotonic()
+        return item
 
     def queued(self) -> list[bytes]:
         """The events already queued behind the one `get` returned, taken at once (none after a lag,
@@ -102,11 +114,6 @@ class Subscription:
         items = list(self._items)
         self._items.clear()
         return items
-
-
-def _expire(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
 
 
 @dataclass
@@ -122,8 +129,11 @@ class _Channel:
 class LiveHub:
     """Subscribes each session channel once per process and hands its messages to local subscriptions."""
 
-    def __init__(self, redis: Redis, control: str, *, queue_limit: int = 2048, linger_s: float = 10.0) -> None:
+    def __init__(
+        self, redis: Redis, control: str, *, keepalive_s: float, queue_limit: int = 2048, linger_s: float = 10.0
+    ) -> None:
         self._redis = redis
+        self._keepalive_s = keepalive_s
         # Subscribed at start, so the connection exists before the reader first waits on it.
         self._control = control
         self._queue_limit = queue_limit
@@ -200,14 +210,17 @@ class LiveHub:
 
     async def _read(self) -> None:
         last_sweep = time.monotonic()
+        # Keep-alives land within a quarter interval of due, however many streams there are.
+        tick = min(1.0, self._keepalive_s / 4)
         while True:
             try:
                 assert self._pubsub is not None
-                message = await self._pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
+                message = await self._pubsub.get_message(ignore_subscribe_messages=False, timeout=tick)
                 if message is not None:
                     self._handle(message)
-                if time.monotonic() - last_sweep > 1.0:
+                if time.monotonic() - last_sweep > tick:
                     last_sweep = time.monotonic()
+                    self._nudge_quiet(last_sweep)
                     await self._release_idle()
             except asyncio.CancelledError:
                 raise
@@ -234,6 +247,13 @@ class LiveHub:
                 channel.ready.set()
             elif not channel.pending and not channel.subscribers:
                 del self._channels[name]
+
+    def _nudge_quiet(self, now: float) -> None:
+        quiet_since = now - self._keepalive_s
+        for channel in self._channels.values():
+            for subscription in channel.subscribers:
+                if subscription.active_at <= quiet_since:
+                    subscription.nudge()
 
     async def _release_idle(self) -> None:
         cutoff = time.monotonic() - self._linger_s

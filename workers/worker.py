@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import socket
 from typing import Any
@@ -12,6 +11,7 @@ from arq.worker import Worker, func
 
 from broker import Broker, Settings
 from broker.codec import job_deserializer, job_serializer
+from broker.runtime import settle_heap
 from broker.work import RUN_STEP_JOB, RUN_TOOL_JOB, Work
 from workers.models.registry import ModelRegistry
 from workers.server_tools import ServerToolRunner, run_tool
@@ -75,9 +75,8 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
         ctx["steps"] = steps
         ctx["tools"] = tools
         await timekeeper.start()
-        # The imports (two model SDKs) and start-up live as long as the process: out of the collector's
-        # sight, a full collection scans only what steps made rather than stalling every step for ~100 ms.
-        gc.freeze()
+        if handle_signals:  # a worker process of its own, not one inside the tests
+            settle_heap()
 
     async def on_shutdown(ctx: dict[str, object]) -> None:
         await timekeeper.stop()

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from fastapi.responses import StreamingResponse
 
 from api.deps import Caller, existing_session
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
-from api.sse import SSE_HEADERS, event_stream, shown
+from api.sse import EventStreamResponse, event_stream, shown
 from api.state import State
 from broker.codec import uuid7
 from broker.errors import Forbidden, InvalidRequest
@@ -109,7 +108,7 @@ async def stream_events(
     after_seq: Annotated[str | None, Query(description="Replay after this seq (0: the whole log)")] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     include: Annotated[str | None, INCLUDE] = None,
-) -> StreamingResponse:
+) -> EventStreamResponse:
     """Server-sent events: a cursor frame first (`id: N`), then every event after N, for as long as the
     session lives. The stream ends, and a reconnect gets 404, only when the session is deleted."""
     canonical = await existing_session(state, caller, session_id, "session.read")
@@ -119,5 +118,4 @@ async def stream_events(
         # Fixed now, before the headers go out: everything appended from here on is delivered.
         position = await state.broker.log.head(canonical)
     subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
-    frames = event_stream(state, canonical, position, subscription, asked)
-    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+    return EventStreamResponse(event_stream(state, canonical, position, subscription, asked), subscription)

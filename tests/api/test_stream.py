@@ -79,6 +79,22 @@ async def test_a_quiet_stream_gets_keep_alives_and_stays_open(api: Api) -> None:
         assert (await frames.event())["type"] == "message_user"
 
 
+async def open_streams(api: Api) -> float:
+    metrics = (await api.key.get("/metrics")).text
+    return float(next(line.split()[1] for line in metrics.splitlines() if line.startswith("switchboard_open_streams")))
+
+
+async def test_a_client_that_goes_away_ends_its_stream(api: Api) -> None:
+    session = await api.session()
+    async with api.stream(session) as frames:
+        await frames.next()
+        assert await open_streams(api) == 1
+    # Nothing more is published on the session: the stream ends on the disconnect alone.
+    async with asyncio.timeout(5):
+        while await open_streams(api) != 0:
+            await asyncio.sleep(0.05)
+
+
 async def test_every_tab_sees_the_same_live_log(api: Api) -> None:
     session = await api.session()
     async with api.stream(session) as one, api.stream(session) as two:
