@@ -11,12 +11,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import calls, deadlines, fanout
+from bench import calls, deadlines, fanout, state
 from bench.harness import Figure, cpu_count, default_out, save, table
 
 # Each scenario starts the Redis, API and worker it needs (some need several, set up differently).
 Scenario = Callable[[bool], list[Figure]]
-SCENARIOS: dict[str, Scenario] = {"calls": calls.run, "deadlines": deadlines.run, "fanout": fanout.run}
+SCENARIOS: dict[str, Scenario] = {
+    "calls": calls.run,
+    "deadlines": deadlines.run,
+    "fanout": fanout.run,
+    "state": state.run,
+}
 
 
 def _commit() -> str:

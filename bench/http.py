@@ -33,13 +33,21 @@ class RawHttp:
         return _Connection(reader, writer)
 
     async def request(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        *,
+        token: str | None = None,
     ) -> tuple[int, bytes]:
+        """One request on an idle connection; `token` stands in for the client's own credential."""
         payload = b"" if body is None else json.dumps(body).encode()
         extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         kind = "Content-Type: application/json\r\n" if body is not None else ""
+        auth = self._auth if token is None else f"Authorization: Bearer {token}\r\n"
         head = (
-            f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\n{self._auth}{extra}{kind}"
+            f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\n{auth}{extra}{kind}"
             f"Content-Length: {len(payload)}\r\n\r\n"
         )
         message = head.encode() + payload

@@ -1,0 +1,171 @@
+"""Scenario 6: 1,000 sessions holding 10,000 ttl clients that ping at ttl/2. What a session and a
+registration cost Redis in memory, what a ping costs under that steady load, and whether any operation
+costs more with 1,000 sessions than with one: each is measured on the empty deployment first, in the
+same run, and again once the state is there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+import httpx
+from redis.asyncio import Redis
+
+from bench.calls import one_in_flight, open_session
+from bench.harness import TOOL, Cluster, Figure, cluster, figure, keyed, new_session, scripted_agent, summary
+from bench.http import RawHttp
+
+TTL_S = 20
+CONCURRENCY = 64
+
+
+@dataclass
+class _Client:
+    session_id: str
+    token: str
+    client_id: str
+
+
+async def _used_memory(redis: Redis) -> int:
+    return int((await redis.info("memory"))["used_memory"])
+
+
+async def _script_cost_us(redis: Redis) -> float:
+    """Redis's own time per script call (INFO commandstats, evalsha) since the last reset."""
+    stats = await redis.info("commandstats")
+    evalsha = stats.get("cmdstat_evalsha", {})
+    return float(evalsha.get("usec_per_call", 0.0))
+
+
+async def _sessions(admin: httpx.AsyncClient, agent_id: str, count: int) -> list[tuple[str, str]]:
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one() -> tuple[str, str]:
+        async with gate:
+            return await new_session(admin, agent_id)
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+async def _register(http: RawHttp, sessions: list[tuple[str, str]], per_session: int) -> list[_Client]:
+    gate = asyncio.Semaphore(CONCURRENCY)
+    body = {"name": "tab", "lifetime": {"type": "ttl", "data": {"seconds": TTL_S}}, "tools": [TOOL]}
+
+    async def one(session_id: str, token: str) -> _Client:
+        async with gate:
+            path = f"/v1/sessions/{session_id}/clients"
+            status, content = await http.request("POST", path, body, keyed(), token=token)
+        assert status == 201, content
+        return _Client(session_id, token, json.loads(content)["id"])
+
+    jobs = [one(sid, token) for sid, token in sessions for _ in range(per_session)]
+    return list(await asyncio.gather(*jobs))
+
+
+async def _ping(http: RawHttp, client: _Client) -> float:
+    path = f"/v1/sessions/{client.session_id}/clients/{client.client_id}/ping"
+    sent = time.perf_counter()
+    status, content = await http.request("POST", path, None, keyed(), token=client.token)
+    if status != 200:
+        raise RuntimeError(f"ping {status}: {content[:200]!r}")
+    return (time.perf_counter() - sent) * 1000
+
+
+async def _steady_pings(http: RawHttp, clients: list[_Client], seconds: float) -> tuple[list[float], float]:
+    """Every client pings once per ttl/2, spread evenly: per-ping latency (ms) and pings per second."""
+    period = TTL_S / 2
+    latencies: list[float] = []
+    pending: set[asyncio.Task[float]] = set()
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def ping(client: _Client) -> float:
+        async with gate:
+            latency = await _ping(http, client)
+        latencies.append(latency)
+        return latency
+
+    started = time.monotonic()
+    sent = 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed / period * len(clients))
+        while sent < due:
+            task = asyncio.create_task(ping(clients[sent % len(clients)]))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            sent += 1
+        await asyncio.sleep(0.005)
+    await asyncio.gather(*pending)
+    return latencies, len(latencies) / (time.monotonic() - started)
+
+
+async def _probe(running: Cluster, admin: httpx.AsyncClient, agent_id: str, pings: int) -> dict[str, float]:
+    """Per-operation costs on a fresh session, each the median of three rounds: sequential pings with
+    Redis's own time per ping script, and client calls end to end (dispatch and round trip)."""
+    redis = Redis.from_url(running.redis.url)
+    session = await open_session(running, admin, agent_id)
+    rounds: dict[str, list[float]] = {"ping": [], "script": [], "dispatch": [], "round trip": []}
+    try:
+        client = _Client(session.id, session.token, session.client_id)
+        for _ in range(20):
+            await _ping(session.http, client)
+        for _ in range(3):
+            await redis.config_resetstat()
+            rounds["ping"].append(summary([await _ping(session.http, client) for _ in range(pings)])["p50"])
+            rounds["script"].append(await _script_cost_us(redis))
+            dispatch, round_trip, _ = await one_in_flight(session, max(20, pings // 10))
+            rounds["dispatch"].append(summary(dispatch)["p50"])
+            rounds["round trip"].append(summary(round_trip)["p50"])
+    finally:
+        session.close()
+        await redis.aclose()
+    return {name: sorted(values)[1] for name, values in rounds.items()}
+
+
+async def _measure(running: Cluster, quick: bool) -> list[Figure]:
+    sessions_n, per_session = 1000, 10
+    steady_s = 12.0 if quick else 30.0
+    pings = 100 if quick else 300
+    redis = Redis.from_url(running.redis.url)
+    http = RawHttp(running.url, running.key)
+    try:
+        async with running.client() as admin:
+            agent_id = await scripted_agent(admin)
+            await _probe(running, admin, agent_id, pings)  # the first, on cold processes, is not the baseline
+            empty = await _probe(running, admin, agent_id, pings)
+            before = await _used_memory(redis)
+            sessions = await _sessions(admin, agent_id, sessions_n)
+            with_sessions = await _used_memory(redis)
+            clients = await _register(http, sessions, per_session)
+            with_clients = await _used_memory(redis)
+            latencies, rate = await _steady_pings(http, clients, steady_s)
+            full = await _probe(running, admin, agent_id, pings)
+            leases = await redis.zcard("bench:leases")
+    finally:
+        http.close()
+        await redis.aclose()
+    if leases != len(clients):
+        raise RuntimeError(f"{len(clients) - leases} registrations lapsed while pinging at ttl/2")
+    steady = summary(latencies)
+    state = f"{sessions_n:,} sessions, {len(clients):,} ttl clients"
+    per = [("ping p50", "ping", "ms"), ("dispatch p50", "dispatch", "ms"), ("round trip p50", "round trip", "ms"),
+           ("Redis time per ping script", "script", "µs")]  # fmt: skip
+    return [
+        figure("6 state", "Redis memory per session", (with_sessions - before) / sessions_n, "B",
+               note="used_memory growth; the session's keys and its session_created event"),
+        figure("6 state", "Redis memory per registration", (with_clients - with_sessions) / len(clients), "B",
+               note="with its lease, name and client_registered event"),
+        figure("6 state", "steady pings at ttl/2, p50", steady["p50"], "ms", note=f"{rate:.0f} pings/s, {state}"),
+        figure("6 state", "steady pings at ttl/2, p99", steady["p99"], "ms", note=f"none lapsed in {steady_s:g} s"),
+        *(
+            figure("6 state", f"{label} at {state}", full[key], unit, baseline=empty[key],
+                   baseline_name="same, empty deployment", target="ratio <= 1.5")
+            for label, key, unit in per
+        ),
+    ]  # fmt: skip
+
+
+def run(quick: bool) -> list[Figure]:
+    with cluster() as running:
+        return asyncio.run(_measure(running, quick))
