@@ -251,5 +251,11 @@ def keyed() -> dict[str, str]:
     return {"Idempotency-Key": secrets.token_hex(16)}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU a process has used (from /proc, in clock ticks of 10 ms)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_count() -> int:
     return os.cpu_count() or 1
