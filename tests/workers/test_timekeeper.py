@@ -62,20 +62,26 @@ async def quiet_broker(settings: Settings, quiet_redis: str) -> AsyncIterator[Br
         yield opened
 
 
+async def sweep_alone(broker: Broker, settings: Settings, interval_s: float, calls: int) -> str:
+    """Dispatch `calls` calls and let a timekeeper with no notifications fail them all; the session."""
+    alone = settings.model_copy(update={"sweep_interval_s": interval_s, "expiry_notifications": False})
+    object.__setattr__(broker.core, "settings", alone)
+    keeper = Timekeeper(broker)
+    session_id = await make_session(broker)
+    await dispatch(broker, session_id, calls)
+    await keeper.start()
+    try:
+        await wait_until(broker, session_id, "client_tool_failed", calls)
+    finally:
+        await keeper.stop()
+    return session_id
+
+
 async def test_without_notifications_the_sweeper_fires_every_deadline_within_a_second(
     quiet_broker: Broker, settings: Settings
 ) -> None:
     # The production sweep interval, not the tests' shortened one.
-    quieter = settings.model_copy(update={"sweep_interval_s": 0.1, "expiry_notifications": False})
-    object.__setattr__(quiet_broker.core, "settings", quieter)
-    keeper = Timekeeper(quiet_broker)
-    session_id = await make_session(quiet_broker)
-    await dispatch(quiet_broker, session_id, 20)
-    await keeper.start()
-    try:
-        await wait_until(quiet_broker, session_id, "client_tool_failed", 20)
-    finally:
-        await keeper.stop()
+    session_id = await sweep_alone(quiet_broker, settings, 0.1, 20)
     late = lateness_ms(await log_events(quiet_broker, session_id), settings.ack_timeout_s * 1000)
     assert len(late) == 20
     assert max(late) < 1000, late
@@ -86,18 +92,9 @@ async def test_without_notifications_the_sweeper_fires_every_deadline_within_a_s
 async def test_the_sweeper_wakes_for_the_next_deadline_not_the_next_interval(
     quiet_broker: Broker, settings: Settings
 ) -> None:
-    # An interval far longer than the test may take and no notifications: only sleeping until the
-    # earliest due timer can fire these deadlines in time.
-    sleepy = settings.model_copy(update={"sweep_interval_s": 60.0, "expiry_notifications": False})
-    object.__setattr__(quiet_broker.core, "settings", sleepy)
-    keeper = Timekeeper(quiet_broker)
-    session_id = await make_session(quiet_broker)
-    await dispatch(quiet_broker, session_id, 3)
-    await keeper.start()
-    try:
-        await wait_until(quiet_broker, session_id, "client_tool_failed", 3)
-    finally:
-        await keeper.stop()
+    # An interval far longer than the test may take: only sleeping until the earliest due timer can
+    # fire these deadlines in time.
+    await sweep_alone(quiet_broker, settings, 60.0, 3)
     assert (await quiet_broker.timers.next_due_s([quiet_broker.core.keys.deadlines])) is None
 
 
