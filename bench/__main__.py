@@ -1,5 +1,6 @@
 """`python -m bench [--quick] [--only calls,deadlines,fanout,state] [--out FILE]`: start Redis, an API and
-a worker, run each scenario against its baseline measured in the same run, print one table, save JSON."""
+a worker, run each scenario against its baseline measured in the same run, print one table, save JSON.
+`python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import calls, deadlines, fanout, state
+from bench.compare import compare
 from bench.harness import Figure, cpu_count, default_out, save, table
 
 # Each scenario starts the Redis, API and worker it needs (some need several, set up differently).
@@ -34,7 +36,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples: a smoke run, not figures to quote")
     parser.add_argument("--only", default=",".join(SCENARIOS), help="comma separated: " + ", ".join(SCENARIOS))
     parser.add_argument("--out", type=Path, default=None, help="where the JSON goes (default bench/results/)")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"), help="two saved runs side by side")
     args = parser.parse_args()
+    if args.compare:
+        print(compare(*args.compare))
+        return 0
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     figures: list[Figure] = []
     started = time.monotonic()

@@ -90,6 +90,11 @@ def table(figures: Sequence[Figure]) -> str:
         ratio = f"{f.ratio:.3g}x" if f.ratio is not None else ""
         met = "" if f.met is None else ("yes" if f.met else "NO")
         rows.append((f.scenario, f.name, f"{_number(f.value)} {f.unit}", baseline, ratio, f.target, met, f.note))
+    return columns(rows)
+
+
+def columns(rows: Sequence[Sequence[str]]) -> str:
+    """Rows as aligned text columns, the first row a heading."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
