@@ -40,7 +40,6 @@ TEMPLATES = {
     "ack": f"{PREFIX}/calls/{{call_id:path}}/ack",
     "result": f"{PREFIX}/calls/{{call_id:path}}/result",
 }
-_HEADERS = frozenset({"authorization", "idempotency-key", "kikuvi-workspace", "content-type"})
 _JSON = [(b"content-type", b"application/json")]
 
 
@@ -54,7 +53,7 @@ async def serve(
     headers: dict[str, str] = {}
     for raw_name, raw_value in scope["headers"]:
         name = raw_name.decode("latin-1")
-        if name in _HEADERS and name not in headers:
+        if name in hot.HOT_HEADERS and name not in headers:
             headers[name] = raw_value.decode("latin-1")
     session_id, client_id, ping, call_id, action = match.groups()
     request = HotRequest("POST", scope["path"], headers, body)

@@ -3,20 +3,29 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fastapi import Request
 
-from api.auth import hot_caller
+from api.auth import WORKSPACE_HEADER, hot_caller
 from api.deps import canonical_id
 from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, idempotency_key
 from api.schemas.clients import ClientCallResultBody
 from api.state import AppState
 from broker.clients import HttpReply, Receipt
+from broker.errors import InvalidRequest
 from broker.idempotency import fingerprint, scope_digest
 
 MANAGE = "session.manage"
+# Names the pool member acking a call; the registration's call stream announces it (api.pool_stream).
+POOL_MEMBER_HEADER = "Switchboard-Pool-Member"
+_MEMBER = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Every header a hot route reads (lower case), so the fast lane copies exactly these out of the scope.
+HOT_HEADERS = frozenset(
+    {"authorization", "idempotency-key", WORKSPACE_HEADER, "content-type", POOL_MEMBER_HEADER.lower()}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +67,20 @@ async def ping(state: AppState, request: HotRequest, session_id: str, client_id:
     return await _done(state, reply)
 
 
+def pool_member(headers: Mapping[str, str]) -> str:
+    """The pool member an ack comes from (`POOL_MEMBER_HEADER`, as its call stream named it), or ''."""
+    member = headers.get(POOL_MEMBER_HEADER.lower(), "")
+    if member and not _MEMBER.fullmatch(member):
+        raise InvalidRequest(f"{POOL_MEMBER_HEADER}: must be the member name its call stream gave, not {member!r}")
+    return member
+
+
 async def ack(state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str) -> HttpReply:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
+    member = pool_member(request.headers)
     receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
     cid = canonical_id(client_id, "client")
-    reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt)
+    reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt, member)
     state.metrics.calls.labels("acked").inc()
     return await _done(state, reply)
 

@@ -32,12 +32,14 @@ class EventStreamResponse(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, frames: AsyncGenerator[bytes, None], subscription: Subscription) -> None:
+    def __init__(
+        self, frames: AsyncGenerator[bytes, None], subscription: Subscription, headers: dict[str, str] | None = None
+    ) -> None:
         self._frames = frames
         self._subscription = subscription
         self.status_code = 200
         self.background = None
-        self.init_headers(SSE_HEADERS)
+        self.init_headers(SSE_HEADERS | (headers or {}))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         direct: Send = scope.get(DIRECT_SEND, send)

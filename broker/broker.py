@@ -9,6 +9,7 @@ from broker.core import Core
 from broker.credentials import Credentials
 from broker.idempotency import Idempotency
 from broker.log import EventLog
+from broker.pools import Pools
 from broker.providers import Providers
 from broker.runs import Runs
 from broker.server_calls import ServerCalls
@@ -35,6 +36,7 @@ class Broker:
         self.work = Work(core)
         self.approvals = Approvals(core)
         self.server_calls = ServerCalls(core)
+        self.pools = Pools(core)
 
     @classmethod
     async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Broker:

@@ -9,6 +9,7 @@ from broker import events
 from broker.codec import dumps, loads
 from broker.core import Core
 from broker.errors import from_script_status
+from broker.keys import POOL_GROUP
 from broker.layouts import call_args, call_keys, client_args, client_keys
 
 MAX_ACTIVE_CLIENTS = 32
@@ -142,15 +143,28 @@ class Clients:
         return str(event)
 
     async def ack(
-        self, session_id: str, client_id: str, call_id: str, caller: Caller = Caller(), receipt: Receipt | None = None
+        self,
+        session_id: str,
+        client_id: str,
+        call_id: str,
+        caller: Caller = Caller(),
+        receipt: Receipt | None = None,
+        member: str = "",
     ) -> HttpReply:
-        """200 and the `client_tool_acked` event (the same one again for a repeated ack)."""
+        """200 and the `client_tool_acked` event (the same one again for a repeated ack). `member` is the
+        pool member acking (`Pools`); another member's ack of the call is 409."""
         keys = self._core.keys
         extra_keys, extra_args = self._http(session_id, caller, receipt)
         status, body, owed = await self._core.scripts.raw(
             "ack_call",
-            [*call_keys(keys, session_id, call_id), *extra_keys],
-            [*call_args(keys, session_id, call_id, client_id), self._core.settings.result_timeout_ms, *extra_args],
+            [*call_keys(keys, session_id, call_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
+            [
+                *call_args(keys, session_id, call_id, client_id),
+                self._core.settings.result_timeout_ms,
+                *extra_args,
+                member,
+                POOL_GROUP,
+            ],
         )
         return HttpReply(int(status), body, owed)
 

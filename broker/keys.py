@@ -28,7 +28,8 @@ yet: the scripts that touch a session also touch the global timer indexes (`dead
 | `sb:{S}:clients`                      | set    | none                     | every client id ever (purge)           |
 | `sb:{S}:client:<cid>`                 | hash   | none                     | one registration                       |
 | `sb:{S}:client:<cid>:lease`           | string | the client's ttl         | lapses the registration when it expires|
-| `sb:{S}:client:<cid>:calls`           | stream | none                     | calls for the registration's pool      |
+| `sb:{S}:client:<cid>:calls`           | stream | none (trimmed by age)    | calls for the registration's pool;     |
+|                                       |        |                          | group `pool`, a consumer per member    |
 | `sb:{S}:calls`                        | hash   | none                     | call id -> call record (JSON)          |
 | `sb:{S}:owed`                         | hash   | none                     | unsettled call id -> client id         |
 | `sb:{S}:dl:<call id>`                 | string | the call's deadline      | fires the deadline when it expires     |
@@ -66,6 +67,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from arq.constants import job_key_prefix, result_key_prefix
+
+# The consumer group on a registration's call stream; each pool member is a consumer of it.
+POOL_GROUP = "pool"
 
 # A session id is a canonical UUID, so members of the global indexes split at a fixed offset.
 _UUID_LEN = 36

@@ -39,6 +39,7 @@ SCRIPT_NAMES = (
     "mint_token",
     "next_due",
     "ping_client",
+    "pool_take",
     "post_input",
     "publish_version",
     "reclaim_step",

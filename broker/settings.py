@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     fast_lane: bool = True
     redis_max_connections: int = Field(default=16, ge=4)
     stream_keepalive_s: Seconds = 15.0
+    # A call handed to a pool member that has not acked it within this long goes to another member.
+    pool_claim_s: Seconds = 10.0
     stream_retry_ms: int = Field(default=3000, ge=0)
     idempotency_wait_s: Seconds = 30.0
 

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Request, Response
 
 from api import hot
 from api.deps import Caller, canonical_id, existing_session
-from api.hot import MANAGE, HotRequest
+from api.hot import MANAGE, POOL_MEMBER_HEADER, HotRequest
 from api.keyed import Keyed, Outcome, keyed, respond
+from api.pool_stream import call_stream
 from api.schemas.clients import (
     ClientCallResultBody,
     ClientPingBody,
@@ -21,6 +22,7 @@ from api.schemas.clients import (
 )
 from api.schemas.common import ErrorBody, optional_moment
 from api.schemas.events import SessionEvent
+from api.sse import EventStreamResponse
 from api.state import State
 from broker.codec import uuid7
 
@@ -90,3 +92,25 @@ async def answer_call(
     """Answer a call; it reaches the log as its `tool_result`. A result without an ack acks first."""
     reply = await hot.answer(state, await HotRequest.of(request), session_id, client_id, call_id, body)
     return respond(reply.status, reply.body)
+
+
+@router.get("/{client_id}/calls/stream", responses={200: {"content": {"text/event-stream": {}}}})
+async def stream_calls(session_id: str, client_id: str, caller: Caller, state: State) -> EventStreamResponse:
+    """Worker pools (an extension): this connection becomes one member of the pool serving the
+    registration, and receives `data: <client_tool_dispatched event>` frames for the calls handed to it
+    alone. Ack each with the `Switchboard-Pool-Member` header set to the member name this response's
+    header of that name gives: the member that acks owns the call; one that does not ack within
+    `SWITCHBOARD_POOL_CLAIM_S` loses it to another member. The stream ends when the registration or the
+    session does."""
+    canonical = await existing_session(state, caller, session_id, MANAGE)
+    cid = canonical_id(client_id, "client")
+    subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
+    member = state.broker.pools.new_member()
+    try:
+        # Subscribed first, so a call dispatched from here on wakes the member.
+        first = await state.broker.pools.take(canonical, cid, member, reclaim=True)
+    except BaseException:
+        state.hub.unsubscribe(subscription)
+        raise
+    frames = call_stream(state, canonical, cid, member, subscription, first)
+    return EventStreamResponse(frames, subscription, headers={POOL_MEMBER_HEADER: member})

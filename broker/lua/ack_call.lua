@@ -2,11 +2,16 @@
 -- A repeated ack of an acked call answers with the same event. Answers as HTTP (lib/http.lua).
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua.
--- KEYS[9] the session's tokens  KEYS[10] the Idempotency-Key receipt
+-- KEYS[9] the session's tokens  KEYS[10] the Idempotency-Key receipt  KEYS[11] the registration's call
+-- stream
 -- ARGV[5] result deadline ms  ARGV[6] token SHA-256 ('' when the caller checked an API key)
 -- ARGV[7] request fingerprint ('' for no Idempotency-Key)  ARGV[8] receipt ttl ms
+-- ARGV[9] the pool member acking ('' for a caller outside any pool)  ARGV[10] the pool's group
 -- Returns {HTTP status, body, owed}: 200 and the acked event; 404 (no such call for this client, or no
--- session); 409 (settled, or not dispatched yet); 401 (token).
+-- session); 409 (settled, not dispatched yet, or held by another pool member); 401 (token).
+--
+-- Pools: the member holding the call (pool_take.lua) is the only member whose ack counts, and its ack
+-- settles the call's entry in the group, so the call is never handed to another member.
 
 --!include lib/core.lua
 --!include lib/call.lua
@@ -18,9 +23,16 @@ local early = sb_http_begin(S, H)
 if early then return early end
 local rec = sb_own_call(S)
 if not rec then return sb_http_refuse(S, H, 404, 'client ' .. S.cid .. ' has no call ' .. S.call_id) end
+local member = ARGV[9]
+if member ~= '' and rec.member and rec.member ~= member then
+  return sb_http_refuse(S, H, 409, 'call ' .. S.call_id .. ' was handed to another pool member')
+end
 if rec.state == 'acked' then return sb_http_reply(S, H, 200, rec.ack) end
 if rec.state ~= 'dispatched' then
   local refusal = sb_settled_refusal(S, rec)
   return sb_http_refuse(S, H, refusal[1], refusal[2])
 end
-return sb_http_reply(S, H, 200, sb_ack(S, rec, tonumber(ARGV[5])))
+if member ~= '' then rec.member = member end
+local acked = sb_ack(S, rec, tonumber(ARGV[5]))
+if rec.entry then redis.call('XACK', KEYS[11], ARGV[10], rec.entry) end
+return sb_http_reply(S, H, 200, acked)

@@ -61,9 +61,10 @@ end
 -- the ack deadline. `dispatch` is the event body without seq.
 local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   rec.state = 'dispatched'
-  redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
   redis.call('HSET', S.owed, S.call_id, rec.client)
   local event = sb_append(S, dispatch)
-  redis.call('XADD', stream, 'MINID', '~', S.now - retention_ms, '*', 'call', S.call_id, 'e', event)
+  -- The entry id lets the ack settle the entry in a pool's consumer group (pool_take.lua).
+  rec.entry = redis.call('XADD', stream, 'MINID', '~', S.now - retention_ms, '*', 'call', S.call_id, 'e', event)
+  redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
   sb_set_deadline(S, 'ack', ack_ms)
 end

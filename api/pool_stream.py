@@ -1,0 +1,70 @@
+"""A pool member's call stream: the calls of one registration handed to this member, as SSE frames.
+
+The member is woken by the session's live channel (a dispatch to its registration) and, every half claim
+interval, also reclaims calls another member took and left unacked. Frames are `data: <the call's
+client_tool_dispatched event>`; a registration or session that goes away ends the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator
+
+from api.state import AppState
+from broker.errors import NotFound, SwitchboardError
+from broker.live import Signal, Subscription
+
+_KEEPALIVE = b": keep-alive\n\n"
+
+
+def _frames(events: list[str]) -> bytes:
+    return b"".join(b"data: %s\n\n" % event.encode() for event in events)
+
+
+def _concerns(items: list[bytes], client_id: bytes) -> bool:
+    """Whether live events may have handed this registration a call or ended it."""
+    return any(client_id in item and (b"client_tool_dispatched" in item or b"client_left" in item) for item in items)
+
+
+async def call_stream(
+    state: AppState, session_id: str, client_id: str, member: str, subscription: Subscription, first: list[str]
+) -> AsyncGenerator[bytes, None]:
+    pools = state.broker.pools
+    settings = state.broker.settings
+    claim_every = settings.pool_claim_s / 2
+    state.metrics.streams.inc()
+    try:
+        yield b"retry: %d\n\n" % settings.stream_retry_ms
+        handed, cid = first, client_id.encode()
+        next_reclaim = time.monotonic() + claim_every
+        while True:
+            if handed:
+                yield _frames(handed)
+            item: bytes | Signal | None
+            try:
+                async with asyncio.timeout(max(0.0, next_reclaim - time.monotonic())):
+                    item = await subscription.get()
+            except TimeoutError:
+                item = Signal.LAGGED  # time to reclaim; nothing was lost
+            if item is Signal.DELETED or item is Signal.CLOSING:
+                return
+            if item is None:
+                yield _KEEPALIVE
+            reclaim = time.monotonic() >= next_reclaim
+            if reclaim:
+                next_reclaim = time.monotonic() + claim_every
+            elif isinstance(item, bytes) and not _concerns([item, *subscription.queued()], cid):
+                handed = []
+                continue
+            try:
+                handed = await pools.take(session_id, client_id, member, reclaim=reclaim)
+            except NotFound:
+                return
+    finally:
+        state.metrics.streams.dec()
+        state.hub.unsubscribe(subscription)
+        # A member that cannot be forgotten now is forgotten never: harmless, its calls are reclaimable.
+        with contextlib.suppress(SwitchboardError):
+            await pools.leave(session_id, client_id, member)

@@ -1,0 +1,60 @@
+-- Hands a pool member the calls of its registration that are waiting for one: those delivered to no
+-- member yet, and (when ARGV[5] is 1) those another member took but has not acked within the claim
+-- interval (XAUTOCLAIM). Each call goes to exactly one member: the consumer group delivers an entry to
+-- one consumer, and the call record names the member holding it, which the ack checks. Entries whose
+-- call is no longer waiting for an ack (acked, answered, failed) are acknowledged in the group and
+-- skipped, so a member is never handed a call it could not ack.
+--
+-- KEYS[1] the registration's call stream  KEYS[2] the session's calls  KEYS[3] the registration
+-- KEYS[4] the session meta
+-- ARGV[1] group  ARGV[2] member (consumer name)  ARGV[3] client id  ARGV[4] most entries per read
+-- ARGV[5] 1 to reclaim idle entries too  ARGV[6] claim interval ms
+-- Returns {0, event, ...}: the `client_tool_dispatched` events handed over (maybe none);
+-- {404, 'session' | 'client'} when the session or the registration is gone (the member's stream ends).
+
+--!include lib/core.lua
+
+local stream, calls = KEYS[1], KEYS[2]
+local group, member, cid, count = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+if redis.call('HGET', KEYS[4], 'deleted') == '1' or redis.call('EXISTS', KEYS[4]) == 0 then
+  return sb_refuse(404, 'session')
+end
+if redis.call('HGET', KEYS[3], 'state') ~= 'active' then return sb_refuse(404, 'client') end
+
+-- The group starts at the stream's beginning: calls dispatched before the first member came are owed
+-- to the pool too, and every entry is checked against its call below.
+local ok = redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP', 1, true) then
+  return redis.error_reply(ok.err)
+end
+
+local entries = {}
+if ARGV[5] == '1' then
+  local claimed = redis.call('XAUTOCLAIM', stream, group, member, ARGV[6], '0-0', 'COUNT', count)
+  for _, entry in ipairs(claimed[2]) do entries[#entries + 1] = entry end
+end
+local fresh = redis.call('XREADGROUP', 'GROUP', group, member, 'COUNT', count, 'STREAMS', stream, '>')
+if fresh then
+  for _, entry in ipairs(fresh[1][2]) do entries[#entries + 1] = entry end
+end
+
+local handed = {0}
+for _, entry in ipairs(entries) do
+  local id, fields = entry[1], entry[2]
+  local call_id, event
+  -- Redis 6.2 answers an entry trimmed away while pending with no fields.
+  if type(fields) ~= 'table' then fields = {} end
+  for i = 1, #fields, 2 do
+    if fields[i] == 'call' then call_id = fields[i + 1] elseif fields[i] == 'e' then event = fields[i + 1] end
+  end
+  local raw = call_id and redis.call('HGET', calls, call_id)
+  local rec = raw and cjson.decode(raw)
+  if rec and rec.client == cid and rec.state == 'dispatched' then
+    rec.member = member
+    redis.call('HSET', calls, call_id, cjson.encode(rec))
+    handed[#handed + 1] = event
+  else
+    redis.call('XACK', stream, group, id)
+  end
+end
+return handed

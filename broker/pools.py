@@ -1,0 +1,64 @@
+"""Worker pools: many processes serving one registration, each call handed to exactly one of them.
+
+Each member reads the registration's call stream through the consumer group `POOL_GROUP`, as a consumer
+of its own. A member holds the calls it was handed until it acks them (the ack settles the entry, and only
+the holder's ack counts); a call handed over but not acked within `pool_claim_s` goes to the next member
+that asks (XAUTOCLAIM), so a member that took a call and died costs the call a claim interval, not its ack
+deadline. The session's event stream still shows every call to observers.
+"""
+
+from __future__ import annotations
+
+from redis.exceptions import ResponseError
+
+from broker.aio import aw
+from broker.codec import uuid7
+from broker.core import Core
+from broker.errors import NotFound, translate_redis_errors
+from broker.keys import POOL_GROUP
+
+# Calls handed to one member per read; the rest wait for its next read or for another member.
+_BATCH = 16
+
+
+class Pools:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    @staticmethod
+    def new_member() -> str:
+        """A name for a member joining a pool: a consumer of the group, unique for the deployment."""
+        return "m-" + uuid7()
+
+    async def take(self, session_id: str, client_id: str, member: str, *, reclaim: bool) -> list[str]:
+        """The `client_tool_dispatched` events of the calls handed to `member` now: new ones, and when
+        `reclaim`, those another member left unacked past the claim interval. NotFound when the session
+        or the registration is gone, which ends the member's stream."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        settings = self._core.settings
+        reply = await self._core.scripts.raw(
+            "pool_take",
+            [s.client_calls(client_id), s.calls, s.client(client_id), s.meta],
+            [POOL_GROUP, member, client_id, _BATCH, int(reclaim), round(settings.pool_claim_s * 1000)],
+        )
+        status = int(reply[0])
+        if status != 0:
+            what = f"no session {session_id}" if reply[1] == "session" else f"no active client {client_id}"
+            raise NotFound(what)
+        return [str(event) for event in reply[1:]]
+
+    async def leave(self, session_id: str, client_id: str, member: str) -> None:
+        """Forget a member whose stream ended. One still holding unacked calls is kept: its calls stay in
+        the group until another member reclaims them (deleting the consumer would drop them)."""
+        stream = self._core.keys.session(session_id).client_calls(client_id)
+        redis = self._core.redis
+        with translate_redis_errors():
+            try:
+                held = await aw(redis.xpending_range(stream, POOL_GROUP, "-", "+", 1, member))
+            except ResponseError as error:
+                if "NOGROUP" in str(error):  # the stream and its group went with the session
+                    return
+                raise
+            if not held:
+                await aw(redis.xgroup_delconsumer(stream, POOL_GROUP, member))
