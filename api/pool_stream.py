@@ -23,13 +23,23 @@ def _frames(events: list[str]) -> bytes:
     return b"".join(b"data: %s\n\n" % event.encode() for event in events)
 
 
+_WAKES = (b'"client_tool_dispatched"', b'"client_tool_acked"', b'"client_left"')
+
+
 def _concerns(items: list[bytes], client_id: bytes) -> bool:
-    """Whether live events may have handed this registration a call or ended it."""
-    return any(client_id in item and (b"client_tool_dispatched" in item or b"client_left" in item) for item in items)
+    """Whether live events may have a call for this member: one dispatched to its registration, an ack
+    that made room under its prefetch, or the registration ending."""
+    return any(client_id in item and any(kind in item for kind in _WAKES) for item in items)
 
 
 async def call_stream(
-    state: AppState, session_id: str, client_id: str, member: str, subscription: Subscription, first: list[str]
+    state: AppState,
+    session_id: str,
+    client_id: str,
+    member: str,
+    prefetch: int,
+    subscription: Subscription,
+    first: list[str],
 ) -> AsyncGenerator[bytes, None]:
     pools = state.broker.pools
     settings = state.broker.settings
@@ -59,7 +69,7 @@ async def call_stream(
                 handed = []
                 continue
             try:
-                handed = await pools.take(session_id, client_id, member, reclaim=reclaim)
+                handed = await pools.take(session_id, client_id, member, reclaim=reclaim, prefetch=prefetch)
             except NotFound:
                 return
     finally:

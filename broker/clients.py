@@ -184,12 +184,13 @@ class Clients:
         extra_keys, extra_args = self._http(session_id, caller, receipt)
         status, body, owed = await self._core.scripts.raw(
             "answer_call",
-            [*call_keys(keys, session_id, call_id), *extra_keys],
+            [*call_keys(keys, session_id, call_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
             [
                 *call_args(keys, session_id, call_id, client_id),
                 events.tool_result(call_id, text, is_error=is_error),
                 self._core.settings.result_timeout_ms,
                 *extra_args,
+                POOL_GROUP,
             ],
         )
         return HttpReply(int(status), body, owed)

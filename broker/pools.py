@@ -17,8 +17,8 @@ from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.keys import POOL_GROUP
 
-# Calls handed to one member per read; the rest wait for its next read or for another member.
-_BATCH = 16
+# The most calls a member may hold unacked, unless it asks for fewer: the rest wait for another member.
+MAX_PREFETCH = 64
 
 
 class Pools:
@@ -30,17 +30,19 @@ class Pools:
         """A name for a member joining a pool: a consumer of the group, unique for the deployment."""
         return "m-" + uuid7()
 
-    async def take(self, session_id: str, client_id: str, member: str, *, reclaim: bool) -> list[str]:
-        """The `client_tool_dispatched` events of the calls handed to `member` now: new ones, and when
-        `reclaim`, those another member left unacked past the claim interval. NotFound when the session
-        or the registration is gone, which ends the member's stream."""
+    async def take(
+        self, session_id: str, client_id: str, member: str, *, reclaim: bool, prefetch: int = MAX_PREFETCH
+    ) -> list[str]:
+        """The `client_tool_dispatched` events of the calls handed to `member` now, so that it holds at
+        most `prefetch` unacked: new ones, and when `reclaim`, those another member left unacked past the
+        claim interval. NotFound when the session or the registration is gone, which ends the stream."""
         keys = self._core.keys
         s = keys.session(session_id)
         settings = self._core.settings
         reply = await self._core.scripts.raw(
             "pool_take",
             [s.client_calls(client_id), s.calls, s.client(client_id), s.meta],
-            [POOL_GROUP, member, client_id, _BATCH, int(reclaim), round(settings.pool_claim_s * 1000)],
+            [POOL_GROUP, member, client_id, prefetch, int(reclaim), round(settings.pool_claim_s * 1000)],
         )
         status = int(reply[0])
         if status != 0:

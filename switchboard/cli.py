@@ -1,10 +1,11 @@
-"""`switchboard up | api | worker [--check] | keys mint`."""
+"""`switchboard up | api | worker [--check] | keys mint | tools serve`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -80,6 +81,74 @@ def _cmd_up(_: argparse.Namespace) -> int:
     return run(_settings())
 
 
+def _token(args: argparse.Namespace) -> str:
+    from switchboard.tool_serve import TOKEN_ENV
+
+    token: str | None = args.token or os.environ.get(TOKEN_ENV)
+    if not token:
+        raise SystemExit(f"switchboard tools: give --token or set {TOKEN_ENV} (a session token or an API key)")
+    return token
+
+
+def _cmd_tools_serve(args: argparse.Namespace) -> int:
+    from switchboard.tool_serve import ServeError, ServeOptions, serve
+    from switchboard.typed_tools import ToolError, load_tools
+
+    _logging()
+    try:
+        tools = load_tools(args.spec)
+    except ToolError as error:
+        raise SystemExit(f"switchboard tools serve: {error}") from None
+    options = ServeOptions(
+        spec=args.spec,
+        url=args.url,
+        session_id=args.session,
+        token=_token(args),
+        name=args.name,
+        ttl_s=None if args.ttl == 0 else args.ttl,
+        client_id=args.client_id,
+        processes=args.processes,
+        concurrency=args.concurrency,
+        drain_s=args.drain,
+    )
+    try:
+        asyncio.run(serve(options, tools))
+    except ServeError as error:
+        raise SystemExit(f"switchboard tools serve: {error}") from None
+    return 0
+
+
+def _cmd_tools_member(args: argparse.Namespace) -> int:
+    from switchboard.tool_member import Target
+    from switchboard.tool_serve import member
+    from switchboard.typed_tools import load_tools
+
+    _logging()
+    target = Target(args.url, args.session, _token(args), args.client_id)
+    asyncio.run(member(target, load_tools(args.spec), args.concurrency))
+    return 0
+
+
+def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tools = commands.add_parser("tools", help="serve Python tools").add_subparsers(dest="tools_command", required=True)
+    serve = tools.add_parser("serve", help="register MODULE:OBJECT's tools and serve them with N processes")
+    member = tools.add_parser("member", help="one member process of `tools serve` (started by it)")
+    for sub in (serve, member):
+        sub.add_argument("spec", metavar="MODULE:OBJECT", help="a function, or a list or dict of them")
+        sub.add_argument("--url", default="http://127.0.0.1:8000", help="the Switchboard API")
+        sub.add_argument("--session", required=True, help="the session id")
+        sub.add_argument("--token", help="session token or API key (default: $SWITCHBOARD_SESSION_TOKEN)")
+        sub.add_argument("--concurrency", type=int, default=8, help="calls one process runs at once (8)")
+    serve.add_argument("--name", default="tools", help="the client name to register (tools)")
+    serve.add_argument("--ttl", type=int, default=30, help="registration ttl in seconds, 0 for never (30)")
+    serve.add_argument("--client-id", help="join this registration instead of registering (it is not left)")
+    serve.add_argument("--processes", type=int, default=1, help="member processes (1)")
+    serve.add_argument("--drain", type=float, default=30.0, help="seconds members get to finish on stop (30)")
+    serve.set_defaults(run=_cmd_tools_serve)
+    member.add_argument("--client-id", required=True)
+    member.set_defaults(run=_cmd_tools_member)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="switchboard", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
@@ -95,6 +164,7 @@ def parser() -> argparse.ArgumentParser:
     mint.add_argument("--label", required=True)
     mint.add_argument("--permission", action="append", choices=PERMISSIONS, required=True, metavar="PERMISSION")
     mint.set_defaults(run=_cmd_mint)
+    _tools_parser(commands)
     return top
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from api import hot
 from api.deps import Caller, canonical_id, existing_session
@@ -25,6 +25,7 @@ from api.schemas.events import SessionEvent
 from api.sse import EventStreamResponse
 from api.state import State
 from broker.codec import uuid7
+from broker.pools import MAX_PREFETCH
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/clients", tags=["clients"], responses={400: {"model": ErrorBody}})
 
@@ -95,22 +96,28 @@ async def answer_call(
 
 
 @router.get("/{client_id}/calls/stream", responses={200: {"content": {"text/event-stream": {}}}})
-async def stream_calls(session_id: str, client_id: str, caller: Caller, state: State) -> EventStreamResponse:
+async def stream_calls(
+    session_id: str,
+    client_id: str,
+    caller: Caller,
+    state: State,
+    prefetch: Annotated[int, Query(ge=1, le=MAX_PREFETCH, description="Most calls held unacked at once")] = 16,
+) -> EventStreamResponse:
     """Worker pools (an extension): this connection becomes one member of the pool serving the
     registration, and receives `data: <client_tool_dispatched event>` frames for the calls handed to it
-    alone. Ack each with the `Switchboard-Pool-Member` header set to the member name this response's
-    header of that name gives: the member that acks owns the call; one that does not ack within
-    `SWITCHBOARD_POOL_CLAIM_S` loses it to another member. The stream ends when the registration or the
-    session does."""
+    alone, never more than `prefetch` unacked at once. Ack each with the `Switchboard-Pool-Member` header
+    set to the member name this response's header of that name gives: the member that acks owns the call;
+    one that does not ack within `SWITCHBOARD_POOL_CLAIM_S` loses it to another member. The stream ends
+    when the registration or the session does."""
     canonical = await existing_session(state, caller, session_id, MANAGE)
     cid = canonical_id(client_id, "client")
     subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
     member = state.broker.pools.new_member()
     try:
         # Subscribed first, so a call dispatched from here on wakes the member.
-        first = await state.broker.pools.take(canonical, cid, member, reclaim=True)
+        first = await state.broker.pools.take(canonical, cid, member, reclaim=True, prefetch=prefetch)
     except BaseException:
         state.hub.unsubscribe(subscription)
         raise
-    frames = call_stream(state, canonical, cid, member, subscription, first)
+    frames = call_stream(state, canonical, cid, member, prefetch, subscription, first)
     return EventStreamResponse(frames, subscription, headers={POOL_MEMBER_HEADER: member})

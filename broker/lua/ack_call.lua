@@ -33,6 +33,4 @@ if rec.state ~= 'dispatched' then
   return sb_http_refuse(S, H, refusal[1], refusal[2])
 end
 if member ~= '' then rec.member = member end
-local acked = sb_ack(S, rec, tonumber(ARGV[5]))
-if rec.entry then redis.call('XACK', KEYS[11], ARGV[10], rec.entry) end
-return sb_http_reply(S, H, 200, acked)
+return sb_http_reply(S, H, 200, sb_ack(S, rec, tonumber(ARGV[5]), {KEYS[11], ARGV[10]}))

@@ -2,9 +2,10 @@
 -- settles the last call of the step, the next step is owed. Answers as HTTP (lib/http.lua).
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua.
--- KEYS[9] the session's tokens  KEYS[10] the Idempotency-Key receipt
+-- KEYS[9] the session's tokens  KEYS[10] the Idempotency-Key receipt  KEYS[11] the registration's call
+-- stream
 -- ARGV[5] tool_result event JSON  ARGV[6] result deadline ms  ARGV[7] token SHA-256 ('' for an API key)
--- ARGV[8] request fingerprint ('' for no Idempotency-Key)  ARGV[9] receipt ttl ms
+-- ARGV[8] request fingerprint ('' for no Idempotency-Key)  ARGV[9] receipt ttl ms  ARGV[10] the pool group
 -- Returns {HTTP status, body, owed}: 204 and ''; 404; 409 (already settled); 401 (token).
 
 --!include lib/core.lua
@@ -22,7 +23,7 @@ if rec.state ~= 'dispatched' and rec.state ~= 'acked' then
   local refusal = sb_settled_refusal(S, rec)
   return sb_http_refuse(S, H, refusal[1], refusal[2])
 end
-if rec.state == 'dispatched' then sb_ack(S, rec, tonumber(ARGV[6])) end
+if rec.state == 'dispatched' then sb_ack(S, rec, tonumber(ARGV[6]), {KEYS[11], ARGV[10]}) end
 sb_append(S, ARGV[5])
 redis.call('DEL', S.deadline)
 sb_settle(S, S.call_id, rec, 'answered', nil)

@@ -7,8 +7,8 @@
 --
 -- KEYS[1] the registration's call stream  KEYS[2] the session's calls  KEYS[3] the registration
 -- KEYS[4] the session meta
--- ARGV[1] group  ARGV[2] member (consumer name)  ARGV[3] client id  ARGV[4] most entries per read
--- ARGV[5] 1 to reclaim idle entries too  ARGV[6] claim interval ms
+-- ARGV[1] group  ARGV[2] member (consumer name)  ARGV[3] client id  ARGV[4] most calls the member may
+-- hold unacked at once (its prefetch)  ARGV[5] 1 to reclaim idle entries too  ARGV[6] claim interval ms
 -- Returns {0, event, ...}: the `client_tool_dispatched` events handed over (maybe none);
 -- {404, 'session' | 'client'} when the session or the registration is gone (the member's stream ends).
 
@@ -28,14 +28,18 @@ if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP', 1, tr
   return redis.error_reply(ok.err)
 end
 
+-- A member is handed no more than it may hold: a busy member leaves calls to the free ones.
+local room = count - #redis.call('XPENDING', stream, group, '-', '+', count, member)
 local entries = {}
-if ARGV[5] == '1' then
-  local claimed = redis.call('XAUTOCLAIM', stream, group, member, ARGV[6], '0-0', 'COUNT', count)
+if room > 0 and ARGV[5] == '1' then
+  local claimed = redis.call('XAUTOCLAIM', stream, group, member, ARGV[6], '0-0', 'COUNT', room)
   for _, entry in ipairs(claimed[2]) do entries[#entries + 1] = entry end
 end
-local fresh = redis.call('XREADGROUP', 'GROUP', group, member, 'COUNT', count, 'STREAMS', stream, '>')
-if fresh then
-  for _, entry in ipairs(fresh[1][2]) do entries[#entries + 1] = entry end
+if room > #entries then
+  local fresh = redis.call('XREADGROUP', 'GROUP', group, member, 'COUNT', room - #entries, 'STREAMS', stream, '>')
+  if fresh then
+    for _, entry in ipairs(fresh[1][2]) do entries[#entries + 1] = entry end
+  end
 end
 
 local handed = {0}

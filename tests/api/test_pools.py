@@ -63,9 +63,10 @@ class Member:
 
 
 @contextlib.asynccontextmanager
-async def member(api: Api, session: Session, client_id: str) -> AsyncIterator[Member]:
+async def member(api: Api, session: Session, client_id: str, prefetch: int | None = None) -> AsyncIterator[Member]:
     path = f"/v1/sessions/{session.id}/clients/{client_id}"
-    async with api.as_session(session) as http, http.stream("GET", f"{path}/calls/stream") as stream:
+    params = {} if prefetch is None else {"prefetch": str(prefetch)}
+    async with api.as_session(session) as http, http.stream("GET", f"{path}/calls/stream", params=params) as stream:
         assert stream.status_code == 200, await stream.aread()
         yield Member(stream.headers[MEMBER], Frames(stream), http, path)
 
@@ -174,3 +175,31 @@ async def test_a_malformed_member_header_is_refused(pooled: Api) -> None:
         answer = await http.post(path, headers={MEMBER: "not a member!"})
     assert answer.status_code == 400
     assert answer.json()["error"]["message"].startswith(f"{MEMBER}: must be the member name")
+
+
+async def test_a_member_is_handed_no_more_unacked_calls_than_its_prefetch(pooled: Api) -> None:
+    session = await pooled.session()
+    pool = await pooled.register(session, "pool", tools=[X])
+    await pooled.send(session, "\n".join(["/call client__pool__x"] * 3))
+    await pooled.wait_for(session, lambda es: len(of_type(es, "client_tool_dispatched")) == 3)
+    async with member(pooled, session, pool["id"], prefetch=1) as one:
+        first = await one.next_call()
+        waiting = asyncio.create_task(one.next_call())
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # holding one unacked: no room
+        await one.answer(first["call_id"])
+        second = await waiting
+        await one.answer(second["call_id"])
+        third = await one.next_call()
+        await one.answer(third["call_id"])
+    assert len({first["call_id"], second["call_id"], third["call_id"]}) == 3
+    assert len(of_type(await pooled.wait_for(session, run_over), "tool_result")) == 3
+
+
+async def test_a_prefetch_out_of_range_is_refused(pooled: Api) -> None:
+    session = await pooled.session()
+    pool = await pooled.register(session, "pool", tools=[X])
+    async with pooled.as_session(session) as http:
+        answer = await http.get(f"/v1/sessions/{session.id}/clients/{pool['id']}/calls/stream?prefetch=0")
+    assert answer.status_code == 400
+    assert "prefetch" in answer.json()["error"]["message"]

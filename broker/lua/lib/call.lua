@@ -47,9 +47,12 @@ local function sb_set_deadline(S, kind, ms)
   redis.call('ZADD', S.deadlines, S.now + ms, S.sid .. ':' .. S.call_id)
 end
 
--- Moves a dispatched call to acked: the ack deadline is swapped for the result deadline.
-local function sb_ack(S, rec, result_ms)
+-- Moves a dispatched call to acked: the ack deadline is swapped for the result deadline, and the call's
+-- entry is settled in its registration's pool group (`pool` = {stream, group}), so no pool member is
+-- handed it again.
+local function sb_ack(S, rec, result_ms, pool)
   sb_set_deadline(S, 'result', result_ms)
+  if rec.entry then redis.call('XACK', pool[1], pool[2], rec.entry) end
   rec.state = 'acked'
   rec.ack = sb_append(S, '{"type":"client_tool_acked","client_id":' .. sb_str(S.cid) .. ',"call_id":'
     .. sb_str(S.call_id) .. '}')

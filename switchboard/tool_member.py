@@ -1,0 +1,147 @@
+"""One member of a tool server's pool: reads the calls handed to it, acks, runs the tool, answers.
+
+A member holds at most `concurrency` calls at once. A call handed over while every slot is busy is left
+unacked, so another member reclaims it after the claim interval: a busy member never sits on work a free
+one could do. On stop, the member closes its stream at once (calls it was handed but had not acked go to
+other members) and finishes the calls it acked before it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from switchboard.typed_tools import TypedTool
+
+logger = logging.getLogger("switchboard.tools")
+MEMBER_HEADER = "Switchboard-Pool-Member"
+
+
+@dataclass(frozen=True)
+class Target:
+    """The registration a pool serves, and how to reach it."""
+
+    url: str
+    session_id: str
+    token: str
+    client_id: str
+
+    @property
+    def path(self) -> str:
+        return f"/v1/sessions/{self.session_id}/clients/{self.client_id}"
+
+    def http(self) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=httpx.Timeout(30.0, read=None))
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The JSON `data` of each frame of an event stream (comments, ids and retry hints skipped)."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if data:
+                yield json.loads("\n".join(data))
+            data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+
+
+class Member:
+    def __init__(self, target: Target, tools: Mapping[str, TypedTool], concurrency: int) -> None:
+        self._target = target
+        self._tools = tools
+        self._concurrency = concurrency
+        self._slots = asyncio.Semaphore(concurrency)
+        self._running: set[asyncio.Task[None]] = set()
+        self.answered = 0
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Serve until `stop` is set or the registration is gone; then finish what was acked."""
+        async with self._target.http() as http:
+            reading = asyncio.create_task(self._read(http))
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait([reading, stopping], return_when=asyncio.FIRST_COMPLETED)
+            reading.cancel()
+            stopping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
+            if self._running:
+                await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _read(self, http: httpx.AsyncClient) -> None:
+        delay = 0.2
+        while True:
+            try:
+                # Handed no more than it can run, so calls it could not start go to free members.
+                params = {"prefetch": str(self._concurrency)}
+                async with http.stream("GET", f"{self._target.path}/calls/stream", params=params) as stream:
+                    if stream.status_code == 404:
+                        logger.info("the registration is gone; this member stops")
+                        return
+                    stream.raise_for_status()
+                    member = stream.headers[MEMBER_HEADER]
+                    delay = 0.2
+                    async for event in sse_events(stream):
+                        await self._slots.acquire()
+                        task = asyncio.create_task(self._handle(http, member, event))
+                        self._running.add(task)
+                        task.add_done_callback(self._done)
+            except (httpx.TransportError, httpx.HTTPStatusError) as error:
+                logger.warning("call stream: %s; reconnecting in %.1f s", error, delay)
+            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, 10.0)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slots.release()
+
+    async def _handle(self, http: httpx.AsyncClient, member: str, event: dict[str, Any]) -> None:
+        call_id = event["call_id"]
+        calls = f"{self._target.path}/calls/{call_id}"
+        try:
+            acked = await _post(http, f"{calls}/ack", headers={MEMBER_HEADER: member})
+        except httpx.TransportError as error:
+            # Unacked, the call goes to another member after the claim interval.
+            logger.warning("ack of call %s failed: %s", call_id, error)
+            return
+        if acked.status_code != 200:
+            # Handed to another member meanwhile, or settled: not ours to run.
+            logger.info("call %s not taken: %s", call_id, acked.text)
+            return
+        tool = self._tools.get(event["tool"])
+        if tool is None:
+            text, is_error = f"this server has no tool {event['tool']!r}", True
+        else:
+            text, is_error = await tool.run(event.get("arguments") or {})
+        try:
+            answered = await _post(http, f"{calls}/result", json={"text": text, "is_error": is_error})
+        except httpx.TransportError as error:
+            logger.error("result of call %s could not be delivered: %s", call_id, error)
+            return
+        if answered.status_code != 204:
+            logger.warning("result of call %s refused: %s", call_id, answered.text)
+        else:
+            self.answered += 1
+
+
+async def _post(http: httpx.AsyncClient, path: str, attempts: int = 5, **kwargs: Any) -> httpx.Response:
+    """POST, retried on a lost connection under one Idempotency-Key, so a retry never acts twice."""
+    headers = {"Idempotency-Key": str(uuid.uuid4()), **kwargs.pop("headers", {})}
+    for attempt in range(attempts):
+        try:
+            return await http.post(path, headers=headers, **kwargs)
+        except httpx.TransportError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")

@@ -1,0 +1,130 @@
+"""Client tools from annotated Python functions: a JSON Schema per function (pydantic), arguments
+validated against it, sync or async bodies, and a result as text.
+
+`switchboard tools serve MODULE:OBJECT` loads OBJECT and reads it as tools: a function, a list or tuple of
+functions, a dict of name to function, or an object with a `tools` attribute holding one of those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+import pydantic
+from pydantic_core import PydanticSerializationError, to_json
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ToolError(Exception):
+    """A tool module that cannot be served as it is; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class TypedTool:
+    name: str
+    description: str
+    model: type[pydantic.BaseModel]
+    function: Callable[..., Any]
+
+    def declaration(self) -> dict[str, Any]:
+        """The tool as a registration declares it (`name`, `description`, `parameters`)."""
+        schema = self.model.model_json_schema()
+        schema.pop("title", None)
+        return {"name": self.name, "description": self.description, "parameters": schema}
+
+    async def run(self, arguments: Mapping[str, Any]) -> tuple[str, bool]:
+        """The call's result text and whether it is an error: invalid arguments and a raising body are
+        error results, with a message the model can act on."""
+        try:
+            parsed = self.model.model_validate(dict(arguments))
+        except pydantic.ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors())
+            return f"invalid arguments for {self.name}: {problems}", True
+        values = {field: getattr(parsed, field) for field in type(parsed).model_fields}
+        try:
+            if inspect.iscoroutinefunction(self.function):
+                value = await self.function(**values)
+            else:
+                value = await asyncio.to_thread(self.function, **values)
+        except Exception as error:
+            return f"{type(error).__name__}: {error}", True
+        try:
+            return as_text(value), False
+        except ToolError as error:
+            return str(error), True
+
+
+def as_text(value: Any) -> str:
+    """A tool's return value as result text: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return to_json(value).decode()
+    except PydanticSerializationError as error:
+        raise ToolError(f"the tool returned a value that is not JSON-serialisable: {error}") from None
+
+
+def typed_tool(function: Callable[..., Any], name: str | None = None) -> TypedTool:
+    """A tool from a function whose parameters are all annotated; its docstring is the description."""
+    tool_name = name or function.__name__
+    if not _NAME.match(tool_name):
+        raise ToolError(f"tool name {tool_name!r}: 1 to 64 letters, digits, '_' or '-'")
+    hints = get_type_hints(function)
+    fields: dict[str, Any] = {}
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
+            raise ToolError(f"{tool_name}: parameter {parameter.name} must be a plain named parameter")
+        if parameter.name not in hints:
+            raise ToolError(f"{tool_name}: parameter {parameter.name} needs a type annotation")
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (hints[parameter.name], default)
+    config = pydantic.ConfigDict(extra="forbid")
+    model = pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    description = inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+    return TypedTool(tool_name, description or tool_name, model, function)
+
+
+def _functions(target: Any) -> Iterable[tuple[str | None, Callable[..., Any]]]:
+    if hasattr(target, "tools") and not callable(target):
+        target = target.tools
+    if isinstance(target, Mapping):
+        return [(str(name), fn) for name, fn in target.items()]
+    if isinstance(target, list | tuple):
+        return [(None, fn) for fn in target]
+    if callable(target):
+        return [(None, target)]
+    raise ToolError(f"cannot read tools from a {type(target).__name__}: give a function, a list or a dict of them")
+
+
+def load_tools(spec: str) -> list[TypedTool]:
+    """The tools named by `MODULE:OBJECT` (the module importable from the current directory)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ToolError(f"{spec!r}: expected MODULE:OBJECT, such as myapp.tools:TOOLS")
+    # As `python -m` would: modules of the directory the server is started in are importable.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ToolError(f"cannot import {module_name}: {error}") from None
+    target: Any = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ToolError(f"{module_name} has no {attribute}")
+        target = getattr(target, part)
+    tools = [typed_tool(fn, name) for name, fn in _functions(target)]
+    names = [tool.name for tool in tools]
+    if not tools:
+        raise ToolError(f"{spec} holds no tools")
+    if len(set(names)) != len(names):
+        raise ToolError(f"{spec}: tool names repeat: {sorted(names)}")
+    return tools
