@@ -90,11 +90,17 @@ def _token(args: argparse.Namespace) -> str:
     return token
 
 
+def _tools_logging() -> None:
+    _logging()
+    # One line per call would drown what matters (registrations, restarts, refused results).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
 def _cmd_tools_serve(args: argparse.Namespace) -> int:
     from switchboard.tool_serve import ServeError, ServeOptions, serve
     from switchboard.typed_tools import ToolError, load_tools
 
-    _logging()
+    _tools_logging()
     try:
         tools = load_tools(args.spec)
     except ToolError as error:
@@ -123,7 +129,7 @@ def _cmd_tools_member(args: argparse.Namespace) -> int:
     from switchboard.tool_serve import member
     from switchboard.typed_tools import load_tools
 
-    _logging()
+    _tools_logging()
     target = Target(args.url, args.session, _token(args), args.client_id)
     asyncio.run(member(target, load_tools(args.spec), args.concurrency))
     return 0

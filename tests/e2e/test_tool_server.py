@@ -1,0 +1,150 @@
+"""`switchboard tools serve` as real processes: a pool of members, one killed mid-work, a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from switchboard.processes import Processes, server_env
+from tests.helpers import SCRIPTED_CONFIG
+
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
+
+TOOLS_MODULE = '''
+import os
+import time
+
+
+def work(n: int) -> str:
+    """Work on item n for a moment."""
+    time.sleep(0.4)
+    return f"item {n} by {os.getpid()}"
+
+
+TOOLS = [work]
+'''
+
+
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is `pid` (zombies left out)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def wait_until(what: str, done: Any, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def served(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """An API and a worker whose result deadline is short (3 s) and claim interval 0.5 s."""
+    env, key = server_env(redis_url, ack_timeout_s="20", result_timeout_s="3", pool_claim_s="0.5")
+    processes = Processes(env, tmp_path / "logs")
+    (tmp_path / "logs").mkdir()
+    try:
+        _, url = processes.api()
+        processes.worker()
+        yield url, key
+    finally:
+        processes.stop_all()
+
+
+async def _session(url: str, key: str) -> tuple[str, str]:
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=10) as admin:
+        providers = (await admin.get("/v1/model-providers")).json()["items"]
+        scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
+        agent = (await admin.post("/v1/agents", json={"name": "pooled"})).json()
+        version = {"model_provider_id": scripted, **SCRIPTED_CONFIG}
+        assert (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
+        session = (await admin.post("/v1/sessions", json={"agent_id": agent["id"]})).json()
+    return session["id"], session["session_token"]
+
+
+async def _log(url: str, sid: str, token: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"order": "asc", "limit": 100}
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
+        while True:
+            page = (await http.get(f"/v1/sessions/{sid}/events", params=params)).json()
+            items += page["items"]
+            if page["next_cursor"] is None:
+                return items
+            params["after_seq"] = page["next_cursor"]
+
+
+def _of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == kind]
+
+
+def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_work(
+    served: tuple[str, str], tmp_path: Path
+) -> None:
+    url, key = served
+    sid, token = asyncio.run(_session(url, key))
+    (tmp_path / "pooltools.py").write_text(TOOLS_MODULE)
+    command = [sys.executable, "-m", "switchboard", "tools", "serve", "pooltools:TOOLS", "--url", url]
+    command += ["--session", sid, "--name", "pool", "--processes", "3", "--concurrency", "1", "--drain", "10"]
+    log = (tmp_path / "serve.log").open("wb")
+    server = subprocess.Popen(
+        command, cwd=tmp_path, env={**os.environ, "SWITCHBOARD_SESSION_TOKEN": token}, stdout=log, stderr=log
+    )
+    try:
+        wait_until("three members", lambda: len(children(server.pid)) == 3)
+        wait_until("the registration", lambda: bool(_of(asyncio.run(_log(url, sid, token)), "client_registered")))
+        lines = "\n".join(f'/call client__pool__work {{"n": {i}}}' for i in range(12))
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
+            assert http.post(f"/v1/sessions/{sid}/events", json={"type": "input", "text": lines}).status_code == 200
+        # Every member is busy with a call it acked, and holds one more it has not: kill one of them.
+        wait_until("three acks", lambda: len(_of(asyncio.run(_log(url, sid, token)), "client_tool_acked")) >= 3)
+        victim = children(server.pid)[0]
+        os.kill(victim, signal.SIGKILL)
+        wait_until("the run to end", lambda: bool(_of(asyncio.run(_log(url, sid, token)), "run_completed")), 60)
+        # The supervisor starts a member in the killed one's place.
+        wait_until(
+            "the pool back at three", lambda: len(children(server.pid)) == 3 and victim not in children(server.pid)
+        )
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=30)
+        log.close()
+    assert code == 0, (tmp_path / "serve.log").read_text()
+    events = asyncio.run(_log(url, sid, token))
+    dispatched = [e["call_id"] for e in _of(events, "client_tool_dispatched")]
+    results = {e["call_id"]: e for e in _of(events, "tool_result")}
+    assert len(dispatched) == len(set(dispatched)) == 12
+    assert sorted(results) == sorted(dispatched)  # one result each
+    assert len(_of(events, "tool_result")) == 12
+    failed = _of(events, "client_tool_failed")
+    # Only a call the killed member had acked (it owned it) can fail, and at most one: its concurrency.
+    assert len(failed) <= 1
+    assert all(f["reason"] == "result_timeout" for f in failed)
+    answered = [r for r in results.values() if not r["is_error"]]
+    assert len(answered) == 12 - len(failed)
+    pids = {r["content"][0]["data"]["text"].rsplit(" ", 1)[1] for r in answered}
+    assert len(pids) >= 2, pids  # the work was shared
+    # Stopping drained the members and left the registration.
+    left = _of(events, "client_left")
+    assert [e["reason"] for e in left] == ["departed"]
