@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import errors, fastlane
+from api.cors import CrossOrigin
 from api.metrics import Metrics
 from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions
 from api.sse import DIRECT_SEND
@@ -54,14 +55,24 @@ class SwitchboardApp(FastAPI):
     def __init__(self, *, fast_lane: bool, **options: Any) -> None:
         super().__init__(**options)
         self.fast_lane = fast_lane
+        self._cross_origin = CrossOrigin()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"].endswith("/events/stream"):
+        state: AppState | None = getattr(self.state, "switchboard", None)
+        if scope["type"] != "http" or state is None:
+            await super().__call__(scope, receive, send)
+            return
+        if scope["method"] == "GET" and scope["path"].endswith("/events/stream"):
+            # The server's own send: frames skip every wrapper, the CORS one included (it only adds
+            # headers to the response head, which goes the ordinary way).
             scope[DIRECT_SEND] = send
-        elif self.fast_lane and scope["type"] == "http" and scope["method"] == "POST":
+        await self._cross_origin(state, scope, receive, send, self._route)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state: AppState = self.state.switchboard
+        if self.fast_lane and scope["method"] == "POST":
             match = fastlane.HOT_PATH.fullmatch(scope["path"])
-            state: AppState | None = getattr(self.state, "switchboard", None)
-            if match is not None and state is not None:
+            if match is not None:
                 await fastlane.serve(state, match, scope, receive, send, super().__call__)
                 return
         await super().__call__(scope, receive, send)

@@ -77,7 +77,7 @@ async def serve(
         logger.exception("unexpected error")
         status, extra, content = 500, {}, dumps(UNEXPECTED).encode()
     state.metrics.requests.labels("POST", TEMPLATES["ping" if ping else action], str(status)).inc()
-    await _respond(send, status, extra, content)
+    await send_json(send, status, extra, content)
 
 
 def _result_body(headers: dict[str, str], body: bytes) -> ClientCallResultBody | None:
@@ -116,7 +116,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _respond(send: Send, status: int, extra: dict[str, str], content: bytes) -> None:
+async def send_json(send: Send, status: int, extra: dict[str, str], content: bytes) -> None:
     headers = [(name.lower().encode(), value.encode()) for name, value in extra.items()]
     if status != 204:
         headers += [*_JSON, (b"content-length", str(len(content)).encode())]

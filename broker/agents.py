@@ -54,6 +54,17 @@ class Agents:
             raise NotFound(f"no agent {agent_id}")
         return _agent(record)
 
+    async def session_origins(self, session_id: str) -> frozenset[str]:
+        """The browser origins the agent of a session allows (none for a session that does not exist)."""
+        keys = self._core.keys
+        with translate_redis_errors():
+            # The client answers bytes (no decode_responses); redis-py's stubs say str.
+            agent_id: bytes | None = await aw(self._core.redis.hget(keys.session(session_id).meta, "agent_id"))  # type: ignore[arg-type]
+            if agent_id is None:
+                return frozenset()
+            raw = await aw(self._core.redis.hget(keys.agent(agent_id.decode()), "allowed_origins"))
+        return frozenset(loads(raw)) if raw else frozenset()
+
     async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Agent], str | None]:
         page = await id_page(self._core.redis, self._core.keys.agents, limit=limit, after=after, ascending=ascending)
         found = await records(self._core.redis, [self._core.keys.agent(agent_id) for agent_id in page.ids])

@@ -1,0 +1,106 @@
+"""Browsers: who may call from another origin.
+
+A session's routes answer a cross-origin request only from an origin in its agent's `allowed_origins`
+(`PUT /v1/agents/{id}/security`; empty by default): the preflight gets the CORS headers, the request gets
+`Access-Control-Allow-Origin` naming that origin (never `*`; credentials travel in `Authorization`, not
+cookies). Any other cross-origin request is refused with 403 before it acts, preflight or not: a browser
+would hide the answer anyway, but a simple POST would already have done its work. `/sdk/` files are
+public and load from anywhere. Requests without `Origin`, or from the API's own origin (the console, the
+demo), are not affected.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.fastlane import send_json
+from api.state import AppState
+from broker.codec import canonical_uuid, dumps
+
+ALLOW_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, Kikuvi-Workspace, Switchboard-Pool-Member"
+ALLOW_METHODS = "GET, POST, PUT, DELETE"
+EXPOSE_HEADERS = "Switchboard-Pool-Member, Retry-After"
+PUBLIC_PREFIX = "/sdk/"
+_SESSION = re.compile(r"/v1/sessions/([^/]+)(?:/.*)?")
+# A change to an agent's allowed origins reaches every API process within this long.
+_CACHE_S = 2.0
+_CACHE_SIZE = 10_000
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _same_origin(scope: Scope, origin: str) -> bool:
+    host = _header(scope, b"host")
+    return host is not None and urlsplit(origin).netloc == host
+
+
+class CrossOrigin:
+    def __init__(self) -> None:
+        self._cache: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
+
+    async def _allowed(self, state: AppState, session_id: str) -> frozenset[str]:
+        now = time.monotonic()
+        cached = self._cache.get(session_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        origins = await state.broker.agents.session_origins(session_id)
+        self._cache[session_id] = (now + _CACHE_S, origins)
+        self._cache.move_to_end(session_id)
+        while len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return origins
+
+    async def __call__(self, state: AppState, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+        """Serve `scope` through `app` under the rules above."""
+        origin = _header(scope, b"origin")
+        if origin is None or _same_origin(scope, origin):
+            await app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        preflight = scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method") is not None
+        if path.startswith(PUBLIC_PREFIX):
+            await _pass(scope, receive, send, app, "*", preflight)
+            return
+        match = _SESSION.fullmatch(path)
+        session_id = canonical_uuid(match.group(1)) if match else None
+        if session_id is None or origin not in await self._allowed(state, session_id):
+            if session_id:
+                why = "it is not among the allowed origins of this session's agent"
+            else:
+                why = "only a session's routes answer other origins, those its agent allows"
+            message = f"origin {origin} may not call this route: {why}"
+            body = dumps({"error": {"code": "forbidden", "message": message}}).encode()
+            await send_json(send, 403, {"Vary": "Origin"}, body)
+            return
+        await _pass(scope, receive, send, app, origin, preflight)
+
+
+async def _pass(scope: Scope, receive: Receive, send: Send, app: ASGIApp, allow: str, preflight: bool) -> None:
+    cors = [(b"access-control-allow-origin", allow.encode()), (b"vary", b"Origin")]
+    if preflight:
+        cors += [
+            (b"access-control-allow-methods", ALLOW_METHODS.encode()),
+            (b"access-control-allow-headers", ALLOW_HEADERS.encode()),
+            (b"access-control-max-age", b"600"),
+        ]
+        await send({"type": "http.response.start", "status": 204, "headers": cors})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    cors.append((b"access-control-expose-headers", EXPOSE_HEADERS.encode()))
+
+    async def with_cors(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *cors]}
+        await send(message)
+
+    await app(scope, receive, with_cors)
