@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import errors, fastlane
 from api.cors import CrossOrigin
 from api.metrics import Metrics
-from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions
+from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions, web
 from api.sse import DIRECT_SEND
 from api.state import AppState
 from broker import Broker, Settings
@@ -107,7 +107,7 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals, health):
+    for module in (api_keys, agents, providers, sessions, events, clients, approvals, health, web):
         app.include_router(module.router)
     app.add_middleware(_CountRequests, metrics=metrics)
     return app

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker import events
+from broker.aio import aw
 from broker.codec import dumps, loads
 from broker.core import Core
-from broker.errors import from_script_status
+from broker.errors import from_script_status, translate_redis_errors
 from broker.keys import POOL_GROUP
 from broker.layouts import call_args, call_keys, client_args, client_keys
 
@@ -21,6 +22,18 @@ class Registered:
     id: str
     name: str
     expires_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveClient:
+    """A registration as it stands: what `GET .../clients` lists."""
+
+    id: str
+    name: str
+    lifetime: dict[str, Any]
+    expires_at: int | None
+    created_at: int
+    tools: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +108,33 @@ class Clients:
             _refusals(session_id, client_id),
         )
         return Registered(client_id, assigned, None if int(expires) < 0 else int(expires))
+
+    async def active(self, session_id: str) -> list[ActiveClient]:
+        """The session's active registrations, oldest first (at most MAX_ACTIVE_CLIENTS)."""
+        s = self._core.keys.session(session_id)
+        redis = self._core.redis
+        with translate_redis_errors():
+            names = await aw(redis.hgetall(s.names))
+            async with redis.pipeline(transaction=False) as pipe:
+                for client_id in names.values():
+                    pipe.hgetall(s.client(client_id.decode()))
+                records = await pipe.execute()
+        found = []
+        for client_id, record in zip(names.values(), records, strict=True):
+            if record.get(b"state") != b"active":
+                continue
+            expires = record.get(b"expires_at")
+            found.append(
+                ActiveClient(
+                    id=client_id.decode(),
+                    name=record[b"name"].decode(),
+                    lifetime=loads(record[b"lifetime"]),
+                    expires_at=int(expires) if expires else None,
+                    created_at=int(record[b"created_at"]),
+                    tools=loads(record[b"tools"]),
+                )
+            )
+        return sorted(found, key=lambda client: client.created_at)
 
     def _http(self, session_id: str, caller: Caller, receipt: Receipt | None) -> tuple[list[str], list[str | int]]:
         """The KEYS and ARGV tail lib/http.lua reads: tokens and receipt keys, token, fingerprint, ttl."""

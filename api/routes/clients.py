@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from uuid import UUID
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -12,6 +13,8 @@ from api.hot import MANAGE, POOL_MEMBER_HEADER, HotRequest
 from api.keyed import Keyed, Outcome, keyed, respond
 from api.pool_stream import call_stream
 from api.schemas.clients import (
+    ActiveClientBody,
+    ActiveClientsBody,
     ClientCallResultBody,
     ClientPingBody,
     ClientToolBody,
@@ -20,7 +23,7 @@ from api.schemas.clients import (
     TtlLifetime,
     UpdateClientToolsBody,
 )
-from api.schemas.common import ErrorBody, optional_moment
+from api.schemas.common import ErrorBody, moment, optional_moment
 from api.schemas.events import SessionEvent
 from api.sse import EventStreamResponse
 from api.state import State
@@ -32,6 +35,27 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/clients", tags=["clients"],
 
 def _tools(tools: list[ClientToolBody] | None) -> list[dict[str, Any]]:
     return [tool.model_dump() for tool in tools or []]
+
+
+@router.get("", response_model=ActiveClientsBody)
+async def list_clients(session_id: str, caller: Caller, state: State) -> ActiveClientsBody:
+    """The session's active registrations, oldest first, with their tools and when a ttl one lapses
+    unless it pings (an extension)."""
+    canonical = await existing_session(state, caller, session_id, "session.read")
+    active = await state.broker.clients.active(canonical)
+    return ActiveClientsBody(
+        items=[
+            ActiveClientBody(
+                id=UUID(client.id),
+                name=client.name,
+                lifetime=client.lifetime,
+                expires_at=optional_moment(client.expires_at),
+                created_at=moment(client.created_at),
+                tools=client.tools,
+            )
+            for client in active
+        ]
+    )
 
 
 @router.post("", status_code=201, response_model=RegisteredClientBody)

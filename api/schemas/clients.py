@@ -79,3 +79,18 @@ class UpdateClientToolsBody(Strict):
 class ClientCallResultBody(Strict):
     text: Annotated[str, Field(max_length=MAX_RESULT_CHARS)]
     is_error: bool | None = None
+
+
+class ActiveClientBody(BaseModel):
+    """An active registration (an extension: the console's clients panel)."""
+
+    id: UUID
+    name: str
+    lifetime: dict[str, Any]
+    expires_at: datetime | None
+    created_at: datetime
+    tools: list[dict[str, Any]]
+
+
+class ActiveClientsBody(BaseModel):
+    items: list[ActiveClientBody]

@@ -1,0 +1,31 @@
+"""The pages and files a browser loads from the API: the SDK (`/sdk/...`), the console and the demo."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import APIRouter, Response
+
+from broker.errors import NotFound
+
+router = APIRouter(tags=["web"])
+
+# Served as they are committed; nothing is built at start.
+SDK_FILES = ("switchboard.js", "page-tools.js")
+PAGES = {"console": "console.html", "demo": "demo.html"}
+_TYPES = {".js": "text/javascript; charset=utf-8", ".html": "text/html; charset=utf-8", ".css": "text/css"}
+
+
+def _static(name: str) -> Response:
+    body = resources.files("api").joinpath("static", name).read_bytes()
+    kind = _TYPES[name[name.rindex(".") :]]
+    # Revalidated on every load, so a new server version reaches open tabs at their next reload.
+    return Response(body, media_type=kind, headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/sdk/{name}", include_in_schema=False)
+async def sdk(name: str) -> Response:
+    """The browser SDK: `switchboard.js` and the page tools it imports."""
+    if name not in SDK_FILES:
+        raise NotFound(f"no SDK file {name}; there are {', '.join(SDK_FILES)}")
+    return _static(name)

@@ -1,0 +1,460 @@
+// Switchboard browser SDK: an ES module with no dependencies, served at /sdk/switchboard.js.
+//
+//   import { connect, pageTools } from "https://switchboard.example/sdk/switchboard.js";
+//   const session = connect({ sessionId, token });             // or getToken: async () => "swb_st_..."
+//   session.on("*", (event) => render(event));                // every event of the session, in order
+//   const tab = await session.registerClient({ name: "web", ttl: 60, tools: { ...pageTools(), highlight_row } });
+//   await session.send("Highlight the overdue rows");
+//
+// The stream runs over fetch (EventSource cannot send Authorization), resumes with Last-Event-ID after a
+// drop and backs off as the Subako SDK does. Each registered client acks its calls at once, runs the
+// tool, and answers; a throw or a value JSON cannot carry becomes an error result. A client pings at
+// ttl/2, registers again if the server lost it (a ping 404), and leaves when the page is hidden for good.
+
+const RESULT_TIMEOUT_MS = 290_000;
+const MAX_RESULT_CHARS = 65_536;
+const KEEPALIVE_LIMIT = 60_000;
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function uuid() {
+  if (globalThis.crypto?.randomUUID) return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6] & 0x0f) | 0x40;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** An error the server answered, with its status and envelope code. */
+export class SwitchboardError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.name = "SwitchboardError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+function retryAfterMs(response) {
+  const value = response.headers.get("retry-after");
+  if (value && /^\d+$/.test(value)) return Math.min(Number(value) * 1000, 60_000);
+  return null;
+}
+
+function backoffMs(attempt) {
+  return Math.min(500 * 2 ** attempt, 8000) * (1 + Math.random() * 0.25);
+}
+
+/**
+ * Open a session's live event stream. `token` (a session token or API key) or `getToken` (called again
+ * after a 401); `url` defaults to this page's origin; `history: true` replays the whole log first.
+ */
+export function connect(options) {
+  return new Connection(options);
+}
+
+export class Connection {
+  constructor({ sessionId, token, getToken, url, history = false, maxReconnects = Infinity }) {
+    if (!sessionId) throw new TypeError("connect: sessionId is required");
+    if (!token && !getToken) throw new TypeError("connect: give token or getToken");
+    this.sessionId = sessionId;
+    this.url = (url ?? globalThis.location?.origin ?? "").replace(/\/$/, "");
+    this.status = "connecting";
+    this.lastSeq = 0;
+    this._history = history;
+    this._token = token ?? null;
+    this._getToken = getToken ?? null;
+    this._maxReconnects = maxReconnects;
+    this._listeners = new Map();
+    this._clients = new Set();
+    this._abort = new AbortController();
+    this._ready = new Promise((resolve, reject) => {
+      this._opened = resolve;
+      this._failedToOpen = reject;
+    });
+    this._ready.catch(() => {});
+    this._run();
+  }
+
+  /** Resolves once the stream is open (and rejects if it never opens). */
+  ready() {
+    return this._ready;
+  }
+
+  /** Listen to events of one type, or "*" for all, and "status" for connection status changes. */
+  on(type, listener) {
+    if (!this._listeners.has(type)) this._listeners.set(type, new Set());
+    this._listeners.get(type).add(listener);
+    return () => this._listeners.get(type)?.delete(listener);
+  }
+
+  _emit(type, value) {
+    for (const listener of [...(this._listeners.get(type) ?? []), ...(type === "status" ? [] : this._listeners.get("*") ?? [])]) {
+      try {
+        listener(value);
+      } catch (error) {
+        console.error("switchboard: a listener failed", error);
+      }
+    }
+  }
+
+  _setStatus(status) {
+    if (this.status === status) return;
+    this.status = status;
+    this._emit("status", status);
+  }
+
+  async _authorization(renew) {
+    if (this._getToken && (renew || !this._token)) this._token = await this._getToken();
+    return `Bearer ${this._token}`;
+  }
+
+  /** A request to the API: JSON in and out, retried as the Subako SDK retries, one Idempotency-Key per call. */
+  async request(method, path, { body, keepalive = false, headers = {} } = {}) {
+    const key = method === "GET" ? null : uuid();
+    let renewed = false;
+    for (let attempt = 0; ; attempt++) {
+      let response;
+      try {
+        const init = {
+          method,
+          keepalive,
+          headers: {
+            Authorization: await this._authorization(false),
+            ...(key ? { "Idempotency-Key": key } : {}),
+            ...(body !== undefined ? { "Content-Type": "application/json" } : {}),
+            ...headers,
+          },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        };
+        response = await fetch(this.url + path, init);
+      } catch (error) {
+        if (attempt >= 2 || keepalive) throw error;
+        await sleep(backoffMs(attempt));
+        continue;
+      }
+      if (response.status === 401 && this._getToken && !renewed) {
+        renewed = true;
+        await this._authorization(true);
+        attempt--;
+        continue;
+      }
+      if ((response.status >= 500 || response.status === 408 || response.status === 429) && attempt < 2) {
+        await sleep(retryAfterMs(response) ?? backoffMs(attempt));
+        continue;
+      }
+      const text = await response.text();
+      const parsed = text ? JSON.parse(text) : null;
+      if (!response.ok) {
+        const error = parsed?.error ?? {};
+        throw new SwitchboardError(response.status, error.code ?? "unknown", error.message ?? response.statusText);
+      }
+      return parsed;
+    }
+  }
+
+  /** Post a user message: it starts a run, or steers the active one (the agent's concurrency policy). */
+  send(text) {
+    return this.request("POST", `/v1/sessions/${this.sessionId}/events`, { body: { type: "input", text } });
+  }
+
+  /** Cancel the active run. */
+  cancel() {
+    return this.request("POST", `/v1/sessions/${this.sessionId}/cancel`, { body: {} });
+  }
+
+  /** Register a client with `tools` ({name: {description, parameters, execute(args, call)}}). */
+  async registerClient({ name, ttl = 60, tools = {} }) {
+    const client = new ToolClient(this, name, ttl, tools);
+    this._clients.add(client);
+    await client._register();
+    return client;
+  }
+
+  /** Stop streaming and leave every client of this connection. */
+  async close() {
+    await Promise.allSettled([...this._clients].map((client) => client.leave()));
+    this._abort.abort();
+    this._setStatus("closed");
+  }
+
+  async _run() {
+    let quiet = 0;
+    let base = 3000;
+    let renewed = false;
+    while (!this._abort.signal.aborted) {
+      let sawEvent = false;
+      try {
+        const params = new URLSearchParams();
+        if (this.lastSeq > 0 || this._history) params.set("after_seq", String(this.lastSeq));
+        const headers = { Authorization: await this._authorization(false), Accept: "text/event-stream" };
+        if (this.lastSeq > 0) headers["Last-Event-ID"] = String(this.lastSeq);
+        const response = await fetch(`${this.url}/v1/sessions/${this.sessionId}/events/stream?${params}`, {
+          headers,
+          signal: this._abort.signal,
+        });
+        if (response.status === 401 && this._getToken && !renewed) {
+          renewed = true;
+          await this._authorization(true);
+          continue;
+        }
+        if (!response.ok) {
+          const error = (await response.json().catch(() => ({})))?.error ?? {};
+          const failure = new SwitchboardError(response.status, error.code ?? "unknown", error.message ?? "stream refused");
+          // 404 is the server ending the session for good; other refusals will not change on a retry.
+          if (response.status < 500 && response.status !== 408 && response.status !== 429) return this._fail(failure);
+          throw failure;
+        }
+        renewed = false;
+        this._setStatus("open");
+        this._opened();
+        for await (const frame of frames(response.body)) {
+          if (frame.retry !== null) base = frame.retry;
+          if (frame.id !== null && frame.data === null) {
+            this.lastSeq = Math.max(this.lastSeq, Number(frame.id));
+            continue;
+          }
+          if (frame.data === null) continue;
+          const event = JSON.parse(frame.data);
+          if (typeof event.seq === "number") {
+            if (event.seq <= this.lastSeq) continue;
+            this.lastSeq = event.seq;
+            sawEvent = true;
+            quiet = 0;
+          }
+          this._deliver(event);
+        }
+      } catch (error) {
+        if (this._abort.signal.aborted) return;
+        if (error instanceof SwitchboardError && error.status < 500) return this._fail(error);
+      }
+      if (this._abort.signal.aborted) return;
+      quiet = sawEvent ? 1 : quiet + 1;
+      if (quiet > this._maxReconnects) return this._fail(new Error(`the stream was lost after ${quiet - 1} reconnects`));
+      this._setStatus("reconnecting");
+      await sleep(Math.min(base * 2 ** (quiet - 1), 30_000));
+    }
+  }
+
+  _fail(error) {
+    this.error = error;
+    this._setStatus("failed");
+    this._failedToOpen(error);
+    for (const client of this._clients) client._stop();
+  }
+
+  _deliver(event) {
+    for (const client of this._clients) client._see(event);
+    this._emit(event.type, event);
+  }
+}
+
+/** The frames of an SSE body: {id, data, retry} (null where the frame had none). */
+async function* frames(body) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let frame = { id: null, data: null, retry: null };
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buffer.search(/\r\n|\r|\n/)) !== -1) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + (buffer.startsWith("\r\n", end) ? 2 : 1));
+        if (line === "") {
+          if (frame.id !== null || frame.data !== null || frame.retry !== null) yield frame;
+          frame = { id: null, data: null, retry: null };
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon === -1 ? line : line.slice(0, colon);
+        let value = colon === -1 ? "" : line.slice(colon + 1);
+        if (value.startsWith(" ")) value = value.slice(1);
+        if (field === "data") frame.data = frame.data === null ? value : `${frame.data}\n${value}`;
+        else if (field === "id") frame.id = value;
+        else if (field === "retry" && /^\d+$/.test(value)) frame.retry = Number(value);
+      }
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+function declarations(tools) {
+  return Object.entries(tools).map(([name, tool]) => ({
+    name,
+    description: tool.description ?? "",
+    parameters: tool.parameters ?? { type: "object" },
+  }));
+}
+
+function resultText(value) {
+  if (typeof value === "string") return value;
+  if (value === undefined) return "done";
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new TypeError("the tool's answer is not JSON");
+  return text;
+}
+
+export class ToolClient {
+  constructor(connection, name, ttl, tools) {
+    this.connection = connection;
+    this.requestedName = name;
+    this.ttl = ttl;
+    this.tools = { ...tools };
+    this.id = null;
+    this.name = null;
+    this.status = "joining";
+    this._early = [];
+    this._running = new Set();
+    this._toolsUpdate = Promise.resolve();
+    this._pinging = null;
+    this._onPageHide = (event) => {
+      if (!event.persisted) this._leaveOnUnload();
+    };
+  }
+
+  get _path() {
+    return `/v1/sessions/${this.connection.sessionId}/clients`;
+  }
+
+  async _register() {
+    this.status = "joining";
+    const lifetime = this.ttl ? { type: "ttl", data: { seconds: this.ttl } } : { type: "never" };
+    const body = { name: this.requestedName, lifetime, tools: declarations(this.tools) };
+    let registered;
+    try {
+      registered = await this.connection.request("POST", this._path, { body });
+    } catch (error) {
+      this.status = "failed";
+      throw error;
+    }
+    this.id = registered.id.toLowerCase();
+    this.name = registered.name;
+    this.status = "serving";
+    globalThis.addEventListener?.("pagehide", this._onPageHide);
+    if (this.ttl) this._schedulePing();
+    const early = this._early;
+    this._early = [];
+    for (const event of early) this._see(event);
+  }
+
+  _schedulePing() {
+    clearTimeout(this._pinging);
+    this._pinging = setTimeout(() => this._ping(), (this.ttl * 1000) / 2);
+  }
+
+  async _ping() {
+    if (this.status !== "serving") return;
+    try {
+      await this.connection.request("POST", `${this._path}/${this.id}/ping`);
+    } catch (error) {
+      if (error instanceof SwitchboardError && error.status === 404) {
+        // The server lost this registration (it lapsed while the tab slept, say): register again.
+        this._stop();
+        await this._register().catch((failure) => console.error("switchboard: could not register again", failure));
+        return;
+      }
+      console.warn("switchboard: ping failed; trying again next tick", error);
+    }
+    if (this.status === "serving") this._schedulePing();
+  }
+
+  _see(event) {
+    if (this.status === "joining") {
+      if (event.type === "client_tool_dispatched") this._early.push(event);
+      return;
+    }
+    if (this.status !== "serving" || event.client_id !== this.id) return;
+    if (event.type === "client_tool_dispatched") {
+      const handling = this._handle(event);
+      this._running.add(handling);
+      handling.finally(() => this._running.delete(handling));
+    } else if (event.type === "client_left") {
+      this._stop();
+    }
+  }
+
+  async _handle(event) {
+    const calls = `${this._path}/${event.client_id}/calls/${encodeURIComponent(event.call_id)}`;
+    try {
+      await this.connection.request("POST", `${calls}/ack`);
+    } catch (error) {
+      console.warn(`switchboard: ack of ${event.call_id} failed; leaving it to the server's deadline`, error);
+      return;
+    }
+    let answer;
+    const tool = this.tools[event.tool];
+    if (!tool) {
+      answer = { text: `no tool named ${event.tool} is served here`, is_error: true };
+    } else {
+      try {
+        const value = await Promise.race([
+          Promise.resolve().then(() => tool.execute(event.arguments ?? {}, { callId: event.call_id, client: this })),
+          sleep(RESULT_TIMEOUT_MS).then(() => {
+            throw new Error("the tool did not answer before the deadline");
+          }),
+        ]);
+        answer = { text: resultText(value) };
+        if (answer.text.length > MAX_RESULT_CHARS) {
+          answer = { text: `the tool's answer was not valid: over ${MAX_RESULT_CHARS} characters`, is_error: true };
+        }
+      } catch (error) {
+        answer = { text: String(error?.message ?? error) || "the tool failed", is_error: true };
+      }
+    }
+    if (this.status !== "serving") return;
+    // Tool changes the handler made reach the server before its result does (the navigation rule).
+    await this._toolsUpdate.catch(() => {});
+    const size = answer.text.length * 3;
+    try {
+      await this.connection.request("POST", `${calls}/result`, { body: answer, keepalive: size < KEEPALIVE_LIMIT });
+    } catch (error) {
+      console.error(`switchboard: the result of ${event.call_id} was refused`, error);
+    }
+  }
+
+  /** Replace the whole tool set; resolves once the server has it. */
+  setTools(tools) {
+    this.tools = { ...tools };
+    const body = { tools: declarations(this.tools) };
+    this._toolsUpdate = this._toolsUpdate
+      .catch(() => {})
+      .then(() => this.connection.request("PUT", `${this._path}/${this.id}/tools`, { body }));
+    return this._toolsUpdate;
+  }
+
+  _stop() {
+    this.status = "left";
+    clearTimeout(this._pinging);
+    globalThis.removeEventListener?.("pagehide", this._onPageHide);
+  }
+
+  _leaveOnUnload() {
+    if (this.status !== "serving") return;
+    this._stop();
+    // keepalive lets the DELETE outlive the page; the token is already resolved (no await on unload).
+    fetch(`${this.connection.url}${this._path}/${this.id}`, {
+      method: "DELETE",
+      keepalive: true,
+      headers: { Authorization: `Bearer ${this.connection._token}`, "Idempotency-Key": uuid() },
+    }).catch(() => {});
+  }
+
+  /** Leave: the name is freed and calls still owed fail with client_gone. */
+  async leave() {
+    if (this.status === "left" || this.id === null) return;
+    this._stop();
+    this.connection._clients.delete(this);
+    await this.connection.request("DELETE", `${this._path}/${this.id}`);
+  }
+}
+
+export { pageTools } from "./page-tools.js";
