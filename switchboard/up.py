@@ -77,6 +77,8 @@ def run(settings: Settings) -> int:
         where = f" (embedded, AOF under {Path(settings.data_dir) / 'redis'})" if redis else ""
         print(
             f"\nSwitchboard is up.\n"
+            f"  Demo:         {api_url}/demo#key={key}\n"
+            f"  Console:      {api_url}/console#key={key}\n"
             f"  API:          {api_url}   (OpenAPI docs at {api_url}/docs)\n"
             f"  API key:      {key}\n"
             f"  Redis:        {url}{where}\n"

@@ -29,3 +29,15 @@ async def sdk(name: str) -> Response:
     if name not in SDK_FILES:
         raise NotFound(f"no SDK file {name}; there are {', '.join(SDK_FILES)}")
     return _static(name)
+
+
+@router.get("/demo", include_in_schema=False)
+async def demo() -> Response:
+    """A small app (a table and a form) whose tab registers page tools on a scripted session."""
+    return _static(PAGES["demo"])
+
+
+@router.get("/console", include_in_schema=False)
+async def console() -> Response:
+    """The operators' console: sessions, live transcripts, clients, approvals, input, cancel."""
+    return _static(PAGES["console"])
