@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
-from switchboard.processes import Processes, server_env
+from tests.e2e.served import api_and_worker
 
 pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -20,15 +20,8 @@ HAVE_CHROMIUM = Path(CHROMIUM).exists()
 
 @pytest.fixture
 def served(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    env, key = server_env(redis_url, ack_timeout_s="20", result_timeout_s="20")
-    (tmp_path / "logs").mkdir()
-    processes = Processes(env, tmp_path / "logs")
-    try:
-        _, url = processes.api()
-        processes.worker()
-        yield url, key
-    finally:
-        processes.stop_all()
+    with api_and_worker(redis_url, tmp_path / "logs", ack_timeout_s="20", result_timeout_s="20") as running:
+        yield running
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from switchboard.processes import Processes, server_env
-from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
+from tests.e2e.served import scripted_session
+from tests.helpers import HIGHLIGHT
 from tests.sse import Frames
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
@@ -56,15 +57,7 @@ def test_worker_check_reports_this_hosts_worker(redis_url: str, tmp_path_factory
 
 async def test_a_session_across_two_apis_and_two_workers(cluster: tuple[list[str], str]) -> None:
     (first, second), key = cluster
-    admin = httpx.AsyncClient(base_url=first, headers={"Authorization": f"Bearer {key}"}, timeout=10)
-    async with admin:
-        providers = (await admin.get("/v1/model-providers")).json()["items"]
-        scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
-        agent = (await admin.post("/v1/agents", json={"name": "spread"})).json()
-        version = {"model_provider_id": scripted, **SCRIPTED_CONFIG}
-        assert (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
-        session = (await admin.post("/v1/sessions", json={"agent_id": agent["id"]})).json()
-    sid, token = session["id"], session["session_token"]
+    sid, token = await scripted_session(first, key, "spread")
     auth = {"Authorization": f"Bearer {token}"}
     # The client streams from the first API and answers through the second; input goes through the first.
     async with (

@@ -15,8 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from switchboard.processes import Processes, server_env
-from tests.helpers import SCRIPTED_CONFIG
+from tests.e2e.served import api_and_worker, scripted_session
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 
@@ -61,26 +60,9 @@ def wait_until(what: str, done: Any, timeout: float = 15) -> None:
 @pytest.fixture
 def served(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """An API and a worker whose result deadline is short (3 s) and claim interval 0.5 s."""
-    env, key = server_env(redis_url, ack_timeout_s="20", result_timeout_s="3", pool_claim_s="0.5")
-    processes = Processes(env, tmp_path / "logs")
-    (tmp_path / "logs").mkdir()
-    try:
-        _, url = processes.api()
-        processes.worker()
-        yield url, key
-    finally:
-        processes.stop_all()
-
-
-async def _session(url: str, key: str) -> tuple[str, str]:
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=10) as admin:
-        providers = (await admin.get("/v1/model-providers")).json()["items"]
-        scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
-        agent = (await admin.post("/v1/agents", json={"name": "pooled"})).json()
-        version = {"model_provider_id": scripted, **SCRIPTED_CONFIG}
-        assert (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
-        session = (await admin.post("/v1/sessions", json={"agent_id": agent["id"]})).json()
-    return session["id"], session["session_token"]
+    settings = {"ack_timeout_s": "20", "result_timeout_s": "3", "pool_claim_s": "0.5"}
+    with api_and_worker(redis_url, tmp_path / "logs", **settings) as running:
+        yield running
 
 
 async def _log(url: str, sid: str, token: str) -> list[dict[str, Any]]:
@@ -103,7 +85,7 @@ def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_
     served: tuple[str, str], tmp_path: Path
 ) -> None:
     url, key = served
-    sid, token = asyncio.run(_session(url, key))
+    sid, token = asyncio.run(scripted_session(url, key, "pooled"))
     (tmp_path / "pooltools.py").write_text(TOOLS_MODULE)
     command = [sys.executable, "-m", "switchboard", "tools", "serve", "pooltools:TOOLS", "--url", url]
     command += ["--session", sid, "--name", "pool", "--processes", "3", "--concurrency", "1", "--drain", "10"]

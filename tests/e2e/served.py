@@ -1,0 +1,39 @@
+"""What the process tests share: an API and a worker as real processes, and a session of the scripted agent."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from switchboard.processes import Processes, server_env
+from tests.helpers import SCRIPTED_CONFIG
+
+
+@contextlib.contextmanager
+def api_and_worker(redis_url: str, logs: Path, **settings: str) -> Iterator[tuple[str, str]]:
+    """One API and one worker process on `redis_url` (`settings` are more SWITCHBOARD_* values, without
+    the prefix): the API's URL and the bootstrap API key."""
+    env, key = server_env(redis_url, **settings)
+    logs.mkdir(parents=True, exist_ok=True)
+    processes = Processes(env, logs)
+    try:
+        _, url = processes.api()
+        processes.worker()
+        yield url, key
+    finally:
+        processes.stop_all()
+
+
+async def scripted_session(url: str, key: str, agent_name: str = "agent") -> tuple[str, str]:
+    """A new session of a new scripted agent: its id and its session token."""
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=10) as admin:
+        providers = (await admin.get("/v1/model-providers")).json()["items"]
+        scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
+        agent = (await admin.post("/v1/agents", json={"name": agent_name})).json()
+        version = {"model_provider_id": scripted, **SCRIPTED_CONFIG}
+        assert (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
+        session = (await admin.post("/v1/sessions", json={"agent_id": agent["id"]})).json()
+    return str(session["id"]), str(session["session_token"])
