@@ -316,6 +316,9 @@ export class ToolClient {
     this._running = new Set();
     this._toolsUpdate = Promise.resolve();
     this._pinging = null;
+    this._reregistering = false;
+    /** Called with the client after it registered again under a new id (and maybe a new name). */
+    this.onRegistered = null;
     this._onPageHide = (event) => {
       if (!event.persisted) this._leaveOnUnload();
     };
@@ -346,6 +349,19 @@ export class ToolClient {
     for (const event of early) this._see(event);
   }
 
+  async _registerAgain() {
+    if (this._reregistering || this.connection.status === "failed" || this.connection.status === "closed") return;
+    this._reregistering = true;
+    try {
+      await this._register();
+      this.onRegistered?.(this);
+    } catch (failure) {
+      console.error("switchboard: could not register again", failure);
+    } finally {
+      this._reregistering = false;
+    }
+  }
+
   _schedulePing() {
     clearTimeout(this._pinging);
     this._pinging = setTimeout(() => this._ping(), (this.ttl * 1000) / 2);
@@ -359,7 +375,7 @@ export class ToolClient {
       if (error instanceof SwitchboardError && error.status === 404) {
         // The server lost this registration (it lapsed while the tab slept, say): register again.
         this._stop();
-        await this._register().catch((failure) => console.error("switchboard: could not register again", failure));
+        await this._registerAgain();
         return;
       }
       console.warn("switchboard: ping failed; trying again next tick", error);
@@ -379,6 +395,9 @@ export class ToolClient {
       handling.finally(() => this._running.delete(handling));
     } else if (event.type === "client_left") {
       this._stop();
+      // Lapsed while this page was alive (a sleeping laptop, a throttled background tab): serve again.
+      // Left on purpose (a DELETE by the app or an operator): stay gone.
+      if (event.reason === "timed_out") this._registerAgain();
     }
   }
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -12,17 +15,31 @@ from switchboard.processes import Processes, server_env
 from tests.helpers import SCRIPTED_CONFIG
 
 
+@dataclass
+class Served:
+    url: str
+    key: str
+    processes: Processes
+    api: subprocess.Popen[bytes]
+
+    def restart_api(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the API process (SIGKILL by default: no goodbye to its streams) and start another on the
+        same port."""
+        self.processes.stop(self.api, sig)
+        self.api, _ = self.processes.api(port=int(self.url.rsplit(":", 1)[1]))
+
+
 @contextlib.contextmanager
-def api_and_worker(redis_url: str, logs: Path, **settings: str) -> Iterator[tuple[str, str]]:
+def api_and_worker(redis_url: str, logs: Path, **settings: str) -> Iterator[Served]:
     """One API and one worker process on `redis_url` (`settings` are more SWITCHBOARD_* values, without
-    the prefix): the API's URL and the bootstrap API key."""
+    the prefix)."""
     env, key = server_env(redis_url, **settings)
     logs.mkdir(parents=True, exist_ok=True)
     processes = Processes(env, logs)
     try:
-        _, url = processes.api()
+        api, url = processes.api()
         processes.worker()
-        yield url, key
+        yield Served(url, key, processes, api)
     finally:
         processes.stop_all()
 

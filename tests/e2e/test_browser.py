@@ -7,10 +7,11 @@ import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
-from tests.e2e.served import api_and_worker
+from tests.e2e.served import Served, api_and_worker
 
 pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -19,7 +20,7 @@ HAVE_CHROMIUM = Path(CHROMIUM).exists()
 
 
 @pytest.fixture
-def served(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+def served(redis_url: str, tmp_path: Path) -> Iterator[Served]:
     with api_and_worker(redis_url, tmp_path / "logs", ack_timeout_s="20", result_timeout_s="20") as running:
         yield running
 
@@ -52,9 +53,9 @@ async def say(page: Page, text: str) -> None:
 
 
 async def test_two_tabs_one_session_calls_land_in_their_tab_and_the_console_follows(
-    served: tuple[str, str], browser: Browser
+    served: Served, browser: Browser
 ) -> None:
-    url, key = served
+    url, key = served.url, served.key
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
     first = await demo_tab(context, f"{url}/demo#key={key}", "web")
     session_id = first.url.split("session=")[1]
@@ -113,9 +114,9 @@ async def test_two_tabs_one_session_calls_land_in_their_tab_and_the_console_foll
 
 
 async def test_the_console_refuses_a_bad_credential_and_a_token_sees_only_its_session(
-    served: tuple[str, str], browser: Browser
+    served: Served, browser: Browser
 ) -> None:
-    url, key = served
+    url, key = served.url, served.key
     context = await browser.new_context(viewport={"width": 390, "height": 844})
     demo = await demo_tab(context, f"{url}/demo#key={key}", "web")
     session_id = demo.url.split("session=")[1]
@@ -133,4 +134,68 @@ async def test_the_console_refuses_a_bad_credential_and_a_token_sees_only_its_se
     await console.press("#say", "Enter")
     await expect(console.locator(".msg.assistant")).to_contain_text("You said: hello from the console")
     await expect(demo.locator("#transcript")).to_contain_text("You said: hello from the console")
+    await context.close()
+
+
+ADD_GO_TOOL = """() => {
+  const tab = window.switchboardDemo.tab;
+  const extra = { description: "Added by go", parameters: { type: "object" }, execute: () => "extra" };
+  const go = {
+    description: "Adds a tool, then answers",
+    parameters: { type: "object" },
+    execute: () => { tab.setTools({ ...tab.tools, extra }); return "went"; },
+  };
+  window.seenSeqs = [];
+  window.switchboardDemo.live.on("*", (event) => window.seenSeqs.push(event.seq));
+  return tab.setTools({ ...tab.tools, go }).then(() => tab.id);
+}"""
+
+STOP_PINGING = """() => {
+  const tab = window.switchboardDemo.tab;
+  clearTimeout(tab._pinging);
+  tab._schedulePing = () => {};
+}"""
+
+
+async def test_the_sdk_orders_tool_changes_resumes_across_an_api_restart_and_registers_again_after_a_lapse(
+    served: Served, browser: Browser
+) -> None:
+    context = await browser.new_context()
+    tab = await demo_tab(context, f"{served.url}/demo?ttl=5#key={served.key}", "web")
+    session_id = tab.url.split("session=")[1]
+
+    # A tool change a handler makes reaches the server before that handler's result does.
+    await tab.evaluate(ADD_GO_TOOL)
+    await say(tab, "/call client__web__go")
+    await expect(tab.locator("#transcript")).to_contain_text("client__web__go: went")
+    async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {served.key}"}) as admin:
+        page = await admin.get(f"/v1/sessions/{session_id}/events", params={"order": "desc", "limit": 100})
+    events = list(reversed(page.json()["items"]))
+    [dispatched] = [e for e in events if e["type"] == "client_tool_dispatched" and e["tool"] == "go"]
+    [result] = [e for e in events if e["type"] == "tool_result" and e["call_id"] == dispatched["call_id"]]
+    updates = [e for e in events if e["type"] == "client_tools_updated" and "extra" in [t["name"] for t in e["tools"]]]
+    assert updates, [e["type"] for e in events]
+    assert updates[0]["seq"] < result["seq"]
+
+    # The API dies under the open stream: the tab reconnects with Last-Event-ID, misses nothing, repeats nothing.
+    served.restart_api()
+    await expect(tab.locator("#status")).to_have_text("open", timeout=20_000)
+    await say(tab, '/call client__web__highlight_row {"row_id": "5"}')
+    await expect(tab.locator('#rows tr.highlighted[data-row-id="5"]')).to_be_visible(timeout=15_000)
+    await expect(tab.locator("#transcript")).to_contain_text("client__web__highlight_row: row 5")
+    seqs: list[int] = await tab.evaluate("window.seenSeqs")
+    async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {served.key}"}) as admin:
+        params = {"order": "asc", "limit": 100, "after_seq": seqs[0] - 1}
+        logged = [
+            e["seq"] for e in (await admin.get(f"/v1/sessions/{session_id}/events", params=params)).json()["items"]
+        ]
+    assert seqs == logged[: len(seqs)], (seqs, logged)  # every event the log shows readers, once, in order
+
+    # The tab stops pinging (frozen, say): the server lapses it, and the tab registers again by itself.
+    before = await tab.locator("body").get_attribute("data-client-id")
+    await tab.evaluate(STOP_PINGING)
+    await expect(tab.locator("body")).not_to_have_attribute("data-client-id", before or "", timeout=20_000)
+    await expect(tab.locator("#transcript")).to_contain_text("left: web (timed_out)")
+    await say(tab, '/call client__web__highlight_row {"row_id": "1"}')
+    await expect(tab.locator('#rows tr.highlighted[data-row-id="1"]')).to_be_visible()
     await context.close()

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.served import api_and_worker, scripted_session
+from tests.e2e.served import Served, api_and_worker, scripted_session
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 
@@ -58,7 +58,7 @@ def wait_until(what: str, done: Any, timeout: float = 15) -> None:
 
 
 @pytest.fixture
-def served(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+def served(redis_url: str, tmp_path: Path) -> Iterator[Served]:
     """An API and a worker whose result deadline is short (3 s) and claim interval 0.5 s."""
     settings = {"ack_timeout_s": "20", "result_timeout_s": "3", "pool_claim_s": "0.5"}
     with api_and_worker(redis_url, tmp_path / "logs", **settings) as running:
@@ -82,9 +82,9 @@ def _of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_work(
-    served: tuple[str, str], tmp_path: Path
+    served: Served, tmp_path: Path
 ) -> None:
-    url, key = served
+    url, key = served.url, served.key
     sid, token = asyncio.run(scripted_session(url, key, "pooled"))
     (tmp_path / "pooltools.py").write_text(TOOLS_MODULE)
     command = [sys.executable, "-m", "switchboard", "tools", "serve", "pooltools:TOOLS", "--url", url]
