@@ -44,13 +44,13 @@ def api_and_worker(redis_url: str, logs: Path, **settings: str) -> Iterator[Serv
         processes.stop_all()
 
 
-async def scripted_session(url: str, key: str, agent_name: str = "agent") -> tuple[str, str]:
-    """A new session of a new scripted agent: its id and its session token."""
+async def scripted_session(url: str, key: str, agent_name: str = "agent", **config: object) -> tuple[str, str]:
+    """A new session of a new scripted agent (`config` adds to its version): its id and session token."""
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=10) as admin:
         providers = (await admin.get("/v1/model-providers")).json()["items"]
         scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
         agent = (await admin.post("/v1/agents", json={"name": agent_name})).json()
-        version = {"model_provider_id": scripted, **SCRIPTED_CONFIG}
+        version = {"model_provider_id": scripted, **SCRIPTED_CONFIG, **config}
         assert (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
         session = (await admin.post("/v1/sessions", json={"agent_id": agent["id"]})).json()
     return str(session["id"]), str(session["session_token"])

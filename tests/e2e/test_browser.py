@@ -3,6 +3,7 @@ calls landing in the right tab, the console following along, a tab closed and a 
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,7 +12,8 @@ import httpx
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
-from tests.e2e.served import Served, api_and_worker
+from tests.e2e.served import Served, api_and_worker, scripted_session
+from tests.helpers import HIGHLIGHT
 
 pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -185,7 +187,7 @@ async def test_the_sdk_orders_tool_changes_resumes_across_an_api_restart_and_reg
     await expect(tab.locator("#transcript")).to_contain_text("client__web__highlight_row: row 5")
     seqs: list[int] = await tab.evaluate("window.seenSeqs")
     async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {served.key}"}) as admin:
-        params = {"order": "asc", "limit": 100, "after_seq": seqs[0] - 1}
+        params: dict[str, str | int] = {"order": "asc", "limit": 100, "after_seq": seqs[0] - 1}
         logged = [
             e["seq"] for e in (await admin.get(f"/v1/sessions/{session_id}/events", params=params)).json()["items"]
         ]
@@ -199,3 +201,41 @@ async def test_the_sdk_orders_tool_changes_resumes_across_an_api_restart_and_reg
     await say(tab, '/call client__web__highlight_row {"row_id": "1"}')
     await expect(tab.locator('#rows tr.highlighted[data-row-id="1"]')).to_be_visible()
     await context.close()
+
+
+async def test_approvals_are_decided_in_the_console(served: Served, browser: Browser) -> None:
+    policy = {"client__web__highlight_row": "require_approval"}
+    session_id, token = await scripted_session(served.url, served.key, "careful", client_tool_policies=policy)
+    path = f"/v1/sessions/{session_id}"
+    async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {token}"}) as app:
+        body = {"name": "web", "lifetime": {"type": "never"}, "tools": [HIGHLIGHT]}
+        web = (await app.post(f"{path}/clients", json=body)).json()
+        context = await browser.new_context()
+        console = await context.new_page()
+        console.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept("not during the audit")))
+        await console.goto(f"{served.url}/console#key={served.key}&session={session_id}")
+        await expect(console.locator("#conn")).to_have_text("open")
+
+        async def ask(row: str) -> None:
+            text = f'/call client__web__highlight_row {{"row_id": "{row}"}}'
+            assert (await app.post(f"{path}/events", json={"type": "input", "text": text})).status_code == 200
+
+        await ask("1")
+        pending = console.locator("#approvals .approval")
+        await expect(pending).to_contain_text('{"row_id":"1"}')
+        await expect(console.locator(".call.awaiting")).to_be_visible()
+        await pending.get_by_role("button", name="Allow").click()
+        await expect(console.locator(".call.dispatched")).to_be_visible()
+        await expect(console.locator("#approvals")).to_contain_text("None.")
+        events = (await app.get(f"{path}/events", params={"order": "desc", "limit": 20})).json()["items"]
+        [dispatched] = [e for e in events if e["type"] == "client_tool_dispatched"]
+        calls = f"{path}/clients/{web['id']}/calls/{dispatched['call_id']}"
+        assert (await app.post(f"{calls}/result", json={"text": "row 1 lit"})).status_code == 204
+        await expect(console.locator(".call.answered")).to_contain_text("row 1 lit")
+        await expect(console.locator(".msg.assistant")).to_contain_text("client__web__highlight_row: row 1 lit")
+
+        await ask("2")
+        await console.locator("#approvals .approval").get_by_role("button", name="Deny").click()
+        await expect(console.locator(".call.denied")).to_contain_text("not during the audit")
+        await expect(console.locator(".msg.assistant").last).to_contain_text("failed")
+        await context.close()

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 import pytest
@@ -24,9 +24,9 @@ import os
 import time
 
 
-def work(n: int) -> str:
+def work(n: int, seconds: float = 0.4) -> str:
     """Work on item n for a moment."""
-    time.sleep(0.4)
+    time.sleep(seconds)
     return f"item {n} by {os.getpid()}"
 
 
@@ -77,6 +77,25 @@ async def _log(url: str, sid: str, token: str) -> list[dict[str, Any]]:
             params["after_seq"] = page["next_cursor"]
 
 
+def tools_serve(
+    where: Path, url: str, sid: str, token: str, *, processes: int
+) -> tuple[subprocess.Popen[bytes], BinaryIO]:
+    """`switchboard tools serve pooltools:TOOLS` in `where`, one call at a time per member; its output
+    goes to serve.log there."""
+    (where / "pooltools.py").write_text(TOOLS_MODULE)
+    command = [sys.executable, "-m", "switchboard", "tools", "serve", "pooltools:TOOLS", "--url", url]
+    command += ["--session", sid, "--name", "pool", "--processes", str(processes), "--concurrency", "1"]
+    log = (where / "serve.log").open("wb")
+    server = subprocess.Popen(
+        [*command, "--drain", "10"],
+        cwd=where,
+        env={**os.environ, "SWITCHBOARD_SESSION_TOKEN": token},
+        stdout=log,
+        stderr=log,
+    )
+    return server, log
+
+
 def _of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in events if e["type"] == kind]
 
@@ -86,13 +105,7 @@ def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_
 ) -> None:
     url, key = served.url, served.key
     sid, token = asyncio.run(scripted_session(url, key, "pooled"))
-    (tmp_path / "pooltools.py").write_text(TOOLS_MODULE)
-    command = [sys.executable, "-m", "switchboard", "tools", "serve", "pooltools:TOOLS", "--url", url]
-    command += ["--session", sid, "--name", "pool", "--processes", "3", "--concurrency", "1", "--drain", "10"]
-    log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen(
-        command, cwd=tmp_path, env={**os.environ, "SWITCHBOARD_SESSION_TOKEN": token}, stdout=log, stderr=log
-    )
+    server, log = tools_serve(tmp_path, url, sid, token, processes=3)
     try:
         wait_until("three members", lambda: len(children(server.pid)) == 3)
         wait_until("the registration", lambda: bool(_of(asyncio.run(_log(url, sid, token)), "client_registered")))
@@ -130,3 +143,29 @@ def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_
     # Stopping drained the members and left the registration.
     left = _of(events, "client_left")
     assert [e["reason"] for e in left] == ["departed"]
+
+
+def test_stopping_the_server_finishes_the_call_in_hand_then_leaves(served: Served, tmp_path: Path) -> None:
+    url, key = served.url, served.key
+    sid, token = asyncio.run(scripted_session(url, key, "draining"))
+    server, log = tools_serve(tmp_path, url, sid, token, processes=1)
+    try:
+        wait_until("the registration", lambda: bool(_of(asyncio.run(_log(url, sid, token)), "client_registered")))
+        wait_until("a member", lambda: len(children(server.pid)) == 1)
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
+            text = '/call client__pool__work {"n": 1, "seconds": 2}'
+            assert http.post(f"/v1/sessions/{sid}/events", json={"type": "input", "text": text}).status_code == 200
+        wait_until("the ack", lambda: bool(_of(asyncio.run(_log(url, sid, token)), "client_tool_acked")))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=30)
+        log.close()
+    assert code == 0, (tmp_path / "serve.log").read_text()
+    events = asyncio.run(_log(url, sid, token))
+    kinds = [e["type"] for e in events]
+    [result] = _of(events, "tool_result")
+    assert not result["is_error"], result
+    assert result["content"][0]["data"]["text"].startswith("item 1 by ")
+    # The result went in before the registration left; nothing failed.
+    assert kinds.index("tool_result") < kinds.index("client_left")
+    assert "client_tool_failed" not in kinds
