@@ -198,8 +198,10 @@ export function pageTools({ root = null, navigate = null } = {}) {
         need(selector || wanted, "give selector or text");
         let element = selector ? scope().querySelector(selector) : null;
         if (!element && wanted) {
+          // The innermost element that holds the text, the first such in the page.
           const target = norm(wanted);
-          element = [...scope().querySelectorAll("*")].filter((e) => visible(e) && norm(e.textContent).includes(target)).pop();
+          const holds = (e) => visible(e) && norm(e.textContent).includes(target);
+          element = [...scope().querySelectorAll("*")].find((e) => holds(e) && ![...e.children].some(holds)) ?? null;
         }
         need(element, `nothing on the page matches ${JSON.stringify(selector ?? wanted)}`);
         if (highlighted) highlighted.style.outline = highlighted.dataset.switchboardOutline ?? "";

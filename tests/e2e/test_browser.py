@@ -239,3 +239,34 @@ async def test_approvals_are_decided_in_the_console(served: Served, browser: Bro
         await expect(console.locator(".call.denied")).to_contain_text("not during the audit")
         await expect(console.locator(".msg.assistant").last).to_contain_text("failed")
         await context.close()
+
+
+async def test_page_tools_read_highlight_click_and_navigate(served: Served, browser: Browser) -> None:
+    context = await browser.new_context()
+    tab = await demo_tab(context, f"{served.url}/demo#key={served.key}", "web")
+    transcript = tab.locator("#transcript")
+
+    await say(tab, '/call client__web__read_page {"max_chars": 200}')
+    await expect(transcript).to_contain_text('client__web__read_page: {"title":"Switchboard demo"')
+    await expect(transcript).to_contain_text('"truncated":true')
+
+    await say(tab, '/call client__web__highlight {"text": "Omar Haddad"}')
+    await expect(transcript).to_contain_text('client__web__highlight: highlighted td "omar haddad"')
+
+    await tab.fill('input[name="customer"]', "Sara Lind")
+    await say(tab, '/call client__web__click {"text": "Send reminder"}')
+    await expect(tab.locator("#submitted")).to_have_text("Reminder for Sara Lind (friendly) sent.")
+    await say(tab, '/call client__web__click {"text": "Pay everything"}')
+    await expect(transcript).to_contain_text('client__web__click failed: no button or link "Pay everything"')
+
+    await say(tab, '/call client__web__navigate {"url": "https://elsewhere.example/"}')
+    await expect(transcript).to_contain_text("client__web__navigate failed: only pages of")
+    # A same-site navigation answers first (its result outlives the page), then the tab loads the page,
+    # which joins the session again.
+    target = f"/demo?session={tab.url.split('session=')[1]}&from=agent"
+    async with tab.expect_navigation():
+        await say(tab, f'/call client__web__navigate {{"url": "{target}"}}')
+    await expect(tab.locator("body")).to_have_attribute("data-client", "web", timeout=15_000)
+    assert tab.url.endswith("&from=agent")
+    await expect(transcript).to_contain_text(f"client__web__navigate: opening {target}")
+    await context.close()
