@@ -270,3 +270,32 @@ async def test_page_tools_read_highlight_click_and_navigate(served: Served, brow
     assert tab.url.endswith("&from=agent")
     await expect(transcript).to_contain_text(f"client__web__navigate: opening {target}")
     await context.close()
+
+
+RENEWING_CONNECTION = """async ([sessionId, token]) => {
+  const { connect } = await import("/sdk/switchboard.js");
+  const asked = [];
+  const getToken = async () => {
+    asked.push(Date.now());
+    return asked.length === 1 ? "swb_st_" + "0".repeat(32) + "stale" : token;
+  };
+  const live = connect({ sessionId, getToken });
+  await live.ready();
+  const afterStream = asked.length;
+  live._token = "swb_st_" + "0".repeat(32) + "expired";  // the token expires while the page is open
+  await live.send("token renewed");
+  const afterSend = asked.length;
+  live._abort.abort();
+  return [afterStream, afterSend];
+}"""
+
+
+async def test_a_token_getter_is_asked_again_after_a_401(served: Served, browser: Browser) -> None:
+    context = await browser.new_context()
+    tab = await demo_tab(context, f"{served.url}/demo#key={served.key}", "web")
+    session_id = tab.url.split("session=")[1]
+    token = await tab.evaluate(f"localStorage.getItem('switchboard.demo.token.{session_id}')")
+    after_stream, after_send = await tab.evaluate(RENEWING_CONNECTION, [session_id, token])
+    assert (after_stream, after_send) == (2, 3)  # once more for the stream's 401, once more for the send's
+    await expect(tab.locator("#transcript")).to_contain_text("You said: token renewed")
+    await context.close()
