@@ -96,6 +96,14 @@ def tools_serve(
     return server, log
 
 
+def stop_serving(server: subprocess.Popen[bytes], log: BinaryIO, where: Path) -> None:
+    """SIGTERM the tool server; it must drain and exit 0 within 30 s."""
+    server.send_signal(signal.SIGTERM)
+    code = server.wait(timeout=30)
+    log.close()
+    assert code == 0, (where / "serve.log").read_text()
+
+
 def _of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in events if e["type"] == kind]
 
@@ -122,10 +130,7 @@ def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_
             "the pool back at three", lambda: len(children(server.pid)) == 3 and victim not in children(server.pid)
         )
     finally:
-        server.send_signal(signal.SIGTERM)
-        code = server.wait(timeout=30)
-        log.close()
-    assert code == 0, (tmp_path / "serve.log").read_text()
+        stop_serving(server, log, tmp_path)
     events = asyncio.run(_log(url, sid, token))
     dispatched = [e["call_id"] for e in _of(events, "client_tool_dispatched")]
     results = {e["call_id"]: e for e in _of(events, "tool_result")}
@@ -157,10 +162,7 @@ def test_stopping_the_server_finishes_the_call_in_hand_then_leaves(served: Serve
             assert http.post(f"/v1/sessions/{sid}/events", json={"type": "input", "text": text}).status_code == 200
         wait_until("the ack", lambda: bool(_of(asyncio.run(_log(url, sid, token)), "client_tool_acked")))
     finally:
-        server.send_signal(signal.SIGTERM)
-        code = server.wait(timeout=30)
-        log.close()
-    assert code == 0, (tmp_path / "serve.log").read_text()
+        stop_serving(server, log, tmp_path)
     events = asyncio.run(_log(url, sid, token))
     kinds = [e["type"] for e in events]
     [result] = _of(events, "tool_result")
