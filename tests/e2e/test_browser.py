@@ -136,6 +136,14 @@ async def test_the_console_refuses_a_bad_credential_and_a_token_sees_only_its_se
     await console.press("#say", "Enter")
     await expect(console.locator(".msg.assistant")).to_contain_text("You said: hello from the console")
     await expect(demo.locator("#transcript")).to_contain_text("You said: hello from the console")
+    # A run that would take a while is cancelled from the console.
+    await expect(console.locator("#cancel")).to_be_disabled()
+    await console.fill("#say", "/sleep 30")
+    await console.press("#say", "Enter")
+    await expect(console.locator("#cancel")).to_be_enabled()
+    await console.click("#cancel")
+    await expect(console.locator("#transcript")).to_contain_text("run cancelled")
+    await expect(console.locator("#cancel")).to_be_disabled()
     await context.close()
 
 
