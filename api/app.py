@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import errors, fastlane
+from api.body_limit import limited
 from api.cors import CrossOrigin
 from api.metrics import Metrics
 from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions, web
@@ -52,9 +53,10 @@ class _CountRequests:
 class SwitchboardApp(FastAPI):
     """FastAPI, with the hot routes taken by the fast lane (`api.fastlane`) before its own stack."""
 
-    def __init__(self, *, fast_lane: bool, **options: Any) -> None:
+    def __init__(self, *, fast_lane: bool, max_body_bytes: int, **options: Any) -> None:
         super().__init__(**options)
         self.fast_lane = fast_lane
+        self.max_body_bytes = max_body_bytes
         self._cross_origin = CrossOrigin()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -69,6 +71,9 @@ class SwitchboardApp(FastAPI):
         await self._cross_origin(state, scope, receive, send, self._route)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await limited(self.max_body_bytes, scope, receive, send, self._dispatch)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: AppState = self.state.switchboard
         if self.fast_lane and scope["method"] == "POST":
             match = fastlane.HOT_PATH.fullmatch(scope["path"])
@@ -101,6 +106,7 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
 
     app = SwitchboardApp(
         fast_lane=settings.fast_lane,
+        max_body_bytes=settings.max_body_bytes,
         title="Switchboard",
         version="0.1.0",
         description="Routes an agent's client tool calls to the apps that serve them (the Subako /v1 API).",

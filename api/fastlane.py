@@ -61,7 +61,7 @@ async def serve(
     if action == "result":
         result = _result_body(headers, body)
         if result is None:
-            await fallback(scope, _replay(body, receive), send)
+            await fallback(scope, replay_body(body, receive), send)
             return
     try:
         if ping:
@@ -102,7 +102,7 @@ async def _body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
     """`receive` for the fallback: the body already read, then whatever the connection says next."""
     sent = False
 

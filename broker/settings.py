@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     access_log: bool = False
     fast_lane: bool = True
     redis_max_connections: int = Field(default=16, ge=4)
+    # The largest request body accepted (413 beyond): 64 tools with big schemas, or a 65,536-character
+    # result escaped to JSON, fit with room to spare.
+    max_body_bytes: int = Field(default=1_048_576, ge=65_536)
     stream_keepalive_s: Seconds = 15.0
     # A call handed to a pool member that has not acked it within this long goes to another member.
     pool_claim_s: Seconds = 10.0

@@ -1,0 +1,66 @@
+"""Request bodies larger than `SWITCHBOARD_MAX_BODY_BYTES` are refused with 413 before anything reads them.
+
+A declared Content-Length over the limit is refused at once; a chunked body is read up to the limit and
+refused as soon as it passes it, so no route (nor the fast lane) ever holds more than the limit in memory.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.fastlane import replay_body, send_json
+from broker.codec import dumps
+
+_BODILESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
+# A client still sending when the answer comes often loses it (the connection closes under its upload), so
+# a chunked body past the limit is read on and thrown away, up to this many times the limit, first.
+_DRAIN_FACTOR = 4
+
+
+def _refuse(limit: int, why: str) -> bytes:
+    message = f"the request body {why}; the limit is {limit} bytes (SWITCHBOARD_MAX_BODY_BYTES)"
+    return dumps({"error": {"code": "invalid_request", "message": message}}).encode()
+
+
+async def limited(limit: int, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+    """Serve `scope` through `app`, refusing a body over `limit` bytes with 413."""
+    if scope["method"] in _BODILESS:
+        await app(scope, receive, send)
+        return
+    length = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"content-length"), None)
+    if length is None:
+        await _chunked(limit, scope, receive, send, app)
+    elif not length.isdigit():
+        await send_json(send, 400, {}, _refuse(limit, f"length {length!r} is not a number"))
+    elif int(length) > limit:
+        await send_json(send, 413, {"Connection": "close"}, _refuse(limit, f"is {length} bytes"))
+    else:
+        await app(scope, receive, send)
+
+
+async def _chunked(limit: int, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+    """No length declared: read the body here, within the limit, then hand it on."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return  # the client went away
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            await _discard(receive, limit * _DRAIN_FACTOR, message)
+            await send_json(send, 413, {"Connection": "close"}, _refuse(limit, "is over the limit"))
+            return
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    await app(scope, replay_body(b"".join(chunks), receive), send)
+
+
+async def _discard(receive: Receive, budget: int, last: Message) -> None:
+    while last.get("more_body", False) and budget > 0:
+        last = await receive()
+        if last["type"] != "http.request":
+            return
+        budget -= len(last.get("body", b""))
