@@ -13,6 +13,7 @@ from api import errors, fastlane
 from api.body_limit import limited
 from api.cors import CrossOrigin
 from api.metrics import Metrics
+from api.rate_limit import RateLimits
 from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions, web
 from api.sse import DIRECT_SEND
 from api.state import AppState
@@ -53,10 +54,11 @@ class _CountRequests:
 class SwitchboardApp(FastAPI):
     """FastAPI, with the hot routes taken by the fast lane (`api.fastlane`) before its own stack."""
 
-    def __init__(self, *, fast_lane: bool, max_body_bytes: int, **options: Any) -> None:
+    def __init__(self, *, settings: Settings, **options: Any) -> None:
         super().__init__(**options)
-        self.fast_lane = fast_lane
-        self.max_body_bytes = max_body_bytes
+        self.fast_lane = settings.fast_lane
+        self.max_body_bytes = settings.max_body_bytes
+        self._rate_limits = RateLimits(settings)
         self._cross_origin = CrossOrigin()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -71,6 +73,9 @@ class SwitchboardApp(FastAPI):
         await self._cross_origin(state, scope, receive, send, self._route)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._rate_limits(scope, receive, send, self._bounded)
+
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
         await limited(self.max_body_bytes, scope, receive, send, self._dispatch)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -105,8 +110,7 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
             await broker.close()
 
     app = SwitchboardApp(
-        fast_lane=settings.fast_lane,
-        max_body_bytes=settings.max_body_bytes,
+        settings=settings,
         title="Switchboard",
         version="0.1.0",
         description="Routes an agent's client tool calls to the apps that serve them (the Subako /v1 API).",

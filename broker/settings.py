@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     # The largest request body accepted (413 beyond): 64 tools with big schemas, or a 65,536-character
     # result escaped to JSON, fit with room to spare.
     max_body_bytes: int = Field(default=1_048_576, ge=65_536)
+    # Per API process (api/rate_limit.py): requests a second per credential and the burst it may make
+    # at once (0: no limit); 401s from one address within the window before it must wait it out.
+    rate_limit_per_s: float = Field(default=200.0, ge=0)
+    rate_limit_burst: int = Field(default=400, ge=1)
+    auth_failure_limit: int = Field(default=20, ge=0)
+    auth_failure_window_s: Seconds = 60.0
     stream_keepalive_s: Seconds = 15.0
     # A call handed to a pool member that has not acked it within this long goes to another member.
     pool_claim_s: Seconds = 10.0
