@@ -15,6 +15,7 @@ from api.cors import CrossOrigin
 from api.metrics import Metrics
 from api.rate_limit import RateLimits
 from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions, web
+from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
 from api.state import AppState
 from broker import Broker, Settings
@@ -88,6 +89,22 @@ class SwitchboardApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
+# Every /v1 route may answer these, in the error envelope (the OpenAPI document says so, and schemathesis
+# holds the routes to it).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in (
+        (401, "No valid credential"),
+        (403, "The credential may not do this (a permission, another workspace, or a refused origin)"),
+        (404, "No such resource, or not one this credential can see"),
+        (409, "Conflicts with the resource's state, or an Idempotency-Key reused with another body"),
+        (413, "The request body is over SWITCHBOARD_MAX_BODY_BYTES"),
+        (429, "Over a rate limit; retry after Retry-After seconds"),
+        (500, "An unexpected error"),
+    )
+}
+
+
 def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> FastAPI:
     """The API over the Redis at `redis_url`; one broker connection and one live hub per app. `settle`
     (a server process of its own, not an app inside tests) tunes the collector once started."""
@@ -117,7 +134,9 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals, health, web):
+    for module in (api_keys, agents, providers, sessions, events, clients, approvals):
+        app.include_router(module.router, responses=ERROR_RESPONSES)
+    for module in (health, web):
         app.include_router(module.router)
     app.add_middleware(_CountRequests, metrics=metrics)
     return app

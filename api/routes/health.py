@@ -24,6 +24,7 @@ async def readyz(state: State) -> JSONResponse:
     return JSONResponse({"status": "unavailable", "reason": "Redis is unreachable or scripts are missing"}, 503)
 
 
-@router.get("/metrics")
+@router.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
 async def metrics(state: State) -> Response:
+    """Prometheus metrics of this process."""
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
