@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from signal import Signals
 from typing import Any
 
 from arq.worker import Worker, func
@@ -39,6 +40,17 @@ class _WakingWorker(Worker):
         super().__init__(poll_delay=0, **options)
         self._work = work
         self._idle_poll_s = idle_poll_s
+        # Set by a stop signal: arq stops by cancelling its own loop, so the cancellation is the way out,
+        # not an error.
+        self.signalled = False
+
+    def handle_sig(self, signum: Signals) -> None:
+        self.signalled = True
+        super().handle_sig(signum)
+
+    def handle_sig_wait_for_completion(self, signum: Signals) -> None:
+        self.signalled = True
+        super().handle_sig_wait_for_completion(signum)
 
     async def _poll_iteration(self) -> None:
         await super()._poll_iteration()
@@ -109,8 +121,8 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
     try:
         await worker.async_run()
     except asyncio.CancelledError:
-        # Ending the loop is how arq stops (its own signal handler cancels it too).
-        if drain is None or not drain.done():
+        # Ending the loop is how arq stops, on our drain or on its own signal handler.
+        if not worker.signalled and (drain is None or not drain.done()):
             raise
     finally:
         if drain is not None:

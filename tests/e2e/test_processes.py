@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -97,3 +98,20 @@ async def test_a_session_across_two_apis_and_two_workers(cluster: tuple[list[str
     assert finals[-1]["message"]["content"][0]["data"]["text"].splitlines() == [
         f"client__web__highlight_row: done 5-{i}" for i in range(3)
     ]
+
+
+def test_a_worker_stops_cleanly_on_sigterm(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    env, _ = server_env(redis_url)
+    logs = tmp_path_factory.mktemp("sigterm-logs")
+    processes = Processes(env, logs)
+    worker = processes.worker(name="stopping")
+    try:
+        deadline = time.monotonic() + 15
+        while worker_check(env) != 0:
+            assert time.monotonic() < deadline, processes.tail()
+            time.sleep(0.2)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0, processes.tail()
+    finally:
+        processes.stop_all()
+    assert "Traceback" not in (logs / "stopping.log").read_text()

@@ -17,7 +17,7 @@ from switchboard.processes import Processes, server_env
 from tests.api_client import Api, Event, Session, of_type, run_over
 from tests.stack import Stack
 
-pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
 
 FAST_RECOVERY = {
     "step_lease_s": "1",
@@ -123,12 +123,15 @@ async def test_a_run_waiting_on_a_client_survives_a_full_restart(cluster: Cluste
 
 
 async def answer_calls(api: Api, sessions: list[Session], web: dict[str, dict[str, Any]], stop: asyncio.Event) -> None:
-    answered: set[str] = set()
+    """Answer every call dispatched in `sessions`, reading each log onward from where it last was."""
+    seen = dict.fromkeys((s.id for s in sessions), 0)
     while not stop.is_set():
         for session in sessions:
-            for event in of_type(await api.events(session), "client_tool_dispatched"):
-                if event["call_id"] not in answered:
-                    answered.add(event["call_id"])
+            params: dict[str, str | int] = {"order": "asc", "limit": 100, "after_seq": seen[session.id]}
+            page = (await api.key.get(f"/v1/sessions/{session.id}/events", params=params)).json()["items"]
+            for event in page:
+                seen[session.id] = event["seq"]
+                if event["type"] == "client_tool_dispatched":
                     await api.call(session, web[session.id]["id"], event["call_id"], "result", text="ok")
         await asyncio.sleep(0.05)
 
@@ -182,3 +185,47 @@ def check_every_run_ended_once(events: list[Event]) -> None:
     # Every call the model made has exactly one result: none is lost, none repeated.
     assert set(results) == calls
     assert all(e["type"] != "run_failed" for e in events), [e for e in events if e["type"] == "run_failed"]
+
+
+async def kill_workers_until(processes: Processes, workers: list[Any], done: asyncio.Event, seed: int) -> int:
+    """SIGKILL a random worker every 0.5 to 2 s and start a fresh one, until `done`; how many died. (A
+    fresh worker costs about a second of CPU to start: killing faster measures the machine, not us.)"""
+    rng = random.Random(seed)
+    killed = 0
+    while not done.is_set():
+        await asyncio.sleep(rng.uniform(0.5, 2.0))
+        victim = workers.pop(rng.randrange(len(workers)))
+        kill(processes, victim)
+        killed += 1
+        workers.append(processes.worker(name=f"soak-{killed}"))
+    return killed
+
+
+async def test_hundreds_of_runs_under_continuous_worker_kills_each_end_once(cluster: Cluster) -> None:
+    processes, api = cluster.processes, cluster.api
+    workers = [processes.worker(name=f"w{i}") for i in range(2)]
+    agent = await api.agent(server_tools=["calculate"], message_concurrency="queue")
+    sessions = [await api.session(agent) for _ in range(10)]
+    web = {s.id: await api.register(s, ttl=None) for s in sessions}
+    per_session = 20
+    text = '/call client__web__highlight_row {"row_id": "1"}\n/call client__web__highlight_row {"row_id": "2"}'
+    text += '\n/call calculate {"expression": "6*7"}'
+    stop, all_ended = asyncio.Event(), asyncio.Event()
+    answering = asyncio.create_task(answer_calls(api, sessions, web, stop))
+    killing = asyncio.create_task(kill_workers_until(processes, workers, all_ended, seed=11))
+    try:
+        for _ in range(per_session):
+            for session in sessions:
+                await api.send(session, text)
+        for session in sessions:
+            await api.wait_for(session, lambda es: sum(e["type"] in ENDS for e in es) >= per_session, timeout=150)
+    finally:
+        all_ended.set()
+        killed = await killing
+        stop.set()
+        await answering
+    assert killed >= 5
+    for session in sessions:
+        events = await api.events(session)
+        check_every_run_ended_once(events)
+        assert sum(e["type"] == "run_completed" for e in events) == per_session
