@@ -89,6 +89,22 @@ async def test_without_notifications_the_sweeper_fires_every_deadline_within_a_s
     assert config["notify-keyspace-events"] in ("", b"")
 
 
+async def test_with_500000_unrelated_ttl_keys_and_no_notifications_every_deadline_fires_within_a_second(
+    quiet_broker: Broker, settings: Settings
+) -> None:
+    redis, prefix = quiet_broker.core.redis, settings.key_prefix
+    for start in range(0, 500_000, 20_000):
+        async with redis.pipeline(transaction=False) as pipe:
+            for i in range(start, start + 20_000):
+                pipe.set(f"{prefix}:filler:{i}", b"x", px=3_600_000)
+            await pipe.execute()
+    assert (await redis.info("keyspace"))["db0"]["expires"] >= 500_000
+    session_id = await sweep_alone(quiet_broker, settings, 0.1, 20)
+    late = lateness_ms(await log_events(quiet_broker, session_id), settings.ack_timeout_s * 1000)
+    assert len(late) == 20
+    assert max(late) < 1000, late
+
+
 async def test_the_sweeper_wakes_for_the_next_deadline_not_the_next_interval(
     quiet_broker: Broker, settings: Settings
 ) -> None:
