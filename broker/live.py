@@ -124,6 +124,9 @@ class _Channel:
     live: bool = False
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     idle_since: float = 0.0
+    # Subscribed again after a lost connection: what was published between the readers' first re-read of
+    # the log and this subscription taking effect reached nobody, so the readers re-read once more then.
+    recovering: bool = False
 
 
 class LiveHub:
@@ -245,6 +248,10 @@ class LiveHub:
             channel.live = kind == "subscribe"
             if not channel.pending and channel.live:
                 channel.ready.set()
+                if channel.recovering:
+                    channel.recovering = False
+                    for subscription in channel.subscribers:
+                        subscription.mark_lagged()
             elif not channel.pending and not channel.subscribers:
                 del self._channels[name]
 
@@ -279,6 +286,7 @@ class LiveHub:
                 await asyncio.sleep(0.5)
         for name, channel in list(self._channels.items()):
             if channel.subscribers:
+                channel.recovering = True
                 await self._send(channel, name, "s")
             else:
                 del self._channels[name]
