@@ -81,6 +81,13 @@ class EmbeddedRedis:
         self.stop()
         raise BrokerUnavailable(f"redis-server did not answer on port {self.port} within {wait_s:g} s")
 
+    def kill(self) -> None:
+        """SIGKILL the server (a crash: with AOF everysec, the last second of writes may be lost)."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
     def stop(self) -> None:
         if self._process is None:
             return
