@@ -71,7 +71,10 @@ async def test_parallel_calls_to_two_clients_continue_once(api: Api) -> None:
     owners = {"web": web["id"], "worker": worker["id"]}
     dispatched = of_type(events, "client_tool_dispatched")
     assert [d["client_id"] for d in dispatched] == [owners["web"], owners["worker"], owners["web"]]
-    # Answered in reverse: until the last answer, the run must not go on.
+    # Acked at once (the tests' ack deadline is half a second), then answered in reverse: until the last
+    # answer, the run must not go on.
+    for event in dispatched:
+        assert (await api.call(session, event["client_id"], event["call_id"], "ack")).status_code == 200
     *first_answers, last = reversed(dispatched)
     for event in first_answers:
         answer = await api.call(session, event["client_id"], event["call_id"], "result", text=f"ok {event['tool']}")
