@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
+from broker.settings import Settings
 from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
 from tests.sse import Frames
-from tests.stack import Stack
+from tests.stack import Stack, running_stack
 
 Event = dict[str, Any]
 
@@ -131,3 +133,17 @@ def run_over(events: list[Event]) -> bool:
 
 def of_type(events: list[Event], kind: str) -> list[Event]:
     return [e for e in events if e["type"] == kind]
+
+
+@contextlib.asynccontextmanager
+async def running_api(
+    settings: Settings, redis_url: str, api_key: str, update: dict[str, object], *, worker: bool = True
+) -> AsyncIterator[Api]:
+    """A stack of its own, with `update` applied to the test settings, and a client of it."""
+    configured = settings.model_copy(update={"bootstrap_api_key": SecretStr(api_key), **update})
+    async with running_stack(configured, redis_url, worker=worker) as running:
+        client = Api(running)
+        try:
+            yield client
+        finally:
+            await client.aclose()

@@ -10,12 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from broker.settings import Settings
-from tests.api_client import Api, Session, of_type, run_over
+from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.sse import Frames
-from tests.stack import running_stack
 
 MEMBER = "Switchboard-Pool-Member"
 X = {"name": "x", "description": "A pooled tool", "parameters": {"type": "object"}}
@@ -24,18 +22,9 @@ X = {"name": "x", "description": "A pooled tool", "parameters": {"type": "object
 @pytest.fixture
 async def pooled(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
     """A stack whose deadlines leave room for a claim interval of 0.3 s to pass several times."""
-    update = {
-        "bootstrap_api_key": SecretStr(api_key),
-        "ack_timeout_s": 10.0,
-        "result_timeout_s": 10.0,
-        "pool_claim_s": 0.3,
-    }
-    async with running_stack(settings.model_copy(update=update), redis_url) as running:
-        client = Api(running)
-        try:
-            yield client
-        finally:
-            await client.aclose()
+    update: dict[str, object] = {"ack_timeout_s": 10.0, "result_timeout_s": 10.0, "pool_claim_s": 0.3}
+    async with running_api(settings, redis_url, api_key, update) as api:
+        yield api
 
 
 @dataclass

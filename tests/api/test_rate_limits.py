@@ -6,30 +6,23 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
-from pydantic import SecretStr
 
 from broker.settings import Settings
-from tests.api_client import Api
-from tests.stack import running_stack
+from tests.api_client import Api, running_api
 
 BAD = "swb_st_" + "0" * 32 + "guess"
 
 
 @pytest.fixture
 async def limited(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
-    update = {
-        "bootstrap_api_key": SecretStr(api_key),
+    update: dict[str, object] = {
         "rate_limit_per_s": 2.0,
         "rate_limit_burst": 30,
         "auth_failure_limit": 5,
         "auth_failure_window_s": 30.0,
     }
-    async with running_stack(settings.model_copy(update=update), redis_url, worker=False) as running:
-        client = Api(running)
-        try:
-            yield client
-        finally:
-            await client.aclose()
+    async with running_api(settings, redis_url, api_key, update, worker=False) as api:
+        yield api
 
 
 async def test_a_credential_past_its_burst_gets_429_with_retry_after_and_others_do_not(limited: Api) -> None:
