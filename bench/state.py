@@ -6,38 +6,25 @@ same run, and again once the state is there."""
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import time
-from dataclasses import dataclass
 
 import httpx
 from redis.asyncio import Redis
 
+from bench import population
 from bench.calls import one_in_flight, open_session
 from bench.harness import (
-    TOOL,
     Cluster,
     Figure,
     cluster,
     cpu_seconds,
     figure,
-    keyed,
-    new_session,
     scripted_agent,
     summary,
 )
 from bench.http import RawHttp
-
-TTL_S = 20
-CONCURRENCY = 64
-
-
-@dataclass
-class _Client:
-    session_id: str
-    token: str
-    client_id: str
+from bench.population import Client, ping
 
 
 async def _used_memory(redis: Redis) -> int:
@@ -47,67 +34,6 @@ async def _used_memory(redis: Redis) -> int:
 async def _redis_cpu_s(redis: Redis) -> float:
     cpu = await redis.info("cpu")
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
-
-
-async def _sessions(admin: httpx.AsyncClient, agent_id: str, count: int) -> list[tuple[str, str]]:
-    gate = asyncio.Semaphore(CONCURRENCY)
-
-    async def one() -> tuple[str, str]:
-        async with gate:
-            return await new_session(admin, agent_id)
-
-    return list(await asyncio.gather(*(one() for _ in range(count))))
-
-
-async def _register(http: RawHttp, sessions: list[tuple[str, str]], per_session: int) -> list[_Client]:
-    gate = asyncio.Semaphore(CONCURRENCY)
-    body = {"name": "tab", "lifetime": {"type": "ttl", "data": {"seconds": TTL_S}}, "tools": [TOOL]}
-
-    async def one(session_id: str, token: str) -> _Client:
-        async with gate:
-            path = f"/v1/sessions/{session_id}/clients"
-            status, content = await http.request("POST", path, body, keyed(), token=token)
-        assert status == 201, content
-        return _Client(session_id, token, json.loads(content)["id"])
-
-    jobs = [one(sid, token) for sid, token in sessions for _ in range(per_session)]
-    return list(await asyncio.gather(*jobs))
-
-
-async def _ping(http: RawHttp, client: _Client) -> float:
-    path = f"/v1/sessions/{client.session_id}/clients/{client.client_id}/ping"
-    sent = time.perf_counter()
-    status, content = await http.request("POST", path, None, keyed(), token=client.token)
-    if status != 200:
-        raise RuntimeError(f"ping {status}: {content[:200]!r}")
-    return (time.perf_counter() - sent) * 1000
-
-
-async def _steady_pings(http: RawHttp, clients: list[_Client], seconds: float) -> tuple[list[float], float]:
-    """Every client pings once per ttl/2, spread evenly: per-ping latency (ms) and pings per second."""
-    period = TTL_S / 2
-    latencies: list[float] = []
-    pending: set[asyncio.Task[float]] = set()
-    gate = asyncio.Semaphore(CONCURRENCY)
-
-    async def ping(client: _Client) -> float:
-        async with gate:
-            latency = await _ping(http, client)
-        latencies.append(latency)
-        return latency
-
-    started = time.monotonic()
-    sent = 0
-    while (elapsed := time.monotonic() - started) < seconds:
-        due = int(elapsed / period * len(clients))
-        while sent < due:
-            task = asyncio.create_task(ping(clients[sent % len(clients)]))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-            sent += 1
-        await asyncio.sleep(0.005)
-    await asyncio.gather(*pending)
-    return latencies, len(latencies) / (time.monotonic() - started)
 
 
 async def _command_usec(redis: Redis) -> float:
@@ -142,14 +68,14 @@ async def _probe(running: Cluster, admin: httpx.AsyncClient, agent_id: str, ping
         name: [] for name in ("ping", "api cpu", "redis cpu", "redis cmd", "redis idle", "dispatch", "round trip")
     }
     try:
-        client = _Client(session.id, session.token, session.client_id)
+        client = Client(session.id, session.token, session.client_id)
         for _ in range(20):
-            await _ping(session.http, client)
+            await ping(session.http, client)
         for _ in range(_ROUNDS):
             idle = await _background_cpu(redis)
             await redis.config_resetstat()
             api, store, began = cpu_seconds(running.api_pid), await _redis_cpu_s(redis), time.monotonic()
-            latencies = [await _ping(session.http, client) for _ in range(pings)]
+            latencies = [await ping(session.http, client) for _ in range(pings)]
             busy = await _redis_cpu_s(redis) - store - idle * (time.monotonic() - began)
             rounds["api cpu"].append((cpu_seconds(running.api_pid) - api) / pings * 1e6)
             rounds["redis cpu"].append(busy / pings * 1e6)
@@ -177,11 +103,11 @@ async def _measure(running: Cluster, quick: bool) -> list[Figure]:
             await _probe(running, admin, agent_id, pings)  # the first, on cold processes, is not the baseline
             empty = await _probe(running, admin, agent_id, pings)
             before = await _used_memory(redis)
-            sessions = await _sessions(admin, agent_id, sessions_n)
+            opened = await population.sessions(admin, agent_id, sessions_n)
             with_sessions = await _used_memory(redis)
-            clients = await _register(http, sessions, per_session)
+            clients = await population.register(http, opened, per_session)
             with_clients = await _used_memory(redis)
-            latencies, rate = await _steady_pings(http, clients, steady_s)
+            latencies, rate = await population.steady_pings(http, clients, steady_s)
             full = await _probe(running, admin, agent_id, pings)
             leases = await redis.zcard("bench:leases")
     finally:
