@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only calls,deadlines,fanout,state] [--out FILE]`: start Redis, an API and
+"""`python -m bench [--quick] [--only calls,deadlines,fanout,state,load] [--out FILE]`: start Redis, an API and
 a worker, run each scenario against its baseline measured in the same run, print one table, save JSON.
 `python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import calls, deadlines, fanout, state
+from bench import calls, deadlines, fanout, load, state
 from bench.compare import compare
 from bench.harness import Figure, cpu_count, default_out, save, table
 
@@ -23,6 +23,7 @@ SCENARIOS: dict[str, Scenario] = {
     "deadlines": deadlines.run,
     "fanout": fanout.run,
     "state": state.run,
+    "load": load.run,
 }
 
 

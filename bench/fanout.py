@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import resource
 import time
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -25,6 +24,7 @@ from bench.harness import (
     Figure,
     cluster,
     created_at_s,
+    enough_files,
     figure,
     registered,
     rss_kb,
@@ -163,20 +163,10 @@ async def _measure(running: Cluster, sizes: list[int], publishes: int) -> list[F
     return figures
 
 
-def _enough_files(streams: int) -> None:
-    """The reader and the API (which inherits it) each hold a descriptor per stream."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = min(hard, streams + 1024)
-    if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    if want < streams + 1024:
-        raise RuntimeError(f"{streams} streams need {streams + 1024} file descriptors; the hard limit is {hard}")
-
-
 def run(quick: bool) -> list[Figure]:
     sizes = [1, 1000, 5000] if quick else [1, 1000, 5000, 10_000]
     publishes = 5 if quick else 20
-    _enough_files(max(sizes))
+    enough_files(max(sizes))
     with cluster() as running:
         with contextlib.suppress(ImportError):
             import uvloop

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import secrets
 import shutil
 import statistics
@@ -267,3 +268,13 @@ def cpu_seconds(pid: int) -> float:
 
 def cpu_count() -> int:
     return os.cpu_count() or 1
+
+
+def enough_files(streams: int) -> None:
+    """The reader and the API (which inherits it) each hold a descriptor per stream."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, streams + 1024)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    if want < streams + 1024:
+        raise RuntimeError(f"{streams} streams need {streams + 1024} file descriptors; the hard limit is {hard}")
