@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.fastlane import replay_body, send_json
-from broker.codec import dumps
+from api.asgi import header, replay_body, send_refusal
 
 _BODILESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 # A client still sending when the answer comes often loses it (the connection closes under its upload), so
@@ -17,9 +16,10 @@ _BODILESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 _DRAIN_FACTOR = 4
 
 
-def _refuse(limit: int, why: str) -> bytes:
+async def _refuse(send: Send, status: int, limit: int, why: str) -> None:
     message = f"the request body {why}; the limit is {limit} bytes (SWITCHBOARD_MAX_BODY_BYTES)"
-    return dumps({"error": {"code": "invalid_request", "message": message}}).encode()
+    # 413 closes the connection: what the client is still sending is not read.
+    await send_refusal(send, status, "invalid_request", message, {"Connection": "close"} if status == 413 else None)
 
 
 async def limited(limit: int, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
@@ -27,13 +27,13 @@ async def limited(limit: int, scope: Scope, receive: Receive, send: Send, app: A
     if scope["method"] in _BODILESS:
         await app(scope, receive, send)
         return
-    length = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"content-length"), None)
+    length = header(scope, b"content-length")
     if length is None:
         await _chunked(limit, scope, receive, send, app)
     elif not length.isdigit():
-        await send_json(send, 400, {}, _refuse(limit, f"length {length!r} is not a number"))
+        await _refuse(send, 400, limit, f"length {length!r} is not a number")
     elif int(length) > limit:
-        await send_json(send, 413, {"Connection": "close"}, _refuse(limit, f"is {length} bytes"))
+        await _refuse(send, 413, limit, f"is {length} bytes")
     else:
         await app(scope, receive, send)
 
@@ -50,7 +50,7 @@ async def _chunked(limit: int, scope: Scope, receive: Receive, send: Send, app: 
         size += len(chunk)
         if size > limit:
             await _discard(receive, limit * _DRAIN_FACTOR, message)
-            await send_json(send, 413, {"Connection": "close"}, _refuse(limit, "is over the limit"))
+            await _refuse(send, 413, limit, "is over the limit")
             return
         chunks.append(chunk)
         if not message.get("more_body", False):

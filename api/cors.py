@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.fastlane import send_json
+from api.asgi import header, send_refusal
 from api.state import AppState
-from broker.codec import canonical_uuid, dumps
+from broker.codec import canonical_uuid
 
 ALLOW_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, Kikuvi-Workspace, Switchboard-Pool-Member"
 ALLOW_METHODS = "GET, POST, PUT, DELETE"
@@ -32,15 +32,8 @@ _CACHE_S = 2.0
 _CACHE_SIZE = 10_000
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
 def _same_origin(scope: Scope, origin: str) -> bool:
-    host = _header(scope, b"host")
+    host = header(scope, b"host")
     return host is not None and urlsplit(origin).netloc == host
 
 
@@ -62,12 +55,12 @@ class CrossOrigin:
 
     async def __call__(self, state: AppState, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
         """Serve `scope` through `app` under the rules above."""
-        origin = _header(scope, b"origin")
+        origin = header(scope, b"origin")
         if origin is None or _same_origin(scope, origin):
             await app(scope, receive, send)
             return
         path: str = scope["path"]
-        preflight = scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method") is not None
+        preflight = scope["method"] == "OPTIONS" and header(scope, b"access-control-request-method") is not None
         if path.startswith(PUBLIC_PREFIX):
             await _pass(scope, receive, send, app, "*", preflight)
             return
@@ -79,8 +72,7 @@ class CrossOrigin:
             else:
                 why = "only a session's routes answer other origins, those its agent allows"
             message = f"origin {origin} may not call this route: {why}"
-            body = dumps({"error": {"code": "forbidden", "message": message}}).encode()
-            await send_json(send, 403, {"Vary": "Origin"}, body)
+            await send_refusal(send, 403, "forbidden", message, {"Vary": "Origin"})
             return
         await _pass(scope, receive, send, app, origin, preflight)
 

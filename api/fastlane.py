@@ -16,9 +16,10 @@ import re
 from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from api import hot
+from api.asgi import replay_body, send_json
 from api.errors import STATUS, UNEXPECTED, error_headers, refused
 from api.hot import HotRequest
 from api.schemas.clients import ClientCallResultBody
@@ -40,7 +41,6 @@ TEMPLATES = {
     "ack": f"{PREFIX}/calls/{{call_id:path}}/ack",
     "result": f"{PREFIX}/calls/{{call_id:path}}/result",
 }
-_JSON = [(b"content-type", b"application/json")]
 
 
 async def serve(
@@ -100,27 +100,3 @@ async def _body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def replay_body(body: bytes, receive: Receive) -> Receive:
-    """`receive` for the fallback: the body already read, then whatever the connection says next."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
-
-
-async def send_json(send: Send, status: int, extra: dict[str, str], content: bytes) -> None:
-    headers = [(name.lower().encode(), value.encode()) for name, value in extra.items()]
-    if status != 204:
-        headers += [*_JSON, (b"content-length", str(len(content)).encode())]
-    else:
-        content = b""
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": content})

@@ -22,8 +22,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.fastlane import send_json
-from broker.codec import dumps
+from api.asgi import header, send_refusal
 from broker.settings import Settings
 
 _TRACKED = 100_000
@@ -95,11 +94,7 @@ class RateLimits:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
         """Serve `scope` through `app`, or answer 429 when a limit says so."""
-        credential = ""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                credential = value.decode("latin-1")
-                break
+        credential = header(scope, b"authorization") or ""
         client = scope.get("client")
         address = client[0] if client else ""
         now = time.monotonic()
@@ -110,8 +105,9 @@ class RateLimits:
             why = f"this credential is limited to {self._rate:g} requests a second (bursts of {self._burst:g})"
         if wait:
             retry = max(1, math.ceil(wait))
-            body = {"error": {"code": "too_many_requests", "message": f"{why}; retry in {retry} s"}}
-            await send_json(send, 429, {"Retry-After": str(retry)}, dumps(body).encode())
+            await send_refusal(
+                send, 429, "too_many_requests", f"{why}; retry in {retry} s", {"Retry-After": str(retry)}
+            )
             return
 
         async def observed(message: Message) -> None:

@@ -86,7 +86,7 @@ class Supervisor:
                     logger.warning("the registration lapsed; registering again")
                     client_id = await _register(http, options, self._tools)
             finally:
-                await self._drain()
+                # `_serve` has drained the members by now, however it ended.
                 if owned:
                     with contextlib.suppress(httpx.HTTPError):
                         await http.delete(f"/v1/sessions/{options.session_id}/clients/{client_id}")

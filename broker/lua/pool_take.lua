@@ -21,15 +21,16 @@ if redis.call('HGET', KEYS[4], 'deleted') == '1' or redis.call('EXISTS', KEYS[4]
 end
 if redis.call('HGET', KEYS[3], 'state') ~= 'active' then return sb_refuse(404, 'client') end
 
--- The group starts at the stream's beginning: calls dispatched before the first member came are owed
--- to the pool too, and every entry is checked against its call below.
-local ok = redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP', 1, true) then
-  return redis.error_reply(ok.err)
+-- A member is handed no more than it may hold: a busy member leaves calls to the free ones. The first
+-- member of a pool finds no group yet and creates it, at the stream's beginning: calls dispatched before
+-- any member came are owed to the pool too, and every entry is checked against its call below.
+local held = redis.pcall('XPENDING', stream, group, '-', '+', count, member)
+if type(held) == 'table' and held.err then
+  if not string.find(held.err, 'NOGROUP', 1, true) then return redis.error_reply(held.err) end
+  redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+  held = {}
 end
-
--- A member is handed no more than it may hold: a busy member leaves calls to the free ones.
-local room = count - #redis.call('XPENDING', stream, group, '-', '+', count, member)
+local room = count - #held
 local entries = {}
 if room > 0 and ARGV[5] == '1' then
   local claimed = redis.call('XAUTOCLAIM', stream, group, member, ARGV[6], '0-0', 'COUNT', room)
