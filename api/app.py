@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,8 +22,10 @@ from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
 from api.state import AppState
 from broker import Broker, Settings
+from broker.jsonlog import log_ids
 from broker.live import LiveHub
 from broker.runtime import settle_heap
+from broker.telemetry import probe_redis
 
 BOOTSTRAP_LABEL = "bootstrap"
 
@@ -52,6 +57,21 @@ class _CountRequests:
             self._metrics.requests.labels(scope["method"], template, str(status)).inc()
 
 
+_SESSION_PATH = "/v1/sessions/"
+_ID_AFTER = {"sessions": "session_id", "clients": "client_id", "calls": "call_id"}
+
+
+def path_ids(path: str) -> dict[str, str | None]:
+    """The session, client and call ids a request's path names, for its log lines."""
+    parts = path.split("/")
+    ids: dict[str, str | None] = {}
+    for segment, value in itertools.pairwise(parts):
+        name = _ID_AFTER.get(segment)
+        if name is not None and value not in ("", "stream"):
+            ids.setdefault(name, value)
+    return ids
+
+
 class SwitchboardApp(FastAPI):
     """FastAPI, with the hot routes taken by the fast lane (`api.fastlane`) before its own stack."""
 
@@ -67,11 +87,16 @@ class SwitchboardApp(FastAPI):
         if scope["type"] != "http" or state is None:
             await super().__call__(scope, receive, send)
             return
-        if scope["method"] == "GET" and scope["path"].endswith("/events/stream"):
+        path: str = scope["path"]
+        if scope["method"] == "GET" and path.endswith("/events/stream"):
             # The server's own send: frames skip every wrapper, the CORS one included (it only adds
             # headers to the response head, which goes the ordinary way).
             scope[DIRECT_SEND] = send
-        await self._cross_origin(state, scope, receive, send, self._route)
+        if path.startswith(_SESSION_PATH):
+            with log_ids(**path_ids(path)):
+                await self._cross_origin(state, scope, receive, send, self._route)
+        else:
+            await self._cross_origin(state, scope, receive, send, self._route)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._rate_limits(scope, receive, send, self._bounded)
@@ -114,15 +139,21 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         broker = await Broker.connect(settings, redis_url, role="switchboard-api")
         hub = LiveHub(broker.core.redis, broker.core.keys.hub_control, keepalive_s=settings.stream_keepalive_s)
+        probe: asyncio.Task[None] | None = None
         try:
             if settings.bootstrap_api_key is not None:
                 await broker.credentials.ensure_api_key(settings.bootstrap_api_key.get_secret_value(), BOOTSTRAP_LABEL)
             await hub.start()
             app.state.switchboard = AppState(broker, hub, metrics)
+            probe = asyncio.create_task(probe_redis(broker.core.redis, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()
             yield
         finally:
+            if probe is not None:
+                probe.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await probe
             await hub.stop()
             await broker.close()
 

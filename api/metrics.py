@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, generate_latest
+
+from broker.telemetry import redis_rtt_histogram
 
 
 class Metrics:
@@ -17,6 +19,8 @@ class Metrics:
             registry=self.registry,
         )  # fmt: skip
         self.streams = Gauge("switchboard_open_streams", "Open SSE event streams", registry=self.registry)
+        self.redis_rtt = redis_rtt_histogram(self.registry)
+        ProcessCollector(registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

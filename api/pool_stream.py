@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator
 
+from api.sse import ending
 from api.state import AppState
 from broker.errors import NotFound, SwitchboardError
 from broker.live import Signal, Subscription
@@ -58,7 +59,9 @@ async def call_stream(
                     item = await subscription.get()
             except TimeoutError:
                 item = Signal.LAGGED  # time to reclaim; nothing was lost
-            if item is Signal.DELETED or item is Signal.CLOSING:
+            last_frame = ending(item, settings.drain_retry_ms)
+            if last_frame is not None:
+                yield last_frame
                 return
             if item is None:
                 yield _KEEPALIVE

@@ -37,6 +37,8 @@ def serve(settings: Settings, redis_url: str) -> None:
         host=settings.host,
         port=settings.port,
         log_level="info",
+        # uvicorn's own loggers go through the root's handler (broker.jsonlog), JSON like the rest.
+        log_config=None,
         access_log=settings.access_log,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         proxy_headers=True,

@@ -8,6 +8,7 @@ head at every keep-alive, so no event is ever skipped and none is sent twice.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from starlette.responses import Response
@@ -47,7 +48,8 @@ class EventStreamResponse(Response):
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in self._frames:
-                await direct({"type": "http.response.body", "body": chunk, "more_body": True})
+                if chunk:
+                    await direct({"type": "http.response.body", "body": chunk, "more_body": True})
             await direct({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
@@ -110,6 +112,15 @@ def _burst(items: list[bytes], last: int, include: frozenset[str]) -> tuple[byte
     return b"".join(frames), last
 
 
+def ending(item: bytes | Signal | None, retry_ms: int) -> bytes | None:
+    """None while the stream goes on; else its last frame: when the process is shutting down (or the
+    reader left), a hint to come back soon, to another replica, each reader after its own random share
+    of `retry_ms`; nothing more when the session was deleted."""
+    if item is Signal.CLOSING:
+        return b": shutting down\nretry: %d\n\n" % random.randint(max(1, retry_ms // 10), retry_ms)
+    return b"" if item is Signal.DELETED else None
+
+
 async def event_stream(
     state: AppState, session_id: str, position: int, subscription: Subscription, include: frozenset[str]
 ) -> AsyncGenerator[bytes, None]:
@@ -123,7 +134,9 @@ async def event_stream(
             last = reached
         while True:
             item = await subscription.get()
-            if item is Signal.DELETED or item is Signal.CLOSING:
+            last_frame = ending(item, settings.drain_retry_ms)
+            if last_frame is not None:
+                yield last_frame
                 return
             if item is None:
                 yield b": keep-alive\n\n"

@@ -39,7 +39,7 @@ class Core:
             job_deserializer=job_deserializer,
             default_queue_name=keys.queue,
         )
-        scripts = Scripts(redis)
+        scripts = Scripts(redis, keys.stats)
         try:
             await scripts.load()
             with translate_redis_errors():

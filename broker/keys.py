@@ -43,6 +43,8 @@ yet: the scripts that touch a session also touch the global timer indexes (`dead
 | `sb:steps`                            | zset   | none                     | `<sid>` by its running step's lease    |
 | `sb:dequeue`                          | zset   | none                     | `<sid>` by its debounce timer          |
 | `sb:purge`                            | zset   | none                     | deleted session ids left to purge      |
+| `sb:stats`                            | hash   | none                     | deployment figures: every script gets  |
+|                                       |        |                          | it as its last key (lib/core.lua)      |
 | `sb:arq:queue`                        | zset   | none                     | arq's queue (arq writes it)            |
 | `sb:arq:health:<host>`                | string | health interval + 1 s    | arq's health check of a host's worker  |
 | `sb:arq:wake`                         | list   | none (capped length)     | a token per enqueued job; idle workers |
@@ -222,6 +224,11 @@ class KeySpace:
     @property
     def purges(self) -> str:
         return f"{self.prefix}:purge"
+
+    @property
+    def stats(self) -> str:
+        """The deployment's call, client and run figures (lib/core.lua), read by /metrics/cluster."""
+        return f"{self.prefix}:stats"
 
     @property
     def hub_control(self) -> str:

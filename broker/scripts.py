@@ -80,9 +80,12 @@ def _text(value: Any) -> Any:
 
 @dataclass
 class Scripts:
-    """Every script registered on one client; `run` translates Redis errors and script refusals."""
+    """Every script registered on one client; `run` translates Redis errors and script refusals.
+
+    Every script is handed `stats` (the deployment's figures, lib/core.lua) as its last key."""
 
     redis: Redis
+    stats: str
     _scripts: dict[str, AsyncScript] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -103,6 +106,7 @@ class Scripts:
     async def raw(self, name: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         """Run a script and return its reply as text, without interpreting it."""
         script = self._scripts[name]
+        keys = [*keys, self.stats]
         with translate_redis_errors():
             try:
                 reply = await self._evalsha(script.sha, keys, args)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -64,6 +64,14 @@ class Settings(BaseSettings):
     # A call handed to a pool member that has not acked it within this long goes to another member.
     pool_claim_s: Seconds = 10.0
     stream_retry_ms: int = Field(default=3000, ge=0)
+    # Streams ended by a shutdown are told to come back within this many ms (each a random share of it,
+    # so the clients of a replica going away do not all land on the others in the same instant).
+    drain_retry_ms: int = Field(default=1000, ge=1)
+    # Operations: log lines as JSON objects (or text for a terminal); the worker's /metrics port (0: none;
+    # the API serves its own on its port); how often each process times a PING to Redis.
+    log_format: Literal["json", "text"] = "json"
+    worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
+    redis_probe_s: Seconds = 5.0
     idempotency_wait_s: Seconds = 30.0
 
     @field_validator("bootstrap_api_key")

@@ -30,15 +30,17 @@ def _redis_url(settings: Settings, role: str) -> str:
     return settings.redis_url
 
 
-def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _logging(settings: Settings) -> None:
+    from broker.jsonlog import configure
+
+    configure(settings.log_format)
 
 
 def _cmd_api(_: argparse.Namespace) -> int:
     from api.server import serve
 
-    _logging()
     settings = _settings()
+    _logging(settings)
     serve(settings, _redis_url(settings, "api"))
     return 0
 
@@ -52,7 +54,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         ok = asyncio.run(healthy(settings, url))
         print("worker healthy" if ok else "no fresh worker health key on this host")
         return 0 if ok else 1
-    _logging()
+    _logging(settings)
     asyncio.run(serve(settings, url))
     return 0
 
@@ -91,7 +93,7 @@ def _token(args: argparse.Namespace) -> str:
 
 
 def _tools_logging() -> None:
-    _logging()
+    _logging(_settings())
     # One line per call would drown what matters (registrations, restarts, refused results).
     logging.getLogger("httpx").setLevel(logging.WARNING)
 

@@ -24,6 +24,8 @@ def server_env(redis_url: str, **settings: str) -> tuple[dict[str, str], str]:
         "SWITCHBOARD_REDIS_URL": redis_url,
         "SWITCHBOARD_KEY_PREFIX": f"p{secrets.token_hex(5)}",
         "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
+        # Workers of one test would share the default port; a test that reads one sets its own.
+        "SWITCHBOARD_WORKER_METRICS_PORT": "0",
     }
     env |= {f"SWITCHBOARD_{name.upper()}": value for name, value in settings.items()}
     return env, key
@@ -56,8 +58,9 @@ class Processes:
         self.wait_ready(url, process)
         return process, url
 
-    def worker(self, name: str = "worker") -> subprocess.Popen[bytes]:
-        return self._spawn("worker", name, {})
+    def worker(self, name: str = "worker", **settings: str) -> subprocess.Popen[bytes]:
+        """A worker process; `settings` are SWITCHBOARD_* values of its own (without the prefix)."""
+        return self._spawn("worker", name, {f"SWITCHBOARD_{key.upper()}": value for key, value in settings.items()})
 
     def wait_ready(self, url: str, process: subprocess.Popen[bytes], wait_s: float = 20) -> None:
         deadline = time.monotonic() + wait_s

@@ -66,7 +66,13 @@ def run(settings: Settings) -> int:
         redis.start()
         url = redis.url
     key = _dev_key(settings)
-    env = {**os.environ, "SWITCHBOARD_REDIS_URL": url, "SWITCHBOARD_BOOTSTRAP_API_KEY": key}
+    # Text logs for a terminal unless asked otherwise.
+    env = {
+        "SWITCHBOARD_LOG_FORMAT": "text",
+        **os.environ,
+        "SWITCHBOARD_REDIS_URL": url,
+        "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
+    }
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104 (read, not bound)
     api_url = f"http://{host}:{settings.port}"
     children: list[subprocess.Popen[bytes]] = []

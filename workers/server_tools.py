@@ -11,6 +11,8 @@ from pydantic import ValidationError
 
 from broker import Broker
 from broker.codec import dumps
+from broker.jsonlog import log_ids
+from workers.metrics import WorkerMetrics
 from workers.tools import Registry
 
 logger = logging.getLogger(__name__)
@@ -63,4 +65,6 @@ class ServerToolRunner:
 async def run_tool(ctx: dict[str, Any], session_id: str, call_id: str) -> None:
     """The arq job: server tool call `call_id` in session `session_id`."""
     runner: ServerToolRunner = ctx["tools"]
-    await runner.run(session_id, call_id)
+    metrics: WorkerMetrics = ctx["metrics"]
+    with log_ids(session_id=session_id, call_id=call_id), metrics.timed(metrics.tools):
+        await runner.run(session_id, call_id)

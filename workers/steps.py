@@ -19,10 +19,12 @@ from broker import Broker
 from broker.codec import dumps
 from broker.errors import BrokerUnavailable
 from broker.events import message_assistant
+from broker.jsonlog import log_ids
 from broker.runs import Committed
 from workers.catalog import Catalog
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
+from workers.metrics import WorkerMetrics
 from workers.models.base import ModelError, ModelRequest, Turn
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
@@ -192,4 +194,6 @@ class StepRunner:
 async def run_step(ctx: dict[str, Any], session_id: str, run_id: str, step: int, attempt: int) -> None:
     """The arq job: try `attempt` of step `step` of run `run_id` in session `session_id`."""
     runner: StepRunner = ctx["steps"]
-    await runner.run(session_id, run_id, step, attempt, int(ctx.get("job_try", 1)))
+    metrics: WorkerMetrics = ctx["metrics"]
+    with log_ids(session_id=session_id, run_id=run_id), metrics.timed(metrics.steps):
+        await runner.run(session_id, run_id, step, attempt, int(ctx.get("job_try", 1)))

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
 from api.state import State
+from broker.telemetry import read_figures, render_figures
 
 router = APIRouter(tags=["operations"])
 
@@ -28,3 +29,13 @@ async def readyz(state: State) -> JSONResponse:
 async def metrics(state: State) -> Response:
     """Prometheus metrics of this process."""
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+@router.get(
+    "/metrics/cluster", responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}}
+)
+async def cluster_metrics(state: State) -> Response:
+    """The deployment's figures (calls, clients, runs, queue depth), the same from every replica: scrape
+    it through one address."""
+    core = state.broker.core
+    return Response(render_figures(await read_figures(core.redis, core.keys)), media_type="text/plain; version=0.0.4")

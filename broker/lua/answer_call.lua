@@ -26,5 +26,7 @@ end
 if rec.state == 'dispatched' then sb_ack(S, rec, tonumber(ARGV[6]), {KEYS[11], ARGV[10]}) end
 sb_append(S, ARGV[5])
 redis.call('DEL', S.deadline)
+sb_count('calls_answered')
+sb_observe_ms('ack_to_result', S.now - (rec.acked_ms or S.now))
 sb_settle(S, S.call_id, rec, 'answered', nil)
 return sb_http_reply(S, H, 204, '')

@@ -22,8 +22,10 @@ redis.call('DEL', S.queue)
 if redis.call('EXISTS', S.run) == 1 then sb_end_run(S, 'run_cancelled', nil, ARGV[5]) end
 for _, raw in ipairs(queued) do
   sb_append(S, sb_run_event('run_cancelled', cjson.decode(raw).run_id))
+  sb_count('runs_ended:run_cancelled')
 end
 local names = redis.call('HGETALL', S.names)
+if #names > 0 then sb_count('clients_active', -(#names / 2)) end
 for i = 2, #names, 2 do redis.call('ZREM', KEYS[16], S.sid .. ':' .. names[i]) end
 redis.call('ZREM', S.dequeue, S.sid)
 redis.call('PUBLISH', S.channel, 'deleted')

@@ -22,7 +22,7 @@ async def test_a_flushed_script_cache_is_loaded_again_on_first_use(redis_url: st
     redis = create_redis(redis_url)
     index = f"{key_prefix}:timers"
     try:
-        scripts = Scripts(redis)
+        scripts = Scripts(redis, f"{key_prefix}:stats")
         await scripts.load()
         assert await scripts.raw("next_due", [index], []) == -1
         await aw(redis.script_flush())
@@ -37,7 +37,7 @@ async def test_script_calls_share_a_bounded_pool_and_hand_every_connection_back(
 ) -> None:
     redis = create_redis(redis_url, max_connections=3)
     try:
-        scripts = Scripts(redis)
+        scripts = Scripts(redis, f"{key_prefix}:stats")
         await scripts.load()
         indexes = [f"{key_prefix}:t{i}" for i in range(50)]
         for i, index in enumerate(indexes[:25]):
@@ -56,7 +56,7 @@ async def test_a_script_cancelled_before_its_reply_leaves_no_reply_behind(redis_
     blocker = create_redis(redis_url)
     index = f"{key_prefix}:timers"
     try:
-        scripts = Scripts(redis)
+        scripts = Scripts(redis, f"{key_prefix}:stats")
         await scripts.load()
         await aw(redis.zadd(index, {"t": 0}))
         # Redis busy for a moment, so the script's reply is still owed when it is cancelled.

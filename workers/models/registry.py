@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
+
 from broker import Broker
 from broker.codec import sha256_hex
 from broker.errors import NotFound
 from broker.providers import ANTHROPIC_PROVIDER_ID, OPENAI_PROVIDER_ID, SCRIPTED_PROVIDER_ID, Provider
 from workers.config import RunConfig
-from workers.models.anthropic_messages import AnthropicMessages
 from workers.models.base import Model, ModelError
-from workers.models.openai_responses import OpenAIResponses
 from workers.models.scripted import ScriptedModel
+
+# The provider SDKs take seconds to import (anthropic alone ~2.4 s on the CI machines), which a worker
+# would pay before taking its first job; they are imported when first needed, or by `preload` in a
+# thread while the worker already runs.
+_PROVIDER_MODULES = ("workers.models.anthropic_messages", "workers.models.openai_responses")
+
+
+def preload() -> None:
+    """Import the provider SDKs (blocking: run it in a thread)."""
+    for name in _PROVIDER_MODULES:
+        importlib.import_module(name)
 
 
 class ModelRegistry:
@@ -61,7 +72,11 @@ class ModelRegistry:
         if identity not in self._clients:
             timeout = settings.step_timeout_s
             if provider.format == "anthropic":
+                from workers.models.anthropic_messages import AnthropicMessages
+
                 self._clients[identity] = AnthropicMessages(base_url, api_key, timeout)
             else:
+                from workers.models.openai_responses import OpenAIResponses
+
                 self._clients[identity] = OpenAIResponses(base_url, api_key, timeout)
         return self._clients[identity]

@@ -54,6 +54,10 @@ local function sb_ack(S, rec, result_ms, pool)
   sb_set_deadline(S, 'result', result_ms)
   if rec.entry then redis.call('XACK', pool[1], pool[2], rec.entry) end
   rec.state = 'acked'
+  rec.acked_ms = S.now
+  sb_count('calls_acked')
+  -- A call's stream entry id is its dispatch time in ms.
+  sb_observe_ms('dispatch_to_ack', S.now - tonumber(string.match(rec.entry or '', '^%d+') or S.now))
   rec.ack = sb_append(S, '{"type":"client_tool_acked","client_id":' .. sb_str(S.cid) .. ',"call_id":'
     .. sb_str(S.call_id) .. '}')
   redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
@@ -64,6 +68,7 @@ end
 -- the ack deadline. `dispatch` is the event body without seq.
 local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   rec.state = 'dispatched'
+  sb_count('calls_dispatched')
   redis.call('HSET', S.owed, S.call_id, rec.client)
   local event = sb_append(S, dispatch)
   -- The entry id lets the ack settle the entry in a pool's consumer group (pool_take.lua).

@@ -45,6 +45,7 @@ local function sb_fail_call(S, call_id, rec, reason, text)
     sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(call_id)
       .. ',"decision":"deny","deny_message":' .. sb_str(text) .. ',"resolved_by":null}')
   elseif rec.kind == 'client' then
+    sb_count('calls_failed:' .. reason)
     sb_append(S, '{"type":"client_tool_failed","client_id":' .. sb_str(rec.client) .. ',"call_id":'
       .. sb_str(call_id) .. ',"reason":"' .. reason .. '"}')
   end
@@ -69,6 +70,7 @@ end
 local function sb_client_gone(S, cid, reason)
   local name = redis.call('HGET', S.client, 'name')
   redis.call('HSET', S.client, 'state', 'left', 'left_reason', reason)
+  sb_count('clients_active', -1)
   if name and redis.call('HGET', S.names, name) == cid then
     redis.call('HDEL', S.names, name)
   end
@@ -85,6 +87,8 @@ end
 
 -- Makes `run_id` the active run and schedules its first step.
 local function sb_start_run(S, run_id, scoped)
+  sb_count('runs_started')
+  sb_count('runs_active')
   redis.call('HSET', S.run, 'run_id', run_id, 'cancel', '0', 'started', '0', 'created_at', S.now,
     'scoped', scoped or '', 'reclaims', 0)
   sb_schedule_step(S, run_id, 0, 0)
@@ -123,6 +127,7 @@ local function sb_start_next(S)
       sb_append(S, sb_message_user(entry.text, entry.source))
     end
     sb_append(S, sb_run_event('run_cancelled', entry.run_id))
+    sb_count('runs_ended:run_cancelled')
     sb_release_scoped(S, entry.scoped)
   end
   texts[#texts + 1] = last.text
@@ -138,6 +143,8 @@ local function sb_end_run(S, outcome, err, gone_text)
   local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'scoped', 'created_at')
   local run_id = run[1]
   redis.call('HSET', S.run, 'state', 'ending')
+  sb_count('runs_active', -1)
+  sb_count('runs_ended:' .. outcome)
   sb_fail_owed(S, 'run', run_id, 'run_gone', gone_text)
   redis.call('ZREM', S.steps, S.sid)
   redis.call('ZREM', S.work, 's|' .. S.sid .. '|' .. run_id .. '|' .. run[2] .. '|' .. run[3])

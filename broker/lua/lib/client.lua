@@ -32,6 +32,7 @@ local function sb_register(S, R)
     k = k + 1
   end
   redis.call('HSET', R.names, assigned, R.cid)
+  sb_count('clients_active')
   redis.call('SADD', R.clients, R.cid)
   redis.call('HSET', R.client, 'name', assigned, 'lifetime', R.lifetime, 'ttl_ms', R.ttl, 'tools', R.tools,
     'tool_names', R.tool_names, 'state', 'active', 'created_at', S.now, 'run', R.run)

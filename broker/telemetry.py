@@ -1,0 +1,134 @@
+"""Prometheus figures: the deployment's (read from Redis at scrape time) and a process's Redis round trip.
+
+The deployment's figures are counted by the scripts themselves (`sb:stats`, lib/core.lua), so they are
+exact whichever process settled a call, survive restarts, and are the same from every API replica:
+scrape `/metrics/cluster` through one address (the Service, the proxy), not per pod. Gauges that are the
+size of an index (queue depth, steps running, pending deadlines) are read alongside, in one round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from redis.asyncio import Redis
+
+from broker.aio import aw
+from broker.errors import translate_redis_errors
+from broker.keys import KeySpace
+
+# The buckets lib/core.lua counts in (ms), in order.
+MS_BUCKETS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000)
+FAIL_REASONS = ("client_gone", "ack_timeout", "result_timeout", "run_gone")
+RUN_OUTCOMES = ("run_completed", "run_failed", "run_cancelled")
+RTT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One reading of the deployment: the stats hash and the sizes of the indexes beside it."""
+
+    stats: dict[str, int]
+    queue_depth: int
+    steps_running: int
+    deadlines: int
+    leases: int
+    work_owed: int
+    read_s: float
+
+    def count(self, field: str) -> int:
+        return self.stats.get(field, 0)
+
+    def histogram(self, name: str) -> tuple[list[tuple[str, float]], float]:
+        """Cumulative (le in seconds, count) buckets and the sum in seconds of a latency counted in ms."""
+        buckets: list[tuple[str, float]] = []
+        total = 0
+        for bound in MS_BUCKETS:
+            total += self.count(f"{name}:le:{bound}")
+            buckets.append((repr(bound / 1000), float(total)))
+        total += self.count(f"{name}:le:+Inf")
+        buckets.append(("+Inf", float(total)))
+        return buckets, self.count(f"{name}:sum_ms") / 1000
+
+
+async def read_figures(redis: Redis, keys: KeySpace) -> Figures:
+    """The deployment's figures, in one pipelined round trip (O(1): a hash of fixed size and ZCARDs)."""
+    started = time.perf_counter()
+    with translate_redis_errors():
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.stats)
+            for index in (keys.queue, keys.steps, keys.deadlines, keys.leases, keys.work):
+                pipe.zcard(index)
+            raw, queue, steps, deadlines, leases, work = await pipe.execute()
+    stats = {bytes(name).decode(): int(value) for name, value in raw.items()}
+    return Figures(stats, queue, steps, deadlines, leases, work, time.perf_counter() - started)
+
+
+class _Snapshot(Collector):
+    def __init__(self, figures: Figures) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        f = self._figures
+        for event in ("dispatched", "acked", "answered"):
+            text = f"Client tool calls {event}, deployment-wide"
+            yield CounterMetricFamily(f"switchboard_calls_{event}", text, value=f.count(f"calls_{event}"))
+        failed = CounterMetricFamily(
+            "switchboard_calls_failed", "Dispatched client tool calls failed, by reason", labels=["reason"]
+        )
+        for reason in FAIL_REASONS:
+            failed.add_metric([reason], f.count(f"calls_failed:{reason}"))
+        yield failed
+        for name, text in (
+            ("dispatch_to_ack", "From dispatch to the client's ack"),
+            ("ack_to_result", "From the ack to the client's result (0 for a result without an ack)"),
+        ):
+            buckets, total = f.histogram(name)
+            yield HistogramMetricFamily(f"switchboard_call_{name}_seconds", text, buckets=buckets, sum_value=total)
+        active = f.count("clients_active")
+        yield GaugeMetricFamily("switchboard_clients_active", "Active client registrations", value=active)
+        runs = GaugeMetricFamily("switchboard_runs", "Runs by state: active (started, not ended), in_step (a "
+                                 "worker holds its step)", labels=["state"])  # fmt: skip
+        runs.add_metric(["active"], f.count("runs_active"))
+        runs.add_metric(["in_step"], f.steps_running)
+        yield runs
+        yield CounterMetricFamily("switchboard_runs_started", "Runs started", value=f.count("runs_started"))
+        ended = CounterMetricFamily("switchboard_runs_ended", "Runs ended, by outcome", labels=["outcome"])
+        for outcome in RUN_OUTCOMES:
+            ended.add_metric([outcome.removeprefix("run_")], f.count(f"runs_ended:{outcome}"))
+        yield ended
+        yield GaugeMetricFamily("switchboard_queue_depth", "Jobs waiting in the worker queue", value=f.queue_depth)
+        yield GaugeMetricFamily("switchboard_deadlines_pending", "Call deadlines and leases set", value=f.deadlines)
+        yield GaugeMetricFamily("switchboard_client_leases", "Registrations with a ttl lease", value=f.leases)
+        yield GaugeMetricFamily("switchboard_work_owed", "Work scripts left for their callers", value=f.work_owed)
+        yield GaugeMetricFamily("switchboard_cluster_read_seconds", "Time to read these figures", value=f.read_s)
+
+
+def render_figures(figures: Figures) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(figures))
+    return generate_latest(registry)
+
+
+def redis_rtt_histogram(registry: CollectorRegistry) -> Histogram:
+    return Histogram(
+        "switchboard_redis_rtt_seconds", "This process's PING round trip to Redis", buckets=RTT_BUCKETS,
+        registry=registry,
+    )  # fmt: skip
+
+
+async def probe_redis(redis: Redis, histogram: Histogram, every_s: float) -> None:
+    """PING Redis every `every_s` and observe the round trip, until cancelled; a failed PING is skipped
+    (readiness reports an unreachable Redis, not this)."""
+    while True:
+        started = time.perf_counter()
+        with contextlib.suppress(Exception):
+            await aw(redis.ping())
+            histogram.observe(time.perf_counter() - started)
+        await asyncio.sleep(every_s)

@@ -1,0 +1,68 @@
+"""Prometheus metrics of one worker process, served on `SWITCHBOARD_WORKER_METRICS_PORT`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram, ProcessCollector, start_http_server
+from redis.asyncio import Redis
+
+from broker.settings import Settings
+from broker.telemetry import probe_redis, redis_rtt_histogram
+
+logger = logging.getLogger(__name__)
+
+STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+class WorkerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.steps = Histogram(
+            "switchboard_step_seconds", "One model step, job start to end, by outcome (ok, error)", ["outcome"],
+            buckets=STEP_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.tools = Histogram(
+            "switchboard_server_tool_seconds", "One server tool job, start to end, by outcome", ["outcome"],
+            buckets=STEP_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.running = Gauge("switchboard_worker_jobs_running", "Jobs this worker is running", registry=self.registry)
+        self.redis_rtt = redis_rtt_histogram(self.registry)
+        ProcessCollector(registry=self.registry)
+        self._probe: asyncio.Task[None] | None = None
+        self._server: WSGIServer | None = None
+
+    def start(self, redis: Redis, settings: Settings, *, serve: bool) -> None:
+        """Time PINGs to Redis and, when `serve` (a worker process of its own: workers inside the tests
+        would share the port), serve /metrics from a thread."""
+        self._probe = asyncio.create_task(probe_redis(redis, self.redis_rtt, settings.redis_probe_s))
+        if serve and settings.worker_metrics_port:
+            try:
+                self._server, _ = start_http_server(settings.worker_metrics_port, settings.host, self.registry)
+            except OSError as error:
+                # Metrics are not worth a worker: it runs steps without them, and says so.
+                logger.error("cannot serve metrics on %s:%d: %s", settings.host, settings.worker_metrics_port, error)
+
+    def stop(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @contextlib.contextmanager
+    def timed(self, histogram: Histogram) -> Iterator[None]:
+        """Count a job as running while the block runs, and observe its time by outcome."""
+        self.running.inc()
+        started, outcome = time.perf_counter(), "error"
+        try:
+            yield
+            outcome = "ok"
+        finally:
+            self.running.dec()
+            histogram.labels(outcome).observe(time.perf_counter() - started)
