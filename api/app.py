@@ -57,6 +57,17 @@ class _CountRequests:
             self._metrics.requests.labels(scope["method"], template, str(status)).inc()
 
 
+def _closing(send: Send) -> Send:
+    """`send`, with `Connection: close` on the response head (uvicorn then closes the connection after it)."""
+
+    async def closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+        await send(message)
+
+    return closing
+
+
 _SESSION_PATH = "/v1/sessions/"
 _ID_AFTER = {"sessions": "session_id", "clients": "client_id", "calls": "call_id"}
 
@@ -87,6 +98,8 @@ class SwitchboardApp(FastAPI):
         if scope["type"] != "http" or state is None:
             await super().__call__(scope, receive, send)
             return
+        if state.draining:
+            send = _closing(send)
         path: str = scope["path"]
         if scope["method"] == "GET" and path.endswith("/events/stream"):
             # The server's own send: frames skip every wrapper, the CORS one included (it only adds

@@ -11,19 +11,34 @@ from fastapi import FastAPI
 from api.app import create_app
 from broker import Settings
 
-# In-flight requests get this long to finish after SIGTERM; event streams are ended at once.
+# In-flight requests get this long to finish once the drain is over and uvicorn stops listening.
 GRACEFUL_SHUTDOWN_S = 10
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, but SIGTERM first ends the open event streams: clients resume on another replica with
-    Last-Event-ID instead of holding this one's shutdown open until it gives up on them."""
+    """uvicorn, drained before it stops: on SIGTERM the app first fails readiness and closes each
+    connection after its response for `drain_grace_s` while still serving, so balancers and keep-alive
+    clients move to other replicas; then the open event streams end (with a `retry:` hint, to resume on
+    another replica with Last-Event-ID) and uvicorn's own shutdown stops listening and lets in-flight
+    requests finish. A second signal stops at once."""
 
-    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+    def __init__(self, config: uvicorn.Config, app: FastAPI, grace_s: float) -> None:
         super().__init__(config)
         self._app = app
+        self._grace_s = grace_s
+        self._draining = False
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        state = getattr(self._app.state, "switchboard", None)
+        if state is None or self._draining or self._grace_s == 0:
+            self._stop(sig, frame)
+            return
+        self._draining = True
+        state.draining = True
+        loop = asyncio.get_event_loop()
+        loop.call_soon_threadsafe(loop.call_later, self._grace_s, self._stop, sig, frame)
+
+    def _stop(self, sig: int, frame: FrameType | None) -> None:
         state = getattr(self._app.state, "switchboard", None)
         if state is not None:
             asyncio.get_event_loop().call_soon_threadsafe(state.hub.close_streams)
@@ -43,4 +58,4 @@ def serve(settings: Settings, redis_url: str) -> None:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         proxy_headers=True,
     )
-    _Server(config, app).run()
+    _Server(config, app, settings.drain_grace_s).run()

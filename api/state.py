@@ -17,6 +17,9 @@ class AppState:
     broker: Broker
     hub: LiveHub
     metrics: Metrics
+    # Set by SIGTERM (api.server): readiness fails and every response closes its connection, so balancers
+    # and clients move to other replicas before this one stops listening.
+    draining: bool = False
 
 
 def app_state(request: Request) -> AppState:

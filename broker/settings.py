@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     # Streams ended by a shutdown are told to come back within this many ms (each a random share of it,
     # so the clients of a replica going away do not all land on the others in the same instant).
     drain_retry_ms: int = Field(default=1000, ge=1)
+    # After SIGTERM the API keeps serving this long with readiness failing and connections closed after
+    # each response (api/server.py), then stops listening; 0 stops listening at once.
+    drain_grace_s: float = Field(default=2.0, ge=0)
     # Operations: log lines as JSON objects (or text for a terminal); the worker's /metrics port (0: none;
     # the API serves its own on its port); how often each process times a PING to Redis.
     log_format: Literal["json", "text"] = "json"

@@ -19,7 +19,9 @@ async def healthz() -> JSONResponse:
 
 @router.get("/readyz")
 async def readyz(state: State) -> JSONResponse:
-    """Redis answers and every broker script is loaded; 503 otherwise."""
+    """Redis answers, every broker script is loaded and the process is not draining; 503 otherwise."""
+    if state.draining:
+        return JSONResponse({"status": "draining", "reason": "shutting down; other replicas take the traffic"}, 503)
     if await state.broker.ready():
         return JSONResponse({"status": "ready"})
     return JSONResponse({"status": "unavailable", "reason": "Redis is unreachable or scripts are missing"}, 503)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,8 @@ from typing import Any
 import pytest
 
 from switchboard.processes import Processes, server_env
-from tests.api_client import Api, Event, Session, of_type, run_over
+from tests.api_client import Api, Session, of_type, run_over
+from tests.e2e.served import ENDS, check_every_run_ended_once
 from tests.stack import Stack
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
@@ -167,24 +167,6 @@ async def test_workers_killed_at_random_moments_lose_nothing(cluster: Cluster) -
         events = await api.events(session)
         check_every_run_ended_once(events)
     assert runs == 24
-
-
-ENDS = ("run_completed", "run_failed", "run_cancelled")
-
-
-def check_every_run_ended_once(events: list[Event]) -> None:
-    opened = {e["run_id"] for e in events if e["type"] == "run_queued"}
-    ended = Counter(e["run_id"] for e in events if e["type"] in ENDS)
-    assert set(ended) == opened
-    assert set(ended.values()) == {1}
-    dispatched = Counter(e["call_id"] for e in events if e["type"] == "client_tool_dispatched")
-    assert set(dispatched.values()) <= {1}
-    results = Counter(e["call_id"] for e in events if e["type"] == "tool_result")
-    assert set(results.values()) <= {1}
-    calls = {e["call_id"] for e in events if e["type"] == "tool_call"}
-    # Every call the model made has exactly one result: none is lost, none repeated.
-    assert set(results) == calls
-    assert all(e["type"] != "run_failed" for e in events), [e for e in events if e["type"] == "run_failed"]
 
 
 async def kill_workers_until(processes: Processes, workers: list[Any], done: asyncio.Event, seed: int) -> int:
