@@ -3,8 +3,9 @@
 All names start with the deployment prefix (`sb` unless `SWITCHBOARD_KEY_PREFIX` says otherwise; never
 `arq`, which arq owns). Workspace keys carry the hash tag `{w}`; session keys carry the session id as a hash
 tag, `{<session id>}`, so all of one session's keys sit in one Cluster slot. Redis Cluster is not supported
-yet: the scripts that touch a session also touch the global timer indexes (`deadlines`, `leases`,
-`continue`) and, at create and delete, the workspace indexes, and those live in other slots.
+yet: the scripts that touch a session also touch the global timer indexes (`deadlines`, `leases`, `work`,
+`steps`), the figures (`stats`) and, at create and delete, the workspace indexes, and those live in other
+slots.
 
 | key                                   | type   | TTL                      | owner / written by                     |
 | ------------------------------------- | ------ | ------------------------ | -------------------------------------- |
