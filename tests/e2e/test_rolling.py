@@ -189,35 +189,37 @@ async def test_sigterm_to_each_replica_in_turn_under_load_fails_no_request_and_l
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     async with httpx.AsyncClient(timeout=15) as http:
         balancer = Balancer(urls, http)
-        watcher = asyncio.create_task(balancer.watch())
-        tabs = []
-        for i in range(4):
-            sid, token = await scripted_session(
-                urls[0], key, f"rolling-{i}", server_tools=["calculate"], message_concurrency="queue"
-            )
-            tabs.append(Tab(balancer, sid, token))
-        for tab in tabs:
-            await tab.register()
-        listening = [asyncio.create_task(tab.listen()) for tab in tabs]
-        rolling = asyncio.create_task(roll(processes, apis, ports, workers))
-        posted = dict.fromkeys((tab.session_id for tab in tabs), 0)
-        while not rolling.done():
+        background = [asyncio.create_task(balancer.watch())]
+        try:
+            tabs = []
+            for i in range(4):
+                sid, token = await scripted_session(
+                    urls[0], key, f"rolling-{i}", server_tools=["calculate"], message_concurrency="queue"
+                )
+                tabs.append(Tab(balancer, sid, token))
             for tab in tabs:
-                response = await tab.post(f"/v1/sessions/{tab.session_id}/events", {"type": "input", "text": TEXT})
-                assert response.status_code in (200, 201, 202), response.text
-                posted[tab.session_id] += 1
-            await asyncio.sleep(0.2)
-        codes = await rolling
-        logs = {}
-        for tab in tabs:
-            logs[tab.session_id] = await wait_for_runs(balancer, tab, posted[tab.session_id])
-        for task in [*listening, watcher]:
-            task.cancel()
-        await asyncio.gather(*listening, watcher, return_exceptions=True)
+                await tab.register()
+            background += [asyncio.create_task(tab.listen()) for tab in tabs]
+            rolling = asyncio.create_task(roll(processes, apis, ports, workers))
+            posted = dict.fromkeys((tab.session_id for tab in tabs), 0)
+            while not rolling.done():
+                for tab in tabs:
+                    text = {"type": "input", "text": TEXT}
+                    response = await tab.post(f"/v1/sessions/{tab.session_id}/events", text)
+                    assert response.status_code in (200, 201, 202), response.text
+                    posted[tab.session_id] += 1
+                await asyncio.sleep(0.2)
+            codes = await rolling
+            logs = {tab.session_id: await wait_for_runs(balancer, tab, posted[tab.session_id]) for tab in tabs}
+        finally:
+            # Before the client closes: a listener cut off by it would report a broken stream.
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
 
     assert balancer.failures == [], processes.tail()
     # uvicorn ends by raising the SIGTERM it caught again once shutdown is complete; arq exits 0.
-    assert codes[:2] == [-signal.SIGTERM] * 2 or set(codes[:2]) <= {0, -signal.SIGTERM}
+    assert set(codes[:2]) <= {0, -signal.SIGTERM}
     assert codes[2:] == [0, 0], processes.tail()
     assert sum(posted.values()) >= 40
     # Every stream was ended by each API's shutdown at least once and resumed on the other replica.
