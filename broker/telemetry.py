@@ -103,7 +103,8 @@ class _Snapshot(Collector):
         for outcome in RUN_OUTCOMES:
             ended.add_metric([outcome.removeprefix("run_")], f.count(f"runs_ended:{outcome}"))
         yield ended
-        yield GaugeMetricFamily("switchboard_queue_depth", "Jobs waiting in the worker queue", value=f.queue_depth)
+        depth = "Jobs in the worker queue, waiting or running (arq keeps a job there until it ends)"
+        yield GaugeMetricFamily("switchboard_queue_depth", depth, value=f.queue_depth)
         yield GaugeMetricFamily("switchboard_deadlines_pending", "Call deadlines and leases set", value=f.deadlines)
         yield GaugeMetricFamily("switchboard_client_leases", "Registrations with a ttl lease", value=f.leases)
         yield GaugeMetricFamily("switchboard_work_owed", "Work scripts left for their callers", value=f.work_owed)

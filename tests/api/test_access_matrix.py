@@ -81,7 +81,7 @@ ROUTES = [
     Route("GET", "/v1/sessions/{session_id}/clients/{client_id}/calls/stream", "session", "session.manage"),
     Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "session", "session.manage", {"decision": "allow"}),
 ]
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/metrics/cluster")}
 
 
 @dataclass

@@ -38,6 +38,15 @@ def value(figures: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: s
     return figures[(name, tuple(sorted(labels.items())))]
 
 
+async def settled_figures(http: httpx.AsyncClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    async with asyncio.timeout(10):
+        while True:
+            figures = samples((await http.get("/metrics/cluster")).text)
+            if value(figures, "switchboard_queue_depth") == 0:
+                return figures
+            await asyncio.sleep(0.05)
+
+
 async def run_to_end(frames: Frames, answer: Any) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     while True:
@@ -95,7 +104,9 @@ async def test_figures_count_every_call_by_outcome_and_logs_name_the_ids(
                 "ack_timeout",
                 "client_gone",
             ]
-            cluster = samples((await http.get("/metrics/cluster")).text)
+            # arq keeps a job in its queue until the job has finished: the step that ended the run may
+            # still be there for a moment.
+            cluster = await settled_figures(http)
             own = samples((await http.get("/metrics")).text)
             worker = samples((await http.get(f"http://127.0.0.1:{worker_port}/metrics")).text)
     finally:
