@@ -69,7 +69,11 @@ class LeanPool(ConnectionPool):
                 return
 
     async def release(self, connection: AbstractConnection) -> None:
-        await super().release(connection)
+        # Without an await, so a cancellation cannot land between handing the connection back and waking a
+        # waiter (a waiter never woken), nor leave a pipeline holding a connection it gave back. redis-py
+        # awaits an event dispatch in between, for streaming re-authentication, which is not used here.
+        self._in_use_connections.remove(connection)
+        self._available_connections.append(connection)
         self._wake_one()
 
 

@@ -15,7 +15,7 @@ from broker.codec import job_deserializer, job_serializer
 from broker.runtime import settle_heap
 from broker.work import RUN_STEP_JOB, RUN_TOOL_JOB, Work
 from workers.metrics import WorkerMetrics
-from workers.models.registry import ModelRegistry, preload
+from workers.models.registry import ModelRegistry
 from workers.server_tools import ServerToolRunner, run_tool
 from workers.steps import MAX_TRIES, StepRunner, run_step
 from workers.timekeeper import Timekeeper
@@ -91,7 +91,6 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
         ctx["metrics"] = metrics
         await timekeeper.start()
         metrics.start(broker.core.redis, settings, serve=handle_signals)
-        ctx["preload"] = asyncio.create_task(asyncio.to_thread(preload))
         if handle_signals:  # a worker process of its own, not one inside the tests
             settle_heap()
 
