@@ -44,6 +44,10 @@ class _WakingWorker(Worker):
         # Set by a stop signal: arq stops by cancelling its own loop, so the cancellation is the way out,
         # not an error.
         self.signalled = False
+        # Set by an in-process drain: the loop ends between polls, never inside one (a poll cancelled in
+        # arq's WATCH pipeline leaves that pipeline holding its connection).
+        self.stop_requested = False
+        self._waiting = False
 
     def handle_sig(self, signum: Signals) -> None:
         self.signalled = True
@@ -55,22 +59,33 @@ class _WakingWorker(Worker):
 
     async def _poll_iteration(self) -> None:
         await super()._poll_iteration()
-        if self.allow_pick_jobs and self.job_counter < self.max_jobs:
-            await self._work.wait_for_job(self._idle_poll_s)
-        else:
-            # A full worker leaves the tokens to workers that can take the jobs.
-            await asyncio.sleep(self._idle_poll_s)
+        if self.stop_requested:
+            raise asyncio.CancelledError
+        self._waiting = True
+        try:
+            if self.allow_pick_jobs and self.job_counter < self.max_jobs:
+                await self._work.wait_for_job(self._idle_poll_s)
+            else:
+                # A full worker leaves the tokens to workers that can take the jobs.
+                await asyncio.sleep(self._idle_poll_s)
+        finally:
+            self._waiting = False
+
+    def request_stop(self) -> None:
+        """End the loop at once if it is waiting between polls, else as soon as the poll in hand ends."""
+        self.stop_requested = True
+        if self._waiting and self.main_task is not None:
+            self.main_task.cancel()
 
 
-async def _drain_on(stop: asyncio.Event, worker: Worker) -> None:
+async def _drain_on(stop: asyncio.Event, worker: _WakingWorker) -> None:
     """Stop the way SIGTERM does: pick no more jobs, let the running steps finish, then end the loop."""
     await stop.wait()
     worker.allow_pick_jobs = False
     running = [task for task in worker.tasks.values() if not task.done()]
     if running:
         await asyncio.wait(running)
-    if worker.main_task is not None:
-        worker.main_task.cancel()
+    worker.request_stop()
 
 
 async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = None) -> None:
@@ -127,7 +142,7 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
         await worker.async_run()
     except asyncio.CancelledError:
         # Ending the loop is how arq stops, on our drain or on its own signal handler.
-        if not worker.signalled and (drain is None or not drain.done()):
+        if not (worker.signalled or worker.stop_requested):
             raise
     finally:
         if drain is not None:
