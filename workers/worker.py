@@ -79,13 +79,16 @@ class _WakingWorker(Worker):
 
 
 async def _drain_on(stop: asyncio.Event, worker: _WakingWorker) -> None:
-    """Stop the way SIGTERM does: pick no more jobs, let the running steps finish, then end the loop."""
+    """Stop the way SIGTERM does: pick no more jobs and end the loop (after the poll in hand), then let
+    the running steps finish, those that poll started included."""
     await stop.wait()
     worker.allow_pick_jobs = False
+    worker.request_stop()
+    if worker.main_task is not None:
+        await asyncio.wait([worker.main_task])
     running = [task for task in worker.tasks.values() if not task.done()]
     if running:
         await asyncio.wait(running)
-    worker.request_stop()
 
 
 async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = None) -> None:
@@ -144,6 +147,8 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
         # Ending the loop is how arq stops, on our drain or on its own signal handler.
         if not (worker.signalled or worker.stop_requested):
             raise
+        if drain is not None:
+            await drain
     finally:
         if drain is not None:
             drain.cancel()
