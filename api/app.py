@@ -22,7 +22,7 @@ from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
 from api.state import AppState
 from broker import Broker, Settings
-from broker.jsonlog import log_ids
+from broker.jsonlog import pop_ids, push_ids
 from broker.live import LiveHub
 from broker.runtime import settle_heap
 from broker.telemetry import probe_redis
@@ -68,7 +68,6 @@ def _closing(send: Send) -> Send:
     return closing
 
 
-_SESSION_PATH = "/v1/sessions/"
 _ID_AFTER = {"sessions": "session_id", "clients": "client_id", "calls": "call_id"}
 
 
@@ -105,11 +104,12 @@ class SwitchboardApp(FastAPI):
             # The server's own send: frames skip every wrapper, the CORS one included (it only adds
             # headers to the response head, which goes the ordinary way).
             scope[DIRECT_SEND] = send
-        if path.startswith(_SESSION_PATH):
-            with log_ids(**path_ids(path)):
-                await self._cross_origin(state, scope, receive, send, self._route)
-        else:
+        # The ids are parsed out of the path only if something logs.
+        token = push_ids(lambda: path_ids(path))
+        try:
             await self._cross_origin(state, scope, receive, send, self._route)
+        finally:
+            pop_ids(token)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._rate_limits(scope, receive, send, self._bounded)

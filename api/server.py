@@ -26,14 +26,12 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._app = app
         self._grace_s = grace_s
-        self._draining = False
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         state = getattr(self._app.state, "switchboard", None)
-        if state is None or self._draining or self._grace_s == 0:
+        if state is None or state.draining or self._grace_s == 0:
             self._stop(sig, frame)
             return
-        self._draining = True
         state.draining = True
         loop = asyncio.get_event_loop()
         loop.call_soon_threadsafe(loop.call_later, self._grace_s, self._stop, sig, frame)

@@ -12,43 +12,48 @@ import contextlib
 import contextvars
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Literal
 
 import orjson
 
 LogFormat = Literal["json", "text"]
-ID_FIELDS = ("session_id", "run_id", "client_id", "call_id")
+IdSource = Callable[[], Mapping[str, str | None]]
 
-_ids: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("switchboard_log_ids", default={})  # noqa: B039 (never mutated)
+# The sources bound in this context, outermost first. A source is read only when a record is formatted,
+# so binding one costs a request nothing but a tuple (most requests log nothing).
+_sources: contextvars.ContextVar[tuple[IdSource, ...]] = contextvars.ContextVar("switchboard_log_ids", default=())
 # The attributes every LogRecord has (and uvicorn's ANSI-coloured copy of its message); whatever else a
 # record carries came from `extra=` and is logged.
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName", "color_message"}
 
 
-def bind_ids(**ids: str | None) -> contextvars.Token[dict[str, str]]:
-    """Add ids to the current context (None and '' are left out); reset with the token returned."""
-    merged = {**_ids.get(), **{name: value for name, value in ids.items() if value}}
-    return _ids.set(merged)
+def push_ids(source: IdSource) -> contextvars.Token[tuple[IdSource, ...]]:
+    """Add the ids `source` will give to every record logged in this context; undo with `pop_ids`."""
+    return _sources.set((*_sources.get(), source))
 
 
-def reset_ids(token: contextvars.Token[dict[str, str]]) -> None:
-    _ids.reset(token)
+def pop_ids(token: contextvars.Token[tuple[IdSource, ...]]) -> None:
+    _sources.reset(token)
 
 
 @contextlib.contextmanager
 def log_ids(**ids: str | None) -> Iterator[None]:
     """The ids given, in every record logged inside the block."""
-    token = bind_ids(**ids)
+    token = push_ids(lambda: ids)
     try:
         yield
     finally:
-        _ids.reset(token)
+        pop_ids(token)
 
 
 def current_ids() -> dict[str, str]:
-    return dict(_ids.get())
+    """The ids bound here, inner ones over outer ones; None and '' are left out."""
+    found: dict[str, str] = {}
+    for source in _sources.get():
+        found.update((name, value) for name, value in source().items() if value)
+    return found
 
 
 class JsonFormatter(logging.Formatter):
@@ -61,7 +66,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        entry.update(_ids.get())
+        entry.update(current_ids())
         for name, value in record.__dict__.items():
             if name not in _STANDARD and not name.startswith("_"):
                 entry[name] = value
@@ -73,7 +78,7 @@ class JsonFormatter(logging.Formatter):
 class _TextIds(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        ids = _ids.get()
+        ids = current_ids()
         return line + "".join(f" {name}={value}" for name, value in ids.items()) if ids else line
 
 

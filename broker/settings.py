@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from broker.jsonlog import LogFormat
 
 Seconds = Annotated[float, Field(gt=0)]
 
@@ -72,7 +74,7 @@ class Settings(BaseSettings):
     drain_grace_s: float = Field(default=2.0, ge=0)
     # Operations: log lines as JSON objects (or text for a terminal); the worker's /metrics port (0: none;
     # the API serves its own on its port); how often each process times a PING to Redis.
-    log_format: Literal["json", "text"] = "json"
+    log_format: LogFormat = "json"
     worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
     redis_probe_s: Seconds = 5.0
     idempotency_wait_s: Seconds = 30.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import sys
+from collections.abc import Callable
 
 from broker import Broker
 from broker.codec import sha256_hex
@@ -17,13 +18,22 @@ from workers.models.scripted import ScriptedModel
 # The provider SDKs take seconds to import (anthropic alone ~2.4 s on these machines): a worker imports
 # one, in a thread so the steps it runs go on meanwhile, when a session first needs it, and a deployment
 # that never calls a vendor never pays for it (worker start went from ~4 s to ~0.8 s).
-_PROVIDER_MODULES = {"anthropic": "workers.models.anthropic_messages", "openai": "workers.models.openai_responses"}
+_MODEL_CLASSES = {
+    "anthropic": ("workers.models.anthropic_messages", "AnthropicMessages"),
+    "openai": ("workers.models.openai_responses", "OpenAIResponses"),
+}
 
 
-async def _import_provider(provider_format: str) -> None:
-    name = _PROVIDER_MODULES.get(provider_format, _PROVIDER_MODULES["openai"])
-    if name not in sys.modules:
-        await asyncio.to_thread(importlib.import_module, name)
+# A model class: (base_url, api_key, timeout_s) -> the model.
+ModelClass = Callable[[str, str, float], Model]
+
+
+async def _model_class(provider_format: str) -> ModelClass:
+    """The model class serving `provider_format` (any other format speaks OpenAI's)."""
+    name, attribute = _MODEL_CLASSES.get(provider_format, _MODEL_CLASSES["openai"])
+    module = sys.modules.get(name) or await asyncio.to_thread(importlib.import_module, name)
+    model: ModelClass = getattr(module, attribute)
+    return model
 
 
 class ModelRegistry:
@@ -49,8 +59,7 @@ class ModelRegistry:
             provider = await self._broker.providers.get(provider_id)
         except NotFound:
             raise ModelError(f"model provider {provider_id} was deleted") from None
-        await _import_provider(provider.format)
-        return self._client(provider), config
+        return self._client(provider, await _model_class(provider.format)), config
 
     async def _version_of(self, session_id: str) -> tuple[str, RunConfig]:
         if session_id not in self._versions:
@@ -63,7 +72,7 @@ class ModelRegistry:
             self._versions[session_id] = (version.model_provider_id, config)
         return self._versions[session_id]
 
-    def _client(self, provider: Provider) -> Model:
+    def _client(self, provider: Provider, model: ModelClass) -> Model:
         settings = self._broker.settings
         base_url, api_key = provider.base_url, provider.api_key
         if provider.id == OPENAI_PROVIDER_ID and settings.openai_api_key is not None:
@@ -73,13 +82,5 @@ class ModelRegistry:
         # A provider whose URL or key changed gets a new client; the old one is simply dropped.
         identity = sha256_hex(f"{provider.id}\n{provider.format}\n{base_url}\n{api_key}")
         if identity not in self._clients:
-            timeout = settings.step_timeout_s
-            if provider.format == "anthropic":
-                from workers.models.anthropic_messages import AnthropicMessages
-
-                self._clients[identity] = AnthropicMessages(base_url, api_key, timeout)
-            else:
-                from workers.models.openai_responses import OpenAIResponses
-
-                self._clients[identity] = OpenAIResponses(base_url, api_key, timeout)
+            self._clients[identity] = model(base_url, api_key, settings.step_timeout_s)
         return self._clients[identity]
