@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from tests.sse import Frames
 from tests.stack import Stack, running_stack
 
 Event = dict[str, Any]
+ENDS = ("run_completed", "run_failed", "run_cancelled")
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ def types(events: list[Event]) -> list[str]:
 
 
 def run_over(events: list[Event]) -> bool:
-    return any(e["type"] in ("run_completed", "run_failed", "run_cancelled") for e in events)
+    return any(e["type"] in ENDS for e in events)
 
 
 def of_type(events: list[Event], kind: str) -> list[Event]:
@@ -147,3 +149,18 @@ async def running_api(
             yield client
         finally:
             await client.aclose()
+
+
+def check_every_run_ended_once(events: list[Event]) -> None:
+    opened = {e["run_id"] for e in events if e["type"] == "run_queued"}
+    ended = Counter(e["run_id"] for e in events if e["type"] in ENDS)
+    assert set(ended) == opened
+    assert set(ended.values()) == {1}
+    dispatched = Counter(e["call_id"] for e in events if e["type"] == "client_tool_dispatched")
+    assert set(dispatched.values()) <= {1}
+    results = Counter(e["call_id"] for e in events if e["type"] == "tool_result")
+    assert set(results.values()) <= {1}
+    calls = {e["call_id"] for e in events if e["type"] == "tool_call"}
+    # Every call the model made has exactly one result: none is lost, none repeated.
+    assert set(results) == calls
+    assert all(e["type"] != "run_failed" for e in events), [e for e in events if e["type"] == "run_failed"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from broker import Broker
 from broker.codec import loads, uuid7
 from broker.credentials import operator_actor
@@ -81,3 +83,20 @@ async def types(broker: Broker, session_id: str) -> list[str]:
 
 def call(name: str, arguments: dict[str, Any] | None = None, call_id: str | None = None) -> PlannedCall:
     return PlannedCall(call_id or f"call_{uuid7().replace('-', '')}", name, arguments or {})
+
+
+class Exposition:
+    """The samples of a Prometheus text exposition: `figures("name", label="value")` reads one."""
+
+    def __init__(self, text: str) -> None:
+        self._samples = {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    def __call__(self, name: str, **labels: str) -> float:
+        return self._samples[(name, tuple(sorted(labels.items())))]
+
+    def has(self, name: str, **labels: str) -> bool:
+        return (name, tuple(sorted(labels.items()))) in self._samples

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import generate_latest
 
 from api.metrics import Metrics
 from broker.telemetry import Figures, render_figures
@@ -134,9 +135,8 @@ def exported_names() -> set[str]:
     """Every metric name Switchboard's processes export, with the suffixes Prometheus adds."""
     texts = [Metrics().render(), render_figures(Figures({}, 0, 0, 0, 0, 0, 0.0))]
     worker = WorkerMetrics()
+    # Labelled families show their samples (`_bucket`, ...) only once a label set is used.
     worker.steps.labels("ok").observe(0.1)
-    from prometheus_client import generate_latest
-
     texts.append(generate_latest(worker.registry))
     names: set[str] = set()
     for text in texts:

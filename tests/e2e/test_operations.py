@@ -12,12 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from broker.embedded import free_port
 from switchboard.processes import Processes, server_env
+from tests.api_client import ENDS
 from tests.e2e.served import scripted_session
-from tests.helpers import HIGHLIGHT
+from tests.helpers import HIGHLIGHT, Exposition
 from tests.sse import Frames
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
@@ -25,24 +25,11 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 TTL = {"type": "ttl", "data": {"seconds": 60}}
 
 
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of a Prometheus exposition, by name and sorted labels."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(figures: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
-    return figures[(name, tuple(sorted(labels.items())))]
-
-
-async def settled_figures(http: httpx.AsyncClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+async def settled_figures(http: httpx.AsyncClient) -> Exposition:
     async with asyncio.timeout(10):
         while True:
-            figures = samples((await http.get("/metrics/cluster")).text)
-            if value(figures, "switchboard_queue_depth") == 0:
+            figures = Exposition((await http.get("/metrics/cluster")).text)
+            if figures("switchboard_queue_depth") == 0:
                 return figures
             await asyncio.sleep(0.05)
 
@@ -54,7 +41,7 @@ async def run_to_end(frames: Frames, answer: Any) -> list[dict[str, Any]]:
         seen.append(event)
         if event["type"] == "client_tool_dispatched":
             await answer(event)
-        if event["type"] in ("run_completed", "run_failed", "run_cancelled"):
+        if event["type"] in ENDS:
             return seen
 
 
@@ -107,31 +94,31 @@ async def test_figures_count_every_call_by_outcome_and_logs_name_the_ids(
             # arq keeps a job in its queue until the job has finished: the step that ended the run may
             # still be there for a moment.
             cluster = await settled_figures(http)
-            own = samples((await http.get("/metrics")).text)
-            worker = samples((await http.get(f"http://127.0.0.1:{worker_port}/metrics")).text)
+            own = Exposition((await http.get("/metrics")).text)
+            worker = Exposition((await http.get(f"http://127.0.0.1:{worker_port}/metrics")).text)
     finally:
         processes.stop_all()
 
-    assert value(cluster, "switchboard_calls_dispatched_total") == 3
-    assert value(cluster, "switchboard_calls_acked_total") == 1
-    assert value(cluster, "switchboard_calls_answered_total") == 1
-    assert value(cluster, "switchboard_calls_failed_total", reason="ack_timeout") == 1
-    assert value(cluster, "switchboard_calls_failed_total", reason="client_gone") == 1
-    assert value(cluster, "switchboard_calls_failed_total", reason="result_timeout") == 0
-    assert value(cluster, "switchboard_call_dispatch_to_ack_seconds_count") == 1
-    assert value(cluster, "switchboard_call_ack_to_result_seconds_count") == 1
-    assert value(cluster, "switchboard_call_dispatch_to_ack_seconds_bucket", le="+Inf") == 1
-    assert value(cluster, "switchboard_clients_active") == 0
-    assert value(cluster, "switchboard_runs_started_total") == 2
-    assert value(cluster, "switchboard_runs_ended_total", outcome="completed") == 2
-    assert value(cluster, "switchboard_runs", state="active") == 0
-    assert value(cluster, "switchboard_queue_depth") == 0
+    assert cluster("switchboard_calls_dispatched_total") == 3
+    assert cluster("switchboard_calls_acked_total") == 1
+    assert cluster("switchboard_calls_answered_total") == 1
+    assert cluster("switchboard_calls_failed_total", reason="ack_timeout") == 1
+    assert cluster("switchboard_calls_failed_total", reason="client_gone") == 1
+    assert cluster("switchboard_calls_failed_total", reason="result_timeout") == 0
+    assert cluster("switchboard_call_dispatch_to_ack_seconds_count") == 1
+    assert cluster("switchboard_call_ack_to_result_seconds_count") == 1
+    assert cluster("switchboard_call_dispatch_to_ack_seconds_bucket", le="+Inf") == 1
+    assert cluster("switchboard_clients_active") == 0
+    assert cluster("switchboard_runs_started_total") == 2
+    assert cluster("switchboard_runs_ended_total", outcome="completed") == 2
+    assert cluster("switchboard_runs", state="active") == 0
+    assert cluster("switchboard_queue_depth") == 0
     # Two runs of two steps each, every one observed by the worker that ran it.
-    assert value(worker, "switchboard_step_seconds_count", outcome="ok") == 4
-    assert value(worker, "switchboard_redis_rtt_seconds_count") >= 1
-    assert value(own, "switchboard_redis_rtt_seconds_count") >= 1
-    assert value(own, "switchboard_open_streams") == 0
-    assert ("process_resident_memory_bytes", ()) in own
+    assert worker("switchboard_step_seconds_count", outcome="ok") == 4
+    assert worker("switchboard_redis_rtt_seconds_count") >= 1
+    assert own("switchboard_redis_rtt_seconds_count") >= 1
+    assert own("switchboard_open_streams") == 0
+    assert own.has("process_resident_memory_bytes")
 
     lines = [json.loads(line) for line in (logs / "api.log").read_text().splitlines() if line.startswith("{")]
     acks = [line for line in lines if "/ack " in line["msg"]]

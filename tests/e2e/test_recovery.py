@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from switchboard.processes import Processes, server_env
-from tests.api_client import Api, Session, of_type, run_over
-from tests.e2e.served import ENDS, check_every_run_ended_once
+from tests.api_client import ENDS, Api, Session, check_every_run_ended_once, of_type, run_over
 from tests.stack import Stack
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
@@ -136,13 +135,24 @@ async def answer_calls(api: Api, sessions: list[Session], web: dict[str, dict[st
         await asyncio.sleep(0.05)
 
 
+async def queued_sessions(api: Api, count: int) -> tuple[list[Session], dict[str, dict[str, Any]]]:
+    """`count` sessions of one agent with the calculator, each with a client `web` that never lapses. One
+    run per input (`queue`), so every input must end in exactly one terminal event."""
+    agent = await api.agent(server_tools=["calculate"], message_concurrency="queue")
+    sessions = [await api.session(agent) for _ in range(count)]
+    return sessions, {s.id: await api.register(s, ttl=None) for s in sessions}
+
+
+def replace_one(processes: Processes, workers: list[Any], rng: random.Random, name: str) -> None:
+    """SIGKILL a random worker of `workers` and start a fresh one, `name`, in its place."""
+    kill(processes, workers.pop(rng.randrange(len(workers))))
+    workers.append(processes.worker(name=name))
+
+
 async def test_workers_killed_at_random_moments_lose_nothing(cluster: Cluster) -> None:
     processes, api = cluster.processes, cluster.api
     workers = [processes.worker(name=f"w{i}") for i in range(2)]
-    # One run per input (`queue`), so every input must end in exactly one terminal event.
-    agent = await api.agent(server_tools=["calculate"], message_concurrency="queue")
-    sessions = [await api.session(agent) for _ in range(6)]
-    web = {s.id: await api.register(s, ttl=None) for s in sessions}
+    sessions, web = await queued_sessions(api, 6)
     stop = asyncio.Event()
     answering = asyncio.create_task(answer_calls(api, sessions, web, stop))
     rng = random.Random(7)
@@ -155,9 +165,7 @@ async def test_workers_killed_at_random_moments_lose_nothing(cluster: Cluster) -
                 runs += 1
             # Kill a worker at a random moment while the runs are under way, and start a fresh one.
             await asyncio.sleep(rng.uniform(0.1, 0.8))
-            victim = workers.pop(rng.randrange(len(workers)))
-            kill(processes, victim)
-            workers.append(processes.worker(name=f"w{round_}-new"))
+            replace_one(processes, workers, rng, f"w{round_}-new")
         for session in sessions:
             await api.wait_for(session, lambda es: sum(e["type"] in ENDS for e in es) >= 4, timeout=60)
     finally:
@@ -176,19 +184,15 @@ async def kill_workers_until(processes: Processes, workers: list[Any], done: asy
     killed = 0
     while not done.is_set():
         await asyncio.sleep(rng.uniform(0.5, 2.0))
-        victim = workers.pop(rng.randrange(len(workers)))
-        kill(processes, victim)
         killed += 1
-        workers.append(processes.worker(name=f"soak-{killed}"))
+        replace_one(processes, workers, rng, f"soak-{killed}")
     return killed
 
 
 async def test_hundreds_of_runs_under_continuous_worker_kills_each_end_once(cluster: Cluster) -> None:
     processes, api = cluster.processes, cluster.api
     workers = [processes.worker(name=f"w{i}") for i in range(2)]
-    agent = await api.agent(server_tools=["calculate"], message_concurrency="queue")
-    sessions = [await api.session(agent) for _ in range(10)]
-    web = {s.id: await api.register(s, ttl=None) for s in sessions}
+    sessions, web = await queued_sessions(api, 10)
     per_session = 20
     text = '/call client__web__highlight_row {"row_id": "1"}\n/call client__web__highlight_row {"row_id": "2"}'
     text += '\n/call calculate {"expression": "6*7"}'

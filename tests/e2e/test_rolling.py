@@ -18,7 +18,8 @@ import pytest
 
 from broker.embedded import free_port
 from switchboard.processes import Processes, server_env
-from tests.e2e.served import ENDS, check_every_run_ended_once, scripted_session
+from tests.api_client import ENDS, check_every_run_ended_once
+from tests.e2e.served import scripted_session
 from tests.helpers import HIGHLIGHT
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
