@@ -60,8 +60,11 @@ the text `deleted` when the session is deleted. `sb:hub` is subscribed by every 
 published on.
 
 Owned by arq: `arq:job:<job id>`, `arq:result:<job id>`, `arq:in-progress:<job id>`, `arq:retry:<job id>`,
-`arq:abort`. Only `enqueue_job.lua` writes one of them besides arq: `arq:job:<job id>`, exactly as arq's
-`enqueue_job` does (arq is pinned). Job ids start with the prefix (`sb:step:<run>:<step>:<attempt>`,
+`arq:abort`. Besides arq, `enqueue_job.lua` writes `arq:job:<job id>`, exactly as arq's `enqueue_job` does
+(arq is pinned), and `renew_step.lua` / `renew_call.lua` extend `arq:in-progress:<job id>`, arq's claim on
+a job it took: the worker sets the claim to a lease (not arq's job timeout), and renews it with the
+step's or the call's lease, so a job taken by a worker that died before beginning it is taken again
+after one lease. Job ids start with the prefix (`sb:step:<run>:<step>:<attempt>`,
 `sb:tool:<sid>:<call>`).
 """
 
@@ -69,7 +72,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arq.constants import job_key_prefix, result_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 
 # The consumer group on a registration's call stream; each pool member is a consumer of it.
 POOL_GROUP = "pool"
@@ -255,6 +258,10 @@ class KeySpace:
     @staticmethod
     def arq_result(job_id: str) -> str:
         return result_key_prefix + job_id
+
+    @staticmethod
+    def arq_claim(job_id: str) -> str:
+        return in_progress_key_prefix + job_id
 
     def step_job_id(self, run_id: str, step: int, attempt: int) -> str:
         return f"{self.prefix}:step:{run_id}:{step}:{attempt}"

@@ -194,8 +194,9 @@ class Runs:
     async def renew(self, session_id: str, run_id: str, step: int, attempt: int) -> bool:
         """Extend the step's lease; False when it is no longer this worker's."""
         keys, args = self._run(session_id, run_id)
+        claim = self._core.keys.arq_claim(self._core.keys.step_job_id(run_id, step, attempt))
         lease = self._core.settings.step_lease_ms
-        renewed, _ = await self._core.scripts.run("renew_step", keys, [*args, step, attempt, lease])
+        renewed, _ = await self._core.scripts.run("renew_step", [*keys, claim], [*args, step, attempt, lease])
         return bool(int(renewed))
 
     async def cancel_requested(self, session_id: str, run_id: str) -> bool:

@@ -36,8 +36,9 @@ class ServerCalls:
 
     async def renew(self, session_id: str, call_id: str) -> bool:
         keys, args = self._layout(session_id, call_id)
+        claim = self._core.keys.arq_claim(self._core.keys.tool_job_id(session_id, call_id))
         lease = self._core.settings.server_call_lease_ms
-        (renewed,) = await self._core.scripts.run("renew_call", keys, [*args, lease])
+        (renewed,) = await self._core.scripts.run("renew_call", [*keys, claim], [*args, lease])
         return bool(int(renewed))
 
     async def result(self, session_id: str, call_id: str, text: str, *, is_error: bool) -> list[str]:

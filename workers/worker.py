@@ -37,8 +37,15 @@ class _WakingWorker(Worker):
     trip of the result that owed it while an idle worker still polls (jobs arq itself re-queues, such as
     retries, are found that way). `_poll_iteration` is arq's own; arq is pinned to the version read."""
 
-    def __init__(self, *, work: Work, idle_poll_s: float, **options: Any) -> None:
+    def __init__(self, *, work: Work, idle_poll_s: float, claim_s: float, **options: Any) -> None:
         super().__init__(poll_delay=0, **options)
+        # arq holds a job it took for its job timeout + 10 s (130 s by default) and does not renew that
+        # claim: a worker that died between taking a job and beginning its step or server call would hold
+        # the job that long. Here the claim is a lease, renewed by the step's or the call's own renewals
+        # (renew_step.lua, renew_call.lua), so such a job is taken again after one lease. A claim that
+        # lapses under a live worker costs one duplicate take, which begin_step / begin_server_call
+        # refuse ('stale').
+        self.in_progress_timeout_s = claim_s
         self._work = work
         self._idle_poll_s = idle_poll_s
         # Set by a stop signal: arq stops by cancelling its own loop, so the cancellation is the way out,
@@ -120,6 +127,7 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
     worker = _WakingWorker(
         work=broker.work,
         idle_poll_s=settings.worker_poll_delay_s,
+        claim_s=max(settings.step_lease_s, settings.server_call_lease_s),
         functions=[
             func(run_step, name=RUN_STEP_JOB, max_tries=MAX_TRIES),
             func(run_tool, name=RUN_TOOL_JOB, max_tries=MAX_TRIES),
