@@ -4,7 +4,8 @@ lease, not after arq's job timeout: arq's claim on a job is a lease like the ste
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -40,24 +41,27 @@ class FirstCallHangs:
         return bound
 
 
-@pytest.fixture
-async def hung_step(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FirstCallHangs]:
-    hang = FirstCallHangs(Runs.begin)
-    monkeypatch.setattr(Runs, "begin", hang)
+@contextlib.contextmanager
+def first_call_hangs(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> Iterator[FirstCallHangs]:
+    hang = FirstCallHangs(getattr(owner, name))
+    monkeypatch.setattr(owner, name, hang)
     try:
         yield hang
     finally:
+        # A worker waiting in the hang would hold the test's teardown (the drain waits for its jobs).
         hang.released.set()
 
 
 @pytest.fixture
-async def hung_tool(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FirstCallHangs]:
-    hang = FirstCallHangs(ServerCalls.begin)
-    monkeypatch.setattr(ServerCalls, "begin", hang)
-    try:
+def hung_step(monkeypatch: pytest.MonkeyPatch) -> Iterator[FirstCallHangs]:
+    with first_call_hangs(monkeypatch, Runs, "begin") as hang:
         yield hang
-    finally:
-        hang.released.set()
+
+
+@pytest.fixture
+def hung_tool(monkeypatch: pytest.MonkeyPatch) -> Iterator[FirstCallHangs]:
+    with first_call_hangs(monkeypatch, ServerCalls, "begin") as hang:
+        yield hang
 
 
 async def test_a_step_job_taken_and_never_begun_is_taken_again(api: Api, hung_step: FirstCallHangs) -> None:
