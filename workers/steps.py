@@ -122,21 +122,23 @@ class StepRunner:
         started_at_us = time.time_ns() // 1000
         failure = ""
         try:
-            model, config = await self._models.for_session(session_id)
+            config: RunConfig | None = await self._models.config_for(session_id)
         except ModelError as error:
-            model, config, failure = None, None, str(error)
+            config, failure = None, str(error)
         limit = config.max_steps if config is not None else broker.settings.max_steps
+        # Begin before the model is resolved: a provider SDK's first import takes seconds, and under the
+        # step's lease (renewed by _Hold) a slow import is not mistaken for a worker that died.
         outcome, owed = await broker.runs.begin(session_id, run_id, step, attempt, limit)
         await broker.work.perform(owed)
         if outcome != "run":
             return
-        if model is None or config is None:
+        if config is None:
             await self._end(session_id, run_id, step, attempt, "run_failed", failure)
             return
         deltas = DeltaStream(broker, session_id, run_id, step)
         try:
             turn, catalog = await _Hold(broker, session_id, run_id, step, attempt).run(
-                self._call(session_id, model, config, deltas)
+                self._call(session_id, config, deltas)
             )
         except StepCancelled:
             await self._end(session_id, run_id, step, attempt, "run_cancelled")
@@ -153,7 +155,8 @@ class StepRunner:
         committed = await self._commit(session_id, run_id, step, attempt, turn, catalog, config, timing)
         await broker.work.perform(committed.owed)
 
-    async def _call(self, session_id: str, model: Any, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Catalog]:
+    async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Catalog]:
+        model = await self._models.model_for(session_id)
         catalog = Catalog.build(await self._broker.runs.offered(session_id), self._registry, config)
         transcript = await self._transcripts.read(session_id)
         request = ModelRequest(config, transcript, catalog.tools)

@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 
 from broker import Settings
-from tests.api_client import Api, Event, Session, of_type, run_over
+from tests.api_client import ENDS, Api, Event, Session, of_type, run_over
 from tests.fakes import (
     FakeProvider,
     Reply,
@@ -61,7 +61,8 @@ async def test_anthropic_streams_text_keeps_thinking_and_gets_the_agents_setting
                 delta = frame.event
                 assert delta["type"] == "message_delta"
                 deltas.append(delta["delta"])
-            elif frame.data and frame.event["type"] == "run_completed":
+            elif frame.data and frame.event["type"] in ENDS:
+                assert frame.event["type"] == "run_completed", frame.event
                 break
     assert "".join(deltas) == "Hello there friend"
     events = await api.events(session)

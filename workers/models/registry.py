@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import sys
 from collections.abc import Callable
 
 from broker import Broker
@@ -28,14 +27,6 @@ _MODEL_CLASSES = {
 ModelClass = Callable[[str, str, float], Model]
 
 
-async def _model_class(provider_format: str) -> ModelClass:
-    """The model class serving `provider_format` (any other format speaks OpenAI's)."""
-    name, attribute = _MODEL_CLASSES.get(provider_format, _MODEL_CLASSES["openai"])
-    module = sys.modules.get(name) or await asyncio.to_thread(importlib.import_module, name)
-    model: ModelClass = getattr(module, attribute)
-    return model
-
-
 class ModelRegistry:
     """Resolves a session to its model and config; versions never change, so both are cached."""
 
@@ -44,6 +35,7 @@ class ModelRegistry:
         self._scripted = ScriptedModel()
         self._versions: dict[str, tuple[str, RunConfig]] = {}
         self._clients: dict[str, Model] = {}
+        self._classes: dict[str, ModelClass] = {}
 
     async def aclose(self) -> None:
         """Close the provider clients (their connection pools)."""
@@ -51,15 +43,22 @@ class ModelRegistry:
         for client in clients:
             await client.aclose()
 
-    async def for_session(self, session_id: str) -> tuple[Model, RunConfig]:
-        provider_id, config = await self._version_of(session_id)
+    async def config_for(self, session_id: str) -> RunConfig:
+        """The run config of the session's agent version; ModelError when that version is gone."""
+        _, config = await self._version_of(session_id)
+        return config
+
+    async def model_for(self, session_id: str) -> Model:
+        """The session's model: the scripted one, or a client of its provider (whose SDK is imported on
+        first use); ModelError when the provider was deleted."""
+        provider_id, _ = await self._version_of(session_id)
         if provider_id == SCRIPTED_PROVIDER_ID:
-            return self._scripted, config
+            return self._scripted
         try:
             provider = await self._broker.providers.get(provider_id)
         except NotFound:
             raise ModelError(f"model provider {provider_id} was deleted") from None
-        return self._client(provider, await _model_class(provider.format)), config
+        return self._client(provider, await self._model_class(provider.format))
 
     async def _version_of(self, session_id: str) -> tuple[str, RunConfig]:
         if session_id not in self._versions:
@@ -71,6 +70,16 @@ class ModelRegistry:
             config = RunConfig.of(version.config, self._broker.settings.max_steps)
             self._versions[session_id] = (version.model_provider_id, config)
         return self._versions[session_id]
+
+    async def _model_class(self, provider_format: str) -> ModelClass:
+        """The model class serving `provider_format` (any other format speaks OpenAI's)."""
+        name, attribute = _MODEL_CLASSES.get(provider_format, _MODEL_CLASSES["openai"])
+        if name not in self._classes:
+            # import_module, not a look in sys.modules: while another step's thread imports the module it
+            # is there half-initialized; import_module waits on the module's import lock instead.
+            module = await asyncio.to_thread(importlib.import_module, name)
+            self._classes[name] = getattr(module, attribute)
+        return self._classes[name]
 
     def _client(self, provider: Provider, model: ModelClass) -> Model:
         settings = self._broker.settings

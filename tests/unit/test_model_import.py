@@ -1,0 +1,36 @@
+"""A provider SDK is imported in a thread on first use; a second step asking meanwhile waits for the
+whole import rather than reading the half-initialized module."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from broker import Broker
+from workers.models import registry
+from workers.models.registry import ModelRegistry
+
+
+async def test_a_use_during_the_first_import_gets_the_class_once_it_is_defined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"slow_sdk_{secrets.token_hex(4)}"
+    # The class is defined only after a pause, as in a large SDK whose import takes seconds.
+    (tmp_path / f"{name}.py").write_text("import time\n\ntime.sleep(0.4)\n\n\nclass Model:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry._MODEL_CLASSES, "slow", (name, "Model"))
+    models = ModelRegistry(cast(Broker, None))
+    try:
+        first = asyncio.create_task(models._model_class("slow"))
+        while name not in sys.modules:
+            await asyncio.sleep(0.01)
+        second = await models._model_class("slow")
+        assert second is await first
+        assert second.__name__ == "Model"
+    finally:
+        sys.modules.pop(name, None)
