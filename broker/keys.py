@@ -44,8 +44,8 @@ slots.
 | `sb:steps`                            | zset   | none                     | `<sid>` by its running step's lease    |
 | `sb:dequeue`                          | zset   | none                     | `<sid>` by its debounce timer          |
 | `sb:purge`                            | zset   | none                     | deleted session ids left to purge      |
-| `sb:stats`                            | hash   | none                     | deployment figures: every script gets  |
-|                                       |        |                          | it as its last key (lib/core.lua)      |
+| `sb:stats`                            | hash   | none                     | deployment figures: the last key of    |
+|                                       |        |                          | every script including lib/core.lua    |
 | `sb:arq:queue`                        | zset   | none                     | arq's queue (arq writes it)            |
 | `sb:arq:health:<host>`                | string | health interval + 1 s    | arq's health check of a host's worker  |
 | `sb:arq:wake`                         | list   | none (capped length)     | a token per enqueued job; idle workers |

@@ -56,8 +56,17 @@ def _read(name: str) -> str:
     return resources.files("broker").joinpath("lua", name).read_text(encoding="utf-8")
 
 
+# The library that counts into the deployment's figures: a script that includes it gets their key last.
+_COUNTING_LIBRARY = "lib/core.lua"
+
+
 def source(name: str) -> str:
     """A script's text with every `--!include lib/x.lua` line replaced by that library, once each."""
+    return _expand(name)[0]
+
+
+def _expand(name: str) -> tuple[str, set[str]]:
+    """A script's text with its includes expanded, and the libraries it includes."""
     seen: set[str] = set()
 
     def expand(match: re.Match[str]) -> str:
@@ -67,7 +76,7 @@ def source(name: str) -> str:
         seen.add(path)
         return _INCLUDE.sub(expand, _read(path))
 
-    return _INCLUDE.sub(expand, _read(f"{name}.lua"))
+    return _INCLUDE.sub(expand, _read(f"{name}.lua")), seen
 
 
 def _text(value: Any) -> Any:
@@ -82,15 +91,19 @@ def _text(value: Any) -> Any:
 class Scripts:
     """Every script registered on one client; `run` translates Redis errors and script refusals.
 
-    Every script is handed `stats` (the deployment's figures, lib/core.lua) as its last key."""
+    Every script that includes lib/core.lua is handed `stats` (the deployment's figures) as its last key."""
 
     redis: Redis
     stats: str
     _scripts: dict[str, AsyncScript] = field(default_factory=dict)
+    _counting: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for name in SCRIPT_NAMES:
-            self._scripts[name] = self.redis.register_script(source(name))
+            text, libraries = _expand(name)
+            self._scripts[name] = self.redis.register_script(text)
+            if _COUNTING_LIBRARY in libraries:
+                self._counting.add(name)
 
     async def load(self) -> None:
         """SCRIPT LOAD every script, so a broken one fails readiness rather than its first request."""
@@ -106,7 +119,8 @@ class Scripts:
     async def raw(self, name: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         """Run a script and return its reply as text, without interpreting it."""
         script = self._scripts[name]
-        keys = [*keys, self.stats]
+        if name in self._counting:
+            keys = [*keys, self.stats]
         with translate_redis_errors():
             try:
                 reply = await self._evalsha(script.sha, keys, args)

@@ -23,7 +23,7 @@ from broker.aio import aw
 from broker.errors import translate_redis_errors
 from broker.keys import KeySpace
 
-# The buckets lib/core.lua counts in (ms), in order.
+# The buckets lib/core.lua counts in (ms), in order (tests/unit/test_layout.py holds the two equal).
 MS_BUCKETS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000)
 FAIL_REASONS = ("client_gone", "ack_timeout", "result_timeout", "run_gone")
 RUN_OUTCOMES = ("run_completed", "run_failed", "run_cancelled")

@@ -1,15 +1,15 @@
 -- How long until the earliest member of the timer indexes is due, by Redis's clock (the one the scores
 -- were written with), so a sweeper can sleep exactly that long rather than a whole interval.
 --
--- KEYS[1..n-1] timer indexes (zsets scored by due time, ms)  KEYS[n] the stats hash (unused)
+-- KEYS[1..n] timer indexes (zsets scored by due time, ms)
 -- ARGV none
 -- Returns ms until the earliest score (0 when one is already due), or -1 when every index is empty.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local earliest = nil
-for i = 1, #KEYS - 1 do
-  local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+for _, index in ipairs(KEYS) do
+  local first = redis.call('ZRANGE', index, 0, 0, 'WITHSCORES')
   if first[2] then
     local due = tonumber(first[2])
     if earliest == nil or due < earliest then earliest = due end

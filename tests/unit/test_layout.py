@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.scripts import SCRIPT_NAMES, source
+from broker.telemetry import MS_BUCKETS
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = ROOT / "broker" / "lua"
@@ -58,3 +59,9 @@ def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
 def test_no_pickle_anywhere() -> None:
     for package in ("api", "workers", "broker", "switchboard", "delegate"):
         assert "pickle" not in imports(package)
+
+
+def test_the_figures_read_the_latency_buckets_the_scripts_count_in() -> None:
+    counted = re.search(r"^local SB_MS_BUCKETS = \{([^}]*)\}", (LUA / "lib" / "core.lua").read_text(), re.MULTILINE)
+    assert counted is not None
+    assert tuple(int(bound) for bound in counted.group(1).split(",")) == MS_BUCKETS

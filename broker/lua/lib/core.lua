@@ -3,11 +3,11 @@
 -- Every script builds a context table `S` from its KEYS and ARGV and passes it to these functions, so a
 -- library never names a key itself. Fields a function reads are listed in its comment.
 
--- The deployment's figures (hash), read by GET /metrics/cluster: the last KEYS entry of every script,
--- appended by broker/scripts.py, so a library may count without its script naming the key. Counters only
--- grow; `clients_active` and `runs_active` are gauges that move both ways. Latencies are histograms:
--- `<name>:le:<bucket ms>` counts observations in that bucket alone (the reader makes them cumulative)
--- and `<name>:sum_ms` their sum.
+-- The deployment's figures (hash), read by GET /metrics/cluster: the last KEYS entry of every script
+-- that includes this library, appended by broker/scripts.py, so a library may count without its script
+-- naming the key. Counters only grow; `clients_active` and `runs_active` are gauges that move both ways.
+-- Latencies are histograms: `<name>:le:<bucket ms>` counts observations in that bucket alone (the reader,
+-- broker/telemetry.py, makes them cumulative over the same SB_MS_BUCKETS) and `<name>:sum_ms` their sum.
 local SB_STATS = KEYS[#KEYS]
 local SB_MS_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000}
 
