@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,14 +103,8 @@ class Api:
             return await client.post(path, json=body) if body else await client.post(path)
 
     async def events(self, session: Session) -> list[Event]:
-        items: list[Event] = []
-        params: dict[str, Any] = {"order": "asc", "limit": 200}
-        while True:
-            page = (await self.key.get(f"/v1/sessions/{session.id}/events", params=params)).json()
-            items += page["items"]
-            if page["next_cursor"] is None:
-                return items
-            params["after_seq"] = page["next_cursor"]
+        path = f"/v1/sessions/{session.id}/events"
+        return await whole_log(lambda params: self.key.get(path, params=params))
 
     async def wait_for(self, session: Session, done: Callable[[list[Event]], bool], timeout: float = 5) -> list[Event]:
         """Poll the log until `done` holds; the log at that moment."""
@@ -123,6 +117,20 @@ class Api:
             if loop.time() > until:
                 raise AssertionError(f"timed out; log: {[e['type'] for e in events]}")
             await asyncio.sleep(0.02)
+
+
+async def whole_log(get_page: Callable[[dict[str, Any]], Awaitable[httpx.Response]]) -> list[Event]:
+    """A session's whole event log, oldest first, a page at a time: `get_page(params)` GETs its events."""
+    items: list[Event] = []
+    params: dict[str, Any] = {"order": "asc", "limit": 200}
+    while True:
+        response = await get_page(params)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        items += page["items"]
+        if page["next_cursor"] is None:
+            return items
+        params["after_seq"] = page["next_cursor"]
 
 
 def types(events: list[Event]) -> list[str]:

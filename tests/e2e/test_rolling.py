@@ -18,7 +18,7 @@ import pytest
 
 from broker.embedded import free_port
 from switchboard.processes import Processes, server_env
-from tests.api_client import ENDS, check_every_run_ended_once
+from tests.api_client import ENDS, check_every_run_ended_once, whole_log
 from tests.e2e.served import scripted_session
 from tests.helpers import HIGHLIGHT
 
@@ -236,20 +236,10 @@ async def test_sigterm_to_each_replica_in_turn_under_load_fails_no_request_and_l
 
 async def wait_for_runs(balancer: Balancer, tab: Tab, runs: int) -> list[dict[str, Any]]:
     """The session's whole log once `runs` runs have ended (60 s at most)."""
+    path = f"/v1/sessions/{tab.session_id}/events"
     async with asyncio.timeout(60):
         while True:
-            events: list[dict[str, Any]] = []
-            params: dict[str, Any] = {"order": "asc", "limit": 200}
-            while True:
-                page = await balancer.request(
-                    "GET", f"/v1/sessions/{tab.session_id}/events", params=params, headers=tab.headers()
-                )
-                body = page.json()
-                assert page.status_code == 200, page.text
-                events += body["items"]
-                if body["next_cursor"] is None:
-                    break
-                params["after_seq"] = body["next_cursor"]
+            events = await whole_log(lambda params: balancer.request("GET", path, params=params, headers=tab.headers()))
             if sum(e["type"] in ENDS for e in events) >= runs:
                 return events
             await asyncio.sleep(0.2)

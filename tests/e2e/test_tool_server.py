@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 import httpx
 import pytest
 
+from tests.api_client import whole_log
 from tests.e2e.served import Served, api_and_worker, scripted_session
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
@@ -66,15 +67,8 @@ def served(redis_url: str, tmp_path: Path) -> Iterator[Served]:
 
 
 async def _log(url: str, sid: str, token: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    params: dict[str, Any] = {"order": "asc", "limit": 100}
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
-        while True:
-            page = (await http.get(f"/v1/sessions/{sid}/events", params=params)).json()
-            items += page["items"]
-            if page["next_cursor"] is None:
-                return items
-            params["after_seq"] = page["next_cursor"]
+        return await whole_log(lambda params: http.get(f"/v1/sessions/{sid}/events", params=params))
 
 
 def tools_serve(

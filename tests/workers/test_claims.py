@@ -4,7 +4,6 @@ lease, not after arq's job timeout: arq's claim on a job is a lease like the ste
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from broker.runs import Runs
 from broker.server_calls import ServerCalls
 from broker.settings import Settings
-from tests.api_client import Api, of_type, run_over, types
+from tests.api_client import Api, Event, Session, of_type, run_over, types
 
 
 @pytest.fixture
@@ -23,56 +22,62 @@ def settings(settings: Settings) -> Settings:
 
 
 class FirstCallHangs:
-    """Wraps an async method so that its first call waits until `release`, as a worker that took a job
+    """Wraps an async method so that its first call waits until `released`, as a worker that took a job
     and then stopped would; later calls pass straight through."""
 
     def __init__(self, method: Callable[..., Awaitable[Any]]) -> None:
         self._method = method
         self.released = asyncio.Event()
+        self.first_returned = asyncio.Event()
         self.calls = 0
 
     def __get__(self, instance: object, owner: type) -> Callable[..., Awaitable[Any]]:
         async def bound(*args: Any, **kwargs: Any) -> Any:
             self.calls += 1
-            if self.calls == 1:
-                await self.released.wait()
-            return await self._method(instance, *args, **kwargs)
+            if self.calls > 1:
+                return await self._method(instance, *args, **kwargs)
+            await self.released.wait()
+            try:
+                return await self._method(instance, *args, **kwargs)
+            finally:
+                self.first_returned.set()
 
         return bound
 
 
-@contextlib.contextmanager
-def first_call_hangs(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> Iterator[FirstCallHangs]:
-    hang = FirstCallHangs(getattr(owner, name))
-    monkeypatch.setattr(owner, name, hang)
-    try:
-        yield hang
-    finally:
-        # A worker waiting in the hang would hold the test's teardown (the drain waits for its jobs).
+@pytest.fixture
+def hang_first(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[type, str], FirstCallHangs]]:
+    """`hang_first(cls, name)`: the first call of `cls.name` hangs until released (at the latest when the
+    test ends: a worker waiting in it would hold the teardown, whose drain waits for its jobs)."""
+    hangs: list[FirstCallHangs] = []
+
+    def patch(owner: type, name: str) -> FirstCallHangs:
+        hangs.append(FirstCallHangs(getattr(owner, name)))
+        monkeypatch.setattr(owner, name, hangs[-1])
+        return hangs[-1]
+
+    yield patch
+    for hang in hangs:
         hang.released.set()
 
 
-@pytest.fixture
-def hung_step(monkeypatch: pytest.MonkeyPatch) -> Iterator[FirstCallHangs]:
-    with first_call_hangs(monkeypatch, Runs, "begin") as hang:
-        yield hang
+async def run_past_a_hung_take(api: Api, session: Session, text: str, hang: FirstCallHangs) -> list[Event]:
+    """Send `text` and wait for its run to end while the first take of its job hangs; then let that first
+    taker go on, late, and return the log once it is done."""
+    await api.send(session, text)
+    await api.wait_for(session, run_over, timeout=8)
+    assert hang.calls >= 2
+    hang.released.set()
+    await asyncio.wait_for(hang.first_returned.wait(), 5)
+    return await api.events(session)
 
 
-@pytest.fixture
-def hung_tool(monkeypatch: pytest.MonkeyPatch) -> Iterator[FirstCallHangs]:
-    with first_call_hangs(monkeypatch, ServerCalls, "begin") as hang:
-        yield hang
-
-
-async def test_a_step_job_taken_and_never_begun_is_taken_again(api: Api, hung_step: FirstCallHangs) -> None:
+async def test_a_step_job_taken_and_never_begun_is_taken_again(
+    api: Api, hang_first: Callable[[type, str], FirstCallHangs]
+) -> None:
     session = await api.session()
-    await api.send(session, "hello")
-    events = await api.wait_for(session, run_over, timeout=8)
-    assert hung_step.calls >= 2
-    # The first taker wakes up late: the step is no longer its to begin, so it changes nothing.
-    hung_step.released.set()
-    await asyncio.sleep(0.3)
-    events = await api.events(session)
+    events = await run_past_a_hung_take(api, session, "hello", hang_first(Runs, "begin"))
+    # The late taker found the step no longer its to begin: it changed nothing.
     assert types(events).count("run_started") == 1
     assert types(events).count("run_completed") == 1
     assert [m["message"]["content"][0]["data"]["text"] for m in of_type(events, "message_assistant")] == [
@@ -80,15 +85,12 @@ async def test_a_step_job_taken_and_never_begun_is_taken_again(api: Api, hung_st
     ]
 
 
-async def test_a_server_tool_job_taken_and_never_begun_is_taken_again(api: Api, hung_tool: FirstCallHangs) -> None:
-    agent = await api.agent(server_tools=["calculate"])
-    session = await api.session(agent)
-    await api.send(session, '/call calculate {"expression": "6*7"}')
-    events = await api.wait_for(session, run_over, timeout=8)
-    assert hung_tool.calls >= 2
-    hung_tool.released.set()
-    await asyncio.sleep(0.3)
-    events = await api.events(session)
+async def test_a_server_tool_job_taken_and_never_begun_is_taken_again(
+    api: Api, hang_first: Callable[[type, str], FirstCallHangs]
+) -> None:
+    session = await api.session(await api.agent(server_tools=["calculate"]))
+    text = '/call calculate {"expression": "6*7"}'
+    events = await run_past_a_hung_take(api, session, text, hang_first(ServerCalls, "begin"))
     results = of_type(events, "tool_result")
     assert len(results) == 1
     assert results[0]["is_error"] is False
