@@ -1,5 +1,5 @@
 """The hot routes (ping, ack, result) over a plain `HotRequest`, so the FastAPI routes and the fast lane
-(`api.fastlane`) run the same code: caller, receipt, one script, the work it owes, the metrics."""
+(`api.fastlane`) run the same code: caller, receipt, one script, the metrics."""
 
 from __future__ import annotations
 
@@ -53,18 +53,10 @@ def _receipt(state: AppState, request: HotRequest, session_id: str, identity: st
     return Receipt(slot, fingerprint(request.method, request.path, request.body), ttl_ms)
 
 
-async def _done(state: AppState, reply: HttpReply) -> HttpReply:
-    # The work is in the work index already; performing it before answering means that once a result
-    # is answered, the step it owed is queued.
-    await state.broker.work.perform(reply.owed)
-    return reply
-
-
 async def ping(state: AppState, request: HotRequest, session_id: str, client_id: str) -> HttpReply:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
     receipt = _receipt(state, request, canonical, who.identity, PING_RECEIPT_MS)
-    reply = await state.broker.clients.ping(canonical, canonical_id(client_id, "client"), who.caller, receipt)
-    return await _done(state, reply)
+    return await state.broker.clients.ping(canonical, canonical_id(client_id, "client"), who.caller, receipt)
 
 
 def pool_member(headers: Mapping[str, str]) -> str:
@@ -82,7 +74,7 @@ async def ack(state: AppState, request: HotRequest, session_id: str, client_id: 
     cid = canonical_id(client_id, "client")
     reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt, member)
     state.metrics.calls.labels("acked").inc()
-    return await _done(state, reply)
+    return reply
 
 
 async def answer(
@@ -100,4 +92,4 @@ async def answer(
         receipt=receipt,
     )
     state.metrics.calls.labels("answered").inc()
-    return await _done(state, reply)
+    return reply

@@ -9,10 +9,19 @@ import sys
 import time
 from typing import Any
 
+import orjson
 from arq.connections import RedisSettings
 from arq.worker import Worker
 
-from broker.codec import job_deserializer, job_serializer
+
+def job_serializer(value: dict[str, Any]) -> bytes:
+    """arq's job and result encoder as JSON (no pickle anywhere); a value JSON cannot hold is its repr."""
+    return orjson.dumps(value, default=repr)
+
+
+def job_deserializer(data: bytes) -> dict[str, Any]:
+    decoded: dict[str, Any] = orjson.loads(data)
+    return decoded
 
 
 async def echo(ctx: dict[str, Any], value: str) -> str:

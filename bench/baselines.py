@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.asyncio import Redis
 
-from broker.codec import job_deserializer, job_serializer
+from bench.arq_echo import job_deserializer, job_serializer
 
 
 async def xadd_xreadgroup(url: str, count: int) -> list[float]:

@@ -17,7 +17,6 @@ _ATTEMPTS = 3
 @dataclass(frozen=True, slots=True)
 class Resolved:
     event: str
-    owed: list[str]
 
 
 class Approvals:
@@ -52,7 +51,8 @@ class Approvals:
                     client_id,
                 ],
                 refusals,
+                partition=s.partition,
             )
             if reply[0] != "retry":
-                return Resolved(reply[0], list(reply[1]))
+                return Resolved(reply[0])
         raise BrokerUnavailable(f"call {call_id} kept changing while it was decided")

@@ -8,6 +8,7 @@ from broker.clients import Clients
 from broker.core import Core
 from broker.credentials import Credentials
 from broker.idempotency import Idempotency
+from broker.keepers import Keepers
 from broker.log import EventLog
 from broker.pools import Pools
 from broker.providers import Providers
@@ -37,6 +38,7 @@ class Broker:
         self.approvals = Approvals(core)
         self.server_calls = ServerCalls(core)
         self.pools = Pools(core)
+        self.keepers = Keepers(core)
 
     @classmethod
     async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Broker:

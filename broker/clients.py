@@ -55,11 +55,10 @@ class Caller:
 
 @dataclass(frozen=True, slots=True)
 class HttpReply:
-    """A hot route's answer as the script built it: the HTTP status, the exact body, the work owed."""
+    """A hot route's answer as the script built it: the HTTP status and the exact body."""
 
     status: int
     body: str
-    owed: list[str]
 
     def raise_for_status(self) -> HttpReply:
         if self.status >= 400:
@@ -92,7 +91,7 @@ class Clients:
         tools_json, tool_names = _tools(tools)
         assigned, expires = await self._core.scripts.run(
             "register_client",
-            [s.meta, s.events, s.names, s.clients, s.client(client_id), s.lease(client_id), keys.leases],
+            [s.meta, s.events, s.names, s.clients, s.client(client_id)],
             [
                 s.live,
                 session_id,
@@ -106,6 +105,7 @@ class Clients:
                 MAX_NAME_LENGTH,
             ],
             _refusals(session_id, client_id),
+            partition=s.partition,
         )
         return Registered(client_id, assigned, None if int(expires) < 0 else int(expires))
 
@@ -150,26 +150,27 @@ class Clients:
     async def ping(
         self, session_id: str, client_id: str, caller: Caller = Caller(), receipt: Receipt | None = None
     ) -> HttpReply:
-        """Extend the lease (200 and the new expiry); a client found lapsed is ended here (404), and the
-        work that owes comes back for the caller to perform."""
+        """Extend the lease (200 and the new expiry); a client found lapsed is ended here (404)."""
         keys = self._core.keys
         extra_keys, extra_args = self._http(session_id, caller, receipt)
-        status, body, owed = await self._core.scripts.raw(
+        status, body = await self._core.scripts.raw(
             "ping_client",
             [*client_keys(keys, session_id, client_id), *extra_keys],
             [*client_args(keys, session_id, client_id), *extra_args],
+            keys.session(session_id).partition,
         )
-        return HttpReply(int(status), body, owed)
+        return HttpReply(int(status), body)
 
-    async def leave(self, session_id: str, client_id: str) -> list[str]:
-        """Leave; the work owed (the next step, when this failed the last owed call)."""
-        (owed,) = await self._core.scripts.run(
+    async def leave(self, session_id: str, client_id: str) -> None:
+        """Leave: the name is released and the calls it still owes fail with client_gone."""
+        keys = self._core.keys
+        await self._core.scripts.run(
             "leave_client",
-            client_keys(self._core.keys, session_id, client_id),
-            client_args(self._core.keys, session_id, client_id),
+            client_keys(keys, session_id, client_id),
+            client_args(keys, session_id, client_id),
             _refusals(session_id, client_id),
+            partition=keys.session(session_id).partition,
         )
-        return list(owed)
 
     async def update_tools(self, session_id: str, client_id: str, tools: list[dict[str, Any]]) -> str:
         s = self._core.keys.session(session_id)
@@ -195,7 +196,7 @@ class Clients:
         pool member acking (`Pools`); another member's ack of the call is 409."""
         keys = self._core.keys
         extra_keys, extra_args = self._http(session_id, caller, receipt)
-        status, body, owed = await self._core.scripts.raw(
+        status, body = await self._core.scripts.raw(
             "ack_call",
             [*call_keys(keys, session_id, call_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
             [
@@ -205,8 +206,9 @@ class Clients:
                 member,
                 POOL_GROUP,
             ],
+            keys.session(session_id).partition,
         )
-        return HttpReply(int(status), body, owed)
+        return HttpReply(int(status), body)
 
     async def answer(
         self,
@@ -219,10 +221,10 @@ class Clients:
         caller: Caller = Caller(),
         receipt: Receipt | None = None,
     ) -> HttpReply:
-        """Record the result: 204, and the work owed (the next step, when this was the step's last call)."""
+        """Record the result: 204 (and the next step owed, when this was the step's last call)."""
         keys = self._core.keys
         extra_keys, extra_args = self._http(session_id, caller, receipt)
-        status, body, owed = await self._core.scripts.raw(
+        status, body = await self._core.scripts.raw(
             "answer_call",
             [*call_keys(keys, session_id, call_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
             [
@@ -232,5 +234,6 @@ class Clients:
                 *extra_args,
                 POOL_GROUP,
             ],
+            keys.session(session_id).partition,
         )
-        return HttpReply(int(status), body, owed)
+        return HttpReply(int(status), body)

@@ -1,4 +1,4 @@
-"""JSON in and out of Redis, ids and timestamps; no pickle anywhere (arq gets these too)."""
+"""JSON in and out of Redis, ids and timestamps; no pickle anywhere."""
 
 from __future__ import annotations
 
@@ -29,16 +29,6 @@ def canonical_json(value: Any) -> bytes:
 
 def sha256_hex(data: str | bytes) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
-
-
-def job_serializer(value: dict[str, Any]) -> bytes:
-    """arq's job and result encoder: JSON, where a value JSON cannot hold becomes its repr."""
-    return orjson.dumps(value, default=repr)
-
-
-def job_deserializer(data: bytes) -> dict[str, Any]:
-    decoded: dict[str, Any] = orjson.loads(data)
-    return decoded
 
 
 def uuid7() -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arq.connections import ArqRedis
 from redis.asyncio import Redis
 
 from broker.client import create_redis
-from broker.codec import job_deserializer, job_serializer, uuid7
-from broker.errors import translate_redis_errors
+from broker.codec import uuid7
+from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.keys import KeySpace
+from broker.partitions import PARTITIONS
 from broker.scripts import Scripts
 from broker.settings import Settings
 
@@ -21,7 +21,6 @@ class Core:
 
     settings: Settings
     redis: Redis
-    arq: ArqRedis
     scripts: Scripts
     keys: KeySpace
     workspace_id: str
@@ -32,23 +31,23 @@ class Core:
         names the connections (`switchboard-api`, `switchboard-worker`) in Redis's CLIENT LIST."""
         redis = create_redis(url, name=role, max_connections=settings.redis_max_connections)
         keys = KeySpace(settings.key_prefix)
-        # arq's client shares the pool: enqueueing a job costs no connection of its own.
-        arq = ArqRedis(
-            connection_pool=redis.connection_pool,
-            job_serializer=job_serializer,
-            job_deserializer=job_deserializer,
-            default_queue_name=keys.queue,
-        )
-        scripts = Scripts(redis, keys.stats)
+        scripts = Scripts(redis)
         try:
             await scripts.load()
             with translate_redis_errors():
                 await redis.set(keys.workspace, uuid7(), nx=True)
+                await redis.set(keys.partition_count, PARTITIONS, nx=True)
                 workspace = await redis.get(keys.workspace)
+                partitions = int(await redis.get(keys.partition_count) or PARTITIONS)
+            if partitions != PARTITIONS:
+                raise BrokerUnavailable(
+                    f"this deployment's data is laid out in {partitions} partitions and this build uses "
+                    f"{PARTITIONS}; run the build the deployment was created with"
+                )
         except BaseException:
             await redis.aclose()
             raise
-        return cls(settings, redis, arq, scripts, keys, bytes(workspace).decode())
+        return cls(settings, redis, scripts, keys, bytes(workspace).decode())
 
     async def close(self) -> None:
         await self.redis.aclose()

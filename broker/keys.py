@@ -1,15 +1,21 @@
 """Every Redis key and channel name Switchboard uses, built in this one place.
 
-All names start with the deployment prefix (`sb` unless `SWITCHBOARD_KEY_PREFIX` says otherwise; never
-`arq`, which arq owns). Workspace keys carry the hash tag `{w}`; session keys carry the session id as a hash
-tag, `{<session id>}`, so all of one session's keys sit in one Cluster slot. Redis Cluster is not supported
-yet: the scripts that touch a session also touch the global timer indexes (`deadlines`, `leases`, `work`,
-`steps`), the figures (`stats`) and, at create and delete, the workspace indexes, and those live in other
-slots.
+All names start with the deployment prefix (`sb` unless `SWITCHBOARD_KEY_PREFIX` says otherwise). Every
+key carries a hash tag, and no script touches two tags, so every script runs on a Redis Cluster:
+
+- `{w}`: the workspace (keys, agents, versions, providers, the session list, the live workers);
+- `{T}`: a partition (`broker/partitions.py`: 1,024 of them, fixed for the life of a deployment, each tag
+  chosen to sit in slot 16 x its number, so any number of masters gets an even share). A session belongs
+  to the partition its id hashes to (CRC32 of the id, mod 1,024); all of its keys and the partition's own
+  indexes share the partition's tag, so one script can act on a session and its partition's timers,
+  work stream and figures together.
+
+Keys a session owns sit under `sb:{T}:s:<session id>:`.
 
 | key                                   | type   | TTL                      | owner / written by                     |
 | ------------------------------------- | ------ | ------------------------ | -------------------------------------- |
 | `sb:{w}:workspace`                    | string | none                     | API start: the workspace id (SET NX)   |
+| `sb:{w}:partitions`                   | string | none                     | first start: the partition count       |
 | `sb:{w}:apikeys`                      | zset   | none                     | key ids, lex-ordered (UUIDv7)          |
 | `sb:{w}:apikey:<id>`                  | hash   | none                     | one API key's record                   |
 | `sb:{w}:apikey-secret:<sha256>`       | string | none                     | secret hash -> key id (auth lookup)    |
@@ -20,73 +26,125 @@ slots.
 | `sb:{w}:version:<id>`                 | string | none                     | one published version (JSON)           |
 | `sb:{w}:providers`                    | zset   | none                     | BYOK model provider ids                |
 | `sb:{w}:provider:<id>`                | hash   | none                     | BYOK provider record (holds its key)   |
-| `sb:{w}:sessions`                     | zset   | none                     | session ids                            |
+| `sb:{w}:sessions`                     | zset   | none                     | session ids (written before the session|
+|                                       |        |                          | is, so a reader skips ids with no meta)|
 | `sb:{w}:idem:<digest>`                | string | idempotency TTL          | receipts of workspace routes           |
-| `sb:{S}:meta`                         | hash   | token TTL once deleted   | session record, event seq, tombstone   |
-| `sb:{S}:events`                       | stream | none                     | the event log, ids `<seq>-0`           |
-| `sb:{S}:tokens`                       | hash   | token TTL once deleted   | token hash -> {id, expires}            |
-| `sb:{S}:names`                        | hash   | none                     | active client name -> client id        |
-| `sb:{S}:clients`                      | set    | none                     | every client id ever (purge)           |
-| `sb:{S}:client:<cid>`                 | hash   | none                     | one registration                       |
-| `sb:{S}:client:<cid>:lease`           | string | the client's ttl         | lapses the registration when it expires|
-| `sb:{S}:client:<cid>:calls`           | stream | none (trimmed by age)    | calls for the registration's pool;     |
+| `sb:{w}:keepers`                      | zset   | none (members lapse)     | live workers by lease end (keepers.lua)|
+| `sb:{w}:health:<host>`                | string | 3 heartbeats             | `switchboard worker --check`           |
+| `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone   |
+| `sb:{T}:s:<S>:events`                 | stream | none                     | the event log, ids `<seq>-0`           |
+| `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> {id, expires}            |
+| `sb:{T}:s:<S>:names`                  | hash   | none                     | active client name -> client id        |
+| `sb:{T}:s:<S>:clients`                | set    | none                     | every client id ever (purge)           |
+| `sb:{T}:s:<S>:client:<cid>`           | hash   | none                     | one registration; a ttl one's lease is |
+|                                       |        |                          | its `expires_at`                       |
+| `sb:{T}:s:<S>:client:<cid>:calls`     | stream | none (trimmed by age)    | calls for the registration's pool;     |
 |                                       |        |                          | group `pool`, a consumer per member    |
-| `sb:{S}:calls`                        | hash   | none                     | call id -> call record (JSON)          |
-| `sb:{S}:owed`                         | hash   | none                     | unsettled call id -> client id         |
-| `sb:{S}:dl:<call id>`                 | string | the call's deadline      | fires the deadline when it expires     |
-| `sb:{S}:run`                          | hash   | none                     | the active run's state                 |
-| `sb:{S}:inbox`                        | list   | none                     | steering input for the active run      |
-| `sb:{S}:queue`                        | list   | none                     | input waiting for a run of its own     |
-| `sb:{S}:idem:<digest>`                | string | idempotency TTL          | receipts of session routes             |
-| `sb:deadlines`                        | zset   | none                     | `<sid>:<call id>` by due time (ms)     |
-| `sb:leases`                           | zset   | none                     | `<sid>:<cid>` by lapse time (ms)       |
-| `sb:work`                             | zset   | none                     | work owed by a script's caller (below) |
-| `sb:steps`                            | zset   | none                     | `<sid>` by its running step's lease    |
-| `sb:dequeue`                          | zset   | none                     | `<sid>` by its debounce timer          |
-| `sb:purge`                            | zset   | none                     | deleted session ids left to purge      |
-| `sb:stats`                            | hash   | none                     | deployment figures: the last key of    |
-|                                       |        |                          | every script including lib/core.lua    |
-| `sb:arq:queue`                        | zset   | none                     | arq's queue (arq writes it)            |
-| `sb:arq:health:<host>`                | string | health interval + 1 s    | arq's health check of a host's worker  |
-| `sb:arq:wake`                         | list   | none (capped length)     | a token per enqueued job; idle workers |
-|                                       |        |                          | BLPOP it rather than wait out a poll   |
+| `sb:{T}:s:<S>:calls`                  | hash   | none                     | call id -> call record (JSON)          |
+| `sb:{T}:s:<S>:owed`                   | hash   | none                     | unsettled call id -> client id         |
+| `sb:{T}:s:<S>:run`                    | hash   | none                     | the active run's state                 |
+| `sb:{T}:s:<S>:inbox`                  | list   | none                     | steering input for the active run      |
+| `sb:{T}:s:<S>:queue`                  | list   | none                     | input waiting for a run of its own     |
+| `sb:{T}:s:<S>:idem:<digest>`          | string | idempotency TTL          | receipts of session routes             |
+| `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
+|                                       |        |                          | ack, result, server call lease         |
+| `sb:{T}:leases`                       | zset   | none                     | `<sid>:<cid>` due no later than the    |
+|                                       |        |                          | registration's expiry                  |
+| `sb:{T}:steps`                        | zset   | none                     | `<sid>` by its running step's lease    |
+| `sb:{T}:dequeue`                      | zset   | none                     | `<sid>` by its debounce timer          |
+| `sb:{T}:purge`                        | zset   | none                     | deleted session ids left to purge      |
+| `sb:{T}:claims`                       | zset   | none                     | work entry ids taken, by claim lapse   |
+| `sb:{T}:work`                         | stream | none (entries deleted    | work for the workers: `s|sid|run|step| |
+|                                       |        | when begun)              | attempt`, `t|sid|call`, `d|sid|client`;|
+|                                       |        |                          | group `workers`, a consumer per worker |
+| `sb:{T}:alarm`                        | string | none                     | earliest due time the timekeeper knows |
+| `sb:{T}:stats`                        | hash   | none                     | the partition's figures (the last key  |
+|                                       |        |                          | of every script with lib/partition.lua)|
 
-Members of `sb:work`: `s|<sid>|<run>|<step>|<attempt>` (a step job), `t|<sid>|<call>` (a server tool job),
-`d|<sid>|<client>` (a run-scoped client to release). Deadlines in `sb:deadlines` are client calls' ack and
-result deadlines and server calls' leases.
-
-Channels (pub/sub, not keys): `sb:{S}:live` carries every appended event of a session as its JSON, and
-the text `deleted` when the session is deleted. `sb:hub` is subscribed by every API process and never
-published on.
-
-Owned by arq: `arq:job:<job id>`, `arq:result:<job id>`, `arq:in-progress:<job id>`, `arq:retry:<job id>`,
-`arq:abort`. Besides arq, `enqueue_job.lua` writes `arq:job:<job id>`, exactly as arq's `enqueue_job` does
-(arq is pinned), and `renew_step.lua` / `renew_call.lua` extend `arq:in-progress:<job id>`, arq's claim on
-a job it took: the worker sets the claim to a lease (not arq's job timeout), and renews it with the
-step's or the call's lease, so a job taken by a worker that died before beginning it is taken again
-after one lease. Job ids start with the prefix (`sb:step:<run>:<step>:<attempt>`,
-`sb:tool:<sid>:<call>`).
+Channels (pub/sub, not keys): `sb:{T}:s:<S>:live` carries every appended event of a session as its JSON,
+and the text `deleted` when the session is deleted. `sb:{T}:alarm` carries a due time (ms) when a timer
+comes before the partition's alarm, and `w` when work is added: the workers PSUBSCRIBE `sb:{*}:alarm`.
+`sb:hub` is subscribed by every API process and never published on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
+from broker.partitions import PARTITIONS, partition_of, partition_of_tag, tag
 
 # The consumer group on a registration's call stream; each pool member is a consumer of it.
 POOL_GROUP = "pool"
+# The consumer group on a partition's work stream; each worker is a consumer of it (lib/partition.lua
+# names it too; tests/unit/test_layout.py holds the two equal).
+WORK_GROUP = "workers"
 
-# A session id is a canonical UUID, so members of the global indexes split at a fixed offset.
+# A session id is a canonical UUID, so members of the partition indexes split at a fixed offset.
 _UUID_LEN = 36
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionKeys:
+    """The keys of one partition: its timer indexes, work stream, figures and alarm, under its hash tag."""
+
+    base: str
+    number: int
+
+    @property
+    def deadlines(self) -> str:
+        return f"{self.base}:deadlines"
+
+    @property
+    def leases(self) -> str:
+        return f"{self.base}:leases"
+
+    @property
+    def steps(self) -> str:
+        return f"{self.base}:steps"
+
+    @property
+    def dequeue(self) -> str:
+        return f"{self.base}:dequeue"
+
+    @property
+    def purges(self) -> str:
+        return f"{self.base}:purge"
+
+    @property
+    def claims(self) -> str:
+        return f"{self.base}:claims"
+
+    @property
+    def work(self) -> str:
+        return f"{self.base}:work"
+
+    @property
+    def alarm(self) -> str:
+        """The earliest due time the timekeeper was told of; also the channel that tells it."""
+        return f"{self.base}:alarm"
+
+    @property
+    def stats(self) -> str:
+        """The partition's call, client and run figures (lib/partition.lua), summed by /metrics/cluster."""
+        return f"{self.base}:stats"
+
+    @property
+    def timers(self) -> tuple[str, ...]:
+        return (self.deadlines, self.leases, self.steps, self.dequeue, self.purges, self.claims)
+
+    @property
+    def block(self) -> list[str]:
+        """The keys every script that includes lib/partition.lua gets last, in its order."""
+        return [*self.timers, self.work, self.alarm, self.stats]
+
+
+@dataclass(frozen=True, slots=True)
 class SessionKeys:
-    """The keys of one session; every name carries the session id as a hash tag."""
+    """The keys of one session; every name carries its partition's hash tag."""
 
     base: str
     session_id: str
+    partition: PartitionKeys
 
     @property
     def meta(self) -> str:
@@ -136,14 +194,8 @@ class SessionKeys:
     def client(self, client_id: str) -> str:
         return f"{self.base}:client:{client_id}"
 
-    def lease(self, client_id: str) -> str:
-        return f"{self.base}:client:{client_id}:lease"
-
     def client_calls(self, client_id: str) -> str:
         return f"{self.base}:client:{client_id}:calls"
-
-    def deadline(self, call_id: str) -> str:
-        return f"{self.base}:dl:{call_id}"
 
     def idempotency(self, digest: str) -> str:
         return f"{self.base}:idem:{digest}"
@@ -159,6 +211,11 @@ class KeySpace:
     @property
     def workspace(self) -> str:
         return f"{self.prefix}:{{w}}:workspace"
+
+    @property
+    def partition_count(self) -> str:
+        """The number of partitions the deployment was created with (SET NX at first start)."""
+        return f"{self.prefix}:{{w}}:partitions"
 
     @property
     def api_keys(self) -> str:
@@ -200,76 +257,43 @@ class KeySpace:
     def workspace_idempotency(self, digest: str) -> str:
         return f"{self.prefix}:{{w}}:idem:{digest}"
 
-    # Sessions.
+    @property
+    def keepers(self) -> str:
+        """The live workers, scored by the end of their lease (keepers.lua)."""
+        return f"{self.prefix}:{{w}}:keepers"
+
+    def worker_health(self, host: str) -> str:
+        return f"{self.prefix}:{{w}}:health:{host}"
+
+    # Partitions and sessions.
+    def partition(self, number: int) -> PartitionKeys:
+        return PartitionKeys(f"{self.prefix}:{{{tag(number)}}}", number)
+
+    def partitions(self) -> list[PartitionKeys]:
+        return [self.partition(number) for number in range(PARTITIONS)]
+
     def session(self, session_id: str) -> SessionKeys:
-        return SessionKeys(f"{self.prefix}:{{{session_id}}}", session_id)
-
-    # Global timer indexes.
-    @property
-    def deadlines(self) -> str:
-        return f"{self.prefix}:deadlines"
+        partition = self.partition(partition_of(session_id))
+        return SessionKeys(f"{partition.base}:s:{session_id}", session_id, partition)
 
     @property
-    def leases(self) -> str:
-        return f"{self.prefix}:leases"
+    def alarm_pattern(self) -> str:
+        """The channels of every partition's alarm (PSUBSCRIBE; braces are plain characters in a glob)."""
+        return f"{self.prefix}:{{*}}:alarm"
 
-    @property
-    def work(self) -> str:
-        return f"{self.prefix}:work"
-
-    @property
-    def steps(self) -> str:
-        return f"{self.prefix}:steps"
-
-    @property
-    def dequeue(self) -> str:
-        return f"{self.prefix}:dequeue"
-
-    @property
-    def purges(self) -> str:
-        return f"{self.prefix}:purge"
-
-    @property
-    def stats(self) -> str:
-        """The deployment's call, client and run figures (lib/core.lua), read by /metrics/cluster."""
-        return f"{self.prefix}:stats"
+    def partition_of_alarm(self, channel: str) -> int | None:
+        """The partition whose alarm channel this is, or None."""
+        head, tail = f"{self.prefix}:{{", "}:alarm"
+        if not (channel.startswith(head) and channel.endswith(tail)):
+            return None
+        return partition_of_tag(channel[len(head) : -len(tail)])
 
     @property
     def hub_control(self) -> str:
         """A channel nothing publishes on: each process's live hub holds it to keep its connection."""
         return f"{self.prefix}:hub"
 
-    # arq.
-    @property
-    def queue(self) -> str:
-        return f"{self.prefix}:arq:queue"
-
-    def worker_health(self, host: str) -> str:
-        return f"{self.prefix}:arq:health:{host}"
-
-    @property
-    def wake(self) -> str:
-        return f"{self.prefix}:arq:wake"
-
-    @staticmethod
-    def arq_job(job_id: str) -> str:
-        return job_key_prefix + job_id
-
-    @staticmethod
-    def arq_result(job_id: str) -> str:
-        return result_key_prefix + job_id
-
-    @staticmethod
-    def arq_claim(job_id: str) -> str:
-        return in_progress_key_prefix + job_id
-
-    def step_job_id(self, run_id: str, step: int, attempt: int) -> str:
-        return f"{self.prefix}:step:{run_id}:{step}:{attempt}"
-
-    def tool_job_id(self, session_id: str, call_id: str) -> str:
-        return f"{self.prefix}:tool:{session_id}:{call_id}"
-
-    # Members of the global indexes, and the names that expiry notifications carry.
+    # Members of the partition indexes.
     @staticmethod
     def member(session_id: str, rest: str) -> str:
         return f"{session_id}:{rest}"
@@ -277,16 +301,3 @@ class KeySpace:
     @staticmethod
     def split_member(member: str) -> tuple[str, str]:
         return member[:_UUID_LEN], member[_UUID_LEN + 1 :]
-
-    def parse_expired(self, key: str) -> tuple[str, str, str] | None:
-        """Read an expired key's name: `("deadline", sid, call_id)`, `("lease", sid, cid)`, or None."""
-        head = f"{self.prefix}:{{"
-        if not key.startswith(head):
-            return None
-        session_id = key[len(head) : len(head) + _UUID_LEN]
-        rest = key[len(head) + _UUID_LEN :]
-        if rest.startswith("}:dl:"):
-            return "deadline", session_id, rest[len("}:dl:") :]
-        if rest.startswith("}:client:") and rest.endswith(":lease"):
-            return "lease", session_id, rest[len("}:client:") : -len(":lease")]
-        return None

@@ -1,4 +1,6 @@
-"""The KEYS and leading ARGV of the script families, matching the headers of `lua/lib/{run,call,client}.lua`."""
+"""The KEYS and leading ARGV of the script families, matching the headers of `lua/lib/{run,call,client}.lua`.
+
+Each of those scripts also takes its session's partition keys last (`Scripts.run(..., partition=...)`)."""
 
 from __future__ import annotations
 
@@ -7,20 +9,7 @@ from broker.keys import KeySpace
 
 def run_keys(keys: KeySpace, session_id: str) -> list[str]:
     s = keys.session(session_id)
-    return [
-        s.meta,
-        s.events,
-        s.run,
-        s.inbox,
-        s.calls,
-        s.owed,
-        s.names,
-        s.queue,
-        keys.deadlines,
-        keys.work,
-        keys.steps,
-        keys.dequeue,
-    ]
+    return [s.meta, s.events, s.run, s.inbox, s.calls, s.owed, s.names, s.queue]
 
 
 def run_args(keys: KeySpace, session_id: str, run_id: str) -> list[str | int]:
@@ -29,7 +18,7 @@ def run_args(keys: KeySpace, session_id: str, run_id: str) -> list[str | int]:
 
 def call_keys(keys: KeySpace, session_id: str, call_id: str) -> list[str]:
     s = keys.session(session_id)
-    return [s.meta, s.events, s.calls, s.owed, s.run, s.deadline(call_id), keys.deadlines, keys.work]
+    return [s.meta, s.events, s.calls, s.owed, s.run]
 
 
 def call_args(keys: KeySpace, session_id: str, call_id: str, client_id: str) -> list[str | int]:
@@ -38,19 +27,7 @@ def call_args(keys: KeySpace, session_id: str, call_id: str, client_id: str) -> 
 
 def client_keys(keys: KeySpace, session_id: str, client_id: str) -> list[str]:
     s = keys.session(session_id)
-    return [
-        s.meta,
-        s.events,
-        s.names,
-        s.client(client_id),
-        s.lease(client_id),
-        s.calls,
-        s.owed,
-        s.run,
-        keys.deadlines,
-        keys.leases,
-        keys.work,
-    ]
+    return [s.meta, s.events, s.names, s.client(client_id), s.calls, s.owed, s.run]
 
 
 def client_args(keys: KeySpace, session_id: str, client_id: str) -> list[str | int]:

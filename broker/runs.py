@@ -1,13 +1,14 @@
 """Runs: input starts, steers or queues one; a worker begins, holds and commits its steps; cancel, failure
 and a step limit end it; a step whose worker stopped is reclaimed as a new try.
 
-A step is one arq job, `run_step(session_id, run_id, step, attempt)`, with the job id
-`<prefix>:step:<run>:<step>:<attempt>`, so the same try can never be queued twice and a reclaimed step's
-late duplicate finds itself stale.
+A step is one entry on its partition's work stream, `s|<session>|<run>|<step>|<attempt>`, written by the
+script that owes it; a reclaimed step is owed again as the next attempt, so a late duplicate of the old
+try finds itself stale.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -36,7 +37,6 @@ class Submitted:
     outcome: Literal["new_run", "steered"]
     run_id: str
     scoped_client_id: str | None
-    owed: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,6 @@ class Route:
 @dataclass(frozen=True, slots=True)
 class Committed:
     outcome: Literal["completed", "waiting", "continue", "cancelled", "stale", "retry"]
-    owed: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +134,17 @@ class Runs:
         keys = self._core.keys
         return run_keys(keys, session_id), run_args(keys, session_id, run_id)
 
+    async def _script(
+        self,
+        name: str,
+        session_id: str,
+        keys: list[str],
+        args: list[str | int],
+        refusals: dict[str, str] | None = None,
+    ) -> list[Any]:
+        partition = self._core.keys.session(session_id).partition
+        return await self._core.scripts.run(name, keys, args, refusals, partition=partition)
+
     async def submit(
         self,
         session_id: str,
@@ -149,9 +159,10 @@ class Runs:
         keys, args = self._run(session_id, run_id)
         s = self._core.keys.session(session_id)
         scoped_id, tools = scoped if scoped is not None else ("", [])
-        outcome, run, scoped_client, owed = await self._core.scripts.run(
+        outcome, run, scoped_client = await self._script(
             "post_input",
-            [*keys, s.clients, s.client(scoped_id), s.lease(scoped_id), self._core.keys.leases],
+            session_id,
+            [*keys, s.clients, s.client(scoped_id)],
             [
                 *args,
                 input_id,
@@ -167,36 +178,35 @@ class Runs:
             {"session": f"no session {session_id}"},
         )
         kind: Literal["new_run", "steered"] = "new_run" if outcome == "new_run" else "steered"
-        return Submitted(kind, run, scoped_client or None, owed)
+        return Submitted(kind, run, scoped_client or None)
 
-    async def cancel(self, session_id: str) -> tuple[str | None, list[str]]:
-        """Cancel the active run; its id (None when none was active) and the work owed."""
+    async def cancel(self, session_id: str) -> str | None:
+        """Cancel the active run; its id (None when none was active)."""
         keys, args = self._run(session_id, "")
-        run_id, _, owed = await self._core.scripts.run(
-            "cancel_run", keys, [*args, RUN_GONE_CANCELLED], {"session": f"no session {session_id}"}
+        run_id, _ = await self._script(
+            "cancel_run", session_id, keys, [*args, RUN_GONE_CANCELLED], {"session": f"no session {session_id}"}
         )
-        return str(run_id) or None, owed
+        return str(run_id) or None
 
     async def begin(
-        self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int
-    ) -> tuple[Literal["run", "stale", "ended"], list[str]]:
+        self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int, entry: str = ""
+    ) -> Literal["run", "stale", "ended"]:
+        """Begin a step under its lease; `entry` is the work entry that brought it (done with here)."""
         keys, args = self._run(session_id, run_id)
+        lease = self._core.settings.step_lease_ms
         try:
-            outcome, owed = await self._core.scripts.run(
-                "begin_step",
-                keys,
-                [*args, step, attempt, max_steps, self._core.settings.step_lease_ms, RUN_GONE_CANCELLED],
+            (outcome,) = await self._script(
+                "begin_step", session_id, keys, [*args, step, attempt, max_steps, lease, RUN_GONE_CANCELLED, entry]
             )
         except NotFound:
-            return "stale", []
-        return ("run" if outcome == "run" else "ended" if outcome == "ended" else "stale"), owed
+            return "stale"
+        return "run" if outcome == "run" else "ended" if outcome == "ended" else "stale"
 
     async def renew(self, session_id: str, run_id: str, step: int, attempt: int) -> bool:
         """Extend the step's lease; False when it is no longer this worker's."""
         keys, args = self._run(session_id, run_id)
-        claim = self._core.keys.arq_claim(self._core.keys.step_job_id(run_id, step, attempt))
         lease = self._core.settings.step_lease_ms
-        renewed, _ = await self._core.scripts.run("renew_step", [*keys, claim], [*args, step, attempt, lease])
+        (renewed,) = await self._script("renew_step", session_id, keys, [*args, step, attempt, lease])
         return bool(int(renewed))
 
     async def cancel_requested(self, session_id: str, run_id: str) -> bool:
@@ -261,32 +271,27 @@ class Runs:
         ]
         for call, route in calls:
             if route.kind == "client" and route.client_id:
-                extra_keys += [s.client(route.client_id), s.client_calls(route.client_id), s.deadline(call.call_id)]
+                extra_keys += [s.client(route.client_id), s.client_calls(route.client_id)]
             argv += _call_args(call, route)
         try:
-            outcome, owed = await self._core.scripts.run("commit_step", [*keys, *extra_keys], argv)
+            (outcome,) = await self._script("commit_step", session_id, [*keys, *extra_keys], argv)
         except NotFound:
-            return Committed("stale", [])
-        return Committed(outcome, owed)
+            return Committed("stale")
+        return Committed(outcome)
 
     async def finish(
         self, session_id: str, run_id: str, step: int, attempt: int, outcome: str, error: str = ""
-    ) -> list[str]:
+    ) -> None:
         keys, args = self._run(session_id, run_id)
         text = RUN_GONE_CANCELLED if outcome == "run_cancelled" else RUN_GONE_FAILED
-        try:
-            _, owed = await self._core.scripts.run("finish_run", keys, [*args, step, attempt, outcome, error, text])
-        except NotFound:
-            return []
-        return list(owed)
+        with contextlib.suppress(NotFound):
+            await self._script("finish_run", session_id, keys, [*args, step, attempt, outcome, error, text])
 
-    async def reclaim(self, session_id: str) -> list[str]:
+    async def reclaim(self, session_id: str) -> None:
         """Give the session's running step to another worker if its lease lapsed."""
         keys, args = self._run(session_id, "")
-        _, owed = await self._core.scripts.run("reclaim_step", keys, [*args, MAX_RECLAIMS, RUN_GONE_FAILED])
-        return list(owed)
+        await self._script("reclaim_step", session_id, keys, [*args, MAX_RECLAIMS, RUN_GONE_FAILED])
 
-    async def dequeue(self, session_id: str) -> list[str]:
+    async def dequeue(self, session_id: str) -> None:
         keys, args = self._run(session_id, "")
-        (owed,) = await self._core.scripts.run("dequeue", keys, args)
-        return list(owed)
+        await self._script("dequeue", session_id, keys, args)

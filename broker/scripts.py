@@ -16,6 +16,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from broker.errors import BrokerUnavailable, from_script_status, translate_redis_errors
+from broker.keys import PartitionKeys
 
 _INCLUDE = re.compile(r"^--!include (\S+)$", re.MULTILINE)
 
@@ -25,19 +26,20 @@ SCRIPT_NAMES = (
     "begin_server_call",
     "begin_step",
     "cancel_run",
+    "claim_work",
     "commit_step",
     "create_session",
     "delete_session",
     "dequeue",
-    "enqueue_job",
+    "done_work",
     "expire_call",
     "finish_run",
     "idem_begin",
     "idem_finish",
+    "keepers",
     "lapse_client",
     "leave_client",
     "mint_token",
-    "next_due",
     "ping_client",
     "pool_take",
     "post_input",
@@ -48,6 +50,8 @@ SCRIPT_NAMES = (
     "renew_step",
     "resolve_approval",
     "server_result",
+    "sweep",
+    "take_work",
     "update_tools",
 )
 
@@ -56,8 +60,8 @@ def _read(name: str) -> str:
     return resources.files("broker").joinpath("lua", name).read_text(encoding="utf-8")
 
 
-# The library that counts into the deployment's figures: a script that includes it gets their key last.
-_COUNTING_LIBRARY = "lib/core.lua"
+# The library of a session's partition: a script that includes it gets the partition's keys last.
+_PARTITION_LIBRARY = "lib/partition.lua"
 
 
 def source(name: str) -> str:
@@ -91,19 +95,19 @@ def _text(value: Any) -> Any:
 class Scripts:
     """Every script registered on one client; `run` translates Redis errors and script refusals.
 
-    Every script that includes lib/core.lua is handed `stats` (the deployment's figures) as its last key."""
+    Every script that includes lib/partition.lua acts within one partition and is handed that partition's
+    keys (`PartitionKeys.block`) after its own, so its whole call stays in the partition's slot."""
 
     redis: Redis
-    stats: str
     _scripts: dict[str, AsyncScript] = field(default_factory=dict)
-    _counting: set[str] = field(default_factory=set)
+    _partitioned: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for name in SCRIPT_NAMES:
             text, libraries = _expand(name)
             self._scripts[name] = self.redis.register_script(text)
-            if _COUNTING_LIBRARY in libraries:
-                self._counting.add(name)
+            if _PARTITION_LIBRARY in libraries:
+                self._partitioned.add(name)
 
     async def load(self) -> None:
         """SCRIPT LOAD every script, so a broken one fails readiness rather than its first request."""
@@ -116,11 +120,16 @@ class Scripts:
             present = await self.redis.script_exists(*(s.sha for s in self._scripts.values()))
         return all(present)
 
-    async def raw(self, name: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
-        """Run a script and return its reply as text, without interpreting it."""
+    async def raw(
+        self, name: str, keys: list[str], args: Sequence[str | int | bytes], partition: PartitionKeys | None = None
+    ) -> Any:
+        """Run a script and return its reply as text, without interpreting it. `partition` is required for,
+        and only for, the scripts that include lib/partition.lua."""
         script = self._scripts[name]
-        if name in self._counting:
-            keys = [*keys, self.stats]
+        if (name in self._partitioned) != (partition is not None):
+            raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
+        if partition is not None:
+            keys = [*keys, *partition.block]
         with translate_redis_errors():
             try:
                 reply = await self._evalsha(script.sha, keys, args)
@@ -152,11 +161,17 @@ class Scripts:
             await pool.release(connection)
 
     async def run(
-        self, name: str, keys: list[str], args: Sequence[str | int | bytes], refusals: Mapping[str, str] | None = None
+        self,
+        name: str,
+        keys: list[str],
+        args: Sequence[str | int | bytes],
+        refusals: Mapping[str, str] | None = None,
+        *,
+        partition: PartitionKeys | None = None,
     ) -> list[Any]:
         """Run a script that answers `{status, ...}`; a non-zero status raises its error. Scripts refuse
         with a word (`session`, `client`, ...); `refusals` turns it into the message a person reads."""
-        reply = await self.raw(name, keys, args)
+        reply = await self.raw(name, keys, args, partition)
         if not isinstance(reply, list) or not reply:
             raise BrokerUnavailable(f"script {name} answered {reply!r}")
         status = int(reply[0])

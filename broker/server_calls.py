@@ -25,26 +25,25 @@ class ServerCalls:
         keys = self._core.keys
         return call_keys(keys, session_id, call_id), call_args(keys, session_id, call_id, "")
 
-    async def begin(self, session_id: str, call_id: str) -> ServerCall | None:
-        """Take a queued server call; None when it is not (any longer) this worker's to run."""
+    async def _script(self, name: str, session_id: str, call_id: str, *more: str | int) -> list[Any]:
         keys, args = self._layout(session_id, call_id)
+        partition = self._core.keys.session(session_id).partition
+        return await self._core.scripts.run(name, keys, [*args, *more], partition=partition)
+
+    async def begin(self, session_id: str, call_id: str, entry: str = "") -> ServerCall | None:
+        """Take a queued server call; None when it is not (any longer) this worker's to run. `entry` is
+        the work entry that brought it (done with here)."""
         lease = self._core.settings.server_call_lease_ms
-        reply = await self._core.scripts.run("begin_server_call", keys, [*args, lease])
+        reply = await self._script("begin_server_call", session_id, call_id, lease, entry)
         if reply[0] != "run":
             return None
         return ServerCall(reply[1], loads(reply[2]))
 
     async def renew(self, session_id: str, call_id: str) -> bool:
-        keys, args = self._layout(session_id, call_id)
-        claim = self._core.keys.arq_claim(self._core.keys.tool_job_id(session_id, call_id))
         lease = self._core.settings.server_call_lease_ms
-        (renewed,) = await self._core.scripts.run("renew_call", [*keys, claim], [*args, lease])
+        (renewed,) = await self._script("renew_call", session_id, call_id, lease)
         return bool(int(renewed))
 
-    async def result(self, session_id: str, call_id: str, text: str, *, is_error: bool) -> list[str]:
-        """Record the tool's result; the work owed (the next step, when it was the step's last call)."""
-        keys, args = self._layout(session_id, call_id)
-        _, owed = await self._core.scripts.run(
-            "server_result", keys, [*args, events.tool_result(call_id, text, is_error=is_error)]
-        )
-        return list(owed)
+    async def result(self, session_id: str, call_id: str, text: str, *, is_error: bool) -> None:
+        """Record the tool's result (and the next step owed, when it was the step's last call)."""
+        await self._script("server_result", session_id, call_id, events.tool_result(call_id, text, is_error=is_error))

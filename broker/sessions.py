@@ -47,12 +47,26 @@ class Sessions:
         policy: str = "steer",
         debounce_ms: int = 750,
     ) -> tuple[Session, bool]:
-        """Create the session with its first token; False when this id already existed (a retry)."""
+        """Create the session with its first token; False when this id already existed (a retry).
+
+        The workspace's indexes live in another slot than the session, so they are written first: a
+        reader of them skips an id whose session does not exist (yet, or any more)."""
         keys = self._core.keys
         s = keys.session(session_id)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.hget(keys.agent(agent_id), "created_at")
+                pipe.hget(keys.agent(agent_id), "deleted")
+                present, deleted = await pipe.execute()
+            if present is None or deleted == b"1":
+                raise NotFound(f"no agent {agent_id}")
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.zadd(keys.sessions, {session_id: 0})
+                pipe.sadd(keys.agent_sessions(agent_id), session_id)
+                await pipe.execute()
         created, _ = await self._core.scripts.run(
             "create_session",
-            [s.meta, s.events, s.tokens, keys.sessions, keys.agent_sessions(agent_id), keys.agent(agent_id)],
+            [s.meta, s.events, s.tokens],
             [
                 s.live,
                 session_id,
@@ -66,7 +80,6 @@ class Sessions:
                 policy,
                 debounce_ms,
             ],
-            {"agent": f"no agent {agent_id}"},
         )
         return await self.get(session_id), created == "created"
 
@@ -103,41 +116,50 @@ class Sessions:
         sessions = [_session(replies[i], bool(replies[i + 1])) for i in range(0, len(replies), 2)]
         return [s for s in sessions if s is not None], page.next_cursor
 
-    async def delete(self, session_id: str) -> list[str]:
+    async def delete(self, session_id: str) -> None:
+        """Delete the session, then take it out of the workspace's indexes (another slot: a reader skips
+        a deleted session, and the purge takes it out again should this process die in between)."""
         keys = self._core.keys
         session = await self.get(session_id)
         s = keys.session(session_id)
-        (owed,) = await self._core.scripts.run(
+        await self._core.scripts.run(
             "delete_session",
-            [
-                *run_keys(keys, session_id),
-                s.tokens,
-                keys.sessions,
-                keys.agent_sessions(session.agent_id),
-                keys.leases,
-                keys.purges,
-            ],
+            [*run_keys(keys, session_id), s.tokens],
             [*run_args(keys, session_id, ""), self._core.settings.session_token_ttl_ms, RUN_GONE_DELETED],
             {"session": f"no session {session_id}"},
+            partition=s.partition,
         )
-        return list(owed)
+        await self._unlist(session_id, session.agent_id)
+
+    async def _unlist(self, session_id: str, agent_id: str | None) -> None:
+        keys = self._core.keys
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.zrem(keys.sessions, session_id)
+                if agent_id:
+                    pipe.srem(keys.agent_sessions(agent_id), session_id)
+                await pipe.execute()
 
     async def purge(self, session_id: str, batch: int = 300) -> None:
-        """Drop a deleted session's per-client keys (the sweeper calls this), a batch per round trip."""
+        """Drop a deleted session's per-client keys (the timekeeper calls this), a batch per round trip."""
         keys = self._core.keys
         s = keys.session(session_id)
         with translate_redis_errors():
+            # The client answers bytes (no decode_responses); redis-py's stubs say str.
+            agent_id: bytes | None = await aw(self._core.redis.hget(s.meta, "agent_id"))  # type: ignore[arg-type]
             while True:
                 raw = await command(self._core.redis, "SRANDMEMBER", s.clients, batch)
                 client_ids = [bytes(c).decode() for c in raw]
                 if not client_ids:
                     break
-                doomed = [k for cid in client_ids for k in (s.client(cid), s.lease(cid), s.client_calls(cid))]
+                doomed = [k for cid in client_ids for k in (s.client(cid), s.client_calls(cid))]
                 async with self._core.redis.pipeline(transaction=False) as pipe:
                     pipe.unlink(*doomed)
                     pipe.srem(s.clients, *client_ids)
                     await pipe.execute()
-            await aw(self._core.redis.zrem(keys.purges, session_id))
+        await self._unlist(session_id, bytes(agent_id).decode() if agent_id else None)
+        with translate_redis_errors():
+            await aw(self._core.redis.zrem(s.partition.purges, session_id))
 
     async def mint_token(self, session_id: str) -> SessionToken:
         token = self.new_token(session_id)

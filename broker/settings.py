@@ -40,13 +40,15 @@ class Settings(BaseSettings):
     model_retry_budget_s: Seconds = 60.0
     step_lease_s: Seconds = 10.0
     server_call_lease_s: Seconds = 6.0
+    # A worker that stops renewing its place among the live workers for this long loses its partitions
+    # (their timers and work) to the others.
+    keeper_lease_s: Seconds = 5.0
 
     # Beyond the contract's table: tuning that the tests and benchmarks turn.
     key_prefix: str = Field(default="sb", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
-    sweep_interval_s: Seconds = 0.1
-    expiry_notifications: bool = True
-    continuation_grace_s: Seconds = 1.0
-    worker_poll_delay_s: Seconds = 0.1
+    # How often a worker reads every partition it keeps again, whatever its alarms said: the guarantee
+    # behind alarms rung on pub/sub (a message lost with a dropped connection is caught by then).
+    rescan_interval_s: Seconds = 30.0
     worker_max_jobs: int = Field(default=50, ge=1)
     worker_transcript_cache_mb: int = Field(default=64, ge=0)
     step_timeout_s: Seconds = 120.0

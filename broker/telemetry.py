@@ -1,9 +1,10 @@
 """Prometheus figures: the deployment's (read from Redis at scrape time) and a process's Redis round trip.
 
-The deployment's figures are counted by the scripts themselves (`sb:stats`, lib/core.lua), so they are
-exact whichever process settled a call, survive restarts, and are the same from every API replica:
-scrape `/metrics/cluster` through one address (the Service, the proxy), not per pod. Gauges that are the
-size of an index (queue depth, steps running, pending deadlines) are read alongside, in one round trip.
+The deployment's figures are counted by the scripts themselves, into their partition's `stats` hash
+(lib/partition.lua), so they are exact whichever process settled a call, survive restarts, and are the
+same from every API replica: scrape `/metrics/cluster` through one address (the Service, the proxy), not
+per pod. A reading sums every partition's hash, and the gauges that are the size of an index (work
+waiting, steps running, pending deadlines), in one pipelined round trip per Redis node.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from broker.aio import aw
 from broker.errors import translate_redis_errors
 from broker.keys import KeySpace
 
-# The buckets lib/core.lua counts in (ms), in order (tests/unit/test_layout.py holds the two equal).
+# The buckets lib/partition.lua counts in (ms), in order (tests/unit/test_layout.py holds the two equal).
 MS_BUCKETS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000)
 FAIL_REASONS = ("client_gone", "ack_timeout", "result_timeout", "run_gone")
 RUN_OUTCOMES = ("run_completed", "run_failed", "run_cancelled")
@@ -57,17 +58,33 @@ class Figures:
         return buckets, self.count(f"{name}:sum_ms") / 1000
 
 
+_PER_PARTITION = 6
+
+
 async def read_figures(redis: Redis, keys: KeySpace) -> Figures:
-    """The deployment's figures, in one pipelined round trip (O(1): a hash of fixed size and ZCARDs)."""
+    """The deployment's figures: every partition's hash and index sizes (a fixed number of commands,
+    whatever the number of sessions), summed."""
     started = time.perf_counter()
     with translate_redis_errors():
         async with redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(keys.stats)
-            for index in (keys.queue, keys.steps, keys.deadlines, keys.leases, keys.work):
-                pipe.zcard(index)
-            raw, queue, steps, deadlines, leases, work = await pipe.execute()
-    stats = {bytes(name).decode(): int(value) for name, value in raw.items()}
-    return Figures(stats, queue, steps, deadlines, leases, work, time.perf_counter() - started)
+            for partition in keys.partitions():
+                pipe.hgetall(partition.stats)
+                pipe.xlen(partition.work)
+                pipe.zcard(partition.steps)
+                pipe.zcard(partition.deadlines)
+                pipe.zcard(partition.leases)
+                pipe.zcard(partition.claims)
+            replies = await pipe.execute()
+    stats: dict[str, int] = {}
+    sizes = [0] * (_PER_PARTITION - 1)
+    for at in range(0, len(replies), _PER_PARTITION):
+        for name, value in replies[at].items():
+            field = bytes(name).decode()
+            stats[field] = stats.get(field, 0) + int(value)
+        for i, size in enumerate(replies[at + 1 : at + _PER_PARTITION]):
+            sizes[i] += int(size)
+    queue, steps, deadlines, leases, claims = sizes
+    return Figures(stats, queue, steps, deadlines, leases, claims, time.perf_counter() - started)
 
 
 class _Snapshot(Collector):
@@ -103,11 +120,12 @@ class _Snapshot(Collector):
         for outcome in RUN_OUTCOMES:
             ended.add_metric([outcome.removeprefix("run_")], f.count(f"runs_ended:{outcome}"))
         yield ended
-        depth = "Jobs in the worker queue, waiting or running (arq keeps a job there until it ends)"
+        depth = "Work entries (steps, server tool calls) waiting for a worker to begin them"
         yield GaugeMetricFamily("switchboard_queue_depth", depth, value=f.queue_depth)
         yield GaugeMetricFamily("switchboard_deadlines_pending", "Call deadlines and leases set", value=f.deadlines)
         yield GaugeMetricFamily("switchboard_client_leases", "Registrations with a ttl lease", value=f.leases)
-        yield GaugeMetricFamily("switchboard_work_owed", "Work scripts left for their callers", value=f.work_owed)
+        owed = "Work entries a worker took and has not begun yet (each under a claim that hands it on)"
+        yield GaugeMetricFamily("switchboard_work_owed", owed, value=f.work_owed)
         yield GaugeMetricFamily("switchboard_cluster_read_seconds", "Time to read these figures", value=f.read_s)
 
 

@@ -1,10 +1,14 @@
-"""Deadlines and lapses: the scripts that fire them, and the index reads the sweeper makes."""
+"""Deadlines, lapses and the other timers of a partition: the script that reads what is due and arms the
+partition's alarm, and the scripts that fire a deadline or a lapse."""
 
 from __future__ import annotations
 
-from broker.aio import aw
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from broker.core import Core
 from broker.errors import translate_redis_errors
+from broker.keys import PartitionKeys
 from broker.layouts import call_args, call_keys, client_args, client_keys
 
 
@@ -19,14 +23,67 @@ def _result_text(seconds: float) -> str:
 INTERRUPTED_TEXT = "the server tool was interrupted: the worker running it stopped; it was not retried"
 
 
+@dataclass(frozen=True, slots=True)
+class Due:
+    """What is due in one partition, index by index, and when its next timer comes (None: none set)."""
+
+    next_due_ms: int | None
+    deadlines: list[str]
+    leases: list[str]
+    steps: list[str]
+    dequeue: list[str]
+    purges: list[str]
+    claims: list[str]
+
+    def __len__(self) -> int:
+        return sum(len(x) for x in (self.deadlines, self.leases, self.steps, self.dequeue, self.purges, self.claims))
+
+
+@dataclass(frozen=True, slots=True)
+class Glance:
+    """A partition read without acting: its earliest timer (ms, None: none) and whether work waits."""
+
+    partition: int
+    earliest_ms: int | None
+    has_work: bool
+
+
 class Timers:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    async def expire_call(self, session_id: str, call_id: str) -> list[str]:
-        """Fail the call if its deadline (or, for a server call, its lease) has passed; the work owed."""
+    async def glance(self, partitions: Iterable[int]) -> list[Glance]:
+        """Each partition's earliest timer and waiting work, in one pipelined round trip of plain reads
+        (a worker taking partitions over reads hundreds; most are empty and need no visit)."""
+        keys = self._core.keys
+        numbers = list(partitions)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for number in numbers:
+                    partition = keys.partition(number)
+                    for index in partition.timers:
+                        pipe.zrange(index, 0, 0, withscores=True)
+                    pipe.xlen(partition.work)
+                replies = await pipe.execute()
+        width = len(keys.partition(0).timers) + 1
+        found = []
+        for i, number in enumerate(numbers):
+            row = replies[i * width : (i + 1) * width]
+            scores = [int(first[0][1]) for first in row[:-1] if first]
+            found.append(Glance(number, min(scores) if scores else None, int(row[-1]) > 0))
+        return found
+
+    async def sweep(self, partition: PartitionKeys, batch: int) -> Due:
+        """The partition's due members (at most `batch` per index), and its alarm armed for what follows."""
+        reply = await self._core.scripts.run("sweep", [], [batch], partition=partition)
+        next_due = int(reply[0])
+        lists = [[str(member) for member in members] for members in reply[1:]]
+        return Due(None if next_due < 0 else next_due, *lists)
+
+    async def expire_call(self, session_id: str, call_id: str) -> str:
+        """Fail the call if its deadline (or, for a server call, its lease) has passed."""
         keys, settings = self._core.keys, self._core.settings
-        _, owed = await self._core.scripts.run(
+        (outcome,) = await self._core.scripts.run(
             "expire_call",
             call_keys(keys, session_id, call_id),
             [
@@ -35,27 +92,17 @@ class Timers:
                 _result_text(settings.result_timeout_s),
                 INTERRUPTED_TEXT,
             ],
+            partition=keys.session(session_id).partition,
         )
-        return list(owed)
+        return str(outcome)
 
-    async def lapse_client(self, session_id: str, client_id: str) -> list[str]:
-        _, owed = await self._core.scripts.run(
+    async def lapse_client(self, session_id: str, client_id: str) -> str:
+        """Lapse the registration if its lease ran out ('lapsed'); 'alive' moves its timer on."""
+        keys = self._core.keys
+        (outcome,) = await self._core.scripts.run(
             "lapse_client",
-            client_keys(self._core.keys, session_id, client_id),
-            client_args(self._core.keys, session_id, client_id),
+            client_keys(keys, session_id, client_id),
+            client_args(keys, session_id, client_id),
+            partition=keys.session(session_id).partition,
         )
-        return list(owed)
-
-    async def due(self, index: str, limit: int, *, older_than_ms: int = 0) -> list[str]:
-        """Members of a timer index whose time has come (scores up to now minus `older_than_ms`)."""
-        with translate_redis_errors():
-            # Redis's clock, not this host's: the scores were written by scripts reading TIME.
-            seconds, micros = await aw(self._core.redis.time())
-            now = seconds * 1000 + micros // 1000
-            raw = await aw(self._core.redis.zrangebyscore(index, "-inf", now - older_than_ms, start=0, num=limit))
-        return [bytes(member).decode() for member in raw]
-
-    async def next_due_s(self, indexes: list[str]) -> float | None:
-        """Seconds until the earliest member of `indexes` is due (0 if one is), None if all are empty."""
-        wait_ms = int(await self._core.scripts.raw("next_due", indexes, []))
-        return None if wait_ms < 0 else wait_ms / 1000
+        return str(outcome)

@@ -1,80 +1,60 @@
-"""Work a script leaves for its caller: enqueue a step job or a server tool job, release a client.
+"""Work for the workers: each partition's work stream, read through the consumer group `workers`.
 
-Scripts record each piece in the work index (`sb:work`) as they owe it; whoever ran the script performs
-it at once and takes it out of the index; the sweeper performs whatever a dead process left there.
-Performing twice is harmless: job ids are derived from what they run, and releasing a client that
-already left changes nothing. A job is written, taken out of the index and announced to an idle worker in
-one script (`enqueue_job.lua`), so performing it costs one round trip and a worker starts it at once
-rather than at its next poll.
+Scripts that owe work (the next step, a server tool call, a run-scoped client to release) append it to
+their partition's stream in the same atomic step, and ring the partition's alarm channel with `w`. The
+worker that owns the partition takes entries (`take`), each under a claim that beginning the work drops;
+a claim that comes due (the worker died or hangs between taking and beginning) hands the entry to a
+live worker (`claim`). Members: `s|<sid>|<run>|<step>|<attempt>`, `t|<sid>|<call>`, `d|<sid>|<client>`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal
 
-from arq.jobs import serialize_job
-from arq.utils import timestamp_ms
-
-from broker.aio import aw
-from broker.codec import job_serializer
 from broker.core import Core
-from broker.errors import NotFound, translate_redis_errors
-from broker.layouts import client_args, client_keys
+from broker.keys import PartitionKeys
 
-RUN_STEP_JOB = "run_step"
-RUN_TOOL_JOB = "run_tool"
-# Wake tokens kept at most: enough for every idle worker of a large deployment to be woken at once.
-WAKE_TOKENS = 256
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One piece of work taken from a partition's stream."""
+
+    partition: int
+    entry_id: str
+    kind: Literal["s", "t", "d"]
+    session_id: str
+    detail: tuple[str, ...]
+
+    @classmethod
+    def of(cls, partition: int, entry_id: str, member: str) -> Entry:
+        kind, session_id, *detail = member.split("|")
+        if kind not in ("s", "t", "d"):
+            raise ValueError(f"unknown work entry {member!r}")
+        return cls(partition, entry_id, kind, session_id, tuple(detail))  # type: ignore[arg-type]
 
 
 class Work:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    async def perform(self, owed: list[str]) -> None:
-        for member in owed:
-            await self._perform_one(member)
+    def _claim_ms(self) -> int:
+        # A taken entry is begun within a round trip or two; past the longer lease its worker is taken for
+        # dead (or stuck) and the entry goes to another.
+        settings = self._core.settings
+        return max(settings.step_lease_ms, settings.server_call_lease_ms)
 
-    async def _perform_one(self, member: str) -> None:
-        keys = self._core.keys
-        kind, _, rest = member.partition("|")
-        session_id, _, detail = rest.partition("|")
-        if kind == "s":
-            run_id, step, attempt = detail.split("|")
-            job_id = keys.step_job_id(run_id, int(step), int(attempt))
-            await self._enqueue(member, job_id, RUN_STEP_JOB, (session_id, run_id, int(step), int(attempt)))
-        elif kind == "t":
-            await self._enqueue(member, keys.tool_job_id(session_id, detail), RUN_TOOL_JOB, (session_id, detail))
-        else:
-            if kind == "d":
-                await self._release(session_id, detail)
-            with translate_redis_errors():
-                await aw(self._core.redis.zrem(keys.work, member))
+    async def take(self, partition: PartitionKeys, consumer: str, count: int) -> list[Entry]:
+        """Up to `count` new entries of the partition, now `consumer`'s under a claim."""
+        reply = await self._core.scripts.run("take_work", [], [consumer, count, self._claim_ms()], partition=partition)
+        return [Entry.of(partition.number, str(reply[i]), str(reply[i + 1])) for i in range(0, len(reply), 2)]
 
-    async def _enqueue(self, member: str, job_id: str, function: str, args: tuple[Any, ...]) -> None:
-        keys = self._core.keys
-        now_ms = timestamp_ms()
-        job = serialize_job(function, args, {}, None, now_ms, serializer=job_serializer)
-        await self._core.scripts.raw(
-            "enqueue_job",
-            [keys.arq_job(job_id), keys.arq_result(job_id), keys.queue, keys.work, keys.wake],
-            [job_id, job, self._core.arq.expires_extra_ms, now_ms, member, WAKE_TOKENS],
+    async def claim(self, partition: PartitionKeys, consumer: str, entry_id: str) -> Entry | None:
+        """Take over an entry whose claim came due, if it still waits to be begun."""
+        reply = await self._core.scripts.run(
+            "claim_work", [], [consumer, entry_id, self._claim_ms()], partition=partition
         )
+        return Entry.of(partition.number, str(reply[0]), str(reply[1])) if reply else None
 
-    async def _release(self, session_id: str, client_id: str) -> None:
-        """A run-scoped registration leaves with its run (`client_left` departed)."""
-        keys = self._core.keys
-        try:
-            (owed,) = await self._core.scripts.run(
-                "leave_client", client_keys(keys, session_id, client_id), client_args(keys, session_id, client_id)
-            )
-        except NotFound:
-            return
-        await self.perform(owed)
-
-    async def wait_for_job(self, timeout_s: float) -> bool:
-        """Block until a job is enqueued (a wake token is taken) or `timeout_s` passes; True if woken."""
-        with translate_redis_errors():
-            # Redis takes fractional seconds (6.0+); redis-py 5 annotates the timeout as int only.
-            woken = await aw(self._core.redis.blpop([self._core.keys.wake], timeout=timeout_s))  # type: ignore[arg-type]
-        return woken is not None
+    async def done(self, partition: PartitionKeys, entry_id: str) -> None:
+        await self._core.scripts.run("done_work", [], [entry_id], partition=partition)

@@ -18,9 +18,7 @@ from tests.stack import Stack, opened_broker, running_stack, started_redis
 FAST = {
     "ack_timeout_s": 0.5,
     "result_timeout_s": 1.0,
-    "sweep_interval_s": 0.05,
-    "continuation_grace_s": 0.3,
-    "worker_poll_delay_s": 0.01,
+    "keeper_lease_s": 1.0,
     "stream_keepalive_s": 1.0,
     "idempotency_wait_s": 2.0,
     "step_lease_s": 1.0,

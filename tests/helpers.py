@@ -53,8 +53,9 @@ async def start_run(broker: Broker, session_id: str, text: str = "go", run_id: s
     run = run_id or uuid7()
     submitted = await broker.runs.submit(session_id, run, uuid7(), text, "client")
     assert submitted.outcome == "new_run"
-    outcome, _ = await broker.runs.begin(session_id, run, 0, 0, 25)
-    assert outcome == "run"
+    # Begin it as the worker that took its work entry would, so the entry is done with.
+    (entry,) = [e for e, member in await work_entries(broker, session_id) if member == f"s|{session_id}|{run}|0|0"]
+    assert await broker.runs.begin(session_id, run, 0, 0, 25, entry) == "run"
     return run
 
 
@@ -79,6 +80,28 @@ async def log_events(broker: Broker, session_id: str) -> list[dict[str, Any]]:
 
 async def types(broker: Broker, session_id: str) -> list[str]:
     return [event["type"] for event in await log_events(broker, session_id)]
+
+
+async def work_entries(broker: Broker, session_id: str) -> list[tuple[str, str]]:
+    """The work entries on the session's partition stream for this session: (entry id, member)."""
+    stream = broker.core.keys.session(session_id).partition.work
+    entries = [(bytes(i).decode(), bytes(f[b"w"]).decode()) for i, f in await broker.core.redis.xrange(stream)]
+    return [(entry, member) for entry, member in entries if member.split("|")[1] == session_id]
+
+
+async def held_work(broker: Broker, session_id: str) -> list[str]:
+    """What holds a worker for the session: work entries not begun, claims, a running step's lease."""
+    partition = broker.core.keys.session(session_id).partition
+    held = await owed_work(broker, session_id)
+    held += [bytes(c).decode() for c in await broker.core.redis.zrange(partition.claims, 0, -1)]
+    if await broker.core.redis.zscore(partition.steps, session_id) is not None:
+        held.append(f"step lease of {session_id}")
+    return held
+
+
+async def owed_work(broker: Broker, session_id: str) -> list[str]:
+    """The members of the work entries waiting for this session (none begun yet)."""
+    return [member for _, member in await work_entries(broker, session_id)]
 
 
 def call(name: str, arguments: dict[str, Any] | None = None, call_id: str | None = None) -> PlannedCall:

@@ -1,4 +1,4 @@
-"""A server tool call, as one arq job: take it, run the tool under a renewed lease, record the result."""
+"""A server tool call, as one work entry: take it, run the tool under a renewed lease, record the result."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from pydantic import ValidationError
 
 from broker import Broker
 from broker.codec import dumps
-from broker.jsonlog import log_ids
-from workers.metrics import WorkerMetrics
 from workers.tools import Registry
 
 logger = logging.getLogger(__name__)
@@ -23,9 +21,10 @@ class ServerToolRunner:
         self._broker = broker
         self._registry = registry
 
-    async def run(self, session_id: str, call_id: str) -> None:
+    async def run(self, session_id: str, call_id: str, entry: str = "") -> None:
+        """Run server call `call_id`; `entry` is the work entry that brought it."""
         calls = self._broker.server_calls
-        call = await calls.begin(session_id, call_id)
+        call = await calls.begin(session_id, call_id, entry)
         if call is None:
             return
         renewal = asyncio.create_task(self._renew(session_id, call_id))
@@ -35,7 +34,7 @@ class ServerToolRunner:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
-        await self._broker.work.perform(await calls.result(session_id, call_id, text, is_error=is_error))
+        await calls.result(session_id, call_id, text, is_error=is_error)
 
     async def _execute(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         tool = self._registry.get(name)
@@ -60,11 +59,3 @@ class ServerToolRunner:
             # A third of the lease: two renewals may fail before the call is taken for interrupted.
             await asyncio.sleep(self._broker.settings.server_call_lease_s / 3)
             renewed = await self._broker.server_calls.renew(session_id, call_id)
-
-
-async def run_tool(ctx: dict[str, Any], session_id: str, call_id: str) -> None:
-    """The arq job: server tool call `call_id` in session `session_id`."""
-    runner: ServerToolRunner = ctx["tools"]
-    metrics: WorkerMetrics = ctx["metrics"]
-    with log_ids(session_id=session_id, call_id=call_id), metrics.timed(metrics.tools):
-        await runner.run(session_id, call_id)

@@ -1,4 +1,4 @@
-"""One model step of a run, as one arq job: begin, call the model, commit; never wait on a client.
+"""One model step of a run, as one work entry: begin, call the model, commit; never wait on a client.
 
 While the model works, a watcher renews the step's lease (so a worker that dies loses the step to
 another within a lease) and looks for a cancel (so a cancel ends even a long model call at once).
@@ -13,18 +13,14 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from arq import Retry
-
 from broker import Broker
 from broker.codec import dumps
 from broker.errors import BrokerUnavailable
 from broker.events import message_assistant
-from broker.jsonlog import log_ids
 from broker.runs import Committed
 from workers.catalog import Catalog
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
-from workers.metrics import WorkerMetrics
 from workers.models.base import ModelError, ModelRequest, Turn
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
@@ -35,9 +31,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# arq tries a job this many times; the last try that still cannot reach Redis fails the run rather than
-# leave it unfinished.
-MAX_TRIES = 5
 _CANCEL_CHECK_S = 0.25
 _COMMIT_ATTEMPTS = 5
 
@@ -97,26 +90,23 @@ class StepRunner:
         self._registry = registry
         self._transcripts = Transcripts(broker.log.after, broker.settings.worker_transcript_cache_mb * 2**20)
 
-    async def run(self, session_id: str, run_id: str, step: int, attempt: int, job_try: int) -> None:
+    async def run(self, session_id: str, run_id: str, step: int, attempt: int, entry: str = "") -> None:
+        """Run try `attempt` of step `step`; `entry` is the work entry that brought it."""
         try:
-            await self._run(session_id, run_id, step, attempt)
+            await self._run(session_id, run_id, step, attempt, entry)
         except BrokerUnavailable as error:
-            if job_try >= MAX_TRIES:
-                logger.error("step %s of run %s gave up: %s", step, run_id, error)
-                await self._end(session_id, run_id, step, attempt, "run_failed", f"internal: {error.message}")
-                return
-            raise Retry(defer=min(2**job_try * 0.25, 5)) from error
+            # Redis is out of reach: the step's lease (or, before it began, its entry's claim) lapses and
+            # another try is made from the persisted log, up to the reclaim limit.
+            logger.warning("step %s of run %s could not reach Redis: %s", step, run_id, error.message)
         except Exception as error:
             # A bug must not leave the run unfinished: it ends, and the log says why.
             logger.exception("step %s of run %s failed", step, run_id)
             await self._end(session_id, run_id, step, attempt, "run_failed", f"internal: {error!r}")
 
     async def _end(self, session_id: str, run_id: str, step: int, attempt: int, outcome: str, error: str = "") -> None:
-        await self._broker.work.perform(
-            await self._broker.runs.finish(session_id, run_id, step, attempt, outcome, error)
-        )
+        await self._broker.runs.finish(session_id, run_id, step, attempt, outcome, error)
 
-    async def _run(self, session_id: str, run_id: str, step: int, attempt: int) -> None:
+    async def _run(self, session_id: str, run_id: str, step: int, attempt: int, entry: str) -> None:
         broker = self._broker
         started = time.monotonic()
         started_at_us = time.time_ns() // 1000
@@ -128,8 +118,7 @@ class StepRunner:
         limit = config.max_steps if config is not None else broker.settings.max_steps
         # Begin before the model is resolved: a provider SDK's first import takes seconds, and under the
         # step's lease (renewed by _Hold) a slow import is not mistaken for a worker that died.
-        outcome, owed = await broker.runs.begin(session_id, run_id, step, attempt, limit)
-        await broker.work.perform(owed)
+        outcome = await broker.runs.begin(session_id, run_id, step, attempt, limit, entry)
         if outcome != "run":
             return
         if config is None:
@@ -152,8 +141,7 @@ class StepRunner:
         finally:
             await deltas.close()
         timing = {"step_ms": round((time.monotonic() - started) * 1000), "started_at_us": started_at_us}
-        committed = await self._commit(session_id, run_id, step, attempt, turn, catalog, config, timing)
-        await broker.work.perform(committed.owed)
+        await self._commit(session_id, run_id, step, attempt, turn, catalog, config, timing)
 
     async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Catalog]:
         model = await self._models.model_for(session_id)
@@ -192,11 +180,3 @@ class StepRunner:
             # A registration came or went since the catalog was read: route against what is there now.
             catalog = Catalog.build(await self._broker.runs.offered(session_id), self._registry, config)
         raise BrokerUnavailable("client names kept changing while the step was committed")
-
-
-async def run_step(ctx: dict[str, Any], session_id: str, run_id: str, step: int, attempt: int) -> None:
-    """The arq job: try `attempt` of step `step` of run `run_id` in session `session_id`."""
-    runner: StepRunner = ctx["steps"]
-    metrics: WorkerMetrics = ctx["metrics"]
-    with log_ids(session_id=session_id, run_id=run_id), metrics.timed(metrics.steps):
-        await runner.run(session_id, run_id, step, attempt, int(ctx.get("job_try", 1)))

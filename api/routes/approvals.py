@@ -34,7 +34,6 @@ async def resolve_approval(
 
     async def act(_: Keyed) -> Outcome:
         resolved = await state.broker.approvals.resolve(canonical, call_id, decision.decision, message, caller.id)
-        await state.broker.work.perform(resolved.owed)
         return Outcome(200, resolved.event.encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

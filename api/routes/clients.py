@@ -88,8 +88,7 @@ async def ping_client(session_id: str, client_id: str, request: Request, state: 
 async def leave_client(session_id: str, client_id: str, caller: Caller, state: State) -> Response:
     """Leave: the name is released and the calls still owed an answer fail with `client_gone`."""
     canonical = await existing_session(state, caller, session_id, MANAGE)
-    owed = await state.broker.clients.leave(canonical, canonical_id(client_id, "client"))
-    await state.broker.work.perform(owed)
+    await state.broker.clients.leave(canonical, canonical_id(client_id, "client"))
     return Response(status_code=204)
 
 

@@ -38,7 +38,6 @@ async def post_input(
         submitted = await broker.runs.submit(
             canonical, seed["run_id"], seed["input_id"], body.text, body.source or "client", scoped
         )
-        await broker.work.perform(submitted.owed)
         outcome = SubmitOutcomeBody.model_validate(
             {"outcome": submitted.outcome, "run_id": submitted.run_id, "client_id": submitted.scoped_client_id}
         )

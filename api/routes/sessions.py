@@ -98,8 +98,7 @@ async def get_session(session_id: str, caller: Caller, state: State) -> SessionB
 async def delete_session(session_id: str, caller: Caller, state: State) -> Response:
     """Delete the session: its active run ends, its streams close, and later requests get 404."""
     caller.require("session.manage")
-    broker = state.broker
-    await broker.work.perform(await broker.sessions.delete(caller.reach_session(session_id, "session.manage")))
+    await state.broker.sessions.delete(caller.reach_session(session_id, "session.manage"))
     return Response(status_code=204)
 
 
@@ -109,8 +108,7 @@ async def cancel_run(session_id: str, request: Request, caller: Caller, state: S
     canonical = await existing_session(state, caller, session_id, "session.manage")
 
     async def act(_: Keyed) -> Outcome:
-        run_id, owed = await state.broker.runs.cancel(canonical)
-        await state.broker.work.perform(owed)
+        run_id = await state.broker.runs.cancel(canonical)
         return Outcome(200, CancelOutcomeBody.model_validate({"run_id": run_id}).model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

@@ -2,23 +2,24 @@
 -- A repeated ack of an acked call answers with the same event. Answers as HTTP (lib/http.lua).
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua.
--- KEYS[9] the session's tokens  KEYS[10] the Idempotency-Key receipt  KEYS[11] the registration's call
+-- KEYS[6] the session's tokens  KEYS[7] the Idempotency-Key receipt  KEYS[8] the registration's call
 -- stream
 -- ARGV[5] result deadline ms  ARGV[6] token SHA-256 ('' when the caller checked an API key)
 -- ARGV[7] request fingerprint ('' for no Idempotency-Key)  ARGV[8] receipt ttl ms
 -- ARGV[9] the pool member acking ('' for a caller outside any pool)  ARGV[10] the pool's group
--- Returns {HTTP status, body, owed}: 200 and the acked event; 404 (no such call for this client, or no
+-- Returns {HTTP status, body}: 200 and the acked event; 404 (no such call for this client, or no
 -- session); 409 (settled, not dispatched yet, or held by another pool member); 401 (token).
 --
 -- Pools: the member holding the call (pool_take.lua) is the only member whose ack counts, and its ack
 -- settles the call's entry in the group, so the call is never handed to another member.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/call.lua
 --!include lib/http.lua
 
 local S = sb_call_context()
-local H = {tokens = KEYS[9], receipt = KEYS[10], token = ARGV[6], fp = ARGV[7], ttl = tonumber(ARGV[8])}
+local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[6], fp = ARGV[7], ttl = tonumber(ARGV[8])}
 local early = sb_http_begin(S, H)
 if early then return early end
 local rec = sb_own_call(S)
@@ -33,4 +34,4 @@ if rec.state ~= 'dispatched' then
   return sb_http_refuse(S, H, refusal[1], refusal[2])
 end
 if member ~= '' then rec.member = member end
-return sb_http_reply(S, H, 200, sb_ack(S, rec, tonumber(ARGV[5]), {KEYS[11], ARGV[10]}))
+return sb_http_reply(S, H, 200, sb_ack(S, rec, tonumber(ARGV[5]), {KEYS[8], ARGV[10]}))

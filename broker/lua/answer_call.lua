@@ -1,20 +1,22 @@
 -- Records a client's result as the call's `tool_result`; a result without an ack acks first. When it
--- settles the last call of the step, the next step is owed. Answers as HTTP (lib/http.lua).
+-- settles the last call of the step, the next step is owed (an entry on the partition's work stream).
+-- Answers as HTTP (lib/http.lua).
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua.
--- KEYS[9] the session's tokens  KEYS[10] the Idempotency-Key receipt  KEYS[11] the registration's call
+-- KEYS[6] the session's tokens  KEYS[7] the Idempotency-Key receipt  KEYS[8] the registration's call
 -- stream
 -- ARGV[5] tool_result event JSON  ARGV[6] result deadline ms  ARGV[7] token SHA-256 ('' for an API key)
 -- ARGV[8] request fingerprint ('' for no Idempotency-Key)  ARGV[9] receipt ttl ms  ARGV[10] the pool group
--- Returns {HTTP status, body, owed}: 204 and ''; 404; 409 (already settled); 401 (token).
+-- Returns {HTTP status, body}: 204 and ''; 404; 409 (already settled); 401 (token).
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua
 --!include lib/http.lua
 
 local S = sb_call_context()
-local H = {tokens = KEYS[9], receipt = KEYS[10], token = ARGV[7], fp = ARGV[8], ttl = tonumber(ARGV[9])}
+local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[7], fp = ARGV[8], ttl = tonumber(ARGV[9])}
 local early = sb_http_begin(S, H)
 if early then return early end
 local rec = sb_own_call(S)
@@ -23,9 +25,8 @@ if rec.state ~= 'dispatched' and rec.state ~= 'acked' then
   local refusal = sb_settled_refusal(S, rec)
   return sb_http_refuse(S, H, refusal[1], refusal[2])
 end
-if rec.state == 'dispatched' then sb_ack(S, rec, tonumber(ARGV[6]), {KEYS[11], ARGV[10]}) end
+if rec.state == 'dispatched' then sb_ack(S, rec, tonumber(ARGV[6]), {KEYS[8], ARGV[10]}) end
 sb_append(S, ARGV[5])
-redis.call('DEL', S.deadline)
 sb_count('calls_answered')
 sb_observe_ms('ack_to_result', S.now - (rec.acked_ms or S.now))
 sb_settle(S, S.call_id, rec, 'answered', nil)

@@ -4,29 +4,31 @@
 --
 -- KEYS and ARGV[1..3]: the layout of lib/run.lua.
 -- ARGV[4] step  ARGV[5] attempt  ARGV[6] max steps  ARGV[7] lease ms  ARGV[8] text for run_gone
--- Returns {0, 'run' | 'stale' | 'ended', owed}; {404, 'session'}. 'stale': another job has this step
--- (a duplicate, a late retry of a reclaimed try, or a worker that still holds its lease).
+-- ARGV[9] the work entry that brought the step ('' for none): done with, whatever the outcome
+-- Returns {0, 'run' | 'stale' | 'ended'}; {404, 'session'}. 'stale': another worker has this step (a
+-- duplicate take, a late retry of a reclaimed try, or a worker that still holds its lease).
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
 
 local S = sb_run_context()
+sb_work_done(ARGV[9])
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
 local step, attempt, max_steps = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local current = sb_current_step(S, step, attempt)
-if not current then return sb_reply('stale', S.owe) end
--- `running` again: the same try's job retried after its worker died; taken only once its lease lapsed.
+if not current then return sb_reply('stale') end
+-- `running` again: the same try taken again after its worker died; taken only once its lease lapsed.
 local free = current.state == 'queued' or (current.state == 'running' and current.lease_until <= S.now)
-if not free then return sb_reply('stale', S.owe) end
-redis.call('ZREM', S.work, 's|' .. S.sid .. '|' .. S.run_id .. '|' .. step .. '|' .. attempt)
+if not free then return sb_reply('stale') end
 if current.cancel then
   sb_end_run(S, 'run_cancelled', nil, ARGV[8])
-  return sb_reply('ended', S.owe)
+  return sb_reply('ended')
 end
 if step >= max_steps then
   sb_end_run(S, 'run_failed', 'the run reached its limit of ' .. max_steps .. ' model steps', ARGV[8])
-  return sb_reply('ended', S.owe)
+  return sb_reply('ended')
 end
 if not current.started then sb_append(S, sb_run_event('run_started', S.run_id)) end
 local steering = redis.call('LRANGE', S.inbox, 0, -1)
@@ -37,4 +39,4 @@ for _, raw in ipairs(steering) do
 end
 redis.call('HSET', S.run, 'state', 'running', 'started', '1')
 sb_hold_step(S, tonumber(ARGV[7]))
-return sb_reply('run', S.owe)
+return sb_reply('run')

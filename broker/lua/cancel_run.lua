@@ -3,18 +3,19 @@
 -- flagged, and its worker ends it at the next checkpoint.
 --
 -- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').  ARGV[4] text for run_gone
--- Returns {0, run id or '', 'ended' | 'flagged' | 'idle', owed}; {404, 'session'}.
+-- Returns {0, run id or '', 'ended' | 'flagged' | 'idle'}; {404, 'session'}.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
 local run = redis.call('HMGET', S.run, 'run_id', 'state')
-if not run[1] then return sb_reply('', 'idle', S.owe) end
+if not run[1] then return sb_reply('', 'idle') end
 if run[2] == 'running' then
   redis.call('HSET', S.run, 'cancel', '1')
-  return sb_reply(run[1], 'flagged', S.owe)
+  return sb_reply(run[1], 'flagged')
 end
-return sb_reply(sb_end_run(S, 'run_cancelled', nil, ARGV[4]), 'ended', S.owe)
+return sb_reply(sb_end_run(S, 'run_cancelled', nil, ARGV[4]), 'ended')

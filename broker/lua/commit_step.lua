@@ -5,8 +5,8 @@
 -- active registration holds, give the model an error result at once. Then the run completes, waits, or
 -- (nothing to wait for) owes its next step.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua.  KEYS[13..]: per client call with a client id, in
--- order, its client hash, its client call stream and its deadline key.
+-- KEYS and ARGV[1..3]: the layout of lib/run.lua.  KEYS[9..]: per client call with a client id, in
+-- order, its client hash and its client call stream.
 -- ARGV[4] step  ARGV[5] attempt  ARGV[6] ack deadline ms  ARGV[7] message_assistant JSON
 -- ARGV[8] number of calls  ARGV[9] text for run_gone  ARGV[10] call stream retention ms
 -- ARGV[11] the step's timing (a custom event JSON, '' for none)
@@ -15,10 +15,11 @@
 -- 'require_approval' | 'deny'), tool_call JSON, payload (client_tool_dispatched JSON for a client call,
 -- the arguments JSON for a server call), error tool_result JSON (used for deny, or a tool no active
 -- registration holds), approval_requested JSON.
--- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry', owed};
+-- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry'};
 -- {404, 'session'}. 'retry': a registered name now resolves differently than the caller saw.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
 --!include lib/call.lua
@@ -29,30 +30,30 @@ if not sb_session_live(S) then return sb_refuse(404, 'session') end
 local step, attempt, ack_ms, ncalls = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[8])
 local retention = tonumber(ARGV[10])
 local current = sb_current_step(S, step, attempt)
-if not current or current.state ~= 'running' then return sb_reply('stale', S.owe) end
+if not current or current.state ~= 'running' then return sb_reply('stale') end
 if current.cancel then
   sb_end_run(S, 'run_cancelled', nil, ARGV[9])
-  return sb_reply('cancelled', S.owe)
+  return sb_reply('cancelled')
 end
 
 -- Every registered name must still resolve as the caller saw it before anything is written.
 for i = 0, ncalls - 1 do
   local b = 12 + i * 10
   local name, cid = ARGV[b + 2], ARGV[b + 3]
-  if name ~= '' and (redis.call('HGET', S.names, name) or '') ~= cid then return sb_reply('retry', S.owe) end
+  if name ~= '' and (redis.call('HGET', S.names, name) or '') ~= cid then return sb_reply('retry') end
 end
 
-redis.call('ZREM', S.steps, S.sid)
+redis.call('ZREM', SB_P.steps, S.sid)
 sb_append(S, ARGV[7])
-local pending, k = 0, 13
+local pending, k = 0, 9
 for i = 0, ncalls - 1 do
   local b = 12 + i * 10
   local call_id, kind, cid, tool, policy = ARGV[b], ARGV[b + 1], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   sb_append(S, ARGV[b + 6])
   local outcome, client, stream = 'error', nil, nil
   if kind == 'client' and cid ~= '' then
-    client, stream, S.deadline = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-    k = k + 3
+    client, stream = KEYS[k], KEYS[k + 1]
+    k = k + 2
     if redis.call('HGET', client, 'state') == 'active' and sb_holds(client, tool) then outcome = policy end
   elseif kind == 'server' then
     outcome = policy
@@ -66,7 +67,7 @@ for i = 0, ncalls - 1 do
       rec.state = 'awaiting'
     else
       rec.state = 'queued'
-      sb_owe(S, 't|' .. S.sid .. '|' .. call_id)
+      sb_owe('t|' .. S.sid .. '|' .. call_id)
     end
     if kind == 'client' then rec.dispatch = ARGV[b + 7] else rec.args = ARGV[b + 7] end
     redis.call('HSET', S.calls, call_id, cjson.encode(rec))
@@ -83,14 +84,14 @@ if ncalls == 0 then
   -- Input that steered the run while this step ran has not been answered yet: one more step.
   if redis.call('LLEN', S.inbox) > 0 then
     sb_schedule_step(S, S.run_id, step + 1, 0)
-    return sb_reply('continue', S.owe)
+    return sb_reply('continue')
   end
   sb_end_run(S, 'run_completed', nil, ARGV[9])
-  return sb_reply('completed', S.owe)
+  return sb_reply('completed')
 end
 if pending == 0 then
   sb_schedule_step(S, S.run_id, step + 1, 0)
-  return sb_reply('continue', S.owe)
+  return sb_reply('continue')
 end
 redis.call('HSET', S.run, 'state', 'waiting', 'pending', pending)
-return sb_reply('waiting', S.owe)
+return sb_reply('waiting')

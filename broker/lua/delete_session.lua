@@ -1,16 +1,16 @@
 -- Deletes a session. Its active run ends first (owed calls fail with run_gone, then run_cancelled), and
 -- so does every queued run, so live streams see each run end; then `deleted` goes out on the channel,
--- the session leaves every index, and the log and state go. The record and tokens stay as a tombstone
--- for ARGV[4] ms, so the session's own tokens get 404 (not 401) from then on. Per-client keys are purged
--- later by a worker's sweeper.
+-- the session leaves its partition's indexes, and the log and state go. The record and tokens stay as a
+-- tombstone for ARGV[4] ms, so the session's own tokens get 404 (not 401) from then on. Per-client keys
+-- are purged later by the timekeeper (purge index), and the workspace's session indexes are left by the
+-- caller (another slot).
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').
--- KEYS[13] tokens  KEYS[14] sessions index  KEYS[15] the agent's session set  KEYS[16] leases (global)
--- KEYS[17] purge index (global)
+-- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').  KEYS[9] tokens
 -- ARGV[4] tombstone ms  ARGV[5] text for run_gone
--- Returns {0, owed}; {404, 'session'}.
+-- Returns {0}; {404, 'session'}.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
 
@@ -26,21 +26,12 @@ for _, raw in ipairs(queued) do
 end
 local names = redis.call('HGETALL', S.names)
 if #names > 0 then sb_count('clients_active', -(#names / 2)) end
-for i = 2, #names, 2 do redis.call('ZREM', KEYS[16], S.sid .. ':' .. names[i]) end
-redis.call('ZREM', S.dequeue, S.sid)
+for i = 2, #names, 2 do redis.call('ZREM', SB_P.leases, S.sid .. ':' .. names[i]) end
+redis.call('ZREM', SB_P.dequeue, S.sid)
 redis.call('PUBLISH', S.channel, 'deleted')
 redis.call('HSET', S.meta, 'deleted', '1')
-redis.call('ZREM', KEYS[14], S.sid)
-redis.call('SREM', KEYS[15], S.sid)
-redis.call('ZADD', KEYS[17], S.now, S.sid)
+sb_timer(SB_P.purges, S.now, S.sid)
 redis.call('UNLINK', S.events, S.names, S.calls, S.owed, S.run, S.inbox)
 redis.call('PEXPIRE', S.meta, ARGV[4])
-redis.call('PEXPIRE', KEYS[13], ARGV[4])
--- The purge drops every client, run-scoped ones included: no departure is owed any more.
-for i = #S.owe, 1, -1 do
-  if string.sub(S.owe[i], 1, 2) == 'd|' then
-    redis.call('ZREM', S.work, S.owe[i])
-    table.remove(S.owe, i)
-  end
-end
-return sb_reply(S.owe)
+redis.call('PEXPIRE', KEYS[9], ARGV[4])
+return sb_reply()

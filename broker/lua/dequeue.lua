@@ -2,13 +2,14 @@
 -- it is set again) or a run is active (its end starts the queue).
 --
 -- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').
--- Returns {0, owed}.
+-- Returns {0}.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
 
 local S = sb_run_context()
-redis.call('ZREM', S.dequeue, S.sid)
+redis.call('ZREM', SB_P.dequeue, S.sid)
 if sb_session_live(S) and redis.call('EXISTS', S.run) == 0 then sb_start_next(S) end
-return sb_reply(S.owe)
+return sb_reply()

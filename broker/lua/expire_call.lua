@@ -5,24 +5,24 @@
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
 -- ARGV[5] text for ack_timeout  ARGV[6] text for result_timeout  ARGV[7] text for an interrupted server call
--- Returns {0, 'failed' | 'not_due' | 'settled', owed}.
+-- Returns {0, 'failed' | 'not_due' | 'settled'}.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua
 
 local S = sb_call_context()
 local member = S.sid .. ':' .. S.call_id
-local due = redis.call('ZSCORE', S.deadlines, member)
-if not due then return sb_reply('settled', S.owe) end
-if tonumber(due) > S.now then return sb_reply('not_due', S.owe) end
+local due = redis.call('ZSCORE', SB_P.deadlines, member)
+if not due then return sb_reply('settled') end
+if tonumber(due) > S.now then return sb_reply('not_due') end
 local rec = sb_call(S)
 local live = {dispatched = true, acked = true, running = true}
 if not rec or not live[rec.state] or not sb_session_live(S) then
-  redis.call('ZREM', S.deadlines, member)
-  return sb_reply('settled', S.owe)
+  redis.call('ZREM', SB_P.deadlines, member)
+  return sb_reply('settled')
 end
-redis.call('DEL', S.deadline)
 if rec.kind == 'server' then
   sb_fail_call(S, S.call_id, rec, 'interrupted', ARGV[7])
 elseif rec.state == 'dispatched' then
@@ -30,4 +30,4 @@ elseif rec.state == 'dispatched' then
 else
   sb_fail_call(S, S.call_id, rec, 'result_timeout', ARGV[6])
 end
-return sb_reply('failed', S.owe)
+return sb_reply('failed')

@@ -1,19 +1,24 @@
--- Lapses a ttl registration whose lease key has expired (expiry notification or the sweeper).
--- Idempotent: a lease renewed in the meantime, or a client already gone, changes nothing.
+-- Lapses a ttl registration whose lease entry came due (the timekeeper). Idempotent: a client that pinged
+-- in the meantime gets its entry moved to its new expiry, and a client already gone changes nothing.
 --
 -- KEYS and ARGV: the layout of lib/client.lua.
--- Returns {0, 'lapsed' | 'alive' | 'gone', owed}.
+-- Returns {0, 'lapsed' | 'alive' | 'gone'}.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/client.lua
 
 local S = sb_client_context()
 local state = redis.call('HGET', S.client, 'state')
 if state ~= 'active' or not sb_session_live(S) then
-  redis.call('ZREM', S.leases, S.sid .. ':' .. S.cid)
-  return sb_reply('gone', S.owe)
+  redis.call('ZREM', SB_P.leases, S.sid .. ':' .. S.cid)
+  return sb_reply('gone')
 end
-if redis.call('EXISTS', S.lease) == 1 then return sb_reply('alive', S.owe) end
+local expires = tonumber(redis.call('HGET', S.client, 'expires_at') or '0')
+if expires > S.now then
+  sb_timer(SB_P.leases, expires, S.sid .. ':' .. S.cid)
+  return sb_reply('alive')
+end
 sb_client_gone(S, S.cid, 'timed_out')
-return sb_reply('lapsed', S.owe)
+return sb_reply('lapsed')

@@ -3,9 +3,10 @@
 -- leave this way when their run ends.
 --
 -- KEYS and ARGV: the layout of lib/client.lua.
--- Returns {0, owed}; {404, 'session' | 'client'} when the session or the client does not exist.
+-- Returns {0}; {404, 'session' | 'client'} when the session or the client does not exist.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/client.lua
 
@@ -14,4 +15,4 @@ if not sb_session_live(S) then return sb_refuse(404, 'session') end
 local state = redis.call('HGET', S.client, 'state')
 if not state then return sb_refuse(404, 'client') end
 if state == 'active' then sb_client_gone(S, S.cid, 'departed') end
-return sb_reply(S.owe)
+return sb_reply()

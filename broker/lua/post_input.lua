@@ -5,16 +5,16 @@
 -- bring run-scoped client tools: a registration that lives as long as the run it joins.
 --
 -- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is the id a new run takes).
--- KEYS[13] clients  KEYS[14] the run-scoped client's hash  KEYS[15] its lease (never set)
--- KEYS[16] leases (global)
+-- KEYS[9] clients  KEYS[10] the run-scoped client's hash
 -- ARGV[4] input id  ARGV[5] text  ARGV[6] source ('client' | 'external')
 -- ARGV[7] run-scoped client id ('' for none)  ARGV[8] its name  ARGV[9] its tools JSON
 -- ARGV[10] its tool names joined by "\n"  ARGV[11] max active clients  ARGV[12] max name length
--- Returns {0, 'new_run' | 'steered', run id, scoped client id or '', owed}; {404, 'session'};
+-- Returns {0, 'new_run' | 'steered', run id, scoped client id or ''}; {404, 'session'};
 -- {409, msg} the policy is `drop` and a run is active; {400, msg} no room for the run-scoped client.
 -- The same run id or input id again (a retried request) changes nothing and answers the same.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
 --!include lib/client.lua
@@ -26,12 +26,12 @@ local active = redis.call('HGET', S.run, 'run_id')
 local policy = redis.call('HGET', S.meta, 'policy') or 'steer'
 
 -- A retry of an input already taken answers as the first attempt did.
-if active == S.run_id then return sb_reply('new_run', active, scoped, S.owe) end
+if active == S.run_id then return sb_reply('new_run', active, scoped) end
 if active and redis.call('HEXISTS', S.run, 'in:' .. input_id) == 1 then
-  return sb_reply('steered', active, scoped, S.owe)
+  return sb_reply('steered', active, scoped)
 end
 for _, raw in ipairs(redis.call('LRANGE', S.queue, 0, -1)) do
-  if cjson.decode(raw).run_id == S.run_id then return sb_reply('new_run', S.run_id, scoped, S.owe) end
+  if cjson.decode(raw).run_id == S.run_id then return sb_reply('new_run', S.run_id, scoped) end
 end
 if active and policy == 'drop' then
   return sb_refuse(409, 'a run is active and this agent drops input that arrives during a run')
@@ -39,7 +39,7 @@ end
 
 if scoped ~= '' then
   local name, refusal = sb_register(S, {
-    names = S.names, clients = KEYS[13], client = KEYS[14], lease = KEYS[15], leases = KEYS[16], cid = scoped,
+    names = S.names, clients = KEYS[9], client = KEYS[10], cid = scoped,
     name = ARGV[8], lifetime = '{"type":"never"}', ttl = 0, tools = ARGV[9], tool_names = ARGV[10],
     max_clients = tonumber(ARGV[11]), max_len = tonumber(ARGV[12]),
     run = (active and policy == 'steer') and active or S.run_id,
@@ -53,7 +53,7 @@ if active and policy == 'steer' then
     redis.call('HSET', S.run, 'scoped', (redis.call('HGET', S.run, 'scoped') or '') .. ' ' .. scoped)
   end
   redis.call('RPUSH', S.inbox, cjson.encode({text = text, source = source == 'client' and 'steer' or source}))
-  return sb_reply('steered', active, scoped, S.owe)
+  return sb_reply('steered', active, scoped)
 end
 
 if active or redis.call('LLEN', S.queue) > 0 then
@@ -62,10 +62,10 @@ if active or redis.call('LLEN', S.queue) > 0 then
   sb_append(S, sb_run_event('run_queued', S.run_id))
   -- Input that waits behind a debounce timer (and no run) restarts the timer: the trailing edge.
   if not active then sb_start_next(S) end
-  return sb_reply('new_run', S.run_id, scoped, S.owe)
+  return sb_reply('new_run', S.run_id, scoped)
 end
 
 sb_append(S, sb_message_user(text, source))
 sb_append(S, sb_run_event('run_queued', S.run_id))
 sb_start_run(S, S.run_id, scoped)
-return sb_reply('new_run', S.run_id, scoped, S.owe)
+return sb_reply('new_run', S.run_id, scoped)

@@ -3,25 +3,29 @@
 --
 -- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').
 -- ARGV[4] max reclaims  ARGV[5] text for run_gone
--- Returns {0, 'reclaimed' | 'alive' | 'gone' | 'ended', owed}.
+-- Returns {0, 'reclaimed' | 'alive' | 'gone' | 'ended'}.
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
 
 local S = sb_run_context()
 local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'state', 'lease_until', 'reclaims')
 if not run[1] or run[4] ~= 'running' or not sb_session_live(S) then
-  redis.call('ZREM', S.steps, S.sid)
-  return sb_reply('gone', S.owe)
+  redis.call('ZREM', SB_P.steps, S.sid)
+  return sb_reply('gone')
 end
-if tonumber(run[5] or 0) > S.now then return sb_reply('alive', S.owe) end
+if tonumber(run[5] or 0) > S.now then
+  sb_timer(SB_P.steps, tonumber(run[5]), S.sid)
+  return sb_reply('alive')
+end
 local reclaims = redis.call('HINCRBY', S.run, 'reclaims', 1)
-redis.call('ZREM', S.steps, S.sid)
+redis.call('ZREM', SB_P.steps, S.sid)
 if reclaims > tonumber(ARGV[4]) then
   sb_end_run(S, 'run_failed', 'the worker running step ' .. run[2] .. ' stopped ' .. (reclaims)
     .. ' times; the run gives up', ARGV[5])
-  return sb_reply('ended', S.owe)
+  return sb_reply('ended')
 end
 sb_schedule_step(S, run[1], tonumber(run[2]), tonumber(run[3]) + 1)
-return sb_reply('reclaimed', S.owe)
+return sb_reply('reclaimed')

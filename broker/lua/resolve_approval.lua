@@ -4,13 +4,14 @@
 -- call for a worker.
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
--- KEYS[9] the bound client's hash  KEYS[10] its call stream (unused for a server call)
+-- KEYS[6] the bound client's hash  KEYS[7] its call stream (unused for a server call)
 -- ARGV[5] 'allow' | 'deny'  ARGV[6] deny message ('' for none)  ARGV[7] resolved_by
 -- ARGV[8] ack deadline ms  ARGV[9] call stream retention ms  ARGV[10] the client id the caller read
--- Returns {0, approval_resolved event JSON, owed}; {404, 'session' | 'call'}; {409, msg} decided already;
+-- Returns {0, approval_resolved event JSON}; {404, 'session' | 'call'}; {409, msg} decided already;
 -- {0, 'retry'} the call's bound client is not the one the caller read (read it again).
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua
 
@@ -37,13 +38,13 @@ if decision == 'deny' then
 elseif rec.kind == 'server' then
   rec.state = 'queued'
   redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
-  sb_owe(S, 't|' .. S.sid .. '|' .. S.call_id)
-elseif redis.call('HGET', KEYS[9], 'state') ~= 'active' then
+  sb_owe('t|' .. S.sid .. '|' .. S.call_id)
+elseif redis.call('HGET', KEYS[6], 'state') ~= 'active' then
   rec.state = 'allowed'
   sb_fail_call(S, S.call_id, rec, 'client_gone', 'the client left before the call was approved')
 else
   local dispatch = rec.dispatch
   rec.dispatch = nil
-  sb_dispatch(S, rec, KEYS[10], dispatch, tonumber(ARGV[8]), tonumber(ARGV[9]))
+  sb_dispatch(S, rec, KEYS[7], dispatch, tonumber(ARGV[8]), tonumber(ARGV[9]))
 end
-return sb_reply(resolved, S.owe)
+return sb_reply(resolved)

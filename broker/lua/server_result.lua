@@ -1,18 +1,18 @@
 -- Records a server call's result as its `tool_result` and settles it.
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').  ARGV[5] tool_result event JSON
--- Returns {0, 'settled' | 'stale', owed} ('stale': the call was settled meanwhile, e.g. as interrupted).
+-- Returns {0, 'settled' | 'stale'} ('stale': the call was settled meanwhile, e.g. as interrupted).
 
 --!include lib/core.lua
+--!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua
 
 local S = sb_call_context()
 local rec = sb_call(S)
 if not rec or rec.kind ~= 'server' or rec.state ~= 'running' or not sb_session_live(S) then
-  return sb_reply('stale', S.owe)
+  return sb_reply('stale')
 end
 sb_append(S, ARGV[5])
-redis.call('DEL', S.deadline)
 sb_settle(S, S.call_id, rec, 'answered', nil)
-return sb_reply('settled', S.owe)
+return sb_reply('settled')

@@ -7,6 +7,7 @@ from typing import Any
 
 from broker.runs import args_hash
 from tests.api_client import Api, Event, Session, of_type, run_over
+from tests.helpers import held_work
 from tests.sse import Frames
 
 GATED: dict[str, Any] = {"client_tool_policies": {"client__web__highlight_row": "require_approval"}}
@@ -92,7 +93,7 @@ async def test_an_approval_is_never_failed_by_a_timer(api: Api) -> None:
     await asyncio.sleep(1.6)
     later = await api.events(session)
     assert later == events
-    assert await api.stack.broker.core.redis.zcard(api.stack.broker.core.keys.queue) == 0
+    assert await held_work(api.stack.broker, session.id) == []
 
 
 async def test_deny_policy_and_cancel_while_waiting(api: Api) -> None:

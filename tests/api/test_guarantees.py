@@ -7,6 +7,7 @@ from pydantic import TypeAdapter
 from api.schemas.events import SessionEvent
 from broker.aio import aw, command
 from tests.api_client import Api, of_type, run_over, types
+from tests.helpers import held_work
 
 EVENTS = TypeAdapter(list[SessionEvent])
 
@@ -85,10 +86,5 @@ async def test_no_job_is_held_while_a_run_waits_on_a_client(api: Api) -> None:
     await api.register(session)
     await api.send(session, "/call client__web__highlight_row")
     await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
-    redis = api.stack.broker.core.redis
-    assert await redis.zcard(api.stack.broker.core.keys.queue) == 0
-    _, in_progress = await command(
-        redis, "SCAN", 0, "MATCH", f"arq:in-progress:{api.stack.settings.key_prefix}:*", "COUNT", 10_000
-    )
-    assert in_progress == []
+    assert await held_work(api.stack.broker, session.id) == []
     assert "run_completed" not in types(await api.events(session))

@@ -8,6 +8,7 @@ import pytest
 
 from broker.aio import aw
 from broker.client import create_redis
+from broker.keys import KeySpace, PartitionKeys
 from broker.scripts import Scripts
 
 SPIN_200_MS = """
@@ -18,16 +19,22 @@ return 1
 """
 
 
+async def next_due(scripts: Scripts, partition: PartitionKeys) -> int:
+    """The partition's next due time as the sweep arms it (-1 for none), through one script call."""
+    reply = await scripts.raw("sweep", [], [0], partition)
+    return int(reply[1])
+
+
 async def test_a_flushed_script_cache_is_loaded_again_on_first_use(redis_url: str, key_prefix: str) -> None:
     redis = create_redis(redis_url)
-    index = f"{key_prefix}:timers"
+    partition = KeySpace(key_prefix).partition(0)
     try:
-        scripts = Scripts(redis, f"{key_prefix}:stats")
+        scripts = Scripts(redis)
         await scripts.load()
-        assert await scripts.raw("next_due", [index], []) == -1
+        assert await next_due(scripts, partition) == -1
         await aw(redis.script_flush())
-        await aw(redis.zadd(index, {"t": 0}))
-        assert await scripts.raw("next_due", [index], []) == 0
+        await aw(redis.zadd(partition.deadlines, {"t": 5}))
+        assert await next_due(scripts, partition) == 5
     finally:
         await redis.aclose()
 
@@ -37,13 +44,13 @@ async def test_script_calls_share_a_bounded_pool_and_hand_every_connection_back(
 ) -> None:
     redis = create_redis(redis_url, max_connections=3)
     try:
-        scripts = Scripts(redis, f"{key_prefix}:stats")
+        scripts = Scripts(redis)
         await scripts.load()
-        indexes = [f"{key_prefix}:t{i}" for i in range(50)]
-        for i, index in enumerate(indexes[:25]):
-            await aw(redis.zadd(index, {"t": i}))
-        replies = await asyncio.gather(*(scripts.raw("next_due", [index], []) for index in indexes))
-        assert replies == [0] * 25 + [-1] * 25
+        partitions = [KeySpace(key_prefix).partition(i) for i in range(50)]
+        for i, partition in enumerate(partitions[:25]):
+            await aw(redis.zadd(partition.leases, {"t": i + 1}))
+        replies = await asyncio.gather(*(next_due(scripts, partition) for partition in partitions))
+        assert replies == [i + 1 for i in range(25)] + [-1] * 25
         pool = redis.connection_pool
         assert len(pool._in_use_connections) == 0
         assert len(pool._available_connections) <= 3
@@ -54,22 +61,34 @@ async def test_script_calls_share_a_bounded_pool_and_hand_every_connection_back(
 async def test_a_script_cancelled_before_its_reply_leaves_no_reply_behind(redis_url: str, key_prefix: str) -> None:
     redis = create_redis(redis_url, max_connections=1)
     blocker = create_redis(redis_url)
-    index = f"{key_prefix}:timers"
+    keys = KeySpace(key_prefix)
     try:
-        scripts = Scripts(redis, f"{key_prefix}:stats")
+        scripts = Scripts(redis)
         await scripts.load()
-        await aw(redis.zadd(index, {"t": 0}))
+        await aw(redis.zadd(keys.partition(0).steps, {"t": 9}))
         # Redis busy for a moment, so the script's reply is still owed when it is cancelled.
         busy = asyncio.create_task(aw(blocker.eval(SPIN_200_MS, 0)))
         await asyncio.sleep(0.02)
-        owed = asyncio.create_task(scripts.raw("next_due", [index], []))
+        owed = asyncio.create_task(next_due(scripts, keys.partition(0)))
         await asyncio.sleep(0.05)
         owed.cancel()
         with pytest.raises(asyncio.CancelledError):
             await owed
         await busy
-        # Had the connection gone back with the reply unread, this call would read `0` for `-1`.
-        assert await scripts.raw("next_due", [f"{key_prefix}:empty"], []) == -1
+        # Had the connection gone back with the reply unread, this call would read `9` for `-1`.
+        assert await next_due(scripts, keys.partition(1)) == -1
     finally:
         await redis.aclose()
         await blocker.aclose()
+
+
+async def test_a_partition_script_must_be_given_its_partition(redis_url: str, key_prefix: str) -> None:
+    redis = create_redis(redis_url)
+    try:
+        scripts = Scripts(redis)
+        with pytest.raises(ValueError, match="partition"):
+            await scripts.raw("sweep", [], [0])
+        with pytest.raises(ValueError, match="partition"):
+            await scripts.raw("idem_finish", ["k"], ["a", 0, "", 0], KeySpace(key_prefix).partition(0))
+    finally:
+        await redis.aclose()

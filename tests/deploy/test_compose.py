@@ -13,6 +13,7 @@ import yaml
 from prometheus_client import generate_latest
 
 from api.metrics import Metrics
+from broker.keys import KeySpace
 from broker.telemetry import Figures, render_figures
 from tests.deploy.shared import (
     DEPLOY,
@@ -186,4 +187,4 @@ def test_the_dashboard_reads_only_metrics_that_exist_and_grafana_loads_it(stack:
 def test_the_exporter_checks_the_streams_and_the_indexes(stack: dict[str, Any]) -> None:
     exporter = stack["services"]["redis-exporter"]["environment"]
     assert exporter["REDIS_EXPORTER_CHECK_STREAMS"] == "sb:*:calls"
-    assert "sb:arq:queue" in exporter["REDIS_EXPORTER_CHECK_SINGLE_KEYS"].split(",")
+    assert exporter["REDIS_EXPORTER_CHECK_SINGLE_KEYS"].split(",") == [KeySpace().keepers]

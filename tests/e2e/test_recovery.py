@@ -21,9 +21,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
 FAST_RECOVERY = {
     "step_lease_s": "1",
     "server_call_lease_s": "1",
-    "sweep_interval_s": "0.1",
-    "worker_poll_delay_s": "0.01",
-    "continuation_grace_s": "0.5",
+    "keeper_lease_s": "1",
     "ack_timeout_s": "30",
     "result_timeout_s": "60",
     "server_tools_module": "tests.slow_tools:TOOLS",

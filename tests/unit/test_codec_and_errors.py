@@ -1,4 +1,4 @@
-"""Ids, timestamps, the arq codec, and error messages that name the field."""
+"""Ids, timestamps, and error messages that name the field."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from api.errors import describe_validation
-from broker.codec import canonical_uuid, job_deserializer, job_serializer, rfc3339, uuid7
+from broker.codec import canonical_uuid, rfc3339, uuid7
 from broker.runs import parse_client_tool
 
 
@@ -31,14 +31,6 @@ def test_canonical_uuid() -> None:
 def test_rfc3339_is_utc_with_z() -> None:
     assert rfc3339(0) == "1970-01-01T00:00:00.000Z"
     assert rfc3339(1_796_014_618_539) == "2026-11-30T04:56:58.539Z"
-
-
-def test_arq_codec_is_json() -> None:
-    job = {"t": 1, "f": "run_step", "a": ["s", "r", 0], "k": {}, "et": 123}
-    encoded = job_serializer(job)
-    assert encoded.startswith(b"{")
-    assert job_deserializer(encoded) == job
-    assert b"ValueError" in job_serializer({"r": ValueError("x")})
 
 
 @pytest.mark.parametrize(

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import binascii
+
 from broker.keys import KeySpace
+from broker.partitions import CLUSTER_SLOTS, partition_of, tag
 
 SID = "01a22ad0-37ab-71e3-9fe8-89a4ab14876a"
 
 
-def test_workspace_and_global_names() -> None:
+def slot(key: str) -> int:
+    """Redis Cluster's slot of a key (the hash tag's CRC16 when it has one)."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            key = key[start + 1 : end]
+    return binascii.crc_hqx(key.encode(), 0) % CLUSTER_SLOTS
+
+
+def test_workspace_names() -> None:
     keys = KeySpace()
     assert [
         keys.workspace,
+        keys.partition_count,
         keys.api_keys,
         keys.api_key("k"),
         keys.api_key_secret("h"),
@@ -23,19 +37,12 @@ def test_workspace_and_global_names() -> None:
         keys.provider("p"),
         keys.sessions,
         keys.workspace_idempotency("d"),
-        keys.deadlines,
-        keys.leases,
-        keys.work,
-        keys.steps,
-        keys.dequeue,
-        keys.purges,
-        keys.queue,
+        keys.keepers,
         keys.worker_health("host"),
         keys.hub_control,
-        keys.step_job_id("r", 3, 1),
-        keys.tool_job_id("s", "c"),
     ] == [
         "sb:{w}:workspace",
+        "sb:{w}:partitions",
         "sb:{w}:apikeys",
         "sb:{w}:apikey:k",
         "sb:{w}:apikey-secret:h",
@@ -48,47 +55,42 @@ def test_workspace_and_global_names() -> None:
         "sb:{w}:provider:p",
         "sb:{w}:sessions",
         "sb:{w}:idem:d",
-        "sb:deadlines",
-        "sb:leases",
-        "sb:work",
-        "sb:steps",
-        "sb:dequeue",
-        "sb:purge",
-        "sb:arq:queue",
-        "sb:arq:health:host",
+        "sb:{w}:keepers",
+        "sb:{w}:health:host",
         "sb:hub",
-        "sb:step:r:3:1",
-        "sb:tool:s:c",
     ]
+    assert len({slot(name) for name in [keys.workspace, keys.keepers, keys.agent("a"), keys.sessions]}) == 1
 
 
-def test_session_names_carry_the_session_as_hash_tag() -> None:
-    s = KeySpace().session(SID)
-    names = [
-        s.meta, s.events, s.tokens, s.names, s.clients, s.calls, s.owed, s.run, s.inbox, s.queue, s.live,
-        s.client("c"), s.lease("c"), s.client_calls("c"), s.deadline("call_1"), s.idempotency("d"),
-    ]  # fmt: skip
-    suffixes = ["meta", "events", "tokens", "names", "clients", "calls", "owed", "run", "inbox", "queue", "live"]
-    suffixes += ["client:c", "client:c:lease", "client:c:calls", "dl:call_1", "idem:d"]
-    assert names == [f"sb:{{{SID}}}:{suffix}" for suffix in suffixes]
+def test_partition_names() -> None:
+    p = KeySpace().partition(7)
+    assert p.block == [
+        f"sb:{{{tag(7)}}}:{suffix}"
+        for suffix in ("deadlines", "leases", "steps", "dequeue", "purge", "claims", "work", "alarm", "stats")
+    ]
+    assert {slot(name) for name in p.block} == {7 * 16}
 
 
-def test_nothing_is_named_under_arq_but_arq_own_job_keys() -> None:
+def test_a_session_and_its_partition_share_one_slot() -> None:
     keys = KeySpace()
-    assert not any(name.startswith("arq:") for name in (keys.queue, keys.worker_health("h"), keys.wake))
-    # The one place Switchboard writes arq's keys (enqueue_job.lua) names them as arq does.
-    assert (keys.arq_job("sb:step:r:1:1"), keys.arq_result("j")) == ("arq:job:sb:step:r:1:1", "arq:result:j")
-
-
-def test_expired_key_names_parse_back() -> None:
-    keys = KeySpace("t1")
     s = keys.session(SID)
-    assert keys.parse_expired(s.deadline("call_a:b/c")) == ("deadline", SID, "call_a:b/c")
-    assert keys.parse_expired(s.lease("0190f2a0-0000-7000-8000-0000000000aa")) == (
-        "lease",
-        SID,
-        "0190f2a0-0000-7000-8000-0000000000aa",
-    )
-    assert keys.parse_expired(s.meta) is None
-    assert keys.parse_expired(KeySpace("other").session(SID).deadline("x")) is None
+    names = [
+        s.meta, s.events, s.tokens, s.names, s.clients, s.calls, s.owed, s.run, s.inbox, s.queue,
+        s.client("c"), s.client_calls("c"), s.idempotency("d"),
+    ]  # fmt: skip
+    suffixes = ["meta", "events", "tokens", "names", "clients", "calls", "owed", "run", "inbox", "queue"]
+    suffixes += ["client:c", "client:c:calls", "idem:d"]
+    base = f"sb:{{{tag(partition_of(SID))}}}:s:{SID}"
+    assert names == [f"{base}:{suffix}" for suffix in suffixes]
+    assert s.live == f"{base}:live"
+    assert s.partition == keys.partition(partition_of(SID))
+    assert {slot(name) for name in [*names, *s.partition.block]} == {partition_of(SID) * 16}
+
+
+def test_alarm_channels_name_their_partition() -> None:
+    keys = KeySpace("t1")
+    assert keys.partition_of_alarm(keys.partition(1023).alarm) == 1023
+    assert keys.partition_of_alarm(KeySpace("other").partition(3).alarm) is None
+    assert keys.partition_of_alarm("t1:{3.bogus}:alarm") is None
+    assert keys.alarm_pattern == "t1:{*}:alarm"
     assert keys.split_member(keys.member(SID, "call:with:colons")) == (SID, "call:with:colons")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.keys import WORK_GROUP
 from broker.scripts import SCRIPT_NAMES, source
 from broker.telemetry import MS_BUCKETS
 
@@ -62,6 +63,13 @@ def test_no_pickle_anywhere() -> None:
 
 
 def test_the_figures_read_the_latency_buckets_the_scripts_count_in() -> None:
-    counted = re.search(r"^local SB_MS_BUCKETS = \{([^}]*)\}", (LUA / "lib" / "core.lua").read_text(), re.MULTILINE)
+    library = (LUA / "lib" / "partition.lua").read_text()
+    counted = re.search(r"^local SB_MS_BUCKETS = \{([^}]*)\}", library, re.MULTILINE)
     assert counted is not None
     assert tuple(int(bound) for bound in counted.group(1).split(",")) == MS_BUCKETS
+
+
+def test_the_work_group_is_named_alike_in_python_and_lua() -> None:
+    named = re.search(r"^local SB_WORK_GROUP = '([^']*)'", (LUA / "lib" / "partition.lua").read_text(), re.MULTILINE)
+    assert named is not None
+    assert named.group(1) == WORK_GROUP

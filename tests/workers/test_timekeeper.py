@@ -1,23 +1,30 @@
-"""Deadlines and lapses fire on time with or without keyspace notifications; nothing is left behind."""
+"""Timers fire on time from the alarms alone (no polling, no keyspace notifications); a worker's partitions
+pass to the others when it stops; work never begun and steps whose worker died are taken over."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-
-import pytest
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 
 from broker import Broker, Settings
+from broker.aio import aw
 from broker.codec import loads
-from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types
-from tests.stack import opened_broker, run_worker, started_redis
+from broker.keepers import owned
+from broker.partitions import PARTITIONS
+from broker.work import Entry
+from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types, work_entries
+from tests.stack import run_worker
+from workers.keeper import Keeper
 from workers.timekeeper import Timekeeper
+
+WEB = "0190f2a0-0000-7000-8000-0000000000aa"
 
 
 async def dispatch(broker: Broker, session_id: str, count: int) -> str:
     """A run waiting on `count` calls to a registered `web` client; returns the run id."""
-    await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-0000000000aa", "web", 60, [HIGHLIGHT])
+    await broker.clients.register(session_id, WEB, "web", 60, [HIGHLIGHT])
     run = await start_run(broker, session_id)
     calls = [call("client__web__highlight_row") for _ in range(count)]
     assert (await commit(broker, session_id, run, calls)).outcome == "waiting"
@@ -31,16 +38,16 @@ async def wait_until(broker: Broker, session_id: str, kind: str, count: int, tim
 
 
 async def lapse_now(broker: Broker, session_id: str, client_id: str) -> None:
-    """Make a lease run out now, as its ttl would: the key and its index entry expire together."""
+    """Make a lease run out now, as its ttl would: the registration's expiry and its timer both now."""
     keys = broker.core.keys
-    seconds, micros = await broker.core.redis.time()
-    await broker.core.redis.pexpire(keys.session(session_id).lease(client_id), 1)
-    await broker.core.redis.zadd(keys.leases, {keys.member(session_id, client_id): seconds * 1000 + micros // 1000})
+    seconds, micros = await aw(broker.core.redis.time())
+    now = seconds * 1000 + micros // 1000
+    await aw(broker.core.redis.hset(keys.session(session_id).client(client_id), "expires_at", now))
+    await broker.core.redis.zadd(keys.session(session_id).partition.leases, {keys.member(session_id, client_id): now})
 
 
 def lateness_ms(events: list[dict[str, object]], ack_timeout_ms: float) -> list[float]:
     """How late each ack_timeout failure came after its call's dispatch plus the ack deadline."""
-    from datetime import datetime
 
     def at(event: dict[str, object]) -> float:
         return datetime.fromisoformat(str(event["created_at"])).timestamp() * 1000
@@ -49,106 +56,89 @@ def lateness_ms(events: list[dict[str, object]], ack_timeout_ms: float) -> list[
     return [at(e) - dispatched[e["call_id"]] - ack_timeout_ms for e in events if e["type"] == "client_tool_failed"]
 
 
-@pytest.fixture(scope="module")
-def quiet_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Redis with keyspace notifications off, as many managed services run it."""
-    with started_redis(Path(tmp_path_factory.mktemp("quiet")), notifications=False) as url:
-        yield url
-
-
-@pytest.fixture
-async def quiet_broker(settings: Settings, quiet_redis: str) -> AsyncIterator[Broker]:
-    async with opened_broker(settings, quiet_redis) as opened:
-        yield opened
-
-
-async def sweep_alone(broker: Broker, settings: Settings, interval_s: float, calls: int) -> str:
-    """Dispatch `calls` calls and let a timekeeper with no notifications fail them all; the session."""
-    alone = settings.model_copy(update={"sweep_interval_s": interval_s, "expiry_notifications": False})
-    object.__setattr__(broker.core, "settings", alone)
-    keeper = Timekeeper(broker)
-    session_id = await make_session(broker)
-    await dispatch(broker, session_id, calls)
+@contextlib.asynccontextmanager
+async def keeping(
+    broker: Broker, worker: str = "w-test", run: Callable[[Entry], None] = lambda _: None
+) -> AsyncIterator[Keeper]:
+    """A worker's timekeeping alone (no work is taken): it keeps every partition while it is the only
+    live worker."""
+    timekeeper = Timekeeper(broker, worker, run)
+    keeper = Keeper(broker, worker, "test-host", visit=timekeeper.visit, work=lambda _: None)
     await keeper.start()
     try:
-        await wait_until(broker, session_id, "client_tool_failed", calls)
+        yield keeper
     finally:
         await keeper.stop()
-    return session_id
 
 
-async def test_without_notifications_the_sweeper_fires_every_deadline_within_a_second(
-    quiet_broker: Broker, settings: Settings
+async def test_deadlines_fire_on_their_alarm_within_milliseconds_without_polling(
+    broker: Broker, settings: Settings
 ) -> None:
-    # The production sweep interval, not the tests' shortened one.
-    session_id = await sweep_alone(quiet_broker, settings, 0.1, 20)
-    late = lateness_ms(await log_events(quiet_broker, session_id), settings.ack_timeout_s * 1000)
+    # A rescan far longer than the test may take: only the alarms can fire these deadlines in time.
+    object.__setattr__(broker.core, "settings", settings.model_copy(update={"rescan_interval_s": 3600.0}))
+    async with keeping(broker):
+        session_id = await make_session(broker)
+        await dispatch(broker, session_id, 20)
+        await wait_until(broker, session_id, "client_tool_failed", 20)
+    late = lateness_ms(await log_events(broker, session_id), settings.ack_timeout_s * 1000)
     assert len(late) == 20
-    assert max(late) < 1000, late
-    config = await quiet_broker.core.redis.config_get("notify-keyspace-events")
-    assert config["notify-keyspace-events"] in ("", b"")
+    assert max(late) < 250, late
+    assert not await broker.core.redis.zcard(broker.core.keys.session(session_id).partition.deadlines)
 
 
-async def test_with_500000_unrelated_ttl_keys_and_no_notifications_every_deadline_fires_within_a_second(
-    quiet_broker: Broker, settings: Settings
-) -> None:
-    redis, prefix = quiet_broker.core.redis, settings.key_prefix
+async def test_with_500000_unrelated_ttl_keys_every_deadline_fires_on_time(broker: Broker, settings: Settings) -> None:
+    redis, prefix = broker.core.redis, settings.key_prefix
     for start in range(0, 500_000, 20_000):
         async with redis.pipeline(transaction=False) as pipe:
             for i in range(start, start + 20_000):
                 pipe.set(f"{prefix}:filler:{i}", b"x", px=3_600_000)
             await pipe.execute()
-    assert (await redis.info("keyspace"))["db0"]["expires"] >= 500_000
-    session_id = await sweep_alone(quiet_broker, settings, 0.1, 20)
-    late = lateness_ms(await log_events(quiet_broker, session_id), settings.ack_timeout_s * 1000)
+    async with keeping(broker):
+        session_id = await make_session(broker)
+        await dispatch(broker, session_id, 20)
+        await wait_until(broker, session_id, "client_tool_failed", 20)
+    late = lateness_ms(await log_events(broker, session_id), settings.ack_timeout_s * 1000)
     assert len(late) == 20
-    assert max(late) < 1000, late
+    assert max(late) < 250, late
 
 
-async def test_the_sweeper_wakes_for_the_next_deadline_not_the_next_interval(
-    quiet_broker: Broker, settings: Settings
-) -> None:
-    # An interval far longer than the test may take: only sleeping until the earliest due timer can
-    # fire these deadlines in time.
-    await sweep_alone(quiet_broker, settings, 60.0, 3)
-    assert (await quiet_broker.timers.next_due_s([quiet_broker.core.keys.deadlines])) is None
-
-
-async def test_notifications_alone_fire_deadlines(settings: Settings, redis_url: str) -> None:
-    # A sweeper that never comes round: only the expiry events can fail these calls. Redis notices an
-    # expired key by sampling a database's volatile keys, so with the rest of the suite's TTL keys in
-    # database 0 an event can come seconds late (bench/deadlines.py measures it); database 9 holds only
-    # this test's keys.
-    quiet = settings.model_copy(update={"sweep_interval_s": 3600.0})
-    async with opened_broker(quiet, redis_url.rsplit("/", 1)[0] + "/9") as broker:
-        keeper = Timekeeper(broker)
-        await keeper.start()
-        try:
-            await asyncio.sleep(0.1)  # the first sweep pass runs at start; the calls come after it
-            session_id = await make_session(broker)
-            await dispatch(broker, session_id, 5)
-            await wait_until(broker, session_id, "client_tool_failed", 5, timeout=3)
-        finally:
-            await keeper.stop()
-        assert (await types(broker, session_id)).count("tool_result") == 5
+async def test_a_lost_alarm_is_caught_by_the_rescan(broker: Broker, settings: Settings) -> None:
+    object.__setattr__(broker.core, "settings", settings.model_copy(update={"rescan_interval_s": 0.5}))
+    async with keeping(broker) as keeper:
+        # The keeper hears nothing of this session's partition: as if its alarms were lost on the way.
+        keeper._on_alarm = lambda channel, data: None  # type: ignore[method-assign]
+        session_id = await make_session(broker)
+        await dispatch(broker, session_id, 2)
+        await wait_until(broker, session_id, "client_tool_failed", 2, timeout=3)
 
 
 async def test_an_expired_lease_lapses_the_client_and_fails_its_calls(broker: Broker) -> None:
     session_id = await make_session(broker)
     await dispatch(broker, session_id, 2)
-    client_id = "0190f2a0-0000-7000-8000-0000000000aa"
-    await lapse_now(broker, session_id, client_id)
-    keeper = Timekeeper(broker)
-    await keeper.start()
-    try:
+    await lapse_now(broker, session_id, WEB)
+    async with keeping(broker):
         await wait_until(broker, session_id, "client_left", 1)
-    finally:
-        await keeper.stop()
     events = await log_events(broker, session_id)
     left = next(e for e in events if e["type"] == "client_left")
     assert left["reason"] == "timed_out"
     assert [e["reason"] for e in events if e["type"] == "client_tool_failed"] == ["client_gone", "client_gone"]
-    assert (await broker.clients.ping(session_id, client_id)).status == 404
+    assert (await broker.clients.ping(session_id, WEB)).status == 404
+
+
+async def test_a_pinged_lease_is_moved_on_not_lapsed(broker: Broker, settings: Settings) -> None:
+    session_id = await make_session(broker)
+    await broker.clients.register(session_id, WEB, "web", 5, [])
+    partition = broker.core.keys.session(session_id).partition
+    member = broker.core.keys.member(session_id, WEB)
+    first = await broker.core.redis.zscore(partition.leases, member)
+    # The index entry comes due at the first expiry; the pings moved the expiry on meanwhile.
+    await broker.core.redis.zadd(partition.leases, {member: 0})
+    assert (await broker.clients.ping(session_id, WEB)).status == 200
+    async with keeping(broker):
+        async with asyncio.timeout(3):
+            while (await broker.core.redis.zscore(partition.leases, member) or 0) < (first or 0):
+                await asyncio.sleep(0.02)
+    assert "client_left" not in await types(broker, session_id)
 
 
 async def test_a_ping_just_after_the_lapse_is_refused_and_ends_the_client(broker: Broker) -> None:
@@ -165,39 +155,34 @@ async def test_a_ping_just_after_the_lapse_is_refused_and_ends_the_client(broker
     assert (await types(broker, session_id)).count("client_left") == 1
 
 
-async def test_work_left_behind_is_performed_once(broker: Broker, settings: Settings, redis_url: str) -> None:
+async def test_work_taken_and_never_begun_is_taken_over_once(
+    broker: Broker, settings: Settings, redis_url: str
+) -> None:
     session_id = await make_session(broker)
-    run = await dispatch(broker, session_id, 1)
+    await dispatch(broker, session_id, 1)
     call_id = next(e["call_id"] for e in await log_events(broker, session_id) if e["type"] == "client_tool_dispatched")
-    # Record the result as the API would, then "die" before performing the work it owed.
-    owed = (
-        await broker.clients.answer(session_id, "0190f2a0-0000-7000-8000-0000000000aa", call_id, "ok", is_error=False)
-    ).owed
-    assert owed == [f"s|{session_id}|{run}|1|0"]
+    await broker.clients.answer(session_id, WEB, call_id, "ok", is_error=False)
+    # A worker takes the continuation and dies before beginning it.
+    partition = broker.core.keys.session(session_id).partition
+    taken = await broker.work.take(partition, "dead-worker", 10)
+    assert [e.kind for e in taken if e.session_id == session_id] == ["s"]
     async with run_worker(settings, redis_url):
+        # Its claim (a lease, 1 s here) lapses, and a live worker runs the step.
         await wait_until(broker, session_id, "run_completed", 1)
-        # A late duplicate of the same step changes nothing.
-        await broker.work.perform(owed)
-        await asyncio.sleep(0.3)
     events = await log_events(broker, session_id)
-    assert types_of(events).count("run_completed") == 1
-    assert types_of(events).count("message_assistant") == 2
-    assert not await broker.core.redis.zcard(broker.core.keys.work)
-
-
-def types_of(events: list[dict[str, object]]) -> list[object]:
-    return [e["type"] for e in events]
+    assert [e["type"] for e in events].count("message_assistant") == 2
+    assert await work_entries(broker, session_id) == []
+    assert not await broker.core.redis.zcard(partition.claims)
 
 
 async def test_a_step_whose_worker_died_is_reclaimed_and_commits_once(
     broker: Broker, settings: Settings, redis_url: str
 ) -> None:
     session_id = await make_session(broker)
-    # A worker began the step and died: nobody renews its lease, and its job is gone with it.
+    # A worker began the step and died: nobody renews its lease.
     run = await start_run(broker, session_id, "hello")
-    await broker.core.redis.delete(broker.core.keys.work)
     async with run_worker(settings, redis_url):
-        # The lease (1 s here) lapses; the sweeper gives the step to this worker as try 1.
+        # The lease (1 s here) lapses; the timekeeper gives the step to this worker as try 1.
         await wait_until(broker, session_id, "run_completed", 1, timeout=5)
     kinds = await types(broker, session_id)
     assert kinds.count("run_started") == 1
@@ -211,16 +196,32 @@ async def test_a_step_whose_worker_died_is_reclaimed_and_commits_once(
 async def test_a_step_that_keeps_losing_its_worker_ends_the_run(broker: Broker) -> None:
     session_id = await make_session(broker)
     run = await start_run(broker, session_id, "hello")
-    keeper = Timekeeper(broker)
-    await keeper.start()
-    try:
+    async with keeping(broker):
         # Each try is taken by a "worker" that dies at once: nobody renews the 1 s lease.
         for attempt in range(1, 4):
             async with asyncio.timeout(5):
-                while (await broker.runs.begin(session_id, run, 0, attempt, 25))[0] != "run":
+                while await broker.runs.begin(session_id, run, 0, attempt, 25) != "run":
                     await asyncio.sleep(0.05)
         await wait_until(broker, session_id, "run_failed", 1, timeout=5)
-    finally:
-        await keeper.stop()
     failed = next(e for e in await log_events(broker, session_id) if e["type"] == "run_failed")
     assert failed["error"] == "the worker running step 0 stopped 4 times; the run gives up"
+
+
+async def test_workers_split_the_partitions_and_a_silent_one_loses_its_share_within_a_lease(
+    broker: Broker, settings: Settings
+) -> None:
+    async with keeping(broker, "w-a") as a, keeping(broker, "w-b") as b:
+        async with asyncio.timeout(3):
+            while len(a.owned) + len(b.owned) != PARTITIONS or not a.owned or not b.owned:
+                await asyncio.sleep(0.05)
+        assert a.owned == owned(["w-a", "w-b"], "w-a")
+        assert not a.owned & b.owned
+        # b stops beating without leaving (a SIGKILLed worker): a keeps everything within one lease.
+        await b.stop(leave=False)
+        loop = asyncio.get_running_loop()
+        stopped = loop.time()
+        async with asyncio.timeout(settings.keeper_lease_s * 3):
+            while len(a.owned) != PARTITIONS:
+                await asyncio.sleep(0.02)
+        # One lease, and a little for two test processes sharing two cores.
+        assert loop.time() - stopped <= settings.keeper_lease_s + 0.3

@@ -1,4 +1,5 @@
-"""An enqueued step wakes an idle worker: runs go on at once even when the worker's own poll is far off."""
+"""Owed work wakes the worker that keeps its partition: runs go on at once with no poll at all (the rescan,
+the only reading not prompted by an alarm, is far off)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ from tests.api_client import Api, Event, of_type, run_over
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    # Far longer than the test may take: only the wake token can start these jobs in time.
-    return settings.model_copy(update={"worker_poll_delay_s": 60.0})
+    # Far longer than the test may take: only the `w` on the partition's alarm can start these steps.
+    return settings.model_copy(update={"rescan_interval_s": 60.0})
 
 
 def at_least(count: int, kind: str) -> Callable[[list[Event]], bool]:
     return lambda events: len(of_type(events, kind)) >= count
 
 
-async def test_steps_start_on_the_wake_token_not_the_poll(api: Api) -> None:
+async def test_steps_start_on_the_alarm_not_a_poll(api: Api) -> None:
     session = await api.session()
     web = await api.register(session)
     for turn in range(3):

@@ -1,16 +1,14 @@
--- Library: the context of the scripts that act on one call. Needs lib/core.lua. Every script that
--- includes it takes this KEYS and ARGV layout, then its own keys from KEYS[9] and ARGV from 5 on:
+-- Library: the context of the scripts that act on one call. Needs lib/core.lua and lib/partition.lua.
+-- Every script that includes it takes this KEYS and ARGV layout, then its own keys from KEYS[6] and ARGV
+-- from 5 on (and the partition's keys last, lib/partition.lua):
 --
--- KEYS[1] meta  KEYS[2] events  KEYS[3] calls  KEYS[4] owed  KEYS[5] run  KEYS[6] the call's deadline key
--- KEYS[7] deadlines (global)  KEYS[8] work (global)
+-- KEYS[1] meta  KEYS[2] events  KEYS[3] calls  KEYS[4] owed  KEYS[5] run
 -- ARGV[1] channel  ARGV[2] session id  ARGV[3] call id  ARGV[4] client id ('' when acting for none)
--- Scripts with this layout return their owed work (a list of members) as their last element.
 
 local function sb_call_context()
   return {
-    meta = KEYS[1], events = KEYS[2], calls = KEYS[3], owed = KEYS[4], run = KEYS[5], deadline = KEYS[6],
-    deadlines = KEYS[7], work = KEYS[8], channel = ARGV[1], sid = ARGV[2], call_id = ARGV[3],
-    cid = ARGV[4], now = sb_now_ms(), owe = {},
+    meta = KEYS[1], events = KEYS[2], calls = KEYS[3], owed = KEYS[4], run = KEYS[5],
+    channel = ARGV[1], sid = ARGV[2], call_id = ARGV[3], cid = ARGV[4], now = sb_now_ms(),
   }
 end
 
@@ -41,17 +39,17 @@ local function sb_settled_refusal(S, rec)
   return sb_refuse(409, 'call ' .. S.call_id .. ' already has a result')
 end
 
--- A call's deadline: its key expires (promptness) and its index entry is the authority (the guarantee).
-local function sb_set_deadline(S, kind, ms)
-  redis.call('SET', S.deadline, kind, 'PX', ms)
-  redis.call('ZADD', S.deadlines, S.now + ms, S.sid .. ':' .. S.call_id)
+-- A call's deadline (ack, result, or a server call's lease): its entry in the deadline index, which the
+-- timekeeper fires (expire_call.lua).
+local function sb_set_deadline(S, ms)
+  sb_timer(SB_P.deadlines, S.now + ms, S.sid .. ':' .. S.call_id)
 end
 
 -- Moves a dispatched call to acked: the ack deadline is swapped for the result deadline, and the call's
 -- entry is settled in its registration's pool group (`pool` = {stream, group}), so no pool member is
 -- handed it again.
 local function sb_ack(S, rec, result_ms, pool)
-  sb_set_deadline(S, 'result', result_ms)
+  sb_set_deadline(S, result_ms)
   if rec.entry then redis.call('XACK', pool[1], pool[2], rec.entry) end
   rec.state = 'acked'
   rec.acked_ms = S.now
@@ -74,5 +72,5 @@ local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   -- The entry id lets the ack settle the entry in a pool's consumer group (pool_take.lua).
   rec.entry = redis.call('XADD', stream, 'MINID', '~', S.now - retention_ms, '*', 'call', S.call_id, 'e', event)
   redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
-  sb_set_deadline(S, 'ack', ack_ms)
+  sb_set_deadline(S, ack_ms)
 end

@@ -18,12 +18,12 @@ local SB_GONE_TEXT = {
 -- after its worker died is a new job and the dead one's late duplicate finds itself stale.
 local function sb_schedule_step(S, run_id, step, attempt)
   redis.call('HSET', S.run, 'state', 'queued', 'step', step, 'attempt', attempt, 'pending', 0)
-  sb_owe(S, 's|' .. S.sid .. '|' .. run_id .. '|' .. step .. '|' .. attempt)
+  sb_owe('s|' .. S.sid .. '|' .. run_id .. '|' .. step .. '|' .. attempt)
 end
 
 -- Records the outcome and, when this was the last unsettled call of the active step, schedules the next
 -- step: the barrier that makes a run continue exactly once after parallel calls and approvals.
--- Reads S.calls, S.owed, S.deadlines, S.run and the fields sb_owe reads.
+-- Reads S.calls, S.owed, S.run.
 local function sb_settle(S, call_id, rec, state, reason)
   rec.state = state
   rec.reason = reason
@@ -31,7 +31,7 @@ local function sb_settle(S, call_id, rec, state, reason)
   rec.args = nil
   redis.call('HSET', S.calls, call_id, cjson.encode(rec))
   redis.call('HDEL', S.owed, call_id)
-  redis.call('ZREM', S.deadlines, S.sid .. ':' .. call_id)
+  redis.call('ZREM', SB_P.deadlines, S.sid .. ':' .. call_id)
   local run = redis.call('HMGET', S.run, 'run_id', 'step', 'state')
   if run[1] ~= rec.run or tonumber(run[2]) ~= rec.step or run[3] ~= 'waiting' then return end
   if redis.call('HINCRBY', S.run, 'pending', -1) > 0 then return end
@@ -66,7 +66,7 @@ local function sb_fail_owed(S, field, value, reason, text)
 end
 
 -- Ends a registration: the name is released, the lease dropped, `client_left` appended, and the calls it
--- still owes fail with `client_gone`. Reads S.client, S.lease, S.names, S.leases and the settle fields.
+-- still owes fail with `client_gone`. Reads S.client, S.names and the settle fields.
 local function sb_client_gone(S, cid, reason)
   local name = redis.call('HGET', S.client, 'name')
   redis.call('HSET', S.client, 'state', 'left', 'left_reason', reason)
@@ -74,15 +74,15 @@ local function sb_client_gone(S, cid, reason)
   if name and redis.call('HGET', S.names, name) == cid then
     redis.call('HDEL', S.names, name)
   end
-  redis.call('DEL', S.lease)
-  redis.call('ZREM', S.leases, S.sid .. ':' .. cid)
+  redis.call('ZREM', SB_P.leases, S.sid .. ':' .. cid)
   sb_append(S, '{"type":"client_left","client_id":' .. sb_str(cid) .. ',"reason":"' .. reason .. '"}')
   sb_fail_owed(S, 'client', cid, 'client_gone', SB_GONE_TEXT[reason])
 end
 
--- Run-scoped registrations leave with their run: owed as work, since their keys are not this script's.
+-- Run-scoped registrations leave with their run: owed as work, since their keys are not in this script's
+-- KEYS.
 local function sb_release_scoped(S, scoped)
-  for cid in string.gmatch(scoped or '', '%S+') do sb_owe(S, 'd|' .. S.sid .. '|' .. cid) end
+  for cid in string.gmatch(scoped or '', '%S+') do sb_owe('d|' .. S.sid .. '|' .. cid) end
 end
 
 -- Makes `run_id` the active run and schedules its first step.
@@ -105,7 +105,7 @@ local function sb_start_next(S)
     local newest = cjson.decode(redis.call('LINDEX', S.queue, -1))
     local due = newest.at + tonumber(redis.call('HGET', S.meta, 'debounce_ms') or 750)
     if due > S.now then
-      redis.call('ZADD', S.dequeue, due, S.sid)
+      sb_timer(SB_P.dequeue, due, S.sid)
       return
     end
   end
@@ -138,7 +138,7 @@ end
 -- Ends the active run with `outcome` (run_completed | run_failed | run_cancelled): its owed calls fail
 -- with `run_gone` first, then the terminal event and the run's timing; steering input not yet read goes
 -- with it; its run-scoped registrations are released; and whatever waits in the queue starts.
--- Reads S.run, S.inbox, S.steps and the fields of sb_settle and sb_start_next. Returns the run id.
+-- Reads S.run, S.inbox and the fields of sb_settle and sb_start_next. Returns the run id.
 local function sb_end_run(S, outcome, err, gone_text)
   local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'scoped', 'created_at')
   local run_id = run[1]
@@ -146,8 +146,7 @@ local function sb_end_run(S, outcome, err, gone_text)
   sb_count('runs_active', -1)
   sb_count('runs_ended:' .. outcome)
   sb_fail_owed(S, 'run', run_id, 'run_gone', gone_text)
-  redis.call('ZREM', S.steps, S.sid)
-  redis.call('ZREM', S.work, 's|' .. S.sid .. '|' .. run_id .. '|' .. run[2] .. '|' .. run[3])
+  redis.call('ZREM', SB_P.steps, S.sid)
   if outcome == 'run_failed' then
     sb_append(S, '{"type":"run_failed","run_id":' .. sb_str(run_id) .. ',"error":' .. sb_str(err) .. '}')
   else

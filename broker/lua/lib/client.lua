@@ -1,21 +1,23 @@
 -- Library: registering clients, and the context of the scripts that act on one registration (ping,
--- leave, lapse). Needs lib/core.lua. Every script that uses sb_client_context takes this layout:
+-- leave, lapse). Needs lib/core.lua and lib/partition.lua. Every script that uses sb_client_context
+-- takes this layout, then its own keys from KEYS[8] (and the partition's keys last):
 --
--- KEYS[1] meta  KEYS[2] events  KEYS[3] names  KEYS[4] client  KEYS[5] lease  KEYS[6] calls
--- KEYS[7] owed  KEYS[8] run  KEYS[9] deadlines (global)  KEYS[10] leases (global)  KEYS[11] work (global)
+-- KEYS[1] meta  KEYS[2] events  KEYS[3] names  KEYS[4] client  KEYS[5] calls  KEYS[6] owed  KEYS[7] run
 -- ARGV[1] channel  ARGV[2] session id  ARGV[3] client id
--- and returns its owed work (a list of members) as its last element.
+--
+-- A ttl registration's lease is its `expires_at` (ms): a ping moves it, and the lease index holds an
+-- entry due no later than it, which the timekeeper checks (lapse_client.lua) and moves on if the
+-- client pinged meanwhile. So a ping writes one hash field and no index.
 
 local function sb_client_context()
   return {
-    meta = KEYS[1], events = KEYS[2], names = KEYS[3], client = KEYS[4], lease = KEYS[5],
-    calls = KEYS[6], owed = KEYS[7], run = KEYS[8], deadlines = KEYS[9], leases = KEYS[10],
-    work = KEYS[11], channel = ARGV[1], sid = ARGV[2], cid = ARGV[3], now = sb_now_ms(), owe = {},
+    meta = KEYS[1], events = KEYS[2], names = KEYS[3], client = KEYS[4], calls = KEYS[5], owed = KEYS[6],
+    run = KEYS[7], channel = ARGV[1], sid = ARGV[2], cid = ARGV[3], now = sb_now_ms(),
   }
 end
 
 -- Registers client `cid` under the smallest free name (`web`, `web-2`, ...) among the active ones.
--- `R` holds: names, clients, client, lease, leases (keys); cid, name, lifetime (JSON), ttl (ms, 0 for
+-- `R` holds: names, clients, client (keys); cid, name, lifetime (JSON), ttl (ms, 0 for
 -- never), tools (JSON), tool_names ("\n" joined), max_clients, max_len, run (the run it is scoped to,
 -- or ''). Returns the assigned name and the expiry (-1 for never), or nil and a refusal message.
 local function sb_register(S, R)
@@ -39,9 +41,8 @@ local function sb_register(S, R)
   local expires = -1
   if R.ttl > 0 then
     expires = S.now + R.ttl
-    redis.call('SET', R.lease, '1', 'PX', R.ttl)
-    redis.call('ZADD', R.leases, expires, S.sid .. ':' .. R.cid)
     redis.call('HSET', R.client, 'expires_at', expires)
+    sb_timer(SB_P.leases, expires, S.sid .. ':' .. R.cid)
   end
   sb_append(S, '{"type":"client_registered","client_id":' .. sb_str(R.cid) .. ',"name":' .. sb_str(assigned)
     .. ',"lifetime":' .. R.lifetime .. ',"tools":' .. R.tools .. '}')

@@ -3,30 +3,6 @@
 -- Every script builds a context table `S` from its KEYS and ARGV and passes it to these functions, so a
 -- library never names a key itself. Fields a function reads are listed in its comment.
 
--- The deployment's figures (hash), read by GET /metrics/cluster: the last KEYS entry of every script
--- that includes this library, appended by broker/scripts.py, so a library may count without its script
--- naming the key. Counters only grow; `clients_active` and `runs_active` are gauges that move both ways.
--- Latencies are histograms: `<name>:le:<bucket ms>` counts observations in that bucket alone (the reader,
--- broker/telemetry.py, makes them cumulative over the same SB_MS_BUCKETS) and `<name>:sum_ms` their sum.
-local SB_STATS = KEYS[#KEYS]
-local SB_MS_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000}
-
-local function sb_count(field, by)
-  redis.call('HINCRBY', SB_STATS, field, by or 1)
-end
-
-local function sb_observe_ms(name, ms)
-  local le = '+Inf'
-  for _, bound in ipairs(SB_MS_BUCKETS) do
-    if ms <= bound then
-      le = bound
-      break
-    end
-  end
-  redis.call('HINCRBY', SB_STATS, name .. ':le:' .. le, 1)
-  redis.call('HINCRBY', SB_STATS, name .. ':sum_ms', ms)
-end
-
 -- Redis's clock in ms; the µs it also read are kept for `created_at` (S.now_us), which latency figures
 -- are measured against.
 local sb_time_us = 0
@@ -80,14 +56,6 @@ local function sb_append(S, body)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
   redis.call('PUBLISH', S.channel, json)
   return json
-end
-
--- Records work a script leaves for its caller: a step job to enqueue (`s|sid|run|step|attempt`), a server
--- tool job (`t|sid|call`), a run-scoped client to release (`d|sid|client`). It stays in the work index
--- until the caller has done it, so a caller that dies leaves it for the sweeper. Reads S.work, S.owe.
-local function sb_owe(S, member)
-  redis.call('ZADD', S.work, S.now, member)
-  S.owe[#S.owe + 1] = member
 end
 
 local function sb_message_user(text, source)

@@ -15,18 +15,18 @@ local function sb_http_begin(S, H)
   if H.token ~= '' then
     local raw = redis.call('HGET', H.tokens, H.token)
     if not raw or cjson.decode(raw).expires_at <= S.now then
-      return {401, sb_envelope(401, 'this session token is unknown or expired'), {}}
+      return {401, sb_envelope(401, 'this session token is unknown or expired')}
     end
   end
-  if not sb_session_live(S) then return {404, sb_envelope(404, 'no session ' .. S.sid), {}} end
+  if not sb_session_live(S) then return {404, sb_envelope(404, 'no session ' .. S.sid)} end
   if H.fp == '' then return nil end
   local raw = redis.call('GET', H.receipt)
   if not raw then return nil end
   local rec = cjson.decode(raw)
   if rec.fp ~= H.fp then
-    return {409, sb_envelope(409, 'this Idempotency-Key was already used with a different request'), {}}
+    return {409, sb_envelope(409, 'this Idempotency-Key was already used with a different request')}
   end
-  return {rec.status, rec.body, {}}
+  return {rec.status, rec.body}
 end
 
 -- The reply, kept as the key's receipt: a retry with the same key gets exactly this.
@@ -34,7 +34,7 @@ local function sb_http_reply(S, H, status, body)
   if H.fp ~= '' then
     redis.call('SET', H.receipt, cjson.encode({fp = H.fp, status = status, body = body}), 'PX', H.ttl)
   end
-  return {status, body, S.owe}
+  return {status, body}
 end
 
 local function sb_http_refuse(S, H, status, message)

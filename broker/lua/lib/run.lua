@@ -1,17 +1,15 @@
--- Library: the context of the scripts that act on a session's run. Needs lib/core.lua. Every script that
--- includes it takes this KEYS and ARGV layout, then its own keys from KEYS[13] and ARGV from 4 on:
+-- Library: the context of the scripts that act on a session's run. Needs lib/core.lua and
+-- lib/partition.lua. Every script that includes it takes this KEYS and ARGV layout, then its own keys
+-- from KEYS[9] and ARGV from 4 on (and the partition's keys last, lib/partition.lua):
 --
 -- KEYS[1] meta  KEYS[2] events  KEYS[3] run  KEYS[4] inbox  KEYS[5] calls  KEYS[6] owed  KEYS[7] names
--- KEYS[8] queue  KEYS[9] deadlines (global)  KEYS[10] work (global)  KEYS[11] steps (global)
--- KEYS[12] dequeue (global)
+-- KEYS[8] queue
 -- ARGV[1] channel  ARGV[2] session id  ARGV[3] run id ('' when acting on whichever run is active)
--- Scripts with this layout return their owed work (a list of members) as their last element.
 
 local function sb_run_context()
   return {
     meta = KEYS[1], events = KEYS[2], run = KEYS[3], inbox = KEYS[4], calls = KEYS[5], owed = KEYS[6],
-    names = KEYS[7], queue = KEYS[8], deadlines = KEYS[9], work = KEYS[10], steps = KEYS[11],
-    dequeue = KEYS[12], channel = ARGV[1], sid = ARGV[2], run_id = ARGV[3], now = sb_now_ms(), owe = {},
+    names = KEYS[7], queue = KEYS[8], channel = ARGV[1], sid = ARGV[2], run_id = ARGV[3], now = sb_now_ms(),
   }
 end
 
@@ -25,5 +23,5 @@ end
 -- The step's worker holds it until lease_until; past that the sweeper may give it to another worker.
 local function sb_hold_step(S, lease_ms)
   redis.call('HSET', S.run, 'lease_until', S.now + lease_ms)
-  redis.call('ZADD', S.steps, S.now + lease_ms, S.sid)
+  sb_timer(SB_P.steps, S.now + lease_ms, S.sid)
 end

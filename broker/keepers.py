@@ -1,0 +1,49 @@
+"""The live workers, and which partitions each one keeps.
+
+Every worker calls `beat` every quarter of `SWITCHBOARD_KEEPER_LEASE_S`, which keeps it in the set for
+three quarters of a lease (so a worker that dies is out of the set, and seen to be by the others' next
+beat, within one lease of its last beat); the answer is the set of live
+workers, and each partition belongs to the one of them that rendezvous hashing picks (`owner`): a pure
+function of the set, so every worker reaches the same split without talking to the others, and a
+worker joining or leaving moves only its own share. A worker that stops beating drops out of the set
+within a lease, and the others then keep its partitions. For a moment after a change two workers may
+both keep a partition; nothing they do there is unsafe to do twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from broker.core import Core
+from broker.partitions import PARTITIONS
+
+
+def _weight(worker: str, partition: int) -> bytes:
+    return hashlib.blake2b(f"{worker}/{partition}".encode(), digest_size=8).digest()
+
+
+def owned(workers: list[str], me: str) -> frozenset[int]:
+    """The partitions `me` keeps among `workers` (which include `me`)."""
+    if me not in workers:
+        return frozenset()
+    return frozenset(p for p in range(PARTITIONS) if max(workers, key=lambda w: _weight(w, p)) == me)
+
+
+class Keepers:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def beat(self, worker: str, host: str) -> tuple[int, list[str]]:
+        """Stay in the set for one lease (and refresh `host`'s health key): Redis's time (ms) and the
+        live workers."""
+        keys, settings = self._core.keys, self._core.settings
+        lease_ms = round(settings.keeper_lease_s * 1000)
+        reply = await self._core.scripts.raw(
+            "keepers", [keys.keepers, keys.worker_health(host)], [worker, lease_ms * 3 // 4, lease_ms]
+        )
+        return int(reply[0]), [str(member) for member in reply[1:]]
+
+    async def leave(self, worker: str, host: str) -> None:
+        """Leave the set at once, so the others keep this worker's partitions without waiting a lease."""
+        keys = self._core.keys
+        await self._core.scripts.raw("keepers", [keys.keepers, keys.worker_health(host)], [worker, 0, 0])

@@ -1,0 +1,79 @@
+-- Library: the partition a script's session belongs to: its timer indexes, its work stream, its figures
+-- and its alarm. Needs lib/core.lua before it.
+--
+-- Every script that includes this library is handed its partition's keys as the last nine KEYS, appended
+-- by broker/scripts.py (the layout of `PartitionKeys.block` in broker/keys.py), so a script never names
+-- them in its own layout and every key it touches shares the partition's hash tag:
+--
+-- KEYS[#KEYS-8] deadlines  [-7] leases  [-6] steps  [-5] dequeue  [-4] purges  [-3] claims (zsets of
+-- timers, scored by due time in ms)  [-2] work (stream, group `workers`)  [-1] alarm (string)  [0] stats
+--
+-- The alarm holds the earliest due time the partition's timekeeper was told of; it is also the name of the
+-- channel that tells it. A timer set earlier than the alarm (or while the alarm is unset or past) moves
+-- the alarm and is published on that channel, so the timekeeper sleeps until exactly then without
+-- reading any index in the meantime; `w` on the same channel says new work is in the stream.
+
+local SB_NK = #KEYS
+local SB_P = {
+  deadlines = KEYS[SB_NK - 8], leases = KEYS[SB_NK - 7], steps = KEYS[SB_NK - 6], dequeue = KEYS[SB_NK - 5],
+  purges = KEYS[SB_NK - 4], claims = KEYS[SB_NK - 3], work = KEYS[SB_NK - 2], alarm = KEYS[SB_NK - 1],
+  stats = KEYS[SB_NK],
+}
+-- The consumer group workers read the work stream through (broker/keys.py WORK_GROUP).
+local SB_WORK_GROUP = 'workers'
+
+-- The partition's figures (hash), summed over partitions by GET /metrics/cluster. Counters only grow;
+-- `clients_active` and `runs_active` are gauges that move both ways. Latencies are histograms:
+-- `<name>:le:<bucket ms>` counts observations in that bucket alone (the reader, broker/telemetry.py,
+-- makes them cumulative over the same SB_MS_BUCKETS) and `<name>:sum_ms` their sum.
+local SB_MS_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000}
+
+local function sb_count(field, by)
+  redis.call('HINCRBY', SB_P.stats, field, by or 1)
+end
+
+local function sb_observe_ms(name, ms)
+  local le = '+Inf'
+  for _, bound in ipairs(SB_MS_BUCKETS) do
+    if ms <= bound then
+      le = bound
+      break
+    end
+  end
+  redis.call('HINCRBY', SB_P.stats, name .. ':le:' .. le, 1)
+  redis.call('HINCRBY', SB_P.stats, name .. ':sum_ms', ms)
+end
+
+-- Sets `member` of timer index `index` due at `due` (ms, Redis's clock), and wakes the timekeeper when
+-- this is now the partition's earliest timer. The time is the one sb_now_ms last read.
+local function sb_timer(index, due, member)
+  redis.call('ZADD', index, due, member)
+  local alarm = tonumber(redis.call('GET', SB_P.alarm) or '0')
+  if alarm <= math.floor(sb_time_us / 1000) or due < alarm then
+    redis.call('SET', SB_P.alarm, due)
+    redis.call('PUBLISH', SB_P.alarm, due)
+  end
+end
+
+local sb_work_woken = false
+
+-- Leaves a piece of work for the workers on the partition's stream: a step to run
+-- (`s|sid|run|step|attempt`), a server tool call (`t|sid|call`), a run-scoped client to release
+-- (`d|sid|client`). It is written in the same atomic step as whatever owes it, so nothing is owed to a
+-- caller that might die before doing it; `w` on the alarm channel wakes the partition's worker.
+local function sb_owe(member)
+  redis.call('XADD', SB_P.work, '*', 'w', member)
+  if not sb_work_woken then
+    sb_work_woken = true
+    redis.call('PUBLISH', SB_P.alarm, 'w')
+  end
+end
+
+-- A work entry is done with (its step or call began, or it was stale): acknowledged, deleted, and its
+-- claim timer dropped. '' (work begun by other means, as tests do) does nothing.
+local function sb_work_done(entry)
+  if entry == nil or entry == '' then return end
+  redis.call('XACK', SB_P.work, SB_WORK_GROUP, entry)
+  redis.call('XDEL', SB_P.work, entry)
+  redis.call('ZREM', SB_P.claims, entry)
+end

@@ -1,0 +1,228 @@
+"""A worker's share of the partitions: which it keeps, and when each of them next needs a look.
+
+The live workers split the partitions among themselves (`broker.keepers`): each beats every quarter
+lease, and keeps the partitions rendezvous hashing gives it among those alive. For each partition it
+keeps, it knows when the next timer is due without reading anything in the meantime: the scripts that set
+a timer earlier than the partition's alarm publish it on the alarm channel, and a visit (`visit`, which
+reads what is due and arms the alarm again) answers when to come back. `w` on the same channel says new
+work is in the partition's stream (`work`). The channels are one PSUBSCRIBE per worker, however many
+partitions there are; nothing polls a partition on a short interval. A partition taken over (a worker
+joined, left or died), a reconnected subscription and every `SWITCHBOARD_RESCAN_INTERVAL_S` are visited
+and read for work at once, which catches a message lost with a connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from redis.asyncio.client import PubSub
+
+from broker import Broker
+from broker.keepers import owned
+
+logger = logging.getLogger(__name__)
+
+# The most partitions visited at once: a takeover or a rescan reads hundreds.
+_VISITS_AT_ONCE = 16
+# A visit that failed (Redis unreachable) is tried again this much later.
+_RETRY_MS = 500
+# How long Redis gets to confirm the alarm subscription.
+_SUBSCRIBE_S = 5.0
+
+
+class Keeper:
+    def __init__(
+        self,
+        broker: Broker,
+        worker_id: str,
+        host: str,
+        *,
+        visit: Callable[[int], Awaitable[int | None]],
+        work: Callable[[int], None],
+    ) -> None:
+        self._broker = broker
+        self.worker_id = worker_id
+        self._host = host
+        self._visit = visit
+        self._work = work
+        self.owned: frozenset[int] = frozenset()
+        self._members: tuple[str, ...] = ()
+        # Redis's clock minus this host's (ms): due times are Redis's.
+        self._offset_ms = 0.0
+        self._next: dict[int, int] = {}
+        self._heap: list[tuple[int, int]] = []
+        self._changed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._limit = asyncio.Semaphore(_VISITS_AT_ONCE)
+
+    async def start(self) -> None:
+        """Join the live workers, take this worker's share and start keeping it."""
+        # Subscribed before the share is read: an alarm rung in between is either heard or already in
+        # what the read finds.
+        pubsub = await self._subscribe()
+        try:
+            await self._beat()
+        except BaseException:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+            raise
+        self._tasks = [
+            asyncio.create_task(self._beat_forever(), name="keeper-beat"),
+            asyncio.create_task(self._listen(pubsub), name="keeper-listen"),
+            asyncio.create_task(self._clock(), name="keeper-clock"),
+            asyncio.create_task(self._rescan_forever(), name="keeper-rescan"),
+        ]
+
+    async def stop(self, *, leave: bool = True) -> None:
+        """Stop keeping; `leave` hands the partitions to the others at once rather than after a lease."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if leave:
+            with contextlib.suppress(Exception):
+                await self._broker.keepers.leave(self.worker_id, self._host)
+
+    def now_ms(self) -> int:
+        """Redis's clock, as last measured against this host's."""
+        return int(time.time() * 1000 + self._offset_ms)
+
+    def ring(self, partition: int, due_ms: int) -> None:
+        """Visit `partition` at `due_ms` (Redis's clock), unless it is to be visited sooner already."""
+        if partition not in self.owned:
+            return
+        current = self._next.get(partition)
+        if current is not None and current <= due_ms:
+            return
+        self._next[partition] = due_ms
+        heapq.heappush(self._heap, (due_ms, partition))
+        self._changed.set()
+
+    async def _look_at(self, partitions: frozenset[int]) -> None:
+        """Read `partitions` afresh (taken over, or their alarms may have been lost): each with a timer is
+        visited when it is due, each with work waiting is read for it."""
+        for glance in await self._broker.timers.glance(sorted(partitions)):
+            if glance.earliest_ms is not None:
+                self.ring(glance.partition, glance.earliest_ms)
+            if glance.has_work:
+                self._work(glance.partition)
+
+    async def _beat(self) -> None:
+        sent = time.time() * 1000
+        redis_now, members = await self._broker.keepers.beat(self.worker_id, self._host)
+        self._offset_ms = redis_now - (sent + time.time() * 1000) / 2
+        if tuple(members) == self._members:
+            return
+        before = self.owned
+        self._members = tuple(members)
+        self.owned = owned(members, self.worker_id)
+        gained = self.owned - before
+        if before or gained:
+            share, among = len(self.owned), len(members)
+            logger.info("keeping %d of the partitions among %d workers (%d new)", share, among, len(gained))
+        if gained:
+            await self._look_at(gained)
+
+    async def _beat_forever(self) -> None:
+        every = self._broker.settings.keeper_lease_s / 4
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("could not renew this worker's place among the live workers")
+
+    async def _rescan_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._broker.settings.rescan_interval_s)
+            try:
+                await self._look_at(self.owned)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("could not read the kept partitions again; trying at the next rescan")
+
+    async def _subscribe(self) -> PubSub:
+        """The alarm channels, subscribed: returns once Redis confirmed the subscription."""
+        pubsub = self._broker.core.redis.pubsub()
+        try:
+            await pubsub.psubscribe(self._broker.core.keys.alarm_pattern)
+            async with asyncio.timeout(_SUBSCRIBE_S):
+                while True:
+                    message = await pubsub.get_message(timeout=_SUBSCRIBE_S)
+                    if message is not None and message.get("type") == "psubscribe":
+                        return pubsub
+        except BaseException:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            raise
+
+    async def _listen(self, pubsub: PubSub | None) -> None:
+        while True:
+            try:
+                if pubsub is None:
+                    pubsub = await self._subscribe()
+                    # What was rung while the connection was down reached nobody.
+                    await self._look_at(self.owned)
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None and message.get("type") == "pmessage":
+                        self._on_alarm(message["channel"], message["data"])
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("alarm subscription lost; reconnecting")
+                await asyncio.sleep(0.5)
+            finally:
+                if pubsub is not None:
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+                    pubsub = None
+
+    def _on_alarm(self, channel: bytes | str, data: bytes | str) -> None:
+        name = channel.decode() if isinstance(channel, bytes) else channel
+        partition = self._broker.core.keys.partition_of_alarm(name)
+        if partition is None or partition not in self.owned:
+            return
+        text = data.decode() if isinstance(data, bytes) else data
+        if text == "w":
+            self._work(partition)
+        elif text.isdigit():
+            self.ring(partition, int(text))
+
+    async def _clock(self) -> None:
+        while True:
+            now = self.now_ms()
+            ready = []
+            while self._heap and self._heap[0][0] <= now:
+                due, partition = heapq.heappop(self._heap)
+                if self._next.get(partition) == due:
+                    del self._next[partition]
+                    if partition in self.owned:
+                        ready.append(partition)
+            if ready:
+                await asyncio.gather(*(self._visit_one(partition) for partition in ready))
+                continue
+            wait = (self._heap[0][0] - now) / 1000 if self._heap else None
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), wait)
+
+    async def _visit_one(self, partition: int) -> None:
+        async with self._limit:
+            try:
+                next_due = await self._visit(partition)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("visiting partition %d failed; trying again", partition)
+                self.ring(partition, self.now_ms() + _RETRY_MS)
+                return
+        if next_due is not None:
+            self.ring(partition, next_due)
