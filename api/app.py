@@ -139,6 +139,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (413, "The request body is over SWITCHBOARD_MAX_BODY_BYTES"),
         (429, "Over a rate limit; retry after Retry-After seconds"),
         (500, "An unexpected error"),
+        (
+            503,
+            "The Redis node holding this request's data is unreachable (down or failing over); retry after Retry-After",
+        ),
     )
 }
 
@@ -151,7 +155,7 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         broker = await Broker.connect(settings, redis_url, role="switchboard-api")
-        hub = LiveHub(broker.core.redis, broker.core.keys.hub_control, keepalive_s=settings.stream_keepalive_s)
+        hub = LiveHub(broker.core.pubsub, broker.core.keys.hub_control, keepalive_s=settings.stream_keepalive_s)
         probe: asyncio.Task[None] | None = None
         try:
             if settings.bootstrap_api_key is not None:

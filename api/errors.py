@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from broker.errors import ErrorCode, SwitchboardError, TooManyRequests
+from broker.errors import ErrorCode, RedisUnreachable, SwitchboardError, TooManyRequests
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +25,7 @@ STATUS = {
     ErrorCode.CLIENT_OUTDATED: 426,
     ErrorCode.TOO_MANY_REQUESTS: 429,
     ErrorCode.INTERNAL: 500,
+    ErrorCode.UNAVAILABLE: 503,
 }
 _CODE_OF_STATUS = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.NOT_FOUND, 401: ErrorCode.UNAUTHORIZED}
 
@@ -38,7 +39,7 @@ UNEXPECTED = envelope(ErrorCode.INTERNAL, "an unexpected error occurred; it was 
 
 def error_headers(error: SwitchboardError) -> dict[str, str]:
     headers = {}
-    if isinstance(error, TooManyRequests):
+    if isinstance(error, TooManyRequests | RedisUnreachable):
         headers["Retry-After"] = str(error.retry_after_s)
     if error.code is ErrorCode.UNAUTHORIZED:
         headers["WWW-Authenticate"] = "Bearer"
@@ -47,7 +48,7 @@ def error_headers(error: SwitchboardError) -> dict[str, str]:
 
 def refused(error: SwitchboardError) -> dict[str, Any]:
     """The envelope of a refusal, logged first when it is our failure rather than the caller's."""
-    if error.code is ErrorCode.INTERNAL:
+    if error.code in (ErrorCode.INTERNAL, ErrorCode.UNAVAILABLE):
         logger.error("request failed: %s", error.message)
     return envelope(error.code, error.message)
 

@@ -1,5 +1,6 @@
-"""`python -m bench [--quick] [--only calls,deadlines,fanout,state,load] [--out FILE]`: start Redis, an API and
-a worker, run each scenario against its baseline measured in the same run, print one table, save JSON.
+"""`python -m bench [--quick] [--only calls,deadlines,fanout,state,load,idle,cluster] [--out FILE]`: start
+Redis, an API and a worker, run each scenario against its baseline measured in the same run, print one
+table, save JSON.
 `python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import calls, deadlines, fanout, load, state
+from bench import calls, deadlines, fanout, load, scale, state
 from bench.compare import compare
 from bench.harness import Figure, cpu_count, default_out, save, table
 
@@ -24,6 +25,8 @@ SCENARIOS: dict[str, Scenario] = {
     "fanout": fanout.run,
     "state": state.run,
     "load": load.run,
+    "idle": scale.idle,
+    "cluster": scale.spread,
 }
 
 

@@ -11,7 +11,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from bench.http import RawHttp
-from broker.embedded import EmbeddedRedis
+from broker.embedded import EmbeddedCluster, EmbeddedRedis
 from switchboard.processes import Processes
 
 
@@ -123,6 +123,7 @@ class Cluster:
     env: dict[str, str]
     api_pid: int = 0
     workdir: Path = field(default_factory=Path)
+    nodes: list[EmbeddedRedis] = field(default_factory=list)
 
     def client(self, token: str | None = None, **options: Any) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=options.pop("connections", 200), max_keepalive_connections=200)
@@ -141,10 +142,28 @@ BENCH_SETTINGS = {
 
 
 @contextlib.contextmanager
-def cluster(*, notifications: bool = True, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
+def cluster(
+    *,
+    notifications: bool = True,
+    extra: dict[str, str] | None = None,
+    workers: int = 1,
+    masters: int = 0,
+    before: Callable[[list[EmbeddedRedis]], None] = lambda _: None,
+) -> Iterator[Cluster]:
+    """Redis (one, or a Redis Cluster of `masters` when given), one API and `workers` workers. `before`
+    sees the Redis nodes once they run and before any Switchboard process starts."""
     workdir = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
-    redis = EmbeddedRedis(workdir / "redis", persistent=False, notifications=notifications)
-    redis.start()
+    nodes: list[EmbeddedRedis]
+    made: EmbeddedCluster | None = None
+    if masters:
+        made = EmbeddedCluster(workdir / "cluster", masters=masters)
+        made.start()
+        nodes = made.nodes
+    else:
+        nodes = [EmbeddedRedis(workdir / "redis", persistent=False, notifications=notifications)]
+        nodes[0].start()
+    redis = nodes[0]
+    before(nodes)
     key = "swb_ak_" + secrets.token_urlsafe(32)
     env = {
         "SWITCHBOARD_REDIS_URL": redis.url,
@@ -158,11 +177,15 @@ def cluster(*, notifications: bool = True, extra: dict[str, str] | None = None) 
     processes = Processes(env, logs)
     try:
         api, url = processes.api()
-        processes.worker()
-        yield Cluster(redis, processes, url, key, env, api.pid, workdir)
+        for number in range(workers):
+            processes.worker(name=f"worker-{number}")
+        yield Cluster(redis, processes, url, key, env, api.pid, workdir, nodes)
     finally:
         processes.stop_all()
-        redis.stop()
+        if made is not None:
+            made.stop()
+        else:
+            redis.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -39,12 +39,14 @@ class Agents:
         """Create (or, for an id already created by a retried request, return) an agent."""
         keys = self._core.keys
         record = {"id": agent_id, "name": name, "created_at": now_ms(), "versions": 0}
+        # No MULTI (a Redis Cluster client has none): the record comes first and the index after it, and
+        # a retry writes the index again, so a write cut short leaves nothing a reader trips on.
         with translate_redis_errors():
-            if not await aw(self._core.redis.hexists(keys.agent(agent_id), "created_at")):
-                async with self._core.redis.pipeline(transaction=True) as pipe:
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                if not await aw(self._core.redis.hexists(keys.agent(agent_id), "created_at")):
                     pipe.hset(keys.agent(agent_id), mapping=record)
-                    pipe.zadd(keys.agents, {agent_id: 0})
-                    await pipe.execute()
+                pipe.zadd(keys.agents, {agent_id: 0})
+                await pipe.execute()
         return await self.get(agent_id)
 
     async def get(self, agent_id: str) -> Agent:
@@ -82,7 +84,7 @@ class Agents:
         await self.get(agent_id)
         keys = self._core.keys
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=True) as pipe:
+            async with self._core.redis.pipeline(transaction=False) as pipe:
                 pipe.hset(keys.agent(agent_id), "deleted", "1")
                 pipe.zrem(keys.agents, agent_id)
                 pipe.smembers(keys.agent_sessions(agent_id))

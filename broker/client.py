@@ -1,4 +1,4 @@
-"""The only place a Redis client is built."""
+"""The only place a Redis client is built (`broker/connect.py` picks one Redis or a Cluster)."""
 
 from __future__ import annotations
 

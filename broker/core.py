@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.client import PubSub
 
-from broker.client import create_redis
 from broker.codec import uuid7
-from broker.errors import BrokerUnavailable, translate_redis_errors
+from broker.connect import Connected, open_redis
+from broker.errors import BrokerUnavailable, RedisUnreachable, translate_redis_errors
 from broker.keys import KeySpace
 from broker.partitions import PARTITIONS
 from broker.scripts import Scripts
@@ -20,18 +21,43 @@ class Core:
     """What every broker service holds; built once per process by `Core.connect`."""
 
     settings: Settings
-    redis: Redis
+    connected: Connected
     scripts: Scripts
     keys: KeySpace
     workspace_id: str
 
+    @property
+    def redis(self) -> Redis:
+        return self.connected.redis
+
+    @property
+    def cluster(self) -> RedisCluster | None:
+        """The cluster client when Redis is a Cluster, else None."""
+        return self.connected.cluster
+
+    def pubsub(self) -> PubSub:
+        return self.connected.pubsub()
+
+    def client_for(self, key: str) -> Redis:
+        """The client of the node serving `key` (the one client, for one Redis): commands sent through it
+        reach that node alone, so a node that is down fails only what it holds."""
+        slots = self.connected.slots
+        if slots is None:
+            return self.redis
+        address = slots.address(slots.slot(key))
+        if address is None:
+            raise RedisUnreachable(f"no Redis node serves {key} now; retry shortly")
+        return slots.client(address)
+
     @classmethod
     async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Core:
-        """Open the client, load every script and read (or fix, on first start) the workspace id. `role`
-        names the connections (`switchboard-api`, `switchboard-worker`) in Redis's CLIENT LIST."""
-        redis = create_redis(url, name=role, max_connections=settings.redis_max_connections)
+        """Open the client (one Redis or a Cluster, whichever `url` names), load every script and read
+        (or fix, on first start) the workspace id. `role` names the connections (`switchboard-api`,
+        `switchboard-worker`) in Redis's CLIENT LIST."""
+        connected = await open_redis(url, name=role, max_connections=settings.redis_max_connections)
+        redis = connected.redis
         keys = KeySpace(settings.key_prefix)
-        scripts = Scripts(redis)
+        scripts = Scripts(redis, connected.slots)
         try:
             await scripts.load()
             with translate_redis_errors():
@@ -45,9 +71,9 @@ class Core:
                     f"{PARTITIONS}; run the build the deployment was created with"
                 )
         except BaseException:
-            await redis.aclose()
+            await connected.aclose()
             raise
-        return cls(settings, redis, scripts, keys, bytes(workspace).decode())
+        return cls(settings, connected, scripts, keys, bytes(workspace).decode())
 
     async def close(self) -> None:
-        await self.redis.aclose()
+        await self.connected.aclose()

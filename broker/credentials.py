@@ -146,10 +146,11 @@ class Credentials:
         }
         auth = {"id": key.id, "label": label, "permissions": record["permissions"], "expires_at": record["expires_at"]}
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=True) as pipe:
+            # The secret's lookup last: a key works only once its record and index entry are written.
+            async with self._core.redis.pipeline(transaction=False) as pipe:
                 pipe.hset(keys.api_key(key.id), mapping=record)
-                pipe.hset(keys.api_key_secret(digest), mapping=auth)
                 pipe.zadd(keys.api_keys, {key.id: 0})
+                pipe.hset(keys.api_key_secret(digest), mapping=auth)
                 await pipe.execute()
         return key, secret
 
@@ -219,9 +220,11 @@ class Credentials:
                 raise NotFound(f"no API key {key_id}")
             if not record.get(b"revoked_at"):
                 now = now_ms()
-                async with self._core.redis.pipeline(transaction=True) as pipe:
-                    pipe.hset(keys.api_key(key_id), "revoked_at", str(now))
+                # The lookup authentication reads first: once it is written the key works no more; the
+                # record follows (a retry writes both again).
+                async with self._core.redis.pipeline(transaction=False) as pipe:
                     pipe.hset(keys.api_key_secret(record[b"secret_sha"].decode()), "revoked", "1")
+                    pipe.hset(keys.api_key(key_id), "revoked_at", str(now))
                     await pipe.execute()
                 record[b"revoked_at"] = str(now).encode()
         return _api_key(record)

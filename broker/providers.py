@@ -130,12 +130,13 @@ class Providers:
             "api_key": api_key,
             "created_at": now_ms(),
         }
+        # Record first, index after (written again by a retry): see Agents.create.
         with translate_redis_errors():
-            if not await aw(self._core.redis.exists(keys.provider(provider_id))):
-                async with self._core.redis.pipeline(transaction=True) as pipe:
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                if not await aw(self._core.redis.exists(keys.provider(provider_id))):
                     pipe.hset(keys.provider(provider_id), mapping=record)
-                    pipe.zadd(keys.providers, {provider_id: 0})
-                    await pipe.execute()
+                pipe.zadd(keys.providers, {provider_id: 0})
+                await pipe.execute()
         return await self.get(provider_id)
 
     async def update(self, provider_id: str, changes: dict[str, str]) -> Provider:
@@ -153,7 +154,8 @@ class Providers:
             raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers go")
         keys = self._core.keys
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=True) as pipe:
+            # The record first: an index entry without one is skipped by every reader.
+            async with self._core.redis.pipeline(transaction=False) as pipe:
                 pipe.unlink(keys.provider(provider_id))
                 pipe.zrem(keys.providers, provider_id)
                 await pipe.execute()

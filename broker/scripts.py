@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,13 +12,20 @@ from typing import Any
 
 from hiredis import pack_command
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
+from redis.exceptions import (
+    ClusterDownError,
+    ClusterError,
+    NoScriptError,
+    ReadOnlyError,
+    ResponseError,
+    SlotNotCoveredError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from broker.errors import BrokerUnavailable, from_script_status, translate_redis_errors
 from broker.keys import PartitionKeys
+from broker.slots import SlotMap
 
 _INCLUDE = re.compile(r"^--!include (\S+)$", re.MULTILINE)
 
@@ -91,34 +100,71 @@ def _text(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class _Script:
+    text: str
+    sha: str
+
+
+# A script that meets more MOVED / ASK / TRYAGAIN answers than this fails (a slot moving back and forth).
+_REDIRECTS = 8
+
+
+class _NotSent(Exception):
+    """Connecting failed: the command was never sent, so sending it elsewhere is safe."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 @dataclass
 class Scripts:
-    """Every script registered on one client; `run` translates Redis errors and script refusals.
+    """Every script, loaded once per process; `run` translates Redis errors and script refusals.
 
     Every script that includes lib/partition.lua acts within one partition and is handed that partition's
-    keys (`PartitionKeys.block`) after its own, so its whole call stays in the partition's slot."""
+    keys (`PartitionKeys.block`) after its own, so its whole call stays in the partition's slot.
+
+    A script is sent once. Only an answer that says it did not run (NOSCRIPT: the server lost its script
+    cache; MOVED, ASK, TRYAGAIN on a Cluster) sends it again; a connection lost or timed out after
+    sending fails the call, since the script may have run, and running it twice could append an input
+    twice or answer a result's retry with 409. Idempotency-Keys make a retry by the client safe instead.
+    On a Cluster each script goes to its slot's node on that node's own pool (`broker/slots.py`)."""
 
     redis: Redis
-    _scripts: dict[str, AsyncScript] = field(default_factory=dict)
+    slots: SlotMap | None = None
+    _scripts: dict[str, _Script] = field(default_factory=dict)
     _partitioned: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for name in SCRIPT_NAMES:
             text, libraries = _expand(name)
-            self._scripts[name] = self.redis.register_script(text)
+            self._scripts[name] = _Script(text, hashlib.sha1(text.encode()).hexdigest())  # noqa: S324 (Redis's id)
             if _PARTITION_LIBRARY in libraries:
                 self._partitioned.add(name)
 
+    def _masters(self) -> list[Redis]:
+        if self.slots is None:
+            return [self.redis]
+        return [self.slots.client(address) for address in self.slots.masters()]
+
     async def load(self) -> None:
-        """SCRIPT LOAD every script, so a broken one fails readiness rather than its first request."""
+        """SCRIPT LOAD every script (on every master of a Cluster), so a broken one fails readiness rather
+        than its first request."""
         with translate_redis_errors():
-            for script in self._scripts.values():
-                await self.redis.script_load(script.script)
+            if self.slots is not None:
+                await self.slots.refresh()
+            for client in self._masters():
+                for script in self._scripts.values():
+                    await client.script_load(script.text)
 
     async def loaded(self) -> bool:
+        shas = [script.sha for script in self._scripts.values()]
         with translate_redis_errors():
-            present = await self.redis.script_exists(*(s.sha for s in self._scripts.values()))
-        return all(present)
+            for client in self._masters():
+                if not all(await client.script_exists(*shas)):
+                    return False
+        return True
 
     async def raw(
         self, name: str, keys: list[str], args: Sequence[str | int | bytes], partition: PartitionKeys | None = None
@@ -130,35 +176,53 @@ class Scripts:
             raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
         if partition is not None:
             keys = [*keys, *partition.block]
+        send = self._on_one if self.slots is None else self._on_cluster
         with translate_redis_errors():
             try:
-                reply = await self._evalsha(script.sha, keys, args)
-            except (NoScriptError, RedisConnectionError, RedisTimeoutError):
-                # A flushed script cache or a dropped connection: redis-py's own path loads the script
-                # again and retries with backoff, so the direct path below never has to.
-                reply = await script(keys=keys, args=args)
+                reply = await send(script.sha, keys, args)
+            except NoScriptError:
+                # It did not run: the server lost its script cache (a restart, a failover, a new node).
+                await self.load()
+                reply = await send(script.sha, keys, args)
             return _text(reply)
 
-    async def _evalsha(self, sha: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
-        # Every operation is one EVALSHA, so redis-py's generic command path (retry wrapper, command
-        # lookup, pure-Python RESP packing) was a fifth of the API's CPU on the hot routes. (hiredis's stub
-        # types pack_command's argument as a 1-tuple; it takes any length.)
-        pool = self.redis.connection_pool
-        connection = await pool.get_connection("EVALSHA")
+    async def _on_one(self, sha: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         try:
-            command = pack_command(("EVALSHA", sha, len(keys), *keys, *args))  # type: ignore[arg-type]
-            await connection.send_packed_command(command, False)
-            return await connection.read_response()
-        except ResponseError:
-            raise
-        except BaseException:
-            # A command interrupted half-sent or with its reply owed must not hand its connection to
-            # the next caller (LeanPool relies on it). read_response disconnects by itself; a send
-            # interrupted half-way does not.
-            await connection.disconnect()
-            raise
-        finally:
-            await pool.release(connection)
+            return await _evalsha(self.redis, sha, keys, args)
+        except _NotSent as error:
+            raise error.cause from None
+
+    async def _on_cluster(self, sha: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
+        slots = self.slots
+        assert slots is not None
+        slot = slots.slot(keys[0])
+        asking: str | None = None
+        for _ in range(_REDIRECTS):
+            address = asking or slots.address(slot)
+            if address is None:
+                await slots.refresh()
+                address = slots.address(slot)
+                if address is None:
+                    raise SlotNotCoveredError(f"no master serves slot {slot}")
+            try:
+                return await _evalsha(slots.client(address), sha, keys, args, asking=asking is not None)
+            except _NotSent as error:
+                # The node is down. A replica may have taken over: read the map again; if it still
+                # names the dead node, its partitions fail fast until it is back or replaced.
+                await slots.refresh()
+                if slots.address(slot) == address:
+                    raise error.cause from None
+                asking = None
+            except NoScriptError:
+                raise
+            except ReadOnlyError:
+                # The map names a node that is a replica now (a failed master that came back): the
+                # script did not run; read the map again.
+                await slots.refresh()
+                asking = None
+            except ResponseError as error:
+                asking = await _redirected(slots, str(error))
+        raise ClusterError(f"slot {slot} kept moving; gave up after {_REDIRECTS} redirections")
 
     async def run(
         self,
@@ -179,3 +243,54 @@ class Scripts:
             word = str(reply[1])
             raise from_script_status(status, (refusals or {}).get(word, word))
         return list(reply[1:])
+
+
+async def _redirected(slots: SlotMap, answer: str) -> str | None:
+    """Act on an answer that says the script did not run on this node: the node to ASK next, or None
+    to look the slot up again. Any other error is raised."""
+    word, *rest = answer.split()
+    if word == "ASK":
+        return rest[1]
+    if word == "MOVED":
+        await slots.refresh([rest[1]])
+        return None
+    if word == "TRYAGAIN":
+        # A slot mid-migration with its keys split between two nodes: they settle within a moment.
+        await asyncio.sleep(0.05)
+        return None
+    if word in ("CLUSTERDOWN", "MASTERDOWN"):
+        raise ClusterDownError(answer)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+    raise ResponseError(answer)
+
+
+async def _evalsha(
+    redis: Redis, sha: str, keys: list[str], args: Sequence[str | int | bytes], *, asking: bool = False
+) -> Any:
+    # Every operation is one EVALSHA, so redis-py's generic command path (retry wrapper, command lookup,
+    # pure-Python RESP packing) was a fifth of the API's CPU on the hot routes. (hiredis's stub types
+    # pack_command's argument as a 1-tuple; it takes any length.) Connecting is retried by the pool
+    # (nothing was sent yet); nothing after that is.
+    pool = redis.connection_pool
+    try:
+        connection = await pool.get_connection("EVALSHA")
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        raise _NotSent(error) from error
+    try:
+        command = pack_command(("EVALSHA", sha, len(keys), *keys, *args))  # type: ignore[arg-type]
+        if asking:
+            # ASK names the node importing the slot; ASKING lets the next command run there once.
+            await connection.send_packed_command(pack_command(("ASKING",)) + command, False)
+            await connection.read_response()
+        else:
+            await connection.send_packed_command(command, False)
+        return await connection.read_response()
+    except ResponseError:
+        raise
+    except BaseException:
+        # A command interrupted half-sent or with its reply owed must not hand its connection to the next
+        # caller (LeanPool relies on it). read_response disconnects by itself; a send interrupted half-way
+        # does not.
+        await connection.disconnect()
+        raise
+    finally:
+        await pool.release(connection)

@@ -3,11 +3,14 @@ partition's alarm, and the scripts that fire a deadline or a lapse."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from redis.asyncio import Redis
+
 from broker.core import Core
-from broker.errors import translate_redis_errors
+from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.keys import PartitionKeys
 from broker.layouts import call_args, call_keys, client_args, client_keys
 
@@ -41,11 +44,13 @@ class Due:
 
 @dataclass(frozen=True, slots=True)
 class Glance:
-    """A partition read without acting: its earliest timer (ms, None: none) and whether work waits."""
+    """A partition read without acting: its earliest timer (ms, None: none) and whether work waits;
+    `failed` when its Redis node did not answer (a Cluster node down: the others still read)."""
 
     partition: int
     earliest_ms: int | None
     has_work: bool
+    failed: bool = False
 
 
 class Timers:
@@ -54,11 +59,32 @@ class Timers:
 
     async def glance(self, partitions: Iterable[int]) -> list[Glance]:
         """Each partition's earliest timer and waiting work, in one pipelined round trip of plain reads
-        (a worker taking partitions over reads hundreds; most are empty and need no visit)."""
+        per Redis node (a worker taking partitions over reads hundreds; most are empty and need no
+        visit). The partitions of a node that does not answer come back `failed`; the others are read."""
         keys = self._core.keys
-        numbers = list(partitions)
+        by_node: dict[int, tuple[Redis, list[int]]] = {}
+        for number in partitions:
+            try:
+                client = self._core.client_for(keys.partition(number).alarm)
+            except BrokerUnavailable:
+                client = self._core.redis
+            by_node.setdefault(id(client), (client, []))[1].append(number)
+        groups = list(by_node.values())
+        read = await asyncio.gather(*(self._glance(*group) for group in groups), return_exceptions=True)
+        found: list[Glance] = []
+        for (_, numbers), glances in zip(groups, read, strict=True):
+            if isinstance(glances, BaseException):
+                if not isinstance(glances, BrokerUnavailable):
+                    raise glances
+                found += [Glance(number, None, False, failed=True) for number in numbers]
+            else:
+                found += glances
+        return found
+
+    async def _glance(self, client: Redis, numbers: list[int]) -> list[Glance]:
+        keys = self._core.keys
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with client.pipeline(transaction=False) as pipe:
                 for number in numbers:
                     partition = keys.partition(number)
                     for index in partition.timers:

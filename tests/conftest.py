@@ -1,4 +1,5 @@
-"""Test session: one real redis-server on a free port; each test gets its own key prefix."""
+"""Test session: one real redis-server on a free port, and (for the tests marked `both_redis`) a real
+3-master Redis Cluster; each test gets its own key prefix."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from broker import Broker
+from broker.embedded import EmbeddedCluster
 from broker.settings import Settings
 from tests.api_client import Api
 from tests.stack import Stack, opened_broker, running_stack, started_redis
@@ -27,10 +29,34 @@ FAST = {
 }
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `both_redis` run once on the single Redis and once on the Cluster."""
+    if "redis_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_redis"):
+        metafunc.parametrize("redis_url", ["single", "cluster"], indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def single_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with started_redis(Path(tmp_path_factory.mktemp("redis"))) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def cluster_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Three masters made by `redis-cli --cluster create`, slots spread evenly; any node's URL."""
+    cluster = EmbeddedCluster(Path(tmp_path_factory.mktemp("cluster")), masters=3)
+    cluster.start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(request: pytest.FixtureRequest) -> str:
+    """The single Redis, or the Cluster for the `cluster` run of a `both_redis` test."""
+    mode = getattr(request, "param", "single")
+    return str(request.getfixturevalue("cluster_redis_url" if mode == "cluster" else "single_redis_url"))
 
 
 @pytest.fixture

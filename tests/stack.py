@@ -10,6 +10,9 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode
+from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.types import ASGIApp
 
 from api.app import create_app
@@ -104,11 +107,36 @@ async def opened_broker(settings: Settings, redis_url: str) -> AsyncIterator[Bro
 
 
 async def drop_prefix(broker: Broker, prefix: str) -> None:
-    """Remove one test's keys (SCAN is fine here: this is teardown, not a request path)."""
+    """Remove one test's keys, on every node of a Cluster (SCAN is fine here: this is teardown, not a
+    request path)."""
+    redis, cluster = broker.core.redis, broker.core.cluster
+    nodes: list[ClusterNode | None] = [None] if cluster is None else list(cluster.get_primaries())
+    for node in nodes:
+        try:
+            await _drop_on(redis, cluster, node, prefix)
+        except RedisConnectionError:
+            # A node a fault test killed: its keys went with it.
+            if cluster is None:
+                raise
+
+
+async def _drop_on(redis: Redis, cluster: RedisCluster | None, node: ClusterNode | None, prefix: str) -> None:
     cursor = 0
     while True:
-        cursor, keys = await command(broker.core.redis, "SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 1000)
-        if keys:
-            await command(broker.core.redis, "UNLINK", *keys)
+        scan = ("SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 1000)
+        if cluster is None:
+            cursor, keys = await command(redis, *scan)
+        else:
+            # redis-py's cluster client answers SCAN's cursor as {node name: cursor}.
+            cursors, keys = await cluster.execute_command(*scan, target_nodes=node)
+            (cursor,) = dict(cursors).values()
+        if keys and cluster is None:
+            await command(redis, "UNLINK", *keys)
+        elif keys:
+            # The keys a node holds sit in many slots: one UNLINK each, routed by the client.
+            async with redis.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.unlink(key)
+                await pipe.execute()
         if int(cursor) == 0:
             return

@@ -29,8 +29,10 @@ logger = logging.getLogger(__name__)
 
 # The most partitions visited at once: a takeover or a rescan reads hundreds.
 _VISITS_AT_ONCE = 16
-# A visit that failed (Redis unreachable) is tried again this much later.
+# A visit that failed (its Redis node unreachable) is tried again this much later, doubling each time it
+# fails again, up to the cap.
 _RETRY_MS = 500
+_RETRY_CAP_MS = 10_000
 # How long Redis gets to confirm the alarm subscription.
 _SUBSCRIBE_S = 5.0
 
@@ -59,6 +61,7 @@ class Keeper:
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._limit = asyncio.Semaphore(_VISITS_AT_ONCE)
+        self._failures: dict[int, int] = {}
 
     async def start(self) -> None:
         """Join the live workers, take this worker's share and start keeping it."""
@@ -108,6 +111,11 @@ class Keeper:
         """Read `partitions` afresh (taken over, or their alarms may have been lost): each with a timer is
         visited when it is due, each with work waiting is read for it."""
         for glance in await self._broker.timers.glance(sorted(partitions)):
+            if glance.failed:
+                # Its node did not answer: the visit finds out when it answers again (and backs off).
+                self.ring(glance.partition, self.now_ms())
+                self._work(glance.partition)
+                continue
             if glance.earliest_ms is not None:
                 self.ring(glance.partition, glance.earliest_ms)
             if glance.has_work:
@@ -152,7 +160,7 @@ class Keeper:
 
     async def _subscribe(self) -> PubSub:
         """The alarm channels, subscribed: returns once Redis confirmed the subscription."""
-        pubsub = self._broker.core.redis.pubsub()
+        pubsub = self._broker.core.pubsub()
         try:
             await pubsub.psubscribe(self._broker.core.keys.alarm_pattern)
             async with asyncio.timeout(_SUBSCRIBE_S):
@@ -169,7 +177,8 @@ class Keeper:
             try:
                 if pubsub is None:
                     pubsub = await self._subscribe()
-                    # What was rung while the connection was down reached nobody.
+                    # What was rung while the connection was down reached nobody (a partition whose
+                    # node does not answer is left to its visit).
                     await self._look_at(self.owned)
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
@@ -220,9 +229,14 @@ class Keeper:
                 next_due = await self._visit(partition)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("visiting partition %d failed; trying again", partition)
-                self.ring(partition, self.now_ms() + _RETRY_MS)
+            except Exception as error:
+                failures = self._failures.get(partition, 0)
+                self._failures[partition] = failures + 1
+                if failures == 0:
+                    logger.warning("visiting partition %d failed (%s); trying again, backing off", partition, error)
+                self.ring(partition, self.now_ms() + min(_RETRY_MS * 2**failures, _RETRY_CAP_MS))
                 return
+        if self._failures.pop(partition, 0):
+            logger.info("partition %d answers again", partition)
         if next_due is not None:
             self.ring(partition, next_due)

@@ -33,6 +33,8 @@ class Runner:
         self._running: set[asyncio.Task[None]] = set()
         self._taking = True
         self._loop: asyncio.Task[None] | None = None
+        # Partitions whose node failed a take, by failures in a row: marked again after a backoff.
+        self._failures: dict[int, int] = {}
 
     @property
     def running(self) -> int:
@@ -92,11 +94,16 @@ class Runner:
                 entries = await work.take(keys.partition(partition), self._consumer, room)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("could not take work from partition %d; trying again", partition)
-                self._marked.add(partition)
-                await asyncio.sleep(0.5)
+            except Exception as error:
+                # Its node did not answer: the others' work goes on; this one is asked again later.
+                failures = self._failures.get(partition, 0)
+                self._failures[partition] = failures + 1
+                if failures == 0:
+                    logger.warning("could not take work from partition %d (%s); backing off", partition, error)
+                delay = min(0.5 * 2**failures, 10.0)
+                asyncio.get_running_loop().call_later(delay, self.wake, partition)
                 continue
+            self._failures.pop(partition, None)
             if len(entries) == room:
                 self._marked.add(partition)
             for entry in entries:

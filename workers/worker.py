@@ -97,11 +97,12 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
 
 async def healthy(settings: Settings, url: str) -> bool:
     """Whether this host's worker refreshed its health key within the last lease (`worker --check`)."""
-    from broker.client import create_redis
+    from broker.connect import open_redis
     from broker.keys import KeySpace
 
-    redis = create_redis(url)
+    connected = await open_redis(url, name="switchboard-check")
     try:
-        return bool(await redis.exists(KeySpace(settings.key_prefix).worker_health(socket.gethostname())))
+        health = KeySpace(settings.key_prefix).worker_health(socket.gethostname())
+        return bool(await connected.redis.exists(health))
     finally:
-        await redis.aclose()
+        await connected.aclose()

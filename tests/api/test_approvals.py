@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from broker.runs import args_hash
 from tests.api_client import Api, Event, Session, of_type, run_over
 from tests.helpers import held_work
 from tests.sse import Frames
+
+pytestmark = pytest.mark.both_redis
 
 GATED: dict[str, Any] = {"client_tool_policies": {"client__web__highlight_row": "require_approval"}}
 

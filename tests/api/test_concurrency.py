@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tests.api_client import Api, Event, of_type, types
+
+pytestmark = pytest.mark.both_redis
 
 
 def ended(count: int) -> Any:

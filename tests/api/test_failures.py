@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
+
 from tests.api_client import Api, Event, Session, of_type, run_over, types
+
+pytestmark = pytest.mark.both_redis
 
 CALL = '/call client__web__highlight_row {"row_id": "7"}'
 

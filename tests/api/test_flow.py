@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.api_client import Api, of_type, run_over, types
+
+pytestmark = pytest.mark.both_redis
 
 
 async def test_one_call_round_trip_in_order(api: Api) -> None:

@@ -15,6 +15,8 @@ from broker.settings import Settings
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.sse import Frames
 
+pytestmark = pytest.mark.both_redis
+
 MEMBER = "Switchboard-Pool-Member"
 X = {"name": "x", "description": "A pooled tool", "parameters": {"type": "object"}}
 

@@ -8,6 +8,8 @@ from broker import Broker
 from broker.errors import Conflict, NotFound
 from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, owed_work, start_run, types
 
+pytestmark = pytest.mark.both_redis
+
 WEB = "0190f2a0-0000-7000-8000-00000000000a"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from switchboard.processes import Processes, server_env
 
-pytestmark = [pytest.mark.contract, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.contract, pytest.mark.timeout(300), pytest.mark.both_redis]
 
 ROOT = Path(__file__).resolve().parents[2]
 SDK_VENV = ROOT / ".venv-sdk"

@@ -16,7 +16,7 @@ from switchboard.processes import Processes, server_env
 from tests.api_client import ENDS, Api, Session, check_every_run_ended_once, of_type, run_over
 from tests.stack import Stack
 
-pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(240), pytest.mark.both_redis]
 
 FAST_RECOVERY = {
     "step_lease_s": "1",

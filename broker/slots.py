@@ -1,0 +1,96 @@
+"""Where each Redis Cluster slot lives, and a pooled client per node: the path every script takes on a
+Cluster.
+
+Scripts are nearly all of Switchboard's Redis traffic, so they go straight to the node that owns their
+keys' slot, on that node's own bounded pool, as one pre-packed EVALSHA (as on one Redis). redis-py's
+cluster client would also route them, but a connection lost to one node makes it close every node's
+connections, failing commands in flight on the healthy ones; here a dead node costs only its own
+partitions. The map is read with CLUSTER SLOTS from any node that answers, at start and whenever a node
+says MOVED or cannot be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from broker.client import create_redis
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SlotMap:
+    """Slot ranges to node addresses, and a client per node."""
+
+    name: str
+    max_connections: int
+    password: str | None = None
+    username: str | None = None
+    _starts: list[int] = field(default_factory=list)
+    _ranges: list[tuple[int, int, str]] = field(default_factory=list)
+    _clients: dict[str, Redis] = field(default_factory=dict)
+    _refreshing: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @staticmethod
+    def slot(key: str) -> int:
+        return int(key_slot(key.encode()))
+
+    def address(self, slot: int) -> str | None:
+        """`host:port` of the master serving `slot`, as last read; None when no node serves it."""
+        at = bisect.bisect_right(self._starts, slot) - 1
+        if at < 0:
+            return None
+        start, end, address = self._ranges[at]
+        return address if start <= slot <= end else None
+
+    def masters(self) -> list[str]:
+        """Every master that serves a slot, as last read."""
+        return list(dict.fromkeys(address for _, _, address in self._ranges))
+
+    def client(self, address: str) -> Redis:
+        client = self._clients.get(address)
+        if client is None:
+            host, _, port = address.rpartition(":")
+            url = f"redis://{host}:{port}/0"
+            client = create_redis(url, name=self.name, max_connections=self.max_connections)
+            if self.password is not None:
+                client.connection_pool.connection_kwargs.update(password=self.password, username=self.username)
+            self._clients[address] = client
+        return client
+
+    async def refresh(self, seeds: Iterable[str] = ()) -> None:
+        """Read the slot map again from the first node that answers (`seeds`, then every node known)."""
+        async with self._refreshing:
+            for address in dict.fromkeys([*seeds, *self._clients]):
+                try:
+                    reply = await self.client(address).execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
+                except Exception as error:
+                    logger.debug("CLUSTER SLOTS from %s failed: %s", address, error)
+                    continue
+                self._learn(reply, address)
+                return
+        logger.warning("no Redis Cluster node answered CLUSTER SLOTS; keeping the old slot map")
+
+    def _learn(self, reply: list[list[object]], asked: str) -> None:
+        ranges = []
+        for entry in reply:
+            start, end, master = int(entry[0]), int(entry[1]), entry[2]  # type: ignore[call-overload]
+            host = master[0].decode() if isinstance(master[0], bytes) else str(master[0])  # type: ignore[index]
+            # A node that does not know its own address answers '' for it.
+            address = f"{host or asked.rpartition(':')[0]}:{int(master[1])}"  # type: ignore[index]
+            ranges.append((start, end, address))
+        ranges.sort()
+        self._ranges = ranges
+        self._starts = [start for start, _, _ in ranges]
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
