@@ -82,7 +82,7 @@ class LeanPool(ConnectionPool):
 POOL_WAIT_S = 10.0
 
 
-def create_redis(url: str, *, name: str = "switchboard", max_connections: int = 16) -> Redis:
+def create_redis(url: str, *, name: str = "switchboard", max_connections: int = 16, retries: int = 5) -> Redis:
     """A client with short reconnect retries, so a restarting Redis costs a pause rather than errors. Its
     connections carry `name` (CLIENT SETNAME), so CLIENT LIST shows which role holds which connection."""
     pool = LeanPool.from_url(
@@ -92,7 +92,7 @@ def create_redis(url: str, *, name: str = "switchboard", max_connections: int = 
         max_connections=max_connections,
         health_check_interval=15,
         socket_keepalive=True,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=5),
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=retries),
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
     )
     return Redis.from_pool(pool)

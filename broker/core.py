@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from broker.codec import uuid7
@@ -14,6 +14,7 @@ from broker.keys import KeySpace
 from broker.partitions import PARTITIONS
 from broker.scripts import Scripts
 from broker.settings import Settings
+from broker.slots import SlotMap
 
 
 @dataclass
@@ -31,9 +32,9 @@ class Core:
         return self.connected.redis
 
     @property
-    def cluster(self) -> RedisCluster | None:
-        """The cluster client when Redis is a Cluster, else None."""
-        return self.connected.cluster
+    def slots(self) -> SlotMap | None:
+        """The Cluster's slot map when Redis is a Cluster, else None."""
+        return self.connected.slots
 
     def pubsub(self) -> PubSub:
         return self.connected.pubsub()

@@ -37,6 +37,8 @@ class SlotMap:
     _ranges: list[tuple[int, int, str]] = field(default_factory=list)
     _clients: dict[str, Redis] = field(default_factory=dict)
     _refreshing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Nodes that did not answer the last time they were asked: asked last.
+    _silent: set[str] = field(default_factory=set)
 
     @staticmethod
     def slot(key: str) -> int:
@@ -59,7 +61,9 @@ class SlotMap:
         if client is None:
             host, _, port = address.rpartition(":")
             url = f"redis://{host}:{port}/0"
-            client = create_redis(url, name=self.name, max_connections=self.max_connections)
+            # One quick retry: a Cluster node that refuses connections is down or failing over, and the
+            # slot map, not the same node again, says where to go (so its partitions fail fast).
+            client = create_redis(url, name=self.name, max_connections=self.max_connections, retries=1)
             if self.password is not None:
                 client.connection_pool.connection_kwargs.update(password=self.password, username=self.username)
             self._clients[address] = client
@@ -68,12 +72,15 @@ class SlotMap:
     async def refresh(self, seeds: Iterable[str] = ()) -> None:
         """Read the slot map again from the first node that answers (`seeds`, then every node known)."""
         async with self._refreshing:
-            for address in dict.fromkeys([*seeds, *self._clients]):
+            known = [address for address in self._clients if address not in self._silent]
+            for address in dict.fromkeys([*seeds, *known, *self._silent]):
                 try:
                     reply = await self.client(address).execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
                 except Exception as error:
                     logger.debug("CLUSTER SLOTS from %s failed: %s", address, error)
+                    self._silent.add(address)
                     continue
+                self._silent.discard(address)
                 self._learn(reply, address)
                 return
         logger.warning("no Redis Cluster node answered CLUSTER SLOTS; keeping the old slot map")

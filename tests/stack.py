@@ -10,8 +10,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
-from redis.asyncio import Redis, RedisCluster
-from redis.asyncio.cluster import ClusterNode
+from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.types import ASGIApp
 
@@ -107,34 +106,29 @@ async def opened_broker(settings: Settings, redis_url: str) -> AsyncIterator[Bro
 
 
 async def drop_prefix(broker: Broker, prefix: str) -> None:
-    """Remove one test's keys, on every node of a Cluster (SCAN is fine here: this is teardown, not a
+    """Remove one test's keys, on every master of a Cluster (SCAN is fine here: this is teardown, not a
     request path)."""
-    redis, cluster = broker.core.redis, broker.core.cluster
-    nodes: list[ClusterNode | None] = [None] if cluster is None else list(cluster.get_primaries())
-    for node in nodes:
+    slots = broker.core.slots
+    clients = [broker.core.redis] if slots is None else [slots.client(address) for address in slots.masters()]
+    for client in clients:
         try:
-            await _drop_on(redis, cluster, node, prefix)
+            await _drop_on(client, broker.core.redis, prefix, one_slot=slots is None)
         except RedisConnectionError:
             # A node a fault test killed: its keys went with it.
-            if cluster is None:
+            if slots is None:
                 raise
 
 
-async def _drop_on(redis: Redis, cluster: RedisCluster | None, node: ClusterNode | None, prefix: str) -> None:
+async def _drop_on(node: Redis, routed: Redis, prefix: str, *, one_slot: bool) -> None:
     cursor = 0
     while True:
-        scan = ("SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 1000)
-        if cluster is None:
-            cursor, keys = await command(redis, *scan)
-        else:
-            # redis-py's cluster client answers SCAN's cursor as {node name: cursor}.
-            cursors, keys = await cluster.execute_command(*scan, target_nodes=node)
-            (cursor,) = dict(cursors).values()
-        if keys and cluster is None:
-            await command(redis, "UNLINK", *keys)
+        cursor, keys = await command(node, "SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 1000)
+        if keys and one_slot:
+            await command(node, "UNLINK", *keys)
         elif keys:
-            # The keys a node holds sit in many slots: one UNLINK each, routed by the client.
-            async with redis.pipeline(transaction=False) as pipe:
+            # The keys a Cluster node holds sit in many slots (some maybe moved since): one UNLINK each,
+            # routed by key.
+            async with routed.pipeline(transaction=False) as pipe:
                 for key in keys:
                     pipe.unlink(key)
                 await pipe.execute()
