@@ -8,6 +8,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
+import pytest
+
 from broker import Broker, Settings
 from broker.aio import aw
 from broker.codec import loads
@@ -71,6 +73,7 @@ async def keeping(
         await keeper.stop()
 
 
+@pytest.mark.both_redis
 async def test_deadlines_fire_on_their_alarm_within_milliseconds_without_polling(
     broker: Broker, settings: Settings
 ) -> None:
@@ -155,6 +158,7 @@ async def test_a_ping_just_after_the_lapse_is_refused_and_ends_the_client(broker
     assert (await types(broker, session_id)).count("client_left") == 1
 
 
+@pytest.mark.both_redis
 async def test_work_taken_and_never_begun_is_taken_over_once(
     broker: Broker, settings: Settings, redis_url: str
 ) -> None:
@@ -207,6 +211,7 @@ async def test_a_step_that_keeps_losing_its_worker_ends_the_run(broker: Broker) 
     assert failed["error"] == "the worker running step 0 stopped 4 times; the run gives up"
 
 
+@pytest.mark.both_redis
 async def test_workers_split_the_partitions_and_a_silent_one_loses_its_share_within_a_lease(
     broker: Broker, settings: Settings
 ) -> None:
