@@ -27,19 +27,42 @@ class LeanPool(ConnectionPool):
     At `max_connections` in use, a caller waits for one to come back (redis-py's plain pool raises
     instead), so a burst of thousands of stream opens queues on a handful of connections rather than
     opening one per request: a command holds its connection for one round trip, so a few carry more
-    commands than a Python process can issue."""
+    commands than a Python process can issue.
+
+    It keeps its own idle and busy sets (redis-py's are private to its pool) and makes connections with
+    the pool's public `make_connection`; everything the pool does with connections goes through the
+    methods overridden here."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self.reset()
+
+    def reset(self) -> None:
+        self._idle: list[AbstractConnection] = []
+        self._busy: set[AbstractConnection] = set()
+
+    @property
+    def idle(self) -> int:
+        """Connections checked in, ready to be handed out."""
+        return len(self._idle)
+
+    @property
+    def busy(self) -> int:
+        """Connections handed out and not yet given back."""
+        return len(self._busy)
+
+    def can_get_connection(self) -> bool:
+        return bool(self._idle) or len(self._busy) < self.max_connections
 
     async def get_connection(self, command_name: object = None, *keys: object, **options: object) -> AbstractConnection:
-        while not self._available_connections and len(self._in_use_connections) >= self.max_connections:
+        while not self.can_get_connection():
             await self._wait_for_release()
-        connection: AbstractConnection = self.get_available_connection()  # type: ignore[no-untyped-call]
+        connection = self._idle.pop() if self._idle else self.make_connection()  # type: ignore[no-untyped-call]
+        self._busy.add(connection)
         if not connection.is_connected:
             try:
-                await connection.connect()  # type: ignore[no-untyped-call]
+                await connection.connect()
             except BaseException:
                 await self.release(connection)
                 raise
@@ -72,9 +95,16 @@ class LeanPool(ConnectionPool):
         # Without an await, so a cancellation cannot land between handing the connection back and waking a
         # waiter (a waiter never woken), nor leave a pipeline holding a connection it gave back. redis-py
         # awaits an event dispatch in between, for streaming re-authentication, which is not used here.
-        self._in_use_connections.remove(connection)
-        self._available_connections.append(connection)
+        self._busy.remove(connection)
+        self._idle.append(connection)
         self._wake_one()
+
+    async def disconnect(self, inuse_connections: bool = True) -> None:
+        connections = [*self._idle, *self._busy] if inuse_connections else list(self._idle)
+        done = await asyncio.gather(*(connection.disconnect() for connection in connections), return_exceptions=True)
+        failed = next((result for result in done if isinstance(result, BaseException)), None)
+        if failed is not None:
+            raise failed
 
 
 # A caller waiting longer than this for a free connection gets BrokerUnavailable (a pool exhausted by

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.aio import aw
-from broker.client import create_redis
+from broker.client import LeanPool, create_redis
 
 
 async def test_a_command_cancelled_mid_reply_never_leaks_its_reply_to_the_next(redis_url: str, key_prefix: str) -> None:
@@ -53,8 +53,9 @@ async def test_past_the_bound_commands_wait_for_a_connection_rather_than_fail(re
         assert sorted(await counting) == list(range(1, 51))
         await asyncio.gather(*pops)
         pool = redis.connection_pool
-        assert len(pool._in_use_connections) == 0
-        assert len(pool._available_connections) == 4
+        assert isinstance(pool, LeanPool)
+        assert pool.busy == 0
+        assert pool.idle == 4
     finally:
         await redis.aclose()
         await other.aclose()

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from broker.aio import aw
-from broker.client import create_redis
+from broker.client import LeanPool, create_redis
 from broker.keys import KeySpace, PartitionKeys
 from broker.scripts import Scripts
 
@@ -52,8 +52,9 @@ async def test_script_calls_share_a_bounded_pool_and_hand_every_connection_back(
         replies = await asyncio.gather(*(next_due(scripts, partition) for partition in partitions))
         assert replies == [i + 1 for i in range(25)] + [-1] * 25
         pool = redis.connection_pool
-        assert len(pool._in_use_connections) == 0
-        assert len(pool._available_connections) <= 3
+        assert isinstance(pool, LeanPool)
+        assert pool.busy == 0
+        assert pool.idle <= 3
     finally:
         await redis.aclose()
 
