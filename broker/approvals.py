@@ -40,7 +40,7 @@ class Approvals:
             client_id = str(loads(raw).get("client", ""))
             reply = await self._core.scripts.run(
                 "resolve_approval",
-                [*call_keys(keys, session_id, call_id), s.client(client_id), s.client_calls(client_id)],
+                [*call_keys(keys, session_id), s.client(client_id), s.client_calls(client_id)],
                 [
                     *call_args(keys, session_id, call_id, ""),
                     decision,

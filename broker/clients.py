@@ -198,7 +198,7 @@ class Clients:
         extra_keys, extra_args = self._http(session_id, caller, receipt)
         status, body = await self._core.scripts.raw(
             "ack_call",
-            [*call_keys(keys, session_id, call_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
+            [*call_keys(keys, session_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
             [
                 *call_args(keys, session_id, call_id, client_id),
                 self._core.settings.result_timeout_ms,
@@ -226,7 +226,7 @@ class Clients:
         extra_keys, extra_args = self._http(session_id, caller, receipt)
         status, body = await self._core.scripts.raw(
             "answer_call",
-            [*call_keys(keys, session_id, call_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
+            [*call_keys(keys, session_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
             [
                 *call_args(keys, session_id, call_id, client_id),
                 events.tool_result(call_id, text, is_error=is_error),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -25,7 +25,6 @@ class Connected:
     redis: Redis
     slots: SlotMap | None
     name: str
-    _subscribers: dict[str, Redis] = field(default_factory=dict)
 
     def pubsub(self) -> PubSub:
         """A pub/sub connection. Classic pub/sub reaches every node of a Cluster, so any master serves; a

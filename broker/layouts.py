@@ -16,7 +16,7 @@ def run_args(keys: KeySpace, session_id: str, run_id: str) -> list[str | int]:
     return [keys.session(session_id).live, session_id, run_id]
 
 
-def call_keys(keys: KeySpace, session_id: str, call_id: str) -> list[str]:
+def call_keys(keys: KeySpace, session_id: str) -> list[str]:
     s = keys.session(session_id)
     return [s.meta, s.events, s.calls, s.owed, s.run]
 

@@ -23,7 +23,7 @@ class ServerCalls:
 
     def _layout(self, session_id: str, call_id: str) -> tuple[list[str], list[str | int]]:
         keys = self._core.keys
-        return call_keys(keys, session_id, call_id), call_args(keys, session_id, call_id, "")
+        return call_keys(keys, session_id), call_args(keys, session_id, call_id, "")
 
     async def _script(self, name: str, session_id: str, call_id: str, *more: str | int) -> list[Any]:
         keys, args = self._layout(session_id, call_id)

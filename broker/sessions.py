@@ -49,17 +49,12 @@ class Sessions:
     ) -> tuple[Session, bool]:
         """Create the session with its first token; False when this id already existed (a retry).
 
-        The workspace's indexes live in another slot than the session, so they are written first: a
-        reader of them skips an id whose session does not exist (yet, or any more)."""
+        The caller read the agent for its live version (`version_id`). The workspace's indexes live in
+        another slot than the session, so they are written first: a reader of them skips an id whose
+        session does not exist (yet, or any more)."""
         keys = self._core.keys
         s = keys.session(session_id)
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
-                pipe.hget(keys.agent(agent_id), "created_at")
-                pipe.hget(keys.agent(agent_id), "deleted")
-                present, deleted = await pipe.execute()
-            if present is None or deleted == b"1":
-                raise NotFound(f"no agent {agent_id}")
             async with self._core.redis.pipeline(transaction=False) as pipe:
                 pipe.zadd(keys.sessions, {session_id: 0})
                 pipe.sadd(keys.agent_sessions(agent_id), session_id)

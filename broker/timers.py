@@ -38,9 +38,6 @@ class Due:
     purges: list[str]
     claims: list[str]
 
-    def __len__(self) -> int:
-        return sum(len(x) for x in (self.deadlines, self.leases, self.steps, self.dequeue, self.purges, self.claims))
-
 
 @dataclass(frozen=True, slots=True)
 class Glance:
@@ -111,7 +108,7 @@ class Timers:
         keys, settings = self._core.keys, self._core.settings
         (outcome,) = await self._core.scripts.run(
             "expire_call",
-            call_keys(keys, session_id, call_id),
+            call_keys(keys, session_id),
             [
                 *call_args(keys, session_id, call_id, ""),
                 _ack_text(settings.ack_timeout_s),

@@ -24,15 +24,12 @@ from redis.asyncio.client import PubSub
 
 from broker import Broker
 from broker.keepers import owned
+from workers.backoff import Backoff
 
 logger = logging.getLogger(__name__)
 
 # The most partitions visited at once: a takeover or a rescan reads hundreds.
 _VISITS_AT_ONCE = 16
-# A visit that failed (its Redis node unreachable) is tried again this much later, doubling each time it
-# fails again, up to the cap.
-_RETRY_MS = 500
-_RETRY_CAP_MS = 10_000
 # How long Redis gets to confirm the alarm subscription.
 _SUBSCRIBE_S = 5.0
 
@@ -61,7 +58,7 @@ class Keeper:
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._limit = asyncio.Semaphore(_VISITS_AT_ONCE)
-        self._failures: dict[int, int] = {}
+        self._backoff = Backoff()
 
     async def start(self) -> None:
         """Join the live workers, take this worker's share and start keeping it."""
@@ -230,13 +227,12 @@ class Keeper:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                failures = self._failures.get(partition, 0)
-                self._failures[partition] = failures + 1
-                if failures == 0:
+                delay_s, first = self._backoff.failed(partition)
+                if first:
                     logger.warning("visiting partition %d failed (%s); trying again, backing off", partition, error)
-                self.ring(partition, self.now_ms() + min(_RETRY_MS * 2**failures, _RETRY_CAP_MS))
+                self.ring(partition, self.now_ms() + round(delay_s * 1000))
                 return
-        if self._failures.pop(partition, 0):
+        if self._backoff.succeeded(partition):
             logger.info("partition %d answers again", partition)
         if next_due is not None:
             self.ring(partition, next_due)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from broker import Broker
 from broker.work import Entry
+from workers.backoff import Backoff
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +34,8 @@ class Runner:
         self._running: set[asyncio.Task[None]] = set()
         self._taking = True
         self._loop: asyncio.Task[None] | None = None
-        # Partitions whose node failed a take, by failures in a row: marked again after a backoff.
-        self._failures: dict[int, int] = {}
+        # Partitions whose node failed a take are marked again after a backoff.
+        self._backoff = Backoff()
 
     @property
     def running(self) -> int:
@@ -96,14 +97,12 @@ class Runner:
                 raise
             except Exception as error:
                 # Its node did not answer: the others' work goes on; this one is asked again later.
-                failures = self._failures.get(partition, 0)
-                self._failures[partition] = failures + 1
-                if failures == 0:
+                delay_s, first = self._backoff.failed(partition)
+                if first:
                     logger.warning("could not take work from partition %d (%s); backing off", partition, error)
-                delay = min(0.5 * 2**failures, 10.0)
-                asyncio.get_running_loop().call_later(delay, self.wake, partition)
+                asyncio.get_running_loop().call_later(delay_s, self.wake, partition)
                 continue
-            self._failures.pop(partition, None)
+            self._backoff.succeeded(partition)
             if len(entries) == room:
                 self._marked.add(partition)
             for entry in entries:
