@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.api_client import Api, of_type, run_over, types
+from broker.settings import Settings
+from tests.api_client import Api, of_type, run_over, running_api, types
 
 pytestmark = pytest.mark.both_redis
 
@@ -59,7 +61,16 @@ async def test_one_call_round_trip_in_order(api: Api) -> None:
     assert tool_result["content"] == [{"type": "text", "data": {"text": "Row 42 is highlighted."}}]
 
 
-async def test_parallel_calls_to_two_clients_continue_once(api: Api) -> None:
+@pytest.fixture
+async def patient_api(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
+    """A stack whose result deadline outlasts a loaded machine: the barrier test answers three calls one
+    after the other, reading the log between them, and is about the barrier, not the deadline."""
+    async with running_api(settings, redis_url, api_key, {"result_timeout_s": 30.0}) as client:
+        yield client
+
+
+async def test_parallel_calls_to_two_clients_continue_once(patient_api: Api) -> None:
+    api = patient_api
     session = await api.session()
     web = await api.register(session, "web")
     worker = await api.register(session, "worker", ttl=None, tools=[{"name": "lookup", "parameters": {}}])

@@ -20,7 +20,7 @@ from broker.keys import KeySpace
 from broker.partitions import SLOT_STRIDE, partition_of
 from broker.settings import Settings
 from broker.slots import SlotMap
-from tests.api_client import Api, Event, Session, check_every_run_ended_once, of_type, run_over, running_api
+from tests.api_client import Api, Event, Session, check_every_run_ended_once, of_type, running_api
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -149,10 +149,13 @@ async def turns(api: Api, session: Session, client_id: str, count: int) -> None:
                 await asyncio.sleep(0.05)
 
 
-def settled(events: list[Event], runs: int) -> None:
-    check_every_run_ended_once(events)
-    assert len(of_type(events, "run_completed")) == runs
-    assert not of_type(events, "client_tool_failed")
+async def settled(api: Api, sessions: list[tuple[Session, str]], runs: int) -> None:
+    """Each session's runs all completed, once each, every call with one result and none failed."""
+    for session, _ in sessions:
+        events = await api.events(session)
+        check_every_run_ended_once(events)
+        assert len(of_type(events, "run_completed")) == runs
+        assert not of_type(events, "client_tool_failed")
 
 
 async def sessions_with_clients(api: Api, count: int) -> list[tuple[Session, str]]:
@@ -185,8 +188,7 @@ async def test_a_reshard_under_calls_in_flight_loses_and_repeats_nothing(
     )  # fmt: skip
     await asyncio.gather(work, reshard)
     assert owner(three_masters, slot_of(made[0][0].id))[0] == target
-    for session, _ in made:
-        settled(await api.events(session), 8)
+    await settled(api, made, 8)
 
 
 async def test_a_master_down_without_a_replica_fails_its_partitions_fast_and_spares_the_others(
@@ -197,9 +199,10 @@ async def test_a_master_down_without_a_replica_fails_its_partitions_fast_and_spa
     # Not the master of the workspace's slot: that one holds every agent's versions, which every run reads
     # (give it a replica); any other may go.
     _, workspace = owner(three_masters, SlotMap.slot(KeySpace(api.stack.settings.key_prefix).workspace))
-    victim = next(node for s, _ in made if (node := owner(three_masters, slot_of(s.id))[1]) is not workspace)
-    down = [(s, c) for s, c in made if owner(three_masters, slot_of(s.id))[1] is victim]
-    up = [(s, c) for s, c in made if owner(three_masters, slot_of(s.id))[1] is not victim]
+    holders = [owner(three_masters, slot_of(session.id))[1] for session, _ in made]
+    victim = next(node for node in holders if node is not workspace)
+    down = [made[i] for i, node in enumerate(holders) if node is victim]
+    up = [made[i] for i, node in enumerate(holders) if node is not victim]
     assert up, "every session landed on one master; make more"
     victim.kill()
     for session, _ in down:
@@ -211,8 +214,7 @@ async def test_a_master_down_without_a_replica_fails_its_partitions_fast_and_spa
             assert answer.headers["Retry-After"] == "1"
             assert time.monotonic() - started_at < 2.0
     await asyncio.gather(*(turns(api, session, client_id, 3) for session, client_id in up))
-    for session, _ in up:
-        settled(await api.events(session), 3)
+    await settled(api, up, 3)
 
 
 async def test_a_master_killed_mid_run_is_replaced_by_its_replica_and_the_runs_finish(
@@ -225,7 +227,4 @@ async def test_a_master_killed_mid_run_is_replaced_by_its_replica_and_the_runs_f
     await asyncio.sleep(0.5)
     victim.kill()
     await work
-    for session, _ in made:
-        events = await api.events(session)
-        assert run_over(events)
-        settled(events, 6)
+    await settled(api, made, 6)

@@ -48,6 +48,20 @@ async def live_workers(redis_url: str, prefix: str) -> int:
         await connected.aclose()
 
 
+async def log_once(
+    http: httpx.AsyncClient, sid: str, token: str, kinds: tuple[str, ...], timeout_s: float
+) -> list[dict[str, Any]]:
+    """The session's log once it holds an event of one of `kinds`."""
+    auth = {"Authorization": f"Bearer {token}"}
+    path = f"/v1/sessions/{sid}/events"
+    async with asyncio.timeout(timeout_s):
+        while True:
+            log = await whole_log(lambda params: http.get(path, params=params, headers=auth))
+            if any(e["type"] in kinds for e in log):
+                return log
+            await asyncio.sleep(0.05)
+
+
 def at(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(str(event["created_at"])).timestamp()
 
@@ -71,29 +85,12 @@ async def test_a_sigkilled_workers_partitions_are_taken_over_within_a_lease(
             text = {"type": "input", "text": "/call client__web__highlight_row"}
             assert (await http.post(f"/v1/sessions/{sid}/events", json=text, headers=auth)).status_code == 200
         # Every call dispatched and nobody acks: each ack deadline is pending in some worker's share.
-        logs: list[list[dict[str, Any]]] = []
         for sid, token in sessions:
-            auth = {"Authorization": f"Bearer {token}"}
-            path = f"/v1/sessions/{sid}/events"
-            async with asyncio.timeout(10):
-                while True:
-                    log = await whole_log(lambda params: http.get(path, params=params, headers=auth))  # noqa: B023
-                    if any(e["type"] == "client_tool_dispatched" for e in log):
-                        break
-                    await asyncio.sleep(0.05)
+            await log_once(http, sid, token, ("client_tool_dispatched",), 10)
         doomed.send_signal(signal.SIGKILL)
         doomed.wait()
         killed_at = time.time()
-        for sid, token in sessions:
-            auth = {"Authorization": f"Bearer {token}"}
-            path = f"/v1/sessions/{sid}/events"
-            async with asyncio.timeout(20):
-                while True:
-                    log = await whole_log(lambda params: http.get(path, params=params, headers=auth))  # noqa: B023
-                    if any(e["type"] in ENDS for e in log):
-                        logs.append(log)
-                        break
-                    await asyncio.sleep(0.1)
+        logs = [await log_once(http, sid, token, ENDS, 20) for sid, token in sessions]
     late = []
     for log in logs:
         (dispatched,) = [e for e in log if e["type"] == "client_tool_dispatched"]
