@@ -76,6 +76,9 @@ class Routed:
                     raise
         raise AssertionError("unreachable")
 
+    async def refresh(self) -> None:
+        await self._slots.refresh()
+
     def pipeline(self, transaction: bool = False) -> RoutedPipeline:
         if transaction:
             raise ValueError("a Redis Cluster has no MULTI across nodes; write in an order readers can bear")
@@ -112,6 +115,11 @@ class RoutedPipeline:
             groups.setdefault(id(client), (client, []))[1].append(at)
         replies: list[Any] = [None] * len(self._queued)
         sent = await asyncio.gather(*(self._send(client, ats) for client, ats in groups.values()))
+        if any(isinstance(results[0], RedisConnectionError) for results in sent if results):
+            # A node that did not answer may have been replaced (a promoted replica): read the map again,
+            # so the next command goes where the slot lives now. Nothing is sent again: these commands
+            # may have run.
+            await self._routed.refresh()
         for (_, ats), results in zip(groups.values(), sent, strict=True):
             for at, result in zip(ats, results, strict=True):
                 replies[at] = result
