@@ -1,19 +1,15 @@
-"""Baselines, measured in the same run on the same Redis: raw Redis Streams, and arq jobs."""
+"""Baselines, measured in the same run on the same Redis: raw Redis Streams (arq jobs: bench/arq_venv.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from typing import cast
 
-from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.asyncio import Redis
 
-from bench.arq_echo import job_deserializer, job_serializer
+from broker import aio
 
 
 async def xadd_xreadgroup(url: str, count: int) -> list[float]:
@@ -47,8 +43,9 @@ async def redis_round_trip(url: str, count: int, in_flight: int) -> tuple[list[f
         redis = Redis.from_url(url)
         try:
             while not stop.is_set():
-                batch = await redis.xreadgroup("g", "c", {stream: ">"}, count=100, block=100)
-                for _, entries in batch:
+                read = await redis.xreadgroup("g", "c", {stream: ">"}, count=100, block=100)
+                batch = cast("list[tuple[bytes, list[aio.Entry]]] | None", read)
+                for _, entries in batch or []:
                     async with redis.pipeline(transaction=False) as pipe:
                         for entry_id, fields in entries:
                             pipe.xack(stream, "g", entry_id)
@@ -83,61 +80,6 @@ async def redis_round_trip(url: str, count: int, in_flight: int) -> tuple[list[f
     return latencies, len(latencies) / elapsed
 
 
-@contextlib.asynccontextmanager
-async def arq_worker(url: str, poll_delay: float) -> AsyncIterator[ArqRedis]:
-    """An arq worker process (bench.arq_echo) on its own queue, and a pool to enqueue to it."""
-    queue = f"baseline:arq:{uuid.uuid4().hex}"
-    command = [sys.executable, "-m", "bench.arq_echo", url, queue, str(poll_delay)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: ASYNC220
-    pool = await create_pool(
-        RedisSettings.from_dsn(url),
-        default_queue_name=queue,
-        job_serializer=job_serializer,
-        job_deserializer=job_deserializer,
-    )
-    try:
-        # Wait until the worker answers one job, so its start-up is not measured.
-        job = await pool.enqueue_job("echo", "warm")
-        assert job is not None
-        await job.result(timeout=30, poll_delay=0.01)
-        yield pool
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        await pool.aclose()
-
-
-async def arq_round_trip(url: str, count: int, in_flight: int, poll_delay: float) -> tuple[list[float], float]:
-    """The same call built on arq: enqueue a job, the worker runs it, the caller waits for its result
-    (polling at the same delay the worker polls at)."""
-    latencies: list[float] = []
-    async with arq_worker(url, poll_delay) as pool:
-
-        async def call_many(n: int) -> None:
-            for _ in range(n):
-                sent = time.perf_counter()
-                job = await pool.enqueue_job("echo", "x")
-                assert job is not None
-                await job.result(timeout=60, poll_delay=poll_delay)
-                latencies.append((time.perf_counter() - sent) * 1000)
-
-        started = time.perf_counter()
-        await asyncio.gather(*(call_many(count // in_flight) for _ in range(in_flight)))
-        elapsed = time.perf_counter() - started
-    return latencies, len(latencies) / elapsed
-
-
-async def arq_enqueue_to_start(url: str, count: int, poll_delay: float) -> list[float]:
-    """How long an arq job waits between enqueue and start (ms), one at a time."""
-    waits: list[float] = []
-    async with arq_worker(url, poll_delay) as pool:
-        for _ in range(count):
-            job = await pool.enqueue_job("started", time.time())
-            assert job is not None
-            waits.append(await job.result(timeout=30, poll_delay=0.005) * 1000)
-    return waits
-
-
 async def expiry_lateness(url: str, count: int, spread_ms: int) -> list[float]:
     """How late Redis's own expired-key notification comes after a key's expiry (ms)."""
     redis = Redis.from_url(url)
@@ -159,6 +101,6 @@ async def expiry_lateness(url: str, count: int, spread_ms: int) -> list[float]:
         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
         if message and message["data"] in expected:
             lateness.append((time.time() - expected.pop(message["data"])) * 1000)
-    await pubsub.aclose()
+    await pubsub.aclose()  # type: ignore[no-untyped-call]
     await redis.aclose()
     return lateness

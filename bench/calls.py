@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bench import baselines
+from bench import arq_venv, baselines
 from bench.harness import (
     Cluster,
     Figure,
@@ -131,10 +131,10 @@ async def _run(cluster: Cluster, quick: bool) -> list[Figure]:
     raw_dispatch = await baselines.xadd_xreadgroup(url, 1000)
     raw_one, _ = await baselines.redis_round_trip(url, 1000, 1)
     _, raw_rate = await baselines.redis_round_trip(url, 5000, 100)
-    arq_one, _ = await baselines.arq_round_trip(url, 100 if quick else 300, 1, ARQ_TUNED_POLL_S)
-    _, arq_rate = await baselines.arq_round_trip(url, 1000 if quick else 3000, 100, ARQ_TUNED_POLL_S)
-    arq_start_tuned = await baselines.arq_enqueue_to_start(url, 50, ARQ_TUNED_POLL_S)
-    arq_start_default = await baselines.arq_enqueue_to_start(url, 10 if quick else 20, ARQ_DEFAULT_POLL_S)
+    arq_one, _ = await arq_venv.arq_round_trip(url, 100 if quick else 300, 1, ARQ_TUNED_POLL_S)
+    _, arq_rate = await arq_venv.arq_round_trip(url, 1000 if quick else 3000, 100, ARQ_TUNED_POLL_S)
+    arq_start_tuned = await arq_venv.arq_enqueue_to_start(url, 50, ARQ_TUNED_POLL_S)
+    arq_start_default = await arq_venv.arq_enqueue_to_start(url, 10 if quick else 20, ARQ_DEFAULT_POLL_S)
 
     d, rt, cont, w = summary(dispatch), summary(round_trip), summary(continuation), summary(wide)
     return [

@@ -124,6 +124,7 @@ class Cluster:
     api_pid: int = 0
     workdir: Path = field(default_factory=Path)
     nodes: list[EmbeddedRedis] = field(default_factory=list)
+    made: EmbeddedCluster | None = None
 
     def client(self, token: str | None = None, **options: Any) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=options.pop("connections", 200), max_keepalive_connections=200)
@@ -148,15 +149,16 @@ def cluster(
     extra: dict[str, str] | None = None,
     workers: int = 1,
     masters: int = 0,
+    replicas: int = 0,
     before: Callable[[list[EmbeddedRedis]], None] = lambda _: None,
 ) -> Iterator[Cluster]:
-    """Redis (one, or a Redis Cluster of `masters` when given), one API and `workers` workers. `before`
-    sees the Redis nodes once they run and before any Switchboard process starts."""
+    """Redis (one, or a Redis Cluster of `masters` with `replicas` each when given), one API and `workers`
+    workers. `before` sees the Redis nodes once they run and before any Switchboard process starts."""
     workdir = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
     nodes: list[EmbeddedRedis]
     made: EmbeddedCluster | None = None
     if masters:
-        made = EmbeddedCluster(workdir / "cluster", masters=masters)
+        made = EmbeddedCluster(workdir / "cluster", masters=masters, replicas=replicas)
         made.start()
         nodes = made.nodes
     else:
@@ -179,7 +181,7 @@ def cluster(
         api, url = processes.api()
         for number in range(workers):
             processes.worker(name=f"worker-{number}")
-        yield Cluster(redis, processes, url, key, env, api.pid, workdir, nodes)
+        yield Cluster(redis, processes, url, key, env, api.pid, workdir, nodes, made)
     finally:
         processes.stop_all()
         if made is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.aio import aw
+from broker import aio
 from broker.codec import dumps, loads, now_ms
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
@@ -38,12 +38,12 @@ class Agents:
     async def create(self, name: str, agent_id: str) -> Agent:
         """Create (or, for an id already created by a retried request, return) an agent."""
         keys = self._core.keys
-        record = {"id": agent_id, "name": name, "created_at": now_ms(), "versions": 0}
+        record: aio.Fields = {"id": agent_id, "name": name, "created_at": now_ms(), "versions": 0}
         # No MULTI (a Redis Cluster client has none): the record comes first and the index after it, and
         # a retry writes the index again, so a write cut short leaves nothing a reader trips on.
         with translate_redis_errors():
             async with self._core.redis.pipeline(transaction=False) as pipe:
-                if not await aw(self._core.redis.hexists(keys.agent(agent_id), "created_at")):
+                if not await self._core.redis.hexists(keys.agent(agent_id), "created_at"):
                     pipe.hset(keys.agent(agent_id), mapping=record)
                 pipe.zadd(keys.agents, {agent_id: 0})
                 await pipe.execute()
@@ -51,7 +51,7 @@ class Agents:
 
     async def get(self, agent_id: str) -> Agent:
         with translate_redis_errors():
-            record = await aw(self._core.redis.hgetall(self._core.keys.agent(agent_id)))
+            record = aio.record(await self._core.redis.hgetall(self._core.keys.agent(agent_id)))
         if not record or record.get(b"deleted") == b"1" or b"created_at" not in record:
             raise NotFound(f"no agent {agent_id}")
         return _agent(record)
@@ -61,10 +61,10 @@ class Agents:
         keys = self._core.keys
         with translate_redis_errors():
             # The client answers bytes (no decode_responses); redis-py's stubs say str.
-            agent_id: bytes | None = await aw(self._core.redis.hget(keys.session(session_id).meta, "agent_id"))  # type: ignore[arg-type]
+            agent_id = aio.reply(await self._core.redis.hget(keys.session(session_id).meta, "agent_id"))
             if agent_id is None:
                 return frozenset()
-            raw = await aw(self._core.redis.hget(keys.agent(agent_id.decode()), "allowed_origins"))
+            raw = await self._core.redis.hget(keys.agent(agent_id.decode()), "allowed_origins")
         return frozenset(loads(raw)) if raw else frozenset()
 
     async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Agent], str | None]:
@@ -76,7 +76,7 @@ class Agents:
     async def rename(self, agent_id: str, name: str) -> Agent:
         await self.get(agent_id)
         with translate_redis_errors():
-            await aw(self._core.redis.hset(self._core.keys.agent(agent_id), "name", name))
+            await self._core.redis.hset(self._core.keys.agent(agent_id), "name", name)
         return await self.get(agent_id)
 
     async def mark_deleted(self, agent_id: str) -> list[str]:
@@ -95,14 +95,12 @@ class Agents:
         """Drop the tombstoned agent's versions and records, once its sessions are deleted."""
         keys = self._core.keys
         with translate_redis_errors():
-            versions = await aw(self._core.redis.zrange(keys.agent_versions(agent_id), 0, -1))
-            await aw(
-                self._core.redis.unlink(
-                    *(keys.version(bytes(v).decode()) for v in versions),
-                    keys.agent_versions(agent_id),
-                    keys.agent_sessions(agent_id),
-                    keys.agent(agent_id),
-                )
+            versions = aio.members(await self._core.redis.zrange(keys.agent_versions(agent_id), 0, -1))
+            await self._core.redis.unlink(
+                *(keys.version(bytes(v).decode()) for v in versions),
+                keys.agent_versions(agent_id),
+                keys.agent_sessions(agent_id),
+                keys.agent(agent_id),
             )
 
     async def publish(self, agent_id: str, version_id: str, config: dict[str, Any], provider_id: str) -> AgentVersion:
@@ -117,7 +115,7 @@ class Agents:
 
     async def version(self, version_id: str) -> AgentVersion:
         with translate_redis_errors():
-            record = await aw(self._core.redis.hgetall(self._core.keys.version(version_id)))
+            record = aio.record(await self._core.redis.hgetall(self._core.keys.version(version_id)))
         if not record:
             raise NotFound(f"no agent version {version_id}")
         return _version(record)
@@ -134,7 +132,7 @@ class Agents:
     async def set_security(self, agent_id: str, allowed_origins: list[str]) -> Agent:
         await self.get(agent_id)
         with translate_redis_errors():
-            await aw(self._core.redis.hset(self._core.keys.agent(agent_id), "allowed_origins", dumps(allowed_origins)))
+            await self._core.redis.hset(self._core.keys.agent(agent_id), "allowed_origins", dumps(allowed_origins))
         return await self.get(agent_id)
 
 

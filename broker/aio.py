@@ -1,23 +1,50 @@
-"""Typing glue for redis-py 5, whose shared command stubs type async commands as `Awaitable[T] | T`."""
+"""Small glue over redis-py's async client."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from redis.asyncio import Redis
+from redis.typing import EncodableT, FieldT
 
 T = TypeVar("T")
 
 
-async def aw(value: Awaitable[T] | T) -> T:
-    """Await a redis-py async command with its result type intact."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
+async def aw(value: Awaitable[T]) -> T:
+    """A redis-py async command as a coroutine (what `asyncio.create_task` takes)."""
+    return await value
 
 
 async def command(redis: Redis, *args: str | int | bytes) -> Any:
     """A raw command, for the few whose redis-py stubs are wrong (ZRANGE BYLEX bounds, SRANDMEMBER count)."""
     return await redis.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+# Every client here is built with decode_responses=False, so every reply is bytes; redis-py types replies
+# as `bytes | str` whatever the client. These say so in one place (a cast: nothing is converted).
+Entry = tuple[bytes, dict[bytes, bytes]]
+
+
+def reply(value: Any) -> bytes | None:
+    """A string reply (None for a missing key)."""
+    return cast("bytes | None", value)
+
+
+def record(value: Any) -> dict[bytes, bytes]:
+    """A hash reply (HGETALL)."""
+    return cast("dict[bytes, bytes]", value)
+
+
+def members(value: Any) -> list[bytes]:
+    """A list or set reply of strings (ZRANGE without scores, SMEMBERS, LRANGE)."""
+    return cast("list[bytes]", value)
+
+
+def entries(value: Any) -> list[Entry]:
+    """A stream range reply (XRANGE, XREVRANGE)."""
+    return cast("list[Entry]", value)
+
+
+# What HSET's mapping takes (redis-py types it invariantly, so a dict[str, str] is refused).
+Fields = dict[FieldT, EncodableT]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from broker.aio import aw
 from broker.codec import loads
 from broker.core import Core
 from broker.errors import BrokerUnavailable, NotFound, translate_redis_errors
@@ -32,7 +31,7 @@ class Approvals:
         refusals = {"session": f"no session {session_id}", "call": f"no call {call_id} in this session"}
         for _ in range(_ATTEMPTS):
             with translate_redis_errors():
-                raw = await aw(self._core.redis.hget(s.calls, call_id))
+                raw = await self._core.redis.hget(s.calls, call_id)
             if raw is None:
                 raise NotFound(refusals["call"])
             # An allowed client call goes to the registration it was bound to at commit; the script

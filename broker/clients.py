@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker import events
-from broker.aio import aw
+from broker import aio, events
 from broker.codec import dumps, loads
 from broker.core import Core
 from broker.errors import from_script_status, translate_redis_errors
@@ -114,7 +113,7 @@ class Clients:
         s = self._core.keys.session(session_id)
         redis = self._core.redis
         with translate_redis_errors():
-            names = await aw(redis.hgetall(s.names))
+            names = aio.record(await redis.hgetall(s.names))
             async with redis.pipeline(transaction=False) as pipe:
                 for client_id in names.values():
                     pipe.hgetall(s.client(client_id.decode()))

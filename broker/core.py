@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
+from broker import aio
 from broker.codec import uuid7
 from broker.connect import Connected, open_redis
 from broker.errors import BrokerUnavailable, RedisUnreachable, translate_redis_errors
@@ -50,6 +52,19 @@ class Core:
             raise RedisUnreachable(f"no Redis node serves {key} now; retry shortly")
         return slots.client(address)
 
+    def by_node(self, partitions: Iterable[int]) -> list[tuple[Redis, list[int]]]:
+        """The partitions grouped by the node serving them, each with that node's client, so a reader can
+        send one pipeline per node and lose only a down node's partitions. A partition whose slot no
+        node serves is grouped with the seed client (its reads fail as that slot's would)."""
+        groups: dict[int, tuple[Redis, list[int]]] = {}
+        for number in partitions:
+            try:
+                client = self.client_for(self.keys.partition(number).alarm)
+            except BrokerUnavailable:
+                client = self.redis
+            groups.setdefault(id(client), (client, []))[1].append(number)
+        return list(groups.values())
+
     @classmethod
     async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Core:
         """Open the client (one Redis or a Cluster, whichever `url` names), load every script and read
@@ -64,7 +79,7 @@ class Core:
             with translate_redis_errors():
                 await redis.set(keys.workspace, uuid7(), nx=True)
                 await redis.set(keys.partition_count, PARTITIONS, nx=True)
-                workspace = await redis.get(keys.workspace)
+                workspace = aio.reply(await redis.get(keys.workspace))
                 partitions = int(await redis.get(keys.partition_count) or PARTITIONS)
             if partitions != PARTITIONS:
                 raise BrokerUnavailable(
@@ -74,7 +89,7 @@ class Core:
         except BaseException:
             await connected.aclose()
             raise
-        return cls(settings, connected, scripts, keys, bytes(workspace).decode())
+        return cls(settings, connected, scripts, keys, (workspace or b"").decode())
 
     async def close(self) -> None:
         await self.connected.aclose()

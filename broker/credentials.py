@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any
 
-from broker.aio import aw
+from broker import aio
 from broker.codec import dumps, loads, now_ms, sha256_hex, uuid7
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
@@ -134,7 +134,7 @@ class Credentials:
             last_used_at=None,
             created_by=operator_actor(self._core.workspace_id),
         )
-        record = {
+        record: aio.Fields = {
             "id": key.id,
             "label": key.label,
             "permissions": dumps(list(key.permissions)),
@@ -144,7 +144,12 @@ class Credentials:
             "created_by": dumps(key.created_by),
             "secret_sha": digest,
         }
-        auth = {"id": key.id, "label": label, "permissions": record["permissions"], "expires_at": record["expires_at"]}
+        auth: aio.Fields = {
+            "id": key.id,
+            "label": label,
+            "permissions": record["permissions"],
+            "expires_at": record["expires_at"],
+        }
         with translate_redis_errors():
             # The secret's lookup last: a key works only once its record and index entry are written.
             async with self._core.redis.pipeline(transaction=False) as pipe:
@@ -157,14 +162,14 @@ class Credentials:
     async def ensure_api_key(self, secret: str, label: str) -> None:
         """Make `secret` a live key with every permission unless it already is one (the bootstrap key)."""
         with translate_redis_errors():
-            known = await aw(self._core.redis.exists(self._core.keys.api_key_secret(sha256_hex(secret))))
+            known = await self._core.redis.exists(self._core.keys.api_key_secret(sha256_hex(secret)))
         if not known:
             await self.mint_api_key(label, list(PERMISSIONS), None, secret=secret)
 
     async def authenticate_key(self, secret: str) -> KeyAuth | None:
         """The key behind a secret, or None when it is unknown, revoked or expired."""
         with translate_redis_errors():
-            record = await aw(self._core.redis.hgetall(self._core.keys.api_key_secret(sha256_hex(secret))))
+            record = aio.record(await self._core.redis.hgetall(self._core.keys.api_key_secret(sha256_hex(secret))))
         if not record or record.get(b"revoked") == b"1":
             return None
         now = now_ms()
@@ -202,7 +207,7 @@ class Credentials:
 
     async def get_api_key(self, key_id: str) -> ApiKey:
         with translate_redis_errors():
-            record = await aw(self._core.redis.hgetall(self._core.keys.api_key(key_id)))
+            record = aio.record(await self._core.redis.hgetall(self._core.keys.api_key(key_id)))
         if not record:
             raise NotFound(f"no API key {key_id}")
         return _api_key(record)
@@ -215,7 +220,7 @@ class Credentials:
     async def revoke_api_key(self, key_id: str) -> ApiKey:
         keys = self._core.keys
         with translate_redis_errors():
-            record = await aw(self._core.redis.hgetall(keys.api_key(key_id)))
+            record = aio.record(await self._core.redis.hgetall(keys.api_key(key_id)))
             if not record:
                 raise NotFound(f"no API key {key_id}")
             if not record.get(b"revoked_at"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.aio import aw
+from broker import aio
 from broker.core import Core
 from broker.errors import translate_redis_errors
 
@@ -25,14 +25,14 @@ class EventLog:
     async def head(self, session_id: str) -> int:
         """The seq of the newest event (0 for an empty log)."""
         with translate_redis_errors():
-            seq = await aw(self._core.redis.hget(self._core.keys.session(session_id).meta, "seq"))
+            seq = await self._core.redis.hget(self._core.keys.session(session_id).meta, "seq")
         return int(seq or 0)
 
     async def after(self, session_id: str, after_seq: int, count: int) -> list[tuple[int, bytes]]:
         """Up to `count` events with seq > `after_seq`, oldest first."""
         key = self._core.keys.session(session_id).events
         with translate_redis_errors():
-            rows = await self._core.redis.xrange(key, min=f"{after_seq + 1}-0", max="+", count=count)
+            rows = aio.entries(await self._core.redis.xrange(key, min=f"{after_seq + 1}-0", max="+", count=count))
         return [(int(entry_id.split(b"-", 1)[0]), fields[b"e"]) for entry_id, fields in rows]
 
     async def page(
@@ -56,9 +56,9 @@ class EventLog:
             start, end = f"{low}-0", "+" if high is None else f"{high}-0"
             with translate_redis_errors():
                 if ascending:
-                    rows = await self._core.redis.xrange(key, min=start, max=end, count=want)
+                    rows = aio.entries(await self._core.redis.xrange(key, min=start, max=end, count=want))
                 else:
-                    rows = await self._core.redis.xrevrange(key, max=end, min=start, count=want)
+                    rows = aio.entries(await self._core.redis.xrevrange(key, max=end, min=start, count=want))
             for entry_id, fields in rows:
                 if keep(fields[b"e"]):
                     kept.append((int(entry_id.split(b"-", 1)[0]), fields[b"e"]))
@@ -72,4 +72,4 @@ class EventLog:
     async def publish_extra(self, session_id: str, payload: str) -> None:
         """Publish something live readers may ask for (`?include=deltas`) that the log does not keep."""
         with translate_redis_errors():
-            await aw(self._core.redis.publish(self._core.keys.session(session_id).live, payload))
+            await self._core.redis.publish(self._core.keys.session(session_id).live, payload)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from redis.exceptions import ResponseError
 
-from broker.aio import aw
 from broker.codec import uuid7
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
@@ -57,10 +56,10 @@ class Pools:
         redis = self._core.redis
         with translate_redis_errors():
             try:
-                held = await aw(redis.xpending_range(stream, POOL_GROUP, "-", "+", 1, member))
+                held = await redis.xpending_range(stream, POOL_GROUP, "-", "+", 1, member)
             except ResponseError as error:
                 if "NOGROUP" in str(error):  # the stream and its group went with the session
                     return
                 raise
             if not held:
-                await aw(redis.xgroup_delconsumer(stream, POOL_GROUP, member))
+                await redis.xgroup_delconsumer(stream, POOL_GROUP, member)

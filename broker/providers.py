@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
-from broker.aio import aw
+from broker import aio
 from broker.codec import now_ms
 from broker.core import Core
 from broker.errors import Conflict, NotFound, translate_redis_errors
@@ -85,7 +85,7 @@ class Providers:
             if provider.id == provider_id:
                 return provider
         with translate_redis_errors():
-            record = await aw(self._core.redis.hgetall(self._core.keys.provider(provider_id)))
+            record = aio.record(await self._core.redis.hgetall(self._core.keys.provider(provider_id)))
         if not record:
             raise NotFound(f"no model provider {provider_id}")
         return _byok(record)
@@ -121,7 +121,7 @@ class Providers:
         api_key: str,
     ) -> Provider:
         keys = self._core.keys
-        record = {
+        record: aio.Fields = {
             "id": provider_id,
             "format": format,
             "display_name": display_name,
@@ -133,7 +133,7 @@ class Providers:
         # Record first, index after (written again by a retry): see Agents.create.
         with translate_redis_errors():
             async with self._core.redis.pipeline(transaction=False) as pipe:
-                if not await aw(self._core.redis.exists(keys.provider(provider_id))):
+                if not await self._core.redis.exists(keys.provider(provider_id)):
                     pipe.hset(keys.provider(provider_id), mapping=record)
                 pipe.zadd(keys.providers, {provider_id: 0})
                 await pipe.execute()
@@ -144,8 +144,9 @@ class Providers:
         if provider.type == "platform":
             raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers change")
         if changes:
+            fields: aio.Fields = dict(changes.items())
             with translate_redis_errors():
-                await aw(self._core.redis.hset(self._core.keys.provider(provider_id), mapping=changes))
+                await self._core.redis.hset(self._core.keys.provider(provider_id), mapping=fields)
         return await self.get(provider_id)
 
     async def delete(self, provider_id: str) -> None:

@@ -5,7 +5,7 @@ Why not redis-py's cluster client: when one node stops answering, it closes the 
 (`RedisCluster._execute_command` on ConnectionError), so each request for a dead master's partitions
 failed commands in flight on the healthy ones. Here a node that is down fails only what it holds; the
 slot map (`broker/slots.py`) is read again on MOVED or a node that cannot be reached, and a command that
-met MOVED or could not connect (so never ran) is sent once more to the node the map names now.
+met MOVED, ASK or TRYAGAIN or could not connect (so never ran) is sent again where the slot is now.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import AskError, ClusterError, MovedError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 
 from broker.slots import SlotMap
 
 # Commands sent through `execute_command` name the command first and the key second.
 _RAW = "execute_command"
+# Redirections followed for one command before giving up (a slot moving back and forth).
+_REDIRECTS = 5
 
 
 def _key(name: str, args: tuple[Any, ...]) -> str | bytes | None:
@@ -54,27 +56,39 @@ class Routed:
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         async def call(*args: Any, **kwargs: Any) -> Any:
-            return await self.routed(lambda client: getattr(client, name)(*args, **kwargs), _key(name, args))
+            return await self.command(name, args, kwargs)
 
         return call
 
-    async def routed(self, send: Callable[[Redis], Awaitable[Any]], key: str | bytes | None) -> Any:
-        """`send` on the node serving `key`; once more on the node the map names after MOVED, or after a
-        node that would not connect (the command never ran)."""
-        for attempt in range(2):
-            client = self.client_for(key)
+    async def command(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """`name(*args, **kwargs)` on the node serving its key. Answers that say it did not run there
+        are followed: MOVED (the map is read again), ASK (ASKING and the command, on the node importing
+        the slot), TRYAGAIN (a moment later); so is a node that would not connect, once the map names
+        another. Nothing that may have run is sent again."""
+        key = _key(name, args)
+        asked: Redis | None = None
+        for attempt in range(_REDIRECTS):
+            client = asked or self.client_for(key)
             try:
-                return await send(client)
-            except ResponseError as error:
-                if attempt or not str(error).startswith("MOVED "):
-                    raise
-                await self._slots.refresh([str(error).split()[2]])
+                if asked is None:
+                    return await getattr(client, name)(*args, **kwargs)
+                async with client.pipeline(transaction=False) as pipe:
+                    pipe.execute_command("ASKING")
+                    getattr(pipe, name)(*args, **kwargs)
+                    return (await pipe.execute())[1]
+            except MovedError as error:
+                await self._slots.refresh([f"{error.host}:{error.port}"])
+                asked = None
+            except AskError as error:
+                asked = self._slots.client(f"{error.host}:{error.port}")
+            except TryAgainError:
+                await asyncio.sleep(0.05)
+                asked = None
             except RedisConnectionError:
-                before = client
                 await self._slots.refresh()
-                if attempt or self.client_for(key) is before:
+                if attempt or asked is not None or self.client_for(key) is client:
                     raise
-        raise AssertionError("unreachable")
+        raise ClusterError(f"{key!r} kept moving; gave up after {_REDIRECTS} redirections")
 
     async def refresh(self) -> None:
         await self._slots.refresh()
@@ -124,10 +138,11 @@ class RoutedPipeline:
             for at, result in zip(ats, results, strict=True):
                 replies[at] = result
         for at, reply in enumerate(replies):
-            # A slot that moved since the map was read: that one command again, where it is now.
-            if isinstance(reply, ResponseError) and str(reply).startswith("MOVED "):
+            # A slot that moved (or is moving) since the map was read: that one command again, where it
+            # is now (it did not run).
+            if isinstance(reply, AskError | TryAgainError):
                 name, args, kwargs = self._queued[at]
-                replies[at] = await getattr(self._routed, name)(*args, **kwargs)
+                replies[at] = await self._routed.command(name, args, kwargs)
         self._queued = []
         if raise_on_error:
             for reply in replies:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from broker import events
-from broker.aio import aw
 from broker.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH
 from broker.codec import canonical_json, dumps, loads, sha256_hex
 from broker.core import Core
@@ -211,8 +210,8 @@ class Runs:
 
     async def cancel_requested(self, session_id: str, run_id: str) -> bool:
         with translate_redis_errors():
-            current, cancel = await aw(
-                self._core.redis.hmget(self._core.keys.session(session_id).run, ["run_id", "cancel"])
+            current, cancel = await self._core.redis.hmget(
+                self._core.keys.session(session_id).run, ["run_id", "cancel"]
             )
         return bool(current != run_id.encode() or cancel == b"1")
 

@@ -8,21 +8,24 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from hiredis import pack_command
 from redis.asyncio import Redis
 from redis.exceptions import (
-    ClusterDownError,
+    AskError,
     ClusterError,
+    MovedError,
     NoScriptError,
     ReadOnlyError,
     ResponseError,
     SlotNotCoveredError,
+    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from broker.client import LeanPool
 from broker.errors import BrokerUnavailable, from_script_status, translate_redis_errors
 from broker.keys import PartitionKeys
 from broker.slots import SlotMap
@@ -188,7 +191,7 @@ class Scripts:
 
     async def _on_one(self, sha: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         try:
-            return await _evalsha(self.redis, sha, keys, args)
+            return await evalsha(self.redis, sha, keys, args)
         except _NotSent as error:
             raise error.cause from None
 
@@ -205,7 +208,7 @@ class Scripts:
                 if address is None:
                     raise SlotNotCoveredError(f"no master serves slot {slot}")
             try:
-                return await _evalsha(slots.client(address), sha, keys, args, asking=asking is not None)
+                return await evalsha(slots.client(address), sha, keys, args, asking=asking is not None)
             except _NotSent as error:
                 # The node is down. A replica may have taken over: read the map again; if it still
                 # names the dead node, its partitions fail fast until it is back or replaced.
@@ -221,7 +224,7 @@ class Scripts:
                 await slots.refresh()
                 asking = None
             except ResponseError as error:
-                asking = await _redirected(slots, str(error))
+                asking = await _redirected(slots, error)
         raise ClusterError(f"slot {slot} kept moving; gave up after {_REDIRECTS} redirections")
 
     async def run(
@@ -245,34 +248,39 @@ class Scripts:
         return list(reply[1:])
 
 
-async def _redirected(slots: SlotMap, answer: str) -> str | None:
+async def _redirected(slots: SlotMap, answer: ResponseError) -> str | None:
     """Act on an answer that says the script did not run on this node: the node to ASK next, or None
-    to look the slot up again. Any other error is raised."""
-    word, *rest = answer.split()
-    if word == "ASK":
-        return rest[1]
-    if word == "MOVED":
-        await slots.refresh([rest[1]])
+    to look the slot up again. Any other error is raised. (redis-py parses the redirections into their
+    own exceptions; MOVED is a kind of ASK there, so it is asked first.)"""
+    if isinstance(answer, MovedError):
+        await slots.refresh([_address(answer)])
         return None
-    if word == "TRYAGAIN":
+    if isinstance(answer, AskError):
+        return _address(answer)
+    if isinstance(answer, TryAgainError):
         # A slot mid-migration with its keys split between two nodes: they settle within a moment.
         await asyncio.sleep(0.05)
         return None
-    if word in ("CLUSTERDOWN", "MASTERDOWN"):
-        raise ClusterDownError(answer)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-    raise ResponseError(answer)
+    raise answer
 
 
-async def _evalsha(
+def _address(redirection: AskError) -> str:
+    return f"{redirection.host}:{redirection.port}"
+
+
+async def evalsha(
     redis: Redis, sha: str, keys: list[str], args: Sequence[str | int | bytes], *, asking: bool = False
 ) -> Any:
+    """One EVALSHA on a connection of `redis`'s pool, sent once: a reply lost after the send fails the
+    call (`_NotSent` only when nothing was sent)."""
     # Every operation is one EVALSHA, so redis-py's generic command path (retry wrapper, command lookup,
     # pure-Python RESP packing) was a fifth of the API's CPU on the hot routes. (hiredis's stub types
     # pack_command's argument as a 1-tuple; it takes any length.) Connecting is retried by the pool
     # (nothing was sent yet); nothing after that is.
-    pool = redis.connection_pool
+    # Every client is built on a LeanPool (broker/client.py), whose checkout is typed.
+    pool = cast(LeanPool, redis.connection_pool)
     try:
-        connection = await pool.get_connection("EVALSHA")
+        connection = await pool.get_connection()
     except (RedisConnectionError, RedisTimeoutError) as error:
         raise _NotSent(error) from error
     try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.aio import aw, command
+from broker import aio
+from broker.aio import command
 from broker.codec import dumps, loads
 from broker.core import Core
 from broker.credentials import SessionToken, new_session_token
@@ -141,7 +142,7 @@ class Sessions:
         s = keys.session(session_id)
         with translate_redis_errors():
             # The client answers bytes (no decode_responses); redis-py's stubs say str.
-            agent_id: bytes | None = await aw(self._core.redis.hget(s.meta, "agent_id"))  # type: ignore[arg-type]
+            agent_id = aio.reply(await self._core.redis.hget(s.meta, "agent_id"))
             while True:
                 raw = await command(self._core.redis, "SRANDMEMBER", s.clients, batch)
                 client_ids = [bytes(c).decode() for c in raw]
@@ -154,7 +155,7 @@ class Sessions:
                     await pipe.execute()
         await self._unlist(session_id, bytes(agent_id).decode() if agent_id else None)
         with translate_redis_errors():
-            await aw(self._core.redis.zrem(s.partition.purges, session_id))
+            await self._core.redis.zrem(s.partition.purges, session_id)
 
     async def mint_token(self, session_id: str) -> SessionToken:
         token = self.new_token(session_id)

@@ -4,7 +4,9 @@ The deployment's figures are counted by the scripts themselves, into their parti
 (lib/partition.lua), so they are exact whichever process settled a call, survive restarts, and are the
 same from every API replica: scrape `/metrics/cluster` through one address (the Service, the proxy), not
 per pod. A reading sums every partition's hash, and the gauges that are the size of an index (work
-waiting, steps running, pending deadlines), in one pipelined round trip per Redis node.
+waiting, steps running, pending deadlines), in one pipelined round trip per Redis node. While a Cluster
+node is down, its partitions are left out and said so (`switchboard_cluster_partitions_unread`), the
+gauges show the rest and the counters are left out: the reading still answers.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 
-from broker.aio import aw
-from broker.errors import translate_redis_errors
-from broker.keys import KeySpace
+from broker.core import Core
+from broker.errors import BrokerUnavailable, RedisUnreachable, translate_redis_errors
+from broker.partitions import PARTITIONS
 
 # The buckets lib/partition.lua counts in (ms), in order (tests/unit/test_layout.py holds the two equal).
 MS_BUCKETS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000)
@@ -42,6 +45,8 @@ class Figures:
     leases: int
     work_owed: int
     read_s: float
+    unread: int = 0
+    """Partitions whose node did not answer: their counts are missing from every figure."""
 
     def count(self, field: str) -> int:
         return self.stats.get(field, 0)
@@ -61,30 +66,47 @@ class Figures:
 _PER_PARTITION = 6
 
 
-async def read_figures(redis: Redis, keys: KeySpace) -> Figures:
+async def read_figures(core: Core) -> Figures:
     """The deployment's figures: every partition's hash and index sizes (a fixed number of commands,
-    whatever the number of sessions), summed."""
+    whatever the number of sessions), summed. A Cluster node that does not answer costs only its own
+    partitions (counted in `unread`); with none read at all, BrokerUnavailable."""
     started = time.perf_counter()
+    groups = core.by_node(range(PARTITIONS))
+    read = await asyncio.gather(*(_read(core, *group) for group in groups), return_exceptions=True)
+    stats: dict[str, int] = {}
+    sizes = [0] * (_PER_PARTITION - 1)
+    unread = 0
+    for (_, numbers), replies in zip(groups, read, strict=True):
+        if isinstance(replies, BaseException):
+            if not isinstance(replies, BrokerUnavailable) or len(numbers) == PARTITIONS:
+                raise replies
+            unread += len(numbers)
+            continue
+        for at in range(0, len(replies), _PER_PARTITION):
+            for name, value in replies[at].items():
+                field = bytes(name).decode()
+                stats[field] = stats.get(field, 0) + int(value)
+            for i, size in enumerate(replies[at + 1 : at + _PER_PARTITION]):
+                sizes[i] += int(size)
+    if unread == PARTITIONS:
+        raise RedisUnreachable("no Redis node answered for the deployment's figures")
+    queue, steps, deadlines, leases, claims = sizes
+    return Figures(stats, queue, steps, deadlines, leases, claims, time.perf_counter() - started, unread)
+
+
+async def _read(core: Core, client: Redis, numbers: list[int]) -> list[Any]:
     with translate_redis_errors():
-        async with redis.pipeline(transaction=False) as pipe:
-            for partition in keys.partitions():
+        async with client.pipeline(transaction=False) as pipe:
+            for number in numbers:
+                partition = core.keys.partition(number)
                 pipe.hgetall(partition.stats)
                 pipe.xlen(partition.work)
                 pipe.zcard(partition.steps)
                 pipe.zcard(partition.deadlines)
                 pipe.zcard(partition.leases)
                 pipe.zcard(partition.claims)
-            replies = await pipe.execute()
-    stats: dict[str, int] = {}
-    sizes = [0] * (_PER_PARTITION - 1)
-    for at in range(0, len(replies), _PER_PARTITION):
-        for name, value in replies[at].items():
-            field = bytes(name).decode()
-            stats[field] = stats.get(field, 0) + int(value)
-        for i, size in enumerate(replies[at + 1 : at + _PER_PARTITION]):
-            sizes[i] += int(size)
-    queue, steps, deadlines, leases, claims = sizes
-    return Figures(stats, queue, steps, deadlines, leases, claims, time.perf_counter() - started)
+            replies: list[Any] = await pipe.execute()
+    return replies
 
 
 class _Snapshot(Collector):
@@ -92,6 +114,16 @@ class _Snapshot(Collector):
         self._figures = figures
 
     def collect(self) -> Iterator[Metric]:
+        f = self._figures
+        unread = "Partitions whose Redis node did not answer this reading (their counts are left out)"
+        yield GaugeMetricFamily("switchboard_cluster_partitions_unread", unread, value=f.unread)
+        if not f.unread:
+            # A counter read without some partitions would drop, and Prometheus takes a drop for a reset
+            # (rate() would count the whole counter again when they come back): none until all answer.
+            yield from self._counters()
+        yield from self._gauges()
+
+    def _counters(self) -> Iterator[Metric]:
         f = self._figures
         for event in ("dispatched", "acked", "answered"):
             text = f"Client tool calls {event}, deployment-wide"
@@ -108,6 +140,14 @@ class _Snapshot(Collector):
         ):
             buckets, total = f.histogram(name)
             yield HistogramMetricFamily(f"switchboard_call_{name}_seconds", text, buckets=buckets, sum_value=total)
+        yield CounterMetricFamily("switchboard_runs_started", "Runs started", value=f.count("runs_started"))
+        ended = CounterMetricFamily("switchboard_runs_ended", "Runs ended, by outcome", labels=["outcome"])
+        for outcome in RUN_OUTCOMES:
+            ended.add_metric([outcome.removeprefix("run_")], f.count(f"runs_ended:{outcome}"))
+        yield ended
+
+    def _gauges(self) -> Iterator[Metric]:
+        f = self._figures
         active = f.count("clients_active")
         yield GaugeMetricFamily("switchboard_clients_active", "Active client registrations", value=active)
         runs = GaugeMetricFamily("switchboard_runs", "Runs by state: active (started, not ended), in_step (a "
@@ -115,11 +155,6 @@ class _Snapshot(Collector):
         runs.add_metric(["active"], f.count("runs_active"))
         runs.add_metric(["in_step"], f.steps_running)
         yield runs
-        yield CounterMetricFamily("switchboard_runs_started", "Runs started", value=f.count("runs_started"))
-        ended = CounterMetricFamily("switchboard_runs_ended", "Runs ended, by outcome", labels=["outcome"])
-        for outcome in RUN_OUTCOMES:
-            ended.add_metric([outcome.removeprefix("run_")], f.count(f"runs_ended:{outcome}"))
-        yield ended
         depth = "Work entries (steps, server tool calls) waiting for a worker to begin them"
         yield GaugeMetricFamily("switchboard_queue_depth", depth, value=f.queue_depth)
         yield GaugeMetricFamily("switchboard_deadlines_pending", "Call deadlines and leases set", value=f.deadlines)
@@ -148,6 +183,6 @@ async def probe_redis(redis: Redis, histogram: Histogram, every_s: float) -> Non
     while True:
         started = time.perf_counter()
         with contextlib.suppress(Exception):
-            await aw(redis.ping())
+            await redis.ping()
             histogram.observe(time.perf_counter() - started)
         await asyncio.sleep(every_s)

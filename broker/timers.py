@@ -58,15 +58,7 @@ class Timers:
         """Each partition's earliest timer and waiting work, in one pipelined round trip of plain reads
         per Redis node (a worker taking partitions over reads hundreds; most are empty and need no
         visit). The partitions of a node that does not answer come back `failed`; the others are read."""
-        keys = self._core.keys
-        by_node: dict[int, tuple[Redis, list[int]]] = {}
-        for number in partitions:
-            try:
-                client = self._core.client_for(keys.partition(number).alarm)
-            except BrokerUnavailable:
-                client = self._core.redis
-            by_node.setdefault(id(client), (client, []))[1].append(number)
-        groups = list(by_node.values())
+        groups = self._core.by_node(partitions)
         read = await asyncio.gather(*(self._glance(*group) for group in groups), return_exceptions=True)
         found: list[Glance] = []
         for (_, numbers), glances in zip(groups, read, strict=True):

@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker import Broker
+from broker import Broker, aio
 from broker.codec import loads, uuid7
 from broker.credentials import operator_actor
 from broker.events import message_assistant, tool_call_block
@@ -85,7 +85,9 @@ async def types(broker: Broker, session_id: str) -> list[str]:
 async def work_entries(broker: Broker, session_id: str) -> list[tuple[str, str]]:
     """The work entries on the session's partition stream for this session: (entry id, member)."""
     stream = broker.core.keys.session(session_id).partition.work
-    entries = [(bytes(i).decode(), bytes(f[b"w"]).decode()) for i, f in await broker.core.redis.xrange(stream)]
+    entries = [
+        (bytes(i).decode(), bytes(f[b"w"]).decode()) for i, f in aio.entries(await broker.core.redis.xrange(stream))
+    ]
     return [(entry, member) for entry, member in entries if member.split("|")[1] == session_id]
 
 
@@ -93,7 +95,7 @@ async def held_work(broker: Broker, session_id: str) -> list[str]:
     """What holds a worker for the session: work entries not begun, claims, a running step's lease."""
     partition = broker.core.keys.session(session_id).partition
     held = await owed_work(broker, session_id)
-    held += [bytes(c).decode() for c in await broker.core.redis.zrange(partition.claims, 0, -1)]
+    held += [bytes(c).decode() for c in aio.members(await broker.core.redis.zrange(partition.claims, 0, -1))]
     if await broker.core.redis.zscore(partition.steps, session_id) is not None:
         held.append(f"step lease of {session_id}")
     return held

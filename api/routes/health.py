@@ -38,6 +38,7 @@ async def metrics(state: State) -> Response:
 )
 async def cluster_metrics(state: State) -> Response:
     """The deployment's figures (calls, clients, runs, queue depth), the same from every replica: scrape
-    it through one address."""
-    core = state.broker.core
-    return Response(render_figures(await read_figures(core.redis, core.keys)), media_type="text/plain; version=0.0.4")
+    it through one address. While a Cluster node is down it still answers, without that node's
+    partitions (`switchboard_cluster_partitions_unread`) and without the counters."""
+    figures = await read_figures(state.broker.core)
+    return Response(render_figures(figures), media_type="text/plain; version=0.0.4")

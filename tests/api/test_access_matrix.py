@@ -12,7 +12,6 @@ from typing import Any, Literal
 import httpx
 import pytest
 
-from broker.aio import aw
 from broker.codec import dumps, loads, sha256_hex
 from broker.credentials import PERMISSIONS
 from tests.api_client import Api, Session, of_type
@@ -116,10 +115,10 @@ async def _world(api: Api, stack: Stack) -> World:
     expired = minted["session_token"]
     tokens = stack.broker.core.keys.session(a.id).tokens
     redis = stack.broker.core.redis
-    stored: str | bytes = await aw(redis.hget(tokens, sha256_hex(expired))) or b"{}"
+    stored: str | bytes = await redis.hget(tokens, sha256_hex(expired)) or b"{}"
     record = loads(stored)
     record["expires_at"] = 1
-    await aw(redis.hset(tokens, sha256_hex(expired), dumps(record)))
+    await redis.hset(tokens, sha256_hex(expired), dumps(record))
     ids = {
         "session_id": a.id,
         "client_id": web["id"],

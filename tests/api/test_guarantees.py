@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import TypeAdapter
 
 from api.schemas.events import SessionEvent
-from broker.aio import aw, command
+from broker import aio
+from broker.aio import command
 from tests.api_client import Api, of_type, run_over, types
 from tests.helpers import held_work
 
@@ -70,9 +71,9 @@ async def test_secrets_are_stored_only_as_hashes(api: Api) -> None:
         for key in keys:
             kind = await redis.type(key)
             if kind == b"hash":
-                dumped += b"".join(k + v for k, v in (await aw(redis.hgetall(key))).items())
+                dumped += b"".join(k + v for k, v in aio.record(await redis.hgetall(key)).items())
             elif kind == b"string":
-                dumped += await redis.get(key) or b""
+                dumped += aio.reply(await redis.get(key)) or b""
         if int(cursor) == 0:
             break
     for secret in (session.token, minted["secret"], api.stack.api_key):

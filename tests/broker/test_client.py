@@ -19,9 +19,9 @@ async def test_a_command_cancelled_mid_reply_never_leaks_its_reply_to_the_next(r
             blocked.cancel()
             await asyncio.gather(blocked, return_exceptions=True)
             # Had the cancelled BLPOP's connection gone back connected, its reply would answer the GET.
-            await aw(redis.lpush(waiting, b"late"))
+            await redis.lpush(waiting, b"late")
             assert await redis.get(value) == b"mine"
-            assert await aw(redis.lrange(waiting, 0, -1)) == [b"late"]
+            assert await redis.lrange(waiting, 0, -1) == [b"late"]
             await redis.delete(waiting)
     finally:
         await redis.aclose()
@@ -47,9 +47,9 @@ async def test_past_the_bound_commands_wait_for_a_connection_rather_than_fail(re
         counting = asyncio.gather(*(aw(redis.incr(key)) for _ in range(50)))
         await asyncio.sleep(0.1)
         assert not counting.done()
-        assert await aw(other.get(key)) is None
+        assert await other.get(key) is None
         for i in range(4):
-            await aw(other.lpush(f"{key_prefix}:l{i}", b"go"))
+            await other.lpush(f"{key_prefix}:l{i}", b"go")
         assert sorted(await counting) == list(range(1, 51))
         await asyncio.gather(*pops)
         pool = redis.connection_pool

@@ -32,8 +32,8 @@ async def test_a_flushed_script_cache_is_loaded_again_on_first_use(redis_url: st
         scripts = Scripts(redis)
         await scripts.load()
         assert await next_due(scripts, partition) == -1
-        await aw(redis.script_flush())
-        await aw(redis.zadd(partition.deadlines, {"t": 5}))
+        await redis.script_flush()
+        await redis.zadd(partition.deadlines, {"t": 5})
         assert await next_due(scripts, partition) == 5
     finally:
         await redis.aclose()
@@ -48,7 +48,7 @@ async def test_script_calls_share_a_bounded_pool_and_hand_every_connection_back(
         await scripts.load()
         partitions = [KeySpace(key_prefix).partition(i) for i in range(50)]
         for i, partition in enumerate(partitions[:25]):
-            await aw(redis.zadd(partition.leases, {"t": i + 1}))
+            await redis.zadd(partition.leases, {"t": i + 1})
         replies = await asyncio.gather(*(next_due(scripts, partition) for partition in partitions))
         assert replies == [i + 1 for i in range(25)] + [-1] * 25
         pool = redis.connection_pool
@@ -66,7 +66,7 @@ async def test_a_script_cancelled_before_its_reply_leaves_no_reply_behind(redis_
     try:
         scripts = Scripts(redis)
         await scripts.load()
-        await aw(redis.zadd(keys.partition(0).steps, {"t": 9}))
+        await redis.zadd(keys.partition(0).steps, {"t": 9})
         # Redis busy for a moment, so the script's reply is still owed when it is cancelled.
         busy = asyncio.create_task(aw(blocker.eval(SPIN_200_MS, 0)))
         await asyncio.sleep(0.02)

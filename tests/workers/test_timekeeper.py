@@ -11,7 +11,6 @@ from datetime import datetime
 import pytest
 
 from broker import Broker, Settings
-from broker.aio import aw
 from broker.codec import loads
 from broker.keepers import owned
 from broker.partitions import PARTITIONS
@@ -42,9 +41,9 @@ async def wait_until(broker: Broker, session_id: str, kind: str, count: int, tim
 async def lapse_now(broker: Broker, session_id: str, client_id: str) -> None:
     """Make a lease run out now, as its ttl would: the registration's expiry and its timer both now."""
     keys = broker.core.keys
-    seconds, micros = await aw(broker.core.redis.time())
+    seconds, micros = await broker.core.redis.time()
     now = seconds * 1000 + micros // 1000
-    await aw(broker.core.redis.hset(keys.session(session_id).client(client_id), "expires_at", now))
+    await broker.core.redis.hset(keys.session(session_id).client(client_id), "expires_at", now)
     await broker.core.redis.zadd(keys.session(session_id).partition.leases, {keys.member(session_id, client_id): now})
 
 

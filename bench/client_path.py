@@ -1,0 +1,104 @@
+"""Scenario 9: what the client side of one script call costs the calling process, by the way it is sent.
+
+Every API route is one EVALSHA (or a few), so the client path is most of what the API spends per route
+that is not HTTP. Two pieces of ours replace redis-py's: LeanPool (broker/client.py: a checkout without
+redis-py's lock and socket probe, waiting rather than failing when all connections are busy) and the
+packed send (broker/scripts.evalsha: the command packed by hiredis and sent once, no retry wrapper, no
+response callbacks). Each is measured on and off, in process, against the same Redis in the same run: the
+process's CPU per call and calls per second at 100 in flight over 16 connections. The baseline is
+redis-py's own path (BlockingConnectionPool, `Redis.evalsha`), so the ratios say what ours still buy on
+the redis-py this build runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+import redis as redis_py
+from redis.asyncio import BlockingConnectionPool, Redis
+
+from bench.harness import Figure, figure
+from broker.client import create_redis
+from broker.embedded import EmbeddedRedis
+from broker.scripts import evalsha
+
+# A script as small as the hot ones are around their commands: one read, one write.
+SCRIPT = "local v = redis.call('HGET', KEYS[1], 'n') redis.call('HSET', KEYS[1], 'n', ARGV[1]) return v"
+CONNECTIONS = 16
+IN_FLIGHT = 100
+
+
+def _stock(url: str) -> Redis:
+    """redis-py's own pool with what create_redis sets (a bound that waits, as LeanPool's does)."""
+    pool = BlockingConnectionPool.from_url(
+        url, max_connections=CONNECTIONS, timeout=10, health_check_interval=15, socket_keepalive=True
+    )
+    return Redis.from_pool(pool)
+
+
+async def _measure(client: Redis, packed: bool, sha: str, calls: int) -> tuple[float, float]:
+    """Process CPU per call (µs) and calls per second."""
+    per_caller = calls // IN_FLIGHT
+
+    async def caller(number: int) -> None:
+        keys = [f"bench:client:{number}"]
+        for i in range(per_caller):
+            if packed:
+                await evalsha(client, sha, keys, [i])
+            else:
+                await client.evalsha(sha, 1, *keys, i)
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(caller(n) for n in range(IN_FLIGHT)))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return cpu / (per_caller * IN_FLIGHT) * 1e6, per_caller * IN_FLIGHT / wall
+
+
+async def _all(url: str, calls: int, rounds: int) -> dict[tuple[bool, bool], list[tuple[float, float]]]:
+    lean, stock = create_redis(url, max_connections=CONNECTIONS), _stock(url)
+    sha = str(await lean.script_load(SCRIPT))
+    found: dict[tuple[bool, bool], list[tuple[float, float]]] = {}
+    try:
+        for client in (lean, stock):
+            await _measure(client, False, sha, IN_FLIGHT * 10)  # opens the connections
+        # Interleaved rounds, so a slow moment of the machine falls on every variant alike.
+        for _ in range(rounds):
+            for client, is_lean in ((lean, True), (stock, False)):
+                for packed in (True, False):
+                    found.setdefault((is_lean, packed), []).append(await _measure(client, packed, sha, calls))
+    finally:
+        await lean.aclose()
+        await stock.aclose()
+    return found
+
+
+def run(quick: bool) -> list[Figure]:
+    calls, rounds = (5_000, 3) if quick else (20_000, 5)
+    with tempfile.TemporaryDirectory(prefix="switchboard-bench-") as workdir:
+        node = EmbeddedRedis(Path(workdir) / "redis", persistent=False)
+        node.start()
+        try:
+            found = asyncio.run(_all(node.url, calls, rounds))
+        finally:
+            node.stop()
+    # The median round of each variant.
+    cpu = {variant: sorted(c for c, _ in rows)[len(rows) // 2] for variant, rows in found.items()}
+    rate = {variant: sorted(r for _, r in rows)[len(rows) // 2] for variant, rows in found.items()}
+    stock = f"redis-py {redis_py.__version__} pool and evalsha"
+    return [
+        figure("9 client path", "CPU per script call: LeanPool + packed (ours)", cpu[True, True], "us",
+               baseline=cpu[False, False], baseline_name=stock),
+        figure("9 client path", "CPU per script call: LeanPool, redis-py evalsha", cpu[True, False], "us",
+               baseline=cpu[False, False], baseline_name=stock),
+        figure("9 client path", "CPU per script call: redis-py pool, packed", cpu[False, True], "us",
+               baseline=cpu[False, False], baseline_name=stock),
+        figure("9 client path", "calls/s, 100 in flight: LeanPool + packed (ours)", rate[True, True], "/s",
+               baseline=rate[False, False], baseline_name=stock),
+        figure("9 client path", "calls/s, 100 in flight: LeanPool, redis-py evalsha", rate[True, False], "/s",
+               baseline=rate[False, False], baseline_name=stock),
+        figure("9 client path", "calls/s, 100 in flight: redis-py pool, packed", rate[False, True], "/s",
+               baseline=rate[False, False], baseline_name=stock),
+    ]  # fmt: skip
