@@ -7,31 +7,38 @@ the 1,024 partitions on a short interval, so this must stay small.
 
 8 cluster: many sessions (spread over the partitions, so over the masters) making calls at once; each
 node's share of Redis CPU, Redis CPU per round trip summed over the nodes, and the same on one Redis in
-the same run: the per-core capacity the README's table is built from.
+the same run: the per-core capacity the README's table is built from. Each node's idle background (its
+cron and, on a Cluster, the bus's pings: a few ms/s per node) is measured just before and taken out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
 from bench.calls import Session, many_in_flight, one_in_flight, open_session
 from bench.harness import Cluster, Figure, cluster, figure, scripted_agent, summary
 from broker.embedded import EmbeddedRedis
+from broker.slots import SlotMap
+
+# How long each node's idle background is measured before the load.
+IDLE_WINDOW_S = 5.0
+
+
+async def _node_cpu_s(node: EmbeddedRedis) -> float:
+    redis = Redis.from_url(node.url)
+    try:
+        cpu = await redis.info("cpu")
+    finally:
+        await redis.aclose()
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
 def _redis_cpu_s(node: EmbeddedRedis) -> float:
-    async def read() -> float:
-        redis = Redis.from_url(node.url)
-        try:
-            cpu = await redis.info("cpu")
-        finally:
-            await redis.aclose()
-        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
-
-    return asyncio.run(read())
+    return asyncio.run(_node_cpu_s(node))
 
 
 def _cpu_per_s(nodes: list[EmbeddedRedis], window_s: float) -> float:
@@ -57,51 +64,100 @@ def idle(quick: bool) -> list[Figure]:
     ]  # fmt: skip
 
 
-async def _spread(running: Cluster, sessions: int, batches: int, width: int) -> tuple[int, float, list[float]]:
-    """`sessions` sessions each making `batches` batches of `width` parallel calls, all at once: calls
-    made, seconds taken, continuation latencies (ms) of a last one-call run per session."""
+async def _nodes_cpu_s(nodes: list[EmbeddedRedis]) -> list[float]:
+    return [await _node_cpu_s(node) for node in nodes]
+
+
+@dataclass
+class _Load:
+    calls: int
+    took_s: float
+    # Each node's Redis CPU (s) for the calls alone: its idle background rate times the span taken out.
+    used_s: list[float]
+    continuation: list[float]
+
+
+async def _spread(running: Cluster, sessions: int, batches: int, width: int) -> _Load:
+    """`sessions` sessions each making `batches` batches of `width` parallel calls, all at once; Redis
+    CPU is read around the batches only (sessions opened and warmed first), with each node's idle
+    background measured just before (every process running, nothing calling) and taken out."""
+    nodes = running.nodes
     async with running.client() as admin:
         agent_id = await scripted_agent(admin)
         opened: list[Session] = [await open_session(running, admin, agent_id) for _ in range(sessions)]
         try:
             await asyncio.gather(*(many_in_flight(s, 1, width) for s in opened))  # connections and warm-up
+            idle_at = await _nodes_cpu_s(nodes)
+            await asyncio.sleep(IDLE_WINDOW_S)
+            before = await _nodes_cpu_s(nodes)
+            idle = [(b - a) / IDLE_WINDOW_S for a, b in zip(idle_at, before, strict=True)]
             started = time.monotonic()
             await asyncio.gather(*(many_in_flight(s, batches, width) for s in opened))
             took = time.monotonic() - started
+            after = await _nodes_cpu_s(nodes)
+            span = time.monotonic() - started
+            used = [b - a - rate * span for a, b, rate in zip(before, after, idle, strict=True)]
             continuation: list[float] = []
             for session in opened[:10]:
                 continuation += (await one_in_flight(session, 3))[2]
         finally:
             for session in opened:
                 session.close()
-    return sessions * batches * width, took, continuation
+    return _Load(sessions * batches * width, took, used, continuation)
 
 
-def _measured(masters: int, sessions: int, batches: int, width: int) -> tuple[list[float], int, float, list[float]]:
+def _measured(masters: int, sessions: int, batches: int, width: int) -> tuple[_Load, dict[str, list[float]]]:
     with cluster(masters=masters) as running:
-        nodes = running.nodes
-        before = [_redis_cpu_s(node) for node in nodes]
-        calls, took, continuation = asyncio.run(_spread(running, sessions, batches, width))
-        used = [_redis_cpu_s(node) - at for node, at in zip(nodes, before, strict=True)]
-    return used, calls, took, continuation
+        time.sleep(3)  # the workers' first reads of their partitions
+        load = asyncio.run(_spread(running, sessions, batches, width))
+        publish = asyncio.run(_publish_cost(running.nodes)) if masters else {}
+    return load, publish
+
+
+async def _publish_cost(nodes: list[EmbeddedRedis], count: int = 50_000) -> dict[str, list[float]]:
+    """Each node's CPU (µs) per message published on the first node, with PUBLISH (which a Cluster copies
+    to every node) and SPUBLISH (sharded: the channel's own node only), to a channel of that node's."""
+    redis = Redis.from_url(nodes[0].url)
+    try:
+        ranges = await redis.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
+        first, last = next((int(row[0]), int(row[1])) for row in ranges if int(row[2][1]) == nodes[0].port)
+        channel = next(c for n in range(100_000) if first <= SlotMap.slot(c := f"{{bench{n}}}:live") <= last)
+        payload = b"x" * 400  # about an event's size
+        found: dict[str, list[float]] = {}
+        for command in ("PUBLISH", "SPUBLISH"):
+            before = await _nodes_cpu_s(nodes)
+            for _ in range(count // 500):
+                async with redis.pipeline(transaction=False) as pipe:
+                    for _n in range(500):
+                        pipe.execute_command(command, channel, payload)
+                    await pipe.execute()
+            after = await _nodes_cpu_s(nodes)
+            found[command] = [(b - a) / count * 1e6 for a, b in zip(before, after, strict=True)]
+    finally:
+        await redis.aclose()
+    return found
 
 
 def spread(quick: bool) -> list[Figure]:
     # Many sessions, so their partitions spread over the masters as a real population would.
-    sessions, batches, width = (30, 2, 5) if quick else (90, 4, 5)
-    one_used, one_calls, one_took, _ = _measured(0, sessions, batches, width)
-    used, calls, took, continuation = _measured(3, sessions, batches, width)
-    per_call_us = sum(used) / calls * 1e6
-    one_per_call_us = sum(one_used) / one_calls * 1e6
-    shares = [u / sum(used) for u in used]
+    sessions, batches, width = (30, 4, 5) if quick else (90, 12, 5)
+    (one, _), (spread, publish) = _measured(0, sessions, batches, width), _measured(3, sessions, batches, width)
+    per_call_us = sum(spread.used_s) / spread.calls * 1e6
+    one_per_call_us = sum(one.used_s) / one.calls * 1e6
+    shares = [u / sum(spread.used_s) for u in spread.used_s]
     return [
         figure("8 cluster", "Redis CPU per round trip, 3 masters (sum)", per_call_us, "us", baseline=one_per_call_us,
                baseline_name="one Redis, same load"),
         figure("8 cluster", "largest node share of Redis CPU", max(shares) * 100, "%",
                note=" / ".join(f"{s * 100:.0f}%" for s in shares), target="value <= 40"),
-        figure("8 cluster", "round trips/s, 3 masters", calls / took, "/s", baseline=one_calls / one_took,
-               baseline_name="one Redis, same load"),
+        figure("8 cluster", "round trips/s, 3 masters", spread.calls / spread.took_s, "/s",
+               baseline=one.calls / one.took_s, baseline_name="one Redis, same load"),
         figure("8 cluster", "round trips/s per Redis core (one Redis)", 1e6 / one_per_call_us, "/s",
                note="a node's ceiling at one core; N masters: about N times this (a model, not measured)"),
-        figure("8 cluster", "continuation p50, 3 masters", summary(continuation)["p50"], "ms", target="value < 10"),
+        figure("8 cluster", "continuation p50, 3 masters", summary(spread.continuation)["p50"], "ms",
+               target="value < 10"),
+        figure("8 cluster", "PUBLISH, CPU on each other node per message", sum(publish["PUBLISH"][1:]) / 2, "us",
+               note=f"on the publishing node {publish['PUBLISH'][0]:.2f} us; events publish on the session's node"),
+        figure("8 cluster", "SPUBLISH, CPU on each other node per message", sum(publish["SPUBLISH"][1:]) / 2, "us",
+               note=f"on the publishing node {publish['SPUBLISH'][0]:.2f} us (sharded pub/sub: not used yet)"),
     ]  # fmt: skip
