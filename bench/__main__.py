@@ -1,6 +1,6 @@
 """`python -m bench [--quick] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a worker, run
-each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover) against its
-baseline measured in the same run, print one table, save JSON.
+each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost) against
+its baseline measured in the same run, print one table, save JSON.
 `python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import calls, client_path, deadlines, failover, fanout, load, scale, state
+from bench import calls, client_path, deadlines, failover, fanout, load, redis_cost, scale, state
 from bench.compare import compare
 from bench.harness import Figure, cpu_count, default_out, save, table
 
@@ -29,6 +29,7 @@ SCENARIOS: dict[str, Scenario] = {
     "cluster": scale.spread,
     "client": client_path.run,
     "failover": failover.run,
+    "cost": redis_cost.run,
 }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from redis.asyncio import Redis
 
 from bench.http import RawHttp
 from broker.embedded import EmbeddedCluster, EmbeddedRedis
@@ -289,6 +290,16 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU a process has used (from /proc, in clock ticks of 10 ms)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def redis_cpu_s(node: EmbeddedRedis) -> float:
+    """Redis's own CPU so far (user plus system, s), from INFO cpu."""
+    redis = Redis.from_url(node.url)
+    try:
+        cpu = await redis.info("cpu")
+    finally:
+        await redis.aclose()
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
 def cpu_count() -> int:

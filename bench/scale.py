@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from bench.calls import Session, many_in_flight, one_in_flight, open_session
-from bench.harness import Cluster, Figure, cluster, figure, scripted_agent, summary
+from bench.harness import Cluster, Figure, cluster, figure, redis_cpu_s, scripted_agent, summary
 from broker.embedded import EmbeddedRedis
 from broker.slots import SlotMap
 
@@ -28,17 +28,8 @@ from broker.slots import SlotMap
 IDLE_WINDOW_S = 5.0
 
 
-async def _node_cpu_s(node: EmbeddedRedis) -> float:
-    redis = Redis.from_url(node.url)
-    try:
-        cpu = await redis.info("cpu")
-    finally:
-        await redis.aclose()
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
-
-
 def _redis_cpu_s(node: EmbeddedRedis) -> float:
-    return asyncio.run(_node_cpu_s(node))
+    return asyncio.run(redis_cpu_s(node))
 
 
 def _cpu_per_s(nodes: list[EmbeddedRedis], window_s: float) -> float:
@@ -65,7 +56,7 @@ def idle(quick: bool) -> list[Figure]:
 
 
 async def _nodes_cpu_s(nodes: list[EmbeddedRedis]) -> list[float]:
-    return [await _node_cpu_s(node) for node in nodes]
+    return [await redis_cpu_s(node) for node in nodes]
 
 
 @dataclass

@@ -52,6 +52,14 @@ class Core:
             raise RedisUnreachable(f"no Redis node serves {key} now; retry shortly")
         return slots.client(address)
 
+    def node_of(self, partition: int) -> str:
+        """The address of the node serving `partition` as last read ('' for one Redis; 'unserved' when no
+        node serves its slot): what a worker backs off by."""
+        slots = self.connected.slots
+        if slots is None:
+            return ""
+        return slots.address(slots.slot(self.keys.partition(partition).alarm)) or "unserved"
+
     def by_node(self, partitions: Iterable[int]) -> list[tuple[Redis, list[int]]]:
         """The partitions grouped by the node serving them, each with that node's client, so a reader can
         send one pipeline per node and lose only a down node's partitions. A partition whose slot no

@@ -81,6 +81,15 @@ def source(name: str) -> str:
     return _expand(name)[0]
 
 
+def names_by_sha() -> dict[str, str]:
+    """Every script's name by its SHA1 (what EVALSHA, SLOWLOG and MONITOR show)."""
+    return {_sha(source(name)): name for name in SCRIPT_NAMES}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()  # noqa: S324 (Redis's id for a script)
+
+
 def _expand(name: str) -> tuple[str, set[str]]:
     """A script's text with its includes expanded, and the libraries it includes."""
     seen: set[str] = set()
@@ -142,7 +151,7 @@ class Scripts:
     def __post_init__(self) -> None:
         for name in SCRIPT_NAMES:
             text, libraries = _expand(name)
-            self._scripts[name] = _Script(text, hashlib.sha1(text.encode()).hexdigest())  # noqa: S324 (Redis's id)
+            self._scripts[name] = _Script(text, _sha(text))
             if _PARTITION_LIBRARY in libraries:
                 self._partitioned.add(name)
 

@@ -221,18 +221,23 @@ class Keeper:
                 await asyncio.wait_for(self._changed.wait(), wait)
 
     async def _visit_one(self, partition: int) -> None:
+        node = self._broker.core.node_of(partition)
         async with self._limit:
+            wait_s = self._backoff.wait_s(node)
+            if wait_s > 0:
+                self.ring(partition, self.now_ms() + round(wait_s * 1000))
+                return
             try:
                 next_due = await self._visit(partition)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                delay_s, first = self._backoff.failed(partition)
+                delay_s, first = self._backoff.failed(node)
                 if first:
                     logger.warning("visiting partition %d failed (%s); trying again, backing off", partition, error)
                 self.ring(partition, self.now_ms() + round(delay_s * 1000))
                 return
-        if self._backoff.succeeded(partition):
+        if self._backoff.succeeded(node):
             logger.info("partition %d answers again", partition)
         if next_due is not None:
             self.ring(partition, next_due)

@@ -91,18 +91,24 @@ class Runner:
                 await self._changed.wait()
                 continue
             partition = self._marked.pop()
+            node = self._broker.core.node_of(partition)
+            wait_s = self._backoff.wait_s(node)
+            if wait_s > 0:
+                asyncio.get_running_loop().call_later(wait_s, self.wake, partition)
+                continue
             try:
                 entries = await work.take(keys.partition(partition), self._consumer, room)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 # Its node did not answer: the others' work goes on; this one is asked again later.
-                delay_s, first = self._backoff.failed(partition)
+                delay_s, first = self._backoff.failed(node)
                 if first:
                     logger.warning("could not take work from partition %d (%s); backing off", partition, error)
                 asyncio.get_running_loop().call_later(delay_s, self.wake, partition)
                 continue
-            self._backoff.succeeded(partition)
+            if self._backoff.succeeded(node):
+                logger.info("partition %d answers again", partition)
             if len(entries) == room:
                 self._marked.add(partition)
             for entry in entries:
