@@ -88,17 +88,13 @@ def run(quick: bool) -> list[Figure]:
     cpu = {variant: sorted(c for c, _ in rows)[len(rows) // 2] for variant, rows in found.items()}
     rate = {variant: sorted(r for _, r in rows)[len(rows) // 2] for variant, rows in found.items()}
     stock = f"redis-py {redis_py.__version__} pool and evalsha"
-    return [
-        figure("9 client path", "CPU per script call: LeanPool + packed (ours)", cpu[True, True], "us",
-               baseline=cpu[False, False], baseline_name=stock),
-        figure("9 client path", "CPU per script call: LeanPool, redis-py evalsha", cpu[True, False], "us",
-               baseline=cpu[False, False], baseline_name=stock),
-        figure("9 client path", "CPU per script call: redis-py pool, packed", cpu[False, True], "us",
-               baseline=cpu[False, False], baseline_name=stock),
-        figure("9 client path", "calls/s, 100 in flight: LeanPool + packed (ours)", rate[True, True], "/s",
-               baseline=rate[False, False], baseline_name=stock),
-        figure("9 client path", "calls/s, 100 in flight: LeanPool, redis-py evalsha", rate[True, False], "/s",
-               baseline=rate[False, False], baseline_name=stock),
-        figure("9 client path", "calls/s, 100 in flight: redis-py pool, packed", rate[False, True], "/s",
-               baseline=rate[False, False], baseline_name=stock),
-    ]  # fmt: skip
+    variants = {(True, True): "LeanPool + packed (ours)", (True, False): "LeanPool, redis-py evalsha",
+                (False, True): "redis-py pool, packed"}  # fmt: skip
+    figures = []
+    for measured, what, unit in ((cpu, "CPU per script call", "us"), (rate, "calls/s, 100 in flight", "/s")):
+        for variant, label in variants.items():
+            figures.append(
+                figure("9 client path", f"{what}: {label}", measured[variant], unit,
+                       baseline=measured[False, False], baseline_name=stock)
+            )  # fmt: skip
+    return figures

@@ -89,18 +89,15 @@ async def _once(running: Cluster, sessions: int) -> tuple[int, int, int, float]:
         stop.set()
     lost = 0
     acknowledged = 0
-    for writer in writers:
-        if not writer.on_victim:
-            continue
+    on_victim = [writer for writer in writers if writer.on_victim]
+    for writer in on_victim:
         status, content = await writer.http.request("GET", f"/v1/sessions/{writer.session_id}/clients")
         assert status == 200, content
         present = {item["id"] for item in json.loads(content)["items"]}
         acknowledged += len(writer.acknowledged)
         lost += sum(1 for client_id in writer.acknowledged if client_id not in present)
-        writer.http.close()
     for writer in writers:
-        if not writer.on_victim:
-            writer.http.close()
+        writer.http.close()
     refused = sum(w.refused for w in writers if w.on_victim)
     back = [w.served_again for w in writers if w.on_victim and w.served_again is not None]
     outage = (max(back) - killed_at) if back else 0.0

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
-
-T = TypeVar("T")
-
-
-async def aw(value: Awaitable[T]) -> T:
-    """A redis-py async command as a coroutine (what `asyncio.create_task` takes)."""
-    return await value
 
 
 async def command(redis: Redis, *args: str | int | bytes) -> Any:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
@@ -17,6 +19,8 @@ from broker.partitions import PARTITIONS
 from broker.scripts import Scripts
 from broker.settings import Settings
 from broker.slots import SlotMap
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -60,10 +64,14 @@ class Core:
             return ""
         return slots.address(slots.slot(self.keys.partition(partition).alarm)) or "unserved"
 
-    def by_node(self, partitions: Iterable[int]) -> list[tuple[Redis, list[int]]]:
-        """The partitions grouped by the node serving them, each with that node's client, so a reader can
-        send one pipeline per node and lose only a down node's partitions. A partition whose slot no
-        node serves is grouped with the seed client (its reads fail as that slot's would)."""
+    async def read_by_node(
+        self, partitions: Iterable[int], read: Callable[[Redis, list[int]], Awaitable[T]]
+    ) -> list[tuple[list[int], T | BrokerUnavailable]]:
+        """`read(client, numbers)` once per node, for the partitions that node serves, all at once: a
+        reader sends one pipeline per node, and a node that does not answer costs only its own partitions
+        (their group comes back with the BrokerUnavailable it raised; any other error is raised). A
+        partition whose slot no node serves is grouped with the seed client and fails as that slot's
+        reads would."""
         groups: dict[int, tuple[Redis, list[int]]] = {}
         for number in partitions:
             try:
@@ -71,7 +79,13 @@ class Core:
             except BrokerUnavailable:
                 client = self.redis
             groups.setdefault(id(client), (client, []))[1].append(number)
-        return list(groups.values())
+        done = await asyncio.gather(*(read(*group) for group in groups.values()), return_exceptions=True)
+        found: list[tuple[list[int], T | BrokerUnavailable]] = []
+        for (_, numbers), result in zip(groups.values(), done, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, BrokerUnavailable):
+                raise result
+            found.append((numbers, result))
+        return found
 
     @classmethod
     async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Core:

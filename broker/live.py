@@ -299,4 +299,4 @@ class LiveHub:
 
 
 async def _close(pubsub: PubSub) -> None:
-    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import AskError, ClusterError, MovedError, TryAgainError
+from redis.exceptions import AskError, ClusterError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from broker.slots import SlotMap
@@ -76,14 +76,9 @@ class Routed:
                     pipe.execute_command("ASKING")
                     getattr(pipe, name)(*args, **kwargs)
                     return (await pipe.execute())[1]
-            except MovedError as error:
-                await self._slots.refresh([f"{error.host}:{error.port}"])
-                asked = None
-            except AskError as error:
-                asked = self._slots.client(f"{error.host}:{error.port}")
-            except TryAgainError:
-                await asyncio.sleep(0.05)
-                asked = None
+            except (AskError, TryAgainError) as error:
+                address = await self._slots.follow(error)
+                asked = None if address is None else self._slots.client(address)
             except RedisConnectionError:
                 await self._slots.refresh()
                 if attempt or asked is not None or self.client_for(key) is client:

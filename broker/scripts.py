@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -13,14 +12,11 @@ from typing import Any, cast
 from hiredis import pack_command
 from redis.asyncio import Redis
 from redis.exceptions import (
-    AskError,
     ClusterError,
-    MovedError,
     NoScriptError,
     ReadOnlyError,
     ResponseError,
     SlotNotCoveredError,
-    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -233,7 +229,7 @@ class Scripts:
                 await slots.refresh()
                 asking = None
             except ResponseError as error:
-                asking = await _redirected(slots, error)
+                asking = await slots.follow(error)
         raise ClusterError(f"slot {slot} kept moving; gave up after {_REDIRECTS} redirections")
 
     async def run(
@@ -255,26 +251,6 @@ class Scripts:
             word = str(reply[1])
             raise from_script_status(status, (refusals or {}).get(word, word))
         return list(reply[1:])
-
-
-async def _redirected(slots: SlotMap, answer: ResponseError) -> str | None:
-    """Act on an answer that says the script did not run on this node: the node to ASK next, or None
-    to look the slot up again. Any other error is raised. (redis-py parses the redirections into their
-    own exceptions; MOVED is a kind of ASK there, so it is asked first.)"""
-    if isinstance(answer, MovedError):
-        await slots.refresh([_address(answer)])
-        return None
-    if isinstance(answer, AskError):
-        return _address(answer)
-    if isinstance(answer, TryAgainError):
-        # A slot mid-migration with its keys split between two nodes: they settle within a moment.
-        await asyncio.sleep(0.05)
-        return None
-    raise answer
-
-
-def _address(redirection: AskError) -> str:
-    return f"{redirection.host}:{redirection.port}"
 
 
 async def evalsha(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 from redis.crc import key_slot
+from redis.exceptions import AskError, MovedError, ResponseError, TryAgainError
 
 from broker.client import create_redis
 
@@ -68,6 +69,22 @@ class SlotMap:
                 client.connection_pool.connection_kwargs.update(password=self.password, username=self.username)
             self._clients[address] = client
         return client
+
+    async def follow(self, answer: ResponseError) -> str | None:
+        """Act on an answer that says a command did not run on the node it was sent to: the node to send
+        it to next with ASKING, or None to look its slot up again (the map read again after MOVED, a
+        moment's wait after TRYAGAIN). Any other error is raised. (redis-py parses the redirections
+        into their own exceptions; MOVED is a kind of ASK there, so it is asked first.)"""
+        if isinstance(answer, MovedError):
+            await self.refresh([f"{answer.host}:{answer.port}"])
+            return None
+        if isinstance(answer, AskError):
+            return f"{answer.host}:{answer.port}"
+        if isinstance(answer, TryAgainError):
+            # A slot mid-migration with its keys split between two nodes: they settle within a moment.
+            await asyncio.sleep(0.05)
+            return None
+        raise answer
 
     async def refresh(self, seeds: Iterable[str] = ()) -> None:
         """Read the slot map again from the first node that answers (`seeds`, then every node known)."""

@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 
 from broker.core import Core
-from broker.errors import BrokerUnavailable, RedisUnreachable, translate_redis_errors
+from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.partitions import PARTITIONS
 
 # The buckets lib/partition.lua counts in (ms), in order (tests/unit/test_layout.py holds the two equal).
@@ -71,16 +71,16 @@ async def read_figures(core: Core) -> Figures:
     whatever the number of sessions), summed. A Cluster node that does not answer costs only its own
     partitions (counted in `unread`); with none read at all, BrokerUnavailable."""
     started = time.perf_counter()
-    groups = core.by_node(range(PARTITIONS))
-    read = await asyncio.gather(*(_read(core, *group) for group in groups), return_exceptions=True)
     stats: dict[str, int] = {}
     sizes = [0] * (_PER_PARTITION - 1)
     unread = 0
-    for (_, numbers), replies in zip(groups, read, strict=True):
-        if isinstance(replies, BaseException):
-            if not isinstance(replies, BrokerUnavailable) or len(numbers) == PARTITIONS:
-                raise replies
+    failure: BrokerUnavailable | None = None
+    for numbers, replies in await core.read_by_node(
+        range(PARTITIONS), lambda client, numbers: _read(core, client, numbers)
+    ):
+        if isinstance(replies, BrokerUnavailable):
             unread += len(numbers)
+            failure = replies
             continue
         for at in range(0, len(replies), _PER_PARTITION):
             for name, value in replies[at].items():
@@ -88,8 +88,8 @@ async def read_figures(core: Core) -> Figures:
                 stats[field] = stats.get(field, 0) + int(value)
             for i, size in enumerate(replies[at + 1 : at + _PER_PARTITION]):
                 sizes[i] += int(size)
-    if unread == PARTITIONS:
-        raise RedisUnreachable("no Redis node answered for the deployment's figures")
+    if failure is not None and unread == PARTITIONS:
+        raise failure
     queue, steps, deadlines, leases, claims = sizes
     return Figures(stats, queue, steps, deadlines, leases, claims, time.perf_counter() - started, unread)
 

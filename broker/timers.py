@@ -3,7 +3,6 @@ partition's alarm, and the scripts that fire a deadline or a lapse."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -58,13 +57,9 @@ class Timers:
         """Each partition's earliest timer and waiting work, in one pipelined round trip of plain reads
         per Redis node (a worker taking partitions over reads hundreds; most are empty and need no
         visit). The partitions of a node that does not answer come back `failed`; the others are read."""
-        groups = self._core.by_node(partitions)
-        read = await asyncio.gather(*(self._glance(*group) for group in groups), return_exceptions=True)
         found: list[Glance] = []
-        for (_, numbers), glances in zip(groups, read, strict=True):
-            if isinstance(glances, BaseException):
-                if not isinstance(glances, BrokerUnavailable):
-                    raise glances
+        for numbers, glances in await self._core.read_by_node(partitions, self._glance):
+            if isinstance(glances, BrokerUnavailable):
                 found += [Glance(number, None, False, failed=True) for number in numbers]
             else:
                 found += glances

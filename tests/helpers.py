@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -15,6 +16,8 @@ from broker.runs import Committed, PlannedCall
 from workers.catalog import Catalog
 from workers.config import RunConfig
 from workers.tools.builtins import BUILTINS
+
+T = TypeVar("T")
 
 SCRIPTED_MODEL_CONFIG = {
     "format": "openai_responses",
@@ -125,3 +128,8 @@ class Exposition:
 
     def has(self, name: str, **labels: str) -> bool:
         return (name, tuple(sorted(labels.items()))) in self._samples
+
+
+async def aw(value: Awaitable[T]) -> T:
+    """A redis-py async command as a coroutine (what `asyncio.create_task` takes)."""
+    return await value

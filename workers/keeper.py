@@ -58,7 +58,7 @@ class Keeper:
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._limit = asyncio.Semaphore(_VISITS_AT_ONCE)
-        self._backoff = Backoff()
+        self._backoff = Backoff("visiting partitions")
 
     async def start(self) -> None:
         """Join the live workers, take this worker's share and start keeping it."""
@@ -68,7 +68,7 @@ class Keeper:
         try:
             await self._beat()
         except BaseException:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+            await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
             raise
         self._tasks = [
             asyncio.create_task(self._beat_forever(), name="keeper-beat"),
@@ -188,7 +188,7 @@ class Keeper:
                 await asyncio.sleep(0.5)
             finally:
                 if pubsub is not None:
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
                     pubsub = None
 
     def _on_alarm(self, channel: bytes | str, data: bytes | str) -> None:
@@ -232,12 +232,8 @@ class Keeper:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                delay_s, first = self._backoff.failed(node)
-                if first:
-                    logger.warning("visiting partition %d failed (%s); trying again, backing off", partition, error)
-                self.ring(partition, self.now_ms() + round(delay_s * 1000))
+                self.ring(partition, self.now_ms() + round(self._backoff.failed(node, partition, error) * 1000))
                 return
-        if self._backoff.succeeded(node):
-            logger.info("partition %d answers again", partition)
+        self._backoff.succeeded(node)
         if next_due is not None:
             self.ring(partition, next_due)

@@ -35,7 +35,7 @@ class Runner:
         self._taking = True
         self._loop: asyncio.Task[None] | None = None
         # Partitions whose node failed a take are marked again after a backoff.
-        self._backoff = Backoff()
+        self._backoff = Backoff("taking work")
 
     @property
     def running(self) -> int:
@@ -102,13 +102,10 @@ class Runner:
                 raise
             except Exception as error:
                 # Its node did not answer: the others' work goes on; this one is asked again later.
-                delay_s, first = self._backoff.failed(node)
-                if first:
-                    logger.warning("could not take work from partition %d (%s); backing off", partition, error)
+                delay_s = self._backoff.failed(node, partition, error)
                 asyncio.get_running_loop().call_later(delay_s, self.wake, partition)
                 continue
-            if self._backoff.succeeded(node):
-                logger.info("partition %d answers again", partition)
+            self._backoff.succeeded(node)
             if len(entries) == room:
                 self._marked.add(partition)
             for entry in entries:

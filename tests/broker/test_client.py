@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.aio import aw
 from broker.client import LeanPool, create_redis
+from tests.helpers import aw
 
 
 async def test_a_command_cancelled_mid_reply_never_leaks_its_reply_to_the_next(redis_url: str, key_prefix: str) -> None:

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from broker.aio import aw
 from broker.client import LeanPool, create_redis
 from broker.keys import KeySpace, PartitionKeys
 from broker.scripts import Scripts
+from tests.helpers import aw
 
 SPIN_200_MS = """
 local function ms() local t = redis.call('TIME') return t[1] * 1000 + t[2] / 1000 end
