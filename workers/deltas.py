@@ -20,6 +20,8 @@ class DeltaStream:
         self._buffer: list[str] = []
         self._reset = False
         self._task: asyncio.Task[None] | None = None
+        # The flush task is still sleeping (not yet publishing): only then may close() cancel it.
+        self._waiting = False
 
     def sink(self, piece: str | None) -> None:
         if piece is None:
@@ -31,7 +33,11 @@ class DeltaStream:
             self._task = asyncio.create_task(self._flush_soon())
 
     async def _flush_soon(self) -> None:
-        await asyncio.sleep(FLUSH_EVERY_S)
+        self._waiting = True
+        try:
+            await asyncio.sleep(FLUSH_EVERY_S)
+        finally:
+            self._waiting = False
         await self.flush()
 
     async def flush(self) -> None:
@@ -47,8 +53,12 @@ class DeltaStream:
             await self._broker.log.publish_extra(self._session_id, dumps(payload))
 
     async def close(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        task = self._task
+        if task is not None and not task.done():
+            # A flush already publishing is waited for, not cancelled: it took the buffer, and a publish
+            # cut off half-way would lose that text for live readers (a busy machine saw none at all).
+            if self._waiting:
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
         await self.flush()

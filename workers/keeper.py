@@ -223,7 +223,7 @@ class Keeper:
     async def _visit_one(self, partition: int) -> None:
         node = self._broker.core.node_of(partition)
         async with self._limit:
-            wait_s = self._backoff.wait_s(node)
+            wait_s = self._backoff.wait_s(node, partition)
             if wait_s > 0:
                 self.ring(partition, self.now_ms() + round(wait_s * 1000))
                 return
@@ -234,6 +234,6 @@ class Keeper:
             except Exception as error:
                 self.ring(partition, self.now_ms() + round(self._backoff.failed(node, partition, error) * 1000))
                 return
-        self._backoff.succeeded(node)
+        self._backoff.succeeded(node, partition)
         if next_due is not None:
             self.ring(partition, next_due)

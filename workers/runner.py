@@ -92,7 +92,7 @@ class Runner:
                 continue
             partition = self._marked.pop()
             node = self._broker.core.node_of(partition)
-            wait_s = self._backoff.wait_s(node)
+            wait_s = self._backoff.wait_s(node, partition)
             if wait_s > 0:
                 asyncio.get_running_loop().call_later(wait_s, self.wake, partition)
                 continue
@@ -105,7 +105,7 @@ class Runner:
                 delay_s = self._backoff.failed(node, partition, error)
                 asyncio.get_running_loop().call_later(delay_s, self.wake, partition)
                 continue
-            self._backoff.succeeded(node)
+            self._backoff.succeeded(node, partition)
             if len(entries) == room:
                 self._marked.add(partition)
             for entry in entries:
