@@ -8,7 +8,7 @@ deployment's cost and ceiling. Read from INFO cpu around each measurement, with 
   the step after; per call) and 1 in flight (per run), next to the raw stream round trip (XADD,
   XREADGROUP, XACK, LPUSH of the result, the caller's BLPOP) at the same widths;
 - a ping (next to a raw SET PX), a registration, a model step (a run whose input gets a text answer);
-- which script costs what in the 100-in-flight round trip (SLOWLOG at threshold 0: every EVALSHA's time,
+- which script costs what in the 100-in-flight round trip (SLOWLOG at threshold 0: every FCALL's (or EVALSHA's) time,
   grouped by script).
 """
 
@@ -25,7 +25,7 @@ from bench import baselines
 from bench.calls import Session, many_in_flight, one_in_flight, open_session
 from bench.harness import Cluster, Figure, cluster, figure, keyed, redis_cpu_s, scripted_agent
 from broker.embedded import EmbeddedRedis
-from broker.scripts import names_by_sha
+from broker.luasource import names_by_id
 
 IDLE_WINDOW_S = 5.0
 
@@ -74,9 +74,9 @@ async def _text_runs(session: Session, count: int) -> None:
 
 
 async def _script_costs(node: EmbeddedRedis, session: Session, batches: int, width: int) -> dict[str, list[float]]:
-    """Every EVALSHA's duration (µs) during the batches, by script name."""
+    """Every script call's duration (µs) during the batches, by script name."""
     redis = Redis.from_url(node.url)
-    names = names_by_sha()
+    names = names_by_id()
     try:
         await redis.config_set("slowlog-max-len", 1_000_000)
         await redis.config_set("slowlog-log-slower-than", 0)
@@ -91,7 +91,7 @@ async def _script_costs(node: EmbeddedRedis, session: Session, batches: int, wid
     for entry in entries:
         command = entry["command"]
         words = command.split() if isinstance(command, bytes) else str(command).encode().split()
-        if words and words[0].upper() == b"EVALSHA":
+        if words and words[0].upper() in (b"EVALSHA", b"FCALL"):
             found.setdefault(names.get(words[1].decode(), "?"), []).append(float(entry["duration"]))
     return found
 

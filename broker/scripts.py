@@ -1,12 +1,10 @@
-"""The Lua scripts: read from `broker/lua`, includes expanded, registered once and loaded at start."""
+"""The Lua scripts (broker/luasource.py builds their text): loaded at start on every master, as one Redis
+Functions library or, on a Redis before 7.0, script by script; run by name."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, cast
 
 from hiredis import pack_command
@@ -24,80 +22,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from broker.client import LeanPool
 from broker.errors import BrokerUnavailable, from_script_status, translate_redis_errors
 from broker.keys import PartitionKeys
+from broker.luasource import SCRIPT_NAMES, library, script_sha, script_text, source
 from broker.slots import SlotMap
 
-_INCLUDE = re.compile(r"^--!include (\S+)$", re.MULTILINE)
-
-SCRIPT_NAMES = (
-    "ack_call",
-    "answer_call",
-    "begin_server_call",
-    "begin_step",
-    "cancel_run",
-    "claim_work",
-    "commit_step",
-    "create_session",
-    "delete_session",
-    "dequeue",
-    "done_work",
-    "expire_call",
-    "finish_run",
-    "idem_begin",
-    "idem_finish",
-    "keepers",
-    "lapse_client",
-    "leave_client",
-    "mint_token",
-    "ping_client",
-    "pool_take",
-    "post_input",
-    "publish_version",
-    "reclaim_step",
-    "register_client",
-    "renew_call",
-    "renew_step",
-    "resolve_approval",
-    "server_result",
-    "sweep",
-    "take_work",
-    "update_tools",
-)
-
-
-def _read(name: str) -> str:
-    return resources.files("broker").joinpath("lua", name).read_text(encoding="utf-8")
-
-
-# The library of a session's partition: a script that includes it gets the partition's keys last.
-_PARTITION_LIBRARY = "lib/partition.lua"
-
-
-def source(name: str) -> str:
-    """A script's text with every `--!include lib/x.lua` line replaced by that library, once each."""
-    return _expand(name)[0]
-
-
-def names_by_sha() -> dict[str, str]:
-    """Every script's name by its SHA1 (what EVALSHA, SLOWLOG and MONITOR show)."""
-    return {_sha(source(name)): name for name in SCRIPT_NAMES}
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()  # noqa: S324 (Redis's id for a script)
-
-
-def _expand(name: str) -> tuple[str, set[str]]:
-    """A script's text with its includes expanded, and the libraries it includes."""
-    seen: set[str] = set()
-
-    def expand(match: re.Match[str]) -> str:
-        path = match.group(1)
-        if path in seen:
-            return ""
-        seen.add(path)
-        return _INCLUDE.sub(expand, _read(path))
-
-    return _INCLUDE.sub(expand, _read(f"{name}.lua")), seen
+__all__ = ["SCRIPT_NAMES", "Scripts", "evalsha", "source"]
 
 
 def _text(value: Any) -> Any:
@@ -106,12 +34,6 @@ def _text(value: Any) -> Any:
     if isinstance(value, list):
         return [_text(item) for item in value]
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class _Script:
-    text: str
-    sha: str
 
 
 # A script that meets more MOVED / ASK / TRYAGAIN answers than this fails (a slot moving back and forth).
@@ -141,15 +63,23 @@ class Scripts:
 
     redis: Redis
     slots: SlotMap | None = None
-    _scripts: dict[str, _Script] = field(default_factory=dict)
+    functions: bool | None = None
+    """Whether the scripts run as a Redis Functions library (FCALL) or each by its SHA (EVALSHA, for a
+    Redis before 7.0). None: found out by the first `load`."""
+    _heads: dict[str, tuple[str, str]] = field(default_factory=dict)
     _partitioned: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        for name in SCRIPT_NAMES:
-            text, libraries = _expand(name)
-            self._scripts[name] = _Script(text, _sha(text))
-            if _PARTITION_LIBRARY in libraries:
-                self._partitioned.add(name)
+        self._partitioned = {name for name in SCRIPT_NAMES if script_text(name).partitioned}
+        if self.functions is not None:
+            self._choose(self.functions)
+
+    def _choose(self, functions: bool) -> None:
+        self.functions = functions
+        if functions:
+            self._heads = {name: ("FCALL", function) for name, function in library().functions.items()}
+        else:
+            self._heads = {name: ("EVALSHA", script_sha(name)) for name in SCRIPT_NAMES}
 
     def _masters(self) -> list[Redis]:
         if self.slots is None:
@@ -157,50 +87,59 @@ class Scripts:
         return [self.slots.client(address) for address in self.slots.masters()]
 
     async def load(self) -> None:
-        """SCRIPT LOAD every script (on every master of a Cluster), so a broken one fails readiness rather
-        than its first request."""
+        """Load the library (or every script, on a Redis without Functions) on every master, so a broken
+        script fails readiness rather than its first request. Loading the library again is harmless."""
         with translate_redis_errors():
             if self.slots is not None:
                 await self.slots.refresh()
             for client in self._masters():
-                for script in self._scripts.values():
-                    await client.script_load(script.text)
+                if self.functions is None:
+                    self._choose(await _has_functions(client))
+                if self.functions:
+                    await client.function_load(library().text, replace=True)
+                else:
+                    for name in SCRIPT_NAMES:
+                        await client.script_load(source(name))
 
     async def loaded(self) -> bool:
-        shas = [script.sha for script in self._scripts.values()]
         with translate_redis_errors():
             for client in self._masters():
-                if not all(await client.script_exists(*shas)):
+                if self.functions:
+                    if not await client.function_list(library=library().name):
+                        return False
+                elif not all(await client.script_exists(*(head[1] for head in self._heads.values()))):
                     return False
-        return True
+        return self.functions is not None
 
     async def raw(
         self, name: str, keys: list[str], args: Sequence[str | int | bytes], partition: PartitionKeys | None = None
     ) -> Any:
         """Run a script and return its reply as text, without interpreting it. `partition` is required for,
         and only for, the scripts that include lib/partition.lua."""
-        script = self._scripts[name]
         if (name in self._partitioned) != (partition is not None):
             raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
         if partition is not None:
             keys = [*keys, *partition.block]
+        if self.functions is None:
+            await self.load()
         send = self._on_one if self.slots is None else self._on_cluster
         with translate_redis_errors():
             try:
-                reply = await send(script.sha, keys, args)
+                reply = await send(self._heads[name], keys, args)
             except NoScriptError:
-                # It did not run: the server lost its script cache (a restart, a failover, a new node).
+                # It did not run: the server lost its scripts or functions (a restart without
+                # persistence, a new node, SCRIPT or FUNCTION FLUSH).
                 await self.load()
-                reply = await send(script.sha, keys, args)
+                reply = await send(self._heads[name], keys, args)
             return _text(reply)
 
-    async def _on_one(self, sha: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
+    async def _on_one(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         try:
-            return await evalsha(self.redis, sha, keys, args)
+            return await send_once(self.redis, (*head, len(keys), *keys, *args))
         except _NotSent as error:
             raise error.cause from None
 
-    async def _on_cluster(self, sha: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
+    async def _on_cluster(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         slots = self.slots
         assert slots is not None
         slot = slots.slot(keys[0])
@@ -213,7 +152,8 @@ class Scripts:
                 if address is None:
                     raise SlotNotCoveredError(f"no master serves slot {slot}")
             try:
-                return await evalsha(slots.client(address), sha, keys, args, asking=asking is not None)
+                command = (*head, len(keys), *keys, *args)
+                return await send_once(slots.client(address), command, asking=asking is not None)
             except _NotSent as error:
                 # The node is down. A replica may have taken over: read the map again; if it still
                 # names the dead node, its partitions fail fast until it is back or replaced.
@@ -253,12 +193,28 @@ class Scripts:
         return list(reply[1:])
 
 
+async def _has_functions(client: Redis) -> bool:
+    try:
+        await client.function_list(library="-")
+    except ResponseError as error:
+        if "unknown command" in str(error).lower():
+            return False
+        raise
+    return True
+
+
 async def evalsha(
     redis: Redis, sha: str, keys: list[str], args: Sequence[str | int | bytes], *, asking: bool = False
 ) -> Any:
-    """One EVALSHA on a connection of `redis`'s pool, sent once: a reply lost after the send fails the
-    call (`_NotSent` only when nothing was sent)."""
-    # Every operation is one EVALSHA, so redis-py's generic command path (retry wrapper, command lookup,
+    """One EVALSHA on a connection of `redis`'s pool, sent once (`send_once`)."""
+    return await send_once(redis, ("EVALSHA", sha, len(keys), *keys, *args), asking=asking)
+
+
+async def send_once(redis: Redis, command: tuple[str | int | bytes, ...], *, asking: bool = False) -> Any:
+    """One command on a connection of `redis`'s pool, sent once: a reply lost after the send fails the
+    call (`_NotSent` only when nothing was sent). A function that does not exist answers NoScriptError,
+    as a script that does not does."""
+    # Every operation is one script call, so redis-py's generic command path (retry wrapper, command lookup,
     # pure-Python RESP packing) was a fifth of the API's CPU on the hot routes. (hiredis's stub types
     # pack_command's argument as a 1-tuple; it takes any length.) Connecting is retried by the pool
     # (nothing was sent yet); nothing after that is.
@@ -269,15 +225,17 @@ async def evalsha(
     except (RedisConnectionError, RedisTimeoutError) as error:
         raise _NotSent(error) from error
     try:
-        command = pack_command(("EVALSHA", sha, len(keys), *keys, *args))  # type: ignore[arg-type]
+        packed = pack_command(command)  # type: ignore[arg-type]
         if asking:
             # ASK names the node importing the slot; ASKING lets the next command run there once.
-            await connection.send_packed_command(pack_command(("ASKING",)) + command, False)
+            await connection.send_packed_command(pack_command(("ASKING",)) + packed, False)
             await connection.read_response()
         else:
-            await connection.send_packed_command(command, False)
+            await connection.send_packed_command(packed, False)
         return await connection.read_response()
-    except ResponseError:
+    except ResponseError as error:
+        if str(error).startswith("Function not found"):
+            raise NoScriptError(str(error)) from error
         raise
     except BaseException:
         # A command interrupted half-sent or with its reply owed must not hand its connection to the next

@@ -14,7 +14,7 @@ from broker import Broker
 from broker.embedded import EmbeddedCluster
 from broker.settings import Settings
 from tests.api_client import Api
-from tests.stack import Stack, opened_broker, running_stack, started_redis
+from tests.stack import Stack, hang_report, opened_broker, running_stack, started_redis
 
 # Deadlines short enough that every failure path runs in about a second.
 FAST = {
@@ -71,8 +71,9 @@ def settings(redis_url: str, key_prefix: str, tmp_path: Path) -> Settings:
 
 @pytest.fixture
 async def broker(settings: Settings, redis_url: str) -> AsyncIterator[Broker]:
-    async with opened_broker(settings, redis_url) as opened:
-        yield opened
+    with hang_report():
+        async with opened_broker(settings, redis_url) as opened:
+            yield opened
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,16 +83,44 @@ async def run_worker(settings: Settings, redis_url: str) -> AsyncIterator[None]:
         await task
 
 
+# Under the per-test timeout (60 s): a test still running then had something wait forever, and the
+# timeout's thread dump shows only the event loop's select. The tasks' own stacks say what waited.
+HANG_REPORT_S = 45.0
+
+
+@contextlib.contextmanager
+def hang_report(delay_s: float = HANG_REPORT_S) -> Iterator[None]:
+    """Print every task's stack to the real stderr (output capture dies with a timed-out run) if the
+    block is still running after `delay_s`."""
+    loop = asyncio.get_running_loop()
+
+    def report() -> None:
+        out = sys.__stderr__
+        if out is None:
+            return
+        print(f"\n--- still running after {delay_s:g} s; the event loop's tasks:", file=out)
+        for task in asyncio.all_tasks(loop):
+            task.print_stack(file=out)
+        out.flush()
+
+    handle = loop.call_later(delay_s, report)
+    try:
+        yield
+    finally:
+        handle.cancel()
+
+
 @contextlib.asynccontextmanager
 async def running_stack(settings: Settings, redis_url: str, *, worker: bool = True) -> AsyncIterator[Stack]:
     assert settings.bootstrap_api_key is not None
     key = settings.bootstrap_api_key.get_secret_value()
-    async with opened_broker(settings, redis_url) as broker, serve_api(settings, redis_url) as url:
-        if worker:
-            async with run_worker(settings, redis_url):
+    with hang_report():
+        async with opened_broker(settings, redis_url) as broker, serve_api(settings, redis_url) as url:
+            if worker:
+                async with run_worker(settings, redis_url):
+                    yield Stack(url, key, settings, broker)
+            else:
                 yield Stack(url, key, settings, broker)
-        else:
-            yield Stack(url, key, settings, broker)
 
 
 @contextlib.asynccontextmanager

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from redis.asyncio import Redis
 
 from broker.client import LeanPool, create_redis
 from broker.keys import KeySpace, PartitionKeys
+from broker.luasource import library
 from broker.scripts import Scripts
 from tests.helpers import aw
 
@@ -19,22 +21,53 @@ return 1
 """
 
 
+async def skip_without_functions(redis: Redis) -> None:
+    if int(str((await redis.info("server"))["redis_version"]).split(".")[0]) < 7:
+        pytest.skip("this redis-server predates Redis Functions (7.0); the scripts run by EVALSHA there")
+
+
 async def next_due(scripts: Scripts, partition: PartitionKeys) -> int:
     """The partition's next due time as the sweep arms it (-1 for none), through one script call."""
     reply = await scripts.raw("sweep", [], [0], partition)
     return int(reply[1])
 
 
-async def test_a_flushed_script_cache_is_loaded_again_on_first_use(redis_url: str, key_prefix: str) -> None:
+@pytest.mark.parametrize("functions", [True, False], ids=["functions", "evalsha"])
+async def test_scripts_forgotten_by_redis_are_loaded_again_on_first_use(
+    redis_url: str, key_prefix: str, functions: bool
+) -> None:
     redis = create_redis(redis_url)
     partition = KeySpace(key_prefix).partition(0)
     try:
-        scripts = Scripts(redis)
+        if functions:
+            await skip_without_functions(redis)
+        scripts = Scripts(redis, functions=functions)
         await scripts.load()
+        assert await scripts.loaded()
         assert await next_due(scripts, partition) == -1
-        await redis.script_flush()
+        if functions:
+            await redis.function_delete(library().name)
+        else:
+            await redis.script_flush()
+        assert not await scripts.loaded()
         await redis.zadd(partition.deadlines, {"t": 5})
         assert await next_due(scripts, partition) == 5
+        assert await scripts.loaded()
+    finally:
+        await redis.aclose()
+
+
+async def test_a_redis_with_functions_runs_the_library_and_keeps_one_copy(redis_url: str, key_prefix: str) -> None:
+    redis = create_redis(redis_url)
+    try:
+        await skip_without_functions(redis)
+        scripts = Scripts(redis)
+        await scripts.load()
+        assert scripts.functions
+        await scripts.load()
+        listed = await redis.function_list(library=library().name)
+        assert len(listed) == 1
+        assert await next_due(scripts, KeySpace(key_prefix).partition(1)) == -1
     finally:
         await redis.aclose()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.keys import WORK_GROUP
+from broker.luasource import LIBRARIES, script_text
 from broker.scripts import SCRIPT_NAMES, source
 from broker.telemetry import MS_BUCKETS
 
@@ -55,6 +56,12 @@ def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
     expanded = source(name)
     assert not re.search(r"^--!include ", expanded, re.MULTILINE)
     assert not re.search(r"redis\.call\('(KEYS|SCAN)'", expanded)
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_scripts_include_libraries_in_the_order_the_functions_library_defines_them(name: str) -> None:
+    includes = script_text(name).includes
+    assert list(includes) == [path for path in LIBRARIES if path in includes]
 
 
 def test_no_pickle_anywhere() -> None:

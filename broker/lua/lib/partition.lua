@@ -13,12 +13,20 @@
 -- the alarm and is published on that channel, so the timekeeper sleeps until exactly then without
 -- reading any index in the meantime; `w` on the same channel says new work is in the stream.
 
-local SB_NK = #KEYS
-local SB_P = {
-  deadlines = KEYS[SB_NK - 8], leases = KEYS[SB_NK - 7], steps = KEYS[SB_NK - 6], dequeue = KEYS[SB_NK - 5],
-  purges = KEYS[SB_NK - 4], claims = KEYS[SB_NK - 3], work = KEYS[SB_NK - 2], alarm = KEYS[SB_NK - 1],
-  stats = KEYS[SB_NK],
-}
+local SB_P = {}
+local sb_work_woken = false
+
+-- Points SB_P at this call's partition (the last nine KEYS). broker/scripts.py puts the call to it first
+-- in every script that includes this library: the library is loaded once (a Redis Functions library)
+-- and serves every call, so nothing of one call may be left over for the next.
+local function sb_partition_enter()
+  local n = #KEYS
+  SB_P.deadlines, SB_P.leases, SB_P.steps = KEYS[n - 8], KEYS[n - 7], KEYS[n - 6]
+  SB_P.dequeue, SB_P.purges, SB_P.claims = KEYS[n - 5], KEYS[n - 4], KEYS[n - 3]
+  SB_P.work, SB_P.alarm, SB_P.stats = KEYS[n - 2], KEYS[n - 1], KEYS[n]
+  sb_work_woken = false
+end
+
 -- The consumer group workers read the work stream through (broker/keys.py WORK_GROUP).
 local SB_WORK_GROUP = 'workers'
 
@@ -54,8 +62,6 @@ local function sb_timer(index, due, member)
     redis.call('PUBLISH', SB_P.alarm, due)
   end
 end
-
-local sb_work_woken = false
 
 -- Leaves a piece of work for the workers on the partition's stream: a step to run
 -- (`s|sid|run|step|attempt`), a server tool call (`t|sid|call`), a run-scoped client to release
