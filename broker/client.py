@@ -107,6 +107,11 @@ class LeanPool(ConnectionPool):
             raise failed
 
 
+# No command waits on Redis by design (nothing blocks: the alarms come by pub/sub, read with their own
+# timeouts), so a reply not back within this never comes: a half-open connection, a server gone without
+# a reset. The caller fails (its command may have run, as after any lost reply) instead of waiting forever.
+SOCKET_TIMEOUT_S = 30.0
+
 # A caller waiting longer than this for a free connection gets BrokerUnavailable (a pool exhausted by
 # a bug must fail requests, not hang them).
 POOL_WAIT_S = 10.0
@@ -122,6 +127,7 @@ def create_redis(url: str, *, name: str = "switchboard", max_connections: int = 
         max_connections=max_connections,
         health_check_interval=15,
         socket_keepalive=True,
+        socket_timeout=SOCKET_TIMEOUT_S,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=retries),
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
     )

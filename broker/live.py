@@ -128,6 +128,12 @@ class _Channel:
     # the log and this subscription taking effect reached nobody, so the readers re-read once more then.
     recovering: bool = False
 
+    def deliver(self, data: bytes) -> None:
+        # A script publishes all its events on a channel as one message, one per line.
+        for item in data.split(b"\n"):
+            for subscription in list(self.subscribers):
+                subscription.push(item)
+
 
 class LiveHub:
     """Subscribes each session channel once per process and hands its messages to local subscriptions."""
@@ -247,8 +253,7 @@ class LiveHub:
         if kind == "message":
             data = message.get("data")
             if isinstance(data, bytes):
-                for subscription in list(channel.subscribers):
-                    subscription.push(data)
+                channel.deliver(data)
         elif kind in ("subscribe", "unsubscribe") and channel.pending:
             channel.pending.popleft()
             channel.live = kind == "subscribe"

@@ -66,6 +66,58 @@ LIBRARIES = (
     "lib/http.lua",
 )
 
+# What a library holds back until its script ends (lib/core.lua: messages; lib/partition.lua: figures).
+_FLUSHES = (("lib/partition.lua", "sb_flush_counts()\n"), ("lib/core.lua", "sb_flush_outbox()\n"))
+
+# A library serves every call: what one call held back and did not write (it failed) is dropped as the
+# next begins.
+_CALL_ENDS = """
+local function sb_begin()
+  sb_outbox, sb_outbox_order = {}, {}
+  sb_counted, sb_counted_stats = {}, nil
+end
+
+local function sb_end()
+  sb_flush_counts()
+  sb_flush_outbox()
+end
+"""
+
+# The hot routes' scripts, which an API process sends several at a time (broker/batching.py).
+BATCHED = ("ack_call", "answer_call", "ping_client")
+
+# Runs several calls in one FCALL, each as if it were called alone and each answered alone: an error in
+# one (a bug; a refusal is an answer) is that call's answer, and the calls after it still run.
+# KEYS: every call's keys, in order. ARGV[1] the number of calls, then per call: script name, its number
+# of keys, its number of arguments, its arguments. Returns one reply (or error) per call, in order.
+_BATCH = """
+local SB_BATCHED = {{batched}}
+
+local function sb_batch(keys, args)
+  sb_begin()
+  local replies, k, a = {}, 1, 2
+  for i = 1, tonumber(args[1]) do
+    local script, nk, na = SB_BATCHED[args[a]], tonumber(args[a + 1]), tonumber(args[a + 2])
+    a = a + 3
+    local call_keys, call_args = {}, {}
+    for j = 1, nk do call_keys[j] = keys[k + j - 1] end
+    for j = 1, na do call_args[j] = args[a + j - 1] end
+    k, a = k + nk, a + na
+    KEYS, ARGV = call_keys, call_args
+    local ok, reply = pcall(script)
+    if ok then
+      replies[i] = reply
+    elseif type(reply) == 'table' and reply.err then
+      replies[i] = reply
+    else
+      replies[i] = {err = tostring(reply)}
+    end
+  end
+  sb_end()
+  return replies
+end
+"""
+
 # The library of a session's partition: a script that includes it gets the partition's keys last, and
 # begins by pointing the library at them.
 PARTITION_LIBRARY = "lib/partition.lua"
@@ -100,6 +152,11 @@ class ScriptText:
         """The body as it runs, the partition pointed at first when the script has one."""
         return (_ENTER_PARTITION if self.partitioned else "") + self.body
 
+    @property
+    def flush(self) -> str:
+        """What the script's libraries hold back until it ends: the figures counted, the messages."""
+        return "".join(code for path, code in _FLUSHES if path in self.includes)
+
 
 @cache
 def script_text(name: str) -> ScriptText:
@@ -120,7 +177,10 @@ def source(name: str) -> str:
         return script.body
     libraries = "".join(_read(path) for path in script.includes)
     # KEYS and ARGV are the call's globals here; the libraries read them as the chunk's locals.
-    return f"{script.header}local KEYS, ARGV = KEYS, ARGV\n{libraries}{script.entry}"
+    return (
+        f"{script.header}local KEYS, ARGV = KEYS, ARGV\n{libraries}local function sb_main()\n{script.entry}\nend\n"
+        f"local sb_answer = sb_main()\n{script.flush}return sb_answer\n"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +190,8 @@ class Library:
     name: str
     text: str
     functions: dict[str, str]
+    batch: str
+    """The function running several calls of the BATCHED scripts, all of one partition, in one FCALL."""
 
 
 @cache
@@ -140,16 +202,19 @@ def library() -> Library:
     for name in SCRIPT_NAMES:
         script = script_text(name)
         parts.append(f"\nlocal function sb_script_{name}()\n{script.entry}\nend\n")
+    batched = ", ".join(f"{name} = sb_script_{name}" for name in BATCHED)
+    parts.append(_CALL_ENDS + _BATCH.replace("{batched}", batched))
     body = "".join(parts)
     version = _sha(body)[:12]
     functions = {name: f"sb_{name}_{version}" for name in SCRIPT_NAMES}
     registrations = "".join(
-        f"redis.register_function('{function}', function(keys, args) KEYS, ARGV = keys, args "
-        f"return sb_script_{name}() end)\n"
+        f"redis.register_function('{function}', function(keys, args) KEYS, ARGV = keys, args sb_begin() "
+        f"local answer = sb_script_{name}() sb_end() return answer end)\n"
         for name, function in functions.items()
     )
+    registrations += f"redis.register_function('sb_batch_{version}', sb_batch)\n"
     library_name = f"switchboard_{version}"
-    return Library(library_name, f"#!lua name={library_name}\n{body}{registrations}", functions)
+    return Library(library_name, f"#!lua name={library_name}\n{body}{registrations}", functions, f"sb_batch_{version}")
 
 
 def script_sha(name: str) -> str:
@@ -161,4 +226,5 @@ def names_by_id() -> dict[str, str]:
     """Every script's name by what EVALSHA, FCALL, SLOWLOG and MONITOR show: its SHA1 and its function."""
     found = {script_sha(name): name for name in SCRIPT_NAMES}
     found.update({function: name for name, function in library().functions.items()})
+    found[library().batch] = "batch (" + ", ".join(BATCHED) + ")"
     return found

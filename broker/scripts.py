@@ -19,10 +19,11 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from broker.batching import Batcher
 from broker.client import LeanPool
 from broker.errors import BrokerUnavailable, from_script_status, translate_redis_errors
 from broker.keys import PartitionKeys
-from broker.luasource import SCRIPT_NAMES, library, script_sha, script_text, source
+from broker.luasource import BATCHED, SCRIPT_NAMES, library, script_sha, script_text, source
 from broker.slots import SlotMap
 
 __all__ = ["SCRIPT_NAMES", "Scripts", "evalsha", "source"]
@@ -55,11 +56,12 @@ class Scripts:
     Every script that includes lib/partition.lua acts within one partition and is handed that partition's
     keys (`PartitionKeys.block`) after its own, so its whole call stays in the partition's slot.
 
-    A script is sent once. Only an answer that says it did not run (NOSCRIPT: the server lost its script
-    cache; MOVED, ASK, TRYAGAIN on a Cluster) sends it again; a connection lost or timed out after
+    A script is sent once. Only an answer that says it did not run (NOSCRIPT or `Function not found`: the
+    server lost its scripts; MOVED, ASK, TRYAGAIN on a Cluster) sends it again; a connection lost or timed out after
     sending fails the call, since the script may have run, and running it twice could append an input
     twice or answer a result's retry with 409. Idempotency-Keys make a retry by the client safe instead.
-    On a Cluster each script goes to its slot's node on that node's own pool (`broker/slots.py`)."""
+    On a Cluster each script goes to its slot's node on that node's own pool (`broker/slots.py`). The hot
+    routes' scripts go by group commit, per partition (`broker/batching.py`)."""
 
     redis: Redis
     slots: SlotMap | None = None
@@ -68,6 +70,7 @@ class Scripts:
     Redis before 7.0). None: found out by the first `load`."""
     _heads: dict[str, tuple[str, str]] = field(default_factory=dict)
     _partitioned: set[str] = field(default_factory=set)
+    _batcher: Batcher | None = None
 
     def __post_init__(self) -> None:
         self._partitioned = {name for name in SCRIPT_NAMES if script_text(name).partitioned}
@@ -78,6 +81,7 @@ class Scripts:
         self.functions = functions
         if functions:
             self._heads = {name: ("FCALL", function) for name, function in library().functions.items()}
+            self._batcher = Batcher(self._send, library().functions, library().batch)
         else:
             self._heads = {name: ("EVALSHA", script_sha(name)) for name in SCRIPT_NAMES}
 
@@ -122,16 +126,20 @@ class Scripts:
             keys = [*keys, *partition.block]
         if self.functions is None:
             await self.load()
-        send = self._on_one if self.slots is None else self._on_cluster
         with translate_redis_errors():
-            try:
-                reply = await send(self._heads[name], keys, args)
-            except NoScriptError:
-                # It did not run: the server lost its scripts or functions (a restart without
-                # persistence, a new node, SCRIPT or FUNCTION FLUSH).
-                await self.load()
-                reply = await send(self._heads[name], keys, args)
-            return _text(reply)
+            if self._batcher is not None and partition is not None and name in BATCHED:
+                return _text(await self._batcher.run(partition.number, name, keys, args))
+            return _text(await self._send(self._heads[name], keys, args))
+
+    async def _send(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
+        send = self._on_one if self.slots is None else self._on_cluster
+        try:
+            return await send(head, keys, args)
+        except NoScriptError:
+            # It did not run: the server lost its scripts or functions (a restart without persistence, a
+            # new node, SCRIPT or FUNCTION FLUSH).
+            await self.load()
+            return await send(head, keys, args)
 
     async def _on_one(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         try:

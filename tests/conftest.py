@@ -26,6 +26,8 @@ FAST = {
     "step_lease_s": 1.0,
     "model_backoff_s": 0.02,
     "server_call_lease_s": 1.0,
+    # How long a stopping worker lets its running steps finish: bounded well under the per-test timeout.
+    "step_timeout_s": 15.0,
 }
 
 

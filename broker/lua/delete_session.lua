@@ -28,7 +28,7 @@ local names = redis.call('HGETALL', S.names)
 if #names > 0 then sb_count('clients_active', -(#names / 2)) end
 for i = 2, #names, 2 do redis.call('ZREM', SB_P.leases, S.sid .. ':' .. names[i]) end
 redis.call('ZREM', SB_P.dequeue, S.sid)
-redis.call('PUBLISH', S.channel, 'deleted')
+sb_publish(S.channel, 'deleted')
 redis.call('HSET', S.meta, 'deleted', '1')
 sb_timer(SB_P.purges, S.now, S.sid)
 redis.call('UNLINK', S.events, S.names, S.calls, S.owed, S.run, S.inbox)

@@ -36,6 +36,28 @@ local function sb_iso(us)
   return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%06dZ', y, m, d, hh, mi, ss, frac)
 end
 
+-- Every event of a call is one message on its session's channel, but a call (or a batch of calls,
+-- broker/batching.py) publishes once per channel: its messages joined by newlines (an event's JSON has
+-- none), which the live hub splits (broker/live.py). broker/luasource.py flushes it as each call ends.
+local sb_outbox, sb_outbox_order = {}, {}
+
+local function sb_publish(channel, message)
+  local queued = sb_outbox[channel]
+  if not queued then
+    queued = {}
+    sb_outbox[channel] = queued
+    sb_outbox_order[#sb_outbox_order + 1] = channel
+  end
+  queued[#queued + 1] = message
+end
+
+local function sb_flush_outbox()
+  for _, channel in ipairs(sb_outbox_order) do
+    redis.call('PUBLISH', channel, table.concat(sb_outbox[channel], '\n'))
+  end
+  sb_outbox, sb_outbox_order = {}, {}
+end
+
 -- A Lua string as a JSON string literal.
 local function sb_str(s)
   return cjson.encode(s)
@@ -43,18 +65,25 @@ end
 
 -- A session that does not exist, or is being deleted, answers like one that never existed.
 local function sb_session_live(S)
-  if redis.call('HGET', S.meta, 'deleted') == '1' then return false end
-  return redis.call('EXISTS', S.meta) == 1
+  -- `seq` is written when the session is created, so it tells whether the record exists.
+  local found = redis.call('HMGET', S.meta, 'seq', 'deleted')
+  return found[1] ~= false and found[2] ~= '1'
 end
 
--- Appends one event to the session log and publishes it. `body` is a JSON object without `seq` and
+-- Appends one event to the session log and publishes it (as the call ends). `body` is a JSON object without `seq` and
 -- `created_at`; they are spliced in front so the stored text is exactly what every reader sends.
 -- Reads S.meta, S.events, S.channel; the time is the one sb_now_ms last read.
+local sb_iso_us, sb_iso_text = -1, ''
+
 local function sb_append(S, body)
   local seq = redis.call('HINCRBY', S.meta, 'seq', 1)
-  local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso(sb_time_us) .. '",' .. string.sub(body, 2)
+  -- A step appends hundreds of events at one time: the date is formatted once.
+  if sb_iso_us ~= sb_time_us then
+    sb_iso_us, sb_iso_text = sb_time_us, sb_iso(sb_time_us)
+  end
+  local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso_text .. '",' .. string.sub(body, 2)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
-  redis.call('PUBLISH', S.channel, json)
+  sb_publish(S.channel, json)
   return json
 end
 

@@ -36,8 +36,23 @@ local SB_WORK_GROUP = 'workers'
 -- makes them cumulative over the same SB_MS_BUCKETS) and `<name>:sum_ms` their sum.
 local SB_MS_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000}
 
+local sb_counted, sb_counted_stats = {}, nil
+
+local function sb_flush_counts()
+  for field, by in pairs(sb_counted) do
+    if by ~= 0 then redis.call('HINCRBY', sb_counted_stats, field, by) end
+  end
+  sb_counted, sb_counted_stats = {}, nil
+end
+
+-- Counted as the call goes and written as it ends (broker/luasource.py), once per field: a batch of
+-- acks adds to each of its figures once.
 local function sb_count(field, by)
-  redis.call('HINCRBY', SB_P.stats, field, by or 1)
+  if sb_counted_stats ~= SB_P.stats then
+    sb_flush_counts()
+    sb_counted_stats = SB_P.stats
+  end
+  sb_counted[field] = (sb_counted[field] or 0) + (by or 1)
 end
 
 local function sb_observe_ms(name, ms)
@@ -48,8 +63,8 @@ local function sb_observe_ms(name, ms)
       break
     end
   end
-  redis.call('HINCRBY', SB_P.stats, name .. ':le:' .. le, 1)
-  redis.call('HINCRBY', SB_P.stats, name .. ':sum_ms', ms)
+  sb_count(name .. ':le:' .. le)
+  sb_count(name .. ':sum_ms', ms)
 end
 
 -- Sets `member` of timer index `index` due at `due` (ms, Redis's clock), and wakes the timekeeper when

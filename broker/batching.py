@@ -1,0 +1,100 @@
+"""Group commit for the hot routes: calls of one partition that arrive while another of its calls is in
+flight go to Redis together, as one FCALL of the library's batch function.
+
+Each Redis command costs its server a read, a parse, a dispatch and a write whatever it does, and a
+script call a fixed amount more to set up; at 100 calls in flight those were a third of an ack's cost.
+A partition has at most one batch in flight per process: a call that finds none goes at once, alone
+(no added wait at low load); calls that arrive meanwhile wait for it and then go together. Each call in
+a batch runs as it would alone, atomically, in arrival order, and gets its own answer or error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+# The most calls in one batch: one FCALL runs them all, and Redis serves nothing else meanwhile.
+BATCH_LIMIT = 64
+
+Head = tuple[str, str]
+Send = Callable[[Head, list[str], Sequence[str | int | bytes]], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    keys: list[str]
+    args: Sequence[str | int | bytes]
+    answer: asyncio.Future[Any]
+
+
+@dataclass(slots=True)
+class _Partition:
+    waiting: list[_Call] = field(default_factory=list)
+    sending: bool = False
+
+
+class Batcher:
+    """Sends the calls of each partition one batch at a time. `send(head, keys, args)` runs one FCALL
+    (`head` is ("FCALL", function)); `single` names each script's own function, `batch` the batch's."""
+
+    def __init__(self, send: Send, single: dict[str, str], batch: str, limit: int = BATCH_LIMIT) -> None:
+        self._send = send
+        self._single = single
+        self._batch = batch
+        self._limit = limit
+        self._partitions: dict[int, _Partition] = {}
+
+    async def run(self, partition: int, name: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
+        """The script's reply, as if it had been sent alone."""
+        call = _Call(name, keys, args, asyncio.get_running_loop().create_future())
+        state = self._partitions.setdefault(partition, _Partition())
+        state.waiting.append(call)
+        if not state.sending:
+            state.sending = True
+            asyncio.create_task(self._drain(partition, state))  # noqa: RUF006 (kept by the futures it answers)
+        return await call.answer
+
+    async def _drain(self, partition: int, state: _Partition) -> None:
+        try:
+            while state.waiting:
+                # A caller gone before its call was sent (its request cancelled): the call is not sent.
+                state.waiting = [call for call in state.waiting if not call.answer.done()]
+                batch, state.waiting = state.waiting[: self._limit], state.waiting[self._limit :]
+                if batch:
+                    await self._one(batch)
+        finally:
+            state.sending = False
+            if not state.waiting:
+                self._partitions.pop(partition, None)
+
+    async def _one(self, batch: list[_Call]) -> None:
+        try:
+            if len(batch) == 1:
+                (call,) = batch
+                replies = [await self._send(("FCALL", self._single[call.name]), call.keys, call.args)]
+            else:
+                keys: list[str] = []
+                args: list[str | int | bytes] = [len(batch)]
+                for call in batch:
+                    keys += call.keys
+                    args += [call.name, len(call.keys), len(call.args), *call.args]
+                replies = await self._send(("FCALL", self._batch), keys, args)
+        except BaseException as error:
+            for call in batch:
+                if not call.answer.done():
+                    call.answer.set_exception(error)
+            if not isinstance(error, Exception):
+                raise
+            return
+        for call, reply in zip(batch, replies, strict=True):
+            if call.answer.done():
+                continue
+            if isinstance(reply, ResponseError):
+                call.answer.set_exception(reply)
+            else:
+                call.answer.set_result(reply)
