@@ -1,7 +1,8 @@
 """Scenario 5: thousands of SSE streams on one API process, all on one session (every tab of a very busy
 page): how long a published event takes to reach every stream, how many Redis connections the API holds,
-and what a stream costs in memory. The reference is the same event reaching a single stream, measured in
-the same run.
+what a stream costs in memory, and the API's CPU per event per stream. The reference is the same event
+reaching a single stream, measured in the same run. Then the 5,000 streams are spread over two API
+processes (a second started for it), half on each: what spreading does on this machine's cores.
 
 The streams are read by a lean asyncio protocol that only notes when a chunk carrying the published event
 type arrives, so the reader costs a few µs per chunk and the figures measure the API.
@@ -23,6 +24,8 @@ from bench.harness import (
     Cluster,
     Figure,
     cluster,
+    cpu_count,
+    cpu_seconds,
     created_at_s,
     enough_files,
     figure,
@@ -33,6 +36,8 @@ from bench.harness import (
 )
 
 MARKER = b'"type":"client_tools_updated"'
+# The fan-out the target is set for; measured on one API process, then spread over two.
+SPREAD_SIZE = 5000
 OPEN_CONCURRENCY = 200
 
 
@@ -130,6 +135,7 @@ async def _measure(running: Cluster, sizes: list[int], publishes: int) -> list[F
     async with running.client() as admin:
         agent_id = await scripted_agent(admin)
         single: dict[str, float] = {}
+        one_process: dict[str, float] = {}
         for size in sizes:
             party = await registered(running, admin, agent_id)
             before = rss_kb(running.api_pid)
@@ -139,10 +145,10 @@ async def _measure(running: Cluster, sizes: list[int], publishes: int) -> list[F
             await asyncio.sleep(0.5)
             per_stream_kb = (rss_kb(running.api_pid) - before) / size
             connections = await _api_connections(running.redis.url)
+            cpu_before = cpu_seconds(running.api_pid)
             latency = summary(await _publish(party, readers, publishes))
-            for reader in readers:
-                if reader.transport is not None:
-                    reader.transport.close()
+            per_delivery_us = (cpu_seconds(running.api_pid) - cpu_before) / (publishes * size) * 1e6
+            _close(readers)
             party.close()
             await asyncio.sleep(1.0)
             if size == 1:
@@ -159,8 +165,50 @@ async def _measure(running: Cluster, sizes: list[int], publishes: int) -> list[F
                        note="CLIENT LIST name=switchboard-api, pub/sub included"),
                 figure("5 fan-out", f"{label}, API memory per stream", per_stream_kb, "KiB",
                        note=f"RSS growth / streams; {size:,} opened in {opened_s:.1f} s"),
+                figure("5 fan-out", f"{label}, API CPU per event per stream", per_delivery_us, "us",
+                       note="the API process's CPU over the publishes / (events x streams)"),
             ]  # fmt: skip
+            if size == SPREAD_SIZE:
+                one_process = latency
+        if SPREAD_SIZE in sizes:
+            figures += await _spread(running, admin, agent_id, publishes, one_process)
     return figures
+
+
+def _close(readers: list[_Reader]) -> None:
+    for reader in readers:
+        if reader.transport is not None:
+            reader.transport.close()
+
+
+async def _spread(
+    running: Cluster, admin: Any, agent_id: str, publishes: int, one_process: dict[str, float]
+) -> list[Figure]:
+    """The same streams over API processes sharing the deployment (a second one started here), half on
+    each: what spreading does to publish-to-client latency on this machine's cores."""
+    second, second_url = running.processes.api(name="api-spread")
+    try:
+        party = await registered(running, admin, agent_id)
+        readers = [
+            *await _open(running.url, party.id, party.token, SPREAD_SIZE // 2),
+            *await _open(second_url, party.id, party.token, SPREAD_SIZE - SPREAD_SIZE // 2),
+        ]
+        await asyncio.sleep(0.5)
+        latency = summary(await _publish(party, readers, publishes))
+        _close(readers)
+        party.close()
+        await asyncio.sleep(1.0)
+    finally:
+        second.terminate()
+        second.wait(30)
+    label = f"{SPREAD_SIZE:,} streams over 2 API processes"
+    return [
+        figure("5 fan-out", f"{label}, publish to client p50", latency["p50"], "ms",
+               baseline=one_process["p50"], baseline_name="one API process p50"),
+        figure("5 fan-out", f"{label}, publish to client p99", latency["p99"], "ms",
+               baseline=one_process["p99"], baseline_name="one API process p99", target="value < 100",
+               note=f"{cpu_count()} cores shared by both APIs, Redis, the worker and the readers"),
+    ]  # fmt: skip
 
 
 def run(quick: bool) -> list[Figure]:

@@ -28,7 +28,7 @@ local member = ARGV[9]
 if member ~= '' and rec.member and rec.member ~= member then
   return sb_http_refuse(S, H, 409, 'call ' .. S.call_id .. ' was handed to another pool member')
 end
-if rec.state == 'acked' then return sb_http_reply(S, H, 200, rec.ack) end
+if rec.state == 'acked' then return sb_http_reply(S, H, 200, sb_ack_event(S, rec)) end
 if rec.state ~= 'dispatched' then
   local refusal = sb_settled_refusal(S, rec)
   return sb_http_refuse(S, H, refusal[1], refusal[2])

@@ -46,6 +46,7 @@ end
 redis.call('ZREM', SB_P.steps, S.sid)
 sb_append(S, ARGV[7])
 local pending, k = 0, 9
+local seen = {}
 for i = 0, ncalls - 1 do
   local b = 12 + i * 10
   local call_id, kind, cid, tool, policy = ARGV[b], ARGV[b + 1], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
@@ -54,7 +55,7 @@ for i = 0, ncalls - 1 do
   if kind == 'client' and cid ~= '' then
     client, stream = KEYS[k], KEYS[k + 1]
     k = k + 2
-    if redis.call('HGET', client, 'state') == 'active' and sb_holds(client, tool) then outcome = policy end
+    if sb_holds(client, tool, seen) then outcome = policy end
   elseif kind == 'server' then
     outcome = policy
   end

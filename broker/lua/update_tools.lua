@@ -10,5 +10,6 @@ local S = {meta = KEYS[1], events = KEYS[2], channel = ARGV[1], now = sb_now_ms(
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
 if redis.call('HGET', KEYS[3], 'state') ~= 'active' then return sb_refuse(404, 'client') end
 redis.call('HSET', KEYS[3], 'tools', ARGV[3], 'tool_names', ARGV[4])
-return sb_reply(sb_append(S, '{"type":"client_tools_updated","client_id":' .. sb_str(ARGV[2])
-  .. ',"tools":' .. ARGV[3] .. '}'))
+local event = sb_append(S, '{"type":"client_tools_updated","client_id":' .. sb_str(ARGV[2])
+  .. ',"tools":' .. ARGV[3] .. '}')
+return sb_reply(event)

@@ -50,16 +50,26 @@ end
 -- handed it again.
 local function sb_ack(S, rec, result_ms, pool)
   sb_set_deadline(S, result_ms)
-  if rec.entry then redis.call('XACK', pool[1], pool[2], rec.entry) end
+  -- Only an entry a pool member took (pool_take.lua sets `member`) is pending in the group.
+  if rec.entry and rec.member then redis.call('XACK', pool[1], pool[2], rec.entry) end
   rec.state = 'acked'
   rec.acked_ms = S.now
   sb_count('calls_acked')
   -- A call's stream entry id is its dispatch time in ms.
   sb_observe_ms('dispatch_to_ack', S.now - tonumber(string.match(rec.entry or '', '^%d+') or S.now))
-  rec.ack = sb_append(S, '{"type":"client_tool_acked","client_id":' .. sb_str(S.cid) .. ',"call_id":'
+  local event, seq = sb_append(S, '{"type":"client_tool_acked","client_id":' .. sb_str(S.cid) .. ',"call_id":'
     .. sb_str(S.call_id) .. '}')
+  -- The event stays in the log; the record keeps its seq, so a result does not decode and encode it again.
+  rec.ack_seq = seq
   redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
-  return rec.ack
+  return event
+end
+
+-- The `client_tool_acked` event of an acked call, as first sent (records written before `ack_seq` hold it).
+local function sb_ack_event(S, rec)
+  if rec.ack then return rec.ack end
+  local found = redis.call('XRANGE', S.events, rec.ack_seq .. '-0', rec.ack_seq .. '-0')
+  return found[1][2][2]
 end
 
 -- Sends a client call to its registration: its call stream (for pools), `client_tool_dispatched`, and

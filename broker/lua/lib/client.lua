@@ -49,8 +49,14 @@ local function sb_register(S, R)
   return assigned, expires
 end
 
--- Whether a registration's tool set holds `tool`.
-local function sb_holds(client, tool)
-  local names = '\n' .. (redis.call('HGET', client, 'tool_names') or '') .. '\n'
-  return string.find(names, '\n' .. tool .. '\n', 1, true) ~= nil
+-- Whether the registration at key `client` is active and holds the tool named `tool`. `seen` (kept by the
+-- caller for its call) reads each registration once: a step's calls mostly go to one or two.
+local function sb_holds(client, tool, seen)
+  local names = seen[client]
+  if names == nil then
+    names = redis.call('HGET', client, 'state') == 'active'
+      and '\n' .. (redis.call('HGET', client, 'tool_names') or '') .. '\n'
+    seen[client] = names
+  end
+  return names and string.find(names, '\n' .. tool .. '\n', 1, true) ~= nil
 end

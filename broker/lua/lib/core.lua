@@ -70,7 +70,7 @@ local function sb_session_live(S)
   return found[1] ~= false and found[2] ~= '1'
 end
 
--- Appends one event to the session log and publishes it (as the call ends). `body` is a JSON object without `seq` and
+-- Appends one event to the session log and publishes it (as the call ends); its JSON and seq. `body` is a JSON object without `seq` and
 -- `created_at`; they are spliced in front so the stored text is exactly what every reader sends.
 -- Reads S.meta, S.events, S.channel; the time is the one sb_now_ms last read.
 local sb_iso_us, sb_iso_text = -1, ''
@@ -84,7 +84,7 @@ local function sb_append(S, body)
   local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso_text .. '",' .. string.sub(body, 2)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
   sb_publish(S.channel, json)
-  return json
+  return json, seq
 end
 
 local function sb_message_user(text, source)
