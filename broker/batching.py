@@ -34,8 +34,9 @@ class _Call:
 
 @dataclass(slots=True)
 class _Partition:
+    """A partition with a call or batch in flight, and the calls waiting for it to come back."""
+
     waiting: list[_Call] = field(default_factory=list)
-    sending: bool = False
 
 
 class Batcher:
@@ -51,26 +52,34 @@ class Batcher:
 
     async def run(self, partition: int, name: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         """The script's reply, as if it had been sent alone."""
+        state = self._partitions.get(partition)
+        if state is None:
+            # Nothing of this partition in flight: this call goes now, from its own task. What arrives
+            # meanwhile waits for it, then goes in batches.
+            state = self._partitions[partition] = _Partition()
+            try:
+                return await self._send(("FCALL", self._single[name]), keys, args)
+            finally:
+                self._after(partition, state)
         call = _Call(name, keys, args, asyncio.get_running_loop().create_future())
-        state = self._partitions.setdefault(partition, _Partition())
         state.waiting.append(call)
-        if not state.sending:
-            state.sending = True
-            asyncio.create_task(self._drain(partition, state))  # noqa: RUF006 (kept by the futures it answers)
         return await call.answer
+
+    def _after(self, partition: int, state: _Partition) -> None:
+        if state.waiting:
+            asyncio.create_task(self._drain(partition, state))  # noqa: RUF006 (kept by the futures it answers)
+        else:
+            del self._partitions[partition]
 
     async def _drain(self, partition: int, state: _Partition) -> None:
         try:
-            while state.waiting:
-                # A caller gone before its call was sent (its request cancelled): the call is not sent.
-                state.waiting = [call for call in state.waiting if not call.answer.done()]
-                batch, state.waiting = state.waiting[: self._limit], state.waiting[self._limit :]
-                if batch:
-                    await self._one(batch)
+            # A caller gone before its call was sent (its request cancelled): the call is not sent.
+            waiting = [call for call in state.waiting if not call.answer.done()]
+            batch, state.waiting = waiting[: self._limit], waiting[self._limit :]
+            if batch:
+                await self._one(batch)
         finally:
-            state.sending = False
-            if not state.waiting:
-                self._partitions.pop(partition, None)
+            self._after(partition, state)
 
     async def _one(self, batch: list[_Call]) -> None:
         try:

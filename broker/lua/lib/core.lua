@@ -13,27 +13,33 @@ local function sb_now_ms()
   return math.floor(sb_time_us / 1000)
 end
 
--- RFC 3339 UTC with microseconds, from µs since the epoch (days-to-civil, H. Hinnant).
+-- RFC 3339 UTC with microseconds, from µs since the epoch (days-to-civil, H. Hinnant). The date and time
+-- to the second are formatted once per second: every event of a second shares them.
+local sb_iso_secs, sb_iso_prefix = -1, ''
+
 local function sb_iso(us)
   local secs = math.floor(us / 1000000)
-  local frac = us - secs * 1000000
-  local days = math.floor(secs / 86400)
-  local rem = secs - days * 86400
-  local hh = math.floor(rem / 3600)
-  rem = rem - hh * 3600
-  local mi = math.floor(rem / 60)
-  local ss = rem - mi * 60
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local y = yoe + era * 400
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local d = doy - math.floor((153 * mp + 2) / 5) + 1
-  local m = mp < 10 and mp + 3 or mp - 9
-  if m <= 2 then y = y + 1 end
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%06dZ', y, m, d, hh, mi, ss, frac)
+  if secs ~= sb_iso_secs then
+    local days = math.floor(secs / 86400)
+    local rem = secs - days * 86400
+    local hh = math.floor(rem / 3600)
+    rem = rem - hh * 3600
+    local mi = math.floor(rem / 60)
+    local ss = rem - mi * 60
+    local z = days + 719468
+    local era = math.floor(z / 146097)
+    local doe = z - era * 146097
+    local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+    local y = yoe + era * 400
+    local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+    local mp = math.floor((5 * doy + 2) / 153)
+    local d = doy - math.floor((153 * mp + 2) / 5) + 1
+    local m = mp < 10 and mp + 3 or mp - 9
+    if m <= 2 then y = y + 1 end
+    sb_iso_secs = secs
+    sb_iso_prefix = string.format('%04d-%02d-%02dT%02d:%02d:%02d.', y, m, d, hh, mi, ss)
+  end
+  return sb_iso_prefix .. string.format('%06dZ', us - secs * 1000000)
 end
 
 -- Every event of a call is one message on its session's channel, but a call (or a batch of calls,
@@ -73,15 +79,9 @@ end
 -- Appends one event to the session log and publishes it (as the call ends); its JSON and seq. `body` is a JSON object without `seq` and
 -- `created_at`; they are spliced in front so the stored text is exactly what every reader sends.
 -- Reads S.meta, S.events, S.channel; the time is the one sb_now_ms last read.
-local sb_iso_us, sb_iso_text = -1, ''
-
 local function sb_append(S, body)
   local seq = redis.call('HINCRBY', S.meta, 'seq', 1)
-  -- A step appends hundreds of events at one time: the date is formatted once.
-  if sb_iso_us ~= sb_time_us then
-    sb_iso_us, sb_iso_text = sb_time_us, sb_iso(sb_time_us)
-  end
-  local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso_text .. '",' .. string.sub(body, 2)
+  local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso(sb_time_us) .. '",' .. string.sub(body, 2)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
   sb_publish(S.channel, json)
   return json, seq
