@@ -22,17 +22,26 @@ local function sb_http_begin(S, H)
   if H.fp == '' then return nil end
   local raw = redis.call('GET', H.receipt)
   if not raw then return nil end
-  local rec = cjson.decode(raw)
-  if rec.fp ~= H.fp then
+  local status, fp, body
+  if string.sub(raw, 1, 1) == '{' then
+    -- A receipt written before hot-route receipts took their own form.
+    local rec = cjson.decode(raw)
+    status, fp, body = rec.status, rec.fp, rec.body
+  else
+    status, fp, body = string.match(raw, '^H(%d+) (%S+) (.*)$')
+    status = tonumber(status)
+  end
+  if fp ~= H.fp or status == nil then
     return {409, sb_envelope(409, 'this Idempotency-Key was already used with a different request')}
   end
-  return {rec.status, rec.body}
+  return {status, body}
 end
 
--- The reply, kept as the key's receipt: a retry with the same key gets exactly this.
+-- The reply, kept as the key's receipt: a retry with the same key gets exactly this. `H<status> <fp>
+-- <body>`, not JSON: the body (an event) is not escaped into a second document on every ack and result.
 local function sb_http_reply(S, H, status, body)
   if H.fp ~= '' then
-    redis.call('SET', H.receipt, cjson.encode({fp = H.fp, status = status, body = body}), 'PX', H.ttl)
+    redis.call('SET', H.receipt, 'H' .. status .. ' ' .. H.fp .. ' ' .. body, 'PX', H.ttl)
   end
   return {status, body}
 end
