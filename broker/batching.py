@@ -28,6 +28,7 @@ Send = Callable[[Head, list[str], Sequence[str | int | bytes]], Awaitable[Any]]
 class _Call:
     name: str
     keys: list[str]
+    shared: list[str]
     args: Sequence[str | int | bytes]
     answer: asyncio.Future[Any]
 
@@ -50,18 +51,21 @@ class Batcher:
         self._limit = limit
         self._partitions: dict[int, _Partition] = {}
 
-    async def run(self, partition: int, name: str, keys: list[str], args: Sequence[str | int | bytes]) -> Any:
-        """The script's reply, as if it had been sent alone."""
+    async def run(
+        self, partition: int, name: str, keys: list[str], shared: list[str], args: Sequence[str | int | bytes]
+    ) -> Any:
+        """The script's reply, as if it had been sent alone with `keys` then `shared` (the keys every call
+        of the partition ends with, sent once per batch)."""
         state = self._partitions.get(partition)
         if state is None:
             # Nothing of this partition in flight: this call goes now, from its own task. What arrives
             # meanwhile waits for it, then goes in batches.
             state = self._partitions[partition] = _Partition()
             try:
-                return await self._send(("FCALL", self._single[name]), keys, args)
+                return await self._send(("FCALL", self._single[name]), [*keys, *shared], args)
             finally:
                 self._after(partition, state)
-        call = _Call(name, keys, args, asyncio.get_running_loop().create_future())
+        call = _Call(name, keys, shared, args, asyncio.get_running_loop().create_future())
         state.waiting.append(call)
         return await call.answer
 
@@ -85,10 +89,10 @@ class Batcher:
         try:
             if len(batch) == 1:
                 (call,) = batch
-                replies = [await self._send(("FCALL", self._single[call.name]), call.keys, call.args)]
+                replies = [await self._send(("FCALL", self._single[call.name]), [*call.keys, *call.shared], call.args)]
             else:
-                keys: list[str] = []
-                args: list[str | int | bytes] = [len(batch)]
+                keys: list[str] = list(batch[0].shared)
+                args: list[str | int | bytes] = [len(batch), len(keys)]
                 for call in batch:
                     keys += call.keys
                     args += [call.name, len(call.keys), len(call.args), *call.args]

@@ -73,6 +73,7 @@ _FLUSHES = (("lib/partition.lua", "sb_flush_counts()\n"), ("lib/core.lua", "sb_f
 # next begins.
 _CALL_ENDS = """
 local function sb_begin()
+  sb_clock_read = false
   sb_outbox, sb_outbox_order = {}, {}
   sb_counted, sb_counted_stats = {}, nil
 end
@@ -88,19 +89,22 @@ BATCHED = ("ack_call", "answer_call", "ping_client")
 
 # Runs several calls in one FCALL, each as if it were called alone and each answered alone: an error in
 # one (a bug; a refusal is an answer) is that call's answer, and the calls after it still run.
-# KEYS: every call's keys, in order. ARGV[1] the number of calls, then per call: script name, its number
-# of keys, its number of arguments, its arguments. Returns one reply (or error) per call, in order.
+# KEYS: the keys every call ends with (its partition's), then each call's own keys, in order.
+# ARGV[1] the number of calls  ARGV[2] the number of shared keys, then per call: script name, its number
+# of own keys, its number of arguments, its arguments. Returns one reply (or error) per call, in order.
 _BATCH = """
 local SB_BATCHED = {{batched}}
 
 local function sb_batch(keys, args)
   sb_begin()
-  local replies, k, a = {}, 1, 2
+  local shared = tonumber(args[2])
+  local replies, k, a = {}, shared + 1, 3
   for i = 1, tonumber(args[1]) do
     local script, nk, na = SB_BATCHED[args[a]], tonumber(args[a + 1]), tonumber(args[a + 2])
     a = a + 3
     local call_keys, call_args = {}, {}
     for j = 1, nk do call_keys[j] = keys[k + j - 1] end
+    for j = 1, shared do call_keys[nk + j] = keys[j] end
     for j = 1, na do call_args[j] = args[a + j - 1] end
     k, a = k + nk, a + na
     KEYS, ARGV = call_keys, call_args

@@ -122,13 +122,13 @@ class Scripts:
         and only for, the scripts that include lib/partition.lua."""
         if (name in self._partitioned) != (partition is not None):
             raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
-        if partition is not None:
-            keys = [*keys, *partition.block]
         if self.functions is None:
             await self.load()
         with translate_redis_errors():
             if self._batcher is not None and partition is not None and name in BATCHED:
-                return _text(await self._batcher.run(partition.number, name, keys, args))
+                return _text(await self._batcher.run(partition.number, name, keys, partition.block, args))
+            if partition is not None:
+                keys = [*keys, *partition.block]
             return _text(await self._send(self._heads[name], keys, args))
 
     async def _send(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:

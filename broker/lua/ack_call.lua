@@ -19,7 +19,7 @@
 --!include lib/http.lua
 
 local S = sb_call_context()
-local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[6], fp = ARGV[7], ttl = tonumber(ARGV[8])}
+local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[6], fp = ARGV[7], ttl = ARGV[8]}
 local early = sb_http_begin(S, H)
 if early then return early end
 local rec = sb_own_call(S)

@@ -16,7 +16,7 @@
 --!include lib/http.lua
 
 local S = sb_call_context()
-local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[7], fp = ARGV[8], ttl = tonumber(ARGV[9])}
+local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[7], fp = ARGV[8], ttl = ARGV[9]}
 local early = sb_http_begin(S, H)
 if early then return early end
 local rec = sb_own_call(S)

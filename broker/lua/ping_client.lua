@@ -16,7 +16,7 @@
 --!include lib/http.lua
 
 local S = sb_client_context()
-local H = {tokens = KEYS[8], receipt = KEYS[9], token = ARGV[4], fp = ARGV[5], ttl = tonumber(ARGV[6])}
+local H = {tokens = KEYS[8], receipt = KEYS[9], token = ARGV[4], fp = ARGV[5], ttl = ARGV[6]}
 local early = sb_http_begin(S, H)
 if early then return early end
 local gone = 'no active client ' .. S.cid .. ' in this session (it left, lapsed, or never registered);'

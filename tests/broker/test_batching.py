@@ -31,7 +31,7 @@ class FakeRedis:
         if head[1] != "batch":
             return args[0]
         replies: list[Any] = []
-        at = 1
+        at = 2
         for _ in range(int(args[0])):
             count = int(args[at + 2])
             first = args[at + 3]
@@ -53,37 +53,40 @@ def batcher(fake: FakeRedis, limit: int = 64) -> Batcher:
 async def test_the_first_call_goes_alone_and_those_that_wait_go_together() -> None:
     fake = FakeRedis()
     sending = batcher(fake)
-    first = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["a"]))
+    first = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["p"], ["a"]))
     await settle()
-    others = [asyncio.create_task(sending.run(0, "ping_client", ["k"], [f"b{i}"])) for i in range(5)]
+    others = [asyncio.create_task(sending.run(0, "ping_client", ["k"], ["p"], [f"b{i}"])) for i in range(5)]
     await settle()
     fake.gate.set()
     assert await first == "a"
     assert await asyncio.gather(*others) == [f"b{i}" for i in range(5)]
     assert [head for head, _, _ in fake.sent] == [("FCALL", "single"), ("FCALL", "batch")]
-    assert fake.sent[1][2][0] == 5
+    # Alone: its keys then the shared ones; together: the shared keys once, then each call's own.
+    assert fake.sent[0][1] == ["k", "p"]
+    assert fake.sent[1][1] == ["p"] + ["k"] * 5
+    assert fake.sent[1][2][:2] == [5, 1]
 
 
 async def test_partitions_do_not_wait_for_each_other_and_batches_are_bounded() -> None:
     fake = FakeRedis()
     sending = batcher(fake, limit=2)
-    calls = [asyncio.create_task(sending.run(p, "ping_client", ["k"], [f"{p}"])) for p in (0, 1, 0, 0, 0)]
+    calls = [asyncio.create_task(sending.run(p, "ping_client", ["k"], ["p"], [f"{p}"])) for p in (0, 1, 0, 0, 0)]
     await settle()
     assert len(fake.sent) == 2  # one per partition, at once
     fake.gate.set()
     assert await asyncio.gather(*calls) == ["0", "1", "0", "0", "0"]
     # Partition 0's first call went alone; the three that waited for it go two (the limit), then one.
-    assert [len(keys) for _, keys, _ in fake.sent] == [1, 1, 2, 1]
+    assert [len(keys) for _, keys, _ in fake.sent] == [2, 2, 3, 2]
 
 
 async def test_an_error_answers_its_own_call_only_and_a_cancelled_caller_is_not_sent() -> None:
     fake = FakeRedis()
     sending = batcher(fake)
-    first = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["a"]))
+    first = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["p"], ["a"]))
     await settle()
-    bad = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["bad"]))
-    gone = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["gone"]))
-    good = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["good"]))
+    bad = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["p"], ["bad"]))
+    gone = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["p"], ["gone"]))
+    good = asyncio.create_task(sending.run(0, "ping_client", ["k"], ["p"], ["good"]))
     await settle()
     gone.cancel()
     fake.gate.set()
@@ -91,7 +94,7 @@ async def test_an_error_answers_its_own_call_only_and_a_cancelled_caller_is_not_
     with pytest.raises(ResponseError):
         await bad
     assert await good == "good"
-    assert fake.sent[1][2][0] == 2
+    assert fake.sent[1][2][:2] == [2, 1]
 
 
 @pytest.mark.both_redis
@@ -106,14 +109,14 @@ async def test_the_batch_function_runs_each_call_alone_in_redis(broker: Broker) 
     # ping again: the error is the second call's alone.
     client_id = "0190f2a0-0000-7000-8000-0000000000ff"
     s = keys.session(session_id)
-    one = [*client_keys(keys, session_id, client_id), s.tokens, s.idempotency("none"), *partition.block]
+    own = [*client_keys(keys, session_id, client_id), s.tokens, s.idempotency("none")]
     ping_args = [*client_args(keys, session_id, client_id), "", "", 0]
     # The batch function, called as the batcher calls it.
     replies = await scripts._send(
         ("FCALL", library().batch),
-        [*one, *partition.block, *one],
-        [3, "ping_client", len(one), len(ping_args), *ping_args, "ping_client", len(partition.block), 0,
-         "ping_client", len(one), len(ping_args), *ping_args],
+        [*partition.block, *own, *own],
+        [3, len(partition.block), "ping_client", len(own), len(ping_args), *ping_args, "ping_client", 0, 0,
+         "ping_client", len(own), len(ping_args), *ping_args],
     )  # fmt: skip
     assert [int(reply[0]) for reply in (replies[0], replies[2])] == [404, 404]
     assert isinstance(replies[1], ResponseError)

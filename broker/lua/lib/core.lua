@@ -5,11 +5,17 @@
 
 -- Redis's clock in ms; the µs it also read are kept for `created_at` (S.now_us), which latency figures
 -- are measured against.
+-- The clock is read once per call, or once per batch of calls (broker/batching.py): calls that run as
+-- one atomic step may as well run at one instant.
 local sb_time_us = 0
+local sb_clock_read = false
 
 local function sb_now_ms()
-  local t = redis.call('TIME')
-  sb_time_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not sb_clock_read then
+    local t = redis.call('TIME')
+    sb_time_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    sb_clock_read = true
+  end
   return math.floor(sb_time_us / 1000)
 end
 
@@ -80,7 +86,8 @@ end
 -- `created_at`; they are spliced in front so the stored text is exactly what every reader sends.
 -- Reads S.meta, S.events, S.channel; the time is the one sb_now_ms last read.
 local function sb_append(S, body)
-  local seq = redis.call('HINCRBY', S.meta, 'seq', 1)
+  -- Numbers cost Lua and Redis a printf each way, so the seq goes to text once and '1' is text already.
+  local seq = tostring(redis.call('HINCRBY', S.meta, 'seq', '1'))
   local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso(sb_time_us) .. '",' .. string.sub(body, 2)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
   sb_publish(S.channel, json)

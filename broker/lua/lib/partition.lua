@@ -36,6 +36,8 @@ local SB_WORK_GROUP = 'workers'
 -- `<name>:le:<bucket ms>` counts observations in that bucket alone (the reader, broker/telemetry.py,
 -- makes them cumulative over the same SB_MS_BUCKETS) and `<name>:sum_ms` their sum.
 local SB_MS_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000}
+-- The buckets as text, made on first use (once per library load: a number costs a printf as text).
+local SB_MS_LABELS = {}
 
 local sb_counted, sb_counted_stats = {}, nil
 
@@ -57,10 +59,13 @@ local function sb_count(field, by)
 end
 
 local function sb_observe_ms(name, ms)
+  if not SB_MS_LABELS[1] then
+    for i, bound in ipairs(SB_MS_BUCKETS) do SB_MS_LABELS[i] = tostring(bound) end
+  end
   local le = '+Inf'
-  for _, bound in ipairs(SB_MS_BUCKETS) do
+  for i, bound in ipairs(SB_MS_BUCKETS) do
     if ms <= bound then
-      le = bound
+      le = SB_MS_LABELS[i]
       break
     end
   end
