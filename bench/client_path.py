@@ -8,6 +8,10 @@ response callbacks). Each is measured on and off, in process, against the same R
 process's CPU per call and calls per second at 100 in flight over 16 connections. The baseline is
 redis-py's own path (BlockingConnectionPool, `Redis.evalsha`), so the ratios say what ours still buy on
 the redis-py this build runs.
+
+Then the fast lane (api/fastlane.py: acks, results and pings served ahead of FastAPI's routing), on and
+off, in a whole deployment each (Redis, one API, one worker): calls per second of 100-wide batches of
+client calls and the API process's CPU per call.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from pathlib import Path
 import redis as redis_py
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from bench.harness import Figure, figure
+from bench.calls import many_in_flight, open_session
+from bench.harness import Figure, cluster, cpu_seconds, figure, scripted_agent
 from broker.client import create_redis
 from broker.embedded import EmbeddedRedis
 from broker.scripts import evalsha
@@ -97,4 +102,31 @@ def run(quick: bool) -> list[Figure]:
                 figure("9 client path", f"{what}: {label}", measured[variant], unit,
                        baseline=measured[False, False], baseline_name=stock)
             )  # fmt: skip
-    return figures
+    return figures + _fast_lane(quick)
+
+
+def _fast_lane(quick: bool) -> list[Figure]:
+    batches = 5 if quick else 20
+    found: dict[bool, tuple[float, float]] = {}
+    for on in (True, False):
+        with cluster(extra={"SWITCHBOARD_FAST_LANE": "true" if on else "false"}) as running:
+
+            async def measure() -> tuple[float, float]:
+                async with running.client() as admin:
+                    session = await open_session(running, admin, await scripted_agent(admin))
+                    try:
+                        await many_in_flight(session, 2, IN_FLIGHT)
+                        before = cpu_seconds(running.api_pid)
+                        _, rate = await many_in_flight(session, batches, IN_FLIGHT)
+                        return rate, (cpu_seconds(running.api_pid) - before) / (batches * IN_FLIGHT) * 1e6
+                    finally:
+                        session.close()
+
+            found[on] = asyncio.run(measure())
+    (rate_on, cpu_on), (rate_off, cpu_off) = found[True], found[False]
+    return [
+        figure("9 client path", "fast lane: calls/s, 100 in flight", rate_on, "/s", baseline=rate_off,
+               baseline_name="fast lane off (SWITCHBOARD_FAST_LANE=false)"),
+        figure("9 client path", "fast lane: API CPU per call, 100 in flight", cpu_on, "us", baseline=cpu_off,
+               baseline_name="fast lane off", note="ack and result through the API, its dispatch and events"),
+    ]  # fmt: skip
