@@ -19,15 +19,17 @@ local S = sb_client_context()
 local H = {tokens = KEYS[8], receipt = KEYS[9], token = ARGV[4], fp = ARGV[5], ttl = ARGV[6]}
 local early = sb_http_begin(S, H)
 if early then return early end
-local gone = 'no active client ' .. S.cid .. ' in this session (it left, lapsed, or never registered);'
-  .. ' register again'
+-- Built only for a refusal: a ping that succeeds makes no string it does not send.
+local function gone()
+  return 'no active client ' .. S.cid .. ' in this session (it left, lapsed, or never registered); register again'
+end
 local client = redis.call('HMGET', S.client, 'state', 'ttl_ms', 'expires_at')
-if client[1] ~= 'active' then return sb_http_refuse(S, H, 404, gone) end
+if client[1] ~= 'active' then return sb_http_refuse(S, H, 404, gone()) end
 local ttl = tonumber(client[2])
 if ttl == 0 then return sb_http_reply(S, H, 200, '{"expires_at":null}') end
 if tonumber(client[3]) <= S.now then
   sb_client_gone(S, S.cid, 'timed_out')
-  return sb_http_refuse(S, H, 404, gone)
+  return sb_http_refuse(S, H, 404, gone())
 end
 local expires = S.now + ttl
 redis.call('HSET', S.client, 'expires_at', expires)
