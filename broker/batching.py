@@ -50,6 +50,8 @@ class Batcher:
         self._batch = batch
         self._limit = limit
         self._partitions: dict[int, _Partition] = {}
+        # The event loop holds only weak references to tasks.
+        self._draining: set[asyncio.Task[None]] = set()
 
     async def run(
         self, partition: int, name: str, keys: list[str], shared: list[str], args: Sequence[str | int | bytes]
@@ -71,7 +73,9 @@ class Batcher:
 
     def _after(self, partition: int, state: _Partition) -> None:
         if state.waiting:
-            asyncio.create_task(self._drain(partition, state))  # noqa: RUF006 (kept by the futures it answers)
+            task = asyncio.create_task(self._drain(partition, state))
+            self._draining.add(task)
+            task.add_done_callback(self._draining.discard)
         else:
             del self._partitions[partition]
 
