@@ -66,20 +66,28 @@ LIBRARIES = (
     "lib/http.lua",
 )
 
-# What a library holds back until its script ends (lib/core.lua: messages; lib/partition.lua: figures).
-_FLUSHES = (("lib/partition.lua", "sb_flush_counts()\n"), ("lib/core.lua", "sb_flush_outbox()\n"))
+# What a library holds back until its script ends (lib/core.lua: seqs and messages; lib/partition.lua:
+# figures).
+_FLUSHES = (
+    ("lib/partition.lua", "sb_flush_counts()\n"),
+    ("lib/core.lua", "sb_flush_seqs()\n"),
+    ("lib/core.lua", "sb_flush_outbox()\n"),
+)
 
-# A library serves every call: what one call held back and did not write (it failed) is dropped as the
-# next begins.
+# A library serves every call. What a call held back is written as it ends, even when it fails part way
+# (what it did is kept, as Redis keeps a failed script's writes: the seqs it used must be counted), and
+# dropped as the next call begins.
 _CALL_ENDS = """
 local function sb_begin()
   sb_clock_read = false
+  sb_seqs = {}
   sb_outbox, sb_outbox_order = {}, {}
   sb_counted, sb_counted_stats = {}, nil
 end
 
 local function sb_end()
   sb_flush_counts()
+  sb_flush_seqs()
   sb_flush_outbox()
 end
 """
@@ -183,7 +191,8 @@ def source(name: str) -> str:
     # KEYS and ARGV are the call's globals here; the libraries read them as the chunk's locals.
     return (
         f"{script.header}local KEYS, ARGV = KEYS, ARGV\n{libraries}local function sb_main()\n{script.entry}\nend\n"
-        f"local sb_answer = sb_main()\n{script.flush}return sb_answer\n"
+        f"local sb_ok, sb_answer = pcall(sb_main)\n{script.flush}if not sb_ok then error(sb_answer, 0) end\n"
+        "return sb_answer\n"
     )
 
 
@@ -213,7 +222,8 @@ def library() -> Library:
     functions = {name: f"sb_{name}_{version}" for name in SCRIPT_NAMES}
     registrations = "".join(
         f"redis.register_function('{function}', function(keys, args) KEYS, ARGV = keys, args sb_begin() "
-        f"local answer = sb_script_{name}() sb_end() return answer end)\n"
+        f"local ok, answer = pcall(sb_script_{name}) sb_end() if not ok then error(answer, 0) end "
+        "return answer end)\n"
         for name, function in functions.items()
     )
     registrations += f"redis.register_function('sb_batch_{version}', sb_batch)\n"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -95,13 +97,18 @@ def hang_report(delay_s: float = HANG_REPORT_S) -> Iterator[None]:
     loop = asyncio.get_running_loop()
 
     def report() -> None:
-        out = sys.__stderr__
-        if out is None:
-            return
-        print(f"\n--- still running after {delay_s:g} s; the event loop's tasks:", file=out)
+        text = io.StringIO()
+        print(f"\n--- still running after {delay_s:g} s; the event loop's tasks:", file=text)
         for task in asyncio.all_tasks(loop):
-            task.print_stack(file=out)
-        out.flush()
+            task.print_stack(file=text)
+        # Under pytest-xdist a worker's stderr goes nowhere: SWITCHBOARD_HANG_LOG names a file too.
+        named = os.environ.get("SWITCHBOARD_HANG_LOG")
+        if named:
+            with open(named, "a", encoding="utf-8") as log:
+                log.write(text.getvalue())
+        if sys.__stderr__ is not None:
+            sys.__stderr__.write(text.getvalue())
+            sys.__stderr__.flush()
 
     handle = loop.call_later(delay_s, report)
     try:
