@@ -19,6 +19,7 @@ from enum import Enum
 from redis.asyncio.client import PubSub
 
 from broker.errors import BrokerUnavailable
+from broker.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -163,9 +164,7 @@ class LiveHub:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
         for channel in self._channels.values():
             for subscription in channel.subscribers:
                 subscription.mark_lagged()

@@ -24,6 +24,7 @@ from redis.asyncio.client import PubSub
 
 from broker import Broker
 from broker.keepers import owned
+from broker.tasks import cancel_and_wait
 from workers.backoff import Backoff
 
 logger = logging.getLogger(__name__)
@@ -79,11 +80,7 @@ class Keeper:
 
     async def stop(self, *, leave: bool = True) -> None:
         """Stop keeping; `leave` hands the partitions to the others at once rather than after a lease."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         if leave:
             with contextlib.suppress(Exception):

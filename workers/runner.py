@@ -10,11 +10,11 @@ in the stream, where this worker takes them as its jobs end.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 from broker import Broker
+from broker.tasks import cancel_and_wait
 from broker.work import Entry
 from workers.backoff import Backoff
 
@@ -59,15 +59,10 @@ class Runner:
         its leases lapse and other workers take it over)."""
         self._taking = False
         if self._loop is not None:
-            self._loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop
+            await cancel_and_wait([self._loop])
         if self._running:
             _, left = await asyncio.wait(set(self._running), timeout=timeout_s)
-            for task in left:
-                task.cancel()
-            if left:
-                await asyncio.wait(left)
+            await cancel_and_wait(left)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -11,6 +10,7 @@ from pydantic import ValidationError
 
 from broker import Broker
 from broker.codec import dumps
+from broker.tasks import cancel_and_wait
 from workers.tools import Registry
 
 logger = logging.getLogger(__name__)
@@ -31,9 +31,7 @@ class ServerToolRunner:
         try:
             text, is_error = await self._execute(call.tool, call.arguments)
         finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
+            await cancel_and_wait([renewal])
         await calls.result(session_id, call_id, text, is_error=is_error)
 
     async def _execute(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:

@@ -7,7 +7,6 @@ another within a lease) and looks for a cancel (so a cancel ends even a long mod
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable
@@ -18,6 +17,7 @@ from broker.codec import dumps
 from broker.errors import BrokerUnavailable
 from broker.events import message_assistant
 from broker.runs import Committed
+from broker.tasks import cancel_and_wait
 from workers.catalog import Catalog
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
@@ -61,9 +61,7 @@ class _Hold:
                 raise
             raise self._reason from None
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            await cancel_and_wait([watcher])
 
     async def _watch(self, task: asyncio.Task[Any]) -> None:
         session_id, run_id, step, attempt = self._ids
