@@ -60,7 +60,6 @@ class Agents:
         """The browser origins the agent of a session allows (none for a session that does not exist)."""
         keys = self._core.keys
         with translate_redis_errors():
-            # The client answers bytes (no decode_responses); redis-py's stubs say str.
             agent_id = aio.reply(await self._core.redis.hget(keys.session(session_id).meta, "agent_id"))
             if agent_id is None:
                 return frozenset()

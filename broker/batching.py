@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -33,13 +33,6 @@ class _Call:
     answer: asyncio.Future[Any]
 
 
-@dataclass(slots=True)
-class _Partition:
-    """A partition with a call or batch in flight, and the calls waiting for it to come back."""
-
-    waiting: list[_Call] = field(default_factory=list)
-
-
 class Batcher:
     """Sends the calls of each partition one batch at a time. `send(head, keys, args)` runs one FCALL
     (`head` is ("FCALL", function)); `single` names each script's own function, `batch` the batch's."""
@@ -49,7 +42,8 @@ class Batcher:
         self._single = single
         self._batch = batch
         self._limit = limit
-        self._partitions: dict[int, _Partition] = {}
+        # A partition with a call or batch in flight, and the calls waiting for it to come back.
+        self._waiting: dict[int, list[_Call]] = {}
         # The event loop holds only weak references to tasks.
         self._draining: set[asyncio.Task[None]] = set()
 
@@ -58,42 +52,46 @@ class Batcher:
     ) -> Any:
         """The script's reply, as if it had been sent alone with `keys` then `shared` (the keys every call
         of the partition ends with, sent once per batch)."""
-        state = self._partitions.get(partition)
-        if state is None:
+        waiting = self._waiting.get(partition)
+        if waiting is None:
             # Nothing of this partition in flight: this call goes now, from its own task. What arrives
             # meanwhile waits for it, then goes in batches.
-            state = self._partitions[partition] = _Partition()
+            self._waiting[partition] = []
             try:
-                return await self._send(("FCALL", self._single[name]), [*keys, *shared], args)
+                return await self._alone(name, keys, shared, args)
             finally:
-                self._after(partition, state)
+                self._after(partition)
         call = _Call(name, keys, shared, args, asyncio.get_running_loop().create_future())
-        state.waiting.append(call)
+        waiting.append(call)
         return await call.answer
 
-    def _after(self, partition: int, state: _Partition) -> None:
-        if state.waiting:
-            task = asyncio.create_task(self._drain(partition, state))
+    async def _alone(self, name: str, keys: list[str], shared: list[str], args: Sequence[str | int | bytes]) -> Any:
+        return await self._send(("FCALL", self._single[name]), [*keys, *shared], args)
+
+    def _after(self, partition: int) -> None:
+        waiting = self._waiting[partition]
+        # A caller gone before its call was sent (its request cancelled): the call is not sent.
+        waiting[:] = [call for call in waiting if not call.answer.done()]
+        if waiting:
+            task = asyncio.create_task(self._drain(partition, waiting))
             self._draining.add(task)
             task.add_done_callback(self._draining.discard)
         else:
-            del self._partitions[partition]
+            del self._waiting[partition]
 
-    async def _drain(self, partition: int, state: _Partition) -> None:
+    async def _drain(self, partition: int, waiting: list[_Call]) -> None:
+        batch = waiting[: self._limit]
+        del waiting[: self._limit]
         try:
-            # A caller gone before its call was sent (its request cancelled): the call is not sent.
-            waiting = [call for call in state.waiting if not call.answer.done()]
-            batch, state.waiting = waiting[: self._limit], waiting[self._limit :]
-            if batch:
-                await self._one(batch)
+            await self._one(batch)
         finally:
-            self._after(partition, state)
+            self._after(partition)
 
     async def _one(self, batch: list[_Call]) -> None:
         try:
             if len(batch) == 1:
                 (call,) = batch
-                replies = [await self._send(("FCALL", self._single[call.name]), [*call.keys, *call.shared], call.args)]
+                replies = [await self._alone(call.name, call.keys, call.shared, call.args)]
             else:
                 keys: list[str] = list(batch[0].shared)
                 args: list[str | int | bytes] = [len(batch), len(keys)]

@@ -67,30 +67,42 @@ LIBRARIES = (
 )
 
 # What a library holds back until its script ends (lib/core.lua: seqs and messages; lib/partition.lua:
-# figures).
+# figures), in the order it is written.
 _FLUSHES = (
     ("lib/partition.lua", "sb_flush_counts()\n"),
     ("lib/core.lua", "sb_flush_seqs()\n"),
     ("lib/core.lua", "sb_flush_outbox()\n"),
 )
 
-# A library serves every call. What a call held back is written as it ends, even when it fails part way
-# (what it did is kept, as Redis keeps a failed script's writes: the seqs it used must be counted), and
-# dropped as the next call begins.
-_CALL_ENDS = """
+# A library serves every call (or batch of calls): what one holds (the clock it read, the alarm it saw,
+# what it held back) starts afresh as the next begins.
+_CALL_ENDS = (
+    """
 local function sb_begin()
   sb_clock_read = false
   sb_seqs = {}
   sb_outbox, sb_outbox_order = {}, {}
   sb_counted, sb_counted_stats = {}, nil
+  sb_work_woken, sb_alarm = false, nil
 end
 
 local function sb_end()
-  sb_flush_counts()
-  sb_flush_seqs()
-  sb_flush_outbox()
-end
 """
+    + "".join(code for _, code in _FLUSHES)
+    + "end\n"
+)
+
+
+_END_CALL = "sb_end()\n"
+
+
+def _guarded(call: str, flush: str) -> str:
+    """Lua that runs `call` and then `flush`, even when the call fails part way (what it did is kept, as
+    Redis keeps a failed script's writes, so the seqs it used must be counted), then answers as it did."""
+    return (
+        f"local sb_ok, sb_answer = pcall({call})\n{flush}if not sb_ok then error(sb_answer, 0) end\nreturn sb_answer\n"
+    )
+
 
 # The hot routes' scripts, which an API process sends several at a time (broker/batching.py).
 BATCHED = ("ack_call", "answer_call", "ping_client")
@@ -191,8 +203,7 @@ def source(name: str) -> str:
     # KEYS and ARGV are the call's globals here; the libraries read them as the chunk's locals.
     return (
         f"{script.header}local KEYS, ARGV = KEYS, ARGV\n{libraries}local function sb_main()\n{script.entry}\nend\n"
-        f"local sb_ok, sb_answer = pcall(sb_main)\n{script.flush}if not sb_ok then error(sb_answer, 0) end\n"
-        "return sb_answer\n"
+        + _guarded("sb_main", script.flush)
     )
 
 
@@ -221,9 +232,8 @@ def library() -> Library:
     version = _sha(body)[:12]
     functions = {name: f"sb_{name}_{version}" for name in SCRIPT_NAMES}
     registrations = "".join(
-        f"redis.register_function('{function}', function(keys, args) KEYS, ARGV = keys, args sb_begin() "
-        f"local ok, answer = pcall(sb_script_{name}) sb_end() if not ok then error(answer, 0) end "
-        "return answer end)\n"
+        f"redis.register_function('{function}', function(keys, args)\nKEYS, ARGV = keys, args\nsb_begin()\n"
+        f"{_guarded(f'sb_script_{name}', _END_CALL)}end)\n"
         for name, function in functions.items()
     )
     registrations += f"redis.register_function('sb_batch_{version}', sb_batch)\n"

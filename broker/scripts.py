@@ -132,25 +132,25 @@ class Scripts:
             return _text(await self._send(self._heads[name], keys, args))
 
     async def _send(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
-        send = self._on_one if self.slots is None else self._on_cluster
+        command, first_key = (*head, len(keys), *keys, *args), keys[0] if keys else ""
         try:
-            return await send(head, keys, args)
+            return await self._send_command(command, first_key)
         except NoScriptError:
             # It did not run: the server lost its scripts or functions (a restart without persistence, a
             # new node, SCRIPT or FUNCTION FLUSH).
             await self.load()
-            return await send(head, keys, args)
+            return await self._send_command(command, first_key)
 
-    async def _on_one(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
+    async def _send_command(self, command: tuple[str | int | bytes, ...], first_key: str) -> Any:
+        if self.slots is not None:
+            return await self._on_cluster(self.slots, command, first_key)
         try:
-            return await send_once(self.redis, (*head, len(keys), *keys, *args))
+            return await send_once(self.redis, command)
         except _NotSent as error:
             raise error.cause from None
 
-    async def _on_cluster(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
-        slots = self.slots
-        assert slots is not None
-        slot = slots.slot(keys[0])
+    async def _on_cluster(self, slots: SlotMap, command: tuple[str | int | bytes, ...], first_key: str) -> Any:
+        slot = slots.slot(first_key)
         asking: str | None = None
         for _ in range(_REDIRECTS):
             address = asking or slots.address(slot)
@@ -160,7 +160,6 @@ class Scripts:
                 if address is None:
                     raise SlotNotCoveredError(f"no master serves slot {slot}")
             try:
-                command = (*head, len(keys), *keys, *args)
                 return await send_once(slots.client(address), command, asking=asking is not None)
             except _NotSent as error:
                 # The node is down. A replica may have taken over: read the map again; if it still

@@ -16,6 +16,7 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[object]]) -> None:
     A cancellation can be lost on its way through awaited library code (seen in the tests under load: a
     keeper's beat task marked cancelling, back asleep in its loop, and a worker's stop waiting on it for
     ever), so a task still running a second after its cancel is cancelled again."""
+    tasks = list(tasks)
     pending = {task for task in tasks if not task.done()}
     for task in pending:
         task.cancel()

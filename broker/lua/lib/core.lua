@@ -3,9 +3,8 @@
 -- Every script builds a context table `S` from its KEYS and ARGV and passes it to these functions, so a
 -- library never names a key itself. Fields a function reads are listed in its comment.
 
--- Redis's clock in ms; the µs it also read are kept for `created_at` (S.now_us), which latency figures
--- are measured against.
--- The clock is read once per call, or once per batch of calls (broker/batching.py): calls that run as
+-- Redis's clock in ms; the µs it also read are kept for `created_at`, which latency figures are measured
+-- against. It is read once per call, or once per batch of calls (broker/batching.py): calls that run as
 -- one atomic step may as well run at one instant.
 local sb_time_us = 0
 local sb_clock_read = false
@@ -106,8 +105,9 @@ local function sb_flush_seqs()
   sb_seqs = {}
 end
 
--- Appends one event to the session log and publishes it (as the call ends); its JSON and seq. `body` is a JSON object without `seq` and
--- `created_at`; they are spliced in front so the stored text is exactly what every reader sends.
+-- Appends one event to the session log and publishes it (as the call ends); its JSON and seq. `body` is a
+-- JSON object without `seq` and `created_at`; they are spliced in front so the stored text is exactly
+-- what every reader sends.
 -- Reads S.meta, S.events, S.channel; the time is the one sb_now_ms last read.
 local function sb_append(S, body)
   -- Numbers cost Lua and Redis a printf each way, so the seq goes to text once and '1' is text already.

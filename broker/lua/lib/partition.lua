@@ -17,15 +17,15 @@ local SB_P = {}
 local sb_work_woken = false
 local sb_alarm = nil
 
--- Points SB_P at this call's partition (the last nine KEYS). broker/scripts.py puts the call to it first
--- in every script that includes this library: the library is loaded once (a Redis Functions library)
--- and serves every call, so nothing of one call may be left over for the next.
+-- Points SB_P at this call's partition (the last nine KEYS). broker/luasource.py puts the call to it
+-- first in every script that includes this library: a Functions library is loaded once and serves every
+-- call. (The alarm seen and the wake sent last for a call or a batch of calls of one partition:
+-- broker/luasource.py starts them afresh.)
 local function sb_partition_enter()
   local n = #KEYS
   SB_P.deadlines, SB_P.leases, SB_P.steps = KEYS[n - 8], KEYS[n - 7], KEYS[n - 6]
   SB_P.dequeue, SB_P.purges, SB_P.claims = KEYS[n - 5], KEYS[n - 4], KEYS[n - 3]
   SB_P.work, SB_P.alarm, SB_P.stats = KEYS[n - 2], KEYS[n - 1], KEYS[n]
-  sb_work_woken, sb_alarm = false, nil
 end
 
 -- The consumer group workers read the work stream through (broker/keys.py WORK_GROUP).
@@ -77,8 +77,8 @@ end
 -- this is now the partition's earliest timer. The time is the one sb_now_ms last read.
 local function sb_timer(index, due, member)
   redis.call('ZADD', index, due, member)
-  -- Read once per call: a step setting a hundred deadlines reads the alarm once (only this sets it
-  -- while a call runs).
+  -- Read once per call or batch: a step setting a hundred deadlines reads the alarm once (only this
+  -- sets it while a call runs).
   sb_alarm = sb_alarm or tonumber(redis.call('GET', SB_P.alarm) or '0')
   if sb_alarm <= math.floor(sb_time_us / 1000) or due < sb_alarm then
     sb_alarm = due
