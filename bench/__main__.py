@@ -1,5 +1,6 @@
 """`python -m bench [--quick] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a worker, run
-each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost) against
+each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
+instructions) against
 its baseline measured in the same run, print one table, save JSON.
 `python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import calls, client_path, deadlines, failover, fanout, load, redis_cost, scale, state
+from bench import calls, client_path, deadlines, failover, fanout, instructions, load, redis_cost, scale, state
 from bench.compare import compare
 from bench.harness import Figure, cpu_count, default_out, save, table
 
@@ -30,6 +31,7 @@ SCENARIOS: dict[str, Scenario] = {
     "client": client_path.run,
     "failover": failover.run,
     "cost": redis_cost.run,
+    "instructions": instructions.run,
 }
 
 

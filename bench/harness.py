@@ -152,6 +152,7 @@ def cluster(
     masters: int = 0,
     replicas: int = 0,
     before: Callable[[list[EmbeddedRedis]], None] = lambda _: None,
+    redis_wrapper: Sequence[str] = (),
 ) -> Iterator[Cluster]:
     """Redis (one, or a Redis Cluster of `masters` with `replicas` each when given), one API and `workers`
     workers. `before` sees the Redis nodes once they run and before any Switchboard process starts."""
@@ -163,8 +164,9 @@ def cluster(
         made.start()
         nodes = made.nodes
     else:
-        nodes = [EmbeddedRedis(workdir / "redis", persistent=False, notifications=notifications)]
-        nodes[0].start()
+        nodes = [EmbeddedRedis(workdir / "redis", persistent=False, notifications=notifications, wrapper=redis_wrapper)]
+        # A server under a profiler starts tens of times slower.
+        nodes[0].start(wait_s=120.0 if redis_wrapper else 10.0)
     redis = nodes[0]
     before(nodes)
     key = "swb_ak_" + secrets.token_urlsafe(32)

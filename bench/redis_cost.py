@@ -44,7 +44,7 @@ async def _cost_us(node: EmbeddedRedis, idle: float, count: int, work: Callable[
     return used / count * 1e6
 
 
-async def _raw_set_px(url: str, count: int) -> None:
+async def raw_set_px(url: str, count: int) -> None:
     redis = Redis.from_url(url)
     try:
         for i in range(count):
@@ -53,7 +53,7 @@ async def _raw_set_px(url: str, count: int) -> None:
         await redis.aclose()
 
 
-async def _pings(session: Session, count: int) -> None:
+async def pings(session: Session, count: int) -> None:
     for _ in range(count):
         await session.post(f"/clients/{session.client_id}/ping")
 
@@ -98,7 +98,7 @@ async def _script_costs(node: EmbeddedRedis, session: Session, batches: int, wid
 
 async def _measure(running: Cluster, quick: bool) -> list[Figure]:
     node, url = running.redis, running.redis.url
-    runs, batches, pings, sessions = (30, 3, 500, 10) if quick else (100, 10, 2000, 30)
+    runs, batches, ping_count, sessions = (30, 3, 500, 10) if quick else (100, 10, 2000, 30)
     async with running.client() as admin:
         agent_id = await scripted_agent(admin)
         session = await open_session(running, admin, agent_id)
@@ -111,8 +111,8 @@ async def _measure(running: Cluster, quick: bool) -> list[Figure]:
             wide = await _cost_us(node, idle, batches * 100, lambda: many_in_flight(session, batches, 100))
             raw_one = await _cost_us(node, idle, 1000, lambda: baselines.redis_round_trip(url, 1000, 1))
             raw_wide = await _cost_us(node, idle, 5000, lambda: baselines.redis_round_trip(url, 5000, 100))
-            ping = await _cost_us(node, idle, pings, lambda: _pings(session, pings))
-            raw_set = await _cost_us(node, idle, pings, lambda: _raw_set_px(url, pings))
+            ping = await _cost_us(node, idle, ping_count, lambda: pings(session, ping_count))
+            raw_set = await _cost_us(node, idle, ping_count, lambda: raw_set_px(url, ping_count))
             register = await _cost_us(node, idle, sessions * 20, lambda: _registrations(others, 20))
             step = await _cost_us(node, idle, runs, lambda: _text_runs(session, runs))
             scripts = await _script_costs(node, session, max(2, batches // 2), 100)

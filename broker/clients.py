@@ -16,6 +16,18 @@ MAX_ACTIVE_CLIENTS = 32
 MAX_NAME_LENGTH = 32
 
 
+async def lapse_client(core: Core, session_id: str, client_id: str) -> str:
+    """Lapse the registration if its lease ran out ('lapsed'); 'alive' moves its timer on; 'gone'."""
+    keys = core.keys
+    (outcome,) = await core.scripts.run(
+        "lapse_client",
+        client_keys(keys, session_id, client_id),
+        client_args(keys, session_id, client_id),
+        partition=keys.session(session_id).partition,
+    )
+    return str(outcome)
+
+
 @dataclass(frozen=True, slots=True)
 class Registered:
     id: str
@@ -150,14 +162,13 @@ class Clients:
         self, session_id: str, client_id: str, caller: Caller = Caller(), receipt: Receipt | None = None
     ) -> HttpReply:
         """Extend the lease (200 and the new expiry); a client found lapsed is ended here (404)."""
-        keys = self._core.keys
+        s = self._core.keys.session(session_id)
         extra_keys, extra_args = self._http(session_id, caller, receipt)
-        status, body = await self._core.scripts.raw(
-            "ping_client",
-            [*client_keys(keys, session_id, client_id), *extra_keys],
-            [*client_args(keys, session_id, client_id), *extra_args],
-            keys.session(session_id).partition,
+        status, body, *lapse = await self._core.scripts.raw(
+            "ping_client", [s.meta, s.client(client_id), *extra_keys], [session_id, client_id, *extra_args]
         )
+        if lapse:
+            await lapse_client(self._core, session_id, client_id)
         return HttpReply(int(status), body)
 
     async def leave(self, session_id: str, client_id: str) -> None:

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from broker.errors import BrokerUnavailable
@@ -66,11 +67,14 @@ class EmbeddedRedis:
         port: int | None = None,
         notifications: bool = False,
         cluster: bool = False,
+        wrapper: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
         self.persistent = persistent
         self.notifications = notifications
         self.cluster = cluster
+        # A command the server runs under (the bench's instruction counts run it under valgrind).
+        self.wrapper = tuple(wrapper)
         self.port = port or free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -78,9 +82,14 @@ class EmbeddedRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
     def start(self, wait_s: float = 10.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
+            *self.wrapper,
             redis_server_binary(),
             "--port", str(self.port),
             "--bind", "127.0.0.1",

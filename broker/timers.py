@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from broker.clients import lapse_client
 from broker.core import Core
 from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.keys import PartitionKeys
-from broker.layouts import call_args, call_keys, client_args, client_keys
+from broker.layouts import call_args, call_keys
 
 
 def _ack_text(seconds: float) -> str:
@@ -108,11 +109,4 @@ class Timers:
 
     async def lapse_client(self, session_id: str, client_id: str) -> str:
         """Lapse the registration if its lease ran out ('lapsed'); 'alive' moves its timer on."""
-        keys = self._core.keys
-        (outcome,) = await self._core.scripts.run(
-            "lapse_client",
-            client_keys(keys, session_id, client_id),
-            client_args(keys, session_id, client_id),
-            partition=keys.session(session_id).partition,
-        )
-        return str(outcome)
+        return await lapse_client(self._core, session_id, client_id)

@@ -1,36 +1,39 @@
--- Keeps a ttl registration alive until now + ttl. A registration whose lease has already expired is
--- lapsed here and now (`client_left` timed_out, owed calls failed), so it is never half alive. Answers as
--- HTTP (lib/http.lua). The lease index is not touched: its entry, due at the old expiry, is moved on by
--- the timekeeper when it comes due (lapse_client.lua), so a ping costs one field.
+-- Keeps a ttl registration alive until now + ttl. Answers as HTTP (lib/http.lua). The lease index is not
+-- touched: its entry, due at the old expiry, is moved on by the timekeeper when it comes due
+-- (lapse_client.lua), so a ping costs one field.
 --
--- KEYS and ARGV: the layout of lib/client.lua.
--- KEYS[8] the session's tokens  KEYS[9] the Idempotency-Key receipt
--- ARGV[4] token SHA-256 ('' for an API key)  ARGV[5] request fingerprint ('' for none)  ARGV[6] receipt ttl ms
--- Returns {HTTP status, body}: 200 and {"expires_at"} (null for never); 404 when the registration is gone
--- (including a lapse found by this ping); 401 (token).
+-- A ping is the call a deployment makes most, and most of a small script's cost is the keys and
+-- arguments it is handed, so it takes only what a ping that succeeds reads. A registration whose lease
+-- has already run out is refused here and lapsed by the caller at once (lapse_client.lua, which has the
+-- session's other keys), before the refusal is answered.
+--
+-- KEYS[1] the session's meta  KEYS[2] the registration  KEYS[3] the session's tokens
+-- KEYS[4] the Idempotency-Key receipt
+-- ARGV[1] session id  ARGV[2] client id  ARGV[3] token SHA-256 ('' for an API key)
+-- ARGV[4] request fingerprint ('' for none)  ARGV[5] receipt ttl ms
+-- Returns {HTTP status, body}: 200 and {"expires_at"} (null for never); 404 when the registration is gone,
+-- and {404, body, 'lapse'} when its lease ran out and it must be lapsed now; 401 (token).
 
 --!include lib/core.lua
---!include lib/partition.lua
---!include lib/calls.lua
---!include lib/client.lua
 --!include lib/http.lua
 
-local S = sb_client_context()
-local H = {tokens = KEYS[8], receipt = KEYS[9], token = ARGV[4], fp = ARGV[5], ttl = ARGV[6]}
+local S = {meta = KEYS[1], sid = ARGV[1], now = sb_now_ms()}
+local H = {tokens = KEYS[3], receipt = KEYS[4], token = ARGV[3], fp = ARGV[4], ttl = ARGV[5]}
 local early = sb_http_begin(S, H)
 if early then return early end
 -- Built only for a refusal: a ping that succeeds makes no string it does not send.
 local function gone()
-  return 'no active client ' .. S.cid .. ' in this session (it left, lapsed, or never registered); register again'
+  return 'no active client ' .. ARGV[2] .. ' in this session (it left, lapsed, or never registered); register again'
 end
-local client = redis.call('HMGET', S.client, 'state', 'ttl_ms', 'expires_at')
+local client = redis.call('HMGET', KEYS[2], 'state', 'ttl_ms', 'expires_at')
 if client[1] ~= 'active' then return sb_http_refuse(S, H, 404, gone()) end
 local ttl = tonumber(client[2])
 if ttl == 0 then return sb_http_reply(S, H, 200, '{"expires_at":null}') end
 if tonumber(client[3]) <= S.now then
-  sb_client_gone(S, S.cid, 'timed_out')
-  return sb_http_refuse(S, H, 404, gone())
+  local refused = sb_http_refuse(S, H, 404, gone())
+  refused[3] = 'lapse'
+  return refused
 end
 local expires = S.now + ttl
-redis.call('HSET', S.client, 'expires_at', expires)
+redis.call('HSET', KEYS[2], 'expires_at', expires)
 return sb_http_reply(S, H, 200, '{"expires_at":"' .. sb_iso(expires * 1000) .. '"}')

@@ -11,7 +11,7 @@ from redis.exceptions import ResponseError
 
 from broker import Broker
 from broker.batching import Batcher
-from broker.layouts import client_args, client_keys
+from broker.layouts import call_args, call_keys
 from broker.luasource import library
 from tests.helpers import make_session
 
@@ -105,18 +105,18 @@ async def test_the_batch_function_runs_each_call_alone_in_redis(broker: Broker) 
     session_id = await make_session(broker)
     keys = broker.core.keys
     partition = keys.session(session_id).partition
-    # A ping of an unknown client (a 404 answer), a call whose keys are missing (a Lua error), and the
-    # ping again: the error is the second call's alone.
+    # An ack of an unknown call (a 404 answer), a call whose keys are missing (a Lua error), and the
+    # ack again: the error is the second call's alone.
     client_id = "0190f2a0-0000-7000-8000-0000000000ff"
     s = keys.session(session_id)
-    own = [*client_keys(keys, session_id, client_id), s.tokens, s.idempotency("none")]
-    ping_args = [*client_args(keys, session_id, client_id), "", "", 0]
+    own = [*call_keys(keys, session_id), s.tokens, s.idempotency("none"), s.client_calls(client_id)]
+    ack_args = [*call_args(keys, session_id, "call_x", client_id), 1000, "", "", 0, "", "pool"]
     # The batch function, called as the batcher calls it.
     replies = await scripts._send(
         ("FCALL", library().batch),
         [*partition.block, *own, *own],
-        [3, len(partition.block), "ping_client", len(own), len(ping_args), *ping_args, "ping_client", 0, 0,
-         "ping_client", len(own), len(ping_args), *ping_args],
+        [3, len(partition.block), "ack_call", len(own), len(ack_args), *ack_args, "ack_call", 0, 0,
+         "ack_call", len(own), len(ack_args), *ack_args],
     )  # fmt: skip
     assert [int(reply[0]) for reply in (replies[0], replies[2])] == [404, 404]
     assert isinstance(replies[1], ResponseError)

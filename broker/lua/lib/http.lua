@@ -10,15 +10,24 @@ local function sb_envelope(status, message)
   return '{"error":{"code":"' .. SB_CODES[status] .. '","message":' .. sb_str(message) .. '}}'
 end
 
+-- The token and the session this call or batch of calls found good (broker/luasource.py forgets them as
+-- the next begins). A batch's calls mostly share both, and none of them revokes a token or deletes a
+-- session, so each is read once per batch.
+local sb_token_good, sb_tokens_good, sb_meta_live = nil, nil, nil
+
 -- nil when the operation may act; else the reply it must give instead (a refusal, or a receipt's replay).
 local function sb_http_begin(S, H)
-  if H.token ~= '' then
+  if H.token ~= '' and (H.token ~= sb_token_good or H.tokens ~= sb_tokens_good) then
     local raw = redis.call('HGET', H.tokens, H.token)
     if not raw or cjson.decode(raw).expires_at <= S.now then
       return {401, sb_envelope(401, 'this session token is unknown or expired')}
     end
+    sb_token_good, sb_tokens_good = H.token, H.tokens
   end
-  if not sb_session_live(S) then return {404, sb_envelope(404, 'no session ' .. S.sid)} end
+  if S.meta ~= sb_meta_live then
+    if not sb_session_live(S) then return {404, sb_envelope(404, 'no session ' .. S.sid)} end
+    sb_meta_live = S.meta
+  end
   if H.fp == '' then return nil end
   local raw = redis.call('GET', H.receipt)
   if not raw then return nil end
