@@ -17,7 +17,7 @@ from api.body_limit import limited
 from api.cors import CrossOrigin
 from api.metrics import Metrics
 from api.rate_limit import RateLimits
-from api.routes import agents, api_keys, approvals, clients, events, health, providers, sessions, web
+from api.routes import agents, api_keys, approvals, calls, clients, events, health, providers, sessions, web
 from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
 from api.state import AppState
@@ -182,7 +182,7 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals):
+    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web):
         app.include_router(module.router)

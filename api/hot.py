@@ -12,7 +12,7 @@ from fastapi import Request
 from api.auth import WORKSPACE_HEADER, hot_caller
 from api.deps import canonical_id
 from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, idempotency_key
-from api.schemas.clients import ClientCallResultBody
+from api.schemas.clients import ClientCallProgressBody, ClientCallResultBody
 from api.state import AppState
 from broker.clients import HttpReply, Receipt
 from broker.errors import InvalidRequest
@@ -75,6 +75,17 @@ async def ack(state: AppState, request: HotRequest, session_id: str, client_id: 
     reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt, member)
     state.metrics.calls.labels("acked").inc()
     return reply
+
+
+async def progress(
+    state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str, body: ClientCallProgressBody
+) -> HttpReply:
+    canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
+    receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
+    cid = canonical_id(client_id, "client")
+    return await state.broker.clients.progress(
+        canonical, cid, call_id, body.message, body.fraction, who.caller, receipt
+    )
 
 
 async def answer(

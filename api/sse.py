@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from api.state import AppState
-from broker.events import event_seq, is_logged, is_timing
+from broker.events import event_seq, is_logged, is_progress, is_timing
 from broker.live import Signal, Subscription
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -67,8 +67,10 @@ def _frame(seq: int, data: bytes) -> bytes:
 
 
 def shown(data: bytes, include: frozenset[str]) -> bool:
-    """Whether a logged event goes to a reader: timing events only to those that asked."""
-    return "timing" in include or not is_timing(data)
+    """Whether a logged event goes to a reader: timing and progress events only to those that asked."""
+    if is_timing(data):
+        return "timing" in include
+    return "progress" in include or not is_progress(data)
 
 
 async def _backlog(

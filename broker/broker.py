@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from broker.agents import Agents
 from broker.approvals import Approvals
+from broker.calls import Calls
 from broker.clients import Clients
 from broker.core import Core
 from broker.credentials import Credentials
@@ -36,6 +37,7 @@ class Broker:
         self.idempotency = Idempotency(core)
         self.work = Work(core)
         self.approvals = Approvals(core)
+        self.calls = Calls(core)
         self.server_calls = ServerCalls(core)
         self.pools = Pools(core)
         self.keepers = Keepers(core)

@@ -220,6 +220,33 @@ class Clients:
         )
         return HttpReply(int(status), body)
 
+    async def progress(
+        self,
+        session_id: str,
+        client_id: str,
+        call_id: str,
+        message: str | None,
+        fraction: float | None,
+        caller: Caller = Caller(),
+        receipt: Receipt | None = None,
+    ) -> HttpReply:
+        """200 and the `client_tool_progress` event, for a call this client acked (409 before the ack or
+        once settled); a tool with a heartbeat gets its result deadline moved on."""
+        keys = self._core.keys
+        extra_keys, extra_args = self._http(session_id, caller, receipt)
+        status, body = await self._core.scripts.raw(
+            "progress_call",
+            [*call_keys(keys, session_id), *extra_keys],
+            [
+                *call_args(keys, session_id, call_id, client_id),
+                events.client_tool_progress(client_id, call_id, message, fraction),
+                self._core.settings.result_timeout_ms,
+                *extra_args,
+            ],
+            keys.session(session_id).partition,
+        )
+        return HttpReply(int(status), body)
+
     async def answer(
         self,
         session_id: str,

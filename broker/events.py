@@ -95,6 +95,26 @@ def is_timing(data: bytes) -> bool:
     return _TIMING in data[:96]
 
 
+_PROGRESS = b'"type":"client_tool_progress"'
+
+
+def is_progress(data: bytes) -> bool:
+    """A client's progress on a call: logged, but shown only to readers that ask (`?include=progress`)."""
+    return _PROGRESS in data[:128]
+
+
+def client_tool_progress(client_id: str, call_id: str, message: str | None, fraction: float | None) -> str:
+    return dumps(
+        {
+            "type": "client_tool_progress",
+            "client_id": client_id,
+            "call_id": call_id,
+            "message": message,
+            "fraction": fraction,
+        }
+    )
+
+
 def is_logged(data: bytes) -> bool:
     """A logged event (it carries a seq), as opposed to a live extra such as a text delta."""
     return data.startswith(b'{"seq":')

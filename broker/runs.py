@@ -40,11 +40,13 @@ class Submitted:
 
 @dataclass(frozen=True, slots=True)
 class PlannedCall:
-    """A tool call the model made: its id, the model-visible name, its arguments."""
+    """A tool call the model made: its id, the model-visible name, its arguments. `invalid` says why the
+    provider's arguments could not be read (they are then `{}` and the call gets an error result)."""
 
     call_id: str
     name: str
     arguments: dict[str, Any]
+    invalid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,9 @@ class Route:
     client_id: str = ""
     server: str = ""
     error: str = ""
+    # A client tool's own deadlines (ms; 0: the deployment's result deadline, no heartbeat).
+    timeout_ms: int = 0
+    heartbeat_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +97,7 @@ def args_hash(arguments: dict[str, Any]) -> str:
 
 
 def _call_args(call: PlannedCall, route: Route) -> list[str | int]:
-    """The ten ARGV entries of one call for commit_step.lua."""
+    """The twelve ARGV entries of one call for commit_step.lua."""
     payload = ""
     if route.kind == "client":
         payload = events.client_tool_dispatched(route.client_id, call.call_id, route.tool, call.arguments)
@@ -122,6 +127,8 @@ def _call_args(call: PlannedCall, route: Route) -> list[str | int]:
         payload,
         events.tool_result(call.call_id, error, is_error=True),
         approval,
+        route.timeout_ms or "",
+        route.heartbeat_ms or "",
     ]
 
 

@@ -102,6 +102,7 @@ class Timers:
                 _ack_text(settings.ack_timeout_s),
                 _result_text(settings.result_timeout_s),
                 INTERRUPTED_TEXT,
+                settings.result_timeout_ms,
             ],
             partition=keys.session(session_id).partition,
         )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.runs import OfferedClient, Route, parse_client_tool
+from broker.runs import OfferedClient, PlannedCall, Route, parse_client_tool
+from workers.arguments import Validators
 from workers.config import RunConfig
 from workers.models.base import ModelError
 from workers.tools import Registry
@@ -21,17 +22,26 @@ class ToolSpec:
 
 
 class Catalog:
-    def __init__(self, specs: dict[str, ToolSpec], routes: dict[str, Route], registered: dict[str, str]) -> None:
+    def __init__(
+        self,
+        specs: dict[str, ToolSpec],
+        routes: dict[str, Route],
+        registered: dict[str, str],
+        validators: Validators | None = None,
+    ) -> None:
         self._specs = specs
         self._routes = routes
         self._registered = registered
+        self._validators = validators or Validators()
 
     @property
     def tools(self) -> list[ToolSpec]:
         return list(self._specs.values())
 
     @classmethod
-    def build(cls, offered: list[OfferedClient], registry: Registry, config: RunConfig) -> Catalog:
+    def build(
+        cls, offered: list[OfferedClient], registry: Registry, config: RunConfig, validators: Validators | None = None
+    ) -> Catalog:
         """Server tools first; a run-scoped client tool of the same name replaces one for this run (the
         first seed's rule); registered clients' tools are `client__<name>__<tool>`."""
         specs: dict[str, ToolSpec] = {}
@@ -53,12 +63,22 @@ class Catalog:
                     client_name="" if client.scoped else client.name,
                     client_id=client.client_id,
                     server=f"client:{client.name}",
+                    timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
+                    heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
                 )
         registered = {c.name: c.client_id for c in offered if not c.scoped}
-        return cls(specs, routes, registered)
+        return cls(specs, routes, registered, validators)
 
-    def route(self, name: str) -> Route:
+    def route(self, call: PlannedCall) -> Route:
+        """Where the call goes; a call whose arguments could not be read, or do not satisfy the tool's
+        schema, goes nowhere: the model gets an error result naming what is wrong."""
+        name = call.name
+        if call.invalid:
+            return Route("none", name, error=f"the arguments of {name} could not be used: {call.invalid}")
         if name in self._routes:
+            problem = self._validators.problem(self._specs[name].parameters, call.arguments)
+            if problem:
+                return Route("none", name, error=f"the arguments of {name} do not match its schema: {problem}")
             return self._routes[name]
         parsed = parse_client_tool(name)
         if parsed is None:

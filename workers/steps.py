@@ -18,6 +18,7 @@ from broker.errors import BrokerUnavailable
 from broker.events import message_assistant
 from broker.runs import Committed
 from broker.tasks import cancel_and_wait
+from workers.arguments import Validators
 from workers.catalog import Catalog
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
@@ -86,6 +87,8 @@ class StepRunner:
         self._broker = broker
         self._models = models
         self._registry = registry
+        # Compiled once per distinct tool schema, for every step this worker runs.
+        self._validators = Validators()
         self._transcripts = Transcripts(broker.log.after, broker.settings.worker_transcript_cache_mb * 2**20)
 
     async def run(self, session_id: str, run_id: str, step: int, attempt: int, entry: str = "") -> None:
@@ -141,9 +144,12 @@ class StepRunner:
         timing = {"step_ms": round((time.monotonic() - started) * 1000), "started_at_us": started_at_us}
         await self._commit(session_id, run_id, step, attempt, turn, catalog, config, timing)
 
+    async def _catalog(self, session_id: str, config: RunConfig) -> Catalog:
+        return Catalog.build(await self._broker.runs.offered(session_id), self._registry, config, self._validators)
+
     async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Catalog]:
         model = await self._models.model_for(session_id)
-        catalog = Catalog.build(await self._broker.runs.offered(session_id), self._registry, config)
+        catalog = await self._catalog(session_id, config)
         transcript = await self._transcripts.read(session_id)
         request = ModelRequest(config, transcript, catalog.tools)
         settings = self._broker.settings
@@ -171,10 +177,10 @@ class StepRunner:
         timing = dumps({"type": "custom", "kind": "timing", "payload": payload})
         message = message_assistant(turn.content, turn.model)
         for _ in range(_COMMIT_ATTEMPTS):
-            routed = [(call, catalog.route(call.name)) for call in turn.calls]
+            routed = [(call, catalog.route(call)) for call in turn.calls]
             committed = await self._broker.runs.commit(session_id, run_id, step, attempt, message, routed, timing)
             if committed.outcome != "retry":
                 return committed
             # A registration came or went since the catalog was read: route against what is there now.
-            catalog = Catalog.build(await self._broker.runs.offered(session_id), self._registry, config)
+            catalog = await self._catalog(session_id, config)
         raise BrokerUnavailable("client names kept changing while the step was committed")

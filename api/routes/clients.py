@@ -15,6 +15,7 @@ from api.pool_stream import call_stream
 from api.schemas.clients import (
     ActiveClientBody,
     ActiveClientsBody,
+    ClientCallProgressBody,
     ClientCallResultBody,
     ClientPingBody,
     ClientToolBody,
@@ -34,7 +35,8 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/clients", tags=["clients"],
 
 
 def _tools(tools: list[ClientToolBody] | None) -> list[dict[str, Any]]:
-    return [tool.model_dump() for tool in tools or []]
+    # A deadline a tool does not declare is left out, not stored as null.
+    return [tool.model_dump(exclude_none=True) for tool in tools or []]
 
 
 @router.get("", response_model=ActiveClientsBody)
@@ -106,6 +108,23 @@ async def replace_tools(
 async def ack_call(session_id: str, client_id: str, call_id: str, request: Request, state: State) -> Response:
     """Acknowledge a call (the result deadline starts); answers with the `client_tool_acked` event."""
     reply = await hot.ack(state, await HotRequest.of(request), session_id, client_id, call_id)
+    return respond(reply.status, reply.body)
+
+
+@router.post("/{client_id}/calls/{call_id:path}/progress", response_model=SessionEvent)
+async def call_progress(
+    session_id: str,
+    client_id: str,
+    call_id: str,
+    request: Request,
+    state: State,
+    body: ClientCallProgressBody | None = None,
+) -> Response:
+    """Progress on a call this client acked (an extension): appends `client_tool_progress`, which readers
+    see with `?include=progress`; for a tool that declared `heartbeat_s` it also keeps the call alive (no
+    body at all is a bare heartbeat). 409 before the ack and once the call is settled."""
+    given = body or ClientCallProgressBody()
+    reply = await hot.progress(state, await HotRequest.of(request), session_id, client_id, call_id, given)
     return respond(reply.status, reply.body)
 
 

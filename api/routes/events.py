@@ -30,7 +30,7 @@ async def post_input(
         raise Forbidden("source: 'external' marks input posted with an API key on behalf of a user")
     broker = state.broker
 
-    tools = [tool.model_dump() for tool in body.client_tools] if body.client_tools else None
+    tools = [tool.model_dump(exclude_none=True) for tool in body.client_tools] if body.client_tools else None
 
     async def act(keyed_: Keyed) -> Outcome:
         seed = keyed_.seed
@@ -49,7 +49,8 @@ async def post_input(
 
 INCLUDE = Query(
     description="Extensions, comma separated: `timing` (per step and per run timing as `custom` events), "
-    "and on the stream `deltas` (text as it streams, `message_delta` frames with no id)"
+    "`progress` (`client_tool_progress` events), and on the stream `deltas` (text as it streams, "
+    "`message_delta` frames with no id)"
 )
 
 
@@ -74,7 +75,7 @@ async def list_events(
 ) -> Response:
     """The log in pages; both bounds exclusive; the cursor is the seq of the page's last event."""
     canonical = await existing_session(state, caller, session_id, "session.read")
-    asked = _include(include, frozenset({"timing"}))
+    asked = _include(include, frozenset({"timing", "progress"}))
     page = await state.broker.log.page(
         canonical,
         ascending=order == "asc",
@@ -111,7 +112,7 @@ async def stream_events(
     """Server-sent events: a cursor frame first (`id: N`), then every event after N, for as long as the
     session lives. The stream ends, and a reconnect gets 404, only when the session is deleted."""
     canonical = await existing_session(state, caller, session_id, "session.read")
-    asked = _include(include, frozenset({"timing", "deltas"}))
+    asked = _include(include, frozenset({"timing", "deltas", "progress"}))
     position = _position(after_seq, last_event_id)
     if position is None:
         # Fixed now, before the headers go out: everything appended from here on is delivered.

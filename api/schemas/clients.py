@@ -14,7 +14,10 @@ from api.schemas.common import Strict
 
 MAX_TOOLS = 64
 MAX_RESULT_CHARS = 65_536
+MAX_PROGRESS_CHARS = 1_000
 MIN_TTL_S, MAX_TTL_S = 5, 3600
+MIN_TOOL_TIMEOUT_S, MAX_TOOL_TIMEOUT_S = 1, 86_400
+MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 1, 3_600
 
 
 def _json_schema(value: dict[str, Any]) -> dict[str, Any]:
@@ -30,6 +33,23 @@ class ClientToolBody(Strict):
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
     description: Annotated[str, Field(max_length=4096)] = ""
     parameters: Annotated[dict[str, Any], AfterValidator(_json_schema)]
+    timeout_s: Annotated[
+        int | None,
+        Field(
+            ge=MIN_TOOL_TIMEOUT_S,
+            le=MAX_TOOL_TIMEOUT_S,
+            description="An extension: the result deadline after the ack, in place of the deployment's",
+        ),
+    ] = None
+    heartbeat_s: Annotated[
+        int | None,
+        Field(
+            ge=MIN_HEARTBEAT_S,
+            le=MAX_HEARTBEAT_S,
+            description="An extension: the call fails with result_timeout when neither progress nor the result "
+            "came within this many seconds of the ack or of the last progress (never later than timeout_s)",
+        ),
+    ] = None
 
 
 def _unique_tools(tools: list[ClientToolBody] | None) -> list[ClientToolBody] | None:
@@ -74,6 +94,13 @@ class ClientPingBody(BaseModel):
 
 class UpdateClientToolsBody(Strict):
     tools: Tools
+
+
+class ClientCallProgressBody(Strict):
+    """Progress on an acked call (an extension)."""
+
+    message: Annotated[str | None, Field(max_length=MAX_PROGRESS_CHARS)] = None
+    fraction: Annotated[float | None, Field(ge=0, le=1, description="How much is done, 0 to 1")] = None
 
 
 class ClientCallResultBody(Strict):

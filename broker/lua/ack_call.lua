@@ -34,4 +34,4 @@ if rec.state ~= 'dispatched' then
   return sb_http_refuse(S, H, refusal[1], refusal[2])
 end
 if member ~= '' then rec.member = member end
-return sb_http_reply(S, H, 200, sb_ack(S, rec, tonumber(ARGV[5]), {KEYS[8], ARGV[10]}))
+return sb_http_reply(S, H, 200, sb_ack(S, rec, sb_result_window(rec, tonumber(ARGV[5])), {KEYS[8], ARGV[10]}))

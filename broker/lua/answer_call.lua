@@ -25,7 +25,7 @@ if rec.state ~= 'dispatched' and rec.state ~= 'acked' then
   local refusal = sb_settled_refusal(S, rec)
   return sb_http_refuse(S, H, refusal[1], refusal[2])
 end
-if rec.state == 'dispatched' then sb_ack(S, rec, tonumber(ARGV[6]), {KEYS[8], ARGV[10]}) end
+if rec.state == 'dispatched' then sb_ack(S, rec, sb_result_window(rec, tonumber(ARGV[6])), {KEYS[8], ARGV[10]}) end
 sb_append(S, ARGV[5])
 sb_count('calls_answered')
 sb_observe_ms('ack_to_result', S.now - (rec.acked_ms or S.now))

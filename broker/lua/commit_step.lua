@@ -10,11 +10,12 @@
 -- ARGV[4] step  ARGV[5] attempt  ARGV[6] ack deadline ms  ARGV[7] message_assistant JSON
 -- ARGV[8] number of calls  ARGV[9] text for run_gone  ARGV[10] call stream retention ms
 -- ARGV[11] the step's timing (a custom event JSON, '' for none)
--- then 10 per call, from ARGV[12]: call id, kind ('client' | 'server' | 'none'), client name (a registered
+-- then 12 per call, from ARGV[12]: call id, kind ('client' | 'server' | 'none'), client name (a registered
 -- name to check, '' for a run-scoped client or none), client id, raw tool name, policy ('allow' |
 -- 'require_approval' | 'deny'), tool_call JSON, payload (client_tool_dispatched JSON for a client call,
 -- the arguments JSON for a server call), error tool_result JSON (used for deny, or a tool no active
--- registration holds), approval_requested JSON.
+-- registration holds), approval_requested JSON, the tool's result deadline ms ('' for the deployment's),
+-- its heartbeat ms ('' for none).
 -- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry'};
 -- {404, 'session'}. 'retry': a registered name now resolves differently than the caller saw.
 
@@ -38,7 +39,7 @@ end
 
 -- Every registered name must still resolve as the caller saw it before anything is written.
 for i = 0, ncalls - 1 do
-  local b = 12 + i * 10
+  local b = 12 + i * 12
   local name, cid = ARGV[b + 2], ARGV[b + 3]
   if name ~= '' and (redis.call('HGET', S.names, name) or '') ~= cid then return sb_reply('retry') end
 end
@@ -48,7 +49,7 @@ sb_append(S, ARGV[7])
 local pending, k = 0, 9
 local seen = {}
 for i = 0, ncalls - 1 do
-  local b = 12 + i * 10
+  local b = 12 + i * 12
   local call_id, kind, cid, tool, policy = ARGV[b], ARGV[b + 1], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   sb_append(S, ARGV[b + 6])
   local outcome, client, stream = 'error', nil, nil
@@ -61,6 +62,7 @@ for i = 0, ncalls - 1 do
   end
   S.call_id = call_id
   local rec = {kind = kind, client = cid, run = S.run_id, step = step, tool = tool}
+  if kind == 'client' then rec.to, rec.hb = tonumber(ARGV[b + 10]), tonumber(ARGV[b + 11]) end
   if outcome == 'allow' and kind == 'client' then
     sb_dispatch(S, rec, stream, ARGV[b + 7], ack_ms, retention)
   elseif outcome == 'allow' or outcome == 'require_approval' then

@@ -5,6 +5,7 @@
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
 -- ARGV[5] text for ack_timeout  ARGV[6] text for result_timeout  ARGV[7] text for an interrupted server call
+-- ARGV[8] the deployment's result deadline ms (a tool's own timeout_s or heartbeat_s says its own text)
 -- Returns {0, 'failed' | 'not_due' | 'settled'}.
 
 --!include lib/core.lua
@@ -27,6 +28,12 @@ if rec.kind == 'server' then
   sb_fail_call(S, S.call_id, rec, 'interrupted', ARGV[7])
 elseif rec.state == 'dispatched' then
   sb_fail_call(S, S.call_id, rec, 'ack_timeout', ARGV[5])
+elseif rec.hb and S.now < (rec.acked_ms or S.now) + (rec.to or tonumber(ARGV[8])) then
+  sb_fail_call(S, S.call_id, rec, 'result_timeout', 'the client sent neither progress nor a result within '
+    .. (rec.hb / 1000) .. ' s (the tool\'s heartbeat_s)')
+elseif rec.to then
+  sb_fail_call(S, S.call_id, rec, 'result_timeout', 'the client acknowledged the call but did not answer within '
+    .. (rec.to / 1000) .. ' s (the tool\'s timeout_s)')
 else
   sb_fail_call(S, S.call_id, rec, 'result_timeout', ARGV[6])
 end

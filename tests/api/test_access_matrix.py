@@ -77,8 +77,12 @@ ROUTES = [
         "session.manage",
         {"text": "x"},
     ),
+    Route(
+        "POST", "/v1/sessions/{session_id}/clients/{client_id}/calls/{call_id}/progress", "session", "session.manage"
+    ),
     Route("GET", "/v1/sessions/{session_id}/clients/{client_id}/calls/stream", "session", "session.manage"),
     Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "session", "session.manage", {"decision": "allow"}),
+    Route("POST", "/v1/sessions/{session_id}/calls/{call_id}/cancel", "session", "session.manage"),
 ]
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/metrics/cluster")}
 

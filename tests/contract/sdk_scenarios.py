@@ -192,8 +192,12 @@ async def parallel_names_and_errors(ctx: Context) -> str:
         assert lines[0] == f"client__{first.name}__highlight_row: Row 1 is highlighted."
         assert lines[1] == f"client__{other}__explode failed: row 2 is on fire"
         assert lines[2] == f"client__{other}__refuse failed: not allowed"
-        # The SDK's own validation message runs over several lines.
-        assert lines[3].startswith(f"client__{first.name}__highlight_row failed: the arguments were not valid")
+        # Checked against the tool's schema before dispatch: this call never reached the SDK's client.
+        tool = f"client__{first.name}__highlight_row"
+        assert lines[3] == (
+            f"{tool} failed: the arguments of {tool} do not match its schema: "
+            "at $: 'row_id' is a required property (rule: required)"
+        )
         assert lines[-1].startswith("client__nobody__x failed: no client named nobody"), answer
     return "5 parallel calls, one continuation"
 

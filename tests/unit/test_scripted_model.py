@@ -51,8 +51,6 @@ async def test_results_are_answered_one_line_per_call_in_order() -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("/call x [1]", "must be a JSON object"),
-        ("/call x {nope", "are not JSON"),
         ("/call", "needs a tool name"),
         ("/sleep soon", "needs a number of seconds"),
         ("/sleep -1", "non-negative"),
@@ -62,6 +60,14 @@ async def test_results_are_answered_one_line_per_call_in_order() -> None:
 async def test_bad_lines_and_fail_end_the_run(line: str, message: str) -> None:
     with pytest.raises(ModelError, match=message):
         await turn(Message("user", text=line))
+
+
+@pytest.mark.parametrize(("line", "why"), [("/call x [1]", "not a JSON object"), ("/call x {nope", "not valid JSON")])
+async def test_arguments_that_are_not_an_object_make_a_call_that_cannot_be_used(line: str, why: str) -> None:
+    _, calls, _ = await turn(Message("user", text=line))
+    (call,) = calls
+    assert (call.name, call.arguments) == ("x", {})
+    assert why in call.invalid
 
 
 async def test_sleep_is_cancellable() -> None:

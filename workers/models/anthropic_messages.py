@@ -6,7 +6,7 @@ from typing import Any
 
 import anthropic
 
-from broker.codec import loads
+from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
 from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn, TurnBuilder
 from workers.models.retry import Backoff
@@ -114,8 +114,10 @@ class _Accumulator:
             elif block["type"] == "redacted_thinking":
                 built.thinking(block.get("data", ""), redacted=True)
             elif block["type"] == "tool_use":
-                arguments = loads(block["partial"]) if block["partial"] else (block.get("input") or {})
-                built.call(block["id"], self._aliases.inward(block["name"]), arguments)
+                arguments, invalid = (
+                    parse_arguments(block["partial"]) if block["partial"] else (block.get("input") or {}, "")
+                )
+                built.call(block["id"], self._aliases.inward(block["name"]), arguments, invalid)
         return built.turn(self.model)
 
 

@@ -70,8 +70,8 @@ class TurnBuilder:
     def thinking(self, thinking: str, *, redacted: bool = False, signature: str | None = None) -> None:
         self.content.append(thinking_block(thinking, redacted=redacted, signature=signature))
 
-    def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
-        self.calls.append(PlannedCall(call_id, name, arguments))
+    def call(self, call_id: str, name: str, arguments: dict[str, Any], invalid: str = "") -> None:
+        self.calls.append(PlannedCall(call_id, name, arguments, invalid))
         self.content.append(tool_call_block(call_id, name, arguments))
 
     def turn(self, model: str | None) -> Turn:

@@ -7,7 +7,8 @@ from typing import Any
 
 import openai
 
-from broker.codec import dumps, loads
+from broker.codec import dumps
+from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
 from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn, TurnBuilder
 from workers.models.retry import Backoff
@@ -72,12 +73,8 @@ def _turn(output: list[Any], aliases: Aliases, model: str | None) -> Turn:
         elif kind == "message":
             built.text("".join(_field(part, "text") or "" for part in _field(item, "content") or []))
         elif kind == "function_call":
-            raw = _field(item, "arguments") or "{}"
-            try:
-                arguments = loads(raw)
-            except ValueError:
-                raise ModelError(f"the model sent a function call whose arguments are not JSON: {raw[:200]}") from None
-            built.call(_field(item, "call_id"), aliases.inward(_field(item, "name")), arguments)
+            arguments, invalid = parse_arguments(_field(item, "arguments") or "{}")
+            built.call(_field(item, "call_id"), aliases.inward(_field(item, "name")), arguments, invalid)
     return built.turn(model)
 
 

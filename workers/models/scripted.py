@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any
 
-from broker.codec import loads, new_call_id
+from broker.codec import new_call_id
 from broker.events import Block, text_block, tool_call_block
 from broker.providers import SCRIPTED_MODEL
 from broker.runs import PlannedCall
+from workers.arguments import parse_arguments
 from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, ToolOutcome, Turn
 
 
@@ -18,15 +18,9 @@ def _parse_call(line: str) -> PlannedCall:
     name, _, raw = rest.strip().partition(" ")
     if not name:
         raise ModelError("scripted model: `/call` needs a tool name, as in `/call client__web__lookup {}`")
-    arguments: Any = {}
-    if raw.strip():
-        try:
-            arguments = loads(raw)
-        except ValueError as error:
-            raise ModelError(f"scripted model: the arguments of `/call {name}` are not JSON: {error}") from None
-        if not isinstance(arguments, dict):
-            raise ModelError(f"scripted model: the arguments of `/call {name}` must be a JSON object")
-    return PlannedCall(new_call_id(), name, arguments)
+    # Arguments that are not a JSON object make a call with an error result, as a provider's would.
+    arguments, invalid = parse_arguments(raw) if raw.strip() else ({}, "")
+    return PlannedCall(new_call_id(), name, arguments, invalid)
 
 
 def _parse_sleep(line: str) -> float:

@@ -45,6 +45,14 @@ local function sb_set_deadline(S, ms)
   sb_timer(SB_P.deadlines, S.now + ms, S.sid .. ':' .. S.call_id)
 end
 
+-- How long an acked call may go without a result (ms): the tool's own timeout or the deployment's
+-- `default_ms`, or its heartbeat when that is sooner (a progress moves it on: progress_call.lua).
+local function sb_result_window(rec, default_ms)
+  local limit = rec.to or default_ms
+  if rec.hb and rec.hb < limit then return rec.hb end
+  return limit
+end
+
 -- Moves a dispatched call to acked: the ack deadline is swapped for the result deadline, and the call's
 -- entry is settled in its registration's pool group (`pool` = {stream, group}), so no pool member is
 -- handed it again.

@@ -39,18 +39,23 @@ local function sb_settle(S, call_id, rec, state, reason)
 end
 
 -- Fails one unsettled call with an error result the model reads. A dispatched client call says why first
--- (`client_tool_failed`); a call still awaiting approval is resolved as denied, so no tab keeps asking.
-local function sb_fail_call(S, call_id, rec, reason, text)
+-- (`client_tool_failed`, with `detail` when one is given: an extension the SDK ignores); a call still
+-- awaiting approval is resolved as denied, so no tab keeps asking. Returns the `client_tool_failed` event
+-- when there was one.
+local function sb_fail_call(S, call_id, rec, reason, text, detail)
+  local failed = nil
   if rec.state == 'awaiting' then
     sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(call_id)
       .. ',"decision":"deny","deny_message":' .. sb_str(text) .. ',"resolved_by":null}')
   elseif rec.kind == 'client' then
     sb_count('calls_failed:' .. reason)
-    sb_append(S, '{"type":"client_tool_failed","client_id":' .. sb_str(rec.client) .. ',"call_id":'
-      .. sb_str(call_id) .. ',"reason":"' .. reason .. '"}')
+    failed = sb_append(S, '{"type":"client_tool_failed","client_id":' .. sb_str(rec.client) .. ',"call_id":'
+      .. sb_str(call_id) .. ',"reason":"' .. reason .. '"' .. (detail and (',"detail":"' .. detail .. '"') or '')
+      .. '}')
   end
   sb_append(S, sb_tool_result(call_id, text, true))
   sb_settle(S, call_id, rec, 'failed', reason)
+  return failed
 end
 
 -- Fails every unsettled call whose record field `field` equals `value` (a client id or a run id).

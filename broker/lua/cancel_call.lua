@@ -1,0 +1,21 @@
+-- Cancels one call the run still waits for, and the run goes on: a client call fails with reason
+-- `run_gone` and `"detail":"cancelled"` (`client_tool_failed`), a call waiting for approval is resolved as
+-- denied, and every one gets its error `tool_result` carrying the message; the step continues once its
+-- last call is settled. A result or ack that comes later is 409, as for any settled call.
+--
+-- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
+-- ARGV[5] the text of the error result
+-- Returns {0, client_tool_failed JSON or ''}; {404, 'session' | 'call'}; {409, message} (settled).
+
+--!include lib/core.lua
+--!include lib/partition.lua
+--!include lib/calls.lua
+--!include lib/call.lua
+
+local S = sb_call_context()
+if not sb_session_live(S) then return sb_refuse(404, 'session') end
+local rec = sb_call(S)
+if not rec then return sb_refuse(404, 'call') end
+local owed = {awaiting = true, queued = true, dispatched = true, acked = true, running = true}
+if not owed[rec.state] then return sb_settled_refusal(S, rec) end
+return sb_reply(sb_fail_call(S, S.call_id, rec, 'run_gone', ARGV[5], 'cancelled') or '')

@@ -1,0 +1,38 @@
+-- Records a client's progress on a call it acked: `client_tool_progress`, which readers see only when they
+-- ask for it (?include=progress). For a tool that declared `heartbeat_s`, the result deadline moves to a
+-- heartbeat from now, never past the tool's timeout (or the deployment's result deadline) after the ack.
+-- Answers as HTTP (lib/http.lua).
+--
+-- KEYS and ARGV[1..4]: the layout of lib/call.lua.
+-- KEYS[6] the session's tokens  KEYS[7] the Idempotency-Key receipt
+-- ARGV[5] client_tool_progress event JSON  ARGV[6] the deployment's result deadline ms
+-- ARGV[7] token SHA-256 ('' when the caller checked an API key)  ARGV[8] request fingerprint ('' for none)
+-- ARGV[9] receipt ttl ms
+-- Returns {HTTP status, body}: 200 and the event; 404 (no such call for this client, or no session); 409
+-- (not acked yet, or settled); 401 (token).
+
+--!include lib/core.lua
+--!include lib/partition.lua
+--!include lib/call.lua
+--!include lib/http.lua
+
+local S = sb_call_context()
+local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[7], fp = ARGV[8], ttl = ARGV[9]}
+local early = sb_http_begin(S, H)
+if early then return early end
+local rec = sb_own_call(S)
+if not rec then return sb_http_refuse(S, H, 404, 'client ' .. S.cid .. ' has no call ' .. S.call_id) end
+if rec.state == 'dispatched' then
+  return sb_http_refuse(S, H, 409, 'call ' .. S.call_id .. ' is not acknowledged yet: ack it before sending progress')
+end
+if rec.state ~= 'acked' then
+  local refusal = sb_settled_refusal(S, rec)
+  return sb_http_refuse(S, H, refusal[1], refusal[2])
+end
+if rec.hb then
+  local due = S.now + rec.hb
+  local limit = (rec.acked_ms or S.now) + (rec.to or tonumber(ARGV[6]))
+  if due > limit then due = limit end
+  sb_timer(SB_P.deadlines, due, S.sid .. ':' .. S.call_id)
+end
+return sb_http_reply(S, H, 200, (sb_append(S, ARGV[5])))
