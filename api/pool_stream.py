@@ -2,7 +2,8 @@
 
 The member is woken by the session's live channel (a dispatch to its registration) and, every half claim
 interval, also reclaims calls another member took and left unacked. Frames are `data: <the call's
-client_tool_dispatched event>`; a registration or session that goes away ends the stream.
+client_tool_dispatched event>`, and `data: <client_tool_failed event>` when a call of the registration
+fails while a member may be running it; a registration or session that goes away ends the stream.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def _frames(events: list[str]) -> bytes:
 
 
 _WAKES = (b'"client_tool_dispatched"', b'"client_tool_acked"', b'"client_left"')
+_FAILED = b'"type":"client_tool_failed"'
 
 
 def _concerns(items: list[bytes], client_id: bytes) -> bool:
@@ -65,6 +67,10 @@ async def call_stream(
                 return
             if item is None:
                 yield _KEEPALIVE
+            elif isinstance(item, bytes) and _FAILED in item and cid in item:
+                # A call of this registration failed (cancelled, timed out, its run gone): the member
+                # running it stops. Best effort, like every live frame: a result posted after is 409.
+                yield b"data: %s\n\n" % item
             reclaim = time.monotonic() >= next_reclaim
             if reclaim:
                 next_reclaim = time.monotonic() + claim_every

@@ -14,13 +14,13 @@ import json
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from switchboard.typed_tools import TypedTool
+from switchboard.typed_tools import Call, TypedTool
 
 logger = logging.getLogger("switchboard.tools")
 MEMBER_HEADER = "Switchboard-Pool-Member"
@@ -63,7 +63,11 @@ class Member:
         self._concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[None]] = set()
+        # The calls this member acked and runs, so a failure of one (its frame on the stream) stops it.
+        self._calls: dict[str, tuple[Call, asyncio.Task[None]]] = {}
+        self._reports: set[asyncio.Task[None]] = set()
         self.answered = 0
+        self.cancelled = 0
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Serve until `stop` is set or the registration is gone; then finish what was acked."""
@@ -92,6 +96,9 @@ class Member:
                     member = stream.headers[MEMBER_HEADER]
                     delay = 0.2
                     async for event in sse_events(stream):
+                        if event.get("type") == "client_tool_failed":
+                            self._stop_call(str(event.get("call_id")))
+                            continue
                         await self._slots.acquire()
                         task = asyncio.create_task(self._handle(http, member, event))
                         self._running.add(task)
@@ -104,6 +111,39 @@ class Member:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
         self._slots.release()
+
+    def _stop_call(self, call_id: str) -> None:
+        running = self._calls.get(call_id)
+        if running is None:
+            return
+        call, task = running
+        call.cancel()
+        # An async tool stops at its next await; a sync one runs on in its thread and can read the flag.
+        task.cancel()
+
+    def _reporter(self, http: httpx.AsyncClient, path: str) -> Callable[[str | None, float | None], None]:
+        loop = asyncio.get_running_loop()
+
+        def send(message: str | None, fraction: float | None) -> None:
+            task = loop.create_task(self._report(http, path, message, fraction))
+            self._reports.add(task)
+            task.add_done_callback(self._reports.discard)
+
+        def report(message: str | None, fraction: float | None) -> None:
+            # From the loop or from a sync tool's thread alike.
+            loop.call_soon_threadsafe(send, message, fraction)
+
+        return report
+
+    async def _report(self, http: httpx.AsyncClient, path: str, message: str | None, fraction: float | None) -> None:
+        body = {key: value for key, value in (("message", message), ("fraction", fraction)) if value is not None}
+        try:
+            sent = await _post(http, path, json=body, attempts=2)
+        except httpx.TransportError as error:
+            logger.warning("progress %s not sent: %s", path, error)
+            return
+        if sent.status_code != 200:
+            logger.info("progress %s refused: %s", path, sent.text)
 
     async def _handle(self, http: httpx.AsyncClient, member: str, event: dict[str, Any]) -> None:
         call_id = event["call_id"]
@@ -119,10 +159,24 @@ class Member:
             logger.info("call %s not taken: %s", call_id, acked.text)
             return
         tool = self._tools.get(event["tool"])
-        if tool is None:
-            text, is_error = f"this server has no tool {event['tool']!r}", True
-        else:
-            text, is_error = await tool.run(event.get("arguments") or {})
+        call = Call(call_id, self._reporter(http, f"{calls}/progress"))
+        current = asyncio.current_task()
+        assert current is not None
+        self._calls[call_id] = (call, current)
+        try:
+            if tool is None:
+                text, is_error = f"this server has no tool {event['tool']!r}", True
+            else:
+                text, is_error = await tool.run(event.get("arguments") or {}, call)
+        except asyncio.CancelledError:
+            if not call.cancelled:
+                raise
+            # The call failed while it ran: no one waits for its result any more.
+            logger.info("call %s stopped: it failed while it ran", call_id)
+            self.cancelled += 1
+            return
+        finally:
+            del self._calls[call_id]
         try:
             answered = await _post(http, f"{calls}/result", json={"text": text, "is_error": is_error})
         except httpx.TransportError as error:

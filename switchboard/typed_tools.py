@@ -13,6 +13,7 @@ import inspect
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
@@ -27,12 +28,37 @@ class ToolError(Exception):
     """A tool module that cannot be served as it is; the message says what to change."""
 
 
+class Call:
+    """The call a tool is serving. A tool that declares a parameter of this type gets it (the parameter is
+    not part of the tool's schema): `cancelled` turns true when the call fails while it runs (cancelled,
+    timed out, its run gone; an async tool is cancelled outright as well), and `progress()` reports how
+    far it is (`client_tool_progress`; it also keeps a tool with `heartbeat_s` alive)."""
+
+    def __init__(self, call_id: str, report: Callable[[str | None, float | None], None] | None = None) -> None:
+        self.call_id = call_id
+        self._report = report
+        self._cancelled = threading.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def progress(self, message: str | None = None, fraction: float | None = None) -> None:
+        """Sent in the background; safe to call from a sync tool's thread."""
+        if self._report is not None:
+            self._report(message, fraction)
+
+
 @dataclass(frozen=True)
 class TypedTool:
     name: str
     description: str
     model: type[pydantic.BaseModel]
     function: Callable[..., Any]
+    call_parameter: str | None = None
 
     def declaration(self) -> dict[str, Any]:
         """The tool as a registration declares it (`name`, `description`, `parameters`)."""
@@ -40,15 +66,18 @@ class TypedTool:
         schema.pop("title", None)
         return {"name": self.name, "description": self.description, "parameters": schema}
 
-    async def run(self, arguments: Mapping[str, Any]) -> tuple[str, bool]:
+    async def run(self, arguments: Mapping[str, Any], call: Call | None = None) -> tuple[str, bool]:
         """The call's result text and whether it is an error: invalid arguments and a raising body are
-        error results, with a message the model can act on."""
+        error results, with a message the model can act on. A cancelled async body raises
+        CancelledError."""
         try:
             parsed = self.model.model_validate(dict(arguments))
         except pydantic.ValidationError as error:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors())
             return f"invalid arguments for {self.name}: {problems}", True
         values = {field: getattr(parsed, field) for field in type(parsed).model_fields}
+        if self.call_parameter is not None:
+            values[self.call_parameter] = call or Call("")
         try:
             if inspect.iscoroutinefunction(self.function):
                 value = await self.function(**values)
@@ -79,17 +108,21 @@ def typed_tool(function: Callable[..., Any], name: str | None = None) -> TypedTo
         raise ToolError(f"tool name {tool_name!r}: 1 to 64 letters, digits, '_' or '-'")
     hints = get_type_hints(function)
     fields: dict[str, Any] = {}
+    call_parameter: str | None = None
     for parameter in inspect.signature(function).parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
             raise ToolError(f"{tool_name}: parameter {parameter.name} must be a plain named parameter")
         if parameter.name not in hints:
             raise ToolError(f"{tool_name}: parameter {parameter.name} needs a type annotation")
+        if hints[parameter.name] is Call:
+            call_parameter = parameter.name
+            continue
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[parameter.name] = (hints[parameter.name], default)
     config = pydantic.ConfigDict(extra="forbid")
     model = pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
     description = inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " ")
-    return TypedTool(tool_name, description or tool_name, model, function)
+    return TypedTool(tool_name, description or tool_name, model, function, call_parameter)
 
 
 def _functions(target: Any) -> Iterable[tuple[str | None, Callable[..., Any]]]:

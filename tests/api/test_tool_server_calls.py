@@ -1,0 +1,107 @@
+"""`switchboard tools serve`'s member and the calls it runs: progress reported, a failed call stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from broker.settings import Settings
+from switchboard.tool_member import Member, Target
+from switchboard.typed_tools import Call, typed_tool
+from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
+
+
+@pytest.fixture
+async def roomy(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
+    """Deadlines long enough that only a cancel ends the calls."""
+    update: dict[str, object] = {"ack_timeout_s": 10.0, "result_timeout_s": 10.0}
+    async with running_api(settings, redis_url, api_key, update) as api:
+        yield api
+
+
+@contextlib.asynccontextmanager
+async def serving(member: Member) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(member.serve(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def log(api: Api, session: Session) -> list[Event]:
+    path = f"/v1/sessions/{session.id}/events"
+    return await whole_log(lambda params: api.key.get(path, params={**params, "include": "progress"}))
+
+
+async def cancel(api: Api, session: Session, call_id: str) -> None:
+    async with api.as_session(session) as client:
+        answer = await client.post(f"/v1/sessions/{session.id}/calls/{call_id}/cancel", json={"message": "stop"})
+    assert answer.status_code == 200, answer.text
+
+
+async def test_an_async_tool_reports_progress_and_is_cancelled_when_its_call_is(roomy: Api) -> None:
+    began = asyncio.Event()
+
+    async def long_job(call: Call) -> str:
+        """Works for a long time."""
+        call.progress("warming up", 0.1)
+        began.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    session = await roomy.session()
+    tool = typed_tool(long_job)
+    assert "call" not in tool.declaration()["parameters"].get("properties", {})
+    registered = await roomy.register(session, name="pool", tools=[tool.declaration()])
+    member = Member(Target(roomy.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 2)
+    async with serving(member):
+        await roomy.send(session, "/call client__pool__long_job")
+        await asyncio.wait_for(began.wait(), 10)
+        events = await roomy.wait_for(session, lambda es: bool(of_type(es, "client_tool_acked")))
+        await cancel(roomy, session, of_type(events, "tool_call")[0]["call_id"])
+        events = await roomy.wait_for(session, run_over)
+        deadline = time.monotonic() + 5
+        while member.cancelled == 0:
+            assert time.monotonic() < deadline, "the member never stopped the cancelled call"
+            await asyncio.sleep(0.05)
+    assert member.answered == 0
+    events = await log(roomy, session)
+    (progress,) = of_type(events, "client_tool_progress")
+    assert (progress["message"], progress["fraction"]) == ("warming up", 0.1)
+    assert [e["is_error"] for e in of_type(events, "tool_result")] == [True]
+
+
+async def test_a_sync_tool_sees_its_call_cancelled(roomy: Api) -> None:
+    saw_cancel = threading.Event()
+    began = threading.Event()
+
+    def careful_job(call: Call) -> str:
+        """Checks whether it should stop."""
+        began.set()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if call.cancelled:
+                saw_cancel.set()
+                return "stopped"
+            time.sleep(0.02)
+        return "finished"
+
+    session = await roomy.session()
+    tool = typed_tool(careful_job)
+    registered = await roomy.register(session, name="pool", tools=[tool.declaration()])
+    member = Member(Target(roomy.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 1)
+    async with serving(member):
+        await roomy.send(session, "/call client__pool__careful_job")
+        await asyncio.to_thread(began.wait, 10)
+        events = await roomy.wait_for(session, lambda es: bool(of_type(es, "client_tool_acked")))
+        await cancel(roomy, session, of_type(events, "tool_call")[0]["call_id"])
+        assert await asyncio.to_thread(saw_cancel.wait, 5)
+        await roomy.wait_for(session, run_over)
+    assert member.answered == 0
