@@ -159,9 +159,12 @@ class Runs:
         text: str,
         source: str,
         scoped: tuple[str, list[dict[str, Any]]] | None = None,
+        *,
+        scoped_ttl_s: int | None = None,
     ) -> Submitted:
         """Start, steer or queue a run by the session's policy; `scoped` is a run-scoped registration
-        (its client id and tools) for input that brings its own tools."""
+        (its client id and tools) for input that brings its own tools, leased for `scoped_ttl_s` when
+        given (else it lives as long as its run)."""
         keys, args = self._run(session_id, run_id)
         s = self._core.keys.session(session_id)
         scoped_id, tools = scoped if scoped is not None else ("", [])
@@ -180,6 +183,7 @@ class Runs:
                 "\n".join(tool["name"] for tool in tools),
                 MAX_ACTIVE_CLIENTS,
                 MAX_NAME_LENGTH,
+                scoped_ttl_s or "",
             ],
             {"session": f"no session {session_id}"},
         )

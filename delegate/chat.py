@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,6 +19,8 @@ _ENDS: dict[str, Literal["completed", "failed", "cancelled"]] = {
     "run_cancelled": "cancelled",
 }
 _RECONNECT_S = 0.5
+# The lease of the run-scoped client serving a chat()'s tools: its calls fail this soon after a crash.
+DEFAULT_LEASE_S = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +70,8 @@ class _Turn:
         self._http = http
         self._base = f"/v1/sessions/{session_id}"
         self._on_call = on_call
-        self._serving: set[asyncio.Task[None]] = set()
+        self._serving: dict[str, asyncio.Task[None]] = {}
+        self._stopped: set[str] = set()
 
     async def serve(self, client_id: str, event: dict[str, Any]) -> None:
         """Ack the call, run the callback, post what it returned; errors become error results."""
@@ -82,19 +86,31 @@ class _Turn:
             if inspect.isawaitable(value):
                 value = await value
             body = _answer(value)
+        except asyncio.CancelledError:
+            if event["call_id"] not in self._stopped:
+                raise
+            return  # the call failed while its callback ran (cancelled, timed out, the run gone)
         except Exception as error:
             body = {"text": str(error) or type(error).__name__, "is_error": True}
         # A run cancelled meanwhile refuses the result (409): nothing is owed to anyone then.
         await self._http.post(f"{call}/result", json=body)
 
     def spawn(self, client_id: str, event: dict[str, Any]) -> None:
+        call_id = event["call_id"]
         task = asyncio.create_task(self.serve(client_id, event))
-        self._serving.add(task)
-        task.add_done_callback(self._serving.discard)
+        self._serving[call_id] = task
+        task.add_done_callback(lambda _: self._serving.pop(call_id, None))
+
+    def stop(self, call_id: str) -> None:
+        """The call failed: its callback, if it is still running, is cancelled."""
+        task = self._serving.get(call_id)
+        if task is not None:
+            self._stopped.add(call_id)
+            task.cancel()
 
     async def settle(self) -> None:
         if self._serving:
-            await asyncio.wait(set(self._serving))
+            await asyncio.wait(set(self._serving.values()))
 
 
 async def _events(http: httpx.AsyncClient, path: str, opened: asyncio.Event) -> AsyncGenerator[dict[str, Any], None]:
@@ -138,9 +154,14 @@ async def chat(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     cancel: asyncio.Event | None = None,
     http: httpx.AsyncClient | None = None,
+    lease_s: int | None = DEFAULT_LEASE_S,
 ) -> ChatResult:
     """Post `message` to the session with `client_tools` for this run only, serve their calls through
-    `on_client_tool_call`, hand every event to `on_event`, and return when the run ends."""
+    `on_client_tool_call`, hand every event to `on_event`, and return when the run ends.
+
+    The run-scoped client serving `client_tools` is leased for `lease_s` seconds (5 to 3,600; None: it
+    lives as long as the run) and pinged at half that, so the calls of a delegator that crashed fail
+    with `client_gone` within the lease. A callback whose call fails while it runs is cancelled."""
     owned = http is None
     client = http or httpx.AsyncClient(base_url=base_url, timeout=30)
     client.headers["Authorization"] = f"Bearer {token}"
@@ -149,6 +170,7 @@ async def chat(
     events = _events(client, f"/v1/sessions/{session_id}/events/stream", opened)
     first = asyncio.ensure_future(anext(events))
     watcher: asyncio.Task[None] | None = None
+    pinger: asyncio.Task[None] | None = None
     try:
         # The stream's position is fixed before the input goes in, so no event of the run is missed.
         opening = asyncio.ensure_future(opened.wait())
@@ -162,18 +184,23 @@ async def chat(
                 {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
                 for tool in client_tools
             ]
+            if lease_s is not None:
+                body["client_tools_ttl_s"] = lease_s
         posted = await client.post(f"/v1/sessions/{session_id}/events", json=body)
         posted.raise_for_status()
         outcome = posted.json()
         run_id, scoped = outcome["run_id"], outcome.get("client_id")
         if cancel is not None:
             watcher = asyncio.create_task(_cancel_when(cancel, client, session_id))
+        if scoped is not None and client_tools and lease_s is not None:
+            pinger = asyncio.create_task(_keep_leased(client, f"/v1/sessions/{session_id}/clients/{scoped}", lease_s))
         # Steered input joins a run that has already started.
         started = outcome["outcome"] == "steered"
         return await _follow(turn, first, events, run_id, scoped, on_event, started)
     finally:
-        if watcher is not None:
-            watcher.cancel()
+        for task in (watcher, pinger):
+            if task is not None:
+                task.cancel()
         first.cancel()
         with contextlib.suppress(BaseException):
             await events.aclose()
@@ -206,12 +233,26 @@ async def _follow(
             mine = True
         elif kind == "client_tool_dispatched" and scoped is not None and event["client_id"] == scoped:
             turn.spawn(scoped, event)
+        elif kind == "client_tool_failed" and scoped is not None and event["client_id"] == scoped:
+            turn.stop(event["call_id"])
         elif kind == "message_assistant" and mine:
             last = event["message"]
         elif kind in _ENDS and event["run_id"] == run_id:
             outcome: Literal["completed", "failed", "cancelled"] = _ENDS[kind]
             return ChatResult(run_id, outcome, _text(last), last, event.get("error"), seen)
         event = await anext(events)
+
+
+async def _keep_leased(http: httpx.AsyncClient, path: str, lease_s: int) -> None:
+    """Ping the run-scoped client at half its lease until the run ends (the caller cancels this)."""
+    while True:
+        await asyncio.sleep(lease_s / 2)
+        try:
+            pinged = await http.post(f"{path}/ping", headers={"Idempotency-Key": str(uuid.uuid4())})
+        except httpx.TransportError:
+            continue  # the next ping, half a lease later, is still in time
+        if pinged.status_code == 404:
+            return  # the run ended and its client left
 
 
 async def _cancel_when(cancel: asyncio.Event, http: httpx.AsyncClient, session_id: str) -> None:

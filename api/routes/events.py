@@ -36,7 +36,13 @@ async def post_input(
         seed = keyed_.seed
         scoped = (seed["client_id"], tools) if tools is not None else None
         submitted = await broker.runs.submit(
-            canonical, seed["run_id"], seed["input_id"], body.text, body.source or "client", scoped
+            canonical,
+            seed["run_id"],
+            seed["input_id"],
+            body.text,
+            body.source or "client",
+            scoped,
+            scoped_ttl_s=body.client_tools_ttl_s,
         )
         outcome = SubmitOutcomeBody.model_validate(
             {"outcome": submitted.outcome, "run_id": submitted.run_id, "client_id": submitted.scoped_client_id}

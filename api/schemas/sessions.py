@@ -6,9 +6,9 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from api.schemas.clients import Tools
+from api.schemas.clients import MAX_TTL_S, MIN_TTL_S, Tools
 from api.schemas.common import Strict
 
 MAX_INPUT_CHARS = 262_144
@@ -94,6 +94,21 @@ class PostSessionEventBody(Strict):
         Tools | None,
         Field(description="Extension: tools offered for this run only, answered by a run-scoped client"),
     ] = None
+    client_tools_ttl_s: Annotated[
+        int | None,
+        Field(
+            ge=MIN_TTL_S,
+            le=MAX_TTL_S,
+            description="Extension: the run-scoped client gets a ttl lease of this many seconds, kept by pinging "
+            "it as any ttl client; one that lapses fails the calls it owes with client_gone",
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _ttl_needs_tools(self) -> PostSessionEventBody:
+        if self.client_tools_ttl_s is not None and not self.client_tools:
+            raise ValueError("client_tools_ttl_s: only with client_tools (it is the lease of their run-scoped client)")
+        return self
 
 
 class SubmitOutcomeBody(BaseModel):

@@ -9,6 +9,7 @@
 -- ARGV[4] input id  ARGV[5] text  ARGV[6] source ('client' | 'external')
 -- ARGV[7] run-scoped client id ('' for none)  ARGV[8] its name  ARGV[9] its tools JSON
 -- ARGV[10] its tool names joined by "\n"  ARGV[11] max active clients  ARGV[12] max name length
+-- ARGV[13] its lease in seconds ('' for none: it lives as long as its run)
 -- Returns {0, 'new_run' | 'steered', run id, scoped client id or ''}; {404, 'session'};
 -- {409, msg} the policy is `drop` and a run is active; {400, msg} no room for the run-scoped client.
 -- The same run id or input id again (a retried request) changes nothing and answers the same.
@@ -38,9 +39,13 @@ if active and policy == 'drop' then
 end
 
 if scoped ~= '' then
+  local lifetime, ttl = '{"type":"never"}', 0
+  if ARGV[13] ~= '' then
+    lifetime, ttl = '{"type":"ttl","data":{"seconds":' .. ARGV[13] .. '}}', tonumber(ARGV[13]) * 1000
+  end
   local name, refusal = sb_register(S, {
     names = S.names, clients = KEYS[9], client = KEYS[10], cid = scoped,
-    name = ARGV[8], lifetime = '{"type":"never"}', ttl = 0, tools = ARGV[9], tool_names = ARGV[10],
+    name = ARGV[8], lifetime = lifetime, ttl = ttl, tools = ARGV[9], tool_names = ARGV[10],
     max_clients = tonumber(ARGV[11]), max_len = tonumber(ARGV[12]),
     run = (active and policy == 'steer') and active or S.run_id,
   })

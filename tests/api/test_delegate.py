@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
+from broker.settings import Settings
 from delegate import ChatResult, ClientTool, ToolCallRequest, chat
-from tests.api_client import Api, Session
+from tests.api_client import Api, Session, of_type, run_over, running_api
 
 TIMEZONE = ClientTool("get_timezone", "The caller's time zone", {"type": "object"})
 
@@ -66,14 +68,19 @@ async def test_without_a_callback_the_calls_run_into_their_ack_deadline(api: Api
     assert result.text == "get_timezone failed: the client did not acknowledge the call within 0.5 s"
 
 
-async def test_cancel_stops_the_run_but_not_a_callback_already_running(api: Api) -> None:
+async def test_cancel_stops_the_run_and_the_callback_still_running(api: Api) -> None:
     session = await api.session()
     cancel = asyncio.Event()
     finished = asyncio.Event()
+    stopped = asyncio.Event()
 
     async def slow(call: ToolCallRequest) -> str:
         cancel.set()
-        await asyncio.sleep(0.3)
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
         finished.set()
         return "too late"
 
@@ -81,10 +88,40 @@ async def test_cancel_stops_the_run_but_not_a_callback_already_running(api: Api)
         api, session, "/call get_timezone", client_tools=[TIMEZONE], on_client_tool_call=slow, cancel=cancel
     )
     assert result.outcome == "cancelled"
-    # chat() returned only once the callback had finished: it was not interrupted.
-    assert finished.is_set()
+    # Its call failed with the run (run_gone), so the callback was cancelled rather than waited for.
+    assert stopped.is_set()
+    assert not finished.is_set()
     failed = [e for e in result.events if e["type"] == "client_tool_failed"]
     assert [f["reason"] for f in failed] == ["run_gone"]
+
+
+async def test_a_crashed_delegators_calls_fail_with_client_gone_within_its_lease(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    # Deadlines far past the lease, so only the lease can end the call.
+    update: dict[str, object] = {"ack_timeout_s": 30.0, "result_timeout_s": 30.0}
+    async with running_api(settings, redis_url, api_key, update) as roomy:
+        session = await roomy.session()
+        # What chat() posts, from a delegator that then dies: nobody pings its run-scoped client.
+        sent = await roomy.send(session, "/call get_timezone", client_tools=[dataclasses.asdict(TIMEZONE)], client_tools_ttl_s=5)
+        scoped = sent["client_id"]
+        events = await roomy.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
+        call_id = of_type(events, "client_tool_dispatched")[0]["call_id"]
+        assert (await roomy.call(session, scoped, call_id, "ack")).status_code == 200
+        events = await roomy.wait_for(session, run_over, timeout=9)
+    (failure,) = of_type(events, "client_tool_failed")
+    assert (failure["client_id"], failure["reason"]) == (scoped, "client_gone")
+    (left,) = of_type(events, "client_left")
+    assert left["reason"] == "timed_out"
+
+
+async def test_a_lease_without_client_tools_is_refused(api: Api) -> None:
+    session = await api.session()
+    async with api.as_session(session) as client:
+        body = {"type": "input", "text": "hi", "client_tools_ttl_s": 30}
+        refused = await client.post(f"/v1/sessions/{session.id}/events", json=body)
+    assert refused.status_code == 400
+    assert "client_tools_ttl_s" in refused.json()["error"]["message"]
 
 
 async def test_a_run_that_fails_reports_its_error(api: Api) -> None:
