@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from broker.codec import loads
+from jsonschema import Draft202012Validator
+
+from broker import events
+from broker.arguments import schema_problem
+from broker.codec import dumps, loads
 from broker.core import Core
-from broker.errors import BrokerUnavailable, NotFound, translate_redis_errors
+from broker.errors import BrokerUnavailable, InvalidRequest, NotFound, translate_redis_errors
 from broker.layouts import call_args, call_keys
 
 _ATTEMPTS = 3
@@ -23,8 +27,19 @@ class Approvals:
         self._core = core
 
     async def resolve(
-        self, session_id: str, call_id: str, decision: Literal["allow", "deny"], message: str, resolved_by: str
+        self,
+        session_id: str,
+        call_id: str,
+        decision: Literal["allow", "deny"],
+        message: str,
+        resolved_by: str,
+        *,
+        remember: bool = False,
+        arguments: dict[str, Any] | None = None,
     ) -> Resolved:
+        """Decide the call. `remember` decides later calls of the same tool in this session the same way;
+        `arguments` (with allow) replace the model's, checked first against a client tool's schema
+        (InvalidRequest naming the field and the rule when they fail)."""
         keys = self._core.keys
         s = keys.session(session_id)
         settings = self._core.settings
@@ -36,7 +51,14 @@ class Approvals:
                 raise NotFound(refusals["call"])
             # An allowed client call goes to the registration it was bound to at commit; the script
             # checks the binding read here is still the record's.
-            client_id = str(loads(raw).get("client", ""))
+            record = loads(raw)
+            client_id = str(record.get("client", ""))
+            edited, dispatch = "", ""
+            if arguments is not None and decision == "allow":
+                edited = dumps(arguments)
+                if record.get("kind") == "client":
+                    await self._check(s.client(client_id), str(record.get("tool", "")), arguments)
+                    dispatch = events.client_tool_dispatched(client_id, call_id, str(record["tool"]), arguments)
             reply = await self._core.scripts.run(
                 "resolve_approval",
                 [*call_keys(keys, session_id), s.client(client_id), s.client_calls(client_id)],
@@ -48,6 +70,9 @@ class Approvals:
                     settings.ack_timeout_ms,
                     settings.ack_timeout_ms * 2,
                     client_id,
+                    "session" if remember else "",
+                    edited,
+                    dispatch,
                 ],
                 refusals,
                 partition=s.partition,
@@ -55,3 +80,15 @@ class Approvals:
             if reply[0] != "retry":
                 return Resolved(reply[0])
         raise BrokerUnavailable(f"call {call_id} kept changing while it was decided")
+
+    async def _check(self, client_key: str, tool: str, arguments: dict[str, Any]) -> None:
+        """Edited arguments must satisfy the schema the client declared for the tool (as it stands now: a
+        tool it no longer offers fails the call when the decision lands, so there is nothing to check)."""
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(client_key, "tools")
+        for declared in loads(raw) if raw else []:
+            if declared.get("name") == tool:
+                problem = schema_problem(Draft202012Validator(declared.get("parameters") or {}), arguments)
+                if problem:
+                    raise InvalidRequest(f"arguments: they do not match the schema of {tool}: {problem}")
+                return

@@ -97,7 +97,7 @@ def args_hash(arguments: dict[str, Any]) -> str:
 
 
 def _call_args(call: PlannedCall, route: Route) -> list[str | int]:
-    """The twelve ARGV entries of one call for commit_step.lua."""
+    """The thirteen ARGV entries of one call for commit_step.lua."""
     payload = ""
     if route.kind == "client":
         payload = events.client_tool_dispatched(route.client_id, call.call_id, route.tool, call.arguments)
@@ -129,6 +129,7 @@ def _call_args(call: PlannedCall, route: Route) -> list[str | int]:
         approval,
         route.timeout_ms or "",
         route.heartbeat_ms or "",
+        call.name,
     ]
 
 

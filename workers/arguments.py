@@ -6,8 +6,8 @@ from collections import OrderedDict
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 
+from broker.arguments import schema_problem
 from broker.codec import dumps, loads
 
 # Distinct schemas kept compiled; a deployment's tool sets repeat, so this holds them all in practice.
@@ -47,7 +47,4 @@ class Validators:
 
     def problem(self, schema: dict[str, Any], arguments: dict[str, Any]) -> str:
         """'' when the arguments satisfy the schema; else the failing field, what failed, and the rule."""
-        error = best_match(self._validator(schema).iter_errors(arguments))
-        if error is None:
-            return ""
-        return f"at {error.json_path}: {error.message} (rule: {error.validator})"
+        return schema_problem(self._validator(schema), arguments)

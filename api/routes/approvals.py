@@ -27,13 +27,24 @@ async def resolve_approval(
     state: State,
 ) -> Response:
     """Allow or deny a tool call waiting on approval; answers with the `approval_resolved` event. The first
-    decision wins (from any tab); a later one is 409. Allow sends the call on; deny gives the model an
-    error result carrying the message. Either way the run goes on."""
+    decision wins (from any tab); a later one is 409. Allow sends the call on (with `arguments`, edited
+    ones); deny gives the model an error result carrying the message. Either way the run goes on. With
+    `remember: "session"`, later calls of the same tool in this session are decided the same way. A call
+    whose client left or dropped the tool while it waited fails now rather than being sent."""
     canonical = await existing_session(state, caller, session_id, "session.manage")
     message = "" if isinstance(decision, AllowDecision) else decision.message or ""
+    arguments = decision.arguments if isinstance(decision, AllowDecision) else None
 
     async def act(_: Keyed) -> Outcome:
-        resolved = await state.broker.approvals.resolve(canonical, call_id, decision.decision, message, caller.id)
+        resolved = await state.broker.approvals.resolve(
+            canonical,
+            call_id,
+            decision.decision,
+            message,
+            caller.id,
+            remember=decision.remember == "session",
+            arguments=arguments,
+        )
         return Outcome(200, resolved.event.encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

@@ -10,12 +10,13 @@
 -- ARGV[4] step  ARGV[5] attempt  ARGV[6] ack deadline ms  ARGV[7] message_assistant JSON
 -- ARGV[8] number of calls  ARGV[9] text for run_gone  ARGV[10] call stream retention ms
 -- ARGV[11] the step's timing (a custom event JSON, '' for none)
--- then 12 per call, from ARGV[12]: call id, kind ('client' | 'server' | 'none'), client name (a registered
+-- then 13 per call, from ARGV[12]: call id, kind ('client' | 'server' | 'none'), client name (a registered
 -- name to check, '' for a run-scoped client or none), client id, raw tool name, policy ('allow' |
 -- 'require_approval' | 'deny'), tool_call JSON, payload (client_tool_dispatched JSON for a client call,
 -- the arguments JSON for a server call), error tool_result JSON (used for deny, or a tool no active
 -- registration holds), approval_requested JSON, the tool's result deadline ms ('' for the deployment's),
--- its heartbeat ms ('' for none).
+-- its heartbeat ms ('' for none), the model-visible tool name (a decision remembered for the session
+-- under that name decides a `require_approval` call at once: resolve_approval.lua).
 -- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry'};
 -- {404, 'session'}. 'retry': a registered name now resolves differently than the caller saw.
 
@@ -39,7 +40,7 @@ end
 
 -- Every registered name must still resolve as the caller saw it before anything is written.
 for i = 0, ncalls - 1 do
-  local b = 12 + i * 12
+  local b = 12 + i * 13
   local name, cid = ARGV[b + 2], ARGV[b + 3]
   if name ~= '' and (redis.call('HGET', S.names, name) or '') ~= cid then return sb_reply('retry') end
 end
@@ -49,7 +50,7 @@ sb_append(S, ARGV[7])
 local pending, k = 0, 9
 local seen = {}
 for i = 0, ncalls - 1 do
-  local b = 12 + i * 12
+  local b = 12 + i * 13
   local call_id, kind, cid, tool, policy = ARGV[b], ARGV[b + 1], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   sb_append(S, ARGV[b + 6])
   local outcome, client, stream = 'error', nil, nil
@@ -63,6 +64,11 @@ for i = 0, ncalls - 1 do
   S.call_id = call_id
   local rec = {kind = kind, client = cid, run = S.run_id, step = step, tool = tool}
   if kind == 'client' then rec.to, rec.hb = tonumber(ARGV[b + 10]), tonumber(ARGV[b + 11]) end
+  if outcome == 'require_approval' then
+    rec.name = ARGV[b + 12]
+    local remembered = redis.call('HGET', S.meta, SB_REMEMBER .. rec.name)
+    if remembered then outcome = sb_remembered(S, call_id, remembered) end
+  end
   if outcome == 'allow' and kind == 'client' then
     sb_dispatch(S, rec, stream, ARGV[b + 7], ack_ms, retention)
   elseif outcome == 'allow' or outcome == 'require_approval' then
@@ -76,7 +82,7 @@ for i = 0, ncalls - 1 do
     redis.call('HSET', S.calls, call_id, cjson.encode(rec))
     redis.call('HSET', S.owed, call_id, kind == 'client' and cid or 'server')
     if outcome == 'require_approval' then sb_append(S, ARGV[b + 9]) end
-  else
+  elseif outcome ~= 'denied' then
     sb_append(S, ARGV[b + 8])
   end
   if outcome == 'allow' or outcome == 'require_approval' then pending = pending + 1 end

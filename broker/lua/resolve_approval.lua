@@ -1,12 +1,17 @@
 -- Decides a call waiting for approval; the first decision wins. `approval_resolved` goes first; a deny
 -- then gives the model an error result carrying the message; an allow dispatches a client call to the
--- registration it was bound to (or fails it with client_gone if that one has left) and queues a server
--- call for a worker.
+-- registration it was bound to (or fails it with client_gone if that one has left or no longer offers
+-- the tool) and queues a server call for a worker. An allow may carry edited arguments (the caller
+-- checked them against the tool's schema): the call runs with those, and `approval_resolved` shows them
+-- next to the model's in `tool_call`. `remember` keeps the decision for the tool's model-visible name:
+-- later calls of it in this session are decided the same way when their step commits (commit_step.lua).
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
 -- KEYS[6] the bound client's hash  KEYS[7] its call stream (unused for a server call)
 -- ARGV[5] 'allow' | 'deny'  ARGV[6] deny message ('' for none)  ARGV[7] resolved_by
 -- ARGV[8] ack deadline ms  ARGV[9] call stream retention ms  ARGV[10] the client id the caller read
+-- ARGV[11] 'session' to remember the decision ('' not to)  ARGV[12] edited arguments JSON ('' for none)
+-- ARGV[13] the client_tool_dispatched JSON carrying them ('' for none, or a server call)
 -- Returns {0, approval_resolved event JSON}; {404, 'session' | 'call'}; {409, msg} decided already;
 -- {0, 'retry'} the call's bound client is not the one the caller read (read it again).
 
@@ -14,6 +19,7 @@
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua
+--!include lib/client.lua
 
 local S = sb_call_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
@@ -24,26 +30,33 @@ if rec.state ~= 'awaiting' then
   return sb_refuse(409, 'call ' .. S.call_id .. ' is not waiting for approval')
 end
 if rec.kind == 'client' and rec.client ~= ARGV[10] then return sb_reply('retry') end
-local decision, message = ARGV[5], ARGV[6]
+local decision, message, remember, edited = ARGV[5], ARGV[6], ARGV[11], ARGV[12]
 local deny = message ~= '' and sb_str(message) or 'null'
 local resolved = sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(S.call_id) .. ',"decision":"'
   .. decision .. '","deny_message":' .. (decision == 'deny' and deny or 'null') .. ',"resolved_by":'
-  .. sb_str(ARGV[7]) .. '}')
+  .. sb_str(ARGV[7]) .. (remember ~= '' and ',"remember":"session"' or '')
+  .. (edited ~= '' and (',"arguments":' .. edited) or '') .. '}')
 rec.decision = decision
+if remember ~= '' and rec.name then
+  redis.call('HSET', S.meta, SB_REMEMBER .. rec.name, decision .. '|' .. ARGV[7] .. '|' .. message)
+end
 if decision == 'deny' then
-  local text = 'the user denied this call'
-  if message ~= '' then text = text .. ': ' .. message end
-  sb_append(S, sb_tool_result(S.call_id, text, true))
+  sb_append(S, sb_denial(S.call_id, message))
   sb_settle(S, S.call_id, rec, 'denied', 'denied')
 elseif rec.kind == 'server' then
   rec.state = 'queued'
+  if edited ~= '' then rec.args = edited end
   redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
   sb_owe('t|' .. S.sid .. '|' .. S.call_id)
 elseif redis.call('HGET', KEYS[6], 'state') ~= 'active' then
   rec.state = 'allowed'
   sb_fail_call(S, S.call_id, rec, 'client_gone', 'the client left before the call was approved')
+elseif not sb_holds(KEYS[6], rec.tool, {}) then
+  rec.state = 'allowed'
+  sb_fail_call(S, S.call_id, rec, 'client_gone',
+    'the client no longer offers ' .. rec.tool .. ', so the call was not sent')
 else
-  local dispatch = rec.dispatch
+  local dispatch = ARGV[13] ~= '' and ARGV[13] or rec.dispatch
   rec.dispatch = nil
   sb_dispatch(S, rec, KEYS[7], dispatch, tonumber(ARGV[8]), tonumber(ARGV[9]))
 end

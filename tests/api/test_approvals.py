@@ -130,3 +130,100 @@ async def test_unknown_call_and_bad_forms(api: Api) -> None:
     assert bad.status_code == 400
     assert (await decide(api, session, "call_nope", {"decision": "maybe"})).status_code == 400
     assert (await decide(api, session, "call_nope", {"decision": "deny", "message": None})).status_code == 404
+
+
+async def requested(api: Api, session: Session, count: int = 1) -> list[Event]:
+    events = await api.wait_for(session, lambda es: len(of_type(es, "approval_requested")) >= count)
+    return of_type(events, "approval_requested")
+
+
+async def test_a_remembered_allow_decides_later_calls_of_the_tool_without_asking(api: Api) -> None:
+    session = await api.session(**GATED)
+    web = await api.register(session)
+    await api.send(session, '/call client__web__highlight_row {"row_id": "1"}')
+    (first,) = await requested(api, session)
+    allowed = await decide(api, session, first["call_id"], {"decision": "allow", "remember": "session"})
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.json()["remember"] == "session"
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
+    call_id = of_type(events, "client_tool_dispatched")[0]["call_id"]
+    assert (await api.call(session, web["id"], call_id, "result", text="ok")).status_code == 204
+    await api.wait_for(session, run_over)
+
+    await api.send(session, '/call client__web__highlight_row {"row_id": "2"}')
+    events = await api.wait_for(session, lambda es: len(of_type(es, "client_tool_dispatched")) == 2)
+    # Asked once only; the second call was decided by the remembered decision, and says so.
+    assert len(of_type(events, "approval_requested")) == 1
+    second = of_type(events, "approval_resolved")[1]
+    assert (second["decision"], second["remembered"]) == ("allow", True)
+    assert second["resolved_by"] == allowed.json()["resolved_by"]
+
+
+async def test_a_remembered_deny_refuses_later_calls_with_the_message(api: Api) -> None:
+    session = await api.session(**GATED)
+    await api.register(session)
+    await api.send(session, '/call client__web__highlight_row {"row_id": "1"}')
+    (first,) = await requested(api, session)
+    body = {"decision": "deny", "message": "not on this table", "remember": "session"}
+    assert (await decide(api, session, first["call_id"], body)).status_code == 200
+    await api.wait_for(session, run_over)
+    await api.send(session, '/call client__web__highlight_row {"row_id": "2"}')
+    events = await api.wait_for(session, lambda es: len(of_type(es, "run_completed")) == 2)
+    assert len(of_type(events, "approval_requested")) == 1
+    assert not of_type(events, "client_tool_dispatched")
+    remembered = of_type(events, "approval_resolved")[1]
+    assert (remembered["decision"], remembered["deny_message"], remembered["remembered"]) == (
+        "deny",
+        "not on this table",
+        True,
+    )
+    result = of_type(events, "tool_result")[1]
+    assert result["is_error"] is True
+    assert result["content"][0]["data"]["text"] == "the user denied this call: not on this table"
+
+
+async def test_an_allow_with_edited_arguments_runs_them_and_checks_them_first(api: Api) -> None:
+    session = await api.session(**GATED)
+    await api.register(session)
+    await api.send(session, '/call client__web__highlight_row {"row_id": "1"}')
+    (request,) = await requested(api, session)
+    bad = await decide(api, session, request["call_id"], {"decision": "allow", "arguments": {"row_id": 5}})
+    assert bad.status_code == 400
+    assert "row_id" in bad.json()["error"]["message"]
+    assert "rule: type" in bad.json()["error"]["message"]
+    edited = {"row_id": "9"}
+    allowed = await decide(api, session, request["call_id"], {"decision": "allow", "arguments": edited})
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.json()["arguments"] == edited
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
+    assert of_type(events, "tool_call")[0]["arguments"] == {"row_id": "1"}
+    assert of_type(events, "client_tool_dispatched")[0]["arguments"] == edited
+
+
+async def test_a_tool_dropped_while_its_call_waited_fails_at_decision(api: Api) -> None:
+    session = await api.session(**GATED)
+    web = await api.register(session)
+    await api.send(session, '/call client__web__highlight_row {"row_id": "1"}')
+    (request,) = await requested(api, session)
+    other = {"name": "other", "description": "", "parameters": {"type": "object"}}
+    async with api.as_session(session) as client:
+        replaced = await client.put(f"/v1/sessions/{session.id}/clients/{web['id']}/tools", json={"tools": [other]})
+    assert replaced.status_code == 200, replaced.text
+    assert (await decide(api, session, request["call_id"], {"decision": "allow"})).status_code == 200
+    events = await api.wait_for(session, run_over)
+    assert not of_type(events, "client_tool_dispatched")
+    (failure,) = of_type(events, "client_tool_failed")
+    assert failure["reason"] == "client_gone"
+    text = of_type(events, "tool_result")[0]["content"][0]["data"]["text"]
+    assert text == "the client no longer offers highlight_row, so the call was not sent"
+
+
+async def test_approvals_apply_to_per_turn_tools(api: Api) -> None:
+    lookup = {"name": "lookup", "description": "Look a thing up", "parameters": {"type": "object"}}
+    session = await api.session(client_tool_policies={"lookup": "require_approval"})
+    sent = await api.send(session, "/call lookup", client_tools=[lookup])
+    (request,) = await requested(api, session)
+    assert (request["server"], request["tool"]) == ("client:turn", "lookup")
+    assert (await decide(api, session, request["call_id"], {"decision": "allow"})).status_code == 200
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
+    assert of_type(events, "client_tool_dispatched")[0]["client_id"] == sent["client_id"]

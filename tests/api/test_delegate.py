@@ -103,7 +103,8 @@ async def test_a_crashed_delegators_calls_fail_with_client_gone_within_its_lease
     async with running_api(settings, redis_url, api_key, update) as roomy:
         session = await roomy.session()
         # What chat() posts, from a delegator that then dies: nobody pings its run-scoped client.
-        sent = await roomy.send(session, "/call get_timezone", client_tools=[dataclasses.asdict(TIMEZONE)], client_tools_ttl_s=5)
+        tools = [dataclasses.asdict(TIMEZONE)]
+        sent = await roomy.send(session, "/call get_timezone", client_tools=tools, client_tools_ttl_s=5)
         scoped = sent["client_id"]
         events = await roomy.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
         call_id = of_type(events, "client_tool_dispatched")[0]["call_id"]

@@ -39,6 +39,33 @@ local function sb_settled_refusal(S, rec)
   return sb_refuse(409, 'call ' .. S.call_id .. ' already has a result')
 end
 
+-- A decision remembered for the session is kept in its meta hash under this prefix and the model-visible
+-- tool name: `<allow|deny>|<resolved_by>|<deny message>`.
+local SB_REMEMBER = 'remember:'
+
+-- The error result of a denied call.
+local function sb_denial(call_id, message)
+  local text = 'the user denied this call'
+  if message ~= '' then text = text .. ': ' .. message end
+  return sb_tool_result(call_id, text, true)
+end
+
+-- Decides a call that needs approval by the decision remembered for its tool: `approval_resolved` with
+-- `remembered: true` (and who decided first), then the denial's error result for a deny. Returns the
+-- outcome: 'allow', or 'denied' (settled here).
+local function sb_remembered(S, call_id, remembered)
+  local first = string.find(remembered, '|', 1, true)
+  local second = string.find(remembered, '|', first + 1, true)
+  local decision, by, message = string.sub(remembered, 1, first - 1), string.sub(remembered, first + 1, second - 1),
+    string.sub(remembered, second + 1)
+  sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(call_id) .. ',"decision":"' .. decision
+    .. '","deny_message":' .. ((decision == 'deny' and message ~= '') and sb_str(message) or 'null')
+    .. ',"resolved_by":' .. sb_str(by) .. ',"remembered":true}')
+  if decision == 'allow' then return 'allow' end
+  sb_append(S, sb_denial(call_id, message))
+  return 'denied'
+end
+
 -- A call's deadline (ack, result, or a server call's lease): its entry in the deadline index, which the
 -- timekeeper fires (expire_call.lua).
 local function sb_set_deadline(S, ms)
