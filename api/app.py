@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import errors, fastlane
-from api.body_limit import limited
+from api.body_limit import Limit, limited
 from api.cors import CrossOrigin
 from api.metrics import Metrics
 from api.rate_limit import RateLimits
@@ -88,7 +88,8 @@ class SwitchboardApp(FastAPI):
     def __init__(self, *, settings: Settings, **options: Any) -> None:
         super().__init__(**options)
         self.fast_lane = settings.fast_lane
-        self.max_body_bytes = settings.max_body_bytes
+        self._body_limit = Limit(settings.max_body_bytes, "SWITCHBOARD_MAX_BODY_BYTES")
+        self._result_limit = Limit(settings.max_result_body_bytes, "SWITCHBOARD_MAX_RESULT_BODY_BYTES")
         self._rate_limits = RateLimits(settings)
         self._cross_origin = CrossOrigin()
 
@@ -115,7 +116,9 @@ class SwitchboardApp(FastAPI):
         await self._rate_limits(scope, receive, send, self._bounded)
 
     async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await limited(self.max_body_bytes, scope, receive, send, self._dispatch)
+        # A call's result may carry images, so it has a limit of its own.
+        result = scope["method"] == "POST" and scope["path"].endswith("/result")
+        await limited(self._result_limit if result else self._body_limit, scope, receive, send, self._dispatch)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: AppState = self.state.switchboard

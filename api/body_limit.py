@@ -6,6 +6,8 @@ refused as soon as it passes it, so no route (nor the fast lane) ever holds more
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.asgi import header, replay_body, send_refusal
@@ -16,13 +18,21 @@ _BODILESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 _DRAIN_FACTOR = 4
 
 
-async def _refuse(send: Send, status: int, limit: int, why: str) -> None:
-    message = f"the request body {why}; the limit is {limit} bytes (SWITCHBOARD_MAX_BODY_BYTES)"
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A body limit and the setting that sets it (named in the refusal)."""
+
+    bytes: int
+    setting: str
+
+
+async def _refuse(send: Send, status: int, limit: Limit, why: str) -> None:
+    message = f"the request body {why}; the limit is {limit.bytes} bytes ({limit.setting})"
     # 413 closes the connection: what the client is still sending is not read.
     await send_refusal(send, status, "invalid_request", message, {"Connection": "close"} if status == 413 else None)
 
 
-async def limited(limit: int, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+async def limited(limit: Limit, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
     """Serve `scope` through `app`, refusing a body over `limit` bytes with 413."""
     if scope["method"] in _BODILESS:
         await app(scope, receive, send)
@@ -32,13 +42,13 @@ async def limited(limit: int, scope: Scope, receive: Receive, send: Send, app: A
         await _chunked(limit, scope, receive, send, app)
     elif not length.isdigit():
         await _refuse(send, 400, limit, f"length {length!r} is not a number")
-    elif int(length) > limit:
+    elif int(length) > limit.bytes:
         await _refuse(send, 413, limit, f"is {length} bytes")
     else:
         await app(scope, receive, send)
 
 
-async def _chunked(limit: int, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+async def _chunked(limit: Limit, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
     """No length declared: read the body here, within the limit, then hand it on."""
     chunks: list[bytes] = []
     size = 0
@@ -48,8 +58,8 @@ async def _chunked(limit: int, scope: Scope, receive: Receive, send: Send, app: 
             return  # the client went away
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
-            await _discard(receive, limit * _DRAIN_FACTOR, message)
+        if size > limit.bytes:
+            await _discard(receive, limit.bytes * _DRAIN_FACTOR, message)
             await _refuse(send, 413, limit, "is over the limit")
             return
         chunks.append(chunk)

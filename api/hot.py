@@ -97,7 +97,7 @@ async def answer(
         canonical,
         canonical_id(client_id, "client"),
         call_id,
-        body.text,
+        body.result(),
         is_error=bool(body.is_error),
         caller=who.caller,
         receipt=receipt,

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from api.state import AppState
-from broker.events import event_seq, is_logged, is_progress, is_timing
+from broker.events import event_seq, has_images, is_logged, is_progress, is_timing, without_images
 from broker.live import Signal, Subscription
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -62,8 +62,8 @@ class EventStreamResponse(Response):
         self._subscription.close()
 
 
-def _frame(seq: int, data: bytes) -> bytes:
-    return b"id: %d\ndata: %s\n\n" % (seq, data)
+def _frame(seq: int, data: bytes, include: frozenset[str]) -> bytes:
+    return b"id: %d\ndata: %s\n\n" % (seq, as_seen(data, include))
 
 
 def shown(data: bytes, include: frozenset[str]) -> bool:
@@ -71,6 +71,14 @@ def shown(data: bytes, include: frozenset[str]) -> bool:
     if is_timing(data):
         return "timing" in include
     return "progress" in include or not is_progress(data)
+
+
+def as_seen(data: bytes, include: frozenset[str]) -> bytes:
+    """A logged event as a reader gets it: image blocks only for readers that asked (`images`), others a
+    text block naming each image, which the Subako SDK can read."""
+    if "images" in include or not has_images(data):
+        return data
+    return without_images(data)
 
 
 async def _backlog(
@@ -81,7 +89,7 @@ async def _backlog(
         rows = await state.broker.log.after(session_id, last, _PAGE)
         if rows:
             last = rows[-1][0]
-            yield b"".join(_frame(seq, data) for seq, data in rows if shown(data, include)), last
+            yield b"".join(_frame(seq, data, include) for seq, data in rows if shown(data, include)), last
         if len(rows) < _PAGE:
             return
 
@@ -97,7 +105,7 @@ def _live(item: bytes, last: int, include: frozenset[str]) -> tuple[bytes | None
         return None, last
     if seq > last + 1:
         return None, None
-    return (_frame(seq, item) if shown(item, include) else None), seq
+    return (_frame(seq, item, include) if shown(item, include) else None), seq
 
 
 def _burst(items: list[bytes], last: int, include: frozenset[str]) -> tuple[bytes, int | None]:

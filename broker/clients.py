@@ -252,13 +252,14 @@ class Clients:
         session_id: str,
         client_id: str,
         call_id: str,
-        text: str,
+        text: str | list[events.Block],
         *,
         is_error: bool,
         caller: Caller = Caller(),
         receipt: Receipt | None = None,
     ) -> HttpReply:
-        """Record the result: 204 (and the next step owed, when this was the step's last call)."""
+        """Record the result (a text, or the blocks of a result with images): 204 (and the next step
+        owed, when this was the step's last call)."""
         keys = self._core.keys
         extra_keys, extra_args = self._http(session_id, caller, receipt)
         status, body = await self._core.scripts.raw(
@@ -266,7 +267,9 @@ class Clients:
             [*call_keys(keys, session_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
             [
                 *call_args(keys, session_id, call_id, client_id),
-                events.tool_result(call_id, text, is_error=is_error),
+                events.tool_result(call_id, text, is_error=is_error)
+                if isinstance(text, str)
+                else events.tool_result_blocks(call_id, text, is_error=is_error),
                 self._core.settings.result_timeout_ms,
                 *extra_args,
                 POOL_GROUP,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from broker.codec import dumps
+from broker.codec import dumps, loads
 
 SDK_EVENT_TYPES = frozenset(
     {
@@ -67,7 +67,36 @@ def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> str:
 
 
 def tool_result(call_id: str, text: str, *, is_error: bool) -> str:
-    return dumps({"type": "tool_result", "call_id": call_id, "content": [text_block(text)], "is_error": is_error})
+    return tool_result_blocks(call_id, [text_block(text)], is_error=is_error)
+
+
+def tool_result_blocks(call_id: str, content: list[Block], *, is_error: bool) -> str:
+    return dumps({"type": "tool_result", "call_id": call_id, "content": content, "is_error": is_error})
+
+
+_IMAGE = b'"type":"image"'
+
+
+def has_images(data: bytes) -> bool:
+    """A stored event carrying image blocks (a client's result): the raw bytes hold this only as JSON
+    structure, since a quote inside a JSON string is escaped."""
+    return _IMAGE in data
+
+
+def image_placeholder(block: Block) -> Block:
+    """An image block as the Subako SDK can read it: a text block naming it (`[image/png, 48 KB]`)."""
+    data = block["data"]
+    size = len(data.get("data", "")) * 3 // 4
+    return text_block(f"[{data.get('media_type', 'image')}, {max(1, round(size / 1024))} KB]")
+
+
+def without_images(data: bytes) -> bytes:
+    """The stored event with each image block replaced by its placeholder (the default view)."""
+    event = loads(data)
+    event["content"] = [
+        image_placeholder(block) if block.get("type") == "image" else block for block in event.get("content", [])
+    ]
+    return dumps(event).encode()
 
 
 def client_tool_dispatched(client_id: str, call_id: str, tool: str, arguments: dict[str, Any]) -> str:

@@ -58,6 +58,8 @@ class Settings(BaseSettings):
     # The largest request body accepted (413 beyond): 64 tools with big schemas, or a 65,536-character
     # result escaped to JSON, fit with room to spare.
     max_body_bytes: int = Field(default=1_048_576, ge=65_536)
+    # A client's result may carry images (5 MiB decoded in all, a third more as base64): its own limit.
+    max_result_body_bytes: int = Field(default=8_388_608, ge=65_536)
     # Per API process (api/rate_limit.py): requests a second per credential and the burst it may make
     # at once (0: no limit); 401s from one address within the window before it must wait it out.
     rate_limit_per_s: float = Field(default=200.0, ge=0)

@@ -34,7 +34,11 @@ def fold(event: dict[str, Any]) -> Message | None:
         ]
         return Message("assistant", text=_text(content), content=content, calls=calls)
     if kind == "tool_result":
-        outcome = ToolOutcome(event["call_id"], _text(event["content"]), bool(event["is_error"]))
+        content = event["content"]
+        images = tuple(
+            (block["data"]["media_type"], block["data"]["data"]) for block in content if block["type"] == "image"
+        )
+        outcome = ToolOutcome(event["call_id"], _text(content), bool(event["is_error"]), images)
         return Message("tool", result=outcome)
     return None
 

@@ -11,7 +11,7 @@ from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
-from api.sse import EventStreamResponse, event_stream, shown
+from api.sse import EventStreamResponse, as_seen, event_stream, shown
 from api.state import State
 from broker.codec import uuid7
 from broker.errors import Forbidden, InvalidRequest
@@ -55,8 +55,8 @@ async def post_input(
 
 INCLUDE = Query(
     description="Extensions, comma separated: `timing` (per step and per run timing as `custom` events), "
-    "`progress` (`client_tool_progress` events), and on the stream `deltas` (text as it streams, "
-    "`message_delta` frames with no id)"
+    "`progress` (`client_tool_progress` events), `images` (image blocks of results, otherwise a text block "
+    "naming each), and on the stream `deltas` (text as it streams, `message_delta` frames with no id)"
 )
 
 
@@ -81,7 +81,7 @@ async def list_events(
 ) -> Response:
     """The log in pages; both bounds exclusive; the cursor is the seq of the page's last event."""
     canonical = await existing_session(state, caller, session_id, "session.read")
-    asked = _include(include, frozenset({"timing", "progress"}))
+    asked = _include(include, frozenset({"timing", "progress", "images"}))
     page = await state.broker.log.page(
         canonical,
         ascending=order == "asc",
@@ -92,7 +92,8 @@ async def list_events(
     )
     cursor = "null" if page.next_cursor is None else str(page.next_cursor)
     # The stored events are sent as stored: no decode and re-encode per event.
-    body = b'{"items":[' + b",".join(page.items) + b'],"next_cursor":' + cursor.encode() + b"}"
+    items = (as_seen(item, asked) for item in page.items)
+    body = b'{"items":[' + b",".join(items) + b'],"next_cursor":' + cursor.encode() + b"}"
     return Response(body, media_type="application/json")
 
 
@@ -118,7 +119,7 @@ async def stream_events(
     """Server-sent events: a cursor frame first (`id: N`), then every event after N, for as long as the
     session lives. The stream ends, and a reconnect gets 404, only when the session is deleted."""
     canonical = await existing_session(state, caller, session_id, "session.read")
-    asked = _include(include, frozenset({"timing", "deltas", "progress"}))
+    asked = _include(include, frozenset({"timing", "deltas", "progress", "images"}))
     position = _position(after_seq, last_event_id)
     if position is None:
         # Fixed now, before the headers go out: everything appended from here on is delivered.

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from api.schemas.common import Strict
 
 MAX_TOOLS = 64
 MAX_RESULT_CHARS = 65_536
 MAX_PROGRESS_CHARS = 1_000
+# Images in one result, decoded, in all; the blocks of one result.
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_RESULT_BLOCKS = 16
 MIN_TTL_S, MAX_TTL_S = 5, 3600
 MIN_TOOL_TIMEOUT_S, MAX_TOOL_TIMEOUT_S = 1, 86_400
 MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 1, 3_600
@@ -103,9 +108,62 @@ class ClientCallProgressBody(Strict):
     fraction: Annotated[float | None, Field(ge=0, le=1, description="How much is done, 0 to 1")] = None
 
 
-class ClientCallResultBody(Strict):
+class TextContent(Strict):
+    type: Literal["text"]
     text: Annotated[str, Field(max_length=MAX_RESULT_CHARS)]
+
+
+class ImageContent(Strict):
+    type: Literal["image"]
+    media_type: Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
+    data: Annotated[str, Field(description="The image, base64 encoded")]
+
+
+ResultContent = Annotated[TextContent | ImageContent, Field(discriminator="type")]
+
+
+class ClientCallResultBody(Strict):
+    text: Annotated[str | None, Field(max_length=MAX_RESULT_CHARS)] = None
+    content: Annotated[
+        list[ResultContent] | None,
+        Field(
+            min_length=1,
+            max_length=MAX_RESULT_BLOCKS,
+            description="Extension, instead of `text`: text and image blocks (images at most "
+            f"{MAX_IMAGE_BYTES:,} bytes decoded per result in all; text at most {MAX_RESULT_CHARS:,} characters)",
+        ),
+    ] = None
     is_error: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ClientCallResultBody:
+        if (self.text is None) == (self.content is None):
+            raise ValueError("give the result as `text` or as `content`, one of the two")
+        if self.content is not None:
+            texts = sum(len(block.text) for block in self.content if isinstance(block, TextContent))
+            if texts > MAX_RESULT_CHARS:
+                raise ValueError(f"content: {texts:,} characters of text; the limit is {MAX_RESULT_CHARS:,}")
+            decoded = 0
+            for index, block in enumerate(self.content):
+                if isinstance(block, ImageContent):
+                    try:
+                        decoded += len(base64.b64decode(block.data, validate=True))
+                    except binascii.Error:
+                        raise ValueError(f"content[{index}].data: not valid base64") from None
+            if decoded > MAX_IMAGE_BYTES:
+                raise ValueError(f"content: images of {decoded:,} bytes decoded; the limit is {MAX_IMAGE_BYTES:,}")
+        return self
+
+    def result(self) -> str | list[dict[str, Any]]:
+        """The result's text, or the blocks of its `tool_result` event (the SDK's shape: `type`, `data`)."""
+        if self.content is None:
+            return self.text or ""
+        return [
+            {"type": "text", "data": {"text": block.text}}
+            if isinstance(block, TextContent)
+            else {"type": "image", "data": {"media_type": block.media_type, "data": block.data}}
+            for block in self.content
+        ]
 
 
 class ActiveClientBody(BaseModel):

@@ -51,7 +51,15 @@ def to_messages(transcript: list[Message], aliases: Aliases) -> list[dict[str, A
             add("assistant", _assistant_blocks(message, aliases))
         elif message.role == "tool" and message.result is not None:
             result = message.result
-            block = {"type": "tool_result", "tool_use_id": result.call_id, "content": result.text}
+            content: str | list[dict[str, Any]] = result.text
+            if result.images:
+                # An image a client returned reaches the model as an image block in the tool result.
+                content = [{"type": "text", "text": result.text}] if result.text else []
+                content += [
+                    {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+                    for media_type, data in result.images
+                ]
+            block = {"type": "tool_result", "tool_use_id": result.call_id, "content": content}
             add("user", [{**block, "is_error": result.is_error}])
     return turns
 

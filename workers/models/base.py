@@ -27,6 +27,8 @@ class ToolOutcome:
     call_id: str
     text: str
     is_error: bool
+    # Images a client returned with the text: (media type, base64 data) each.
+    images: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,15 @@ def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]
                 items.append({"type": "function_call", "call_id": call.call_id, "name": name, "arguments": arguments})
         elif message.role == "tool" and message.result is not None:
             result = message.result
-            output = f"error: {result.text}" if result.is_error else result.text
+            text = f"error: {result.text}" if result.is_error else result.text
+            output: str | list[dict[str, Any]] = text
+            if result.images:
+                # The Responses API takes a function call's output as a list of input items too.
+                output = [{"type": "input_text", "text": text}] if text else []
+                output += [
+                    {"type": "input_image", "image_url": f"data:{media_type};base64,{data}"}
+                    for media_type, data in result.images
+                ]
             items.append({"type": "function_call_output", "call_id": result.call_id, "output": output})
     return items
 
