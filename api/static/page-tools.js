@@ -1,5 +1,6 @@
 // Ready-made tools over the page a client runs in: read it, fill and submit forms, click, highlight,
-// navigate. Each checks its arguments and answers with what it did, so the model can tell what happened.
+// navigate, and (where the page can render one) take a screenshot. Each checks its arguments and answers
+// with what it did, so the model can tell what happened.
 //
 //   const tab = await session.registerClient({ name: "web", tools: pageTools() });
 //   pageTools({ root: document.querySelector("main"), navigate: (url) => router.push(url) })
@@ -82,6 +83,43 @@ function findClickable(root, { text: wanted, selector }) {
  * The page tools, for `registerClient({tools})`. Options: `root` (default document.body) limits what
  * they see and touch; `navigate(url)` replaces a full page load (for single-page apps).
  */
+// A screenshot is an image result: at most this many bytes decoded (the server takes 5 MiB per result).
+const MAX_PICTURE_BYTES = 4 * 1024 * 1024;
+
+function canPicture() {
+  return typeof document !== "undefined" && typeof XMLSerializer !== "undefined" &&
+    typeof document.createElement("canvas").getContext === "function";
+}
+
+/** The element drawn as the user sees it: its subtree with computed styles inlined, through an SVG
+ * foreignObject onto a canvas (a canvas element is read directly). Base64 PNG. */
+async function picture(element) {
+  if (element instanceof HTMLCanvasElement) return element.toDataURL("image/png").split(",", 2)[1];
+  const box = element.getBoundingClientRect();
+  const width = Math.max(1, Math.ceil(Math.min(box.width || document.documentElement.clientWidth, 4096)));
+  const height = Math.max(1, Math.ceil(Math.min(box.height || document.documentElement.clientHeight, 4096)));
+  const clone = element.cloneNode(true);
+  const originals = [element, ...element.querySelectorAll("*")];
+  const copies = [clone, ...clone.querySelectorAll("*")];
+  originals.forEach((original, index) => {
+    const computed = getComputedStyle(original);
+    const copy = copies[index];
+    for (const name of computed) copy.style.setProperty(name, computed.getPropertyValue(name));
+    if (original instanceof HTMLInputElement || original instanceof HTMLTextAreaElement) copy.setAttribute("value", original.value);
+  });
+  const xhtml = new XMLSerializer().serializeToString(clone);
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">` +
+    `<foreignObject width="100%" height="100%">${xhtml}</foreignObject></svg>`;
+  const image = new Image();
+  image.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`;
+  await image.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = width;
+  canvas.height = height;
+  canvas.getContext("2d").drawImage(image, 0, 0);
+  return canvas.toDataURL("image/png").split(",", 2)[1];
+}
+
 export function pageTools({ root = null, navigate = null } = {}) {
   const scope = () => root ?? document.body;
   let highlighted = null;
@@ -229,5 +267,33 @@ export function pageTools({ root = null, navigate = null } = {}) {
         return `opening ${target.pathname}${target.search}`;
       },
     },
+
+    ...(canPicture() ? {
+      screenshot: {
+        description: "Take a picture of the page the user is looking at (or of one element of it), as a PNG image.",
+        parameters: {
+          type: "object",
+          properties: { selector: { type: "string", description: "A CSS selector of the element to picture" } },
+          additionalProperties: false,
+        },
+        async execute({ selector } = {}) {
+          const element = selector === undefined ? scope() : scope().querySelector(text(selector, "selector"));
+          need(element, `nothing on the page matches ${JSON.stringify(selector)}`);
+          let data;
+          try {
+            data = await picture(element);
+          } catch (error) {
+            throw new Error(`this page could not be pictured here: ${error?.message ?? error}`);
+          }
+          need(data.length * 3 / 4 <= MAX_PICTURE_BYTES, "the picture is too large; picture one element of the page");
+          return {
+            content: [
+              { type: "text", text: `a picture of ${describe(element)}` },
+              { type: "image", media_type: "image/png", data },
+            ],
+          };
+        },
+      },
+    } : {}),
   };
 }

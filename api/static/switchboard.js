@@ -10,6 +10,13 @@
 // drop and backs off as the Subako SDK does. Each registered client acks its calls at once, runs the
 // tool, and answers; a throw or a value JSON cannot carry becomes an error result. A client pings at
 // ttl/2, registers again if the server lost it (a ping 404), and leaves when the page is hidden for good.
+//
+// A tool is {description, parameters, timeout_s?, heartbeat_s?, execute(args, call)}; `call` holds
+// `callId`, `client`, `signal` (aborted when the call fails while it runs: cancelled, timed out, its run
+// gone) and `progress(message, fraction)`. `execute` returns a string, any JSON value, or
+// `{content: [{type: "text", text}, {type: "image", media_type, data}], is_error?}` for a result with images.
+//
+//   await session.send("What is on screen?", { clientTools: { look: { description, parameters, execute } } });
 
 const RESULT_TIMEOUT_MS = 290_000;
 const MAX_RESULT_CHARS = 65_536;
@@ -50,14 +57,15 @@ function backoffMs(attempt) {
 
 /**
  * Open a session's live event stream. `token` (a session token or API key) or `getToken` (called again
- * after a 401); `url` defaults to this page's origin; `history: true` replays the whole log first.
+ * after a 401); `url` defaults to this page's origin; `history: true` replays the whole log first;
+ * `include` (such as "progress,images") asks for the extensions the default view leaves out.
  */
 export function connect(options) {
   return new Connection(options);
 }
 
 export class Connection {
-  constructor({ sessionId, token, getToken, url, history = false, maxReconnects = Infinity }) {
+  constructor({ sessionId, token, getToken, url, history = false, maxReconnects = Infinity, include = "" }) {
     if (!sessionId) throw new TypeError("connect: sessionId is required");
     if (!token && !getToken) throw new TypeError("connect: give token or getToken");
     this.sessionId = sessionId;
@@ -65,11 +73,14 @@ export class Connection {
     this.status = "connecting";
     this.lastSeq = 0;
     this._history = history;
+    this._include = Array.isArray(include) ? include.join(",") : include;
     this._token = token ?? null;
     this._getToken = getToken ?? null;
     this._maxReconnects = maxReconnects;
     this._listeners = new Map();
     this._clients = new Set();
+    // Dispatches no client of this connection claimed yet (a per-turn client's, before send() returns).
+    this._unclaimed = [];
     this._abort = new AbortController();
     this._ready = new Promise((resolve, reject) => {
       this._opened = resolve;
@@ -156,9 +167,25 @@ export class Connection {
     }
   }
 
-  /** Post a user message: it starts a run, or steers the active one (the agent's concurrency policy). */
-  send(text) {
-    return this.request("POST", `/v1/sessions/${this.sessionId}/events`, { body: { type: "input", text } });
+  /**
+   * Post a user message: it starts a run, or steers the active one (the agent's concurrency policy).
+   * `clientTools` ({name: tool}, as for registerClient) are offered for that run only; this connection
+   * serves their calls with the same `execute` contract until the run ends.
+   */
+  async send(text, { clientTools = null } = {}) {
+    const body = { type: "input", text };
+    if (clientTools && Object.keys(clientTools).length) body.client_tools = declarations(clientTools);
+    const outcome = await this.request("POST", `/v1/sessions/${this.sessionId}/events`, { body });
+    if (outcome?.client_id && clientTools) {
+      const client = new ToolClient(this, "turn", 0, clientTools);
+      client._serveScoped(outcome.client_id.toLowerCase());
+      this._clients.add(client);
+      // Calls of this run dispatched before the answer came back.
+      const early = this._unclaimed.filter((event) => event.client_id === client.id);
+      this._unclaimed = this._unclaimed.filter((event) => event.client_id !== client.id);
+      for (const event of early) client._see(event);
+    }
+    return outcome;
   }
 
   /** Cancel the active run. */
@@ -190,6 +217,7 @@ export class Connection {
       try {
         const params = new URLSearchParams();
         if (this.lastSeq > 0 || this._history) params.set("after_seq", String(this.lastSeq));
+        if (this._include) params.set("include", this._include);
         const headers = { Authorization: await this._authorization(false), Accept: "text/event-stream" };
         if (this.lastSeq > 0) headers["Last-Event-ID"] = String(this.lastSeq);
         const response = await fetch(`${this.url}/v1/sessions/${this.sessionId}/events/stream?${params}`, {
@@ -248,6 +276,10 @@ export class Connection {
 
   _deliver(event) {
     for (const client of this._clients) client._see(event);
+    if (event.type === "client_tool_dispatched" && ![...this._clients].some((client) => client.id === event.client_id)) {
+      this._unclaimed.push(event);
+      if (this._unclaimed.length > 200) this._unclaimed.shift();
+    }
     this._emit(event.type, event);
   }
 }
@@ -292,7 +324,21 @@ function declarations(tools) {
     name,
     description: tool.description ?? "",
     parameters: tool.parameters ?? { type: "object" },
+    ...(tool.timeout_s ? { timeout_s: tool.timeout_s } : {}),
+    ...(tool.heartbeat_s ? { heartbeat_s: tool.heartbeat_s } : {}),
   }));
+}
+
+/** What a tool returned, as the body of its result: text, or content blocks (images) as they are. */
+function resultBody(value) {
+  if (value && typeof value === "object" && Array.isArray(value.content)) {
+    return { content: value.content, ...(value.is_error ? { is_error: true } : {}) };
+  }
+  const text = resultText(value);
+  if (text.length > MAX_RESULT_CHARS) {
+    return { text: `the tool's answer was not valid: over ${MAX_RESULT_CHARS} characters`, is_error: true };
+  }
+  return { text };
 }
 
 function resultText(value) {
@@ -314,6 +360,9 @@ export class ToolClient {
     this.status = "joining";
     this._early = [];
     this._running = new Set();
+    // The calls being executed, by call id: a failure of one aborts its signal.
+    this._calls = new Map();
+    this._scoped = false;
     this._toolsUpdate = Promise.resolve();
     this._pinging = null;
     this._reregistering = false;
@@ -349,7 +398,16 @@ export class ToolClient {
     for (const event of early) this._see(event);
   }
 
+  /** Serve a run-scoped registration the server made for send()'s clientTools (it ends with the run). */
+  _serveScoped(id) {
+    this.id = id;
+    this.name = "turn";
+    this._scoped = true;
+    this.status = "serving";
+  }
+
   async _registerAgain() {
+    if (this._scoped) return;
     if (this._reregistering || this.connection.status === "failed" || this.connection.status === "closed") return;
     this._reregistering = true;
     try {
@@ -393,8 +451,11 @@ export class ToolClient {
       const handling = this._handle(event);
       this._running.add(handling);
       handling.finally(() => this._running.delete(handling));
+    } else if (event.type === "client_tool_failed") {
+      this._calls.get(event.call_id)?.abort(new Error(`the call failed: ${event.reason}${event.detail ? ` (${event.detail})` : ""}`));
     } else if (event.type === "client_left") {
       this._stop();
+      if (this._scoped) this.connection._clients.delete(this);
       // Lapsed while this page was alive (a sleeping laptop, a throttled background tab): serve again.
       // Left on purpose (a DELETE by the app or an operator): stay gone.
       if (event.reason === "timed_out") this._registerAgain();
@@ -411,28 +472,41 @@ export class ToolClient {
     }
     let answer;
     const tool = this.tools[event.tool];
+    const controller = new AbortController();
+    this._calls.set(event.call_id, controller);
+    const call = {
+      callId: event.call_id,
+      client: this,
+      signal: controller.signal,
+      /** Tell the session how far the call is; keeps a tool with heartbeat_s alive. */
+      progress: (message, fraction) => {
+        const body = {};
+        if (message !== undefined && message !== null) body.message = String(message);
+        if (fraction !== undefined && fraction !== null) body.fraction = fraction;
+        return this.connection.request("POST", `${calls}/progress`, { body });
+      },
+    };
     if (!tool) {
       answer = { text: `no tool named ${event.tool} is served here`, is_error: true };
     } else {
       try {
         const value = await Promise.race([
-          Promise.resolve().then(() => tool.execute(event.arguments ?? {}, { callId: event.call_id, client: this })),
+          Promise.resolve().then(() => tool.execute(event.arguments ?? {}, call)),
           sleep(RESULT_TIMEOUT_MS).then(() => {
             throw new Error("the tool did not answer before the deadline");
           }),
         ]);
-        answer = { text: resultText(value) };
-        if (answer.text.length > MAX_RESULT_CHARS) {
-          answer = { text: `the tool's answer was not valid: over ${MAX_RESULT_CHARS} characters`, is_error: true };
-        }
+        answer = resultBody(value);
       } catch (error) {
         answer = { text: String(error?.message ?? error) || "the tool failed", is_error: true };
       }
     }
-    if (this.status !== "serving") return;
+    this._calls.delete(event.call_id);
+    // The call failed while it ran: the server no longer takes a result for it.
+    if (controller.signal.aborted || this.status !== "serving") return;
     // Tool changes the handler made reach the server before its result does (the navigation rule).
     await this._toolsUpdate.catch(() => {});
-    const size = answer.text.length * 3;
+    const size = JSON.stringify(answer).length;
     try {
       await this.connection.request("POST", `${calls}/result`, { body: answer, keepalive: size < KEEPALIVE_LIMIT });
     } catch (error) {

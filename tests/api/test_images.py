@@ -13,11 +13,11 @@ from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
 from tests.fakes import FakeProvider, Reply, anthropic_stream, fake_provider, openai_stream
 
 CALL = '/call client__web__highlight_row {"row_id": "7"}'
-# A 1x1 PNG.
+# A 1x1 PNG (one red pixel).
 PIXEL = base64.b64encode(
     bytes.fromhex(
         "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
-        "0000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+        "0000000d49444154789c63f8cfc0f01f00050001ff89993d1d0000000049454e44ae426082"
     )
 ).decode()
 

@@ -307,3 +307,77 @@ async def test_a_token_getter_is_asked_again_after_a_401(served: Served, browser
     assert (after_stream, after_send) == (2, 3)  # once more for the stream's 401, once more for the send's
     await expect(tab.locator("#transcript")).to_contain_text("You said: token renewed")
     await context.close()
+
+
+# A 1x1 PNG (one red pixel).
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
+
+ADD_TOOLS = """(pixel) => {
+  const tab = window.switchboardDemo.tab;
+  window.aborted = null;
+  const slow = {
+    description: "Takes its time",
+    parameters: { type: "object" },
+    execute: (args, call) => {
+      call.progress("halfway", 0.5);
+      return new Promise((resolve) => call.signal.addEventListener("abort", () => {
+        window.aborted = call.signal.reason.message;
+        resolve("ignored");
+      }));
+    },
+  };
+  const snap = {
+    description: "A picture",
+    parameters: { type: "object" },
+    execute: () => ({
+      content: [{ type: "text", text: "a dot" }, { type: "image", media_type: "image/png", data: pixel }],
+    }),
+  };
+  return tab.setTools({ ...tab.tools, slow, snap });
+}"""
+
+PER_TURN = """() => window.switchboardDemo.live.send("/call lookup", {
+  clientTools: {
+    lookup: {
+      description: "Looks up",
+      parameters: { type: "object" },
+      execute: (args, call) => `found ${call.callId.slice(0, 5)}`,
+    },
+  },
+})"""
+
+
+async def test_progress_cancel_images_and_per_turn_tools_in_the_browser(served: Served, browser: Browser) -> None:
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    tab = await demo_tab(context, f"{served.url}/demo#key={served.key}", "web")
+    session_id = tab.url.split("session=")[1]
+    await tab.evaluate(ADD_TOOLS, PIXEL)
+    console = await context.new_page()
+    console.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await console.goto(f"{served.url}/console#key={served.key}&session={session_id}")
+    await expect(console.locator("#conn")).to_have_text("open")
+
+    # Progress reaches the console's card; the console's Cancel reaches `execute` as an aborted signal.
+    await say(tab, "/call client__web__slow")
+    card = console.locator(".call", has_text="slow")
+    await expect(card.locator(".progress")).to_have_text("progress: 50% · halfway")
+    await card.get_by_role("button", name="Cancel call").click()
+    await expect(console.locator(".call.failed", has_text="slow")).to_contain_text("run_gone (cancelled)")
+    assert await tab.evaluate("window.aborted") == "the call failed: run_gone (cancelled)"
+    await expect(tab.locator("#transcript")).to_contain_text("client__web__slow failed: the call was cancelled")
+
+    # An image result is shown as an image in the console, as a text block naming it to the SDK's view.
+    await say(tab, "/call client__web__snap")
+    await expect(console.locator(".call.answered", has_text="snap").locator("img.result-image")).to_be_visible()
+    await expect(tab.locator("#transcript")).to_contain_text("client__web__snap: a dot")
+
+    # The page tools' screenshot: a PNG of the table, also shown in the console.
+    await say(tab, '/call client__web__screenshot {"selector": "#rows"}')
+    shot = console.locator(".call.answered", has_text="screenshot")
+    await expect(shot.locator("img.result-image")).to_be_visible()
+    await expect(shot).to_contain_text("a picture of")
+
+    # Per-turn tools given to send() are served by the page that sent them.
+    await tab.evaluate(PER_TURN)
+    await expect(tab.locator("#transcript")).to_contain_text("lookup: found call_")
+    await context.close()
