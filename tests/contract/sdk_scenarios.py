@@ -370,6 +370,99 @@ async def raw_register_shapes(ctx: Context) -> str:
     return "register, ping, leave, 404"
 
 
+# A 1x1 PNG (one red pixel).
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
+
+
+async def _dispatched(raw: httpx.AsyncClient, session_id: str, client_id: str, count: int) -> dict[str, str]:
+    """Tool name -> call id of the calls dispatched to one registration, once `count` of them are."""
+    for _ in range(500):
+        page = (await raw.get(f"/v1/sessions/{session_id}/events", params={"order": "asc", "limit": 200})).json()
+        found = {
+            e["tool"]: e["call_id"]
+            for e in page["items"]
+            if e["type"] == "client_tool_dispatched" and e["client_id"] == client_id
+        }
+        if len(found) >= count:
+            return found
+        await asyncio.sleep(0.02)
+    raise AssertionError("the calls were never dispatched")
+
+
+async def extensions_in_use(ctx: Context) -> str:
+    """Every extension of the call routes used on a session the SDK follows: per-tool deadlines, progress,
+    an image result, one call cancelled, arguments refused by the schema, an approval remembered. The
+    SDK's default view must take all of it, live and from the log."""
+    admin = ctx.admin
+    providers = [p async for p in await admin.model_providers.list()]
+    scripted = next(p for p in providers if p.display_name == "Scripted")
+    agent = await admin.agents.create(CreateAgentBody(name="extended"))
+    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
+    body = {"model_provider_id": str(scripted.id), "model": config}
+    body["client_tool_policies"] = {"client__pics__slow": "require_approval"}
+    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {KEY}"}) as key:
+        assert (await key.post(f"/v1/agents/{agent.id}/versions", json=body)).status_code == 201
+    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
+    assert isinstance(created, CreatedSessionBody)
+    session_id, token = str(created.id), created.session_token
+    base = f"/v1/sessions/{session_id}"
+    async with (
+        httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw,
+        SubakoClient(base_url=URL, api_key=token) as client,
+        client.sessions.connect(session_id, history=True) as connection,
+    ):
+        web = connection.create_tool_client("web")
+        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        tools = [
+            {"name": "snap", "description": "A picture", "parameters": {"type": "object"}, "timeout_s": 60},
+            {"name": "slow", "description": "Slow", "parameters": {"type": "object"}, "heartbeat_s": 30},
+        ]
+        registration = {"name": "pics", "lifetime": {"type": "never"}, "tools": tools}
+        pics = (await raw.post(f"{base}/clients", json=registration)).json()["id"]
+        calls = f"{base}/clients/{pics}/calls"
+
+        await connection.send(
+            "/call client__pics__snap\n/call client__pics__slow\n"
+            '/call client__web__highlight_row {"row_id": "1"}\n/call client__web__highlight_row {"row_id": 5}'
+        )
+        await until(lambda: len(connection.approvals) == 1)
+        (approval,) = connection.approvals
+        allow = {"decision": "allow", "remember": "session"}
+        assert (await raw.post(f"{base}/approvals/{approval.call_id}", json=allow)).status_code == 200
+        ids = await _dispatched(raw, session_id, pics, 2)
+        for call_id in ids.values():
+            assert (await raw.post(f"{calls}/{call_id}/ack")).status_code == 200
+        progress = {"message": "halfway", "fraction": 0.5}
+        assert (await raw.post(f"{calls}/{ids['slow']}/progress", json=progress)).status_code == 200
+        content = [{"type": "text", "text": "a dot"}, {"type": "image", "media_type": "image/png", "data": PIXEL}]
+        assert (await raw.post(f"{calls}/{ids['snap']}/result", json={"content": content})).status_code == 204
+        cancelled = await raw.post(f"{base}/calls/{ids['slow']}/cancel", json={"message": "stop"})
+        assert cancelled.status_code == 200, cancelled.text
+        await until(finished(connection))
+        assert last_text(connection).splitlines() == [
+            "client__pics__snap: a dot",
+            "client__pics__slow failed: the call was cancelled: stop",
+            "client__web__highlight_row: Row 1 is highlighted.",
+            "client__web__highlight_row failed: the arguments of client__web__highlight_row do not match its "
+            "schema: at $.row_id: 5 is not of type 'string' (rule: type)",
+        ]
+        # The remembered approval decides the next call of the gated tool without asking.
+        await connection.send("/call client__pics__slow")
+        await until(lambda: sum(e.type == "client_tool_dispatched" for e in connection.events) == 4)
+        assert connection.approvals == []
+        remembered = [e for e in connection.events if e.type == "approval_resolved"][-1]
+        assert remembered.decision.value == "allow"
+        kinds = [e.type for e in connection.events]
+        assert "client_tool_progress" not in kinds
+    # Read back from the log through the SDK's listing as well.
+    async with SubakoClient(base_url=URL, api_key=token) as reader:
+        listed = [e async for e in await reader.sessions.list_events(session_id)]
+        results = [e for e in listed if e.type == "tool_result"]
+        assert any("[image/png, 1 KB]" in str(e) for e in results)
+    return "deadlines, progress, image, cancel, schema check and a remembered approval, live and listed"
+
+
 SCENARIOS: dict[str, Scenario] = {
     "admin_routes": admin_routes,
     "tool_round_trip": tool_round_trip,
@@ -381,6 +474,7 @@ SCENARIOS: dict[str, Scenario] = {
     "approvals_through_the_sdk": approvals_through_the_sdk,
     "deleted_session_fails_the_stream": deleted_session_fails_the_stream,
     "reconnect_after_restart": reconnect_after_restart,
+    "extensions_in_use": extensions_in_use,
 }
 
 

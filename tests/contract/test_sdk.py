@@ -30,6 +30,7 @@ SCENARIOS = [
     "approvals_through_the_sdk",
     "deleted_session_fails_the_stream",
     "reconnect_after_restart",
+    "extensions_in_use",
 ]
 
 
