@@ -131,7 +131,8 @@ def _output(index: int, item: dict[str, Any]) -> dict[str, Any]:
         content = [{"type": "output_text", "text": item["text"], "annotations": []}]
         return {"type": "message", "id": f"msg_{index}", "role": "assistant", "status": "completed", "content": content}
     if item["type"] == "function_call":
-        arguments = dumps(item["arguments"])
+        # `raw_arguments`: the text as sent, for a model that sends arguments that are not JSON.
+        arguments = item["raw_arguments"] if "raw_arguments" in item else dumps(item["arguments"])
         return {"type": "function_call", "id": f"fc_{index}", "call_id": item["call_id"], "name": item["name"],
                 "arguments": arguments, "status": "completed"}  # fmt: skip
     return {"type": "reasoning", "id": f"rs_{index}", "summary": [{"type": "summary_text", "text": item["summary"]}]}

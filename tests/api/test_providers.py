@@ -182,6 +182,29 @@ async def test_openai_responses_text_function_calls_and_settings(api: Api, fake:
     assert second["input"][1:] == [called, output]
 
 
+async def test_arguments_that_are_not_json_get_an_error_result_and_the_run_goes_on(
+    api: Api, fake: FakeProvider
+) -> None:
+    session = await provider_session(api, fake, GPT)
+    await api.register(session)
+    broken = {"type": "function_call", "call_id": "fc_bad", "name": "client__web__highlight_row"}
+    broken["raw_arguments"] = '{"row_id": '
+    fake.replies = [
+        Reply(frames=openai_stream(broken)),
+        Reply(frames=openai_stream({"type": "message", "text": "Sorry, let me try again."})),
+    ]
+    await api.send(session, "highlight")
+    events = await api.wait_for(session, run_over)
+    assert of_type(events, "run_completed")
+    assert not of_type(events, "client_tool_dispatched")
+    (result,) = of_type(events, "tool_result")
+    assert result["is_error"] is True
+    text = result["content"][0]["data"]["text"]
+    assert text.startswith("the arguments of client__web__highlight_row could not be used: they are not valid JSON")
+    # The model is told so in the next step.
+    assert fake.requests[1]["input"][-1]["output"].startswith("error: the arguments of client__web__highlight_row")
+
+
 async def test_openai_rate_limits_and_failed_responses_are_retried(api: Api, fake: FakeProvider) -> None:
     limited = {"error": {"message": "slow down", "type": "rate_limit_error", "code": "rate_limit_exceeded"}}
     fake.replies = [
