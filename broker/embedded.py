@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from broker.errors import BrokerUnavailable
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child sent SIGTERM when the process that started it dies, however it
+    dies (Linux's PR_SET_PDEATHSIG); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)  # the parent died before the signal was armed
+
+    return arm
 
 
 def redis_server_binary() -> str:
@@ -68,6 +89,7 @@ class EmbeddedRedis:
         notifications: bool = False,
         cluster: bool = False,
         wrapper: Sequence[str] = (),
+        owned: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.persistent = persistent
@@ -75,6 +97,9 @@ class EmbeddedRedis:
         self.cluster = cluster
         # A command the server runs under (the bench's instruction counts run it under valgrind).
         self.wrapper = tuple(wrapper)
+        # Owned by a long-running parent (`switchboard up`): out of the terminal's process group, and
+        # stopped when the parent dies.
+        self.owned = owned
         self.port = port or free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -110,7 +135,13 @@ class EmbeddedRedis:
             args += ["--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"]
             # A replica syncs at once rather than after the default 5 s, so it can take over soon.
             args += ["--repl-diskless-sync-delay", "0"]
-        self._process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._process = subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=self.owned,
+            preexec_fn=die_with_parent() if self.owned else None,
+        )
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
