@@ -17,7 +17,7 @@ from api.body_limit import Limit, limited
 from api.cors import CrossOrigin
 from api.metrics import Metrics
 from api.rate_limit import RateLimits
-from api.routes import agents, api_keys, approvals, calls, clients, events, health, providers, sessions, web
+from api.routes import agents, api_keys, approvals, calls, clients, docs, events, health, providers, sessions, web
 from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
 from api.state import AppState
@@ -82,11 +82,16 @@ def path_ids(path: str) -> dict[str, str | None]:
     return ids
 
 
+# The name of the credential scheme in the OpenAPI document.
+BEARER = "bearer"
+
+
 class SwitchboardApp(FastAPI):
     """FastAPI, with the hot routes taken by the fast lane (`api.fastlane`) before its own stack."""
 
     def __init__(self, *, settings: Settings, **options: Any) -> None:
-        super().__init__(**options)
+        # /docs and /redoc are served from the package's own files (api/routes/docs.py), not a CDN.
+        super().__init__(docs_url=None, redoc_url=None, **options)
         self.fast_lane = settings.fast_lane
         self._body_limit = Limit(settings.max_body_bytes, "SWITCHBOARD_MAX_BODY_BYTES")
         self._result_limit = Limit(settings.max_result_body_bytes, "SWITCHBOARD_MAX_RESULT_BODY_BYTES")
@@ -111,6 +116,26 @@ class SwitchboardApp(FastAPI):
             await self._cross_origin(state, scope, receive, send, self._route)
         finally:
             pop_ids(token)
+
+    def openapi(self) -> dict[str, Any]:
+        """The document, with the bearer credential every /v1 route takes declared (an API key or a
+        session token), so the docs can send requests with one; the operational routes take none."""
+        if self.openapi_schema is not None:
+            return self.openapi_schema
+        schema = super().openapi()
+        schema.setdefault("components", {})["securitySchemes"] = {
+            BEARER: {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key (`swb_ak_...`) or a session token (`swb_st_...`)",
+            }
+        }
+        schema["security"] = [{BEARER: []}]
+        for path, operations in schema["paths"].items():
+            if not path.startswith("/v1/"):
+                for operation in operations.values():
+                    operation["security"] = []
+        return schema
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._rate_limits(scope, receive, send, self._bounded)
@@ -187,7 +212,7 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
     errors.install(app)
     for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls):
         app.include_router(module.router, responses=ERROR_RESPONSES)
-    for module in (health, web):
+    for module in (health, web, docs):
         app.include_router(module.router)
     app.add_middleware(_CountRequests, metrics=metrics)
     return app

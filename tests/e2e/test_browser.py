@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
+from playwright.async_api import Browser, BrowserContext, Page, Route, async_playwright, expect
 
 from tests.e2e.served import Served, api_and_worker, scripted_session
 from tests.helpers import HIGHLIGHT
@@ -380,4 +380,26 @@ async def test_progress_cancel_images_and_per_turn_tools_in_the_browser(served: 
     # Per-turn tools given to send() are served by the page that sent them.
     await tab.evaluate(PER_TURN)
     await expect(tab.locator("#transcript")).to_contain_text("lookup: found call_")
+    await context.close()
+
+
+async def test_the_docs_work_with_no_other_host_reachable(served: Served, browser: Browser) -> None:
+    context = await browser.new_context()
+    outside: list[str] = []
+
+    async def only_the_api(route: Route) -> None:
+        if route.request.url.startswith(served.url):
+            await route.continue_()
+        else:
+            outside.append(route.request.url)
+            await route.abort()
+
+    await context.route("**/*", only_the_api)
+    page = await context.new_page()
+    await page.goto(f"{served.url}/docs")
+    await expect(page.locator(".swagger-ui .info .title")).to_contain_text("Switchboard", timeout=15_000)
+    await expect(page.get_by_role("button", name="Authorize")).to_be_visible()
+    await page.goto(f"{served.url}/redoc")
+    await expect(page.locator("h1", has_text="Switchboard")).to_be_visible(timeout=15_000)
+    assert outside == []
     await context.close()

@@ -1,0 +1,36 @@
+"""/docs and /redoc need no other host, and the OpenAPI document declares the bearer credential."""
+
+from __future__ import annotations
+
+import re
+
+from tests.api_client import Api
+
+
+async def test_the_docs_pages_load_only_from_the_api(api: Api) -> None:
+    for page, script in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
+        answer = await api.key.get(page)
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/html")
+        # Every script, style sheet and font comes from this server.
+        assert not re.search(r"(src|href)=['\"]?(https?:)?//", answer.text), answer.text
+        assert f"/docs-assets/{script}" in answer.text
+        asset = await api.key.get(f"/docs-assets/{script}")
+        assert asset.status_code == 200
+        assert asset.headers["content-type"].startswith("text/javascript")
+        assert len(asset.content) > 100_000
+    assert (await api.key.get("/docs-assets/swagger-ui.css")).status_code == 200
+    assert (await api.key.get("/docs-assets/nothing.js")).status_code == 404
+
+
+async def test_the_document_declares_bearer_auth_on_the_v1_routes(api: Api) -> None:
+    document = (await api.key.get("/openapi.json")).json()
+    assert document["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key (`swb_ak_...`) or a session token (`swb_st_...`)",
+    }
+    assert document["security"] == [{"bearer": []}]
+    assert document["paths"]["/healthz"]["get"]["security"] == []
+    assert "security" not in document["paths"]["/v1/sessions"]["post"]
+    assert "/docs" not in document["paths"]
