@@ -1,9 +1,11 @@
-"""`switchboard up | api | worker [--check] | keys mint | tools serve`."""
+"""`switchboard up | api | worker [--check] | keys mint | session new | tools serve`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import logging
 import os
 import sys
@@ -137,6 +139,24 @@ def _cmd_tools_member(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_session_new(args: argparse.Namespace) -> int:
+    from switchboard.session_new import SessionError, api_key, new_session
+
+    settings = _settings()
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104 (read, not bound)
+    url = args.url or f"http://{host}:{settings.port}"
+    try:
+        made = new_session(url, api_key(settings, dict(os.environ)), args.agent)
+    except SessionError as error:
+        raise SystemExit(f"switchboard session new: {error}") from None
+    if args.json:
+        print(json.dumps(dataclasses.asdict(made) | {"url": url}))
+    else:
+        agent = f"{made.agent_name} ({made.agent_id}{', new, scripted model' if made.created_agent else ''})"
+        print(f"session id:    {made.session_id}\nsession token: {made.session_token}\nagent:         {agent}")
+    return 0
+
+
 def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tools = commands.add_parser("tools", help="serve Python tools").add_subparsers(dest="tools_command", required=True)
     serve = tools.add_parser("serve", help="register MODULE:OBJECT's tools and serve them with N processes")
@@ -172,6 +192,13 @@ def parser() -> argparse.ArgumentParser:
     mint.add_argument("--label", required=True)
     mint.add_argument("--permission", action="append", choices=PERMISSIONS, required=True, metavar="PERMISSION")
     mint.set_defaults(run=_cmd_mint)
+    sessions = commands.add_parser("session", help="sessions").add_subparsers(dest="session_command", required=True)
+    new = sessions.add_parser("new", help="print a new session's id and token (needs a running API)")
+    new.add_argument("--agent", default="scripted", help="the agent, by name; made with --model if none (scripted)")
+    new.add_argument("--model", default="scripted", choices=["scripted"], help="the model of an agent made here")
+    new.add_argument("--url", help="the API (default: http://SWITCHBOARD_HOST:SWITCHBOARD_PORT)")
+    new.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    new.set_defaults(run=_cmd_session_new)
     _tools_parser(commands)
     return top
 

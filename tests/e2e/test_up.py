@@ -3,6 +3,7 @@ running, and a second `up` on the same data directory refuses without touching i
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from broker.embedded import free_port
@@ -108,3 +110,36 @@ def test_a_second_up_on_the_same_data_directory_refuses_at_once(up: Up, tmp_path
     # The first is untouched and still serves.
     assert up.process.poll() is None
     assert len(up.descendants()) >= 3
+
+
+def session_new(up: Up, cwd: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "SWITCHBOARD_PORT": str(up.port), **env}
+    for name in ("SWITCHBOARD_BOOTSTRAP_API_KEY", "SWITCHBOARD_API_KEY"):
+        if name not in env:
+            environment.pop(name, None)
+    command = [sys.executable, "-m", "switchboard", "session", "new", *extra]
+    return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=60)
+
+
+def test_session_new_prints_a_working_session_from_any_directory(up: Up, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # From another folder, the key is found through the data directory `up` printed.
+    first = session_new(up, elsewhere, "--json", SWITCHBOARD_DATA_DIR=str(up.data_dir))
+    assert first.returncode == 0, first.stderr
+    made = json.loads(first.stdout)
+    assert made["agent_name"] == "scripted"
+    assert made["created_agent"] is True
+    headers = {"Authorization": f"Bearer {made['session_token']}"}
+    answer = httpx.get(f"http://127.0.0.1:{up.port}/v1/sessions/{made['session_id']}", headers=headers)
+    assert answer.status_code == 200, answer.text
+    # Or through SWITCHBOARD_API_KEY; the agent is found by name this time.
+    key = (up.data_dir / "dev-api-key").read_text().strip()
+    second = session_new(up, elsewhere, SWITCHBOARD_API_KEY=key)
+    assert second.returncode == 0, second.stderr
+    assert f"agent:         scripted ({made['agent_id']})" in second.stdout
+    assert "session token: swb_st_" in second.stdout
+    # Without a key anywhere it says where it looked.
+    lost = session_new(up, elsewhere, SWITCHBOARD_DATA_DIR=str(elsewhere / "nowhere"))
+    assert lost.returncode == 1
+    assert "SWITCHBOARD_API_KEY" in lost.stderr
