@@ -11,6 +11,7 @@ import platform
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,24 +52,37 @@ def main() -> int:
         print(compare(*args.compare))
         return 0
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in SCENARIOS]
+    if unknown:
+        parser.error(f"--only: no scenario {', '.join(unknown)}; there are {', '.join(SCENARIOS)}")
     figures: list[Figure] = []
+    failed: dict[str, str] = {}
     started = time.monotonic()
     for name in chosen:
         began = time.monotonic()
-        figures += SCENARIOS[name](args.quick)
+        try:
+            figures += SCENARIOS[name](args.quick)
+        except Exception as error:
+            failed[name] = f"{type(error).__name__}: {error}"
+            traceback.print_exc()
+            print(f"{name}: FAILED after {time.monotonic() - began:.0f} s: {failed[name]}", file=sys.stderr, flush=True)
+            continue
         print(f"{name}: {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
     print(table(figures))
     out = args.out or default_out()
-    meta = {
+    meta: dict[str, object] = {
         "commit": _commit(),
         "quick": args.quick,
         "python": platform.python_version(),
         "cpus": cpu_count(),
         "seconds": round(time.monotonic() - started),
+        "failed": failed,
     }
     save(figures, out, meta)
     print(f"\nsaved {out} ({meta['seconds']} s)")
-    return 0
+    for name, why in failed.items():
+        print(f"scenario {name} failed: {why}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

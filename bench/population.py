@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -34,18 +35,40 @@ async def sessions(admin: httpx.AsyncClient, agent_id: str, count: int) -> list[
 
 
 async def register(http: RawHttp, sessions: list[tuple[str, str]], per_session: int) -> list[Client]:
+    """Register the clients, pinging each as it goes once a third of its ttl has passed: on a slow machine
+    registering them all takes longer than a ttl, and none may lapse before the steady pings reach it."""
     gate = asyncio.Semaphore(CONCURRENCY)
     body = {"name": "tab", "lifetime": {"type": "ttl", "data": {"seconds": TTL_S}}, "tools": [TOOL]}
+    registered: list[tuple[float, Client]] = []
 
     async def one(session_id: str, token: str) -> Client:
         async with gate:
             path = f"/v1/sessions/{session_id}/clients"
             status, content = await http.request("POST", path, body, keyed(), token=token)
         assert status == 201, content
-        return Client(session_id, token, json.loads(content)["id"])
+        client = Client(session_id, token, json.loads(content)["id"])
+        registered.append((time.monotonic(), client))
+        return client
 
-    jobs = [one(sid, token) for sid, token in sessions for _ in range(per_session)]
-    return list(await asyncio.gather(*jobs))
+    async def keep_alive() -> None:
+        at = 0  # registered[:at] are pinged in turn, oldest first, a third of a ttl after the last time
+        while True:
+            now = time.monotonic()
+            while at < len(registered) and now - registered[at][0] >= TTL_S / 3:
+                async with gate:
+                    await ping(http, registered[at][1])
+                registered.append((time.monotonic(), registered[at][1]))
+                at += 1
+            await asyncio.sleep(0.05)
+
+    keeper = asyncio.create_task(keep_alive())
+    try:
+        jobs = [one(sid, token) for sid, token in sessions for _ in range(per_session)]
+        return list(await asyncio.gather(*jobs))
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
 
 
 async def ping(http: RawHttp, client: Client) -> float:
