@@ -21,6 +21,7 @@ from api.routes import agents, api_keys, approvals, calls, clients, docs, events
 from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
 from api.state import AppState
+from api.stream_caps import StreamCaps
 from broker import Broker, Settings
 from broker.jsonlog import pop_ids, push_ids
 from broker.live import LiveHub
@@ -189,7 +190,8 @@ def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> F
             if settings.bootstrap_api_key is not None:
                 await broker.credentials.ensure_api_key(settings.bootstrap_api_key.get_secret_value(), BOOTSTRAP_LABEL)
             await hub.start()
-            app.state.switchboard = AppState(broker, hub, metrics)
+            caps = StreamCaps(settings.max_streams_per_session, settings.max_streams_per_credential)
+            app.state.switchboard = AppState(broker, hub, metrics, caps)
             probe = asyncio.create_task(probe_redis(broker.core.redis, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()

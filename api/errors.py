@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from broker.errors import ErrorCode, RedisUnreachable, SwitchboardError, TooManyRequests
 
@@ -20,6 +21,7 @@ STATUS = {
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.CONFLICT: 409,
     ErrorCode.PRECONDITION_FAILED: 412,
     ErrorCode.CLIENT_OUTDATED: 426,
@@ -27,7 +29,20 @@ STATUS = {
     ErrorCode.INTERNAL: 500,
     ErrorCode.UNAVAILABLE: 503,
 }
-_CODE_OF_STATUS = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.NOT_FOUND, 401: ErrorCode.UNAUTHORIZED}
+_CODE_OF_STATUS = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED, 401: ErrorCode.UNAUTHORIZED}
+
+
+_METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
+
+
+def _methods_of(request: Request) -> list[str]:
+    """The methods some route of the request's path takes: each asked of the routes as that method."""
+    routes: list[BaseRoute] = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
 
 
 def envelope(code: ErrorCode | str, message: str) -> dict[str, Any]:
@@ -91,15 +106,20 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> Response:
+        headers = dict(error.headers or {})
         if error.status_code == 404:
             message = f"no route {request.url.path} is provided by this server"
         elif error.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}"
+            # Starlette names only the first route that matched the path; every route of it counts.
+            allowed = ", ".join(_methods_of(request))
+            headers["Allow"] = allowed
+            message = f"{request.method} is not allowed on {request.url.path}" + (
+                f"; it takes {allowed}" if allowed else ""
+            )
         else:
             message = str(error.detail)
         code = _CODE_OF_STATUS.get(error.status_code, ErrorCode.INVALID_REQUEST)
-        status = 404 if error.status_code == 405 else error.status_code
-        return JSONResponse(envelope(code, message), status_code=status)
+        return JSONResponse(envelope(code, message), status_code=error.status_code, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, error: Exception) -> Response:

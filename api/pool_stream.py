@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import AsyncGenerator
 
@@ -67,14 +68,17 @@ async def call_stream(
                 return
             if item is None:
                 yield _KEEPALIVE
-            elif isinstance(item, bytes) and _FAILED in item and cid in item:
-                # A call of this registration failed (cancelled, timed out, its run gone): the member
-                # running it stops. Best effort, like every live frame: a result posted after is 409.
-                yield b"data: %s\n\n" % item
+            # Only pointers to events the hub holds anyway: taken all at once.
+            items = [item, *subscription.queued(sys.maxsize)] if isinstance(item, bytes) else []
+            failures = [event for event in items if _FAILED in event and cid in event]
+            if failures:
+                # Calls of this registration that failed (cancelled, timed out, their run gone): the member
+                # running one stops it. Best effort, like every live frame: a result posted after is 409.
+                yield b"".join(b"data: %s\n\n" % event for event in failures)
             reclaim = time.monotonic() >= next_reclaim
             if reclaim:
                 next_reclaim = time.monotonic() + claim_every
-            elif isinstance(item, bytes) and not _concerns([item, *subscription.queued()], cid):
+            elif items and not _concerns(items, cid):
                 handed = []
                 continue
             try:

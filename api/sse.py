@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -19,7 +19,13 @@ from broker.events import event_seq, has_images, is_logged, is_progress, is_timi
 from broker.live import Signal, Subscription
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# A reader that does not read holds at most one chunk waiting to be written, plus one page of the log
+# while it catches up: a chunk is cut at about _CHUNK bytes, and a page is read a few events at a time
+# when its events are large (about _PAGE_BYTES a page), never more than _PAGE events.
 _PAGE = 500
+_FIRST_PAGE = 64
+_PAGE_BYTES = 1 << 20
+_CHUNK = 16 * 1024
 # Where SwitchboardApp puts the server's own `send` for a stream request (see EventStreamResponse).
 DIRECT_SEND = "switchboard.direct_send"
 
@@ -34,10 +40,15 @@ class EventStreamResponse(Response):
     media_type = "text/event-stream"
 
     def __init__(
-        self, frames: AsyncGenerator[bytes, None], subscription: Subscription, headers: dict[str, str] | None = None
+        self,
+        frames: AsyncGenerator[bytes, None],
+        subscription: Subscription,
+        headers: dict[str, str] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self._frames = frames
         self._subscription = subscription
+        self._on_close = on_close
         self.status_code = 200
         self.background = None
         self.init_headers(SSE_HEADERS | (headers or {}))
@@ -55,6 +66,8 @@ class EventStreamResponse(Response):
             watcher.cancel()
             # Now rather than whenever the collector finds it: the stream's count and subscription.
             await self._frames.aclose()
+            if self._on_close is not None:
+                self._on_close()
 
     async def _watch(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -84,14 +97,28 @@ def as_seen(data: bytes, include: frozenset[str]) -> bytes:
 async def _backlog(
     state: AppState, session_id: str, last: int, include: frozenset[str]
 ) -> AsyncIterator[tuple[bytes, int]]:
-    """Frames of every stored event after `last`, a page per chunk, with the seq each chunk reaches."""
+    """Frames of every stored event after `last`, in chunks of about _CHUNK bytes, with the seq each chunk
+    reaches."""
+    count = _FIRST_PAGE
     while True:
-        rows = await state.broker.log.after(session_id, last, _PAGE)
-        if rows:
-            last = rows[-1][0]
-            yield b"".join(_frame(seq, data, include) for seq, data in rows if shown(data, include)), last
-        if len(rows) < _PAGE:
+        rows = await state.broker.log.after(session_id, last, count)
+        frames: list[bytes] = []
+        buffered = size = 0
+        for seq, data in rows:
+            size += len(data)
+            if shown(data, include):
+                frame = _frame(seq, data, include)
+                frames.append(frame)
+                buffered += len(frame)
+            last = seq
+            if buffered >= _CHUNK:
+                yield b"".join(frames), last
+                frames, buffered = [], 0
+        if frames:
+            yield b"".join(frames), last
+        if len(rows) < count:
             return
+        count = max(1, min(_PAGE, count * _PAGE_BYTES // max(size, 1)))
 
 
 def _live(item: bytes, last: int, include: frozenset[str]) -> tuple[bytes | None, int | None]:
@@ -153,7 +180,7 @@ async def event_stream(
                 if not await state.broker.sessions.exists(session_id):
                     return
             elif isinstance(item, bytes):
-                burst, seq = _burst([item, *subscription.queued()], last, include)
+                burst, seq = _burst([item, *subscription.queued(_CHUNK)], last, include)
                 if burst:
                     yield burst
                 if seq is not None:

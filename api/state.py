@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.metrics import Metrics
+from api.stream_caps import StreamCaps
 from broker import Broker
 from broker.live import LiveHub
 
@@ -17,6 +18,7 @@ class AppState:
     broker: Broker
     hub: LiveHub
     metrics: Metrics
+    stream_caps: StreamCaps
     # Set by SIGTERM (api.server): readiness fails and every response closes its connection, so balancers
     # and clients move to other replicas before this one stops listening.
     draining: bool = False

@@ -27,6 +27,7 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
     CONFLICT = "conflict"
     PRECONDITION_FAILED = "precondition_failed"
     CLIENT_OUTDATED = "client_outdated"

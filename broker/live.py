@@ -107,13 +107,18 @@ class Subscription:
         self.active_at = time.monotonic()
         return item
 
-    def queued(self) -> list[bytes]:
-        """The events already queued behind the one `get` returned, taken at once (none after a lag,
-        which `get` reports next), so a reader can send a burst in one write."""
+    def queued(self, max_bytes: int) -> list[bytes]:
+        """Events already queued behind the one `get` returned, up to about `max_bytes`, so a reader can
+        send a burst in one write without building a write larger than that (none after a lag, which
+        `get` reports next). The rest stay queued for the next `get`."""
         if self._lagged:
             return []
-        items = list(self._items)
-        self._items.clear()
+        items: list[bytes] = []
+        size = 0
+        while self._items and size + len(self._items[0]) <= max_bytes:
+            item = self._items.popleft()
+            size += len(item)
+            items.append(item)
         return items
 
 

@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     auth_failure_limit: int = Field(default=20, ge=0)
     auth_failure_window_s: Seconds = 60.0
     stream_keepalive_s: Seconds = 15.0
+    # Event streams (and pool call streams) one session, and one credential, may hold open on one API
+    # process; past it 429. 0: no cap.
+    max_streams_per_session: int = Field(default=64, ge=0)
+    max_streams_per_credential: int = Field(default=1_000, ge=0)
     # A call handed to a pool member that has not acked it within this long goes to another member.
     pool_claim_s: Seconds = 10.0
     stream_retry_ms: int = Field(default=3000, ge=0)

@@ -153,13 +153,19 @@ async def stream_calls(
     when the registration or the session does."""
     canonical = await existing_session(state, caller, session_id, MANAGE)
     cid = canonical_id(client_id, "client")
-    subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
+    close = state.stream_caps.open(canonical, caller.id)
+    try:
+        subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
+    except BaseException:
+        close()
+        raise
     member = state.broker.pools.new_member()
     try:
         # Subscribed first, so a call dispatched from here on wakes the member.
         first = await state.broker.pools.take(canonical, cid, member, reclaim=True, prefetch=prefetch)
     except BaseException:
         state.hub.unsubscribe(subscription)
+        close()
         raise
     frames = call_stream(state, canonical, cid, member, prefetch, subscription, first)
-    return EventStreamResponse(frames, subscription, headers={POOL_MEMBER_HEADER: member})
+    return EventStreamResponse(frames, subscription, headers={POOL_MEMBER_HEADER: member}, on_close=close)

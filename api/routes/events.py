@@ -117,12 +117,19 @@ async def stream_events(
     include: Annotated[str | None, INCLUDE] = None,
 ) -> EventStreamResponse:
     """Server-sent events: a cursor frame first (`id: N`), then every event after N, for as long as the
-    session lives. The stream ends, and a reconnect gets 404, only when the session is deleted."""
+    session lives. The stream ends, and a reconnect gets 404, only when the session is deleted. 429 when
+    the session or the credential already holds as many streams as the server allows."""
     canonical = await existing_session(state, caller, session_id, "session.read")
     asked = _include(include, frozenset({"timing", "deltas", "progress", "images"}))
     position = _position(after_seq, last_event_id)
     if position is None:
         # Fixed now, before the headers go out: everything appended from here on is delivered.
         position = await state.broker.log.head(canonical)
-    subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
-    return EventStreamResponse(event_stream(state, canonical, position, subscription, asked), subscription)
+    close = state.stream_caps.open(canonical, caller.id)
+    try:
+        subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
+    except BaseException:
+        close()
+        raise
+    frames = event_stream(state, canonical, position, subscription, asked)
+    return EventStreamResponse(frames, subscription, on_close=close)

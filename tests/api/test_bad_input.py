@@ -145,3 +145,17 @@ async def test_a_result_for_another_clients_call_is_404_and_changes_nothing(api:
     assert of_type(await api.events(session), "tool_result") == []
     answer = await api.call(session, web["id"], call["call_id"], "result", text="mine")
     assert answer.status_code == 204
+
+
+async def test_a_method_a_route_does_not_take_is_405_with_the_envelope_and_allow(api: Api) -> None:
+    for method, path, allowed in (
+        ("PUT", "/v1/sessions", {"GET", "POST"}),
+        ("DELETE", "/v1/agents", {"GET", "POST"}),
+        ("GET", "/v1/sessions/01a230c4-d956-7bfc-b2f1-a1945f9dfded/clients/x/ping", {"POST"}),
+    ):
+        answer = await api.key.request(method, path)
+        assert answer.status_code == 405, (method, path, answer.text)
+        assert answer.json()["error"]["code"] == "method_not_allowed"
+        assert f"{method} is not allowed on {path}" in answer.json()["error"]["message"]
+        assert set(answer.headers["allow"].replace(" ", "").split(",")) == allowed
+    assert (await api.key.get("/v1/nothing-here")).status_code == 404
