@@ -24,9 +24,14 @@ _TYPES = {
 TITLE = "Switchboard API"
 
 
+# ReDoc's side menu always shows Redocly's logo, fetched from their CDN: it is shown from here instead.
+_REDOCLY_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
 @cache
 def _asset(name: str) -> bytes:
-    return resources.files("fastapi_offline").joinpath("static", name).read_bytes()
+    body = resources.files("fastapi_offline").joinpath("static", name).read_bytes()
+    return body.replace(_REDOCLY_LOGO, f"{ASSETS}/favicon.png".encode())
 
 
 @router.get(f"{ASSETS}/{{name}}")

@@ -12,7 +12,7 @@ router = APIRouter(tags=["web"])
 
 # Served as they are committed; nothing is built at start.
 SDK_FILES = ("switchboard.js", "page-tools.js")
-PAGES = {"console": "console.html", "demo": "demo.html"}
+PAGES = {"console": "console.html", "demo": "demo.html", "index": "index.html"}
 _TYPES = {".js": "text/javascript; charset=utf-8", ".html": "text/html; charset=utf-8", ".css": "text/css"}
 
 
@@ -29,6 +29,12 @@ async def sdk(name: str) -> Response:
     if name not in SDK_FILES:
         raise NotFound(f"no SDK file {name}; there are {', '.join(SDK_FILES)}")
     return _static(name)
+
+
+@router.get("/", include_in_schema=False)
+async def landing() -> Response:
+    """What a person opening the server's address finds: links to the demo, the console and the docs."""
+    return _static(PAGES["index"])
 
 
 @router.get("/demo", include_in_schema=False)

@@ -20,6 +20,7 @@ async def test_the_docs_pages_load_only_from_the_api(api: Api) -> None:
         assert asset.headers["content-type"].startswith("text/javascript")
         assert len(asset.content) > 100_000
     assert (await api.key.get("/docs-assets/swagger-ui.css")).status_code == 200
+    assert b"cdn.redoc.ly" not in (await api.key.get("/docs-assets/redoc.standalone.js")).content
     assert (await api.key.get("/docs-assets/nothing.js")).status_code == 404
 
 
