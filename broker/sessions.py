@@ -15,6 +15,10 @@ from broker.layouts import run_args, run_keys
 from broker.pages import id_page
 
 RUN_GONE_DELETED = "the session was deleted before the client answered"
+# What is left of a session purged for lack of use, for the purge that follows (ms).
+RETENTION_TOMBSTONE_MS = 60_000
+# The member of a partition's purge index that checks a session's retention, not a deleted session.
+RETAIN_PREFIX = "r|"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,9 @@ class Sessions:
                 token.record,
                 policy,
                 debounce_ms,
+                self._core.settings.session_retention_ms,
             ],
+            partition=s.partition,
         )
         return await self.get(session_id), created == "created"
 
@@ -135,6 +141,22 @@ class Sessions:
                 if agent_id:
                     pipe.srem(keys.agent_sessions(agent_id), session_id)
                 await pipe.execute()
+
+    async def retain(self, session_id: str) -> str:
+        """Check a session whose retention timer came due: 'kept' (in use: its timer moves on), 'purged'
+        (deleted; the purge index takes the rest), or 'gone'."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        settings = self._core.settings
+        # Long enough for the purge, due at once, to read the agent from the record.
+        tombstone_ms = max(1, min(RETENTION_TOMBSTONE_MS, settings.session_retention_ms))
+        (outcome,) = await self._core.scripts.run(
+            "retain_session",
+            [*run_keys(keys, session_id), s.tokens],
+            [*run_args(keys, session_id, ""), settings.session_retention_ms, tombstone_ms, RUN_GONE_DELETED],
+            partition=s.partition,
+        )
+        return str(outcome)
 
     async def purge(self, session_id: str, batch: int = 300) -> None:
         """Drop a deleted session's per-client keys (the timekeeper calls this), a batch per round trip."""

@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     result_timeout_s: Seconds = 300.0
     session_token_ttl_s: Seconds = 86400.0
     idempotency_ttl_s: Seconds = 604800.0
+    # A session with no activity for this long is purged with every key it owns (0: kept for ever).
+    session_retention_s: float = Field(default=2_592_000.0, ge=0)
 
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
@@ -109,6 +111,10 @@ class Settings(BaseSettings):
     @property
     def server_call_lease_ms(self) -> int:
         return round(self.server_call_lease_s * 1000)
+
+    @property
+    def session_retention_ms(self) -> int:
+        return round(self.session_retention_s * 1000)
 
     @property
     def session_token_ttl_ms(self) -> int:

@@ -47,6 +47,9 @@ class Figures:
     read_s: float
     unread: int = 0
     """Partitions whose node did not answer: their counts are missing from every figure."""
+    sessions_stored: int = 0
+    redis_memory_bytes: int = 0
+    """What Redis holds (used_memory), summed over the nodes that answered."""
 
     def count(self, field: str) -> int:
         return self.stats.get(field, 0)
@@ -73,7 +76,7 @@ async def read_figures(core: Core) -> Figures:
     started = time.perf_counter()
     stats: dict[str, int] = {}
     sizes = [0] * (_PER_PARTITION - 1)
-    unread = 0
+    unread = memory = 0
     failure: BrokerUnavailable | None = None
     for numbers, replies in await core.read_by_node(
         range(PARTITIONS), lambda client, numbers: _read(core, client, numbers)
@@ -82,7 +85,8 @@ async def read_figures(core: Core) -> Figures:
             unread += len(numbers)
             failure = replies
             continue
-        for at in range(0, len(replies), _PER_PARTITION):
+        memory += int(replies[-1].get("used_memory", 0))
+        for at in range(0, len(replies) - 1, _PER_PARTITION):
             for name, value in replies[at].items():
                 field = bytes(name).decode()
                 stats[field] = stats.get(field, 0) + int(value)
@@ -91,7 +95,11 @@ async def read_figures(core: Core) -> Figures:
     if failure is not None and unread == PARTITIONS:
         raise failure
     queue, steps, deadlines, leases, claims = sizes
-    return Figures(stats, queue, steps, deadlines, leases, claims, time.perf_counter() - started, unread)
+    with translate_redis_errors():
+        sessions = int(await core.redis.zcard(core.keys.sessions))
+    return Figures(
+        stats, queue, steps, deadlines, leases, claims, time.perf_counter() - started, unread, sessions, memory
+    )
 
 
 async def _read(core: Core, client: Redis, numbers: list[int]) -> list[Any]:
@@ -105,6 +113,7 @@ async def _read(core: Core, client: Redis, numbers: list[int]) -> list[Any]:
                 pipe.zcard(partition.deadlines)
                 pipe.zcard(partition.leases)
                 pipe.zcard(partition.claims)
+            pipe.info("memory")
             replies: list[Any] = await pipe.execute()
     return replies
 
@@ -162,6 +171,10 @@ class _Snapshot(Collector):
         owed = "Work entries a worker took and has not begun yet (each under a claim that hands it on)"
         yield GaugeMetricFamily("switchboard_work_owed", owed, value=f.work_owed)
         yield GaugeMetricFamily("switchboard_cluster_read_seconds", "Time to read these figures", value=f.read_s)
+        stored = "Sessions stored (a session with no activity for SWITCHBOARD_SESSION_RETENTION_S is purged)"
+        yield GaugeMetricFamily("switchboard_sessions_stored", stored, value=f.sessions_stored)
+        memory = "Memory Redis uses (used_memory), summed over the nodes that answered"
+        yield GaugeMetricFamily("switchboard_redis_memory_bytes", memory, value=f.redis_memory_bytes)
 
 
 def render_figures(figures: Figures) -> bytes:

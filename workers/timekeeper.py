@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from broker import Broker
+from broker.sessions import RETAIN_PREFIX
 from broker.work import Entry
 
 logger = logging.getLogger(__name__)
@@ -40,8 +41,11 @@ class Timekeeper:
             await broker.runs.reclaim(session_id)
         for session_id in due.dequeue:
             await broker.runs.dequeue(session_id)
-        for session_id in due.purges:
-            await broker.sessions.purge(session_id)
+        for member in due.purges:
+            if member.startswith(RETAIN_PREFIX):
+                await broker.sessions.retain(member.removeprefix(RETAIN_PREFIX))
+            else:
+                await broker.sessions.purge(member)
         for entry_id in due.claims:
             entry = await broker.work.claim(part, self._consumer, entry_id)
             if entry is not None:

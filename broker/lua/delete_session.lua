@@ -13,25 +13,9 @@
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
+--!include lib/session.lua
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
--- Nothing may start once the session is going: the queue is taken before the active run ends.
-local queued = redis.call('LRANGE', S.queue, 0, -1)
-redis.call('DEL', S.queue)
-if redis.call('EXISTS', S.run) == 1 then sb_end_run(S, 'run_cancelled', nil, ARGV[5]) end
-for _, raw in ipairs(queued) do
-  sb_append(S, sb_run_event('run_cancelled', cjson.decode(raw).run_id))
-  sb_count('runs_ended:run_cancelled')
-end
-local names = redis.call('HGETALL', S.names)
-if #names > 0 then sb_count('clients_active', -(#names / 2)) end
-for i = 2, #names, 2 do redis.call('ZREM', SB_P.leases, S.sid .. ':' .. names[i]) end
-redis.call('ZREM', SB_P.dequeue, S.sid)
-sb_publish(S.channel, 'deleted')
-redis.call('HSET', S.meta, 'deleted', '1')
-sb_timer(SB_P.purges, S.now, S.sid)
-redis.call('UNLINK', S.events, S.names, S.calls, S.owed, S.run, S.inbox)
-redis.call('PEXPIRE', S.meta, ARGV[4])
-redis.call('PEXPIRE', KEYS[9], ARGV[4])
+sb_delete_session(S, KEYS[9], ARGV[4], ARGV[5])
 return sb_reply()

@@ -25,3 +25,4 @@ local function sb_hold_step(S, lease_ms)
   redis.call('HSET', S.run, 'lease_until', S.now + lease_ms)
   sb_timer(SB_P.steps, S.now + lease_ms, S.sid)
 end
+

@@ -1,0 +1,38 @@
+-- Keeps or purges a session that has had no activity for the retention period (the timekeeper, when the
+-- session's retention timer comes due; set at creation). A session is in use while its newest event is
+-- younger than the retention, or while it has an active registration (a tab that only pings), a run, or
+-- queued input: then the timer moves on to when that could next be untrue. Otherwise it is deleted as
+-- by delete_session.lua, with a short tombstone, and the purge index takes its per-client keys and its
+-- entries in the workspace's indexes.
+--
+-- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').  KEYS[9] tokens
+-- ARGV[4] retention ms (0: kept for ever)  ARGV[5] tombstone ms  ARGV[6] text for run_gone
+-- Returns {0, 'kept' | 'purged' | 'gone'}.
+
+--!include lib/core.lua
+--!include lib/partition.lua
+--!include lib/calls.lua
+--!include lib/run.lua
+--!include lib/session.lua
+
+local S = sb_run_context()
+local member = 'r|' .. S.sid
+if not sb_session_live(S) then
+  redis.call('ZREM', SB_P.purges, member)
+  return sb_reply('gone')
+end
+local retention = tonumber(ARGV[4])
+if retention == 0 then
+  -- The deployment keeps sessions for ever now: the timer set under an earlier setting is dropped.
+  redis.call('ZREM', SB_P.purges, member)
+  return sb_reply('kept')
+end
+local busy = redis.call('HLEN', S.names) > 0 or redis.call('EXISTS', S.run) == 1 or redis.call('LLEN', S.queue) > 0
+local idle_until = sb_last_activity(S) + retention
+if busy or idle_until > S.now then
+  sb_timer(SB_P.purges, busy and S.now + retention or idle_until, member)
+  return sb_reply('kept')
+end
+redis.call('ZREM', SB_P.purges, member)
+sb_delete_session(S, KEYS[9], ARGV[5], ARGV[6])
+return sb_reply('purged')
