@@ -25,11 +25,13 @@ class PageQuery:
 
 async def page_query(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-    after: Annotated[str | None, Query(description="The id of the last item of the previous page")] = None,
+    after: Annotated[
+        str | None, Query(description="The id of the last item of the previous page (empty: the first page)")
+    ] = None,
     order: Annotated[Order, Query(description="Newest first when omitted")] = "desc",
 ) -> PageQuery:
     cursor = None
-    if after is not None:
+    if after:
         cursor = canonical_uuid(after)
         if cursor is None:
             raise InvalidRequest(f"after: {after!r} is not a UUID")

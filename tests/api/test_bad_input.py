@@ -159,3 +159,12 @@ async def test_a_method_a_route_does_not_take_is_405_with_the_envelope_and_allow
         assert f"{method} is not allowed on {path}" in answer.json()["error"]["message"]
         assert set(answer.headers["allow"].replace(" ", "").split(",")) == allowed
     assert (await api.key.get("/v1/nothing-here")).status_code == 404
+
+
+async def test_an_empty_cursor_is_the_first_page_on_every_list_route(api: Api) -> None:
+    await api.session()
+    for path in ("/v1/sessions", "/v1/agents", "/v1/api-keys", "/v1/model-providers"):
+        first = await api.key.get(path)
+        empty = await api.key.get(path, params={"after": ""})
+        assert empty.status_code == 200, (path, empty.text)
+        assert empty.json()["items"] == first.json()["items"]
