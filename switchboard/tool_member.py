@@ -81,6 +81,11 @@ class Member:
                 await reading
             if self._running:
                 await asyncio.gather(*self._running, return_exceptions=True)
+            # Progress still on its way is of calls that are over: not sent on a client about to close.
+            for report in self._reports:
+                report.cancel()
+            if self._reports:
+                await asyncio.gather(*self._reports, return_exceptions=True)
 
     async def _read(self, http: httpx.AsyncClient) -> None:
         delay = 0.2
