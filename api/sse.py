@@ -75,6 +75,17 @@ class EventStreamResponse(Response):
         self._subscription.close()
 
 
+async def open_stream(state: AppState, session_id: str, credential: str) -> tuple[Subscription, Callable[[], None]]:
+    """A subscription to the session's live events, counted against the stream caps (429 past them), and
+    what counts it out again (EventStreamResponse's `on_close`)."""
+    close = state.stream_caps.open(session_id, credential)
+    try:
+        return await state.hub.subscribe(state.broker.core.keys.session(session_id).live), close
+    except BaseException:
+        close()
+        raise
+
+
 def _frame(seq: int, data: bytes, include: frozenset[str]) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (seq, as_seen(data, include))
 

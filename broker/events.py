@@ -7,6 +7,7 @@ The 20 types the SDK knows are listed in `SDK_EVENT_TYPES`; the default stream c
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Literal
 
 from broker.codec import dumps, loads
@@ -74,13 +75,19 @@ def tool_result_blocks(call_id: str, content: list[Block], *, is_error: bool) ->
     return dumps({"type": "tool_result", "call_id": call_id, "content": content, "is_error": is_error})
 
 
+def image_block(media_type: str, data: str) -> Block:
+    return {"type": "image", "data": {"media_type": media_type, "data": data}}
+
+
+_TOOL_RESULT = b'"type":"tool_result"'
 _IMAGE = b'"type":"image"'
 
 
 def has_images(data: bytes) -> bool:
-    """A stored event carrying image blocks (a client's result): the raw bytes hold this only as JSON
-    structure, since a quote inside a JSON string is escaped."""
-    return _IMAGE in data
+    """A stored event carrying image blocks (a client's result). Every reader asks of every event, so
+    only a tool result's bytes are searched; they hold `"type":"image"` only as JSON structure, since a
+    quote inside a JSON string is escaped."""
+    return _TOOL_RESULT in data[:96] and _IMAGE in data
 
 
 def image_placeholder(block: Block) -> Block:
@@ -90,6 +97,9 @@ def image_placeholder(block: Block) -> Block:
     return text_block(f"[{data.get('media_type', 'image')}, {max(1, round(size / 1024))} KB]")
 
 
+# Made once per event, not once per reader: every stream of a session gets the same bytes from the hub
+# (bytes keep their hash, so a repeat lookup costs no hashing of a large event).
+@lru_cache(maxsize=16)
 def without_images(data: bytes) -> bytes:
     """The stored event with each image block replaced by its placeholder (the default view)."""
     event = loads(data)

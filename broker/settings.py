@@ -113,6 +113,17 @@ class Settings(BaseSettings):
         return round(self.server_call_lease_s * 1000)
 
     @property
+    def local_api_url(self) -> str:
+        """The API's URL from this machine (a wildcard bind address reached on the loopback)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host  # noqa: S104 (read, not bound)
+        return f"http://{host}:{self.port}"
+
+    @property
+    def dev_key_path(self) -> Path:
+        """Where `switchboard up` keeps its development API key."""
+        return self.data_dir / "dev-api-key"
+
+    @property
     def session_retention_ms(self) -> int:
         return round(self.session_retention_s * 1000)
 

@@ -143,8 +143,7 @@ def _cmd_session_new(args: argparse.Namespace) -> int:
     from switchboard.session_new import SessionError, api_key, new_session
 
     settings = _settings()
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104 (read, not bound)
-    url = args.url or f"http://{host}:{settings.port}"
+    url = args.url or settings.local_api_url
     try:
         made = new_session(url, api_key(settings, dict(os.environ)), args.agent)
     except SessionError as error:

@@ -12,9 +12,10 @@ from typing import Any
 import httpx
 
 from broker import Settings
+from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 
 API_KEY_ENV = "SWITCHBOARD_API_KEY"
-SCRIPTED_MODEL = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
+SCRIPTED = {"format": "openai_responses", "model": SCRIPTED_MODEL, "max_tokens": 1000, "context_window": 8000}
 
 
 class SessionError(Exception):
@@ -36,7 +37,7 @@ def api_key(settings: Settings, environ: dict[str, str]) -> str:
         return given
     if settings.bootstrap_api_key is not None:
         return settings.bootstrap_api_key.get_secret_value()
-    path = settings.data_dir / "dev-api-key"
+    path = settings.dev_key_path
     if path.exists():
         return path.read_text().strip()
     raise SessionError(
@@ -66,13 +67,9 @@ def _agent(http: httpx.Client, name: str) -> tuple[str, bool]:
         if page["next_cursor"] is None:
             break
         params["after"] = page["next_cursor"]
-    providers = _checked(http.get("/v1/model-providers"), "listing model providers")["items"]
-    scripted = next((p["id"] for p in providers if p["display_name"] == "Scripted"), None)
-    if scripted is None:
-        raise SessionError("this deployment lists no Scripted model provider")
     keyed = {"Idempotency-Key": str(uuid.uuid4())}
     agent = _checked(http.post("/v1/agents", json={"name": name}, headers=keyed), "creating the agent")
-    version = {"model_provider_id": scripted, "model": SCRIPTED_MODEL}
+    version = {"model_provider_id": SCRIPTED_PROVIDER_ID, "model": SCRIPTED}
     keyed = {"Idempotency-Key": str(uuid.uuid4())}
     _checked(http.post(f"/v1/agents/{agent['id']}/versions", json=version, headers=keyed), "publishing its version")
     return str(agent["id"]), True

@@ -45,7 +45,7 @@ def _dev_key(settings: Settings) -> str:
     """The bootstrap key if one is set, else a development key kept in the data dir across restarts."""
     if settings.bootstrap_api_key is not None:
         return settings.bootstrap_api_key.get_secret_value()
-    path = settings.data_dir / "dev-api-key"
+    path = settings.dev_key_path
     if path.exists():
         return path.read_text().strip()
     key = API_KEY_PREFIX + secrets.token_urlsafe(32)
@@ -126,8 +126,7 @@ def _spawn(name: str, env: dict[str, str]) -> _Child:
 
 
 def run(settings: Settings) -> int:
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104 (read, not bound)
-    api_url = f"http://{host}:{settings.port}"
+    api_url = settings.local_api_url
     lock = _lock(settings.data_dir, api_url)
     for stopping in _STOPPING:
         signal.signal(stopping, _on_signal)
@@ -150,9 +149,8 @@ def run(settings: Settings) -> int:
         children = [_spawn("api", env), _spawn("worker", env)]
         _wait_ready(api_url, children)
         where = f" (embedded, AOF under {Path(settings.data_dir) / 'redis'})" if redis else ""
-        key_file = settings.data_dir / "dev-api-key"
         # Where the key is, for scripts run from any directory (SWITCHBOARD_API_KEY works as well).
-        key_line = "" if settings.bootstrap_api_key else f"  Key file:     {key_file.resolve()}\n"
+        key_line = "" if settings.bootstrap_api_key else f"  Key file:     {settings.dev_key_path.resolve()}\n"
         print(
             f"\nSwitchboard is up.\n"
             f"  Demo:         {api_url}/demo#key={key}\n"

@@ -26,7 +26,7 @@ from api.schemas.clients import (
 )
 from api.schemas.common import ErrorBody, moment, optional_moment
 from api.schemas.events import SessionEvent
-from api.sse import EventStreamResponse
+from api.sse import EventStreamResponse, open_stream
 from api.state import State
 from broker.codec import uuid7
 from broker.pools import MAX_PREFETCH
@@ -153,12 +153,7 @@ async def stream_calls(
     when the registration or the session does."""
     canonical = await existing_session(state, caller, session_id, MANAGE)
     cid = canonical_id(client_id, "client")
-    close = state.stream_caps.open(canonical, caller.id)
-    try:
-        subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
-    except BaseException:
-        close()
-        raise
+    subscription, close = await open_stream(state, canonical, caller.id)
     member = state.broker.pools.new_member()
     try:
         # Subscribed first, so a call dispatched from here on wakes the member.

@@ -11,7 +11,7 @@ from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
-from api.sse import EventStreamResponse, as_seen, event_stream, shown
+from api.sse import EventStreamResponse, as_seen, event_stream, open_stream, shown
 from api.state import State
 from broker.codec import uuid7
 from broker.errors import Forbidden, InvalidRequest
@@ -125,11 +125,6 @@ async def stream_events(
     if position is None:
         # Fixed now, before the headers go out: everything appended from here on is delivered.
         position = await state.broker.log.head(canonical)
-    close = state.stream_caps.open(canonical, caller.id)
-    try:
-        subscription = await state.hub.subscribe(state.broker.core.keys.session(canonical).live)
-    except BaseException:
-        close()
-        raise
+    subscription, close = await open_stream(state, canonical, caller.id)
     frames = event_stream(state, canonical, position, subscription, asked)
     return EventStreamResponse(frames, subscription, on_close=close)

@@ -13,6 +13,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from api.schemas.common import Strict
+from broker.events import image_block, text_block
 
 MAX_TOOLS = 64
 MAX_RESULT_CHARS = 65_536
@@ -159,9 +160,7 @@ class ClientCallResultBody(Strict):
         if self.content is None:
             return self.text or ""
         return [
-            {"type": "text", "data": {"text": block.text}}
-            if isinstance(block, TextContent)
-            else {"type": "image", "data": {"media_type": block.media_type, "data": block.data}}
+            text_block(block.text) if isinstance(block, TextContent) else image_block(block.media_type, block.data)
             for block in self.content
         ]
 

@@ -20,10 +20,8 @@
 
 local S = sb_call_context()
 local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[6], fp = ARGV[7], ttl = ARGV[8]}
-local early = sb_http_begin(S, H)
-if early then return early end
-local rec = sb_own_call(S)
-if not rec then return sb_http_refuse(S, H, 404, 'client ' .. S.cid .. ' has no call ' .. S.call_id) end
+local rec, refused = sb_http_own_call(S, H)
+if not rec then return refused end
 local member = ARGV[9]
 if member ~= '' and rec.member and rec.member ~= member then
   return sb_http_refuse(S, H, 409, 'call ' .. S.call_id .. ' was handed to another pool member')

@@ -17,10 +17,8 @@
 
 local S = sb_call_context()
 local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[7], fp = ARGV[8], ttl = ARGV[9]}
-local early = sb_http_begin(S, H)
-if early then return early end
-local rec = sb_own_call(S)
-if not rec then return sb_http_refuse(S, H, 404, 'client ' .. S.cid .. ' has no call ' .. S.call_id) end
+local rec, refused = sb_http_own_call(S, H)
+if not rec then return refused end
 if rec.state ~= 'dispatched' and rec.state ~= 'acked' then
   local refusal = sb_settled_refusal(S, rec)
   return sb_http_refuse(S, H, refusal[1], refusal[2])

@@ -18,10 +18,8 @@
 
 local S = sb_call_context()
 local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[7], fp = ARGV[8], ttl = ARGV[9]}
-local early = sb_http_begin(S, H)
-if early then return early end
-local rec = sb_own_call(S)
-if not rec then return sb_http_refuse(S, H, 404, 'client ' .. S.cid .. ' has no call ' .. S.call_id) end
+local rec, refused = sb_http_own_call(S, H)
+if not rec then return refused end
 if rec.state == 'dispatched' then
   return sb_http_refuse(S, H, 409, 'call ' .. S.call_id .. ' is not acknowledged yet: ack it before sending progress')
 end

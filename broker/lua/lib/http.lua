@@ -58,3 +58,13 @@ end
 local function sb_http_refuse(S, H, status, message)
   return sb_http_reply(S, H, status, sb_envelope(status, message))
 end
+
+-- How the call routes (ack, result, progress; they include lib/call.lua) begin: the request checked,
+-- then the call as this client may see it. Returns the call's record, or nil and the reply to give.
+local function sb_http_own_call(S, H)
+  local early = sb_http_begin(S, H)
+  if early then return nil, early end
+  local rec = sb_own_call(S)
+  if not rec then return nil, sb_http_refuse(S, H, 404, 'client ' .. S.cid .. ' has no call ' .. S.call_id) end
+  return rec
+end
