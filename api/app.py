@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import errors, fastlane
+from api import errors, fastlane, openapi_doc
 from api.body_limit import Limit, limited
 from api.cors import CrossOrigin
 from api.metrics import Metrics
@@ -83,10 +83,6 @@ def path_ids(path: str) -> dict[str, str | None]:
     return ids
 
 
-# The name of the credential scheme in the OpenAPI document.
-BEARER = "bearer"
-
-
 class SwitchboardApp(FastAPI):
     """FastAPI, with the hot routes taken by the fast lane (`api.fastlane`) before its own stack."""
 
@@ -119,24 +115,10 @@ class SwitchboardApp(FastAPI):
             pop_ids(token)
 
     def openapi(self) -> dict[str, Any]:
-        """The document, with the bearer credential every /v1 route takes declared (an API key or a
-        session token), so the docs can send requests with one; the operational routes take none."""
-        if self.openapi_schema is not None:
-            return self.openapi_schema
-        schema = super().openapi()
-        schema.setdefault("components", {})["securitySchemes"] = {
-            BEARER: {
-                "type": "http",
-                "scheme": "bearer",
-                "description": "An API key (`swb_ak_...`) or a session token (`swb_st_...`)",
-            }
-        }
-        schema["security"] = [{BEARER: []}]
-        for path, operations in schema["paths"].items():
-            if not path.startswith("/v1/"):
-                for operation in operations.values():
-                    operation["security"] = []
-        return schema
+        """The document, completed with what FastAPI cannot say by itself (`api.openapi_doc`)."""
+        if self.openapi_schema is None:
+            self.openapi_schema = openapi_doc.complete(super().openapi())
+        return self.openapi_schema
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._rate_limits(scope, receive, send, self._bounded)

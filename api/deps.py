@@ -11,9 +11,13 @@ from api.auth import Principal, authenticate
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, Order
 from api.state import AppState
 from broker.codec import canonical_uuid
-from broker.errors import InvalidRequest, NotFound
+from broker.errors import NotFound
 
 Caller = Annotated[Principal, Depends(authenticate)]
+
+# A UUID, with or without its hyphens, or nothing (the first page).
+_HEX = "[0-9A-Fa-f]"
+CURSOR_PATTERN = f"^(|{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}|{_HEX}{{32}})$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +30,14 @@ class PageQuery:
 async def page_query(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     after: Annotated[
-        str | None, Query(description="The id of the last item of the previous page (empty: the first page)")
+        str | None,
+        Query(
+            description="The id of the last item of the previous page (empty: the first page)", pattern=CURSOR_PATTERN
+        ),
     ] = None,
     order: Annotated[Order, Query(description="Newest first when omitted")] = "desc",
 ) -> PageQuery:
-    cursor = None
-    if after:
-        cursor = canonical_uuid(after)
-        if cursor is None:
-            raise InvalidRequest(f"after: {after!r} is not a UUID")
-    return PageQuery(limit, cursor, order == "asc")
+    return PageQuery(limit, canonical_uuid(after) if after else None, order == "asc")
 
 
 Page = Annotated[PageQuery, Depends(page_query)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -15,7 +16,12 @@ import orjson
 
 
 def dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        # orjson refuses an integer past 64 bits, which JSON allows (a tool's schema or an approver's
+        # arguments may hold one); the standard library writes it. Read back, it is a float, as in Lua.
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def loads(data: str | bytes) -> Any:
@@ -24,7 +30,10 @@ def loads(data: str | bytes) -> Any:
 
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, no whitespace: the form hashed for `args_hash` and request fingerprints."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
 
 
 def sha256_hex(data: str | bytes) -> str:

@@ -140,7 +140,7 @@ class Credentials:
             "permissions": dumps(list(key.permissions)),
             "prefix": key.prefix,
             "created_at": key.created_at,
-            "expires_at": key.expires_at or "",
+            "expires_at": "" if key.expires_at is None else key.expires_at,
             "created_by": dumps(key.created_by),
             "secret_sha": digest,
         }

@@ -22,7 +22,7 @@ from api.schemas.agents import (
 from api.schemas.common import ErrorBody
 from api.state import State
 from broker.codec import uuid7
-from broker.errors import InvalidRequest, NotFound
+from broker.errors import Conflict, NotFound
 from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses={400: {"model": ErrorBody}})
@@ -77,11 +77,16 @@ async def delete_agent(agent_id: str, caller: Caller, state: State) -> Response:
 
 
 async def _check_model(state: State, body: PublishAgentVersionBody) -> None:
-    provider = await state.broker.providers.get(str(body.model_provider_id))
+    # What the body names must agree with what is stored: a well-formed body that does not is a conflict
+    # with the workspace's state (409), not a malformed request, and not a missing agent (404).
+    try:
+        provider = await state.broker.providers.get(str(body.model_provider_id))
+    except NotFound as missing:
+        raise Conflict(f"model_provider_id: {missing}") from None
     if provider.format != body.model.format:
-        raise InvalidRequest(f"model.format: provider {provider.id} speaks {provider.format}, not {body.model.format}")
+        raise Conflict(f"model.format: provider {provider.id} speaks {provider.format}, not {body.model.format}")
     if provider.id == SCRIPTED_PROVIDER_ID and body.model.model != SCRIPTED_MODEL:
-        raise InvalidRequest(f"model.model: the Scripted provider serves only the model {SCRIPTED_MODEL!r}")
+        raise Conflict(f"model.model: the Scripted provider serves only the model {SCRIPTED_MODEL!r}")
 
 
 @router.post("/{agent_id}/versions", status_code=201, response_model=AgentVersionBody)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
@@ -14,7 +14,7 @@ from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
 from api.sse import EventStreamResponse, as_seen, event_stream, open_stream, shown
 from api.state import State
 from broker.codec import uuid7
-from broker.errors import Forbidden, InvalidRequest
+from broker.errors import Forbidden
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/events", tags=["events"], responses={400: {"model": ErrorBody}})
 
@@ -53,19 +53,24 @@ async def post_input(
     return await keyed(request, caller, act, seed=seed, session_id=canonical)
 
 
-INCLUDE = Query(
-    description="Extensions, comma separated: `timing` (per step and per run timing as `custom` events), "
-    "`progress` (`client_tool_progress` events), `images` (image blocks of results, otherwise a text block "
-    "naming each), and on the stream `deltas` (text as it streams, `message_delta` frames with no id)"
+def _include_query(names: tuple[str, ...], description: str) -> Any:
+    name = "(" + "|".join(names) + ")"
+    return Query(description=description, pattern=f"^({name}(,{name})*)?$")
+
+
+_INCLUDE_TEXT = (
+    "Extensions, comma separated: `timing` (per step and per run timing as `custom` events), `progress` "
+    "(`client_tool_progress` events), `images` (image blocks of results, otherwise a text block naming each)"
+)
+LOG_INCLUDE = _include_query(("timing", "progress", "images"), _INCLUDE_TEXT)
+STREAM_INCLUDE = _include_query(
+    ("timing", "progress", "images", "deltas"),
+    _INCLUDE_TEXT + ", and `deltas` (text as it streams, `message_delta` frames with no id)",
 )
 
 
-def _include(raw: str | None, allowed: frozenset[str]) -> frozenset[str]:
-    asked = frozenset(part.strip() for part in (raw or "").split(",") if part.strip())
-    unknown = sorted(asked - allowed)
-    if unknown:
-        raise InvalidRequest(f"include: {', '.join(unknown)} is not one of {', '.join(sorted(allowed))}")
-    return asked
+def _include(raw: str | None) -> frozenset[str]:
+    return frozenset(raw.split(",")) if raw else frozenset()
 
 
 @router.get("", response_model=SessionEventPage)
@@ -77,11 +82,11 @@ async def list_events(
     after_seq: Annotated[int | None, Query(ge=0)] = None,
     before_seq: Annotated[int | None, Query(ge=0)] = None,
     order: Annotated[Order, Query(description="Newest first when omitted")] = "desc",
-    include: Annotated[str | None, INCLUDE] = None,
+    include: Annotated[str | None, LOG_INCLUDE] = None,
 ) -> Response:
     """The log in pages; both bounds exclusive; the cursor is the seq of the page's last event."""
     canonical = await existing_session(state, caller, session_id, "session.read")
-    asked = _include(include, frozenset({"timing", "progress", "images"}))
+    asked = _include(include)
     page = await state.broker.log.page(
         canonical,
         ascending=order == "asc",
@@ -97,13 +102,14 @@ async def list_events(
     return Response(body, media_type="application/json")
 
 
+# A seq: digits, at most 18 of them (a Redis integer); empty is none.
+SEQ = "^[0-9]{0,18}$"
+
+
 def _position(after_seq: str | None, last_event_id: str | None) -> int | None:
-    for name, raw in (("after_seq", after_seq), ("Last-Event-ID", last_event_id)):
-        if raw is None or raw.strip() == "":
-            continue
-        if not raw.strip().isdigit():
-            raise InvalidRequest(f"{name}: must be a non-negative integer seq, not {raw!r}")
-        return int(raw)
+    for raw in (after_seq, last_event_id):
+        if raw:
+            return int(raw)
     return None
 
 
@@ -112,15 +118,19 @@ async def stream_events(
     session_id: str,
     caller: Caller,
     state: State,
-    after_seq: Annotated[str | None, Query(description="Replay after this seq (0: the whole log)")] = None,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-    include: Annotated[str | None, INCLUDE] = None,
+    after_seq: Annotated[
+        str | None, Query(description="Replay after this seq (0: the whole log; empty: from now)", pattern=SEQ)
+    ] = None,
+    last_event_id: Annotated[
+        str | None, Header(alias="Last-Event-ID", description="As after_seq; after_seq wins", pattern=SEQ)
+    ] = None,
+    include: Annotated[str | None, STREAM_INCLUDE] = None,
 ) -> EventStreamResponse:
     """Server-sent events: a cursor frame first (`id: N`), then every event after N, for as long as the
     session lives. The stream ends, and a reconnect gets 404, only when the session is deleted. 429 when
     the session or the credential already holds as many streams as the server allows."""
     canonical = await existing_session(state, caller, session_id, "session.read")
-    asked = _include(include, frozenset({"timing", "deltas", "progress", "images"}))
+    asked = _include(include)
     position = _position(after_seq, last_event_id)
     if position is None:
         # Fixed now, before the headers go out: everything appended from here on is delivered.

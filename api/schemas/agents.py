@@ -4,15 +4,29 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from api.schemas.common import Strict
+from api.schemas.common import JSON_NUMBER, Strict, last_of_each_name
+from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+
+# Far past any model's, and within what every JSON reader holds exactly.
+MAX_TOKENS = 10_000_000
+MAX_CONTEXT_WINDOW = 100_000_000
+MAX_INT32 = 2**31 - 1
 
 Policy = Literal["allow", "require_approval", "deny"]
-GrantName = Annotated[str, Field(max_length=32, min_length=1, pattern=r"^[a-z0-9-]+$")]
+Slug = Annotated[str, Field(max_length=32, min_length=1, pattern=r"^[a-z0-9-]+$")]
+
+
+def _not_parent(name: str) -> str:
+    if name == "parent":
+        raise ValueError("the grant name 'parent' is reserved")
+    return name
+
+
+GrantName = Annotated[Slug, AfterValidator(_not_parent), Field(json_schema_extra={"not": {"const": "parent"}})]
 
 
 class AgentBody(BaseModel):
@@ -28,6 +42,8 @@ class AgentPage(BaseModel):
 
 
 class CreateAgentBody(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "support-agent"}]})
+
     name: Annotated[str, Field(max_length=200, min_length=1)]
 
 
@@ -45,7 +61,7 @@ class McpGrantBody(Strict):
 
 class SandboxEnvironment(Strict):
     type: Literal["platform"]
-    release: GrantName
+    release: Slug
 
 
 class SandboxNetwork(Strict):
@@ -66,7 +82,7 @@ class LatestPin(Strict):
 
 class PinnedPin(Strict):
     type: Literal["pinned"]
-    number: Annotated[int, Field(ge=1)]
+    number: Annotated[int, Field(ge=1, le=MAX_INT32), JSON_NUMBER]
 
 
 class SkillGrantBody(Strict):
@@ -76,37 +92,27 @@ class SkillGrantBody(Strict):
 
 
 class AnthropicThinking(Strict):
-    budget_tokens: Annotated[int, Field(ge=0)]
+    budget_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS), JSON_NUMBER]
 
 
 class AnthropicModel(Strict):
     format: Literal["anthropic"]
     model: Annotated[str, Field(min_length=1)]
-    max_tokens: Annotated[int, Field(ge=0)]
+    max_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS), JSON_NUMBER]
     thinking: AnthropicThinking | None = None
 
 
 class OpenaiResponsesModel(Strict):
     format: Literal["openai_responses"]
     model: Annotated[str, Field(min_length=1)]
-    max_tokens: Annotated[int, Field(ge=0)]
-    context_window: Annotated[int, Field(ge=0)]
+    max_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS), JSON_NUMBER]
+    context_window: Annotated[int, Field(ge=0, le=MAX_CONTEXT_WINDOW), JSON_NUMBER]
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
-
-
-def _unique_names(grants: list[Any] | None) -> list[Any] | None:
-    names = [grant.name for grant in grants or []]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"grant names must be unique; repeated: {', '.join(duplicates)}")
-    if "parent" in names:
-        raise ValueError("the grant name 'parent' is reserved")
-    return grants
 
 
 class Debounce(Strict):
     strategy: Literal["debounce"]
-    debounce_ms: Annotated[int, Field(ge=0, le=60_000)] = 750
+    debounce_ms: Annotated[int, Field(ge=0, le=60_000), JSON_NUMBER] = 750
 
 
 MessageConcurrency = Literal["steer", "queue", "latest", "merge", "drop"] | Debounce
@@ -115,19 +121,31 @@ ToolPattern = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Z
 ServerToolName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
-def _unique_tools(names: list[str] | None) -> list[str] | None:
-    if names is not None and len(set(names)) != len(names):
-        raise ValueError("server tool names must be unique")
-    return names
+def _each_name_once(names: list[str] | None) -> list[str] | None:
+    return None if names is None else list(dict.fromkeys(names))
+
+
+REPEATS = "A name repeated: the last definition wins"
+
+
+# The built-in scripted model: a version any deployment can publish.
+SCRIPTED_EXAMPLE: dict[str, Any] = {
+    "model_provider_id": SCRIPTED_PROVIDER_ID,
+    "model": {"format": "openai_responses", "model": SCRIPTED_MODEL, "max_tokens": 1024, "context_window": 8192},
+}
 
 
 class PublishAgentVersionBody(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [SCRIPTED_EXAMPLE]})
+
     model_provider_id: UUID
     model: Annotated[AnthropicModel | OpenaiResponsesModel, Field(discriminator="format")]
     system_prompt: str | None = None
-    mcp: Annotated[list[McpGrantBody] | None, AfterValidator(_unique_names)] = None
-    sandboxes: Annotated[list[SandboxGrantBody] | None, AfterValidator(_unique_names)] = None
-    skills: Annotated[list[SkillGrantBody] | None, AfterValidator(_unique_names)] = None
+    mcp: Annotated[list[McpGrantBody] | None, Field(description=REPEATS), AfterValidator(last_of_each_name)] = None
+    sandboxes: Annotated[
+        list[SandboxGrantBody] | None, Field(description=REPEATS), AfterValidator(last_of_each_name)
+    ] = None
+    skills: Annotated[list[SkillGrantBody] | None, Field(description=REPEATS), AfterValidator(last_of_each_name)] = None
     # Extensions (CONTRACT section 5).
     message_concurrency: Annotated[
         MessageConcurrency | None,
@@ -141,11 +159,13 @@ class PublishAgentVersionBody(Strict):
     ] = None
     server_tools: Annotated[
         list[ServerToolName] | None,
-        Field(max_length=64, description="The deployment's server tools this agent offers"),
-        AfterValidator(_unique_tools),
+        Field(max_length=64, description="The deployment's server tools this agent offers (a repeat counts once)"),
+        AfterValidator(_each_name_once),
     ] = None
     server_tool_policies: Annotated[dict[ToolPattern, Policy] | None, Field(max_length=256)] = None
-    max_steps: Annotated[int | None, Field(ge=1, le=1000, description="Model steps per run (default 25)")] = None
+    max_steps: Annotated[
+        Annotated[int, Field(ge=1, le=1000), JSON_NUMBER] | None, Field(description="Model steps per run (default 25)")
+    ] = None
 
 
 class AgentVersionBody(BaseModel):
@@ -162,22 +182,27 @@ class AgentVersionPage(BaseModel):
     next_cursor: UUID | None
 
 
-def _origin(value: str) -> str:
-    parts = urlsplit(value)
-    if (
-        parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or parts.path
-        or parts.query
-        or parts.fragment
-        or parts.username
-        or value != f"{parts.scheme}://{parts.netloc}"
-    ):
-        raise ValueError(f"{value!r} is not a browser Origin (scheme://host[:port], no path or trailing slash)")
-    return value
-
-
-Origin = Annotated[str, Field(max_length=2048), AfterValidator(_origin)]
+# A browser Origin as browsers send it: scheme, host (a name, or an IPv6 address in brackets) and an
+# optional port; no path, not even a trailing slash.
+_H16 = "[0-9A-Fa-f]{1,4}"
+_IPV6 = "|".join(
+    (
+        f"({_H16}:){{7}}{_H16}",
+        f"({_H16}:){{1,7}}:",
+        *(f"({_H16}:){{1,{6 - n}}}(:{_H16}){{1,{n + 1}}}" for n in range(6)),
+        f":((:{_H16}){{1,7}}|:)",
+    )
+)
+_PORT = "(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
+ORIGIN_PATTERN = rf"^https?://([A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*|\[({_IPV6})\])(:{_PORT})?$"
+Origin = Annotated[
+    str,
+    Field(
+        max_length=2048,
+        pattern=ORIGIN_PATTERN,
+        description="A browser Origin: scheme://host[:port], no path or trailing slash",
+    ),
+]
 
 
 class PutAgentSecurityBody(Strict):

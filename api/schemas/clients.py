@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import base64
-import binascii
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from api.schemas.common import Strict
+from api.schemas.common import JSON_NUMBER, JsonBool, Strict, last_of_each_name
+from api.schemas.json_schema import check_json_schema
 from broker.events import image_block, text_block
 
 MAX_TOOLS = 64
@@ -26,51 +24,41 @@ MIN_TOOL_TIMEOUT_S, MAX_TOOL_TIMEOUT_S = 1, 86_400
 MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 1, 3_600
 
 
-def _json_schema(value: dict[str, Any]) -> dict[str, Any]:
-    try:
-        Draft202012Validator.check_schema(value)
-    except SchemaError as error:
-        where = "/" + "/".join(str(part) for part in error.absolute_path)
-        raise ValueError(f"not a valid JSON Schema (Draft 2020-12): {error.message} (at {where})") from None
-    return value
+TOOL_EXAMPLE: dict[str, Any] = {
+    "name": "highlight_row",
+    "description": "Highlight a row in the table the user is looking at",
+    "parameters": {"type": "object", "properties": {"row_id": {"type": "string"}}, "required": ["row_id"]},
+}
 
 
 class ClientToolBody(Strict):
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
     description: Annotated[str, Field(max_length=4096)] = ""
-    parameters: Annotated[dict[str, Any], AfterValidator(_json_schema)]
+    parameters: Annotated[dict[str, Any], AfterValidator(check_json_schema)]
     timeout_s: Annotated[
-        int | None,
+        Annotated[int, Field(ge=MIN_TOOL_TIMEOUT_S, le=MAX_TOOL_TIMEOUT_S), JSON_NUMBER] | None,
         Field(
-            ge=MIN_TOOL_TIMEOUT_S,
-            le=MAX_TOOL_TIMEOUT_S,
             description="An extension: the result deadline after the ack, in place of the deployment's",
         ),
     ] = None
     heartbeat_s: Annotated[
-        int | None,
+        Annotated[int, Field(ge=MIN_HEARTBEAT_S, le=MAX_HEARTBEAT_S), JSON_NUMBER] | None,
         Field(
-            ge=MIN_HEARTBEAT_S,
-            le=MAX_HEARTBEAT_S,
             description="An extension: the call fails with result_timeout when neither progress nor the result "
             "came within this many seconds of the ack or of the last progress (never later than timeout_s)",
         ),
     ] = None
 
 
-def _unique_tools(tools: list[ClientToolBody] | None) -> list[ClientToolBody] | None:
-    names = [tool.name for tool in tools or []]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"tool names must be unique within a client; repeated: {', '.join(duplicates)}")
-    return tools
-
-
-Tools = Annotated[list[ClientToolBody], Field(max_length=MAX_TOOLS), AfterValidator(_unique_tools)]
+Tools = Annotated[
+    list[ClientToolBody],
+    Field(max_length=MAX_TOOLS, description="Tool names repeated: the last definition of each wins"),
+    AfterValidator(last_of_each_name),
+]
 
 
 class TtlData(Strict):
-    seconds: Annotated[int, Field(ge=MIN_TTL_S, le=MAX_TTL_S)]
+    seconds: Annotated[int, Field(ge=MIN_TTL_S, le=MAX_TTL_S), JSON_NUMBER]
 
 
 class TtlLifetime(Strict):
@@ -83,6 +71,13 @@ class NeverLifetime(Strict):
 
 
 class RegisterClientBody(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"name": "web", "lifetime": {"type": "ttl", "data": {"seconds": 60}}, "tools": [TOOL_EXAMPLE]}]
+        },
+    )
+
     name: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9-]+$")]
     lifetime: Annotated[TtlLifetime | NeverLifetime, Field(discriminator="type")]
     tools: Tools | None = None
@@ -106,7 +101,9 @@ class ClientCallProgressBody(Strict):
     """Progress on an acked call (an extension)."""
 
     message: Annotated[str | None, Field(max_length=MAX_PROGRESS_CHARS)] = None
-    fraction: Annotated[float | None, Field(ge=0, le=1, description="How much is done, 0 to 1")] = None
+    fraction: Annotated[
+        Annotated[float, Field(ge=0, le=1), JSON_NUMBER] | None, Field(description="How much is done, 0 to 1")
+    ] = None
 
 
 class TextContent(Strict):
@@ -114,16 +111,41 @@ class TextContent(Strict):
     text: Annotated[str, Field(max_length=MAX_RESULT_CHARS)]
 
 
+# Standard base64 with its padding; the longest is the whole image allowance in one block.
+BASE64_PATTERN = r"^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+MAX_IMAGE_CHARS = (MAX_IMAGE_BYTES + 2) // 3 * 4
+
+
 class ImageContent(Strict):
     type: Literal["image"]
     media_type: Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
-    data: Annotated[str, Field(description="The image, base64 encoded")]
+    data: Annotated[
+        str,
+        Field(
+            max_length=MAX_IMAGE_CHARS,
+            pattern=BASE64_PATTERN,
+            description="The image, base64 encoded (standard alphabet, padded)",
+        ),
+    ]
 
 
 ResultContent = Annotated[TextContent | ImageContent, Field(discriminator="type")]
 
 
+# Exactly one of the two forms, as the document states it (a null is as good as absent).
+_ONE_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"required": ["text"], "properties": {"text": {"type": "string"}}},
+        {"required": ["content"], "properties": {"content": {"type": "array"}}},
+    ]
+}
+
+
 class ClientCallResultBody(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={**_ONE_FORM, "examples": [{"text": "Row 7 is highlighted."}]}
+    )
+
     text: Annotated[str | None, Field(max_length=MAX_RESULT_CHARS)] = None
     content: Annotated[
         list[ResultContent] | None,
@@ -134,7 +156,7 @@ class ClientCallResultBody(Strict):
             f"{MAX_IMAGE_BYTES:,} bytes decoded per result in all; text at most {MAX_RESULT_CHARS:,} characters)",
         ),
     ] = None
-    is_error: bool | None = None
+    is_error: JsonBool | None = None
 
     @model_validator(mode="after")
     def _one_form(self) -> ClientCallResultBody:
@@ -144,13 +166,11 @@ class ClientCallResultBody(Strict):
             texts = sum(len(block.text) for block in self.content if isinstance(block, TextContent))
             if texts > MAX_RESULT_CHARS:
                 raise ValueError(f"content: {texts:,} characters of text; the limit is {MAX_RESULT_CHARS:,}")
-            decoded = 0
-            for index, block in enumerate(self.content):
-                if isinstance(block, ImageContent):
-                    try:
-                        decoded += len(base64.b64decode(block.data, validate=True))
-                    except binascii.Error:
-                        raise ValueError(f"content[{index}].data: not valid base64") from None
+            decoded = sum(
+                len(base64.b64decode(block.data, validate=True))
+                for block in self.content
+                if isinstance(block, ImageContent)
+            )
             if decoded > MAX_IMAGE_BYTES:
                 raise ValueError(f"content: images of {decoded:,} bytes decoded; the limit is {MAX_IMAGE_BYTES:,}")
         return self

@@ -6,16 +6,23 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from api.schemas.common import Strict
+from api.schemas.common import DateTime, Strict
 from broker.credentials import Permission
 
 
 class MintApiKeyBody(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"label": "ci", "permissions": ["agent.read"], "expires_at": "2030-01-01T00:00:00Z"}]
+        },
+    )
+
     label: Annotated[str, Field(max_length=200)]
     permissions: Annotated[list[Permission], Field(max_length=15)]
-    expires_at: datetime | None = None
+    expires_at: DateTime | None = None
 
 
 class ActorBody(BaseModel):

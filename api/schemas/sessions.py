@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.clients import MAX_TTL_S, MIN_TTL_S, Tools
-from api.schemas.common import Strict
+from api.schemas.common import JSON_NUMBER, Strict
 
 MAX_INPUT_CHARS = 262_144
 
@@ -83,7 +83,19 @@ class CancelOutcomeBody(BaseModel):
     run_id: UUID | None
 
 
+# client_tools_ttl_s is the lease of the run-scoped client, so it comes only with tools to serve.
+_TTL_NEEDS_TOOLS: dict[str, Any] = {
+    "if": {"required": ["client_tools_ttl_s"], "properties": {"client_tools_ttl_s": {"type": "integer"}}},
+    "then": {"required": ["client_tools"], "properties": {"client_tools": {"type": "array", "minItems": 1}}},
+}
+
+
 class PostSessionEventBody(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={**_TTL_NEEDS_TOOLS, "examples": [{"type": "input", "text": "Highlight row 7"}]},
+    )
+
     type: Literal["input"]
     text: Annotated[str, Field(max_length=MAX_INPUT_CHARS)]
     source: Annotated[
@@ -95,10 +107,8 @@ class PostSessionEventBody(Strict):
         Field(description="Extension: tools offered for this run only, answered by a run-scoped client"),
     ] = None
     client_tools_ttl_s: Annotated[
-        int | None,
+        Annotated[int, Field(ge=MIN_TTL_S, le=MAX_TTL_S), JSON_NUMBER] | None,
         Field(
-            ge=MIN_TTL_S,
-            le=MAX_TTL_S,
             description="Extension: the run-scoped client gets a ttl lease of this many seconds, kept by pinging "
             "it as any ttl client; one that lapses fails the calls it owes with client_gone",
         ),

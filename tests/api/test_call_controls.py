@@ -189,3 +189,17 @@ async def test_arguments_that_fail_the_schema_or_are_not_json_are_never_dispatch
     assert "row_id" in schema_text
     assert "rule: type" in schema_text
     assert "not valid JSON" in result_text(events, second)
+
+
+async def test_a_tool_whose_nested_schema_is_broken_registers_and_its_calls_fail_saying_so(api: Api) -> None:
+    # Registration checks the top level of `parameters` only (what the OpenAPI document can state), so
+    # a broken nested schema shows when a call is checked against it: an error result, the run goes on.
+    session = await api.session()
+    broken = {**HIGHLIGHT, "parameters": {"type": "object", "properties": {"row_id": {"type": 5}}}}
+    await api.register(session, tools=[broken])
+    await api.send(session, '/call client__web__highlight_row {"row_id": "7"}')
+    events = await api.wait_for(session, run_over)
+    assert of_type(events, "run_completed")
+    assert not of_type(events, "client_tool_dispatched")
+    [call] = of_type(events, "tool_call")
+    assert "the tool's parameters schema cannot be applied" in result_text(events, call["call_id"])

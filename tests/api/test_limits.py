@@ -62,11 +62,6 @@ REFUSED_REGISTRATIONS: list[tuple[str, dict[str, Any], str]] = [
         {"name": "web", "lifetime": TTL, "tools": [tool(parameters=[1])]},
         "tools[0].parameters: Input should be a valid dictionary",
     ),
-    (
-        "duplicate tool names",
-        {"name": "web", "lifetime": TTL, "tools": [tool(), tool()]},
-        "tools: tool names must be unique within a client; repeated: highlight_row",
-    ),
     ("unknown field", {"name": "web", "lifetime": TTL, "colour": "red"}, "colour: Extra inputs are not permitted"),
 ]
 

@@ -33,12 +33,20 @@ async def test_agent_lifecycle_and_versions(api: Api) -> None:
     assert [v["version"] for v in listed["items"]] == [2]
     assert listed["next_cursor"] == versions[1].json()["id"]
 
+    # A well-formed body that disagrees with what is stored is a conflict, never a 404 (the agent exists).
     wrong_model = {**body, "model": {**SCRIPTED_CONFIG["model"], "model": "gpt"}}
     refused = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=wrong_model)
-    assert refused.status_code == 400
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "conflict"
     assert "model.model" in refused.json()["error"]["message"]
     unknown = {**body, "model_provider_id": "01900000-0000-7000-8000-000000000000"}
-    assert (await api.key.post(f"/v1/agents/{agent['id']}/versions", json=unknown)).status_code == 404
+    missing = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=unknown)
+    assert missing.status_code == 409
+    assert missing.json()["error"]["message"].startswith("model_provider_id: no model provider")
+    anthropic = {**body, "model": {"format": "anthropic", "model": "scripted", "max_tokens": 100}}
+    mismatch = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=anthropic)
+    assert mismatch.status_code == 409
+    assert "model.format" in mismatch.json()["error"]["message"]
 
     session = await api.session(agent["id"])
     assert (await api.key.delete(f"/v1/agents/{agent['id']}")).status_code == 204

@@ -1,0 +1,168 @@
+"""The OpenAPI document as served: FastAPI's, completed with what it cannot say by itself, so that a request
+the document calls valid is one the server accepts and a client generated from it learns every limit.
+
+- The bearer credential every /v1 route takes.
+- No 422: body and query validation answer 400 in the error envelope (CONTRACT 3.1), which every route
+  already declares.
+- A map whose keys have a pattern says so with `propertyNames` (pydantic writes `patternProperties`,
+  which leaves keys off the pattern unconstrained).
+- A client tool's `parameters` is a JSON Schema (Draft 2020-12): the dialect's meta-schema states it
+  (`api.schemas.json_schema`).
+- Links from the routes that create a resource to the routes that read and change it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.schemas.agents import SCRIPTED_EXAMPLE
+from api.schemas.json_schema import meta_schema
+
+BEARER = "bearer"
+
+
+def complete(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (FastAPI's document), completed in place and returned."""
+    _declare_bearer(schema)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    for operation in _operations(schema):
+        operation["responses"].pop("422", None)
+    _walk(schema, _names_by_pattern)
+    tool = components.get("ClientToolBody")
+    if tool is not None:
+        tool["properties"]["parameters"] = {
+            **meta_schema(),
+            "type": "object",
+            "title": "Parameters",
+            "description": "The tool's arguments as a JSON Schema (Draft 2020-12) object, checked against it "
+            "before every dispatch. The top level's keywords are held to the dialect's meta-schema; a nested "
+            "schema must be an object or a boolean (a broken one shows as an error result when a call is "
+            "checked against it). Not checked: the deprecated `definitions`, `dependencies`, "
+            "`$recursiveAnchor`, `$recursiveRef`, and URI formats",
+        }
+    _link(schema)
+    return schema
+
+
+def _declare_bearer(schema: dict[str, Any]) -> None:
+    schema.setdefault("components", {})["securitySchemes"] = {
+        BEARER: {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key (`swb_ak_...`) or a session token (`swb_st_...`)",
+        }
+    }
+    schema["security"] = [{BEARER: []}]
+    for path, operations in schema["paths"].items():
+        if not path.startswith("/v1/"):
+            for operation in operations.values():
+                operation["security"] = []
+
+
+def _operations(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return [operation for operations in schema["paths"].values() for operation in operations.values()]
+
+
+def _walk(node: Any, visit: Any) -> None:
+    if isinstance(node, dict):
+        visit(node)
+        for value in node.values():
+            _walk(value, visit)
+    elif isinstance(node, list):
+        for value in node:
+            _walk(value, visit)
+
+
+def _names_by_pattern(node: dict[str, Any]) -> None:
+    patterns = node.get("patternProperties")
+    if node.get("type") != "object" or not isinstance(patterns, dict) or len(patterns) != 1:
+        return
+    if "additionalProperties" in node or "properties" in node:
+        return
+    [(pattern, values)] = patterns.items()
+    del node["patternProperties"]
+    node["propertyNames"] = {**node.get("propertyNames", {}), "pattern": pattern}
+    node["additionalProperties"] = values
+
+
+_ID = "$response.body#/id"
+_SESSION = {"session_id": "$request.path.session_id"}
+# (method, path, status) of a route that creates -> {link name: (method, path, parameters, body)}.
+_LINKS: dict[tuple[str, str, str], dict[str, tuple[str, str, dict[str, str], Any]]] = {
+    ("post", "/v1/api-keys", "201"): {
+        "RevokeApiKey": ("delete", "/v1/api-keys/{api_key_id}", {"api_key_id": _ID}, None),
+    },
+    ("post", "/v1/model-providers", "201"): {
+        "GetProvider": ("get", "/v1/model-providers/{provider_id}", {"provider_id": _ID}, None),
+        "UpdateProvider": ("patch", "/v1/model-providers/{provider_id}", {"provider_id": _ID}, None),
+        "DeleteProvider": ("delete", "/v1/model-providers/{provider_id}", {"provider_id": _ID}, None),
+    },
+    ("post", "/v1/agents", "201"): {
+        "GetAgent": ("get", "/v1/agents/{agent_id}", {"agent_id": _ID}, None),
+        "RenameAgent": ("patch", "/v1/agents/{agent_id}", {"agent_id": _ID}, None),
+        "DeleteAgent": ("delete", "/v1/agents/{agent_id}", {"agent_id": _ID}, None),
+        "PublishVersion": ("post", "/v1/agents/{agent_id}/versions", {"agent_id": _ID}, None),
+        "PublishScriptedVersion": ("post", "/v1/agents/{agent_id}/versions", {"agent_id": _ID}, SCRIPTED_EXAMPLE),
+        "ListVersions": ("get", "/v1/agents/{agent_id}/versions", {"agent_id": _ID}, None),
+        "GetSecurity": ("get", "/v1/agents/{agent_id}/security", {"agent_id": _ID}, None),
+        "PutSecurity": ("put", "/v1/agents/{agent_id}/security", {"agent_id": _ID}, None),
+    },
+    ("post", "/v1/agents/{agent_id}/versions", "201"): {
+        "ListVersions": ("get", "/v1/agents/{agent_id}/versions", {"agent_id": "$response.body#/agent_id"}, None),
+        "CreateSession": ("post", "/v1/sessions", {}, {"agent_id": "$response.body#/agent_id"}),
+    },
+    ("post", "/v1/sessions", "201"): {
+        "GetSession": ("get", "/v1/sessions/{session_id}", {"session_id": _ID}, None),
+        "DeleteSession": ("delete", "/v1/sessions/{session_id}", {"session_id": _ID}, None),
+        "CancelRun": ("post", "/v1/sessions/{session_id}/cancel", {"session_id": _ID}, None),
+        "MintToken": ("post", "/v1/sessions/{session_id}/tokens", {"session_id": _ID}, None),
+        "PostInput": ("post", "/v1/sessions/{session_id}/events", {"session_id": _ID}, None),
+        "ListEvents": ("get", "/v1/sessions/{session_id}/events", {"session_id": _ID}, None),
+        "ListClients": ("get", "/v1/sessions/{session_id}/clients", {"session_id": _ID}, None),
+        "RegisterClient": ("post", "/v1/sessions/{session_id}/clients", {"session_id": _ID}, None),
+    },
+    ("post", "/v1/sessions/{session_id}/clients", "201"): {
+        "PingClient": (
+            "post",
+            "/v1/sessions/{session_id}/clients/{client_id}/ping",
+            {**_SESSION, "client_id": _ID},
+            None,
+        ),
+        "ReplaceTools": (
+            "put",
+            "/v1/sessions/{session_id}/clients/{client_id}/tools",
+            {**_SESSION, "client_id": _ID},
+            None,
+        ),
+        "LeaveClient": (
+            "delete",
+            "/v1/sessions/{session_id}/clients/{client_id}",
+            {**_SESSION, "client_id": _ID},
+            None,
+        ),
+        "ListClients": ("get", "/v1/sessions/{session_id}/clients", _SESSION, None),
+    },
+}
+
+
+def _link(schema: dict[str, Any]) -> None:
+    paths = schema["paths"]
+    for (method, path, status), links in _LINKS.items():
+        response = paths.get(path, {}).get(method, {}).get("responses", {}).get(status)
+        if response is None:
+            continue
+        written = response.setdefault("links", {})
+        for name, (target_method, target_path, parameters, body) in links.items():
+            if target_method not in paths.get(target_path, {}):
+                continue
+            pointer = target_path.replace("~", "~0").replace("/", "~1")
+            link: dict[str, Any] = {"operationRef": f"#/paths/{pointer}/{target_method}"}
+            if parameters:
+                link["parameters"] = dict(parameters)
+            if body is not None:
+                # The body is whole: merged into a generated one, it would keep fields that contradict it.
+                link["requestBody"] = body
+                link["x-schemathesis"] = {"merge_body": False}
+            written[name] = link

@@ -1,0 +1,319 @@
+"""What /openapi.json says a request may be is what the server takes: each body here is held both to the
+document (a JSON Schema validator over its components) and to the server, and the two must agree. The
+links from create to read routes are followed as a generated client would, and every step succeeds."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator, FormatChecker
+
+from tests.api_client import Api
+from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
+
+Document = dict[str, Any]
+
+# jsonschema checks `date-time` only with an extra package; RFC 3339's grammar (section 5.6) is short.
+FORMATS = FormatChecker()
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII)
+
+
+@FORMATS.checks("date-time")
+def _date_time(value: object) -> bool:
+    if not isinstance(value, str) or not RFC3339.fullmatch(value):
+        return False
+    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    return True
+
+
+@pytest.fixture
+async def document(api: Api) -> Document:
+    answer = await api.key.get("/openapi.json")
+    assert answer.status_code == 200
+    loaded: Document = answer.json()
+    return loaded
+
+
+def body_valid(document: Document, method: str, path: str, body: Any) -> bool:
+    operation = document["paths"][path][method]
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    validator = Draft202012Validator({**schema, "components": document["components"]}, format_checker=FORMATS)
+    return validator.is_valid(body)
+
+
+def query_valid(document: Document, method: str, path: str, name: str, value: str) -> bool:
+    [parameter] = [p for p in document["paths"][path][method]["parameters"] if p["name"] == name]
+    return Draft202012Validator(parameter["schema"]).is_valid(value)
+
+
+async def test_the_document_states_no_422_and_no_pattern_off_its_keys(document: Document) -> None:
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            assert "422" not in operation["responses"]
+    schemas = document["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas
+    policies = schemas["PublishAgentVersionBody"]["properties"]["client_tool_policies"]["anyOf"][0]
+    assert policies["propertyNames"]["pattern"] == r"^[A-Za-z0-9_-]*\*?$"
+    assert policies["additionalProperties"]["enum"] == ["allow", "require_approval", "deny"]
+    assert "patternProperties" not in policies
+    # No constraint under pydantic's own names (`ge`, `le`) where JSON Schema's belong.
+    text = str(document)
+    assert not re.search(r"'(ge|le|gt|lt)': ", text)
+
+
+VERSION = {"model_provider_id": "00000000-0000-7000-8000-000000000001", **SCRIPTED_CONFIG}
+TTL = {"type": "ttl", "data": {"seconds": 60}}
+GRANT = {"name": "a", "skill_id": "01900000-0000-7000-8000-000000000000", "version": {"type": "latest"}}
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+# (name, method, path, body, accepted): the document and the server must both say `accepted`.
+BODIES: list[tuple[str, str, str, Any, bool]] = [
+    ("max_steps 5.0 is an integer", "post", "versions", {**VERSION, "max_steps": 5.0}, True),
+    ("max_steps as text", "post", "versions", {**VERSION, "max_steps": "5"}, False),
+    ("max_steps 0", "post", "versions", {**VERSION, "max_steps": 0}, False),
+    ("grant named parent", "post", "versions", {**VERSION, "skills": [{**GRANT, "name": "parent"}]}, False),
+    ("grant names repeated", "post", "versions", {**VERSION, "skills": [GRANT, GRANT]}, True),
+    ("server tools repeated", "post", "versions", {**VERSION, "server_tools": ["now", "now"]}, True),
+    ("policy key off the pattern", "post", "versions", {**VERSION, "client_tool_policies": {"a b": "allow"}}, False),
+    ("policy value off the enum", "post", "versions", {**VERSION, "client_tool_policies": {"a*": "ask"}}, False),
+    (
+        "expired key",
+        "post",
+        "/v1/api-keys",
+        {"label": "", "permissions": [], "expires_at": "2000-01-01T00:00:00Z"},
+        True,
+    ),
+    ("expiry as a number", "post", "/v1/api-keys", {"label": "", "permissions": [], "expires_at": 0}, False),
+    (
+        "expiry without an offset",
+        "post",
+        "/v1/api-keys",
+        {"label": "", "permissions": [], "expires_at": "2030-01-01T00:00:00"},
+        False,
+    ),
+    ("IPv6 origin", "put", "security", {"allowed_origins": ["http://[::1]:3000"]}, True),
+    ("origin with a bad IPv6 host", "put", "security", {"allowed_origins": ["http://[60C6:e6877E]"]}, False),
+    ("origin with a path", "put", "security", {"allowed_origins": ["https://a.example/"]}, False),
+    ("origin with a port too high", "put", "security", {"allowed_origins": ["https://a.example:65536"]}, False),
+    ("tool names repeated", "post", "clients", {"name": "web", "lifetime": TTL, "tools": [HIGHLIGHT, HIGHLIGHT]}, True),
+    (
+        "parameters with a wrong keyword",
+        "post",
+        "clients",
+        {"name": "web", "lifetime": TTL, "tools": [{**HIGHLIGHT, "parameters": {"type": "objekt"}}]},
+        False,
+    ),
+    (
+        "parameters with a bad pattern",
+        "post",
+        "clients",
+        {"name": "web", "lifetime": TTL, "tools": [{**HIGHLIGHT, "parameters": {"pattern": "("}}]},
+        False,
+    ),
+    (
+        "parameters with a deprecated keyword",
+        "post",
+        "clients",
+        {"name": "web", "lifetime": TTL, "tools": [{**HIGHLIGHT, "parameters": {"definitions": 5}}]},
+        True,
+    ),
+    ("ttl as text", "post", "clients", {"name": "web", "lifetime": {"type": "ttl", "data": {"seconds": "60"}}}, False),
+    ("ttl lease without tools", "post", "events", {"type": "input", "text": "hi", "client_tools_ttl_s": 30}, False),
+    ("ttl lease with no lease", "post", "events", {"type": "input", "text": "hi", "client_tools_ttl_s": None}, True),
+    (
+        "ttl lease with tools",
+        "post",
+        "events",
+        {"type": "input", "text": "hi", "client_tools": [HIGHLIGHT], "client_tools_ttl_s": 30},
+        True,
+    ),
+]
+PATHS = {
+    "versions": "/v1/agents/{agent_id}/versions",
+    "security": "/v1/agents/{agent_id}/security",
+    "clients": "/v1/sessions/{session_id}/clients",
+    "events": "/v1/sessions/{session_id}/events",
+}
+
+
+@pytest.mark.parametrize(("name", "method", "where", "body", "accepted"), BODIES, ids=[b[0] for b in BODIES])
+async def test_the_document_and_the_server_agree_on_a_body(
+    api: Api, document: Document, name: str, method: str, where: str, body: Any, accepted: bool
+) -> None:
+    path = PATHS.get(where, where)
+    assert body_valid(document, method, path, body) is accepted, name
+    session = await api.session()
+    concrete = path.replace("{agent_id}", session.agent_id).replace("{session_id}", session.id)
+    answer = await api.key.request(method.upper(), concrete, json=body)
+    assert (answer.status_code < 400) is accepted, answer.text
+    if not accepted:
+        assert answer.status_code == 400
+        assert answer.json()["error"]["code"] == "invalid_request"
+
+
+async def test_a_result_in_one_form_exactly(api: Api, document: Document) -> None:
+    path = "/v1/sessions/{session_id}/clients/{client_id}/calls/{call_id}/result"
+    image = {"type": "image", "media_type": "image/png", "data": PNG}
+    cases = [
+        ({"text": "done"}, True),
+        ({"text": None, "content": [image]}, True),
+        ({"content": [image], "is_error": True}, True),
+        ({}, False),
+        ({"text": None}, False),
+        ({"text": "x", "content": [image]}, False),
+        ({"text": "x", "is_error": "true"}, False),
+        ({"content": [{**image, "data": "not base64"}]}, False),
+    ]
+    for body, accepted in cases:
+        assert body_valid(document, "post", path, body) is accepted, body
+    # The server: each against a call of its own, answered once.
+    session = await api.session()
+    web = await api.register(session)
+    await api.send(session, "\n".join(["/call client__web__highlight_row"] * len(cases)))
+    events = await api.wait_for(session, lambda es: sum(e["type"] == "client_tool_dispatched" for e in es) == 8)
+    calls = [e["call_id"] for e in events if e["type"] == "client_tool_dispatched"]
+    async with api.as_session(session) as client:
+        for (body, accepted), call_id in zip(cases, calls, strict=True):
+            answer = await client.post(
+                f"/v1/sessions/{session.id}/clients/{web['id']}/calls/{call_id}/result", json=body
+            )
+            assert (answer.status_code < 400) is accepted, (body, answer.text)
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("", True),
+        ("01900000-0000-7000-8000-000000000000", True),
+        ("01900000000070008000000000000000", True),
+        ("01900000-0000-7000-8000-00000000000G", False),
+        ("nope", False),
+    ],
+)
+async def test_the_document_and_the_server_agree_on_a_cursor(
+    api: Api, document: Document, value: str, accepted: bool
+) -> None:
+    for path in ("/v1/agents", "/v1/sessions", "/v1/api-keys", "/v1/model-providers"):
+        assert query_valid(document, "get", path, "after", value) is accepted
+        answer = await api.key.get(path, params={"after": value})
+        assert (answer.status_code == 200) is accepted, answer.text
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [("", True), ("timing", True), ("progress,images", True), ("timing,bogus", False), ("timing, images", False)],
+)
+async def test_the_document_and_the_server_agree_on_include(
+    api: Api, document: Document, value: str, accepted: bool
+) -> None:
+    path = "/v1/sessions/{session_id}/events"
+    assert query_valid(document, "get", path, "include", value) is accepted
+    session = await api.session()
+    answer = await api.key.get(path.replace("{session_id}", session.id), params={"include": value})
+    assert (answer.status_code == 200) is accepted, answer.text
+
+
+async def test_an_expired_key_is_minted_expired(api: Api) -> None:
+    for asked, shown in (("2000-01-01T00:00:00+02:00", "1999-12-31T22:00:00Z"), ("1900-01-01T00:00:00Z", None)):
+        body = {"label": "old", "permissions": ["agent.read"], "expires_at": asked}
+        minted = await api.key.post("/v1/api-keys", json=body)
+        assert minted.status_code == 201, minted.text
+        # Shown in UTC, held within what can be stored: a time before 1970 is as past as 1970.
+        assert minted.json()["expires_at"] == (shown or "1970-01-01T00:00:00Z")
+        refused = await api.key.get("/v1/agents", headers={"Authorization": f"Bearer {minted.json()['secret']}"})
+        assert refused.status_code == 401
+
+
+async def test_repeated_names_keep_the_last_definition(api: Api) -> None:
+    session = await api.session()
+    first, last = {**HIGHLIGHT, "description": "first"}, {**HIGHLIGHT, "description": "last"}
+    other = {**HIGHLIGHT, "name": "other"}
+    await api.register(session, tools=[first, other, last])
+    listed = (await api.key.get(f"/v1/sessions/{session.id}/clients")).json()["items"][0]["tools"]
+    assert [(t["name"], t["description"]) for t in listed] == [
+        ("highlight_row", "last"),
+        ("other", HIGHLIGHT["description"]),
+    ]
+
+
+async def test_following_the_links_from_create_reaches_every_linked_route(api: Api, document: Document) -> None:
+    """A generated client's walk: each created resource's links, followed with what the response and
+    the request hold, succeed."""
+    reached: set[tuple[str, str]] = set()
+
+    async def follow(method: str, path: str, concrete: str, body: Any, depth: int) -> None:
+        answer = await api.key.request(method.upper(), concrete, json=body)
+        assert answer.status_code < 400, (method, concrete, body, answer.text)
+        reached.add((method, path))
+        links = document["paths"][path][method]["responses"].get(str(answer.status_code), {}).get("links", {})
+        if depth == 0:
+            return
+        request_path = dict(zip(re.findall(r"{(\w+)}", path), _segments(path, concrete), strict=True))
+        # Deletes last, so the other links still find what they name.
+        for link in sorted(links.values(), key=lambda link: link["operationRef"].endswith("/delete")):
+            target_path, target_method = _target(link["operationRef"])
+            values = {
+                name: _evaluate(expression, answer.json(), request_path)
+                for name, expression in link.get("parameters", {}).items()
+            }
+            target = target_path
+            for name, value in values.items():
+                target = target.replace("{" + name + "}", value)
+            target_body = _evaluate_body(link.get("requestBody"), answer.json(), request_path)
+            if target_body is None and "requestBody" in document["paths"][target_path][target_method]:
+                target_body = _minimal_body(target_path, target_method)
+            await follow(target_method, target_path, target, target_body, depth - 1)
+
+    await follow("post", "/v1/agents", "/v1/agents", {"name": "linked"}, depth=4)
+    for expected in [
+        ("post", "/v1/sessions"),
+        ("post", "/v1/sessions/{session_id}/clients"),
+        ("post", "/v1/sessions/{session_id}/clients/{client_id}/ping"),
+        ("get", "/v1/sessions/{session_id}/events"),
+        ("delete", "/v1/agents/{agent_id}"),
+    ]:
+        assert expected in reached
+
+
+def _segments(template: str, concrete: str) -> list[str]:
+    pattern = re.sub(r"{\w+}", "([^/]+)", template)
+    match = re.fullmatch(pattern, concrete)
+    assert match is not None
+    return list(match.groups())
+
+
+def _target(reference: str) -> tuple[str, str]:
+    pointer, method = reference.removeprefix("#/paths/").rsplit("/", 1)
+    return pointer.replace("~1", "/").replace("~0", "~"), method
+
+
+def _evaluate(expression: str, response: Any, request_path: dict[str, str]) -> str:
+    if expression.startswith("$request.path."):
+        return request_path[expression.removeprefix("$request.path.")]
+    value = response
+    for part in expression.removeprefix("$response.body#/").split("/"):
+        value = value[part]
+    return str(value)
+
+
+def _evaluate_body(body: Any, response: Any, request_path: dict[str, str]) -> Any:
+    if isinstance(body, dict):
+        return {key: _evaluate_body(value, response, request_path) for key, value in body.items()}
+    if isinstance(body, str) and body.startswith("$"):
+        return _evaluate(body, response, request_path)
+    return body
+
+
+def _minimal_body(path: str, method: str) -> Any:
+    minimal: dict[tuple[str, str], Any] = {
+        ("patch", "/v1/agents/{agent_id}"): {"name": "renamed"},
+        ("post", "/v1/agents/{agent_id}/versions"): VERSION,
+        ("put", "/v1/agents/{agent_id}/security"): {"allowed_origins": []},
+        ("post", "/v1/sessions/{session_id}/events"): {"type": "input", "text": "hi"},
+        ("post", "/v1/sessions/{session_id}/clients"): {"name": "web", "lifetime": TTL, "tools": [HIGHLIGHT]},
+        ("put", "/v1/sessions/{session_id}/clients/{client_id}/tools"): {"tools": [HIGHLIGHT]},
+    }
+    return minimal.get((method, path))
