@@ -13,6 +13,7 @@ from broker.keepers import Keepers
 from broker.log import EventLog
 from broker.pools import Pools
 from broker.providers import Providers
+from broker.retention import Retention
 from broker.runs import Runs
 from broker.server_calls import ServerCalls
 from broker.sessions import Sessions
@@ -41,6 +42,7 @@ class Broker:
         self.server_calls = ServerCalls(core)
         self.pools = Pools(core)
         self.keepers = Keepers(core)
+        self.retention = Retention(core)
 
     @classmethod
     async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Broker:

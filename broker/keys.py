@@ -1,4 +1,4 @@
-"""Every Redis key and channel name Switchboard uses, built in this one place.
+r"""Every Redis key and channel name Switchboard uses, built in this one place.
 
 All names start with the deployment prefix (`sb` unless `SWITCHBOARD_KEY_PREFIX` says otherwise). Every
 key carries a hash tag, and no script touches two tags, so every script runs on a Redis Cluster:
@@ -30,8 +30,11 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | is, so a reader skips ids with no meta)|
 | `sb:{w}:idem:<digest>`                | string | idempotency TTL          | receipts of workspace routes           |
 | `sb:{w}:keepers`                      | zset   | none (members lapse)     | live workers by lease end (keepers.lua)|
+| `sb:{w}:timers-armed`                 | string | none                     | `1` once every session has its timers  |
+|                                       |        |                          | (broker/retention.py, after an upgrade)|
 | `sb:{w}:health:<host>`                | string | 3 heartbeats             | `switchboard worker --check`           |
-| `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone   |
+| `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone,  |
+|                                       |        |                          | `trimmed_seq` (trim_calls.lua)         |
 | `sb:{T}:s:<S>:events`                 | stream | none                     | the event log, ids `<seq>-0`           |
 | `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> {id, expires}            |
 | `sb:{T}:s:<S>:names`                  | hash   | none                     | active client name -> client id        |
@@ -40,7 +43,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | its `expires_at`                       |
 | `sb:{T}:s:<S>:client:<cid>:calls`     | stream | none (trimmed by age)    | calls for the registration's pool;     |
 |                                       |        |                          | group `pool`, a consumer per member    |
-| `sb:{T}:s:<S>:calls`                  | hash   | none                     | call id -> call record (JSON)          |
+| `sb:{T}:s:<S>:calls`                  | hash   | none (settled ones       | call id -> call record (JSON)          |
+|                                       |        | trimmed: trim_calls.lua) |                                        |
 | `sb:{T}:s:<S>:owed`                   | hash   | none                     | unsettled call id -> client id         |
 | `sb:{T}:s:<S>:run`                    | hash   | none                     | the active run's state                 |
 | `sb:{T}:s:<S>:inbox`                  | list   | none                     | steering input for the active run      |
@@ -52,7 +56,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | registration's expiry                  |
 | `sb:{T}:steps`                        | zset   | none                     | `<sid>` by its running step's lease    |
 | `sb:{T}:dequeue`                      | zset   | none                     | `<sid>` by its debounce timer          |
-| `sb:{T}:purge`                        | zset   | none                     | deleted session ids left to purge      |
+| `sb:{T}:purge`                        | zset   | none                     | deleted session ids left to purge;     |
+|                                       |        |                          | `r\|<sid>` retention, `c\|<sid>` trim  |
+|                                       |        |                          | timers of live sessions                |
 | `sb:{T}:claims`                       | zset   | none                     | work entry ids taken, by claim lapse   |
 | `sb:{T}:work`                         | stream | none (entries deleted    | work for the workers: `s|sid|run|step| |
 |                                       |        | when begun)              | attempt`, `t|sid|call`, `d|sid|client`;|
@@ -256,6 +262,11 @@ class KeySpace:
 
     def workspace_idempotency(self, digest: str) -> str:
         return f"{self.prefix}:{{w}}:idem:{digest}"
+
+    @property
+    def timers_armed(self) -> str:
+        """Set once every session has its retention and trim timers (broker/retention.py)."""
+        return f"{self.prefix}:{{w}}:timers-armed"
 
     @property
     def keepers(self) -> str:

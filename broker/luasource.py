@@ -21,6 +21,7 @@ from itertools import pairwise
 SCRIPT_NAMES = (
     "ack_call",
     "answer_call",
+    "arm_session_timers",
     "begin_server_call",
     "begin_step",
     "cancel_call",
@@ -50,6 +51,7 @@ SCRIPT_NAMES = (
     "renew_step",
     "resolve_approval",
     "retain_session",
+    "trim_calls",
     "server_result",
     "sweep",
     "take_work",

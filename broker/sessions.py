@@ -80,6 +80,7 @@ class Sessions:
                 policy,
                 debounce_ms,
                 self._core.settings.session_retention_ms,
+                self._core.settings.settled_call_retention_ms,
             ],
             partition=s.partition,
         )

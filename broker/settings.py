@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     idempotency_ttl_s: Seconds = 604800.0
     # A session with no activity for this long is purged with every key it owns (0: kept for ever).
     session_retention_s: float = Field(default=2_592_000.0, ge=0)
+    # A settled call's record (and its call stream entry) is dropped this long after it settled, so a
+    # long-lived session's memory does not grow with every call it ever made; the event log keeps the
+    # call's events for as long as the session lives (0: records kept as long as their session).
+    settled_call_retention_s: float = Field(default=86_400.0, ge=0)
 
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
@@ -126,6 +130,10 @@ class Settings(BaseSettings):
     @property
     def session_retention_ms(self) -> int:
         return round(self.session_retention_s * 1000)
+
+    @property
+    def settled_call_retention_ms(self) -> int:
+        return round(self.settled_call_retention_s * 1000)
 
     @property
     def session_token_ttl_ms(self) -> int:

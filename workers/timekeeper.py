@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from broker import Broker
+from broker.retention import TRIM_PREFIX
 from broker.sessions import RETAIN_PREFIX
 from broker.work import Entry
 
@@ -44,6 +45,8 @@ class Timekeeper:
         for member in due.purges:
             if member.startswith(RETAIN_PREFIX):
                 await broker.sessions.retain(member.removeprefix(RETAIN_PREFIX))
+            elif member.startswith(TRIM_PREFIX):
+                await broker.retention.trim(member.removeprefix(TRIM_PREFIX))
             else:
                 await broker.sessions.purge(member)
         for entry_id in due.claims:

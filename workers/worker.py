@@ -17,7 +17,7 @@ import socket
 
 from broker import Broker, Settings
 from broker.codec import uuid7
-from broker.errors import NotFound
+from broker.errors import NotFound, SwitchboardError
 from broker.jsonlog import log_ids
 from broker.runtime import settle_heap
 from broker.work import Entry
@@ -60,6 +60,15 @@ class _Jobs:
             await self._broker.work.done(self._broker.core.keys.partition(entry.partition), entry.entry_id)
 
 
+async def _arm_older_sessions(broker: Broker) -> None:
+    # Sessions created before the retention and trim timers get theirs once; any worker may do it, and
+    # two doing it at once arm nothing twice.
+    try:
+        await broker.retention.arm_every_session()
+    except SwitchboardError as error:
+        logger.warning("older sessions do not have their retention timers yet (the next start tries again): %s", error)
+
+
 async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = None) -> None:
     """Run a worker until SIGTERM or SIGINT (running steps get SWITCHBOARD_STEP_TIMEOUT_S to finish) or,
     in process, until `stop` is set; signal handlers are installed only when no `stop` is given."""
@@ -84,7 +93,9 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
         metrics.start(broker.core.redis, settings, serve=own_process)
         if own_process:
             settle_heap()
+        arming = asyncio.create_task(_arm_older_sessions(broker))
         await stop.wait()
+        arming.cancel()
         logger.info("stopping: no new work; %d running get up to %g s", runner.running, settings.step_timeout_s)
     finally:
         # Leave first: the others keep this worker's partitions at once, while its running work ends.

@@ -8,6 +8,8 @@
 -- ARGV[10] message concurrency policy  ARGV[11] debounce ms (the version's, fixed for the session's life)
 -- ARGV[12] retention ms (0: kept for ever): when the session's retention is first checked
 -- (retain_session.lua, through the partition's purge index, member `r|<session id>`)
+-- ARGV[13] settled-call retention ms (0: none): when its settled calls are first trimmed (trim_calls.lua,
+-- member `c|<session id>`)
 -- Returns {0, 'created' | 'exists', created_at ms}.
 
 --!include lib/core.lua
@@ -22,6 +24,8 @@ redis.call('HSET', S.meta, 'id', ARGV[2], 'agent_id', ARGV[3], 'agent_version_id
 redis.call('HSET', KEYS[3], ARGV[8], ARGV[9])
 local retention = tonumber(ARGV[12])
 if retention > 0 then sb_timer(SB_P.purges, S.now + retention, 'r|' .. ARGV[2]) end
+local settled = tonumber(ARGV[13])
+if settled > 0 then sb_timer(SB_P.purges, S.now + settled, 'c|' .. ARGV[2]) end
 sb_append(S, '{"type":"session_created","agent_id":' .. sb_str(ARGV[3]) .. ',"agent_version_id":'
   .. sb_str(ARGV[4]) .. '}')
 return sb_reply('created', S.now)

@@ -33,6 +33,5 @@ if busy or idle_until > S.now then
   sb_timer(SB_P.purges, busy and S.now + retention or idle_until, member)
   return sb_reply('kept')
 end
-redis.call('ZREM', SB_P.purges, member)
 sb_delete_session(S, KEYS[9], ARGV[5], ARGV[6])
 return sb_reply('purged')

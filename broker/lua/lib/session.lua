@@ -19,6 +19,7 @@ local function sb_delete_session(S, tokens, tombstone_ms, gone_text)
   if #names > 0 then sb_count('clients_active', -(#names / 2)) end
   for i = 2, #names, 2 do redis.call('ZREM', SB_P.leases, S.sid .. ':' .. names[i]) end
   redis.call('ZREM', SB_P.dequeue, S.sid)
+  redis.call('ZREM', SB_P.purges, 'r|' .. S.sid, 'c|' .. S.sid)
   sb_publish(S.channel, 'deleted')
   redis.call('HSET', S.meta, 'deleted', '1')
   sb_timer(SB_P.purges, S.now, S.sid)
