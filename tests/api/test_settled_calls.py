@@ -36,7 +36,7 @@ async def test_settled_calls_are_forgotten_and_owed_ones_kept(settings: Settings
             assert loop.time() < until, await redis.hkeys(s.calls)
             await asyncio.sleep(0.1)
         # The owed call keeps its record and can still be answered; a forgotten one is not found.
-        assert [bytes(key).decode() for key in await redis.hkeys(s.calls)] == [owed]
+        assert await redis.hkeys(s.calls) == [owed.encode()]
         late = await api.call(session, web["id"], answered, "result", text="again")
         assert late.status_code == 404
         assert await redis.xlen(s.client_calls(web["id"])) == 0
