@@ -8,6 +8,7 @@ acks and results (1 hour): those operations are idempotent on their own beyond t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,11 @@ from broker.idempotency import fingerprint, scope_digest
 
 PING_RECEIPT_MS = 5 * 60 * 1000
 CALL_RECEIPT_MS = 60 * 60 * 1000
-_MAX_KEY_LENGTH = 255
+MAX_KEY_LENGTH = 255
+# Visible ASCII, spaces only inside. HTTP takes space around a header's value for padding, which clients
+# cannot send and servers drop, so it is dropped here too before the check.
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]([ -~]*[!-~])?$"
+_IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +43,16 @@ class Outcome:
 
 
 def idempotency_key(headers: Mapping[str, str]) -> str | None:
-    """The request's Idempotency-Key, None when it sends none; 400 when it is empty or too long."""
+    """The request's Idempotency-Key, None when it sends none; 400 when it is not 1 to 255 visible ASCII
+    characters (spaces only between them), as the OpenAPI document states (`IDEMPOTENCY_KEY_PATTERN`)."""
     key = headers.get("idempotency-key")
-    if key is not None and not 0 < len(key) <= _MAX_KEY_LENGTH:
-        raise InvalidRequest(f"Idempotency-Key: must be 1 to {_MAX_KEY_LENGTH} characters")
+    if key is None:
+        return None
+    key = key.strip(" \t")
+    if len(key) > MAX_KEY_LENGTH or _IDEMPOTENCY_KEY.fullmatch(key) is None:
+        raise InvalidRequest(
+            f"Idempotency-Key: must be 1 to {MAX_KEY_LENGTH} visible ASCII characters (spaces only between them)"
+        )
     return key
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.keyed import IDEMPOTENCY_KEY_PATTERN, MAX_KEY_LENGTH
 from api.schemas.agents import SCRIPTED_EXAMPLE
 from api.schemas.json_schema import meta_schema
 
@@ -30,6 +31,7 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     for operation in _operations(schema):
         operation["responses"].pop("422", None)
     _walk(schema, _names_by_pattern)
+    _declare_idempotency_key(schema)
     tool = components.get("ClientToolBody")
     if tool is not None:
         tool["properties"]["parameters"] = {
@@ -59,6 +61,22 @@ def _declare_bearer(schema: dict[str, Any]) -> None:
         if not path.startswith("/v1/"):
             for operation in operations.values():
                 operation["security"] = []
+
+
+def _declare_idempotency_key(schema: dict[str, Any]) -> None:
+    # Every POST under /v1 honours the header (api/keyed.py, api/hot.py). It is stated in words, not as a
+    # parameter: a generator given the parameter sends one value again and again, and a create replayed
+    # after its resource was deleted answers, as it must, with the id of what is gone, which schemathesis
+    # takes for a created resource not found.
+    rule = (
+        f"\n\nIdempotency-Key (header, optional): 1 to {MAX_KEY_LENGTH} visible ASCII characters, spaces only "
+        f"between them (`{IDEMPOTENCY_KEY_PATTERN}`), else 400. A repeat with the same key and body replays "
+        "the first answer; another body with the same key is 409."
+    )
+    for path, operations in schema["paths"].items():
+        post = operations.get("post")
+        if path.startswith("/v1/") and post is not None:
+            post["description"] = post.get("description", post.get("summary", "")) + rule
 
 
 def _operations(schema: dict[str, Any]) -> list[dict[str, Any]]:

@@ -95,7 +95,10 @@ async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = No
             settle_heap()
         arming = asyncio.create_task(_arm_older_sessions(broker))
         await stop.wait()
+        # Ended before the broker closes: a command cut off later could open a connection nobody closes.
         arming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await arming
         logger.info("stopping: no new work; %d running get up to %g s", runner.running, settings.step_timeout_s)
     finally:
         # Leave first: the others keep this worker's partitions at once, while its running work ends.

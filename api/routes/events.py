@@ -16,6 +16,10 @@ from api.state import State
 from broker.codec import uuid7
 from broker.errors import Forbidden
 
+# A seq: at most 18 digits (within a Redis integer); as text on the stream, where empty is none.
+MAX_SEQ = 10**18 - 1
+SEQ = "^[0-9]{0,18}$"
+
 router = APIRouter(prefix="/v1/sessions/{session_id}/events", tags=["events"], responses={400: {"model": ErrorBody}})
 
 
@@ -79,8 +83,8 @@ async def list_events(
     caller: Caller,
     state: State,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-    after_seq: Annotated[int | None, Query(ge=0)] = None,
-    before_seq: Annotated[int | None, Query(ge=0)] = None,
+    after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
+    before_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
     order: Annotated[Order, Query(description="Newest first when omitted")] = "desc",
     include: Annotated[str | None, LOG_INCLUDE] = None,
 ) -> Response:
@@ -100,10 +104,6 @@ async def list_events(
     items = (as_seen(item, asked) for item in page.items)
     body = b'{"items":[' + b",".join(items) + b'],"next_cursor":' + cursor.encode() + b"}"
     return Response(body, media_type="application/json")
-
-
-# A seq: digits, at most 18 of them (a Redis integer); empty is none.
-SEQ = "^[0-9]{0,18}$"
 
 
 def _position(after_seq: str | None, last_event_id: str | None) -> int | None:

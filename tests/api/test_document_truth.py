@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
+from api.keyed import idempotency_key
 from tests.api_client import Api
 from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
 
@@ -317,3 +318,41 @@ def _minimal_body(path: str, method: str) -> Any:
         ("put", "/v1/sessions/{session_id}/clients/{client_id}/tools"): {"tools": [HIGHLIGHT]},
     }
     return minimal.get((method, path))
+
+
+def header_valid(document: Document, path: str, value: str) -> bool:
+    description = document["paths"][path]["post"]["description"]
+    match = re.search(r"Idempotency-Key \(header, optional\): 1 to (\d+) .*?\(`([^`]+)`\)", description)
+    assert match is not None, description
+    return len(value) <= int(match.group(1)) and re.fullmatch(match.group(2), value) is not None
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [("a", True), ("9f1c-key 2", True), ("k" * 255, True), ("k" * 256, False), ("é", False)],
+)
+async def test_the_document_and_the_server_agree_on_an_idempotency_key(
+    api: Api, document: Document, value: str, accepted: bool
+) -> None:
+    # Every POST takes the header; the document says what it may be.
+    posts = [path for path, operations in document["paths"].items() if "post" in operations]
+    assert all(header_valid(document, path, value) is accepted for path in posts if path.startswith("/v1/"))
+    answer = await api.key.post("/v1/agents", json={"name": "keyed"}, headers={b"Idempotency-Key": value.encode()})
+    assert (answer.status_code < 400) is accepted, answer.text
+
+
+def test_space_around_an_idempotency_key_is_not_part_of_it() -> None:
+    # HTTP clients cannot send it (httpx refuses), but a value that arrives with it means the same key.
+    assert idempotency_key({"idempotency-key": " k 1\t"}) == "k 1"
+
+
+async def test_a_seq_past_the_documented_bound_is_refused(api: Api, document: Document) -> None:
+    session = await api.session()
+    path = f"/v1/sessions/{session.id}/events"
+    for name in ("after_seq", "before_seq"):
+        [parameter] = [
+            p for p in document["paths"]["/v1/sessions/{session_id}/events"]["get"]["parameters"] if p["name"] == name
+        ]
+        assert parameter["schema"]["anyOf"][0]["maximum"] == 10**18 - 1
+        assert (await api.key.get(path, params={name: 10**18 - 1})).status_code == 200
+        assert (await api.key.get(path, params={name: 10**18})).status_code == 400

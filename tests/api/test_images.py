@@ -76,7 +76,7 @@ async def test_an_image_result_is_text_by_default_and_an_image_for_readers_that_
     ("body", "named"),
     [
         ({"content": [image("image/bmp")]}, "media_type"),
-        ({"content": [image(data="not base64!")]}, "content[0].data: String should match pattern"),
+        ({"content": [image(data="not base64!")]}, "content[0].image.data: String should match pattern"),
         ({"content": [image(data=base64.b64encode(b"x" * (5 * 1024 * 1024 + 1)).decode())]}, "limit"),
         ({"text": "both", "content": [image()]}, "one of the two"),
         ({"is_error": False}, "one of the two"),
