@@ -106,61 +106,48 @@ def _names_by_pattern(node: dict[str, Any]) -> None:
 
 
 _ID = "$response.body#/id"
-_SESSION = {"session_id": "$request.path.session_id"}
+# A link's path parameters: the created resource's id, and for a client the session of the request.
+_KEY, _PROVIDER, _AGENT, _SESSION = ({name: _ID} for name in ("api_key_id", "provider_id", "agent_id", "session_id"))
+_CLIENT = {"session_id": "$request.path.session_id", "client_id": _ID}
 # (method, path, status) of a route that creates -> {link name: (method, path, parameters, body)}.
 _LINKS: dict[tuple[str, str, str], dict[str, tuple[str, str, dict[str, str], Any]]] = {
     ("post", "/v1/api-keys", "201"): {
-        "RevokeApiKey": ("delete", "/v1/api-keys/{api_key_id}", {"api_key_id": _ID}, None),
+        "RevokeApiKey": ("delete", "/v1/api-keys/{api_key_id}", _KEY, None),
     },
     ("post", "/v1/model-providers", "201"): {
-        "GetProvider": ("get", "/v1/model-providers/{provider_id}", {"provider_id": _ID}, None),
-        "UpdateProvider": ("patch", "/v1/model-providers/{provider_id}", {"provider_id": _ID}, None),
-        "DeleteProvider": ("delete", "/v1/model-providers/{provider_id}", {"provider_id": _ID}, None),
+        "GetProvider": ("get", "/v1/model-providers/{provider_id}", _PROVIDER, None),
+        "UpdateProvider": ("patch", "/v1/model-providers/{provider_id}", _PROVIDER, None),
+        "DeleteProvider": ("delete", "/v1/model-providers/{provider_id}", _PROVIDER, None),
     },
     ("post", "/v1/agents", "201"): {
-        "GetAgent": ("get", "/v1/agents/{agent_id}", {"agent_id": _ID}, None),
-        "RenameAgent": ("patch", "/v1/agents/{agent_id}", {"agent_id": _ID}, None),
-        "DeleteAgent": ("delete", "/v1/agents/{agent_id}", {"agent_id": _ID}, None),
-        "PublishVersion": ("post", "/v1/agents/{agent_id}/versions", {"agent_id": _ID}, None),
-        "PublishScriptedVersion": ("post", "/v1/agents/{agent_id}/versions", {"agent_id": _ID}, SCRIPTED_EXAMPLE),
-        "ListVersions": ("get", "/v1/agents/{agent_id}/versions", {"agent_id": _ID}, None),
-        "GetSecurity": ("get", "/v1/agents/{agent_id}/security", {"agent_id": _ID}, None),
-        "PutSecurity": ("put", "/v1/agents/{agent_id}/security", {"agent_id": _ID}, None),
+        "GetAgent": ("get", "/v1/agents/{agent_id}", _AGENT, None),
+        "RenameAgent": ("patch", "/v1/agents/{agent_id}", _AGENT, None),
+        "DeleteAgent": ("delete", "/v1/agents/{agent_id}", _AGENT, None),
+        "PublishVersion": ("post", "/v1/agents/{agent_id}/versions", _AGENT, None),
+        "PublishScriptedVersion": ("post", "/v1/agents/{agent_id}/versions", _AGENT, SCRIPTED_EXAMPLE),
+        "ListVersions": ("get", "/v1/agents/{agent_id}/versions", _AGENT, None),
+        "GetSecurity": ("get", "/v1/agents/{agent_id}/security", _AGENT, None),
+        "PutSecurity": ("put", "/v1/agents/{agent_id}/security", _AGENT, None),
     },
     ("post", "/v1/agents/{agent_id}/versions", "201"): {
         "ListVersions": ("get", "/v1/agents/{agent_id}/versions", {"agent_id": "$response.body#/agent_id"}, None),
         "CreateSession": ("post", "/v1/sessions", {}, {"agent_id": "$response.body#/agent_id"}),
     },
     ("post", "/v1/sessions", "201"): {
-        "GetSession": ("get", "/v1/sessions/{session_id}", {"session_id": _ID}, None),
-        "DeleteSession": ("delete", "/v1/sessions/{session_id}", {"session_id": _ID}, None),
-        "CancelRun": ("post", "/v1/sessions/{session_id}/cancel", {"session_id": _ID}, None),
-        "MintToken": ("post", "/v1/sessions/{session_id}/tokens", {"session_id": _ID}, None),
-        "PostInput": ("post", "/v1/sessions/{session_id}/events", {"session_id": _ID}, None),
-        "ListEvents": ("get", "/v1/sessions/{session_id}/events", {"session_id": _ID}, None),
-        "ListClients": ("get", "/v1/sessions/{session_id}/clients", {"session_id": _ID}, None),
-        "RegisterClient": ("post", "/v1/sessions/{session_id}/clients", {"session_id": _ID}, None),
+        "GetSession": ("get", "/v1/sessions/{session_id}", _SESSION, None),
+        "DeleteSession": ("delete", "/v1/sessions/{session_id}", _SESSION, None),
+        "CancelRun": ("post", "/v1/sessions/{session_id}/cancel", _SESSION, None),
+        "MintToken": ("post", "/v1/sessions/{session_id}/tokens", _SESSION, None),
+        "PostInput": ("post", "/v1/sessions/{session_id}/events", _SESSION, None),
+        "ListEvents": ("get", "/v1/sessions/{session_id}/events", _SESSION, None),
+        "ListClients": ("get", "/v1/sessions/{session_id}/clients", _SESSION, None),
+        "RegisterClient": ("post", "/v1/sessions/{session_id}/clients", _SESSION, None),
     },
     ("post", "/v1/sessions/{session_id}/clients", "201"): {
-        "PingClient": (
-            "post",
-            "/v1/sessions/{session_id}/clients/{client_id}/ping",
-            {**_SESSION, "client_id": _ID},
-            None,
-        ),
-        "ReplaceTools": (
-            "put",
-            "/v1/sessions/{session_id}/clients/{client_id}/tools",
-            {**_SESSION, "client_id": _ID},
-            None,
-        ),
-        "LeaveClient": (
-            "delete",
-            "/v1/sessions/{session_id}/clients/{client_id}",
-            {**_SESSION, "client_id": _ID},
-            None,
-        ),
-        "ListClients": ("get", "/v1/sessions/{session_id}/clients", _SESSION, None),
+        "PingClient": ("post", "/v1/sessions/{session_id}/clients/{client_id}/ping", _CLIENT, None),
+        "ReplaceTools": ("put", "/v1/sessions/{session_id}/clients/{client_id}/tools", _CLIENT, None),
+        "LeaveClient": ("delete", "/v1/sessions/{session_id}/clients/{client_id}", _CLIENT, None),
+        "ListClients": ("get", "/v1/sessions/{session_id}/clients", {"session_id": _CLIENT["session_id"]}, None),
     },
 }
 

@@ -28,7 +28,7 @@ _PAGE = 200
 _STREAM_KEEP_ACK_TIMEOUTS = 2
 _HEAD = re.compile(rb'^\{"seq":\d+,"created_at":"([^"]+)","type":"(tool_result|client_tool_dispatched)"')
 # Set once every session of the workspace has its timers (arm_session_timers.lua).
-_BACKFILL_DONE = "1"
+_BACKFILL_DONE = b"1"
 
 
 def _ms(iso: bytes) -> int:
@@ -86,7 +86,7 @@ class Retention:
         core = self._core
         keys, settings = core.keys, core.settings
         with translate_redis_errors():
-            if aio.reply(await core.redis.get(keys.timers_armed)) == _BACKFILL_DONE.encode():
+            if aio.reply(await core.redis.get(keys.timers_armed)) == _BACKFILL_DONE:
                 return 0
         visited, after = 0, "-"
         while True:
