@@ -21,7 +21,8 @@ WORKSPACE_HEADER = "kikuvi-workspace"
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """An authenticated caller. `session_id` is set for a session token: the only session it reaches."""
+    """An authenticated caller. `session_id` is set for a session token: the only session it reaches.
+    An API key's `expires_at` (ms) and `ancestors` (the keys it was minted under) bound what it mints."""
 
     kind: Literal["api_key", "session_token"]
     id: str
@@ -29,6 +30,8 @@ class Principal:
     permissions: frozenset[str]
     session_id: str | None = None
     session_gone: bool = False
+    expires_at: int | None = None
+    ancestors: tuple[str, ...] = ()
 
     def require(self, permission: str) -> None:
         """An API key holding `permission`; a session token never reaches a route that asks for one."""
@@ -51,13 +54,25 @@ class Principal:
         return canonical
 
 
+def bearer_token(header: str | None) -> str | None:
+    """The credential an `Authorization` value carries, as authentication reads it (the scheme in any
+    case, the token without surrounding whitespace), or None when it carries none. The rate limits key
+    on this too, so padding a header cannot make a credential look new."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
 def _bearer(headers: Mapping[str, str]) -> str:
     header = headers.get("authorization")
     if not header:
         raise Unauthorized("missing credential: send `Authorization: Bearer <API key or session token>`")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    token = bearer_token(header)
+    if token is None:
         raise Unauthorized("malformed Authorization header: expected `Bearer <API key or session token>`")
     return token
 
@@ -108,7 +123,9 @@ async def principal_of(broker: Broker, headers: Mapping[str, str]) -> Principal:
         key = await broker.credentials.authenticate_key(token)
         if key is None:
             raise Unauthorized("this API key is unknown, revoked or expired")
-        principal = Principal("api_key", key.key_id, key.label, key.permissions)
+        principal = Principal(
+            "api_key", key.key_id, key.label, key.permissions, expires_at=key.expires_at, ancestors=key.ancestors
+        )
     elif token.startswith(SESSION_TOKEN_PREFIX):
         auth = await broker.credentials.authenticate_token(token)
         if auth.state is TokenState.UNKNOWN:

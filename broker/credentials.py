@@ -1,10 +1,17 @@
-"""API keys and session tokens: minted here, stored only as SHA-256 hashes, looked up in one round trip."""
+"""API keys and session tokens: minted here, stored only as SHA-256 hashes, looked up in one round trip.
+
+A key minted with another key is under it for life: it expires no later than its parent (the API holds
+`expires_at` to that) and it records its ancestors, the keys it was minted under, nearest first. Revoking
+a key writes its id to the workspace's revoked index, and authentication refuses a key whose own record
+or any ancestor's id says revoked, in the same script that reads it (`auth_key.lua`): revoking ends
+every key minted under it, transitively, at once. The bootstrap key and keys the CLI mints are roots.
+"""
 
 from __future__ import annotations
 
 import secrets
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum, StrEnum
 from typing import Any
 
@@ -40,6 +47,8 @@ PERMISSIONS = tuple(permission.value for permission in Permission)
 
 # last_used_at is a hint, so it is written at most once a minute per key rather than on every request.
 _LAST_USED_EVERY_MS = 60_000
+# How many keys deep a key may be minted: authentication reads every ancestor, so the chain is bounded.
+MAX_KEY_DEPTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,7 @@ class ApiKey:
     revoked_at: int | None
     last_used_at: int | None
     created_by: dict[str, Any]
+    ancestors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +70,8 @@ class KeyAuth:
     key_id: str
     label: str
     permissions: frozenset[str]
+    expires_at: int | None = None
+    ancestors: tuple[str, ...] = ()
 
 
 class TokenState(Enum):
@@ -84,7 +96,7 @@ class SessionToken:
     record: str
 
 
-def _opt_int(value: bytes | None) -> int | None:
+def _opt_int(value: bytes | str | None) -> int | None:
     return int(value) if value else None
 
 
@@ -117,9 +129,16 @@ class Credentials:
         self._core = core
 
     async def mint_api_key(
-        self, label: str, permissions: list[str], expires_at: int | None, *, secret: str | None = None
+        self,
+        label: str,
+        permissions: list[str],
+        expires_at: int | None,
+        *,
+        secret: str | None = None,
+        ancestors: tuple[str, ...] = (),
     ) -> tuple[ApiKey, str]:
-        """A new key and its secret (shown once). `secret` fixes it (the bootstrap key); else it is random."""
+        """A new key and its secret (shown once). `secret` fixes it (the bootstrap key); else it is random.
+        `ancestors`: the keys it is minted under, nearest first (none for a root)."""
         keys = self._core.keys
         secret = secret or API_KEY_PREFIX + secrets.token_urlsafe(32)
         digest = sha256_hex(secret)
@@ -133,6 +152,7 @@ class Credentials:
             revoked_at=None,
             last_used_at=None,
             created_by=operator_actor(self._core.workspace_id),
+            ancestors=ancestors,
         )
         record: aio.Fields = {
             "id": key.id,
@@ -143,12 +163,14 @@ class Credentials:
             "expires_at": "" if key.expires_at is None else key.expires_at,
             "created_by": dumps(key.created_by),
             "secret_sha": digest,
+            "ancestors": " ".join(ancestors),
         }
         auth: aio.Fields = {
             "id": key.id,
             "label": label,
             "permissions": record["permissions"],
             "expires_at": record["expires_at"],
+            "ancestors": record["ancestors"],
         }
         with translate_redis_errors():
             # The secret's lookup last: a key works only once its record and index entry are written.
@@ -167,25 +189,27 @@ class Credentials:
             await self.mint_api_key(label, list(PERMISSIONS), None, secret=secret)
 
     async def authenticate_key(self, secret: str) -> KeyAuth | None:
-        """The key behind a secret, or None when it is unknown, revoked or expired."""
-        with translate_redis_errors():
-            record = aio.record(await self._core.redis.hgetall(self._core.keys.api_key_secret(sha256_hex(secret))))
-        if not record or record.get(b"revoked") == b"1":
+        """The key behind a secret, or None when it is unknown, revoked (itself or a key it was minted
+        under) or expired."""
+        keys = self._core.keys
+        found = await self._core.scripts.run(
+            "auth_key", [keys.api_key_secret(sha256_hex(secret)), keys.api_keys_revoked], []
+        )
+        if not found:
             return None
+        key_id, label, permissions, expires_at, ancestors, last_used = (_text(value) for value in found)
         now = now_ms()
-        expires = _opt_int(record.get(b"expires_at"))
+        expires = _opt_int(expires_at)
         if expires is not None and expires <= now:
             return None
-        key_id = record[b"id"].decode()
-        last = _opt_int(record.get(b"last_used_at"))
+        last = _opt_int(last_used)
         if last is None or now - last > _LAST_USED_EVERY_MS:
             with translate_redis_errors():
                 async with self._core.redis.pipeline(transaction=False) as pipe:
                     pipe.hset(self._core.keys.api_key_secret(sha256_hex(secret)), "last_used_at", str(now))
                     pipe.hset(self._core.keys.api_key(key_id), "last_used_at", str(now))
                     await pipe.execute()
-        permissions = frozenset(loads(record[b"permissions"]))
-        return KeyAuth(key_id, record[b"label"].decode(), permissions)
+        return KeyAuth(key_id, label, frozenset(loads(permissions)), expires, tuple(ancestors.split()))
 
     async def authenticate_token(self, token: str) -> TokenAuth:
         session_id = token_session(token)
@@ -210,12 +234,29 @@ class Credentials:
             record = aio.record(await self._core.redis.hgetall(self._core.keys.api_key(key_id)))
         if not record:
             raise NotFound(f"no API key {key_id}")
-        return _api_key(record)
+        return (await self._as_revoked([_api_key(record)]))[0]
 
     async def list_api_keys(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[ApiKey], str | None]:
         page = await id_page(self._core.redis, self._core.keys.api_keys, limit=limit, after=after, ascending=ascending)
         found = await records(self._core.redis, [self._core.keys.api_key(key_id) for key_id in page.ids])
-        return [_api_key(record) for record in found if record], page.next_cursor
+        return await self._as_revoked([_api_key(record) for record in found if record]), page.next_cursor
+
+    async def _as_revoked(self, keys: list[ApiKey]) -> list[ApiKey]:
+        """`keys`, each shown revoked from when it or the first of its ancestors was: a key ended by its
+        parent's revocation reads as revoked, not as a live key that no longer works."""
+        ancestors = sorted({ancestor for key in keys for ancestor in key.ancestors})
+        if not ancestors:
+            return keys
+        with translate_redis_errors():
+            stamps = await self._core.redis.hmget(self._core.keys.api_keys_revoked, ancestors)
+        revoked = {key_id: int(at) for key_id, at in zip(ancestors, stamps, strict=True) if at}
+        shown = []
+        for key in keys:
+            moments = [revoked[a] for a in key.ancestors if a in revoked]
+            if key.revoked_at is not None:
+                moments.append(key.revoked_at)
+            shown.append(replace(key, revoked_at=min(moments)) if moments else key)
+        return shown
 
     async def revoke_api_key(self, key_id: str) -> ApiKey:
         keys = self._core.keys
@@ -225,9 +266,11 @@ class Credentials:
                 raise NotFound(f"no API key {key_id}")
             if not record.get(b"revoked_at"):
                 now = now_ms()
-                # The lookup authentication reads first: once it is written the key works no more; the
-                # record follows (a retry writes both again).
+                # What authentication reads first: the revoked index (which ends every key minted under
+                # this one) and the key's own lookup; once written, none of them works. The record
+                # follows (a retry writes all three again).
                 async with self._core.redis.pipeline(transaction=False) as pipe:
+                    pipe.hset(keys.api_keys_revoked, key_id, str(now))
                     pipe.hset(keys.api_key_secret(record[b"secret_sha"].decode()), "revoked", "1")
                     pipe.hset(keys.api_key(key_id), "revoked_at", str(now))
                     await pipe.execute()
@@ -246,4 +289,11 @@ def _api_key(record: dict[bytes, bytes]) -> ApiKey:
         revoked_at=_opt_int(record.get(b"revoked_at")),
         last_used_at=_opt_int(record.get(b"last_used_at")),
         created_by=loads(record[b"created_by"]),
+        ancestors=tuple(record.get(b"ancestors", b"").decode().split()),
     )
+
+
+def _text(value: bytes | str | int | None) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    return "" if value is None else str(value)

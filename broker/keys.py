@@ -17,8 +17,12 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{w}:workspace`                    | string | none                     | API start: the workspace id (SET NX)   |
 | `sb:{w}:partitions`                   | string | none                     | first start: the partition count       |
 | `sb:{w}:apikeys`                      | zset   | none                     | key ids, lex-ordered (UUIDv7)          |
-| `sb:{w}:apikey:<id>`                  | hash   | none                     | one API key's record                   |
-| `sb:{w}:apikey-secret:<sha256>`       | string | none                     | secret hash -> key id (auth lookup)    |
+| `sb:{w}:apikey:<id>`                  | hash   | none                     | one API key's record, its ancestors    |
+| `sb:{w}:apikey-secret:<sha256>`       | hash   | none                     | secret hash -> what auth reads: id,    |
+|                                       |        |                          | permissions, expiry, ancestors, revoked|
+| `sb:{w}:apikeys-revoked`              | hash   | none                     | revoked key id -> when (ms): a key with|
+|                                       |        |                          | one among its ancestors is refused     |
+|                                       |        |                          | (auth_key.lua)                         |
 | `sb:{w}:agents`                       | zset   | none                     | agent ids                              |
 | `sb:{w}:agent:<id>`                   | hash   | none                     | agent record, live version, security   |
 | `sb:{w}:agent:<id>:versions`          | zset   | none                     | version ids of one agent               |
@@ -232,6 +236,10 @@ class KeySpace:
 
     def api_key_secret(self, digest: str) -> str:
         return f"{self.prefix}:{{w}}:apikey-secret:{digest}"
+
+    @property
+    def api_keys_revoked(self) -> str:
+        return f"{self.prefix}:{{w}}:apikeys-revoked"
 
     @property
     def agents(self) -> str:

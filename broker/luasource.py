@@ -22,6 +22,7 @@ SCRIPT_NAMES = (
     "ack_call",
     "answer_call",
     "arm_session_timers",
+    "auth_key",
     "begin_server_call",
     "begin_step",
     "cancel_call",

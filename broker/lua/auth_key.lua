@@ -1,0 +1,21 @@
+-- Reads an API key's lookup by its secret's hash, and refuses it when it, or any key it was minted
+-- under, is revoked: a revoked key ends the keys minted under it at once, with no walk over them.
+--
+-- KEYS[1] apikey-secret:<sha256>  KEYS[2] apikeys-revoked
+-- ARGV (none)
+-- Returns {0, id, label, permissions JSON, expires_at, ancestors, last_used_at} for a live key (each ''
+-- when unset; ancestors: the ids of the keys it was minted under, nearest first, space-separated);
+-- {0} for an unknown or revoked one (itself or an ancestor).
+
+local lookup, revoked = KEYS[1], KEYS[2]
+local key = redis.call('HMGET', lookup, 'id', 'label', 'permissions', 'expires_at', 'ancestors', 'last_used_at', 'revoked')
+if not key[1] or key[7] == '1' then return {0} end
+local ancestors = key[5] or ''
+if ancestors ~= '' then
+  local ids = {}
+  for id in string.gmatch(ancestors, '%S+') do ids[#ids + 1] = id end
+  for _, at in ipairs(redis.call('HMGET', revoked, unpack(ids))) do
+    if at then return {0} end
+  end
+end
+return {0, key[1], key[2], key[3], key[4] or '', ancestors, key[6] or ''}
