@@ -16,6 +16,7 @@ from api import errors, fastlane, openapi_doc
 from api.body_limit import Limit, limited
 from api.cors import CrossOrigin
 from api.metrics import Metrics
+from api.proxies import behind_proxies
 from api.rate_limit import RateLimits
 from api.routes import agents, api_keys, approvals, calls, clients, docs, events, health, providers, sessions, web
 from api.schemas.common import ErrorBody
@@ -94,12 +95,17 @@ class SwitchboardApp(FastAPI):
         self._result_limit = Limit(settings.max_result_body_bytes, "SWITCHBOARD_MAX_RESULT_BODY_BYTES")
         self._rate_limits = RateLimits(settings)
         self._cross_origin = CrossOrigin()
+        self._front = behind_proxies(self._serve, settings.trusted_proxy_list)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: AppState | None = getattr(self.state, "switchboard", None)
         if scope["type"] != "http" or state is None:
             await super().__call__(scope, receive, send)
             return
+        await self._front(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state: AppState = self.state.switchboard
         if state.draining:
             send = _closing(send)
         path: str = scope["path"]

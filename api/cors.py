@@ -6,7 +6,7 @@ A session's routes answer a cross-origin request only from an origin in its agen
 cookies). Any other cross-origin request is refused with 403 before it acts, preflight or not: a browser
 would hide the answer anyway, but a simple POST would already have done its work. `/sdk/` files are
 public and load from anywhere. Requests without `Origin`, or from the API's own origin (the console, the
-demo), are not affected.
+demo), are not affected; the API's own origin is its scheme, host and port together.
 """
 
 from __future__ import annotations
@@ -30,11 +30,27 @@ _SESSION = re.compile(r"/v1/sessions/([^/]+)(?:/.*)?")
 # A change to an agent's allowed origins reaches every API process within this long.
 _CACHE_S = 2.0
 _CACHE_SIZE = 10_000
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin_of(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme)
 
 
 def _same_origin(scope: Scope, origin: str) -> bool:
+    """Whether `origin` is the API's own: the same scheme, host and port. The scheme is the request's as
+    uvicorn saw it, or as a trusted proxy forwarded it (`api.proxies`): an `http://` page of the API's
+    host is another origin than the API behind TLS, and must not pass as it."""
     host = header(scope, b"host")
-    return host is not None and urlsplit(origin).netloc == host
+    if host is None:
+        return False
+    try:
+        theirs = _origin_of(origin)
+        ours = _origin_of(f"{scope.get('scheme', 'http')}://{host}")
+    except ValueError:
+        return False
+    return theirs[1] is not None and theirs == ours
 
 
 class CrossOrigin:

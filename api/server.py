@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 
 from api.app import create_app
+from api.header_deadline import header_deadline
 from broker import Settings
 
 # In-flight requests get this long to finish once the drain is over and uvicorn stops listening.
@@ -43,6 +45,13 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """What every uvicorn serving the app is given, in a process of its own or inside the tests: the
+    header deadline, and no proxy handling of uvicorn's own (it would believe 127.0.0.1 by default; the
+    app believes the proxies `SWITCHBOARD_TRUSTED_PROXIES` names, `api.proxies`)."""
+    return {"http": header_deadline(settings.header_timeout_s), "proxy_headers": False}
+
+
 def serve(settings: Settings, redis_url: str) -> None:
     app = create_app(settings, redis_url, settle=True)
     config = uvicorn.Config(
@@ -54,6 +63,6 @@ def serve(settings: Settings, redis_url: str) -> None:
         log_config=None,
         access_log=settings.access_log,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        proxy_headers=True,
+        **uvicorn_options(settings),
     )
     _Server(config, app, settings.drain_grace_s).run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated
 
@@ -67,11 +68,19 @@ class Settings(BaseSettings):
     # A client's result may carry images (5 MiB decoded in all, a third more as base64): its own limit.
     max_result_body_bytes: int = Field(default=8_388_608, ge=65_536)
     # Per API process (api/rate_limit.py): requests a second per credential and the burst it may make
-    # at once (0: no limit); 401s from one address within the window before it must wait it out.
+    # at once (0: no limit); 401s from one address within the window before its failures are braked
+    # (a valid credential from that address is still served).
     rate_limit_per_s: float = Field(default=200.0, ge=0)
     rate_limit_burst: int = Field(default=400, ge=1)
     auth_failure_limit: int = Field(default=20, ge=0)
     auth_failure_window_s: Seconds = 60.0
+    # The proxies (IPs or CIDRs, comma-separated) whose X-Forwarded-For and X-Forwarded-Proto are
+    # believed (api/proxies.py). Empty trusts nobody: anyone could otherwise claim any address and
+    # dodge the per-address brake, or claim https and pass the same-origin check.
+    trusted_proxies: str = ""
+    # A connection that has not sent a request's whole header block this long after it opened (or after
+    # the request's first byte) is closed (api/header_deadline.py): a slow sender holds no connection.
+    header_timeout_s: Seconds = 10.0
     stream_keepalive_s: Seconds = 15.0
     # Event streams (and pool call streams) one session, and one credential, may hold open on one API
     # process; past it 429. 0: no cap.
@@ -99,6 +108,21 @@ class Settings(BaseSettings):
         if value is not None and not _is_api_key(value.get_secret_value()):
             raise ValueError("must look like swb_ak_ followed by at least 32 url-safe characters")
         return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: str) -> str:
+        for item in _items(value):
+            try:
+                ipaddress.ip_network(item)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or a CIDR network (host bits zero)") from None
+        return value
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        """`trusted_proxies` as its items."""
+        return _items(self.trusted_proxies)
 
     @property
     def ack_timeout_ms(self) -> int:
@@ -152,3 +176,7 @@ _URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 def _is_api_key(value: str) -> bool:
     secret = value.removeprefix(API_KEY_PREFIX)
     return value.startswith(API_KEY_PREFIX) and len(secret) >= 32 and set(secret) <= _URL_SAFE
+
+
+def _items(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]

@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -18,6 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.types import ASGIApp
 
 from api.app import create_app
+from api.server import uvicorn_options
 from broker import Broker, Settings
 from broker.aio import command
 from broker.embedded import EmbeddedRedis, free_port
@@ -49,15 +51,17 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def serve_api(settings: Settings, redis_url: str) -> AsyncIterator[str]:
-    async with serve_asgi(create_app(settings, redis_url)) as url:
+    # The options `switchboard api` serves with: the same header deadline and the same proxies believed.
+    async with serve_asgi(create_app(settings, redis_url), **uvicorn_options(settings)) as url:
         yield url
 
 
 @contextlib.asynccontextmanager
-async def serve_asgi(app: ASGIApp) -> AsyncIterator[str]:
-    """Any ASGI app on a free local port, in this loop, for the length of the block."""
+async def serve_asgi(app: ASGIApp, **options: Any) -> AsyncIterator[str]:
+    """Any ASGI app on a free local port, in this loop, for the length of the block (`options`: more
+    uvicorn settings)."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **options)
     server = uvicorn.Server(config)
     # uvicorn installs signal handlers only for its own process; under the test runner it must not.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
-from tests.api_client import Api, Session
+import pytest
+
+from broker.settings import Settings
+from tests.api_client import Api, Session, running_api
 
 APP = "https://app.example"
 OTHER = "https://evil.example"
@@ -108,3 +112,42 @@ async def test_a_change_of_allowed_origins_applies_within_two_seconds(api: Api) 
         await asyncio.sleep(2.1)
         assert (await http.get(path, headers={"Origin": APP})).status_code == 403
         assert (await http.get(path, headers={"Origin": OTHER})).status_code == 200
+
+
+async def test_same_origin_means_the_same_scheme_too(api: Api) -> None:
+    host = api.stack.url.removeprefix("http://")
+    own = await api.key.get("/v1/agents", headers={"Origin": f"http://{host}"})
+    assert own.status_code == 200
+    # The API's host and port, but https: another origin (a page there is not the API's own).
+    other = await api.key.get("/v1/agents", headers={"Origin": f"https://{host}"})
+    assert other.status_code == 403
+    # X-Forwarded-Proto from a peer that is no trusted proxy changes nothing.
+    claimed = {"Origin": f"https://{host}", "X-Forwarded-Proto": "https"}
+    assert (await api.key.get("/v1/agents", headers=claimed)).status_code == 403
+    # A default port is the same port whether or not it is written.
+    assert (
+        await api.key.get("/v1/agents", headers={"Origin": "http://a.example", "Host": "a.example:80"})
+    ).status_code == 200
+    assert (
+        await api.key.get("/v1/agents", headers={"Origin": "http://a.example:8080", "Host": "a.example"})
+    ).status_code == 403
+
+
+@pytest.fixture
+async def proxied(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
+    update: dict[str, object] = {"trusted_proxies": "127.0.0.1/32"}
+    async with running_api(settings, redis_url, api_key, update, worker=False) as api:
+        yield api
+
+
+async def test_behind_a_trusted_proxy_the_scheme_is_the_forwarded_one(proxied: Api) -> None:
+    tls = {"X-Forwarded-Proto": "https", "Host": "switchboard.example"}
+    assert (
+        await proxied.key.get("/v1/agents", headers={**tls, "Origin": "https://switchboard.example"})
+    ).status_code == 200
+    assert (
+        await proxied.key.get("/v1/agents", headers={**tls, "Origin": "https://switchboard.example:443"})
+    ).status_code == 200
+    refused = await proxied.key.get("/v1/agents", headers={**tls, "Origin": "http://switchboard.example"})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "forbidden"

@@ -4,6 +4,7 @@ exist."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from typing import Any
@@ -13,6 +14,7 @@ import yaml
 from prometheus_client import generate_latest
 
 from api.metrics import Metrics
+from broker import Settings
 from broker.keys import KeySpace
 from broker.telemetry import Figures, render_figures
 from tests.deploy.shared import (
@@ -188,3 +190,22 @@ def test_the_exporter_checks_the_streams_and_the_indexes(stack: dict[str, Any]) 
     exporter = stack["services"]["redis-exporter"]["environment"]
     assert exporter["REDIS_EXPORTER_CHECK_STREAMS"] == "sb:*:calls"
     assert exporter["REDIS_EXPORTER_CHECK_SINGLE_KEYS"].split(",") == [KeySpace().keepers]
+
+
+def test_the_api_believes_forwarded_addresses_from_the_proxy_alone(stack: dict[str, Any]) -> None:
+    api = stack["services"]["api"]["environment"]
+    trusted = Settings(trusted_proxies=api["SWITCHBOARD_TRUSTED_PROXIES"]).trusted_proxy_list
+    proxy = ipaddress.ip_address(stack["services"]["proxy"]["networks"]["default"]["ipv4_address"])
+    assert [ipaddress.ip_network(item) for item in trusted] == [ipaddress.ip_network(proxy)]
+    # The proxy's address is its own: in the network, outside the range other containers are given.
+    (network,) = stack["networks"]["default"]["ipam"]["config"]
+    assert proxy in ipaddress.ip_network(network["subnet"])
+    assert proxy not in ipaddress.ip_network(network["ip_range"])
+    # Every service is on that one network, so every request reaches the API from the proxy or from
+    # inside the stack.
+    assert all(set(service.get("networks", {"default": None})) == {"default"} for service in stack["services"].values())
+    # nginx appends the address it was reached from, and says the scheme.
+    nginx = (COMPOSE / "nginx.conf").read_text()
+    assert "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;" in nginx
+    assert "proxy_set_header X-Forwarded-Proto $scheme;" in nginx
+    assert "client_header_timeout 10s;" in nginx

@@ -5,6 +5,7 @@ documents), and the objects agree with the code: settings, routes, the command l
 from __future__ import annotations
 
 import base64
+import ipaddress
 import shutil
 from functools import cache
 from typing import Any
@@ -166,3 +167,15 @@ def test_dev_runs_redis_in_the_cluster_and_prod_expects_it_outside() -> None:
         api = of_kind(overlay, "Deployment")["switchboard-api"]["spec"]["template"]["spec"]["containers"][0]
         url = next(item for item in api["env"] if item["name"] == "SWITCHBOARD_REDIS_URL")
         assert url["valueFrom"]["secretKeyRef"]["key"] == "redis-url"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_api_believes_forwarded_addresses_only_from_inside_the_cluster(overlay: str) -> None:
+    config = next(iter(of_kind(overlay, "ConfigMap").values()))["data"]
+    api = of_kind(overlay, "Deployment")["switchboard-api"]["spec"]["template"]["spec"]["containers"][0]
+    assert {"configMapRef": {"name": next(iter(of_kind(overlay, "ConfigMap")))}} in api["envFrom"]
+    trusted = Settings(trusted_proxies=config["SWITCHBOARD_TRUSTED_PROXIES"]).trusted_proxy_list
+    # The ingress controller's pods are somewhere in the cluster's private ranges; the internet is not.
+    assert trusted
+    assert all(ipaddress.ip_network(item).is_private for item in trusted)
+    assert Settings(header_timeout_s=config["SWITCHBOARD_HEADER_TIMEOUT_S"]).header_timeout_s == 10
