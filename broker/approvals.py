@@ -5,14 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
-
 from broker import events
-from broker.arguments import schema_problem
 from broker.codec import dumps, loads
 from broker.core import Core
 from broker.errors import BrokerUnavailable, InvalidRequest, NotFound, translate_redis_errors
 from broker.layouts import call_args, call_keys
+from broker.schema.checks import ArgumentChecks, Unchecked
 
 _ATTEMPTS = 3
 
@@ -23,8 +21,9 @@ class Resolved:
 
 
 class Approvals:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, checks: ArgumentChecks) -> None:
         self._core = core
+        self._checks = checks
 
     async def resolve(
         self,
@@ -88,7 +87,12 @@ class Approvals:
             raw = await self._core.redis.hget(client_key, "tools")
         for declared in loads(raw) if raw else []:
             if declared.get("name") == tool:
-                problem = schema_problem(Draft202012Validator(declared.get("parameters") or {}), arguments)
+                try:
+                    problem = await self._checks.problem(declared.get("parameters") or {}, arguments)
+                except Unchecked as unchecked:
+                    raise InvalidRequest(
+                        f"arguments: they could not be checked against the schema of {tool}: {unchecked}"
+                    ) from None
                 if problem:
                     raise InvalidRequest(f"arguments: they do not match the schema of {tool}: {problem}")
                 return

@@ -67,9 +67,11 @@ async def commit(
     broker: Broker, session_id: str, run_id: str, calls: list[PlannedCall], config: dict[str, Any] | None = None
 ) -> Committed:
     """Commit step 0 with these calls, routed as a worker routes them."""
-    catalog = Catalog.build(await broker.runs.offered(session_id), BUILTINS, RunConfig.of(config or SCRIPTED_CONFIG))
+    catalog = Catalog.build(
+        await broker.runs.offered(session_id), BUILTINS, RunConfig.of(config or SCRIPTED_CONFIG), broker.arguments
+    )
     message = message_assistant([tool_call_block(c.call_id, c.name, c.arguments) for c in calls], SCRIPTED_MODEL)
-    routed = [(c, catalog.route(c)) for c in calls]
+    routed = [(c, await catalog.route(c)) for c in calls]
     return await broker.runs.commit(session_id, run_id, 0, 0, message, routed, "")
 
 

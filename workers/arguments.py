@@ -1,17 +1,10 @@
-"""A tool call's arguments checked against the tool's JSON Schema before it goes anywhere."""
+"""A provider's tool-call arguments, read as the object a tool's schema is held against."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
-from broker.arguments import schema_problem
-from broker.codec import dumps, loads
-
-# Distinct schemas kept compiled; a deployment's tool sets repeat, so this holds them all in practice.
-MAX_COMPILED = 1_024
+from broker.codec import loads
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str]:
@@ -24,27 +17,3 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str]:
     if not isinstance(value, dict):
         return {}, f"they are not a JSON object: {raw[:200]}"
     return value, ""
-
-
-class Validators:
-    """Compiled validators by schema text, so a registration's tools are compiled once, not per call."""
-
-    def __init__(self, limit: int = MAX_COMPILED) -> None:
-        self._limit = limit
-        self._compiled: OrderedDict[str, Draft202012Validator] = OrderedDict()
-
-    def _validator(self, schema: dict[str, Any]) -> Draft202012Validator:
-        text = dumps(schema)
-        validator = self._compiled.get(text)
-        if validator is None:
-            validator = Draft202012Validator(schema)
-            self._compiled[text] = validator
-            if len(self._compiled) > self._limit:
-                self._compiled.popitem(last=False)
-        else:
-            self._compiled.move_to_end(text)
-        return validator
-
-    def problem(self, schema: dict[str, Any], arguments: dict[str, Any]) -> str:
-        """'' when the arguments satisfy the schema; else the failing field, what failed, and the rule."""
-        return schema_problem(self._validator(schema), arguments)

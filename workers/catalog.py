@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.runs import OfferedClient, PlannedCall, Route, parse_client_tool
-from workers.arguments import Validators
+from broker.schema.checks import ArgumentChecks, Unchecked
 from workers.config import RunConfig
 from workers.models.base import ModelError
 from workers.tools import Registry
+
+Routed = list[tuple[PlannedCall, Route]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +29,13 @@ class Catalog:
         specs: dict[str, ToolSpec],
         routes: dict[str, Route],
         registered: dict[str, str],
-        validators: Validators | None = None,
+        checks: ArgumentChecks,
     ) -> None:
         self._specs = specs
         self._routes = routes
         self._registered = registered
-        self._validators = validators or Validators()
+        self._checks = checks
+        self._allowance = checks.allowance()
 
     @property
     def tools(self) -> list[ToolSpec]:
@@ -40,7 +43,7 @@ class Catalog:
 
     @classmethod
     def build(
-        cls, offered: list[OfferedClient], registry: Registry, config: RunConfig, validators: Validators | None = None
+        cls, offered: list[OfferedClient], registry: Registry, config: RunConfig, checks: ArgumentChecks
     ) -> Catalog:
         """Server tools first; a run-scoped client tool of the same name replaces one for this run (the
         first seed's rule); registered clients' tools are `client__<name>__<tool>`."""
@@ -67,16 +70,24 @@ class Catalog:
                     heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
                 )
         registered = {c.name: c.client_id for c in offered if not c.scoped}
-        return cls(specs, routes, registered, validators)
+        return cls(specs, routes, registered, checks)
 
-    def route(self, call: PlannedCall) -> Route:
-        """Where the call goes; a call whose arguments could not be read, or do not satisfy the tool's
-        schema, goes nowhere: the model gets an error result naming what is wrong."""
+    async def routed(self, calls: list[PlannedCall]) -> Routed:
+        """Each call with where it goes, checked one after another (their checks share one allowance)."""
+        return [(call, await self.route(call)) for call in calls]
+
+    async def route(self, call: PlannedCall) -> Route:
+        """Where the call goes; a call whose arguments could not be read, do not satisfy the tool's
+        schema, or cannot be checked within the budget, goes nowhere: the model gets an error result
+        naming what is wrong."""
         name = call.name
         if call.invalid:
             return Route("none", name, error=f"the arguments of {name} could not be used: {call.invalid}")
         if name in self._routes:
-            problem = self._validators.problem(self._specs[name].parameters, call.arguments)
+            try:
+                problem = await self._checks.problem(self._specs[name].parameters, call.arguments, self._allowance)
+            except Unchecked as unchecked:
+                return Route("none", name, error=f"the arguments of {name} could not be checked: {unchecked}")
             if problem:
                 return Route("none", name, error=f"the arguments of {name} do not match its schema: {problem}")
             return self._routes[name]

@@ -18,8 +18,7 @@ from broker.errors import BrokerUnavailable
 from broker.events import message_assistant
 from broker.runs import Committed
 from broker.tasks import cancel_and_wait
-from workers.arguments import Validators
-from workers.catalog import Catalog
+from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
 from workers.models.base import ModelError, ModelRequest, Turn
@@ -87,8 +86,6 @@ class StepRunner:
         self._broker = broker
         self._models = models
         self._registry = registry
-        # Compiled once per distinct tool schema, for every step this worker runs.
-        self._validators = Validators()
         self._transcripts = Transcripts(broker.log.after, broker.settings.worker_transcript_cache_mb * 2**20)
 
     async def run(self, session_id: str, run_id: str, step: int, attempt: int, entry: str = "") -> None:
@@ -127,7 +124,7 @@ class StepRunner:
             return
         deltas = DeltaStream(broker, session_id, run_id, step)
         try:
-            turn, catalog = await _Hold(broker, session_id, run_id, step, attempt).run(
+            turn, routed = await _Hold(broker, session_id, run_id, step, attempt).run(
                 self._call(session_id, config, deltas)
             )
         except StepCancelled:
@@ -142,12 +139,14 @@ class StepRunner:
         finally:
             await deltas.close()
         timing = {"step_ms": round((time.monotonic() - started) * 1000), "started_at_us": started_at_us}
-        await self._commit(session_id, run_id, step, attempt, turn, catalog, config, timing)
+        await self._commit(session_id, run_id, step, attempt, turn, routed, config, timing)
 
     async def _catalog(self, session_id: str, config: RunConfig) -> Catalog:
-        return Catalog.build(await self._broker.runs.offered(session_id), self._registry, config, self._validators)
+        return Catalog.build(
+            await self._broker.runs.offered(session_id), self._registry, config, self._broker.arguments
+        )
 
-    async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Catalog]:
+    async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Routed]:
         model = await self._models.model_for(session_id)
         catalog = await self._catalog(session_id, config)
         transcript = await self._transcripts.read(session_id)
@@ -160,7 +159,8 @@ class StepRunner:
             backoff_s=settings.model_backoff_s,
             budget_s=settings.model_retry_budget_s,
         )
-        return turn, catalog
+        # Under the step's lease: checking the calls' arguments may take a while (broker/schema/).
+        return turn, await catalog.routed(turn.calls)
 
     async def _commit(
         self,
@@ -169,7 +169,7 @@ class StepRunner:
         step: int,
         attempt: int,
         turn: Turn,
-        catalog: Catalog,
+        routed: Routed,
         config: RunConfig,
         measured: dict[str, int],
     ) -> Committed:
@@ -177,10 +177,9 @@ class StepRunner:
         timing = dumps({"type": "custom", "kind": "timing", "payload": payload})
         message = message_assistant(turn.content, turn.model)
         for _ in range(_COMMIT_ATTEMPTS):
-            routed = [(call, catalog.route(call)) for call in turn.calls]
             committed = await self._broker.runs.commit(session_id, run_id, step, attempt, message, routed, timing)
             if committed.outcome != "retry":
                 return committed
             # A registration came or went since the catalog was read: route against what is there now.
-            catalog = await self._catalog(session_id, config)
+            routed = await (await self._catalog(session_id, config)).routed(turn.calls)
         raise BrokerUnavailable("client names kept changing while the step was committed")

@@ -24,6 +24,8 @@ import jsonschema_specifications
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from broker.schema.accept import SchemaRefused, accept
+
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _DEPRECATED = frozenset({"definitions", "dependencies", "$recursiveAnchor", "$recursiveRef"})
 _UNCHECKED_FORMATS = frozenset({"uri", "uri-reference"})
@@ -84,9 +86,14 @@ def _checker() -> Draft202012Validator:
 
 
 def check_json_schema(value: dict[str, Any]) -> dict[str, Any]:
-    """`value`, when it is a JSON Schema of the dialect; a ValueError naming where it is not."""
+    """`value`, when it is a JSON Schema of the dialect that refers only to itself and that the server
+    can apply in bounded time (broker.schema.accept); a ValueError naming where it is not."""
     error = best_match(_checker().iter_errors(value))
     if error is not None:
         where = "/" + "/".join(str(part) for part in error.absolute_path)
         raise ValueError(f"not a valid JSON Schema (Draft 2020-12): {error.message} (at {where})")
+    try:
+        accept(value)
+    except SchemaRefused as refused:
+        raise ValueError(f"not accepted as a tool's schema: {refused}") from None
     return value

@@ -1,0 +1,39 @@
+"""Patterns of a schema (`pattern`, `patternProperties`) on RE2: matching takes time linear in the text,
+whatever the pattern, where a backtracking engine takes exponential time on `^(a+)+$`."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Protocol
+
+import re2
+
+# A pattern's compiled program may take this much memory; past it RE2 refuses the pattern.
+_MAX_PROGRAM_BYTES = 1 << 21
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False
+_OPTIONS.max_mem = _MAX_PROGRAM_BYTES
+
+
+class _Searcher(Protocol):
+    def search(self, text: str) -> object: ...
+
+
+class PatternRefused(ValueError):
+    """A pattern RE2 cannot run: a construct that needs backtracking (look-around, a back-reference), a
+    repetition over 1,000, or a program too large."""
+
+
+@lru_cache(maxsize=4_096)
+def compiled(pattern: str) -> _Searcher:
+    """The pattern compiled once per process; PatternRefused when RE2 cannot run it."""
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as error:
+        why = error.args[0] if error.args else error
+        text = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
+        raise PatternRefused(text) from None
+
+
+def search(pattern: str, text: str) -> bool:
+    return compiled(pattern).search(text) is not None
