@@ -35,11 +35,22 @@ class Settings(BaseSettings):
     # long-lived session's memory does not grow with every call it ever made; the event log keeps the
     # call's events for as long as the session lives (0: records kept as long as their session).
     settled_call_retention_s: float = Field(default=86_400.0, ge=0)
+    # Everything one session keeps in Redis (log, call records, registrations, queued input, receipts)
+    # counts toward this; a write that would pass it is refused (409), a run whose own output would
+    # ends with run_failed (0: no bound). One session token must not be able to fill Redis.
+    max_session_bytes: int = Field(default=67_108_864, ge=0)
 
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
     openai_base_url: str = "https://api.openai.com/v1"
     anthropic_base_url: str = "https://api.anthropic.com"
+    # A workspace's own providers (BYOK) may be on loopback, private or link-local addresses only when
+    # this is true (self-hosted models on a private network); otherwise anyone holding a key that may
+    # manage providers could point the worker at the machine's or the network's own services. Cloud
+    # metadata addresses are refused either way (broker/addresses.py); the platform URLs above are exempt.
+    provider_allow_private: bool = False
+    # How long resolving a provider's host name may take, when it is created or moved and on connecting.
+    provider_resolve_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
     server_tools_module: str | None = None
     max_steps: int = Field(default=25, ge=1, le=1000)
     model_attempts: int = Field(default=4, ge=1, le=20)
@@ -67,6 +78,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=65_536)
     # A client's result may carry images (5 MiB decoded in all, a third more as base64): its own limit.
     max_result_body_bytes: int = Field(default=8_388_608, ge=65_536)
+    # What checking one call's arguments against its tool's schema may cost (broker/schema/): steps (a
+    # keyword applied to a value, more for references and long texts) and time, whichever runs out
+    # first; past either the call gets an error result saying so. A check of 1,000 rows of five fields
+    # takes about 30,000 steps.
+    schema_check_steps: int = Field(default=200_000, ge=1_000)
+    schema_check_timeout_s: Annotated[float, Field(gt=0, le=60)] = 1.0
     # Per API process (api/rate_limit.py): requests a second per credential and the burst it may make
     # at once (0: no limit); 401s from one address within the window before its failures are braked
     # (a valid credential from that address is still served).
