@@ -24,6 +24,7 @@ from api.sse import DIRECT_SEND
 from api.state import AppState
 from api.stream_caps import StreamCaps
 from broker import Broker, Settings
+from broker.addresses import Resolver
 from broker.jsonlog import pop_ids, push_ids
 from broker.live import LiveHub
 from broker.runtime import settle_heap
@@ -164,14 +165,17 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def create_app(settings: Settings, redis_url: str, *, settle: bool = False) -> FastAPI:
+def create_app(
+    settings: Settings, redis_url: str, *, settle: bool = False, resolver: Resolver | None = None
+) -> FastAPI:
     """The API over the Redis at `redis_url`; one broker connection and one live hub per app. `settle`
-    (a server process of its own, not an app inside tests) tunes the collector once started."""
+    (a server process of its own, not an app inside tests) tunes the collector once started; `resolver`
+    answers for provider host names (the system's when None)."""
     metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        broker = await Broker.connect(settings, redis_url, role="switchboard-api")
+        broker = await Broker.connect(settings, redis_url, role="switchboard-api", resolver=resolver)
         hub = LiveHub(broker.core.pubsub, broker.core.keys.hub_control, keepalive_s=settings.stream_keepalive_s)
         probe: asyncio.Task[None] | None = None
         try:

@@ -2,6 +2,7 @@
 
     SwitchboardError                 code            meaning
     ├── InvalidRequest               invalid_request the request breaks a rule; the message names field and limit
+    │   └── AddressRefused           invalid_request a model provider's address is not one this deployment allows
     ├── Unauthorized                 unauthorized    no credential, or one that is unknown, revoked or expired
     ├── Forbidden                    forbidden       a credential without the permission, or another workspace
     ├── NotFound                     not_found       nothing there that this credential may see
@@ -48,6 +49,11 @@ class SwitchboardError(Exception):
 
 class InvalidRequest(SwitchboardError):
     code = ErrorCode.INVALID_REQUEST
+
+
+class AddressRefused(InvalidRequest):
+    """A provider's host resolves to an address this deployment does not let providers use (loopback,
+    private, metadata...): a 400 when a provider is created or moved, a failed run when it is connected to."""
 
 
 class Unauthorized(SwitchboardError):

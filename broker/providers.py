@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from broker import aio
+from broker.addresses import ProviderAddresses
 from broker.codec import now_ms
 from broker.core import Core
-from broker.errors import Conflict, NotFound, translate_redis_errors
+from broker.errors import Conflict, InvalidRequest, NotFound, translate_redis_errors
 from broker.pages import id_page, records
 
 ProviderFormat = Literal["anthropic", "openai_responses"]
@@ -77,8 +78,10 @@ def platform_providers(core: Core) -> list[Provider]:
 
 
 class Providers:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, addresses: ProviderAddresses) -> None:
         self._core = core
+        # The workers check every connection to a workspace provider with this too.
+        self.addresses = addresses
 
     async def get(self, provider_id: str) -> Provider:
         for provider in platform_providers(self._core):
@@ -120,6 +123,7 @@ class Providers:
         base_url: str,
         api_key: str,
     ) -> Provider:
+        await self.addresses.check_base_url(base_url)
         keys = self._core.keys
         record: aio.Fields = {
             "id": provider_id,
@@ -143,7 +147,17 @@ class Providers:
         provider = await self.get(provider_id)
         if provider.type == "platform":
             raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers change")
+        moved = "base_url" in changes and changes["base_url"] != provider.base_url
+        if moved and "api_key" not in changes:
+            # The stored key was given for the stored address: sent to a new one it could reach anybody.
+            raise InvalidRequest(
+                "base_url: a provider's key goes only to the address it was stored for; send api_key (the key"
+                " for the new address) with the new base_url, or create a new provider"
+            )
+        if moved:
+            await self.addresses.check_base_url(changes["base_url"])
         if changes:
+            # One HSET: a reader sees the old address with the old key or the new with the new, never a mix.
             fields: aio.Fields = dict(changes.items())
             with translate_redis_errors():
                 await self._core.redis.hset(self._core.keys.provider(provider_id), mapping=fields)

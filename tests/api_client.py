@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from broker.addresses import Resolver
 from broker.settings import Settings
 from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
 from tests.sse import Frames
@@ -147,11 +148,18 @@ def of_type(events: list[Event], kind: str) -> list[Event]:
 
 @contextlib.asynccontextmanager
 async def running_api(
-    settings: Settings, redis_url: str, api_key: str, update: dict[str, object], *, worker: bool = True
+    settings: Settings,
+    redis_url: str,
+    api_key: str,
+    update: dict[str, object],
+    *,
+    worker: bool = True,
+    resolver: Resolver | None = None,
 ) -> AsyncIterator[Api]:
-    """A stack of its own, with `update` applied to the test settings, and a client of it."""
+    """A stack of its own, with `update` applied to the test settings, and a client of it (provider
+    host names resolved by `resolver`: see running_stack)."""
     configured = settings.model_copy(update={"bootstrap_api_key": SecretStr(api_key), **update})
-    async with running_stack(configured, redis_url, worker=worker) as running:
+    async with running_stack(configured, redis_url, worker=worker, resolver=resolver) as running:
         client = Api(running)
         try:
             yield client

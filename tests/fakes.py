@@ -27,6 +27,8 @@ class Reply:
     body: dict[str, Any] = field(default_factory=dict)
     frames: list[Frame] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
+    # An error answer's body as these bytes instead of `body` (text/plain), e.g. one that is not JSON.
+    raw: bytes | None = None
 
 
 @dataclass
@@ -40,6 +42,8 @@ class FakeProvider:
         if not self.replies:
             return JSONResponse({"error": {"type": "test_error", "message": "no reply was scripted"}}, 500)
         reply = self.replies.pop(0)
+        if reply.raw is not None:
+            return Response(reply.raw, reply.status, headers=reply.headers, media_type="text/plain")
         if reply.status != 200:
             return JSONResponse(reply.body, reply.status, headers=reply.headers)
 

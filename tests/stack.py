@@ -21,8 +21,10 @@ from starlette.types import ASGIApp
 from api.app import create_app
 from api.server import uvicorn_options
 from broker import Broker, Settings
+from broker.addresses import Resolver
 from broker.aio import command
 from broker.embedded import EmbeddedRedis, free_port
+from tests.resolver import Names
 from workers.worker import serve as serve_worker
 
 
@@ -50,9 +52,10 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def serve_api(settings: Settings, redis_url: str) -> AsyncIterator[str]:
+async def serve_api(settings: Settings, redis_url: str, resolver: Resolver | None = None) -> AsyncIterator[str]:
     # The options `switchboard api` serves with: the same header deadline and the same proxies believed.
-    async with serve_asgi(create_app(settings, redis_url), **uvicorn_options(settings)) as url:
+    app = create_app(settings, redis_url, resolver=resolver or Names())
+    async with serve_asgi(app, **uvicorn_options(settings)) as url:
         yield url
 
 
@@ -78,9 +81,9 @@ async def serve_asgi(app: ASGIApp, **options: Any) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def run_worker(settings: Settings, redis_url: str) -> AsyncIterator[None]:
+async def run_worker(settings: Settings, redis_url: str, resolver: Resolver | None = None) -> AsyncIterator[None]:
     stop = asyncio.Event()
-    task = asyncio.create_task(serve_worker(settings, redis_url, stop=stop))
+    task = asyncio.create_task(serve_worker(settings, redis_url, stop=stop, resolver=resolver or Names()))
     await asyncio.sleep(0)
     try:
         yield
@@ -122,13 +125,17 @@ def hang_report(delay_s: float = HANG_REPORT_S) -> Iterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def running_stack(settings: Settings, redis_url: str, *, worker: bool = True) -> AsyncIterator[Stack]:
+async def running_stack(
+    settings: Settings, redis_url: str, *, worker: bool = True, resolver: Resolver | None = None
+) -> AsyncIterator[Stack]:
+    """The API and (unless `worker` is False) a worker; provider host names are resolved by `resolver`,
+    by default a table of the tests' own (tests/resolver.py), never by a DNS server."""
     assert settings.bootstrap_api_key is not None
     key = settings.bootstrap_api_key.get_secret_value()
     with hang_report():
-        async with opened_broker(settings, redis_url) as broker, serve_api(settings, redis_url) as url:
+        async with opened_broker(settings, redis_url) as broker, serve_api(settings, redis_url, resolver) as url:
             if worker:
-                async with run_worker(settings, redis_url):
+                async with run_worker(settings, redis_url, resolver):
                     yield Stack(url, key, settings, broker)
             else:
                 yield Stack(url, key, settings, broker)

@@ -16,6 +16,7 @@ import signal
 import socket
 
 from broker import Broker, Settings
+from broker.addresses import Resolver
 from broker.codec import uuid7
 from broker.errors import NotFound, SwitchboardError
 from broker.jsonlog import log_ids
@@ -69,12 +70,15 @@ async def _arm_older_sessions(broker: Broker) -> None:
         logger.warning("older sessions do not have their retention timers yet (the next start tries again): %s", error)
 
 
-async def serve(settings: Settings, url: str, *, stop: asyncio.Event | None = None) -> None:
+async def serve(
+    settings: Settings, url: str, *, stop: asyncio.Event | None = None, resolver: Resolver | None = None
+) -> None:
     """Run a worker until SIGTERM or SIGINT (running steps get SWITCHBOARD_STEP_TIMEOUT_S to finish) or,
-    in process, until `stop` is set; signal handlers are installed only when no `stop` is given."""
+    in process, until `stop` is set; signal handlers are installed only when no `stop` is given.
+    `resolver` answers for provider host names (the system's when None)."""
     own_process = stop is None
     stop = stop or asyncio.Event()
-    broker = await Broker.connect(settings, url, role="switchboard-worker")
+    broker = await Broker.connect(settings, url, role="switchboard-worker", resolver=resolver)
     worker_id = f"{socket.gethostname()}/{uuid7()}"
     registry = load_registry(settings.server_tools_module)
     models = ModelRegistry(broker)

@@ -32,6 +32,9 @@ async def list_providers(caller: Caller, state: State, page: Page) -> ProviderPa
 
 @router.post("", status_code=201, response_model=ProviderBody)
 async def create_provider(body: CreateProviderBody, request: Request, caller: Caller, state: State) -> Response:
+    """A workspace provider; its key is write-only. A `base_url` whose host resolves to a loopback,
+    private, link-local or metadata address is refused (400) unless the deployment sets
+    SWITCHBOARD_PROVIDER_ALLOW_PRIVATE; every connection checks the address again."""
     caller.require("model_provider.manage")
 
     async def act(keyed_: Keyed) -> Outcome:
@@ -59,7 +62,10 @@ async def get_provider(provider_id: str, caller: Caller, state: State) -> Platfo
 async def update_provider(
     provider_id: str, body: UpdateProviderBody, caller: Caller, state: State
 ) -> PlatformProviderBody | ByokProviderBody:
-    """Change what is given; an absent or null field stays as it was. The API key cannot change."""
+    """Change what is given; an absent or null field stays as it was. A new `base_url` needs `api_key`
+    with it (400 otherwise): a stored key is never sent to an address it was not stored for. Addresses
+    that resolve to loopback, private, link-local or metadata addresses are refused (400) unless the
+    deployment sets SWITCHBOARD_PROVIDER_ALLOW_PRIVATE."""
     caller.require("model_provider.manage")
     changes = {k: v for k, v in body.model_dump(exclude_none=True).items() if isinstance(v, str)}
     record = await state.broker.providers.update(canonical_id(provider_id, "model provider"), changes)

@@ -56,6 +56,16 @@ class CreateProviderBody(Strict):
 
 
 class UpdateProviderBody(Strict):
+    # An extension (the Subako body has no key): a new key, which a new base_url must come with.
+    api_key: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=16384,
+            description="A new API key (write-only, never read back). Required with a base_url that differs from"
+            " the stored one: a stored key goes only to the address it was stored for.",
+        ),
+    ] = None
     base_url: Annotated[str | None, Field(max_length=2048, pattern=r"^https?://")] = None
     description: Annotated[str | None, Field(max_length=1024)] = None
     display_name: Annotated[str | None, Field(max_length=200)] = None

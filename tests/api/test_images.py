@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from broker import Settings
 from tests.api.test_providers import CLAUDE, GPT, provider_session
 from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
 from tests.fakes import FakeProvider, Reply, anthropic_stream, fake_provider, openai_stream
@@ -20,6 +21,12 @@ PIXEL = base64.b64encode(
         "0000000d49444154789c63f8cfc0f01f00050001ff89993d1d0000000049454e44ae426082"
     )
 ).decode()
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    # The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+    return settings.model_copy(update={"provider_allow_private": True})
 
 
 @pytest.fixture

@@ -29,6 +29,12 @@ GPT["reasoning_effort"] = "low"
 
 
 @pytest.fixture
+def settings(settings: Settings) -> Settings:
+    # The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+    return settings.model_copy(update={"provider_allow_private": True})
+
+
+@pytest.fixture
 async def fake() -> AsyncIterator[FakeProvider]:
     async with fake_provider() as provider:
         yield provider

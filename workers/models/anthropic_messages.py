@@ -5,10 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import httpx2
 
+from broker.addresses import ProviderAddresses
+from broker.errors import AddressRefused
 from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
-from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn, TurnBuilder
+from workers.models.base import (
+    DeltaSink,
+    Message,
+    ModelError,
+    ModelRequest,
+    TransientModelError,
+    Turn,
+    TurnBuilder,
+    provider_text,
+)
+from workers.models.pinned import pinned_client, refused
 from workers.models.retry import Backoff
 
 # Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying.
@@ -65,12 +78,18 @@ def to_messages(transcript: list[Message], aliases: Aliases) -> list[dict[str, A
 
 
 def _error(error: anthropic.APIError) -> ModelError:
-    body = error.body if isinstance(error.body, dict) else {}
-    detail = body.get("error") if isinstance(body.get("error"), dict) else body
-    kind = detail.get("type") if isinstance(detail, dict) else None
-    text = detail.get("message") if isinstance(detail, dict) and detail.get("message") else error.message
+    refusal = refused(error)
+    if refusal is not None:
+        return ModelError(refusal.message)
     if isinstance(error, anthropic.APIConnectionError):
-        return TransientModelError(f"Anthropic could not be reached: {error.message}")
+        cause = f" ({error.__cause__})" if isinstance(error.__cause__, httpx2.ConnectError) else ""
+        return TransientModelError(f"Anthropic could not be reached: {error.message}{cause}")
+    body = error.body if isinstance(error.body, dict) else {}
+    detail: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else body
+    kind = provider_text(detail.get("type"), "", limit=64) or None
+    # The provider's own message; never the SDK's text for a status error, which holds the whole body.
+    fallback = error.response.reason_phrase if isinstance(error, anthropic.APIStatusError) else error.message
+    text = provider_text(detail.get("message"), provider_text(fallback, "no message"))
     status = getattr(error, "status_code", 0)
     if status == 429 or status >= 500 or kind in _TRANSIENT_TYPES:
         retry_after = None
@@ -130,9 +149,13 @@ class _Accumulator:
 
 
 class AnthropicMessages:
-    def __init__(self, base_url: str, api_key: str, timeout_s: float) -> None:
-        # Retries are ours (models/retry.py), so the budget spans the whole step.
-        self._client = anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+    def __init__(self, base_url: str, api_key: str, timeout_s: float, addresses: ProviderAddresses | None) -> None:
+        # Retries are ours (models/retry.py), so the budget spans the whole step. A workspace provider's
+        # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
+        http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
+        self._client = anthropic.AsyncAnthropic(
+            base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s, http_client=http
+        )
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -162,6 +185,9 @@ class AnthropicMessages:
                 accumulator.feed(event)
         except anthropic.APIError as error:
             raise _error(error) from error
+        except AddressRefused as refusal:
+            # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
+            raise ModelError(refusal.message) from None
         except ValueError as error:
             raise ModelError(f"Anthropic sent a tool call whose input is not JSON: {error}") from error
         return accumulator.turn()

@@ -14,6 +14,19 @@ if TYPE_CHECKING:
     from workers.config import RunConfig
 
 
+# What of a provider's own text reaches run_failed: its error message, cut to this many characters (an
+# error body can be of any size, and the rest of it is the provider's business, not the session's).
+MESSAGE_LIMIT = 500
+
+
+def provider_text(value: object, fallback: str, limit: int = MESSAGE_LIMIT) -> str:
+    """A message or code a provider sent, as run_failed shows it: text only, at most `limit` characters
+    (and an ellipsis); `fallback` when it sent none."""
+    if not isinstance(value, str) or not value.strip():
+        return fallback
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
 class ModelError(Exception):
     """The model call failed for good; the run ends with `run_failed` carrying this message."""
 

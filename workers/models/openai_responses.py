@@ -5,12 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import openai
 
+from broker.addresses import ProviderAddresses
 from broker.codec import dumps
+from broker.errors import AddressRefused
 from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
-from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, TransientModelError, Turn, TurnBuilder
+from workers.models.base import (
+    DeltaSink,
+    Message,
+    ModelError,
+    ModelRequest,
+    TransientModelError,
+    Turn,
+    TurnBuilder,
+    provider_text,
+)
+from workers.models.pinned import pinned_client, refused
 from workers.models.retry import Backoff
 
 _TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
@@ -44,26 +57,32 @@ def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]
     return items
 
 
-def _failure(code: str | None, message: str, status: int | None = None, wait_s: float | None = None) -> ModelError:
+def _failure(code: object, message: object, status: int | None = None, wait_s: float | None = None) -> ModelError:
     where = f"{status} " if status else ""
-    if (status is not None and (status == 429 or status >= 500)) or (code or "") in _TRANSIENT_CODES:
-        return Backoff(f"the OpenAI API answered {where}{code or ''}: {message}".replace("  ", " "), wait_s)
-    return ModelError(f"the OpenAI API refused the request ({where}{code or 'error'}): {message}".replace("( ", "("))
+    kind = provider_text(code, "", limit=64)
+    text = provider_text(message, "no message")
+    if (status is not None and (status == 429 or status >= 500)) or kind in _TRANSIENT_CODES:
+        return Backoff(f"the OpenAI API answered {where}{kind}: {text}".replace("  ", " "), wait_s)
+    return ModelError(f"the OpenAI API refused the request ({where}{kind or 'error'}): {text}".replace("( ", "("))
 
 
 def _error(error: openai.APIError) -> ModelError:
+    refusal = refused(error)
+    if refusal is not None:
+        return ModelError(refusal.message)
     if isinstance(error, openai.APIConnectionError):
-        return TransientModelError(f"the OpenAI API could not be reached: {error.message}")
+        cause = f" ({error.__cause__})" if isinstance(error.__cause__, httpx2.ConnectError) else ""
+        return TransientModelError(f"the OpenAI API could not be reached: {error.message}{cause}")
     body = error.body if isinstance(error.body, dict) else {}
-    detail = body.get("error") if isinstance(body.get("error"), dict) else body
-    code = detail.get("code") or detail.get("type") if isinstance(detail, dict) else None
-    message = detail.get("message") if isinstance(detail, dict) and detail.get("message") else error.message
-    status = error.status_code if isinstance(error, openai.APIStatusError) else None
-    wait = None
+    detail: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else body
+    code = detail.get("code") or detail.get("type")
     if isinstance(error, openai.APIStatusError):
+        # The status and the provider's own message; never the SDK's text, which holds the whole body.
         header = error.response.headers.get("retry-after")
         wait = float(header) if header and header.isdigit() else None
-    return _failure(code, str(message), status, wait)
+        message = provider_text(detail.get("message"), error.response.reason_phrase or "no message")
+        return _failure(code, message, error.status_code, wait)
+    return _failure(code, detail.get("message") or error.message)
 
 
 def _field(item: Any, name: str) -> Any:
@@ -87,9 +106,13 @@ def _turn(output: list[Any], aliases: Aliases, model: str | None) -> Turn:
 
 
 class OpenAIResponses:
-    def __init__(self, base_url: str, api_key: str, timeout_s: float) -> None:
-        # Retries are ours (models/retry.py), so the budget spans the whole step.
-        self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+    def __init__(self, base_url: str, api_key: str, timeout_s: float, addresses: ProviderAddresses | None) -> None:
+        # Retries are ours (models/retry.py), so the budget spans the whole step. A workspace provider's
+        # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
+        http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s, http_client=http
+        )
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -120,19 +143,25 @@ class OpenAIResponses:
                 for t in request.tools
             ]
         try:
-            stream = await self._client.responses.create(**params)
-            async for event in stream:
-                kind = event.type
-                if kind == "response.output_text.delta":
-                    on_delta(event.delta)
-                elif kind in ("response.completed", "response.incomplete"):
-                    response = event.response
-                    return _turn(list(response.output), aliases, getattr(response, "model", None))
-                elif kind == "response.failed":
-                    failure = event.response.error
-                    raise _failure(_field(failure, "code"), _field(failure, "message") or "the response failed")
-                elif kind == "error":
-                    raise _failure(getattr(event, "code", None), getattr(event, "message", "") or "stream error")
+            return await _read(await self._client.responses.create(**params), aliases, on_delta)
         except openai.APIError as error:
             raise _error(error) from error
-        raise TransientModelError("the OpenAI API stream ended before the response was complete")
+        except AddressRefused as refusal:
+            # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
+            raise ModelError(refusal.message) from None
+
+
+async def _read(stream: Any, aliases: Aliases, on_delta: DeltaSink) -> Turn:
+    async for event in stream:
+        kind = event.type
+        if kind == "response.output_text.delta":
+            on_delta(event.delta)
+        elif kind in ("response.completed", "response.incomplete"):
+            response = event.response
+            return _turn(list(response.output), aliases, getattr(response, "model", None))
+        elif kind == "response.failed":
+            failure = event.response.error
+            raise _failure(_field(failure, "code"), _field(failure, "message") or "the response failed")
+        elif kind == "error":
+            raise _failure(getattr(event, "code", None), getattr(event, "message", "") or "stream error")
+    raise TransientModelError("the OpenAI API stream ended before the response was complete")

@@ -7,6 +7,7 @@ import importlib
 from collections.abc import Callable
 
 from broker import Broker
+from broker.addresses import ProviderAddresses
 from broker.codec import sha256_hex
 from broker.errors import NotFound
 from broker.providers import ANTHROPIC_PROVIDER_ID, OPENAI_PROVIDER_ID, SCRIPTED_PROVIDER_ID, Provider
@@ -23,8 +24,8 @@ _MODEL_CLASSES = {
 }
 
 
-# A model class: (base_url, api_key, timeout_s) -> the model.
-ModelClass = Callable[[str, str, float], Model]
+# A model class: (base_url, api_key, timeout_s, the address check or None for a platform provider).
+ModelClass = Callable[[str, str, float, ProviderAddresses | None], Model]
 
 
 class ModelRegistry:
@@ -84,12 +85,17 @@ class ModelRegistry:
     def _client(self, provider: Provider, model: ModelClass) -> Model:
         settings = self._broker.settings
         base_url, api_key = provider.base_url, provider.api_key
+        # A workspace's provider is reached only through the address check; the deployment's own URLs are
+        # the operator's to choose.
+        addresses: ProviderAddresses | None = self._broker.providers.addresses
         if provider.id == OPENAI_PROVIDER_ID and settings.openai_api_key is not None:
             base_url, api_key = settings.openai_base_url, settings.openai_api_key.get_secret_value()
+            addresses = None
         elif provider.id == ANTHROPIC_PROVIDER_ID and settings.anthropic_api_key is not None:
             base_url, api_key = settings.anthropic_base_url, settings.anthropic_api_key.get_secret_value()
+            addresses = None
         # A provider whose URL or key changed gets a new client; the old one is simply dropped.
         identity = sha256_hex(f"{provider.id}\n{provider.format}\n{base_url}\n{api_key}")
         if identity not in self._clients:
-            self._clients[identity] = model(base_url, api_key, settings.step_timeout_s)
+            self._clients[identity] = model(base_url, api_key, settings.step_timeout_s, addresses)
         return self._clients[identity]

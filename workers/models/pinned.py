@@ -1,0 +1,99 @@
+"""The HTTP client a workspace provider's SDK sends through (both SDKs take an `http_client`): every
+request goes to the provider's own origin, to an address resolved and checked for that very connection
+(broker/addresses.py), so neither a redirect nor a name whose answer changes after a check (DNS
+rebinding) takes the provider's key, the transcript or the system prompt anywhere else."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx2
+
+from broker.addresses import ProviderAddresses
+from broker.errors import AddressRefused
+
+# An error answer is read for its status and message only: past this the rest of its body is not read,
+# so whatever answers cannot make the worker hold a body of any size (an error JSON with a message of a
+# mebibyte still parses whole; its message is cut later, workers/models/base.py).
+ERROR_BODY_LIMIT = 2 * 1_048_576
+
+
+class _Capped(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        left = self._limit
+        async for chunk in self._stream:
+            yield chunk[:left]
+            left -= len(chunk)
+            if left <= 0:
+                return
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _port(url: httpx2.URL) -> int:
+    return url.port or (443 if url.scheme == "https" else 80)
+
+
+class PinnedTransport(httpx2.AsyncBaseTransport):
+    """Sends to the provider's origin only, connecting to the address its check approved."""
+
+    def __init__(self, base_url: str, addresses: ProviderAddresses) -> None:
+        url = httpx2.URL(base_url)
+        self._origin = (url.scheme, url.raw_host, _port(url))
+        self._addresses = addresses
+        self._http = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        url = request.url
+        if (url.scheme, url.raw_host, _port(url)) != self._origin:
+            raise AddressRefused(
+                f"the model provider's address is refused: a request for {url.scheme}://{url.host}:{_port(url)}"
+                " is not for the address the provider's key was stored for"
+            )
+        host = url.raw_host.decode("ascii")
+        try:
+            address = await self._addresses.connectable(host, _port(url))
+        except (OSError, UnicodeError, TimeoutError) as error:
+            reason = str(error) or "no answer in time"
+            raise httpx2.ConnectError(f"{host} could not be resolved: {reason}", request=request) from error
+        # The URL names the checked address, so nothing resolves the name again between the check and the
+        # connection; the Host header and TLS (SNI and the certificate's name) still use the name.
+        pinned = httpx2.Request(
+            request.method,
+            url.copy_with(host=address),
+            headers=request.headers,
+            stream=request.stream,
+            extensions={**request.extensions, "sni_hostname": host},
+        )
+        response = await self._http.handle_async_request(pinned)
+        if response.status_code >= 400 and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _Capped(response.stream, ERROR_BODY_LIMIT)
+        return response
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def pinned_client(base_url: str, addresses: ProviderAddresses, timeout_s: float) -> httpx2.AsyncClient:
+    """An SDK's client for a workspace provider: pinned, and no redirects followed (a redirect would
+    carry the key's header to wherever it points)."""
+    transport = PinnedTransport(base_url, addresses)
+    return httpx2.AsyncClient(transport=transport, follow_redirects=False, timeout=timeout_s, trust_env=False)
+
+
+def refused(error: BaseException) -> AddressRefused | None:
+    """The address refusal behind an SDK's error, if that is what it was (an SDK may wrap what the
+    transport raised, or let it through)."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, AddressRefused):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
