@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from api.rate_limit import BRAKED_FAILURE_DELAY_S
 from broker.settings import Settings
@@ -165,3 +166,23 @@ async def test_behind_a_trusted_proxy_each_client_has_its_own_brake(proxied: Api
     # A chain of trusted proxies is looked through to the client.
     assert await guess(proxied, "203.0.113.1, 127.0.0.1", 99) == 429
     assert (await proxied.key.get("/v1/sessions", headers={"X-Forwarded-For": "203.0.113.1"})).status_code == 200
+
+
+@pytest.mark.parametrize("value", ["nginx", "10.0.0.1/8", "10.0.0.0/33", "127.0.0.1,,x"])
+def test_trusted_proxies_must_be_addresses_or_networks(value: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Settings(trusted_proxies=value)
+    assert "trusted_proxies" in str(refused.value)
+    assert "is not an IP address or a CIDR network" in str(refused.value)
+
+
+def test_trusted_proxies_and_the_header_deadline_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().trusted_proxy_list == []
+    assert Settings().header_timeout_s == 10
+    monkeypatch.setenv("SWITCHBOARD_TRUSTED_PROXIES", " 10.1.0.0/16, ::1 ")
+    monkeypatch.setenv("SWITCHBOARD_HEADER_TIMEOUT_S", "2.5")
+    assert Settings().trusted_proxy_list == ["10.1.0.0/16", "::1"]
+    assert Settings().header_timeout_s == 2.5
+    monkeypatch.setenv("SWITCHBOARD_HEADER_TIMEOUT_S", "0")
+    with pytest.raises(ValidationError, match="header_timeout_s"):
+        Settings()
