@@ -169,18 +169,19 @@ class SlowNames(Names):
 async def test_a_name_slow_to_resolve_holds_its_request_no_longer_than_the_timeout_and_nothing_else(
     settings: Settings, redis_url: str, api_key: str
 ) -> None:
-    update: dict[str, object] = {"provider_resolve_timeout_s": 0.5}
+    update: dict[str, object] = {"provider_resolve_timeout_s": 1.5}
     async with running_api(settings, redis_url, api_key, update, worker=False, resolver=SlowNames()) as api:
         started = time.monotonic()
         creating = asyncio.create_task(api.key.post("/v1/model-providers", json=body("https://slow.example/v1")))
         await asyncio.sleep(0.1)
-        # Another request meanwhile is served at once: the lookup waits off the event loop's path.
+        # Another request meanwhile is served while the lookup still waits: nothing queues behind it.
         assert (await api.key.get("/v1/model-providers")).status_code == 200
-        assert time.monotonic() - started < 0.45
+        assert not creating.done()
         created = await creating
         elapsed = time.monotonic() - started
+    # Not resolved in time: taken as a name that does not resolve (checked again on each connection).
     assert created.status_code == 201, created.text
-    assert 0.45 < elapsed < 3, elapsed
+    assert 1.4 < elapsed < 4, elapsed
 
 
 async def test_a_name_that_rebinds_to_the_loopback_after_its_check_is_refused_on_connection(
