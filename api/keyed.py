@@ -89,7 +89,10 @@ async def keyed(
     digest = scope_digest(principal.id, request.method, path, key)
     slot = keys.session(session_id).idempotency(digest) if session_id else keys.workspace_idempotency(digest)
     ttl = ttl_ms or broker.settings.idempotency_ttl_ms
-    claimed = await broker.idempotency.begin(slot, fingerprint(request.method, path, await request.body()), seed, ttl)
+    meta = keys.session(session_id).meta if session_id else None
+    claimed = await broker.idempotency.begin(
+        slot, fingerprint(request.method, path, await request.body()), seed, ttl, meta
+    )
     if isinstance(claimed, Replay):
         return respond(claimed.status, claimed.body)
     try:

@@ -22,7 +22,7 @@ async def lapse_client(core: Core, session_id: str, client_id: str) -> str:
     (outcome,) = await core.scripts.run(
         "lapse_client",
         client_keys(keys, session_id, client_id),
-        client_args(keys, session_id, client_id),
+        client_args(keys, session_id, client_id, core.settings.idempotency_ttl_ms),
         partition=keys.session(session_id).partition,
     )
     return str(outcome)
@@ -165,7 +165,9 @@ class Clients:
         s = self._core.keys.session(session_id)
         extra_keys, extra_args = self._http(session_id, caller, receipt)
         status, body, *lapse = await self._core.scripts.raw(
-            "ping_client", [s.meta, s.client(client_id), *extra_keys], [session_id, client_id, *extra_args]
+            "ping_client",
+            [s.meta, s.client(client_id), *extra_keys],
+            [session_id, client_id, *extra_args, self._core.settings.max_session_bytes],
         )
         if lapse:
             await lapse_client(self._core, session_id, client_id)
@@ -177,7 +179,7 @@ class Clients:
         await self._core.scripts.run(
             "leave_client",
             client_keys(keys, session_id, client_id),
-            client_args(keys, session_id, client_id),
+            client_args(keys, session_id, client_id, self._core.settings.idempotency_ttl_ms),
             _refusals(session_id, client_id),
             partition=keys.session(session_id).partition,
         )
@@ -190,6 +192,7 @@ class Clients:
             [s.meta, s.events, s.client(client_id)],
             [s.live, client_id, tools_json, tool_names],
             _refusals(session_id, client_id),
+            partition=s.partition,
         )
         return str(event)
 

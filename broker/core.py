@@ -95,7 +95,7 @@ class Core:
         connected = await open_redis(url, name=role, max_connections=settings.redis_max_connections)
         redis = connected.redis
         keys = KeySpace(settings.key_prefix)
-        scripts = Scripts(redis, connected.slots)
+        scripts = Scripts(redis, connected.slots, max_session_bytes=settings.max_session_bytes)
         try:
             await scripts.load()
             with translate_redis_errors():

@@ -27,6 +27,8 @@ class Claim:
     attempt: str
     seed: dict[str, Any]
     ttl_ms: int
+    meta: str | None = None
+    """The session's meta hash when this is a session route's receipt (it counts toward its storage)."""
 
 
 def scope_digest(credential_id: str, method: str, path: str, key: str) -> str:
@@ -42,19 +44,26 @@ class Idempotency:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    async def begin(self, key: str, fingerprint: str, seed: dict[str, Any], ttl_ms: int) -> Claim | Receipt:
-        """Claim the key, or return the first attempt's receipt; waits while another attempt acts."""
+    async def begin(
+        self, key: str, fingerprint: str, seed: dict[str, Any], ttl_ms: int, meta: str | None = None
+    ) -> Claim | Receipt:
+        """Claim the key, or return the first attempt's receipt; waits while another attempt acts. `meta`:
+        the session's meta hash for a session route's receipt (Conflict when its storage is full)."""
         attempt = secrets.token_hex(8)
         lease_ms = round(self._core.settings.idempotency_wait_s * 1000)
         deadline = asyncio.get_running_loop().time() + self._core.settings.idempotency_wait_s
         pause = 0.005
         while True:
             reply = await self._core.scripts.raw(
-                "idem_begin", [key], [fingerprint, attempt, lease_ms, dumps(seed), ttl_ms]
+                "idem_begin",
+                [key] if meta is None else [key, meta],
+                [fingerprint, attempt, lease_ms, dumps(seed), ttl_ms, self._core.settings.max_session_bytes],
             )
             verdict = reply[0]
             if verdict == "run":
-                return Claim(key, attempt, loads(reply[1]), ttl_ms)
+                return Claim(key, attempt, loads(reply[1]), ttl_ms, meta)
+            if verdict == "full":
+                raise Conflict(str(reply[1]))
             if verdict == "replay":
                 return Receipt(int(reply[1]), reply[2])
             if verdict == "conflict":
@@ -65,10 +74,14 @@ class Idempotency:
             pause = min(pause * 2, 0.1)
 
     async def finish(self, claim: Claim, status: int, body: str) -> None:
-        await self._core.scripts.raw("idem_finish", [claim.key], [claim.attempt, status, body, claim.ttl_ms])
+        await self._core.scripts.raw("idem_finish", self._keys(claim), [claim.attempt, status, body, claim.ttl_ms])
+
+    @staticmethod
+    def _keys(claim: Claim) -> list[str]:
+        return [claim.key] if claim.meta is None else [claim.key, claim.meta]
 
     async def release(self, claim: Claim) -> None:
         """Let the next attempt act again (this one failed in a way a retry may mend)."""
         # Should this fail, the lease runs out by itself and the next attempt takes over.
         with contextlib.suppress(BrokerUnavailable):
-            await self._core.scripts.raw("idem_finish", [claim.key], [claim.attempt, 0, "", 0])
+            await self._core.scripts.raw("idem_finish", self._keys(claim), [claim.attempt, 0, "", 0])

@@ -38,15 +38,19 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | (broker/retention.py, after an upgrade)|
 | `sb:{w}:health:<host>`                | string | 3 heartbeats             | `switchboard worker --check`           |
 | `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone,  |
-|                                       |        |                          | `trimmed_seq` (trim_calls.lua)         |
+|                                       |        |                          | `trimmed_seq` (trim_calls.lua),        |
+|                                       |        |                          | `bytes` and `receipts`: the session's  |
+|                                       |        |                          | storage (lib/core.lua sb_room),        |
+|                                       |        |                          | `queued:<run id>` per waiting input    |
 | `sb:{T}:s:<S>:events`                 | stream | none                     | the event log, ids `<seq>-0`           |
 | `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> {id, expires}            |
 | `sb:{T}:s:<S>:names`                  | hash   | none                     | active client name -> client id        |
 | `sb:{T}:s:<S>:clients`                | set    | none                     | every client id ever (purge)           |
-| `sb:{T}:s:<S>:client:<cid>`           | hash   | none                     | one registration; a ttl one's lease is |
-|                                       |        |                          | its `expires_at`                       |
-| `sb:{T}:s:<S>:client:<cid>:calls`     | stream | none (trimmed by age)    | calls for the registration's pool;     |
-|                                       |        |                          | group `pool`, a consumer per member    |
+| `sb:{T}:s:<S>:client:<cid>`           | hash   | idempotency TTL once     | one registration; a ttl one's lease is |
+|                                       |        | it left or lapsed        | its `expires_at`; once gone only its   |
+|                                       |        |                          | state, name and lease fields stay      |
+| `sb:{T}:s:<S>:client:<cid>:calls`     | stream | none (trimmed by age;    | calls for the registration's pool;     |
+|                                       |        | deleted when it leaves)  | group `pool`, a consumer per member    |
 | `sb:{T}:s:<S>:calls`                  | hash   | none (settled ones       | call id -> call record (JSON)          |
 |                                       |        | trimmed: trim_calls.lua) |                                        |
 | `sb:{T}:s:<S>:owed`                   | hash   | none                     | unsettled call id -> client id         |

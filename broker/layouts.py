@@ -27,8 +27,9 @@ def call_args(keys: KeySpace, session_id: str, call_id: str, client_id: str) -> 
 
 def client_keys(keys: KeySpace, session_id: str, client_id: str) -> list[str]:
     s = keys.session(session_id)
-    return [s.meta, s.events, s.names, s.client(client_id), s.calls, s.owed, s.run]
+    return [s.meta, s.events, s.names, s.client(client_id), s.calls, s.owed, s.run, s.client_calls(client_id)]
 
 
-def client_args(keys: KeySpace, session_id: str, client_id: str) -> list[str | int]:
-    return [keys.session(session_id).live, session_id, client_id]
+def client_args(keys: KeySpace, session_id: str, client_id: str, departed_ms: int) -> list[str | int]:
+    """`departed_ms`: how long what is left of a registration that leaves is kept (the idempotency TTL)."""
+    return [keys.session(session_id).live, session_id, client_id, departed_ms]

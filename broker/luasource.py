@@ -73,10 +73,11 @@ LIBRARIES = (
     "lib/http.lua",
 )
 
-# What a library holds back until its script ends (lib/core.lua: seqs and messages; lib/partition.lua:
-# figures), in the order it is written.
+# What a library holds back until its script ends (lib/core.lua: storage counts, seqs and messages;
+# lib/partition.lua: figures), in the order it is written.
 _FLUSHES = (
     ("lib/partition.lua", "sb_flush_counts()\n"),
+    ("lib/core.lua", "sb_flush_use()\n"),
     ("lib/core.lua", "sb_flush_seqs()\n"),
     ("lib/core.lua", "sb_flush_outbox()\n"),
 )
@@ -87,7 +88,7 @@ _CALL_ENDS = (
     """
 local function sb_begin()
   sb_clock_read = false
-  sb_seqs = {}
+  sb_seqs, sb_use = {}, {}
   sb_outbox, sb_outbox_order = {}, {}
   sb_counted, sb_counted_stats = {}, nil
   sb_work_woken, sb_alarm = false, nil

@@ -68,7 +68,8 @@ class Route:
 
 @dataclass(frozen=True, slots=True)
 class Committed:
-    outcome: Literal["completed", "waiting", "continue", "cancelled", "stale", "retry"]
+    outcome: Literal["completed", "waiting", "continue", "cancelled", "stale", "retry", "failed"]
+    """'failed': the step's output would pass SWITCHBOARD_MAX_SESSION_BYTES; the run ended with run_failed."""
 
 
 @dataclass(frozen=True, slots=True)

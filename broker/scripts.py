@@ -68,6 +68,9 @@ class Scripts:
     functions: bool | None = None
     """Whether the scripts run as a Redis Functions library (FCALL) or each by its SHA (EVALSHA, for a
     Redis before 7.0). None: found out by the first `load`."""
+    max_session_bytes: int = 0
+    """SWITCHBOARD_MAX_SESSION_BYTES, handed to every script of a partition as its last argument (0: no
+    bound), as the partition's keys are its last keys (lib/core.lua counts and checks it)."""
     _heads: dict[str, tuple[str, str]] = field(default_factory=dict)
     _partitioned: set[str] = field(default_factory=set)
     _batcher: Batcher | None = None
@@ -124,6 +127,8 @@ class Scripts:
             raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
         if self.functions is None:
             await self.load()
+        if partition is not None:
+            args = [*args, self.max_session_bytes]
         with translate_redis_errors():
             if self._batcher is not None and partition is not None and name in BATCHED:
                 return _text(await self._batcher.run(partition.number, name, keys, partition.block, args))

@@ -11,7 +11,10 @@ from broker.codec import loads
 from broker.runs import PlannedCall
 from workers.models.base import Message, ToolOutcome
 
-_PAGE = 500
+# Rows read per round trip: a page of the largest events (results with images) stays far under the bound.
+_PAGE = 32
+# A session's conversation is held up to the cache's cap, and never less than this.
+_MIN_SESSION_BYTES = 1 << 20
 # `EventLog.after`: up to `count` (seq, event) rows of a session after a seq, oldest first.
 LogReader = Callable[[str, int, int], Awaitable[list[tuple[int, bytes]]]]
 
@@ -47,7 +50,31 @@ def fold(event: dict[str, Any]) -> Message | None:
 class _Folded:
     after: int = 0
     messages: list[Message] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
     size: int = 0
+    # Whether messages[0] is the session's first user message, kept however far the rest is cut.
+    pinned: bool = False
+    cut: int = 0
+    """How many messages were dropped from the front to stay within the bound."""
+
+    def add(self, message: Message, size: int, bound: int) -> None:
+        if not self.messages and not self.cut and message.role == "user" and size <= bound // 2:
+            self.pinned = True
+        self.messages.append(message)
+        self.sizes.append(size)
+        self.size += size
+        first = 1 if self.pinned else 0
+        # Past the bound the oldest go first (the newest message always stays); a tool result goes with
+        # the assistant message that made its call, so no result is left without its call.
+        while self.size > bound and len(self.messages) > first + 1:
+            self._drop(first)
+            while len(self.messages) > first + 1 and self.messages[first].role == "tool":
+                self._drop(first)
+
+    def _drop(self, index: int) -> None:
+        self.messages.pop(index)
+        self.size -= self.sizes.pop(index)
+        self.cut += 1
 
 
 class Transcripts:
@@ -55,17 +82,28 @@ class Transcripts:
     the last step this worker ran for the session, so a step costs what is new rather than the whole
     session. The log is append-only and its seqs rise by one, so what was folded stays true whichever
     worker ran the steps between. The bytes folded are bounded; the least recently used session goes
-    first and is read whole again if it comes back."""
+    first and is read again if it comes back.
+
+    One session is bounded too, whatever its size (`session_bytes`: the cache's cap, at least 1 MiB): past
+    it the model sees the session's first user message and then the newest messages that fit, cut at a
+    message (a tool result goes with the call that asked for it). A session read again is paged through,
+    so the worker never holds more of it than that."""
 
     def __init__(self, log_after: LogReader, max_bytes: int) -> None:
         self._after = log_after
         self._max_bytes = max_bytes
+        self._session_bytes = max(max_bytes, _MIN_SESSION_BYTES)
         self._sessions: OrderedDict[str, _Folded] = OrderedDict()
         self._bytes = 0
 
     @property
     def held_bytes(self) -> int:
         return self._bytes
+
+    @property
+    def session_bytes(self) -> int:
+        """The most one session's conversation holds (bytes of the events folded)."""
+        return self._session_bytes
 
     async def read(self, session_id: str) -> list[Message]:
         """The conversation so far, oldest message first."""
@@ -76,8 +114,7 @@ class Transcripts:
                 folded.after = seq
                 message = fold(loads(data))
                 if message is not None:
-                    folded.messages.append(message)
-                    folded.size += len(data)
+                    folded.add(message, len(data), self._session_bytes)
             if len(rows) < _PAGE:
                 break
         self._put(session_id, folded)

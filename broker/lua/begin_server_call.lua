@@ -16,6 +16,6 @@ if not rec or rec.kind ~= 'server' or rec.state ~= 'queued' or not sb_session_li
   return sb_reply('stale')
 end
 rec.state = 'running'
-redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
+sb_put_call(S.meta, S.calls, S.call_id, rec)
 sb_set_deadline(S, tonumber(ARGV[5]))
 return sb_reply('run', rec.tool, rec.args)

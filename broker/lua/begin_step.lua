@@ -34,6 +34,7 @@ if not current.started then sb_append(S, sb_run_event('run_started', S.run_id)) 
 local steering = redis.call('LRANGE', S.inbox, 0, -1)
 redis.call('DEL', S.inbox)
 for _, raw in ipairs(steering) do
+  sb_add(S.meta, -(#raw + SB_ENTRY))
   local input = cjson.decode(raw)
   sb_append(S, sb_message_user(input.text, input.source))
 end

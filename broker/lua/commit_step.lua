@@ -17,8 +17,10 @@
 -- registration holds), approval_requested JSON, the tool's result deadline ms ('' for the deployment's),
 -- its heartbeat ms ('' for none), the model-visible tool name (a decision remembered for the session
 -- under that name decides a `require_approval` call at once: resolve_approval.lua).
--- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry'};
--- {404, 'session'}. 'retry': a registered name now resolves differently than the caller saw.
+-- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry' | 'failed'};
+-- {404, 'session'}. 'retry': a registered name now resolves differently than the caller saw. 'failed':
+-- what the step would store passes the session's storage cap (SWITCHBOARD_MAX_SESSION_BYTES), so none
+-- of it is written and the run ends with run_failed saying so (the session stays readable).
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -43,6 +45,18 @@ for i = 0, ncalls - 1 do
   local b = 12 + i * 13
   local name, cid = ARGV[b + 2], ARGV[b + 3]
   if name ~= '' and (redis.call('HGET', S.names, name) or '') ~= cid then return sb_reply('retry') end
+end
+
+local need = #ARGV[7] + #ARGV[11] + 2 * SB_ENTRY
+for i = 0, ncalls - 1 do
+  local b = 12 + i * 13
+  -- A call's payload is kept twice (its event and its record or call stream entry).
+  need = need + #ARGV[b + 6] + 2 * #ARGV[b + 7] + #ARGV[b + 8] + #ARGV[b + 9] + 5 * SB_ENTRY + 256
+end
+local full = sb_room(S.meta, S.now, need, SB_P.cap)
+if full then
+  sb_end_run(S, 'run_failed', 'the model\'s output was not kept: ' .. full, ARGV[9])
+  return sb_reply('failed')
 end
 
 redis.call('ZREM', SB_P.steps, S.sid)
@@ -79,7 +93,7 @@ for i = 0, ncalls - 1 do
       sb_owe('t|' .. S.sid .. '|' .. call_id)
     end
     if kind == 'client' then rec.dispatch = ARGV[b + 7] else rec.args = ARGV[b + 7] end
-    redis.call('HSET', S.calls, call_id, cjson.encode(rec))
+    sb_put_call(S.meta, S.calls, call_id, rec)
     redis.call('HSET', S.owed, call_id, kind == 'client' and cid or 'server')
     if outcome == 'require_approval' then sb_append(S, ARGV[b + 9]) end
   elseif outcome ~= 'denied' then

@@ -56,7 +56,7 @@ for _, entry in ipairs(entries) do
   local rec = raw and cjson.decode(raw)
   if rec and rec.client == cid and rec.state == 'dispatched' then
     rec.member = member
-    redis.call('HSET', calls, call_id, cjson.encode(rec))
+    sb_put_call(KEYS[4], calls, call_id, rec)
     handed[#handed + 1] = event
   else
     redis.call('XACK', stream, group, id)

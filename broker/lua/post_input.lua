@@ -11,7 +11,8 @@
 -- ARGV[10] its tool names joined by "\n"  ARGV[11] max active clients  ARGV[12] max name length
 -- ARGV[13] its lease in seconds ('' for none: it lives as long as its run)
 -- Returns {0, 'new_run' | 'steered', run id, scoped client id or ''}; {404, 'session'};
--- {409, msg} the policy is `drop` and a run is active; {400, msg} no room for the run-scoped client.
+-- {409, msg} the policy is `drop` and a run is active, or the session's storage is full
+-- (SWITCHBOARD_MAX_SESSION_BYTES); {400, msg} no room for the run-scoped client.
 -- The same run id or input id again (a retried request) changes nothing and answers the same.
 
 --!include lib/core.lua
@@ -31,25 +32,27 @@ if active == S.run_id then return sb_reply('new_run', active, scoped) end
 if active and redis.call('HEXISTS', S.run, 'in:' .. input_id) == 1 then
   return sb_reply('steered', active, scoped)
 end
-for _, raw in ipairs(redis.call('LRANGE', S.queue, 0, -1)) do
-  if cjson.decode(raw).run_id == S.run_id then return sb_reply('new_run', S.run_id, scoped) end
-end
+-- (Waiting input is marked in meta, so this is not a walk of the whole queue on every input.)
+if redis.call('HEXISTS', S.meta, SB_QUEUED .. S.run_id) == 1 then return sb_reply('new_run', S.run_id, scoped) end
 if active and policy == 'drop' then
   return sb_refuse(409, 'a run is active and this agent drops input that arrives during a run')
 end
+-- The text is kept twice until its run starts (waiting input, then its message_user event).
+local full = sb_room(S.meta, S.now, 2 * #text + 4 * SB_ENTRY + 256, SB_P.cap)
+if full then return sb_refuse(409, full) end
 
 if scoped ~= '' then
   local lifetime, ttl = '{"type":"never"}', 0
   if ARGV[13] ~= '' then
     lifetime, ttl = '{"type":"ttl","data":{"seconds":' .. ARGV[13] .. '}}', tonumber(ARGV[13]) * 1000
   end
-  local name, refusal = sb_register(S, {
+  local name, refusal, status = sb_register(S, {
     names = S.names, clients = KEYS[9], client = KEYS[10], cid = scoped,
     name = ARGV[8], lifetime = lifetime, ttl = ttl, tools = ARGV[9], tool_names = ARGV[10],
     max_clients = tonumber(ARGV[11]), max_len = tonumber(ARGV[12]),
     run = (active and policy == 'steer') and active or S.run_id,
   })
-  if not name then return sb_refuse(400, refusal) end
+  if not name then return sb_refuse(status, refusal) end
 end
 
 if active and policy == 'steer' then
@@ -57,13 +60,19 @@ if active and policy == 'steer' then
   if scoped ~= '' then
     redis.call('HSET', S.run, 'scoped', (redis.call('HGET', S.run, 'scoped') or '') .. ' ' .. scoped)
   end
-  redis.call('RPUSH', S.inbox, cjson.encode({text = text, source = source == 'client' and 'steer' or source}))
+  local entry = cjson.encode({text = text, source = source == 'client' and 'steer' or source})
+  redis.call('RPUSH', S.inbox, entry)
+  -- The input's id stays counted after its run (a few bytes beside the message_user it becomes).
+  sb_add(S.meta, #entry + #input_id + 2 * SB_ENTRY)
   return sb_reply('steered', active, scoped)
 end
 
 if active or redis.call('LLEN', S.queue) > 0 then
-  redis.call('RPUSH', S.queue, cjson.encode({run_id = S.run_id, input_id = input_id, text = text,
-    source = source, at = S.now, scoped = scoped}))
+  local entry = cjson.encode({run_id = S.run_id, input_id = input_id, text = text, source = source, at = S.now,
+    scoped = scoped})
+  redis.call('RPUSH', S.queue, entry)
+  redis.call('HSET', S.meta, SB_QUEUED .. S.run_id, '1')
+  sb_add(S.meta, #entry + #S.run_id + 2 * SB_ENTRY)
   sb_append(S, sb_run_event('run_queued', S.run_id))
   -- Input that waits behind a debounce timer (and no run) restarts the timer: the trailing edge.
   if not active then sb_start_next(S) end

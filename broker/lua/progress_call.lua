@@ -9,7 +9,7 @@
 -- ARGV[7] token SHA-256 ('' when the caller checked an API key)  ARGV[8] request fingerprint ('' for none)
 -- ARGV[9] receipt ttl ms
 -- Returns {HTTP status, body}: 200 and the event; 404 (no such call for this client, or no session); 409
--- (not acked yet, or settled); 401 (token).
+-- (not acked yet, settled, or the session's storage is full: SWITCHBOARD_MAX_SESSION_BYTES); 401 (token).
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -17,7 +17,7 @@
 --!include lib/http.lua
 
 local S = sb_call_context()
-local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[7], fp = ARGV[8], ttl = ARGV[9]}
+local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[7], fp = ARGV[8], ttl = ARGV[9], cap = SB_P.cap}
 local rec, refused = sb_http_own_call(S, H)
 if not rec then return refused end
 if rec.state == 'dispatched' then
@@ -27,6 +27,8 @@ if rec.state ~= 'acked' then
   local refusal = sb_settled_refusal(S, rec)
   return sb_http_refuse(S, H, refusal[1], refusal[2])
 end
+local full = sb_http_room(S, H, #ARGV[5] + SB_ENTRY)
+if full then return full end
 if rec.hb then
   local due = S.now + rec.hb
   local limit = (rec.acked_ms or S.now) + (rec.to or tonumber(ARGV[6]))

@@ -12,7 +12,8 @@
 -- ARGV[8] ack deadline ms  ARGV[9] call stream retention ms  ARGV[10] the client id the caller read
 -- ARGV[11] 'session' to remember the decision ('' not to)  ARGV[12] edited arguments JSON ('' for none)
 -- ARGV[13] the client_tool_dispatched JSON carrying them ('' for none, or a server call)
--- Returns {0, approval_resolved event JSON}; {404, 'session' | 'call'}; {409, msg} decided already;
+-- Returns {0, approval_resolved event JSON}; {404, 'session' | 'call'}; {409, msg} decided already, or
+-- the session's storage has no room for the decision (SWITCHBOARD_MAX_SESSION_BYTES);
 -- {0, 'retry'} the call's bound client is not the one the caller read (read it again).
 
 --!include lib/core.lua
@@ -31,6 +32,9 @@ if rec.state ~= 'awaiting' then
 end
 if rec.kind == 'client' and rec.client ~= ARGV[10] then return sb_reply('retry') end
 local decision, message, remember, edited = ARGV[5], ARGV[6], ARGV[11], ARGV[12]
+-- The message and edited arguments are kept in the decision's event, and again in what it leads to.
+local full = sb_room(S.meta, S.now, 2 * (#message + #edited + #ARGV[13]) + 4 * SB_ENTRY + 256, SB_P.cap)
+if full then return sb_refuse(409, full) end
 local deny = message ~= '' and sb_str(message) or 'null'
 local resolved = sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(S.call_id) .. ',"decision":"'
   .. decision .. '","deny_message":' .. (decision == 'deny' and deny or 'null') .. ',"resolved_by":'
@@ -46,7 +50,7 @@ if decision == 'deny' then
 elseif rec.kind == 'server' then
   rec.state = 'queued'
   if edited ~= '' then rec.args = edited end
-  redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
+  sb_put_call(S.meta, S.calls, S.call_id, rec)
   sb_owe('t|' .. S.sid .. '|' .. S.call_id)
 elseif redis.call('HGET', KEYS[6], 'state') ~= 'active' then
   rec.state = 'allowed'

@@ -7,7 +7,8 @@
 --
 -- KEYS[1] meta  KEYS[2] calls  KEYS[3..] call streams to trim
 -- ARGV[1] session id  ARGV[2] the seq the log was read to  ARGV[3] when the timer is next due (ms)
--- ARGV[4] the streams' MINID (ms)  ARGV[5..] call ids to forget
+-- ARGV[4] the streams' MINID (ms)  ARGV[5..] call ids to forget (the storage cap last, lib/partition.lua)
+-- What the records (and their call stream entries) counted toward the session's storage is released.
 -- Returns {0, 'trimmed' | 'gone'}: 'gone' when the session no longer lives (its timer is dropped).
 
 --!include lib/core.lua
@@ -19,7 +20,14 @@ if not sb_session_live(S) then
   redis.call('ZREM', SB_P.purges, member)
   return sb_reply('gone')
 end
-if #ARGV > 4 then redis.call('HDEL', KEYS[2], unpack(ARGV, 5)) end
+if #ARGV > 5 then
+  local released = 0
+  for _, raw in ipairs(redis.call('HMGET', KEYS[2], unpack(ARGV, 5, #ARGV - 1))) do
+    released = released + (raw and tonumber(string.match(raw, '^{"b":(%d+)') or 0) or 0)
+  end
+  redis.call('HDEL', KEYS[2], unpack(ARGV, 5, #ARGV - 1))
+  sb_add(S.meta, -released)
+end
 -- The partition's nine keys come last (lib/partition.lua).
 for i = 3, #KEYS - 9 do
   redis.call('XTRIM', KEYS[i], 'MINID', ARGV[4])

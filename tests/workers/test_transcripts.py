@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import orjson
 
 from broker.codec import loads
@@ -70,3 +72,86 @@ async def test_a_returned_transcript_is_the_callers_to_change() -> None:
     first = await transcripts.read("s")
     first.clear()
     assert texts(await transcripts.read("s")) == ["hello"]
+
+
+def _row(event: dict[str, object]) -> bytes:
+    return orjson.dumps(event)
+
+
+def _turn(rows: list[tuple[int, bytes]], call_id: str, result: bytes) -> None:
+    """An assistant message calling one tool, then the tool's result (`result`: the event's bytes)."""
+    call = {"type": "tool_call", "data": {"id": call_id, "name": "client__web__t", "arguments": {}}}
+    rows.append((len(rows) + 1, _row({"type": "message_assistant", "message": {"content": [call]}})))
+    rows.append((len(rows) + 1, result))
+
+
+def _result(call_id: str, text: str, image: str = "") -> bytes:
+    content: list[dict[str, object]] = [{"type": "text", "data": {"text": text}}]
+    if image:
+        content.append({"type": "image", "data": {"media_type": "image/png", "data": image}})
+    return _row({"type": "tool_result", "call_id": call_id, "content": content, "is_error": False})
+
+
+async def test_one_session_past_the_bound_keeps_its_first_message_and_the_newest_that_fit() -> None:
+    log = Log()
+    log.say("s", "the task")
+    rows = log.rows["s"]
+    for i in range(40):
+        _turn(rows, f"c{i}", _result(f"c{i}", f"{i} " + "r" * 100_000))
+    transcripts = Transcripts(log.after, max_bytes=1 << 20)
+    messages = await transcripts.read("s")
+    assert transcripts.held_bytes <= transcripts.session_bytes == 1 << 20
+    assert (messages[0].role, messages[0].text) == ("user", "the task")
+    # The newest messages, from an assistant message on: no result without the call that asked for it.
+    assert messages[1].role == "assistant"
+    newest = messages[-1].result
+    assert newest is not None
+    assert newest.text.startswith("39 ")
+    called = {c.call_id for m in messages for c in m.calls}
+    assert all(m.result.call_id in called for m in messages if m.result is not None)
+    assert 15 <= len(messages) < 41
+    # What comes next is folded on the same terms.
+    log.say("s", "more")
+    again = await transcripts.read("s")
+    assert (again[0].text, again[-1].text) == ("the task", "more")
+    assert transcripts.held_bytes <= 1 << 20
+
+
+class _Repeating:
+    """A log of 30 results of the largest size (5 MiB of image, 7 MB as base64, and 65,536 characters of
+    text), made as they are read so the test holds one of them, not 30."""
+
+    def __init__(self) -> None:
+        self.result = _result("c", "t" * 65_536, "A" * (7 * 1024 * 1024))
+        self.rows = 61
+
+    async def after(self, session_id: str, seq: int, count: int) -> list[tuple[int, bytes]]:
+        found = []
+        for n in range(seq + 1, min(seq + count, self.rows) + 1):
+            if n == 1:
+                found.append((n, _row({"type": "message_user", "message": {"content": []}})))
+            elif n % 2 == 0:
+                call = {"type": "tool_call", "data": {"id": "c", "name": "client__web__t", "arguments": {}}}
+                found.append((n, _row({"type": "message_assistant", "message": {"content": [call]}})))
+            else:
+                found.append((n, self.result))
+        return found
+
+
+async def test_thirty_results_of_the_largest_size_hold_the_worker_to_its_bound() -> None:
+    log = _Repeating()
+    bound = 16 * 1024 * 1024
+    transcripts = Transcripts(log.after, max_bytes=bound)
+    tracemalloc.start()
+    try:
+        await transcripts.read("s")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert transcripts.held_bytes <= bound
+    # Held: the bound. In flight besides: one event being parsed (orjson takes about twelve times a 7 MB
+    # event's size while it parses), whatever the number of results. (Unbounded, the same log held 212 MiB
+    # with a peak of 297 MiB.)
+    held = transcripts.held_bytes / 2**20
+    print(f"\n[transcript] 30 largest results: held {held:.1f} MiB, peak {peak / 2**20:.1f} MiB")  # noqa: T201
+    assert peak <= bound + 16 * len(log.result), peak

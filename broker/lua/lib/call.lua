@@ -96,7 +96,7 @@ local function sb_ack(S, rec, result_ms, pool)
     .. sb_str(S.call_id) .. '}')
   -- The event stays in the log; the record keeps its seq, so a result does not decode and encode it again.
   rec.ack_seq = seq
-  redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
+  sb_put_call(S.meta, S.calls, S.call_id, rec)
   return event
 end
 
@@ -116,6 +116,7 @@ local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   local event = sb_append(S, dispatch)
   -- The entry id lets the ack settle the entry in a pool's consumer group (pool_take.lua).
   rec.entry = redis.call('XADD', stream, 'MINID', '~', S.now - retention_ms, '*', 'call', S.call_id, 'e', event)
-  redis.call('HSET', S.calls, S.call_id, cjson.encode(rec))
+  rec.sb = #event + #S.call_id + SB_ENTRY
+  sb_put_call(S.meta, S.calls, S.call_id, rec)
   sb_set_deadline(S, ack_ms)
 end

@@ -7,7 +7,15 @@
 -- The active run (hash S.run) holds: run_id, step, attempt, state (queued | running | waiting | ending),
 -- pending (calls of the step not yet settled), cancel, started, created_at, lease_until, reclaims, scoped
 -- (ids of its run-scoped registrations, space separated). Waiting input (list S.queue) holds JSON entries
--- {run_id, input_id, text, source, at, scoped}.
+-- {run_id, input_id, text, source, at, scoped}, each marked in S.meta under SB_QUEUED and its run id.
+
+local SB_QUEUED = 'queued:'
+
+-- Waiting input leaves the queue: its mark and what it counted go.
+local function sb_dequeued(S, raw, entry)
+  redis.call('HDEL', S.meta, SB_QUEUED .. entry.run_id)
+  sb_add(S.meta, -(#raw + #entry.run_id + 2 * SB_ENTRY))
+end
 
 local SB_GONE_TEXT = {
   departed = 'the client left before answering',
@@ -29,7 +37,7 @@ local function sb_settle(S, call_id, rec, state, reason)
   rec.reason = reason
   rec.dispatch = nil
   rec.args = nil
-  redis.call('HSET', S.calls, call_id, cjson.encode(rec))
+  sb_put_call(S.meta, S.calls, call_id, rec)
   redis.call('HDEL', S.owed, call_id)
   redis.call('ZREM', SB_P.deadlines, S.sid .. ':' .. call_id)
   local run = redis.call('HMGET', S.run, 'run_id', 'step', 'state')
@@ -71,10 +79,18 @@ local function sb_fail_owed(S, field, value, reason, text)
 end
 
 -- Ends a registration: the name is released, the lease dropped, `client_left` appended, and the calls it
--- still owes fail with `client_gone`. Reads S.client, S.names and the settle fields.
+-- still owes fail with `client_gone`. What is left of it is what a late request reads (its state, name
+-- and lease fields), kept for S.departed_ms; its tool list and call stream go now (a departed
+-- registration is offered to no step and handed no call). Reads S.client, S.client_calls, S.names and
+-- the settle fields.
 local function sb_client_gone(S, cid, reason)
-  local name = redis.call('HGET', S.client, 'name')
+  local found = redis.call('HMGET', S.client, 'name', 'bl')
+  local name = found[1]
   redis.call('HSET', S.client, 'state', 'left', 'left_reason', reason)
+  redis.call('HDEL', S.client, 'tools', 'tool_names', 'lifetime', 'bt', 'bl')
+  redis.call('PEXPIRE', S.client, S.departed_ms)
+  redis.call('DEL', S.client_calls)
+  sb_add(S.meta, -(tonumber(found[2]) or 0))
   sb_count('clients_active', -1)
   if name and redis.call('HGET', S.names, name) == cid then
     redis.call('HDEL', S.names, name)
@@ -115,7 +131,9 @@ local function sb_start_next(S)
     end
   end
   if policy ~= 'latest' and policy ~= 'merge' and policy ~= 'debounce' then
-    local entry = cjson.decode(redis.call('LPOP', S.queue))
+    local raw = redis.call('LPOP', S.queue)
+    local entry = cjson.decode(raw)
+    sb_dequeued(S, raw, entry)
     sb_append(S, sb_message_user(entry.text, entry.source))
     sb_start_run(S, entry.run_id, entry.scoped)
     return
@@ -123,9 +141,11 @@ local function sb_start_next(S)
   local entries = redis.call('LRANGE', S.queue, 0, -1)
   redis.call('DEL', S.queue)
   local last = cjson.decode(entries[#entries])
+  sb_dequeued(S, entries[#entries], last)
   local texts = {}
   for i = 1, #entries - 1 do
     local entry = cjson.decode(entries[i])
+    sb_dequeued(S, entries[i], entry)
     if policy == 'merge' then
       texts[#texts + 1] = entry.text
     else
@@ -160,6 +180,8 @@ local function sb_end_run(S, outcome, err, gone_text)
   sb_append(S, sb_custom('timing', '{"scope":"run","run_id":' .. sb_str(run_id) .. ',"outcome":"' .. outcome
     .. '","steps":' .. (tonumber(run[2]) + 1) .. ',"total_ms":' .. (S.now - tonumber(run[5])) .. '}'))
   sb_release_scoped(S, run[4])
+  -- Steering input the run never read leaves with it.
+  for _, raw in ipairs(redis.call('LRANGE', S.inbox, 0, -1)) do sb_add(S.meta, -(#raw + SB_ENTRY)) end
   redis.call('DEL', S.run, S.inbox)
   sb_start_next(S)
   return run_id

@@ -3,7 +3,9 @@
 -- takes this layout, then its own keys from KEYS[8] (and the partition's keys last):
 --
 -- KEYS[1] meta  KEYS[2] events  KEYS[3] names  KEYS[4] client  KEYS[5] calls  KEYS[6] owed  KEYS[7] run
--- ARGV[1] channel  ARGV[2] session id  ARGV[3] client id
+-- KEYS[8] the registration's call stream
+-- ARGV[1] channel  ARGV[2] session id  ARGV[3] client id  ARGV[4] how long a departed registration's
+-- remainder is kept (ms: the idempotency TTL, so a retried register of the same id still finds it)
 --
 -- A ttl registration's lease is its `expires_at` (ms): a ping moves it, and the lease index holds an
 -- entry due no later than it, which the timekeeper checks (lapse_client.lua) and moves on if the
@@ -12,21 +14,36 @@
 local function sb_client_context()
   return {
     meta = KEYS[1], events = KEYS[2], names = KEYS[3], client = KEYS[4], calls = KEYS[5], owed = KEYS[6],
-    run = KEYS[7], channel = ARGV[1], sid = ARGV[2], cid = ARGV[3], now = sb_now_ms(),
+    run = KEYS[7], client_calls = KEYS[8], channel = ARGV[1], sid = ARGV[2], cid = ARGV[3],
+    departed_ms = ARGV[4], now = sb_now_ms(),
   }
+end
+
+-- What a registration counts toward its session's storage: its tool list (`bt`, replaced by
+-- update_tools.lua), and what leaving releases (`bl`: the tools, lifetime and name entry). What stays
+-- counted after it leaves is the few fields a late answer reads and its id in `clients`.
+local SB_CLIENT_FIELDS = 192
+
+local function sb_tools_bytes(tools, tool_names)
+  return #tools + #tool_names
 end
 
 -- Registers client `cid` under the smallest free name (`web`, `web-2`, ...) among the active ones.
 -- `R` holds: names, clients, client (keys); cid, name, lifetime (JSON), ttl (ms, 0 for
 -- never), tools (JSON), tool_names ("\n" joined), max_clients, max_len, run (the run it is scoped to,
--- or ''). Returns the assigned name and the expiry (-1 for never), or nil and a refusal message.
+-- or ''). Returns the assigned name and the expiry (-1 for never), or nil, a refusal message and its
+-- status (400: too many clients; 409: the session's storage is full).
 local function sb_register(S, R)
   local existing = redis.call('HMGET', R.client, 'name', 'expires_at')
   if existing[1] then return existing[1], tonumber(existing[2]) or -1 end
   if redis.call('HLEN', R.names) >= R.max_clients then
     return nil, 'this session already has ' .. R.max_clients .. ' active clients, the limit;'
-      .. ' one must leave or lapse before another can register'
+      .. ' one must leave or lapse before another can register', 400
   end
+  local bt = sb_tools_bytes(R.tools, R.tool_names)
+  -- The tools are stored twice: the registration and its client_registered event.
+  local full = sb_room(S.meta, S.now, bt + #R.tools + 2 * #R.lifetime + 2 * SB_KEY + 4 * SB_ENTRY, SB_P.cap)
+  if full then return nil, full, 409 end
   local assigned, k = R.name, 2
   while redis.call('HEXISTS', R.names, assigned) == 1 do
     local suffix = '-' .. k
@@ -36,8 +53,10 @@ local function sb_register(S, R)
   redis.call('HSET', R.names, assigned, R.cid)
   sb_count('clients_active')
   redis.call('SADD', R.clients, R.cid)
+  local bl = bt + #R.lifetime + #assigned + #R.cid + SB_ENTRY
   redis.call('HSET', R.client, 'name', assigned, 'lifetime', R.lifetime, 'ttl_ms', R.ttl, 'tools', R.tools,
-    'tool_names', R.tool_names, 'state', 'active', 'created_at', S.now, 'run', R.run)
+    'tool_names', R.tool_names, 'state', 'active', 'created_at', S.now, 'run', R.run, 'bt', bt, 'bl', bl)
+  sb_add(S.meta, bl + SB_KEY + SB_CLIENT_FIELDS + #R.cid + SB_ENTRY)
   local expires = -1
   if R.ttl > 0 then
     expires = S.now + R.ttl

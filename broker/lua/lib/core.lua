@@ -87,10 +87,120 @@ local function sb_str(s)
   return cjson.encode(s)
 end
 
+-- A session's storage (SWITCHBOARD_MAX_SESSION_BYTES). The meta hash's `bytes` counts what the session
+-- keeps for good or until a script removes it (events, call records with their call stream entries,
+-- registrations, queued input): each script adds the lengths it stores, plus a fixed overhead per entry
+-- so a flood of tiny entries counts too, and subtracts what it removes. Receipts expire on their own, so
+-- nothing could subtract them: `receipts` counts them by window instead (sb_add_receipt). Read with the
+-- session's liveness (one HMGET), added up in Lua and written once as the call (or batch) ends.
+local SB_ENTRY = 64
+local SB_KEY = 128
+local SB_LIMIT_SETTING = 'SWITCHBOARD_MAX_SESSION_BYTES'
+local sb_use = {}
+
+local function sb_use_read(meta, found)
+  local use = {live = found[1] ~= false, bytes = tonumber(found[3] or 0) or 0, receipts = found[4], dirty = false}
+  sb_use[meta] = use
+  return use
+end
+
+local function sb_usage(meta)
+  return sb_use[meta] or sb_use_read(meta, redis.call('HMGET', meta, 'seq', 'deleted', 'bytes', 'receipts'))
+end
+
+-- `receipts` is `<window start> <newest write> <bytes> <longest ttl> <previous bytes> <its longest ttl>`
+-- (ms). A receipt written in the previous window has expired once the current one is as old as the
+-- longest ttl of either, so the pair is an upper bound of the receipts still stored.
+local function sb_receipt_window(use, now)
+  local at, last, cur, ttl, prev, pttl = 0, 0, 0, 0, 0, 0
+  if use.receipts then
+    local a, l, c, t, p, q = string.match(use.receipts, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+    if a then
+      at, last, cur, ttl = tonumber(a), tonumber(l), tonumber(c), tonumber(t)
+      prev, pttl = tonumber(p), tonumber(q)
+    end
+  end
+  local longest = math.max(ttl, pttl)
+  if now >= last + longest then
+    -- Every receipt counted has expired.
+    at, cur, ttl, prev, pttl = now, 0, 0, 0, 0
+  elseif now >= at + longest then
+    at, prev, pttl, cur, ttl = now, cur, ttl, 0, 0
+  end
+  return at, last, cur, ttl, prev, pttl
+end
+
+-- What the session at `meta` holds now, by this count (bytes).
+local function sb_used(meta, now)
+  local use = sb_usage(meta)
+  local _, _, cur, _, prev = sb_receipt_window(use, now)
+  return use.bytes + cur + prev
+end
+
+local function sb_add(meta, n)
+  if n == 0 then return end
+  local use = sb_usage(meta)
+  use.bytes = use.bytes + n
+  if use.bytes < 0 then use.bytes = 0 end
+  use.dirty = true
+end
+
+-- Writes a call record (hash `calls` of the session at `meta`) and counts its change in size. The record
+-- carries what it counts (`b`, first, so trim_calls.lua reads it without decoding), which includes its
+-- call stream entry (`sb`: that entry is trimmed by time, where nothing could count it out, and goes no
+-- later than the record).
+local function sb_put_call(meta, calls, call_id, rec)
+  local old = rec.b or 0
+  rec.b = nil
+  local json = cjson.encode(rec)
+  local size = #json + #call_id + SB_ENTRY + (rec.sb or 0)
+  rec.b = size
+  redis.call('HSET', calls, call_id, '{"b":' .. size .. ',' .. string.sub(json, 2))
+  sb_add(meta, size - old)
+end
+
+-- Counts a receipt of `n` bytes kept for `ttl` ms.
+local function sb_add_receipt(meta, now, ttl, n)
+  local use = sb_usage(meta)
+  local at, _, cur, longest, prev, pttl = sb_receipt_window(use, now)
+  cur = math.max(0, cur + n)
+  longest = math.max(longest, tonumber(ttl) or 0)
+  use.receipts = at .. ' ' .. now .. ' ' .. cur .. ' ' .. longest .. ' ' .. prev .. ' ' .. pttl
+  use.dirty = true
+end
+
+-- nil when the session at `meta` has room for `need` more bytes under `cap` (0: no bound); else the
+-- refusal's message, naming the setting, the session's use and the limit.
+local function sb_room(meta, now, need, cap)
+  cap = tonumber(cap) or 0
+  if cap <= 0 then return nil end
+  local used = sb_used(meta, now)
+  if used + need <= cap then return nil end
+  return 'this session stores ' .. used .. ' bytes and this would add about ' .. need .. ', past '
+    .. SB_LIMIT_SETTING .. ' (' .. cap .. ' bytes): delete the session (or what it no longer needs) or'
+    .. ' raise the limit'
+end
+
+local function sb_flush_use()
+  for meta, use in pairs(sb_use) do
+    -- A session gone meanwhile gets no record back.
+    if use.dirty and use.live then
+      if use.receipts then
+        redis.call('HSET', meta, 'bytes', use.bytes, 'receipts', use.receipts)
+      else
+        redis.call('HSET', meta, 'bytes', use.bytes)
+      end
+    end
+  end
+  sb_use = {}
+end
+
 -- A session that does not exist, or is being deleted, answers like one that never existed.
 local function sb_session_live(S)
   -- `seq` is written when the session is created, so it tells whether the record exists.
-  local found = redis.call('HMGET', S.meta, 'seq', 'deleted')
+  local found = redis.call('HMGET', S.meta, 'seq', 'deleted', 'bytes', 'receipts')
+  -- What this call (or batch) has counted already stands: the record read is older.
+  if not sb_use[S.meta] then sb_use_read(S.meta, found) end
   return found[1] ~= false and found[2] ~= '1'
 end
 
@@ -127,6 +237,7 @@ local function sb_append(S, body)
   local seq = tostring(sb_next_seq(S.meta))
   local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso(sb_time_us) .. '",' .. string.sub(body, 2)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
+  sb_add(S.meta, #json + SB_ENTRY)
   sb_publish(S.channel, json)
   return json, seq
 end

@@ -2,7 +2,8 @@
 -- Idempotency-Key receipt replayed or written, and the reply built as the HTTP status and body the API
 -- sends as is. Check, act and record happen atomically, so a repeated key can never act twice and never
 -- needs to wait. Needs lib/core.lua. `H` holds: tokens (key), token (its SHA-256, '' when an API key
--- was checked by the caller), receipt (key), fp (the request's fingerprint, '' for no receipt), ttl (ms).
+-- was checked by the caller), receipt (key), fp (the request's fingerprint, '' for no receipt), ttl (ms),
+-- cap (SWITCHBOARD_MAX_SESSION_BYTES; receipts count toward it, lib/core.lua sb_add_receipt).
 
 local SB_CODES = {[400] = 'invalid_request', [401] = 'unauthorized', [404] = 'not_found', [409] = 'conflict'}
 
@@ -48,15 +49,31 @@ end
 
 -- The reply, kept as the key's receipt: a retry with the same key gets exactly this. `H<status> <fp>
 -- <body>`, not JSON: the body (an event) is not escaped into a second document on every ack and result.
+-- A refusal finding the session's storage full keeps no receipt: a retry is refused the same way, or
+-- served once there is room. (An operation that succeeds checked for its receipt's room first.)
 local function sb_http_reply(S, H, status, body)
   if H.fp ~= '' then
-    redis.call('SET', H.receipt, 'H' .. status .. ' ' .. H.fp .. ' ' .. body, 'PX', H.ttl)
+    local receipt = 'H' .. status .. ' ' .. H.fp .. ' ' .. body
+    local size = #receipt + #H.receipt + SB_KEY
+    if status < 400 or not sb_room(S.meta, S.now, size, H.cap) then
+      redis.call('SET', H.receipt, receipt, 'PX', H.ttl)
+      sb_add_receipt(S.meta, S.now, H.ttl, size)
+    end
   end
   return {status, body}
 end
 
 local function sb_http_refuse(S, H, status, message)
   return sb_http_reply(S, H, status, sb_envelope(status, message))
+end
+
+-- nil when the session has room for `need` more bytes and the reply's receipt; else the 409 to answer
+-- (with no receipt).
+local function sb_http_room(S, H, need)
+  if H.fp ~= '' then need = need + #H.receipt + #H.fp + SB_KEY + 64 end
+  local full = sb_room(S.meta, S.now, need, H.cap)
+  if full then return {409, sb_envelope(409, full)} end
+  return nil
 end
 
 -- How the call routes (ack, result, progress; they include lib/call.lua) begin: the request checked,

@@ -8,6 +8,8 @@
 -- KEYS[#KEYS-8] deadlines  [-7] leases  [-6] steps  [-5] dequeue  [-4] purges  [-3] claims (zsets of
 -- timers, scored by due time in ms)  [-2] work (stream, group `workers`)  [-1] alarm (string)  [0] stats
 --
+-- and SWITCHBOARD_MAX_SESSION_BYTES as the last ARGV (`SB_P.cap`, 0 for no bound; lib/core.lua sb_room).
+--
 -- The alarm holds the earliest due time the partition's timekeeper was told of; it is also the name of the
 -- channel that tells it. A timer set earlier than the alarm (or while the alarm is unset or past) moves
 -- the alarm and is published on that channel, so the timekeeper sleeps until exactly then without
@@ -26,6 +28,7 @@ local function sb_partition_enter()
   SB_P.deadlines, SB_P.leases, SB_P.steps = KEYS[n - 8], KEYS[n - 7], KEYS[n - 6]
   SB_P.dequeue, SB_P.purges, SB_P.claims = KEYS[n - 5], KEYS[n - 4], KEYS[n - 3]
   SB_P.work, SB_P.alarm, SB_P.stats = KEYS[n - 2], KEYS[n - 1], KEYS[n]
+  SB_P.cap = tonumber(ARGV[#ARGV]) or 0
 end
 
 -- The consumer group workers read the work stream through (broker/keys.py WORK_GROUP).

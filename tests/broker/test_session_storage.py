@@ -1,0 +1,235 @@
+"""A session's storage through the scripts alone: what each write counts and each removal gives back, and
+every write refused at SWITCHBOARD_MAX_SESSION_BYTES with its name, leaving nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from broker import Broker, aio
+from broker.clients import Receipt
+from broker.errors import Conflict
+from broker.events import message_assistant, text_block
+from broker.retention import Retention
+from broker.settings import Settings
+from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types
+from tests.stack import opened_broker
+
+CAP = 200_000
+SETTING = "SWITCHBOARD_MAX_SESSION_BYTES"
+WEB = "0190f2a0-0000-7000-8000-00000000000a"
+FILLER = "0190f2a0-0000-7000-8000-00000000000f"
+
+
+@pytest.fixture
+async def capped(settings: Settings, redis_url: str) -> AsyncIterator[Broker]:
+    update: dict[str, Any] = {"max_session_bytes": CAP, "settled_call_retention_s": 0.05}
+    async with opened_broker(settings.model_copy(update=update), redis_url) as broker:
+        yield broker
+
+
+def tools(size: int, name: str = "big") -> list[dict[str, Any]]:
+    return [{"name": name, "description": "", "parameters": {"type": "object", "description": "x" * size}}]
+
+
+async def counted(broker: Broker, session_id: str) -> int:
+    return int(await broker.core.redis.hget(broker.core.keys.session(session_id).meta, "bytes") or 0)
+
+
+async def log_cost(broker: Broker, session_id: str) -> int:
+    """What the session's log counts: each event's length and the per-entry overhead (64)."""
+    rows = await broker.log.after(session_id, 0, 100_000)
+    return sum(len(data) + 64 for _, data in rows)
+
+
+async def snapshot(redis: Redis, broker: Broker, session_id: str) -> dict[str, Any]:
+    """What a refused write must leave as it was."""
+    s = broker.core.keys.session(session_id)
+    return {
+        "seq": await redis.hget(s.meta, "seq"),
+        "calls": await redis.hgetall(s.calls),
+        "owed": await redis.hgetall(s.owed),
+        "queue": await redis.lrange(s.queue, 0, -1),
+        "inbox": await redis.lrange(s.inbox, 0, -1),
+        "names": await redis.hgetall(s.names),
+        "clients": await redis.smembers(s.clients),
+        "bytes": await redis.hget(s.meta, "bytes"),
+    }
+
+
+async def fill(broker: Broker, session_id: str, room: int) -> None:
+    """Register clients whose tools leave about `room` bytes under the cap: a first one to learn what a
+    registration counts besides its tools (they are stored twice: registration and event), a second to
+    come within a few bytes."""
+    pad = (CAP - await counted(broker, session_id)) // 4
+    before = await counted(broker, session_id)
+    await broker.clients.register(session_id, FILLER, "filler", None, tools(pad))
+    overhead = await counted(broker, session_id) - before - 2 * pad
+    rest = (CAP - await counted(broker, session_id) - room - overhead) // 2
+    await broker.clients.register(session_id, FILLER[:-1] + "e", "filler", None, tools(rest))
+    left = CAP - await counted(broker, session_id)
+    assert 0 < left <= room + 16, left
+
+
+def refused(message: str) -> bool:
+    return SETTING in message and str(CAP) in message
+
+
+async def test_a_session_counts_its_log_and_inputs_and_gives_back_what_leaves(capped: Broker) -> None:
+    broker = capped
+    session_id = await make_session(broker, policy="queue")
+    assert await counted(broker, session_id) == await log_cost(broker, session_id)
+    run_id = await start_run(broker, session_id, "/sleep 1")
+    s = broker.core.keys.session(session_id)
+    queued_run = "0190f2a0-0000-7000-8000-0000000000a1"
+    await broker.runs.submit(session_id, queued_run, "0190f2a0-0000-7000-8000-0000000000b1", "q" * 5_000, "client")
+    # The waiting input counts until it starts, and is marked so a retry finds it without a walk.
+    assert await counted(broker, session_id) > await log_cost(broker, session_id) + 5_000
+    assert await broker.core.redis.hexists(s.meta, f"queued:{queued_run}")
+    await broker.runs.finish(session_id, run_id, 0, 0, "run_cancelled")
+    assert not await broker.core.redis.hexists(s.meta, f"queued:{queued_run}")
+    assert await broker.core.redis.llen(s.queue) == 0
+    # Nothing waits now: the count is the log's, exactly.
+    assert await counted(broker, session_id) == await log_cost(broker, session_id)
+
+
+async def test_a_registration_that_leaves_keeps_only_what_a_late_request_reads(capped: Broker) -> None:
+    broker = capped
+    redis = broker.core.redis
+    session_id = await make_session(broker)
+    s = broker.core.keys.session(session_id)
+    before = await counted(broker, session_id)
+    await broker.clients.register(session_id, WEB, "web", None, tools(40_000))
+    registered = await counted(broker, session_id) - before
+    assert registered > 80_000
+    await broker.clients.leave(session_id, WEB)
+    left = await counted(broker, session_id) - before
+    # What stays counted: the two events (the tools in client_registered among them) and a few fields.
+    events = await log_cost(broker, session_id) - before
+    assert events < left < events + 1_000
+    remainder = {k.decode() for k in aio.members(await redis.hkeys(s.client(WEB)))}
+    assert remainder == {"name", "state", "left_reason", "ttl_ms", "created_at", "run"}
+    assert 0 < await redis.pttl(s.client(WEB)) <= broker.settings.idempotency_ttl_ms
+    assert not await redis.exists(s.client_calls(WEB))
+    # A late request still reads it as gone; leaving again changes nothing and succeeds.
+    await broker.clients.leave(session_id, WEB)
+    assert (await broker.clients.ping(session_id, WEB)).status == 404
+    # A retried register of the same id answers as the first did (it does not register it again).
+    again = await broker.clients.register(session_id, WEB, "web", None, tools(10))
+    assert again.name == "web"
+    assert await redis.hget(s.client(WEB), "state") == b"left"
+
+
+async def test_settled_calls_give_back_their_records_and_call_stream_entries(capped: Broker) -> None:
+    broker = capped
+    session_id = await make_session(broker)
+    await broker.clients.register(session_id, WEB, "web", None, [HIGHLIGHT])
+    run_id = await start_run(broker, session_id)
+    first = call("client__web__highlight_row", {"row_id": "r" * 3_000})
+    assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
+    (await broker.clients.answer(session_id, WEB, first.call_id, "done", is_error=False)).raise_for_status()
+    s = broker.core.keys.session(session_id)
+    raw = aio.reply(await broker.core.redis.hget(s.calls, first.call_id))
+    assert raw is not None
+    assert raw.startswith(b'{"b":')
+    held = await counted(broker, session_id)
+    await asyncio.sleep(0.1)
+    assert await Retention(broker.core).trim(session_id) == "trimmed"
+    assert await broker.core.redis.hlen(s.calls) == 0
+    # The record (with its call stream entry, 3 KB of arguments) is given back.
+    assert held - await counted(broker, session_id) > 3_000
+
+
+async def test_every_write_past_the_cap_is_refused_naming_the_setting_and_leaves_nothing(capped: Broker) -> None:
+    broker = capped
+    redis = broker.core.redis
+    session_id = await make_session(broker)
+    s = broker.core.keys.session(session_id)
+    await broker.clients.register(session_id, WEB, "web", None, [HIGHLIGHT])
+    run_id = await start_run(broker, session_id)
+    first, second = call("client__web__highlight_row"), call("client__web__highlight_row")
+    assert (await commit(broker, session_id, run_id, [first, second])).outcome == "waiting"
+    (await broker.clients.ack(session_id, WEB, second.call_id)).raise_for_status()
+    await fill(broker, session_id, room=3_000)
+    before = await snapshot(redis, broker, session_id)
+
+    with pytest.raises(Conflict) as error:
+        await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-00000000000b", "more", None, tools(4_000))
+    assert refused(error.value.message)
+    assert not await redis.exists(s.client("0190f2a0-0000-7000-8000-00000000000b"))
+    with pytest.raises(Conflict) as error:
+        await broker.clients.update_tools(session_id, WEB, tools(4_000, "bigger"))
+    assert refused(error.value.message)
+    with pytest.raises(Conflict) as error:
+        await broker.runs.submit(session_id, "0190f2a0-0000-7000-8000-0000000000a2", "x", "t" * 4_000, "client")
+    assert refused(error.value.message)
+
+    receipt = Receipt(s.idempotency("k1"), "f" * 64, 60_000)
+    for reply in (
+        await broker.clients.answer(session_id, WEB, first.call_id, "a" * 4_000, is_error=False),
+        await broker.clients.answer(session_id, WEB, second.call_id, "a" * 4_000, is_error=False, receipt=receipt),
+        await broker.clients.progress(session_id, WEB, second.call_id, "p" * 4_000, None, receipt=receipt),
+    ):
+        assert reply.status == 409, reply
+        assert refused(reply.body), reply
+    # A refusal at the cap keeps no receipt, and the calls are still owed.
+    assert not await redis.exists(receipt.key)
+    assert await snapshot(redis, broker, session_id) == before
+
+    with pytest.raises(Conflict) as error:
+        await broker.idempotency.begin(s.idempotency("k2"), "f" * 64, {"x": "y" * 4_000}, 60_000, s.meta)
+    assert refused(error.value.message)
+    assert not await redis.exists(s.idempotency("k2"))
+    assert await snapshot(redis, broker, session_id) == before
+
+
+async def test_an_ack_and_a_keyed_ping_are_refused_at_the_cap_and_a_plain_ping_is_not(capped: Broker) -> None:
+    broker = capped
+    redis = broker.core.redis
+    session_id = await make_session(broker)
+    s = broker.core.keys.session(session_id)
+    await broker.clients.register(session_id, WEB, "web", 60, [HIGHLIGHT])
+    run_id = await start_run(broker, session_id)
+    first = call("client__web__highlight_row")
+    assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
+    await fill(broker, session_id, room=100)
+    before = await snapshot(redis, broker, session_id)
+    ack = await broker.clients.ack(session_id, WEB, first.call_id)
+    assert ack.status == 409
+    assert refused(ack.body)
+    keyed = Receipt(s.idempotency("p1"), "f" * 64, 60_000)
+    ping = await broker.clients.ping(session_id, WEB, receipt=keyed)
+    assert ping.status == 409
+    assert refused(ping.body)
+    assert not await redis.exists(keyed.key)
+    assert await snapshot(redis, broker, session_id) == before
+    # A ping without a key stores nothing new: it keeps the registration alive whatever the session holds.
+    assert (await broker.clients.ping(session_id, WEB)).status == 200
+
+
+async def test_a_step_whose_output_would_pass_the_cap_ends_the_run_and_writes_none_of_it(capped: Broker) -> None:
+    broker = capped
+    session_id = await make_session(broker)
+    run_id = await start_run(broker, session_id)
+    await fill(broker, session_id, room=3_000)
+    message = message_assistant([text_block("m" * 5_000)], "scripted")
+    committed = await broker.runs.commit(session_id, run_id, 0, 0, message, [], "")
+    assert committed.outcome == "failed"
+    events = await log_events(broker, session_id)
+    assert "message_assistant" not in await types(broker, session_id)
+    (failed,) = [e for e in events if e["type"] == "run_failed"]
+    assert refused(failed["error"])
+    # The session stays readable and deletable.
+    assert (await broker.sessions.get(session_id)).id == session_id
+    await broker.sessions.delete(session_id)
+
+
+async def test_no_cap_means_no_refusal(settings: Settings, redis_url: str) -> None:
+    async with opened_broker(settings.model_copy(update={"max_session_bytes": 0}), redis_url) as broker:
+        session_id = await make_session(broker)
+        await broker.clients.register(session_id, WEB, "web", None, tools(300_000))
+        assert await counted(broker, session_id) > CAP
