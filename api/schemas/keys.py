@@ -22,7 +22,13 @@ class MintApiKeyBody(Strict):
 
     label: Annotated[str, Field(max_length=200)]
     permissions: Annotated[list[Permission], Field(max_length=15)]
-    expires_at: DateTime | None = None
+    expires_at: Annotated[
+        DateTime | None,
+        Field(
+            description="No later than the minting key's expiry; left out, the minting key's expiry (none if it "
+            "has none); null: never, only under a key that never expires"
+        ),
+    ] = None
 
 
 class ActorBody(BaseModel):
