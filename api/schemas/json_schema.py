@@ -8,6 +8,12 @@ there, and generators of requests from a document (schemathesis) cannot negate a
 document could not state a deeper check; a check the document does not state refuses requests the
 document calls valid. A broken nested schema shows when a call is checked against it (an error result).
 
+The server holds a schema to more than the dialect (broker.schema.accept: references stay within it,
+patterns run on RE2, numbers are finite); what of that JSON Schema can state is stated at the top level
+(a reference there names a part of the schema by its fragment, and unevaluatedProperties does not come
+with patternProperties), the rest is refused by the server alone, as a request the document cannot
+describe.
+
 Left out of both: the keywords 2020-12 keeps only as deprecated (`definitions`, `dependencies`,
 `$recursiveAnchor`, `$recursiveRef`: an older draft's, ignored by a 2020-12 validator) and the URI
 formats (nothing here checks them).
@@ -33,6 +39,14 @@ _DEF_REF = re.compile(r"#/\$defs/(\w+)$")
 # Keywords whose value maps names (not keywords) to schemas.
 _NAME_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs"})
 _ANY_SCHEMA = {"type": ["object", "boolean"]}
+# What of broker.schema.accept's rules JSON Schema can state, at the top level: a reference there stays
+# in the schema (it names a part of it by fragment), and unevaluatedProperties does not come with
+# patternProperties. Deeper, and for references to a part with its own `$id`, the server checks more.
+_STATED = {
+    "$ref": {"type": "string", "pattern": "^#"},
+    "$dynamicRef": {"type": "string", "pattern": "^#"},
+}
+_NOT_TOGETHER = {"required": ["unevaluatedProperties", "patternProperties"]}
 
 
 @cache
@@ -47,10 +61,8 @@ def meta_schema() -> dict[str, Any]:
         properties.update(part.get("properties", {}))
         definitions.update(part.get("$defs", {}))
     plain = _Plain(definitions)
-    return {
-        **_ANY_SCHEMA,
-        "properties": {name: plain(schema) for name, schema in properties.items() if name not in _DEPRECATED},
-    }
+    stated = {name: plain(schema) for name, schema in properties.items() if name not in _DEPRECATED}
+    return {**_ANY_SCHEMA, "properties": stated | _STATED, "not": _NOT_TOGETHER}
 
 
 class _Plain:

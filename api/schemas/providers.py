@@ -47,9 +47,14 @@ class ProviderPage(BaseModel):
     next_cursor: UUID | None
 
 
+# An http(s) URL with a host (a name or a bracketed IPv6 address), maybe a port and a path: what the
+# server can take apart (broker/addresses.py); whether the host may be reached is decided there.
+BASE_URL = r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(:[0-9]{1,5})?(/[!-~]*)?$"
+
+
 class CreateProviderBody(Strict):
     api_key: Annotated[str, Field(min_length=1, max_length=16384)]
-    base_url: Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")]
+    base_url: Annotated[str, Field(min_length=1, max_length=2048, pattern=BASE_URL)]
     description: Annotated[str, Field(max_length=1024)] = ""
     display_name: Annotated[str, Field(max_length=200)]
     format: ProviderFormat
@@ -66,6 +71,6 @@ class UpdateProviderBody(Strict):
             " the stored one: a stored key goes only to the address it was stored for.",
         ),
     ] = None
-    base_url: Annotated[str | None, Field(max_length=2048, pattern=r"^https?://")] = None
+    base_url: Annotated[str | None, Field(max_length=2048, pattern=BASE_URL)] = None
     description: Annotated[str | None, Field(max_length=1024)] = None
     display_name: Annotated[str | None, Field(max_length=200)] = None

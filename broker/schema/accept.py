@@ -3,21 +3,22 @@
 Every `$ref` and `$dynamicRef` that a Draft 2020-12 validator could follow is resolved here the way the
 validator resolves it (the `referencing` library, with a registry that holds this schema alone and
 retrieves nothing): one that names a URL, a file or any other schema is refused, instead of being fetched
-when a call is checked. Every `pattern` and `patternProperties` key such a validator could apply must
+when a call is checked. One into this schema that names nothing in it (`#/$defs/missing`) is kept: the
+calls checked against it fail, saying so. Every `pattern` and `patternProperties` key such a validator could apply must
 compile on RE2 (`broker.schema.regex`). Numbers must be finite, and nesting is bounded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 from referencing import Registry, Resource
-from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from broker.schema.regex import PatternRefused, compiled
+from broker.schema.regex import PatternRefused, compiled, is_text
 
 # JSON containers nested in one schema; deeper is refused (a validator recurses once per level or more).
 MAX_DEPTH = 128
@@ -49,15 +50,23 @@ class SchemaRefused(ValueError):
 def accept(schema: dict[str, Any]) -> None:
     """Nothing when `schema` may be stored; SchemaRefused naming where and why when it may not."""
     _check_values(schema)
-    root = DRAFT202012.create_resource(schema)
     walk = _Walk()
-    walk.schema(schema, Registry().resolver_with_root(root), "")
+    walk.schema(schema, _root_resolver(schema), "")
     if walk.unevaluated_properties and walk.pattern_properties:
         # The validator works out which properties were evaluated with a backtracking engine of its own.
         raise SchemaRefused(
             walk.unevaluated_properties,
             "unevaluatedProperties is not accepted in a schema that also has patternProperties",
         )
+
+
+def _root_resolver(schema: dict[str, Any]) -> _Resolver:
+    """The resolver a validator starts from; at the empty base when the schema's `$id` is no URI (the
+    validator cannot start at all then: every call checked against it fails)."""
+    try:
+        return Registry().resolver_with_root(DRAFT202012.create_resource(schema))
+    except Exception:
+        return Registry().resolver()
 
 
 def _check_values(schema: dict[str, Any]) -> None:
@@ -91,7 +100,10 @@ class _Walk:
         if not isinstance(node, dict) or id(node) in self._seen:
             return
         self._seen.add(id(node))
-        resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+        # An `$id` that is no URI (or no string): the validator cannot resolve against it either (the
+        # calls fail), and what is checked here against the outer base still refuses every remote one.
+        with contextlib.suppress(Exception):
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
         for keyword in ("$ref", "$dynamicRef"):
             reference = node.get(keyword)
             if isinstance(reference, str):
@@ -103,16 +115,29 @@ class _Walk:
     def _follow(self, reference: str, resolver: _Resolver, where: str) -> None:
         try:
             resolved = resolver.lookup(reference)
-        except Unresolvable:
-            raise SchemaRefused(
-                where,
-                f"{reference!r} does not name a part of this schema: references resolve only within the "
-                "schema itself (nothing is fetched, no file is read, no other schema is used)",
-            ) from None
+        except Exception:  # Unresolvable, or whatever a malformed part makes `referencing`'s crawl raise
+            resource = reference.partition("#")[0]
+            if resource and not self._own(resolver, resource):
+                raise SchemaRefused(
+                    where,
+                    f"{reference!r} does not name a part of this schema: references resolve only within the "
+                    "schema itself (nothing is fetched, no file is read, no other schema is used)",
+                ) from None
+            # A reference into this schema that names nothing in it: a call checked against it fails,
+            # saying so (JSON Schema cannot state this, so the OpenAPI document could not either).
+            return
         if not isinstance(resolved.contents, dict | bool):
             raise SchemaRefused(where, f"{reference!r} names a part of this schema that is not a schema")
         # A part reached only by reference (under a keyword no validator applies) is checked too.
         self.schema(resolved.contents, resolved.resolver, where)
+
+    @staticmethod
+    def _own(resolver: _Resolver, resource: str) -> bool:
+        try:
+            resolver.lookup(resource)
+        except Exception:
+            return False
+        return True
 
     def _patterns(self, node: dict[str, Any], where: str) -> None:
         pattern = node.get("pattern")
@@ -142,6 +167,10 @@ def _subschemas(node: dict[str, Any], where: str) -> Iterator[tuple[Any, str]]:
 
 
 def _compiles(pattern: str, where: str) -> None:
+    if not is_text(pattern):
+        # Valid JSON, and a valid pattern for the document (JSON Schema cannot say otherwise): kept, and
+        # a call checked against it fails, saying why. It never runs on a backtracking engine either way.
+        return
     try:
         compiled(pattern)
     except PatternRefused as refused:

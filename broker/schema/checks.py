@@ -30,6 +30,8 @@ INLINE_TEXT = 8_192
 MAX_COMPILED = 1_024
 # An answer later than the budget's time by this much means the child is stuck in one step: it is killed.
 _GRACE_S = 1.0
+# A child not ready this long after it was started is taken for stuck (TimeoutError, as a late answer).
+_START_S = 30.0
 # Keywords whose stock implementation does work the meter does not see; checked only in the child.
 _CHILD_ONLY = ('"unevaluatedItems"', '"unevaluatedProperties"')
 # The checks of one model step's calls may keep the child busy this many times one check's time in all:
@@ -60,9 +62,10 @@ class _Compiled:
 class ArgumentChecks:
     """One per process (the worker's steps and the API's approvals share the idea, not the object)."""
 
-    def __init__(self, steps: int, seconds: float) -> None:
+    def __init__(self, steps: int, seconds: float, grace_s: float = _GRACE_S) -> None:
         self._steps = steps
         self._seconds = seconds
+        self._grace_s = grace_s
         self._budgeted = Budgeted()
         self._compiled: OrderedDict[str, _Compiled] = OrderedDict()
         # (schema, arguments) -> the child's problem, or the Unchecked message (a tuple of it).
@@ -129,15 +132,13 @@ class ArgumentChecks:
     async def _in_child(self, text: str, arguments: Any) -> str:
         request = frame({"schema": text, "arguments": arguments})
         async with self._lock:
-            child = await self._started()
-            assert child.stdin is not None
-            assert child.stdout is not None
             try:
+                child = await self._started()
+                assert child.stdin is not None
                 child.stdin.write(request)
                 await child.stdin.drain()
-                async with asyncio.timeout(self._seconds + _GRACE_S):
-                    header = await child.stdout.readexactly(HEADER.size)
-                    answer = loads(await child.stdout.readexactly(HEADER.unpack(header)[0]))
+                async with asyncio.timeout(self._seconds + self._grace_s):
+                    answer = await _read(child)
             except TimeoutError:
                 await self._stop()
                 raise Unchecked(self.over_budget) from None
@@ -145,7 +146,7 @@ class ArgumentChecks:
                 await self._stop()
                 raise Unchecked("the process that checks them stopped before it answered") from None
             except BaseException:
-                # Cancelled mid-exchange, or the child died: what it would answer next is unknown.
+                # Cancelled mid-exchange: what the child would answer next is unknown.
                 await self._stop()
                 raise
         if answer.get("over_budget"):
@@ -163,6 +164,8 @@ class ArgumentChecks:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
             )
+            async with asyncio.timeout(_START_S):
+                await _read(self._child)
         return self._child
 
     async def _stop(self) -> None:
@@ -175,3 +178,10 @@ class ArgumentChecks:
         """Stop the child, if one was started."""
         async with self._lock:
             await self._stop()
+
+
+async def _read(child: asyncio.subprocess.Process) -> dict[str, Any]:
+    assert child.stdout is not None
+    header = await child.stdout.readexactly(HEADER.size)
+    answer: dict[str, Any] = loads(await child.stdout.readexactly(HEADER.unpack(header)[0]))
+    return answer

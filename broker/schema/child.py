@@ -1,10 +1,10 @@
 """The process that runs argument checks too large for an event loop (`python -m broker.schema.child
 STEPS SECONDS`): frames in on stdin, frames out on stdout, one check at a time, each under the budget.
 
-A frame is a 4-byte big-endian length and that many bytes of JSON. In: `{"schema": <the schema's JSON
-text>, "arguments": <value>}`. Out: `{"problem": <text>}` ('' when the arguments fit) or
-`{"over_budget": true}`. The parent kills this process if an answer is late, so even a check the meter
-cannot interrupt (a single step in C) ends.
+A frame is a 4-byte big-endian length and that many bytes of JSON. Out first: `{"ready": true}`. Then
+in: `{"schema": <the schema's JSON text>, "arguments": <value>}`; out: `{"problem": <text>}` ('' when
+the arguments fit) or `{"over_budget": true}`. The parent kills this process if an answer is late, so
+even a check the meter cannot interrupt (a single step in C) ends.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ _COMPILED = 256
 def serve(steps: int, seconds: float, stdin: BinaryIO, stdout: BinaryIO) -> None:
     budgeted = Budgeted()
     compiled: OrderedDict[str, Validator] = OrderedDict()
+    # Imports take a while on a busy machine: the parent's clock for a check starts after this.
+    stdout.write(frame({"ready": True}))
+    stdout.flush()
     while (request := read_frame(stdin)) is not None:
         message = loads(request)
         text = message["schema"]

@@ -29,6 +29,8 @@ def compiled(pattern: str) -> _Searcher:
     """The pattern compiled once per process; PatternRefused when RE2 cannot run it."""
     try:
         return re2.compile(pattern, _OPTIONS)
+    except UnicodeEncodeError:
+        raise PatternRefused("it is not Unicode text (it holds a lone surrogate), which RE2 cannot read") from None
     except re2.error as error:
         why = error.args[0] if error.args else error
         text = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
@@ -36,4 +38,17 @@ def compiled(pattern: str) -> _Searcher:
 
 
 def search(pattern: str, text: str) -> bool:
-    return compiled(pattern).search(text) is not None
+    """Whether `pattern` matches somewhere in `text`; PatternRefused when either is not Unicode text."""
+    try:
+        return compiled(pattern).search(text) is not None
+    except UnicodeEncodeError:
+        raise PatternRefused("the text holds a lone surrogate, which RE2 cannot read") from None
+
+
+def is_text(value: str) -> bool:
+    """Whether `value` is Unicode text (JSON can carry lone surrogates, which no UTF-8 engine reads)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -24,7 +24,7 @@ def test_every_check_and_phase_passes(redis_url: str, tmp_path: Path) -> None:
     # per-credential rate limit and the failed sign-in lockout would answer most of them with 429.
     with api_and_worker(redis_url, tmp_path / "logs", rate_limit_per_s="0", auth_failure_limit="0") as served:
         command = [str(st), "--config-file", str(CONFIG), "--no-color", "run", f"{served.url}/openapi.json"]
-        command += ["--checks", "all", "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", "30"]
+        command += ["--checks", "all", "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", "45"]
         # The two event streams never end by themselves (they are tested by the stream tests).
         command += ["--exclude-path-regex", "/stream$", "-H", f"Authorization: Bearer {served.key}"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=380, check=False)
