@@ -165,9 +165,7 @@ class Clients:
         s = self._core.keys.session(session_id)
         extra_keys, extra_args = self._http(session_id, caller, receipt)
         status, body, *lapse = await self._core.scripts.raw(
-            "ping_client",
-            [s.meta, s.client(client_id), *extra_keys],
-            [session_id, client_id, *extra_args, self._core.settings.max_session_bytes],
+            "ping_client", [s.meta, s.client(client_id), *extra_keys], [session_id, client_id, *extra_args]
         )
         if lapse:
             await lapse_client(self._core, session_id, client_id)

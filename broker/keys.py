@@ -39,8 +39,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{w}:health:<host>`                | string | 3 heartbeats             | `switchboard worker --check`           |
 | `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone,  |
 |                                       |        |                          | `trimmed_seq` (trim_calls.lua),        |
-|                                       |        |                          | `bytes` and `receipts`: the session's  |
-|                                       |        |                          | storage (lib/core.lua sb_room),        |
+|                                       |        |                          | `bytes`, `rc` `rp` `ra` `rl` (receipts |
+|                                       |        |                          | by window): the session's storage      |
+|                                       |        |                          | (lib/core.lua sb_room),                |
 |                                       |        |                          | `queued:<run id>` per waiting input    |
 | `sb:{T}:s:<S>:events`                 | stream | none                     | the event log, ids `<seq>-0`           |
 | `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> {id, expires}            |

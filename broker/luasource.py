@@ -73,12 +73,11 @@ LIBRARIES = (
     "lib/http.lua",
 )
 
-# What a library holds back until its script ends (lib/core.lua: storage counts, seqs and messages;
+# What a library holds back until its script ends (lib/core.lua: seqs and storage counts, messages;
 # lib/partition.lua: figures), in the order it is written.
 _FLUSHES = (
     ("lib/partition.lua", "sb_flush_counts()\n"),
     ("lib/core.lua", "sb_flush_use()\n"),
-    ("lib/core.lua", "sb_flush_seqs()\n"),
     ("lib/core.lua", "sb_flush_outbox()\n"),
 )
 
@@ -88,7 +87,7 @@ _CALL_ENDS = (
     """
 local function sb_begin()
   sb_clock_read = false
-  sb_seqs, sb_use = {}, {}
+  sb_use, sb_call_counted = {}, {}
   sb_outbox, sb_outbox_order = {}, {}
   sb_counted, sb_counted_stats = {}, nil
   sb_work_woken, sb_alarm = false, nil

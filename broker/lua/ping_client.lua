@@ -10,23 +10,19 @@
 -- KEYS[1] the session's meta  KEYS[2] the registration  KEYS[3] the session's tokens
 -- KEYS[4] the Idempotency-Key receipt
 -- ARGV[1] session id  ARGV[2] client id  ARGV[3] token SHA-256 ('' for an API key)
--- ARGV[4] request fingerprint ('' for none)  ARGV[5] receipt ttl ms  ARGV[6] SWITCHBOARD_MAX_SESSION_BYTES
+-- ARGV[4] request fingerprint ('' for none)  ARGV[5] receipt ttl ms
 -- Returns {HTTP status, body}: 200 and {"expires_at"} (null for never); 404 when the registration is gone,
--- and {404, body, 'lapse'} when its lease ran out and it must be lapsed now; 401 (token); 409 when the
--- ping carries an Idempotency-Key and the session's storage has no room for its receipt (a ping without
--- one stores nothing new and is never refused for it).
+-- and {404, body, 'lapse'} when its lease ran out and it must be lapsed now; 401 (token).
+-- A ping stores nothing that lasts, so it is never refused for the session's storage, and its receipt
+-- (5 minutes) is not counted toward it (lib/http.lua).
 
 --!include lib/core.lua
 --!include lib/http.lua
 
 local S = {meta = KEYS[1], sid = ARGV[1], now = sb_now_ms()}
-local H = {tokens = KEYS[3], receipt = KEYS[4], token = ARGV[3], fp = ARGV[4], ttl = ARGV[5], cap = ARGV[6]}
+local H = {tokens = KEYS[3], receipt = KEYS[4], token = ARGV[3], fp = ARGV[4], ttl = ARGV[5], uncounted = true}
 local early = sb_http_begin(S, H)
 if early then return early end
-if H.fp ~= '' then
-  local full = sb_http_room(S, H, 0)
-  if full then return full end
-end
 -- Built only for a refusal: a ping that succeeds makes no string it does not send.
 local function gone()
   return 'no active client ' .. ARGV[2] .. ' in this session (it left, lapsed, or never registered); register again'

@@ -53,7 +53,7 @@ for _, entry in ipairs(entries) do
     if fields[i] == 'call' then call_id = fields[i + 1] elseif fields[i] == 'e' then event = fields[i + 1] end
   end
   local raw = call_id and redis.call('HGET', calls, call_id)
-  local rec = raw and cjson.decode(raw)
+  local rec = raw and sb_read_call(calls, call_id, raw)
   if rec and rec.client == cid and rec.state == 'dispatched' then
     rec.member = member
     sb_put_call(KEYS[4], calls, call_id, rec)

@@ -22,8 +22,11 @@ if not sb_session_live(S) then
 end
 if #ARGV > 5 then
   local released = 0
-  for _, raw in ipairs(redis.call('HMGET', KEYS[2], unpack(ARGV, 5, #ARGV - 1))) do
-    released = released + (raw and tonumber(string.match(raw, '^{"b":(%d+)') or 0) or 0)
+  for i, raw in ipairs(redis.call('HMGET', KEYS[2], unpack(ARGV, 5, #ARGV - 1))) do
+    -- As lib/core.lua counted it (sb_call_count); `sb` is a top-level number (inner JSON is escaped).
+    if raw then
+      released = released + #raw + #ARGV[4 + i] + SB_ENTRY + tonumber(string.match(raw, '"sb":(%d+)') or 0)
+    end
   end
   redis.call('HDEL', KEYS[2], unpack(ARGV, 5, #ARGV - 1))
   sb_add(S.meta, -released)

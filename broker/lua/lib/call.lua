@@ -14,7 +14,7 @@ end
 
 local function sb_call(S)
   local raw = redis.call('HGET', S.calls, S.call_id)
-  return raw and cjson.decode(raw)
+  return raw and sb_read_call(S.calls, S.call_id, raw)
 end
 
 -- The call as the client at S.cid may see it: nil when it does not exist or belongs to another

@@ -72,7 +72,7 @@ local function sb_fail_owed(S, field, value, reason, text)
   for i = 1, #owed, 2 do
     local raw = redis.call('HGET', S.calls, owed[i])
     if raw then
-      local rec = cjson.decode(raw)
+      local rec = sb_read_call(S.calls, owed[i], raw)
       if rec[field] == value then sb_fail_call(S, owed[i], rec, reason, text) end
     end
   end

@@ -91,82 +91,111 @@ end
 -- keeps for good or until a script removes it (events, call records with their call stream entries,
 -- registrations, queued input): each script adds the lengths it stores, plus a fixed overhead per entry
 -- so a flood of tiny entries counts too, and subtracts what it removes. Receipts expire on their own, so
--- nothing could subtract them: `receipts` counts them by window instead (sb_add_receipt). Read with the
--- session's liveness (one HMGET), added up in Lua and written once as the call (or batch) ends.
+-- nothing could subtract them: `rc` and `rp` count them by window instead (sb_add_receipt). Read with the
+-- session's liveness and seq (one HMGET), added up in Lua and written with the seq, in one HSET, as the
+-- call (or batch) ends.
 local SB_ENTRY = 64
 local SB_KEY = 128
 local SB_LIMIT_SETTING = 'SWITCHBOARD_MAX_SESSION_BYTES'
 local sb_use = {}
 
+-- Receipts are counted by window, in meta: `rc` the bytes written since `ra` (ms), `rp` those of the
+-- window before, `rl` the longest receipt ttl seen. A window is rolled by the first receipt written once
+-- it is `rl` old, so what it counts was written before ra + rl and has expired by ra + 2 rl, and the
+-- window before by ra + rl: rc + rp (or less, as they age) bounds the receipts still stored.
+local SB_USE_FIELDS = {'seq', 'deleted', 'bytes', 'rc', 'rp', 'ra', 'rl'}
+local SB_USE_AT = {seq = 1, bytes = 3, rc = 4, rp = 5, ra = 6, rl = 7}
+
+-- The meta fields as read; each is made a number when first used (a tonumber is a strtod) and written
+-- back as the call ends only if it changed (`set`).
 local function sb_use_read(meta, found)
-  local use = {live = found[1] ~= false, bytes = tonumber(found[3] or 0) or 0, receipts = found[4], dirty = false}
+  local use = {found = found, live = found[1] ~= false, set = {}}
   sb_use[meta] = use
   return use
 end
 
 local function sb_usage(meta)
-  return sb_use[meta] or sb_use_read(meta, redis.call('HMGET', meta, 'seq', 'deleted', 'bytes', 'receipts'))
+  return sb_use[meta] or sb_use_read(meta, redis.call('HMGET', meta, unpack(SB_USE_FIELDS)))
 end
 
--- `receipts` is `<window start> <newest write> <bytes> <longest ttl> <previous bytes> <its longest ttl>`
--- (ms). A receipt written in the previous window has expired once the current one is as old as the
--- longest ttl of either, so the pair is an upper bound of the receipts still stored.
-local function sb_receipt_window(use, now)
-  local at, last, cur, ttl, prev, pttl = 0, 0, 0, 0, 0, 0
-  if use.receipts then
-    local a, l, c, t, p, q = string.match(use.receipts, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
-    if a then
-      at, last, cur, ttl = tonumber(a), tonumber(l), tonumber(c), tonumber(t)
-      prev, pttl = tonumber(p), tonumber(q)
-    end
+local function sb_use_get(use, field)
+  local value = use[field]
+  if value == nil then
+    value = tonumber(use.found[SB_USE_AT[field]] or 0) or 0
+    use[field] = value
   end
-  local longest = math.max(ttl, pttl)
-  if now >= last + longest then
-    -- Every receipt counted has expired.
-    at, cur, ttl, prev, pttl = now, 0, 0, 0, 0
-  elseif now >= at + longest then
-    at, prev, pttl, cur, ttl = now, cur, ttl, 0, 0
-  end
-  return at, last, cur, ttl, prev, pttl
+  return value
+end
+
+local function sb_use_set(use, field, value)
+  use[field] = value
+  use.set[field] = true
+end
+
+-- The receipts still counted at `now`.
+local function sb_receipts(use, now)
+  local ra, rl = sb_use_get(use, 'ra'), sb_use_get(use, 'rl')
+  if now >= ra + 2 * rl then return 0 end
+  if now >= ra + rl then return sb_use_get(use, 'rc') end
+  return sb_use_get(use, 'rc') + sb_use_get(use, 'rp')
 end
 
 -- What the session at `meta` holds now, by this count (bytes).
 local function sb_used(meta, now)
   local use = sb_usage(meta)
-  local _, _, cur, _, prev = sb_receipt_window(use, now)
-  return use.bytes + cur + prev
+  return sb_use_get(use, 'bytes') + sb_receipts(use, now)
 end
 
 local function sb_add(meta, n)
   if n == 0 then return end
   local use = sb_usage(meta)
-  use.bytes = use.bytes + n
-  if use.bytes < 0 then use.bytes = 0 end
-  use.dirty = true
+  sb_use_set(use, 'bytes', math.max(0, sb_use_get(use, 'bytes') + n))
 end
 
--- Writes a call record (hash `calls` of the session at `meta`) and counts its change in size. The record
--- carries what it counts (`b`, first, so trim_calls.lua reads it without decoding), which includes its
--- call stream entry (`sb`: that entry is trimmed by time, where nothing could count it out, and goes no
--- later than the record).
+-- What each call record read or written in this call (or batch) counts, by its hash and call id: its
+-- stored length, its id and entry, and its call stream entry (`sb`, which is trimmed by time, where
+-- nothing could count it out, and goes no later than the record). trim_calls.lua gives it back.
+local sb_call_counted = {}
+
+local function sb_call_count(calls, call_id, length, rec)
+  local counted = sb_call_counted[calls]
+  if not counted then
+    counted = {}
+    sb_call_counted[calls] = counted
+  end
+  local size = length + #call_id + SB_ENTRY + (rec.sb or 0)
+  local before = counted[call_id] or 0
+  counted[call_id] = size
+  return size - before
+end
+
+-- A call record as stored (`raw`), decoded; what it counts is remembered for sb_put_call.
+local function sb_read_call(calls, call_id, raw)
+  local rec = cjson.decode(raw)
+  sb_call_count(calls, call_id, #raw, rec)
+  return rec
+end
+
+-- Writes a call record (hash `calls` of the session at `meta`) and counts its change in size. A record
+-- not read through sb_read_call in this call is counted as new.
 local function sb_put_call(meta, calls, call_id, rec)
-  local old = rec.b or 0
-  rec.b = nil
   local json = cjson.encode(rec)
-  local size = #json + #call_id + SB_ENTRY + (rec.sb or 0)
-  rec.b = size
-  redis.call('HSET', calls, call_id, '{"b":' .. size .. ',' .. string.sub(json, 2))
-  sb_add(meta, size - old)
+  redis.call('HSET', calls, call_id, json)
+  sb_add(meta, sb_call_count(calls, call_id, #json, rec))
 end
 
 -- Counts a receipt of `n` bytes kept for `ttl` ms.
 local function sb_add_receipt(meta, now, ttl, n)
   local use = sb_usage(meta)
-  local at, _, cur, longest, prev, pttl = sb_receipt_window(use, now)
-  cur = math.max(0, cur + n)
-  longest = math.max(longest, tonumber(ttl) or 0)
-  use.receipts = at .. ' ' .. now .. ' ' .. cur .. ' ' .. longest .. ' ' .. prev .. ' ' .. pttl
-  use.dirty = true
+  local ra, rl, rc = sb_use_get(use, 'ra'), sb_use_get(use, 'rl'), sb_use_get(use, 'rc')
+  if now >= ra + rl then
+    sb_use_set(use, 'rp', now < ra + 2 * rl and rc or 0)
+    sb_use_set(use, 'ra', now)
+    rc = 0
+  end
+  ttl = tonumber(ttl) or 0
+  if ttl > rl then sb_use_set(use, 'rl', ttl) end
+  sb_use_set(use, 'rc', math.max(0, rc + n))
 end
 
 -- nil when the session at `meta` has room for `need` more bytes under `cap` (0: no bound); else the
@@ -184,12 +213,14 @@ end
 local function sb_flush_use()
   for meta, use in pairs(sb_use) do
     -- A session gone meanwhile gets no record back.
-    if use.dirty and use.live then
-      if use.receipts then
-        redis.call('HSET', meta, 'bytes', use.bytes, 'receipts', use.receipts)
-      else
-        redis.call('HSET', meta, 'bytes', use.bytes)
+    if use.live and next(use.set) then
+      local args = {}
+      for field in pairs(use.set) do
+        args[#args + 1] = field
+        -- The seq as sb_append made it text (a number costs Redis a printf as an argument).
+        args[#args + 1] = field == 'seq' and use.seq_text or use[field]
       end
+      redis.call('HSET', meta, unpack(args))
     end
   end
   sb_use = {}
@@ -198,34 +229,27 @@ end
 -- A session that does not exist, or is being deleted, answers like one that never existed.
 local function sb_session_live(S)
   -- `seq` is written when the session is created, so it tells whether the record exists.
-  local found = redis.call('HMGET', S.meta, 'seq', 'deleted', 'bytes', 'receipts')
+  local found = redis.call('HMGET', S.meta, unpack(SB_USE_FIELDS))
   -- What this call (or batch) has counted already stands: the record read is older.
   if not sb_use[S.meta] then sb_use_read(S.meta, found) end
   return found[1] ~= false and found[2] ~= '1'
 end
 
--- A session's seq is counted in Redis once per call (or batch of calls) and locally after that, and the
--- rest added as the call ends (sb_flush_seqs): a step appending 200 events writes it twice, not 200 times.
--- Nothing reads it in between: the call is atomic.
-local sb_seqs = {}
-
-local function sb_next_seq(meta)
-  local counted = sb_seqs[meta]
-  if counted == nil then
-    counted = {last = redis.call('HINCRBY', meta, 'seq', '1'), unwritten = 0}
-    sb_seqs[meta] = counted
-  else
-    counted.last = counted.last + 1
-    counted.unwritten = counted.unwritten + 1
-  end
-  return counted.last
+-- Liveness alone, for a script that stores nothing counted (a ping): two fields, not the storage's seven.
+local function sb_session_exists(S)
+  local found = redis.call('HMGET', S.meta, 'seq', 'deleted')
+  return found[1] ~= false and found[2] ~= '1'
 end
 
-local function sb_flush_seqs()
-  for meta, counted in pairs(sb_seqs) do
-    if counted.unwritten > 0 then redis.call('HINCRBY', meta, 'seq', counted.unwritten) end
-  end
-  sb_seqs = {}
+-- A session's seq is read with its storage (sb_usage: the HMGET a script makes anyway), counted in Lua and
+-- written with it as the call (or batch) ends (sb_flush_use): a step appending 200 events writes it once.
+-- Nothing reads it in between: the call is atomic.
+local function sb_next_seq(meta)
+  local use = sb_usage(meta)
+  local seq = sb_use_get(use, 'seq') + 1
+  sb_use_set(use, 'seq', seq)
+  use.seq_text = tostring(seq)
+  return use.seq_text
 end
 
 -- Appends one event to the session log and publishes it (as the call ends); its JSON and seq. `body` is a
@@ -234,7 +258,7 @@ end
 -- Reads S.meta, S.events, S.channel; the time is the one sb_now_ms last read.
 local function sb_append(S, body)
   -- Numbers cost Lua and Redis a printf each way, so the seq goes to text once and '1' is text already.
-  local seq = tostring(sb_next_seq(S.meta))
+  local seq = sb_next_seq(S.meta)
   local json = '{"seq":' .. seq .. ',"created_at":"' .. sb_iso(sb_time_us) .. '",' .. string.sub(body, 2)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
   sb_add(S.meta, #json + SB_ENTRY)

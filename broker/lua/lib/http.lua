@@ -3,7 +3,9 @@
 -- sends as is. Check, act and record happen atomically, so a repeated key can never act twice and never
 -- needs to wait. Needs lib/core.lua. `H` holds: tokens (key), token (its SHA-256, '' when an API key
 -- was checked by the caller), receipt (key), fp (the request's fingerprint, '' for no receipt), ttl (ms),
--- cap (SWITCHBOARD_MAX_SESSION_BYTES; receipts count toward it, lib/core.lua sb_add_receipt).
+-- cap (SWITCHBOARD_MAX_SESSION_BYTES; receipts count toward it, lib/core.lua sb_add_receipt), uncounted
+-- (true for a ping: its receipt lives 5 minutes and is not counted; the rate limit bounds how many there
+-- are, and a ping stores nothing else).
 
 local SB_CODES = {[400] = 'invalid_request', [401] = 'unauthorized', [404] = 'not_found', [409] = 'conflict'}
 
@@ -26,7 +28,9 @@ local function sb_http_begin(S, H)
     sb_token_good, sb_tokens_good = H.token, H.tokens
   end
   if S.meta ~= sb_meta_live then
-    if not sb_session_live(S) then return {404, sb_envelope(404, 'no session ' .. S.sid)} end
+    local live
+    if H.uncounted then live = sb_session_exists(S) else live = sb_session_live(S) end
+    if not live then return {404, sb_envelope(404, 'no session ' .. S.sid)} end
     sb_meta_live = S.meta
   end
   if H.fp == '' then return nil end
@@ -52,7 +56,9 @@ end
 -- A refusal finding the session's storage full keeps no receipt: a retry is refused the same way, or
 -- served once there is room. (An operation that succeeds checked for its receipt's room first.)
 local function sb_http_reply(S, H, status, body)
-  if H.fp ~= '' then
+  if H.fp ~= '' and H.uncounted then
+    redis.call('SET', H.receipt, 'H' .. status .. ' ' .. H.fp .. ' ' .. body, 'PX', H.ttl)
+  elseif H.fp ~= '' then
     local receipt = 'H' .. status .. ' ' .. H.fp .. ' ' .. body
     local size = #receipt + #H.receipt + SB_KEY
     if status < 400 or not sb_room(S.meta, S.now, size, H.cap) then
