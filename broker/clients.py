@@ -14,6 +14,8 @@ from broker.layouts import call_args, call_keys, client_args, client_keys
 
 MAX_ACTIVE_CLIENTS = 32
 MAX_NAME_LENGTH = 32
+# A result larger than this is checked against its session's storage before it is sent (check_room.lua).
+LARGE_WRITE_BYTES = 256 * 1024
 
 
 async def lapse_client(core: Core, session_id: str, client_id: str) -> str:
@@ -263,14 +265,25 @@ class Clients:
         owed, when this was the step's last call)."""
         keys = self._core.keys
         extra_keys, extra_args = self._http(session_id, caller, receipt)
+        event = (
+            events.tool_result(call_id, text, is_error=is_error)
+            if isinstance(text, str)
+            else events.tool_result_blocks(call_id, text, is_error=is_error)
+        )
+        cap = self._core.settings.max_session_bytes
+        if cap and len(event) > LARGE_WRITE_BYTES:
+            s = keys.session(session_id)
+            status, body = await self._core.scripts.raw(
+                "check_room", [s.meta, s.tokens], [session_id, caller.token_sha, len(event), cap]
+            )
+            if int(status) != 200:
+                return HttpReply(int(status), body)
         status, body = await self._core.scripts.raw(
             "answer_call",
             [*call_keys(keys, session_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
             [
                 *call_args(keys, session_id, call_id, client_id),
-                events.tool_result(call_id, text, is_error=is_error)
-                if isinstance(text, str)
-                else events.tool_result_blocks(call_id, text, is_error=is_error),
+                event,
                 self._core.settings.result_timeout_ms,
                 *extra_args,
                 POOL_GROUP,

@@ -27,6 +27,7 @@ SCRIPT_NAMES = (
     "begin_step",
     "cancel_call",
     "cancel_run",
+    "check_room",
     "claim_work",
     "commit_step",
     "create_session",

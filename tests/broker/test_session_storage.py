@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from broker import Broker, aio
-from broker.clients import Receipt
+from broker.clients import LARGE_WRITE_BYTES, Caller, Receipt
 from broker.errors import Conflict
 from broker.events import message_assistant, text_block
 from broker.retention import Retention
@@ -236,3 +236,24 @@ async def test_no_cap_means_no_refusal(settings: Settings, redis_url: str) -> No
         session_id = await make_session(broker)
         await broker.clients.register(session_id, WEB, "web", None, tools(300_000))
         assert await counted(broker, session_id) > CAP
+
+
+async def test_a_large_result_is_checked_before_it_is_sent_and_only_for_its_own_session(capped: Broker) -> None:
+    broker = capped
+    redis = broker.core.redis
+    session_id = await make_session(broker)
+    await broker.clients.register(session_id, WEB, "web", None, [HIGHLIGHT])
+    run_id = await start_run(broker, session_id)
+    first = call("client__web__highlight_row")
+    assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
+    before = await snapshot(redis, broker, session_id)
+    large = "a" * (LARGE_WRITE_BYTES + 1)
+    # A token that is not the session's learns nothing of its storage: 401, as from the result's script.
+    stranger = await broker.clients.answer(
+        session_id, WEB, first.call_id, large, is_error=False, caller=Caller("0" * 64)
+    )
+    assert stranger.status == 401
+    full = await broker.clients.answer(session_id, WEB, first.call_id, large, is_error=False)
+    assert full.status == 409
+    assert refused(full.body)
+    assert await snapshot(redis, broker, session_id) == before
