@@ -107,9 +107,14 @@ local SB_USE_FIELDS = {'seq', 'deleted', 'bytes', 'rc', 'rp', 'ra', 'rl'}
 local SB_USE_AT = {seq = 1, bytes = 3, rc = 4, rp = 5, ra = 6, rl = 7}
 
 -- The meta fields as read; each is made a number when first used (a tonumber is a strtod) and written
--- back as the call ends only if it changed (`set`).
+-- back as the call ends only if it changed. What the call adds to `bytes` is summed apart (`added`), so
+-- counting an event costs an addition. The table is made with every field it will hold (false: not read
+-- yet), so it is sized once.
 local function sb_use_read(meta, found)
-  local use = {found = found, live = found[1] ~= false, set = {}}
+  local use = {
+    found = found, live = found[1] ~= false, added = 0, seq = false, seq_text = false, bytes = false,
+    rc = false, rp = false, ra = false, rl = false, rc_set = false, rolled = false,
+  }
   sb_use[meta] = use
   return use
 end
@@ -120,17 +125,13 @@ end
 
 local function sb_use_get(use, field)
   local value = use[field]
-  if value == nil then
+  if value == false then
     value = tonumber(use.found[SB_USE_AT[field]] or 0) or 0
     use[field] = value
   end
   return value
 end
 
-local function sb_use_set(use, field, value)
-  use[field] = value
-  use.set[field] = true
-end
 
 -- The receipts still counted at `now`.
 local function sb_receipts(use, now)
@@ -143,13 +144,12 @@ end
 -- What the session at `meta` holds now, by this count (bytes).
 local function sb_used(meta, now)
   local use = sb_usage(meta)
-  return sb_use_get(use, 'bytes') + sb_receipts(use, now)
+  return math.max(0, sb_use_get(use, 'bytes') + use.added) + sb_receipts(use, now)
 end
 
 local function sb_add(meta, n)
-  if n == 0 then return end
-  local use = sb_usage(meta)
-  sb_use_set(use, 'bytes', math.max(0, sb_use_get(use, 'bytes') + n))
+  local use = sb_use[meta] or sb_usage(meta)
+  use.added = use.added + n
 end
 
 -- What each call record read or written in this call (or batch) counts, by its hash and call id: its
@@ -189,13 +189,12 @@ local function sb_add_receipt(meta, now, ttl, n)
   local use = sb_usage(meta)
   local ra, rl, rc = sb_use_get(use, 'ra'), sb_use_get(use, 'rl'), sb_use_get(use, 'rc')
   if now >= ra + rl then
-    sb_use_set(use, 'rp', now < ra + 2 * rl and rc or 0)
-    sb_use_set(use, 'ra', now)
-    rc = 0
+    use.rp = now < ra + 2 * rl and rc or 0
+    use.ra, use.rolled, rc = now, true, 0
   end
   ttl = tonumber(ttl) or 0
-  if ttl > rl then sb_use_set(use, 'rl', ttl) end
-  sb_use_set(use, 'rc', math.max(0, rc + n))
+  if ttl > rl then use.rl, use.rolled = ttl, true end
+  use.rc, use.rc_set = math.max(0, rc + n), true
 end
 
 -- nil when the session at `meta` has room for `need` more bytes under `cap` (0: no bound); else the
@@ -210,17 +209,33 @@ local function sb_room(meta, now, need, cap)
     .. ' raise the limit'
 end
 
+-- Numbers go as text made with %d: a Lua number handed to Redis, or made text by Lua, costs a
+-- floating-point printf.
+local function sb_int(n)
+  return string.format('%d', n)
+end
+
 local function sb_flush_use()
   for meta, use in pairs(sb_use) do
-    -- A session gone meanwhile gets no record back.
-    if use.live and next(use.set) then
-      local args = {}
-      for field in pairs(use.set) do
-        args[#args + 1] = field
-        -- The seq as sb_append made it text (a number costs Redis a printf as an argument).
-        args[#args + 1] = field == 'seq' and use.seq_text or use[field]
+    -- A session gone meanwhile gets no record back. The common cases are written without a table.
+    if use.live then
+      local bytes = use.added ~= 0 and sb_int(math.max(0, sb_use_get(use, 'bytes') + use.added))
+      local rc = use.rc_set and sb_int(use.rc)
+      if use.rolled then
+        redis.call('HSET', meta, 'seq', use.seq_text or sb_int(sb_use_get(use, 'seq')), 'bytes',
+          bytes or sb_int(sb_use_get(use, 'bytes')), 'rc', sb_int(sb_use_get(use, 'rc')), 'rp',
+          sb_int(sb_use_get(use, 'rp')), 'ra', sb_int(sb_use_get(use, 'ra')), 'rl', sb_int(use.rl))
+      elseif use.seq_text and bytes and rc then
+        redis.call('HSET', meta, 'seq', use.seq_text, 'bytes', bytes, 'rc', rc)
+      elseif use.seq_text and bytes then
+        redis.call('HSET', meta, 'seq', use.seq_text, 'bytes', bytes)
+      elseif use.seq_text or bytes or rc then
+        local args = {}
+        if use.seq_text then args[#args + 1], args[#args + 2] = 'seq', use.seq_text end
+        if bytes then args[#args + 1], args[#args + 2] = 'bytes', bytes end
+        if rc then args[#args + 1], args[#args + 2] = 'rc', rc end
+        redis.call('HSET', meta, unpack(args))
       end
-      redis.call('HSET', meta, unpack(args))
     end
   end
   sb_use = {}
@@ -247,8 +262,8 @@ end
 local function sb_next_seq(meta)
   local use = sb_usage(meta)
   local seq = sb_use_get(use, 'seq') + 1
-  sb_use_set(use, 'seq', seq)
-  use.seq_text = tostring(seq)
+  use.seq = seq
+  use.seq_text = sb_int(seq)
   return use.seq_text
 end
 
