@@ -250,6 +250,19 @@ class Clients:
         )
         return HttpReply(int(status), body)
 
+    async def room(self, session_id: str, need: int, caller: Caller = Caller()) -> HttpReply | None:
+        """None when the session has room for `need` more bytes (or storage is not bounded); else the reply
+        its write would get: 409 naming SWITCHBOARD_MAX_SESSION_BYTES (or 401, 404 for a token or session
+        that is not good). For a large write, before it is sent: its own script checks again, exactly."""
+        cap = self._core.settings.max_session_bytes
+        if not cap:
+            return None
+        s = self._core.keys.session(session_id)
+        status, body = await self._core.scripts.raw(
+            "check_room", [s.meta, s.tokens], [session_id, caller.token_sha, need, cap]
+        )
+        return None if int(status) == 200 else HttpReply(int(status), body)
+
     async def answer(
         self,
         session_id: str,
@@ -270,14 +283,10 @@ class Clients:
             if isinstance(text, str)
             else events.tool_result_blocks(call_id, text, is_error=is_error)
         )
-        cap = self._core.settings.max_session_bytes
-        if cap and len(event) > LARGE_WRITE_BYTES:
-            s = keys.session(session_id)
-            status, body = await self._core.scripts.raw(
-                "check_room", [s.meta, s.tokens], [session_id, caller.token_sha, len(event), cap]
-            )
-            if int(status) != 200:
-                return HttpReply(int(status), body)
+        if len(event) > LARGE_WRITE_BYTES:
+            full = await self.room(session_id, len(event), caller)
+            if full is not None:
+                return full
         status, body = await self._core.scripts.raw(
             "answer_call",
             [*call_keys(keys, session_id), *extra_keys, keys.session(session_id).client_calls(client_id)],

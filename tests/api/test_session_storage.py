@@ -265,6 +265,12 @@ async def test_results_of_the_largest_size_stop_at_the_cap(
         if cap:
             assert refused is not None
             assert grown <= cap + SLACK, grown
+            # A large result is checked for room before it is validated, and only for its own session's
+            # token: another session's learns nothing (404, as for any of this session's routes).
+            stranger = await api.session()
+            path = f"/v1/sessions/{session.id}/clients/{web['id']}/calls/{call_id}/result"
+            async with api.as_session(stranger) as client:
+                assert (await client.post(path, json=result)).status_code == 404
             # The client's refusal ends nothing: cancelling the run still works, and so does deleting.
             async with api.as_session(session) as client:
                 assert (await client.post(f"/v1/sessions/{session.id}/cancel")).status_code == 200
