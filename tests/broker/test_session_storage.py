@@ -16,7 +16,17 @@ from broker.errors import Conflict
 from broker.events import message_assistant, text_block
 from broker.retention import Retention
 from broker.settings import Settings
-from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types
+from tests.helpers import (
+    HIGHLIGHT,
+    SCRIPTED_CONFIG,
+    call,
+    commit,
+    log_events,
+    make_session,
+    owed_work,
+    start_run,
+    types,
+)
 from tests.stack import opened_broker
 
 CAP = 200_000
@@ -257,3 +267,20 @@ async def test_a_large_result_is_checked_before_it_is_sent_and_only_for_its_own_
     assert full.status == 409
     assert refused(full.body)
     assert await snapshot(redis, broker, session_id) == before
+
+
+async def test_a_server_tool_result_past_the_cap_becomes_an_error_result_and_the_run_goes_on(capped: Broker) -> None:
+    broker = capped
+    config = {**SCRIPTED_CONFIG, "server_tools": ["calculate"]}
+    session_id = await make_session(broker, config)
+    run_id = await start_run(broker, session_id)
+    sum_call = call("calculate", {"expression": "1+1"})
+    assert (await commit(broker, session_id, run_id, [sum_call], config)).outcome == "waiting"
+    assert await broker.server_calls.begin(session_id, sum_call.call_id) is not None
+    await fill(broker, session_id, room=1_000)
+    await broker.server_calls.result(session_id, sum_call.call_id, "r" * 5_000, is_error=False)
+    (result,) = [e for e in await log_events(broker, session_id) if e["type"] == "tool_result"]
+    assert result["is_error"] is True
+    assert refused(result["content"][0]["data"]["text"])
+    # The call is settled, so the run's next step is owed: the run goes on.
+    assert f"s|{session_id}|{run_id}|1|0" in await owed_work(broker, session_id)
