@@ -100,12 +100,14 @@ def _checker() -> Draft202012Validator:
 def check_json_schema(value: dict[str, Any]) -> dict[str, Any]:
     """`value`, when it is a JSON Schema of the dialect that refers only to itself and that the server
     can apply in bounded time (broker.schema.accept); a ValueError naming where it is not."""
-    error = best_match(_checker().iter_errors(value))
-    if error is not None:
-        where = "/" + "/".join(str(part) for part in error.absolute_path)
-        raise ValueError(f"not a valid JSON Schema (Draft 2020-12): {error.message} (at {where})")
+    # The server's own rules first: their words say why (a reference that leaves the schema, not only
+    # that it fails the document's `^#`).
     try:
         accept(value)
     except SchemaRefused as refused:
         raise ValueError(f"not accepted as a tool's schema: {refused}") from None
+    error = best_match(_checker().iter_errors(value))
+    if error is not None:
+        where = "/" + "/".join(str(part) for part in error.absolute_path)
+        raise ValueError(f"not a valid JSON Schema (Draft 2020-12): {error.message} (at {where})")
     return value

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from api.schemas.common import Strict
+from broker.addresses import split_base_url
+from broker.errors import InvalidRequest
 
 ProviderFormat = Literal["anthropic", "openai_responses"]
 
@@ -50,11 +53,29 @@ class ProviderPage(BaseModel):
 # An http(s) URL with a host (a name or a bracketed IPv6 address), maybe a port and a path: what the
 # server can take apart (broker/addresses.py); whether the host may be reached is decided there.
 BASE_URL = r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(:[0-9]{1,5})?(/[!-~]*)?$"
+_BASE_URL = re.compile(BASE_URL)
+
+
+def _usable(base_url: str) -> str:
+    """The document's pattern, held with words a person can act on rather than the pattern's text."""
+    try:
+        split_base_url(base_url)
+    except InvalidRequest as refused:
+        raise ValueError(refused.message.removeprefix("base_url: ")) from None
+    if _BASE_URL.match(base_url) is None:
+        raise ValueError(
+            "must be an http or https URL: a host (a name or a bracketed IPv6 address), then an optional port"
+            " and path, such as https://api.openai.com/v1"
+        )
+    return base_url
+
+
+BaseUrl = Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": BASE_URL}), AfterValidator(_usable)]
 
 
 class CreateProviderBody(Strict):
     api_key: Annotated[str, Field(min_length=1, max_length=16384)]
-    base_url: Annotated[str, Field(min_length=1, max_length=2048, pattern=BASE_URL)]
+    base_url: BaseUrl
     description: Annotated[str, Field(max_length=1024)] = ""
     display_name: Annotated[str, Field(max_length=200)]
     format: ProviderFormat
@@ -71,6 +92,6 @@ class UpdateProviderBody(Strict):
             " the stored one: a stored key goes only to the address it was stored for.",
         ),
     ] = None
-    base_url: Annotated[str | None, Field(max_length=2048, pattern=BASE_URL)] = None
+    base_url: BaseUrl | None = None
     description: Annotated[str | None, Field(max_length=1024)] = None
     display_name: Annotated[str | None, Field(max_length=200)] = None
