@@ -144,7 +144,15 @@ async def under_flood(api: Api, flood: Flood, tmp_path: Path) -> tuple[float, fl
     return idle, busy
 
 
-def report(name: str, cap: int, figures: dict[str, object]) -> None:
+def report(name: str, cap: int, stopped: tuple[str, int], grown: int, counted: int, idle: float, busy: float) -> None:
+    figures = {
+        stopped[0]: stopped[1],
+        "redis_grown_mb": round(grown / MiB, 1),
+        "counted_mb": round(counted / MiB, 1),
+        "round_trip_idle_ms": round(idle * 1000, 1),
+        "round_trip_flood_ms": round(busy * 1000, 1),
+        "ratio": round(busy / idle, 2) if cap else None,
+    }
     shown = ", ".join(f"{key}={value}" for key, value in figures.items())
     # The figures the issue asks for, shown with `pytest -s`.
     print(f"\n[storage] {name} cap={cap}: {shown}", file=sys.stderr)  # noqa: T201
@@ -203,18 +211,7 @@ async def test_register_leave_pairs_with_big_tool_lists_stop_at_the_cap(
             assert (await api.key.delete(f"/v1/sessions/{session.id}")).status_code == 204
         else:
             idle = busy = float("nan")
-        report(
-            "register/leave",
-            cap,
-            {
-                "pairs": pairs,
-                "redis_grown_mb": round(grown / MiB, 1),
-                "counted_mb": round(counted / MiB, 1),
-                "round_trip_idle_ms": round(idle * 1000, 1),
-                "round_trip_flood_ms": round(busy * 1000, 1),
-                "ratio": round(busy / idle, 2) if cap else None,
-            },
-        )
+        report("register/leave", cap, ("pairs", pairs), grown, counted, idle, busy)
 
 
 def biggest_result() -> dict[str, Any]:
@@ -281,18 +278,7 @@ async def test_results_of_the_largest_size_stop_at_the_cap(
             check_round_trip(idle, busy)
         else:
             idle = busy = float("nan")
-        report(
-            "largest results",
-            cap,
-            {
-                "answered": answered,
-                "redis_grown_mb": round(grown / MiB, 1),
-                "counted_mb": round(counted / MiB, 1),
-                "round_trip_idle_ms": round(idle * 1000, 1),
-                "round_trip_flood_ms": round(busy * 1000, 1),
-                "ratio": round(busy / idle, 2) if cap else None,
-            },
-        )
+        report("largest results", cap, ("answered", answered), grown, counted, idle, busy)
 
 
 @pytest.mark.parametrize("cap", [CAP, 0])
@@ -334,15 +320,4 @@ async def test_queued_inputs_of_200_kb_stop_at_the_cap(
                 assert (await client.post(f"/v1/sessions/{session.id}/cancel")).status_code == 200
         else:
             idle = busy = float("nan")
-        report(
-            "queued inputs",
-            cap,
-            {
-                "queued": queued,
-                "redis_grown_mb": round(grown / MiB, 1),
-                "counted_mb": round(counted / MiB, 1),
-                "round_trip_idle_ms": round(idle * 1000, 1),
-                "round_trip_flood_ms": round(busy * 1000, 1),
-                "ratio": round(busy / idle, 2) if cap else None,
-            },
-        )
+        report("queued inputs", cap, ("queued", queued), grown, counted, idle, busy)
