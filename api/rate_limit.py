@@ -34,9 +34,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.asgi import header, send_refusal
 from api.auth import bearer_token
+from broker.codec import sha256_hex
 from broker.settings import Settings
 
 _TRACKED = 100_000
+_KEPT_CHARS = 128
 BRAKED_FAILURE_DELAY_S = 1.0
 HELD_PER_ADDRESS = 64
 
@@ -72,6 +74,10 @@ class RateLimits:
     def _credential_wait(self, credential: str, now: float) -> float:
         if self._rate <= 0:
             return 0.0
+        # A table entry costs the same whatever a caller sends: a credential of any length is kept by
+        # its digest (real ones are under a hundred characters, so most go as they are).
+        if len(credential) > _KEPT_CHARS:
+            credential = sha256_hex(credential)
         bucket = self._buckets.get(credential)
         if bucket is None:
             bucket = self._buckets[credential] = _Bucket(self._burst, now)

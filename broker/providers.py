@@ -147,7 +147,10 @@ class Providers:
         provider = await self.get(provider_id)
         if provider.type == "platform":
             raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers change")
-        moved = "base_url" in changes and changes["base_url"] != provider.base_url
+        if changes.get("base_url") == provider.base_url:
+            # Written again it could put back the old address over a move made meanwhile, under its key.
+            changes = {name: value for name, value in changes.items() if name != "base_url"}
+        moved = "base_url" in changes
         if moved and "api_key" not in changes:
             # The stored key was given for the stored address: sent to a new one it could reach anybody.
             raise InvalidRequest(

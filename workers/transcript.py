@@ -13,8 +13,10 @@ from workers.models.base import Message, ToolOutcome
 
 # Rows read per round trip: a page of the largest events (results with images) stays far under the bound.
 _PAGE = 32
-# A session's conversation is held up to the cache's cap, and never less than this.
+# A session's conversation is held up to a quarter of the cache's cap (one busy session does not push out
+# every other: 16 MiB at the default, twice the largest event the API takes), and never less than this.
 _MIN_SESSION_BYTES = 1 << 20
+_SESSION_SHARE = 4
 # `EventLog.after`: up to `count` (seq, event) rows of a session after a seq, oldest first.
 LogReader = Callable[[str, int, int], Awaitable[list[tuple[int, bytes]]]]
 
@@ -70,6 +72,9 @@ class _Folded:
             self._drop(first)
             while len(self.messages) > first + 1 and self.messages[first].role == "tool":
                 self._drop(first)
+        # A result whose call had to go is of no use to a model (and some refuse it): it goes as well.
+        while len(self.messages) > first and self.messages[first].role == "tool":
+            self._drop(first)
 
     def _drop(self, index: int) -> None:
         self.messages.pop(index)
@@ -84,7 +89,8 @@ class Transcripts:
     worker ran the steps between. The bytes folded are bounded; the least recently used session goes
     first and is read again if it comes back.
 
-    One session is bounded too, whatever its size (`session_bytes`: the cache's cap, at least 1 MiB): past
+    One session is bounded too, whatever its size (`session_bytes`: a quarter of the cache's cap, at least
+    1 MiB): past
     it the model sees the session's first user message and then the newest messages that fit, cut at a
     message (a tool result goes with the call that asked for it). A session read again is paged through,
     so the worker never holds more of it than that."""
@@ -92,7 +98,7 @@ class Transcripts:
     def __init__(self, log_after: LogReader, max_bytes: int) -> None:
         self._after = log_after
         self._max_bytes = max_bytes
-        self._session_bytes = max(max_bytes, _MIN_SESSION_BYTES)
+        self._session_bytes = max(max_bytes // _SESSION_SHARE, _MIN_SESSION_BYTES)
         self._sessions: OrderedDict[str, _Folded] = OrderedDict()
         self._bytes = 0
 

@@ -56,13 +56,14 @@ if scoped ~= '' then
 end
 
 if active and policy == 'steer' then
+  -- `in_bytes` keeps what the run's `in:` fields count, given back when the run ends (sb_end_run).
   redis.call('HSET', S.run, 'in:' .. input_id, '1')
+  redis.call('HINCRBY', S.run, 'in_bytes', #input_id + SB_ENTRY)
   if scoped ~= '' then
     redis.call('HSET', S.run, 'scoped', (redis.call('HGET', S.run, 'scoped') or '') .. ' ' .. scoped)
   end
   local entry = cjson.encode({text = text, source = source == 'client' and 'steer' or source})
   redis.call('RPUSH', S.inbox, entry)
-  -- The input's id stays counted after its run (a few bytes beside the message_user it becomes).
   sb_add(S.meta, #entry + #input_id + 2 * SB_ENTRY)
   return sb_reply('steered', active, scoped)
 end

@@ -22,6 +22,10 @@ from broker.schema.regex import PatternRefused, compiled, is_text
 
 # JSON containers nested in one schema; deeper is refused (a validator recurses once per level or more).
 MAX_DEPTH = 128
+# Values in one schema, and patterns (each compiled, and tried against each name an object has): a
+# bound on what registering, and checking, costs.
+MAX_NODES = 20_000
+MAX_PATTERNS = 256
 
 # Where a Draft 2020-12 validator finds subschemas it applies to an instance.
 _ONE = ("additionalProperties", "contains", "else", "if", "items", "not", "propertyNames", "then")
@@ -70,10 +74,15 @@ def _root_resolver(schema: dict[str, Any]) -> _Resolver:
 
 
 def _check_values(schema: dict[str, Any]) -> None:
-    """Finite numbers, at most MAX_DEPTH containers deep; iterative, so no schema exhausts the stack."""
+    """Finite numbers, at most MAX_DEPTH containers deep and MAX_NODES values; iterative, so no schema
+    exhausts the stack."""
     stack: list[tuple[Any, str, int]] = [(schema, "", 1)]
+    nodes = 0
     while stack:
         value, where, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise SchemaRefused(where, f"a schema may hold at most {MAX_NODES:,} values")
         if isinstance(value, float) and not math.isfinite(value):
             raise SchemaRefused(where, f"{value} is not a JSON number: numbers in a schema must be finite")
         if isinstance(value, dict | list):
@@ -89,28 +98,33 @@ def _escape(key: object) -> str:
 
 class _Walk:
     """Every subschema a validator could apply, with the resolver it would apply it under (a subschema
-    with its own `$id` changes the base its references resolve against), each visited once."""
+    with its own `$id` changes the base its references resolve against), each visited once; iterative,
+    so no chain of references exhausts the stack."""
 
     def __init__(self) -> None:
         self._seen: set[int] = set()
+        self._todo: list[tuple[Any, _Resolver, str]] = []
+        self.patterns = 0
         self.unevaluated_properties = ""
         self.pattern_properties = ""
 
-    def schema(self, node: Any, resolver: _Resolver, where: str) -> None:
-        if not isinstance(node, dict) or id(node) in self._seen:
-            return
-        self._seen.add(id(node))
-        # An `$id` that is no URI (or no string): the validator cannot resolve against it either (the
-        # calls fail), and what is checked here against the outer base still refuses every remote one.
-        with contextlib.suppress(Exception):
-            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
-        for keyword in ("$ref", "$dynamicRef"):
-            reference = node.get(keyword)
-            if isinstance(reference, str):
-                self._follow(reference, resolver, f"{where}/{keyword}")
-        self._patterns(node, where)
-        for child, place in _subschemas(node, where):
-            self.schema(child, resolver, place)
+    def schema(self, root: Any, resolver: _Resolver, where: str) -> None:
+        self._todo.append((root, resolver, where))
+        while self._todo:
+            node, resolver, where = self._todo.pop()
+            if not isinstance(node, dict) or id(node) in self._seen:
+                continue
+            self._seen.add(id(node))
+            # An `$id` that is no URI (or no string): the validator cannot resolve against it either (the
+            # calls fail), and what is checked here against the outer base still refuses every remote one.
+            with contextlib.suppress(Exception):
+                resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+            for keyword in ("$ref", "$dynamicRef"):
+                reference = node.get(keyword)
+                if isinstance(reference, str):
+                    self._follow(reference, resolver, f"{where}/{keyword}")
+            self._patterns(node, where)
+            self._todo.extend((child, resolver, place) for child, place in _subschemas(node, where))
 
     def _follow(self, reference: str, resolver: _Resolver, where: str) -> None:
         try:
@@ -129,7 +143,7 @@ class _Walk:
         if not isinstance(resolved.contents, dict | bool):
             raise SchemaRefused(where, f"{reference!r} names a part of this schema that is not a schema")
         # A part reached only by reference (under a keyword no validator applies) is checked too.
-        self.schema(resolved.contents, resolved.resolver, where)
+        self._todo.append((resolved.contents, resolved.resolver, where))
 
     @staticmethod
     def _own(resolver: _Resolver, resource: str) -> bool:
@@ -142,14 +156,31 @@ class _Walk:
     def _patterns(self, node: dict[str, Any], where: str) -> None:
         pattern = node.get("pattern")
         if isinstance(pattern, str):
-            _compiles(pattern, f"{where}/pattern")
+            self._compiles(pattern, f"{where}/pattern")
         properties = node.get("patternProperties")
         if isinstance(properties, dict):
             self.pattern_properties = self.pattern_properties or f"{where}/patternProperties"
             for key in properties:
-                _compiles(key, f"{where}/patternProperties/{_escape(key)}")
+                self._compiles(key, f"{where}/patternProperties/{_escape(key)}")
         if "unevaluatedProperties" in node:
             self.unevaluated_properties = self.unevaluated_properties or f"{where}/unevaluatedProperties"
+
+    def _compiles(self, pattern: str, where: str) -> None:
+        self.patterns += 1
+        if self.patterns > MAX_PATTERNS:
+            raise SchemaRefused(where, f"a schema may hold at most {MAX_PATTERNS} patterns")
+        if not is_text(pattern):
+            # Valid JSON, and a valid pattern for the document (JSON Schema cannot say otherwise): kept, and
+            # a call checked against it fails, saying why. It never runs on a backtracking engine either way.
+            return
+        try:
+            compiled(pattern)
+        except PatternRefused as refused:
+            raise SchemaRefused(
+                where,
+                f"the pattern {pattern[:100]!r} cannot run on a linear-time regex engine ({refused}): "
+                "look-arounds, back-references and repetitions over 1,000 are not accepted",
+            ) from None
 
 
 def _subschemas(node: dict[str, Any], where: str) -> Iterator[tuple[Any, str]]:
@@ -164,18 +195,3 @@ def _subschemas(node: dict[str, Any], where: str) -> Iterator[tuple[Any, str]]:
         if isinstance(node.get(keyword), dict):
             for name, child in node[keyword].items():
                 yield child, f"{where}/{keyword}/{_escape(name)}"
-
-
-def _compiles(pattern: str, where: str) -> None:
-    if not is_text(pattern):
-        # Valid JSON, and a valid pattern for the document (JSON Schema cannot say otherwise): kept, and
-        # a call checked against it fails, saying why. It never runs on a backtracking engine either way.
-        return
-    try:
-        compiled(pattern)
-    except PatternRefused as refused:
-        raise SchemaRefused(
-            where,
-            f"the pattern {pattern[:100]!r} cannot run on a linear-time regex engine ({refused}): "
-            "look-arounds, back-references and repetitions over 1,000 are not accepted",
-        ) from None

@@ -63,7 +63,7 @@ def _size(instance: Any) -> int:
     return len(instance) if isinstance(instance, dict | list) else 0
 
 
-def _steps(keyword: str, value: Any, instance: Any) -> int:
+def _steps(keyword: str, value: Any, instance: Any, schema: dict[str, Any]) -> int:
     if keyword in ("$ref", "$dynamicRef"):
         # A lookup and a fresh validator: about as long as eight plain keywords.
         return 8
@@ -71,6 +71,9 @@ def _steps(keyword: str, value: Any, instance: Any) -> int:
         return 1 + (len(instance) >> 10 if isinstance(instance, str) else 0)
     if keyword == "patternProperties":
         return 1 + _size(instance) * (1 + _size(value))
+    if keyword == "additionalProperties":
+        # Each name not among `properties` is tried against every pattern of `patternProperties`.
+        return 1 + _size(instance) * (1 + _size(schema.get("patternProperties")))
     if keyword == "unevaluatedItems":
         # The stock keyword looks each index up in a list of the evaluated ones.
         size = _size(instance)
@@ -153,7 +156,7 @@ def _short(instance: str) -> str:
 
 def _metered(keyword: str, function: _Keyword, meter: Meter) -> _Keyword:
     def metered(validator: _Applying, value: Any, instance: Any, schema: dict[str, Any]) -> Any:
-        meter.charge(_steps(keyword, value, instance))
+        meter.charge(_steps(keyword, value, instance, schema))
         return function(validator, value, instance, schema)
 
     return metered

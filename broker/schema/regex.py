@@ -8,8 +8,10 @@ from typing import Protocol
 
 import re2
 
-# A pattern's compiled program may take this much memory; past it RE2 refuses the pattern.
-_MAX_PROGRAM_BYTES = 1 << 21
+# A pattern's compiled program may take this much memory (past it RE2 refuses the pattern), and this many
+# are kept compiled: a bound on the cache, 1,024 x 512 KiB at worst (a usual pattern takes a few KiB).
+_MAX_PROGRAM_BYTES = 1 << 19
+_COMPILED = 1_024
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
 _OPTIONS.max_mem = _MAX_PROGRAM_BYTES
@@ -24,7 +26,7 @@ class PatternRefused(ValueError):
     repetition over 1,000, or a program too large."""
 
 
-@lru_cache(maxsize=4_096)
+@lru_cache(maxsize=_COMPILED)
 def compiled(pattern: str) -> _Searcher:
     """The pattern compiled once per process; PatternRefused when RE2 cannot run it."""
     try:

@@ -107,6 +107,24 @@ async def test_a_session_counts_its_log_and_inputs_and_gives_back_what_leaves(ca
     assert await counted(broker, session_id) == await log_cost(broker, session_id)
 
 
+async def test_steering_input_is_given_back_when_its_run_ends(capped: Broker) -> None:
+    broker = capped
+    session_id = await make_session(broker)
+    run_id = await start_run(broker, session_id, "/sleep 1")
+    for n in range(3):
+        steered = await broker.runs.submit(
+            session_id,
+            f"0190f2a0-0000-7000-8000-0000000000c{n}",
+            f"0190f2a0-0000-7000-8000-0000000000d{n}",
+            "s" * 1_000,
+            "client",
+        )
+        assert steered.outcome == "steered"
+    await broker.runs.finish(session_id, run_id, 0, 0, "run_cancelled")
+    # The run's steering ids and the input it never read leave with it: the count is the log's, exactly.
+    assert await counted(broker, session_id) == await log_cost(broker, session_id)
+
+
 async def test_a_registration_that_leaves_keeps_only_what_a_late_request_reads(capped: Broker) -> None:
     broker = capped
     redis = broker.core.redis

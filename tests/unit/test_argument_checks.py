@@ -18,7 +18,7 @@ async def test_a_small_check_answers_on_the_loop_without_a_child() -> None:
     try:
         assert await checks.problem(ROW, {"row_id": "7"}) == ""
         assert "rule: type" in await checks.problem(ROW, {"row_id": 7})
-        assert checks._child is None
+        assert checks.children_running == 0
     finally:
         await checks.close()
 
@@ -30,7 +30,8 @@ async def test_a_large_check_runs_in_the_child_and_answers_the_same() -> None:
         assert await checks.problem(rows, [{"row_id": str(i)} for i in range(INLINE_STEPS * 2)]) == ""
         problem = await checks.problem(rows, [{"row_id": str(i)} for i in range(300)] + [{"row_id": 1}])
         assert "at $[300].row_id" in problem
-        assert checks._child is not None
+        # The two checks went to the two children in turn.
+        assert checks.children_running == 2
     finally:
         await checks.close()
 
@@ -63,18 +64,50 @@ async def test_a_check_past_its_steps_is_unchecked_naming_the_settings_and_the_l
 async def test_a_child_stuck_in_one_step_is_killed_and_the_next_check_gets_a_new_one() -> None:
     # One `const` comparison of 400,000 items is a single step: the meter never sees the clock, so only
     # the parent's deadline ends it.
-    checks = ArgumentChecks(10**9, 0.01, grace_s=0.05)
+    checks = ArgumentChecks(10**9, 0.01, grace_s=0.05, children=1)
     big = [[i] for i in range(400_000)]
     try:
         await checks.problem(ROW, {"row_id": "x" * 10_000})  # the child is started and ready
-        first = checks._child
+        assert checks.children_running == 1
         with pytest.raises(Unchecked) as unchecked:
             await checks.problem({"const": big}, big)
         assert "ran past its budget" in str(unchecked.value)
-        assert first is not None
-        assert first.returncode is not None
+        assert checks.children_running == 0
         assert await checks.problem(ROW, {"row_id": "y" * 10_000}) == ""
-        assert checks._child is not first
+        assert checks.children_running == 1
+    finally:
+        await checks.close()
+
+
+async def test_a_want_of_time_is_not_remembered_as_the_answer() -> None:
+    checks = ArgumentChecks(200_000, 5.0)
+    rows = {"type": "array", "items": ROW}
+    arguments = [{"row_id": str(i)} for i in range(INLINE_STEPS * 2)]
+    spent = checks.allowance()
+    spent.seconds = 0.0
+    try:
+        with pytest.raises(Unchecked):
+            await checks.problem(rows, arguments, spent)
+        assert await checks.problem(rows, arguments, checks.allowance()) == ""
+    finally:
+        await checks.close()
+
+
+async def test_waiting_for_a_busy_child_is_not_charged_to_the_step() -> None:
+    checks = ArgumentChecks(10**9, 0.5, grace_s=0.05, children=1)
+    big = [[i] for i in range(400_000)]
+    rows = {"type": "array", "items": ROW}
+    try:
+        await checks.problem(ROW, {"row_id": "x" * 10_000})
+        # Another session's stuck check holds the one child for about half a second.
+        stuck = asyncio.create_task(checks.problem({"const": big}, big))
+        await asyncio.sleep(0.05)
+        allowance = checks.allowance()
+        allowance.seconds = 0.3
+        assert await checks.problem(rows, [{"row_id": str(i)} for i in range(INLINE_STEPS * 2)], allowance) == ""
+        assert allowance.seconds > 0
+        with pytest.raises(Unchecked):
+            await stuck
     finally:
         await checks.close()
 
@@ -87,6 +120,6 @@ async def test_a_step_that_used_up_its_allowance_is_not_checked_further() -> Non
         with pytest.raises(Unchecked) as unchecked:
             await checks.problem(exponential(18), {"n": 1}, allowance)
         assert "used up the time they may take (20 s)" in str(unchecked.value)
-        assert checks._child is None
+        assert checks.children_running == 0
     finally:
         await checks.close()

@@ -187,3 +187,31 @@ def test_a_reference_that_resolves_to_nothing_fails_the_check_and_fetches_nothin
     budgeted = Budgeted()
     problem = budgeted.problem(budgeted.compile({"$ref": reference}), {}, 1_000)
     assert "cannot be applied" in problem
+
+
+def test_a_long_chain_of_references_is_followed_to_its_end_without_exhausting_the_stack() -> None:
+    links: dict[str, Any] = {f"d{i}": {"$ref": f"#/x/d{i + 1}"} for i in range(2_000)}
+    links["d2000"] = {"$ref": "http://127.0.0.1:9/x"}
+    with pytest.raises(SchemaRefused) as refused:
+        accept({"x": links, "$ref": "#/x/d0"})
+    assert "'http://127.0.0.1:9/x' does not name a part of this schema" in str(refused.value)
+
+
+def test_patterns_and_values_are_bounded() -> None:
+    with pytest.raises(SchemaRefused) as refused:
+        accept({"patternProperties": {f"^p{i}$": {} for i in range(300)}})
+    assert "at most 256 patterns" in str(refused.value)
+    with pytest.raises(SchemaRefused) as refused:
+        accept({"enum": list(range(30_000))})
+    assert "at most 20,000 values" in str(refused.value)
+    accept({"enum": list(range(19_000))})
+
+
+def test_names_tried_against_many_patterns_are_charged_for_each_try() -> None:
+    budgeted = Budgeted()
+    patterns: dict[str, Any] = {f"^p{i}$": {} for i in range(256)}
+    validator = budgeted.compile({"additionalProperties": False, "patternProperties": patterns})
+    started = time.monotonic()
+    with pytest.raises(OverBudget):
+        budgeted.problem(validator, {f"k{i}": 1 for i in range(50)}, 200)
+    assert time.monotonic() - started < 0.05

@@ -155,3 +155,13 @@ async def test_thirty_results_of_the_largest_size_hold_the_worker_to_its_bound()
     held = transcripts.held_bytes / 2**20
     print(f"\n[transcript] 30 largest results: held {held:.1f} MiB, peak {peak / 2**20:.1f} MiB")  # noqa: T201
     assert peak <= bound + 16 * len(log.result), peak
+
+
+async def test_a_result_whose_call_had_to_go_goes_too() -> None:
+    log = Log()
+    log.say("s", "the task")
+    _turn(log.rows["s"], "c0", _result("c0", "r" * (2 << 20)))
+    messages = await Transcripts(log.after, max_bytes=1 << 20).read("s")
+    called = {c.call_id for m in messages for c in m.calls}
+    assert all(m.result.call_id in called for m in messages if m.result is not None)
+    assert [m.role for m in messages] == ["user"]

@@ -165,7 +165,7 @@ end
 -- with it; its run-scoped registrations are released; and whatever waits in the queue starts.
 -- Reads S.run, S.inbox and the fields of sb_settle and sb_start_next. Returns the run id.
 local function sb_end_run(S, outcome, err, gone_text)
-  local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'scoped', 'created_at')
+  local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'scoped', 'created_at', 'in_bytes')
   local run_id = run[1]
   redis.call('HSET', S.run, 'state', 'ending')
   sb_count('runs_active', -1)
@@ -182,6 +182,8 @@ local function sb_end_run(S, outcome, err, gone_text)
   sb_release_scoped(S, run[4])
   -- Steering input the run never read leaves with it.
   for _, raw in ipairs(redis.call('LRANGE', S.inbox, 0, -1)) do sb_add(S.meta, -(#raw + SB_ENTRY)) end
+  -- So do the ids of the input it was steered with (post_input.lua counts them in `in_bytes`).
+  if run[6] then sb_add(S.meta, -tonumber(run[6])) end
   redis.call('DEL', S.run, S.inbox)
   sb_start_next(S)
   return run_id
