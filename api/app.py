@@ -18,6 +18,7 @@ from api.cors import CrossOrigin
 from api.metrics import Metrics
 from api.proxies import behind_proxies
 from api.rate_limit import RateLimits
+from api.room import refused_for_room
 from api.routes import agents, api_keys, approvals, calls, clients, docs, events, health, providers, sessions, web
 from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
@@ -137,6 +138,8 @@ class SwitchboardApp(FastAPI):
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: AppState = self.state.switchboard
+        if await refused_for_room(state, scope, receive, send):
+            return
         if self.fast_lane and scope["method"] == "POST":
             match = fastlane.HOT_PATH.fullmatch(scope["path"])
             if match is not None:

@@ -24,8 +24,7 @@ from api.errors import STATUS, UNEXPECTED, error_headers, refused
 from api.hot import HotRequest
 from api.schemas.clients import ClientCallResultBody
 from api.state import AppState
-from broker.clients import LARGE_WRITE_BYTES
-from broker.codec import dumps, loads
+from broker.codec import dumps
 from broker.errors import SwitchboardError
 
 logger = logging.getLogger(__name__)
@@ -56,8 +55,6 @@ async def serve(
     request = HotRequest("POST", scope["path"], headers, body)
     result: ClientCallResultBody | None = None
     if action == "result":
-        if await _refused_for_room(state, request, session_id, send):
-            return
         result = _result_body(headers, body)
         if result is None:
             await fallback(scope, replay_body(body, receive), send)
@@ -87,40 +84,6 @@ def _hot_headers(scope: Scope) -> dict[str, str]:
         if name in hot.HOT_HEADERS and name not in headers:
             headers[name] = raw_value.decode("latin-1")
     return headers
-
-
-async def _refused_for_room(state: AppState, request: HotRequest, session_id: str, send: Send) -> bool:
-    """Whether a large result was refused, and answered, because its session's storage has no room for it:
-    checked before the body is validated, so a flood of them at the cap costs a JSON parse each. Anything
-    else (a body that is not JSON, a credential that is not good) goes on as before."""
-    need = _least_size(request.body) if len(request.body) > LARGE_WRITE_BYTES else 0
-    if need <= LARGE_WRITE_BYTES:
-        return False
-    try:
-        reply = await hot.result_room(state, request, session_id, need)
-    except SwitchboardError:
-        return False
-    if reply is None or reply.status != 409:
-        return False
-    state.metrics.requests.labels("POST", TEMPLATES["result"], "409").inc()
-    await send_json(send, 409, {}, reply.body.encode())
-    return True
-
-
-def _least_size(body: bytes) -> int:
-    """The fewest bytes the result's event can take: the characters of its text and image data (JSON
-    escapes only lengthen them); 0 for a body that is not a result's shape."""
-    try:
-        parsed = loads(body)
-    except ValueError:
-        return 0
-    if not isinstance(parsed, dict):
-        return 0
-    strings = [parsed.get("text")]
-    content = parsed.get("content")
-    if isinstance(content, list):
-        strings += [block.get(key) for block in content if isinstance(block, dict) for key in ("text", "data")]
-    return sum(len(value) for value in strings if isinstance(value, str))
 
 
 def _result_body(headers: dict[str, str], body: bytes) -> ClientCallResultBody | None:

@@ -88,13 +88,6 @@ async def progress(
     )
 
 
-async def result_room(state: AppState, request: HotRequest, session_id: str, need: int) -> HttpReply | None:
-    """Before a large result is validated (tens of ms for megabytes of base64): the reply when its session
-    has no room for `need` bytes, else None. The result's script checks again, exactly."""
-    canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
-    return await state.broker.clients.room(canonical, need, who.caller)
-
-
 async def answer(
     state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str, body: ClientCallResultBody
 ) -> HttpReply:
