@@ -35,6 +35,9 @@ async def refused_for_room(state: AppState, scope: Scope, receive: Receive, send
     declared = header(scope, b"content-length")
     if match is None or declared is None or not declared.isdigit() or int(declared) <= LARGE_WRITE_BYTES:
         return False
+    if header(scope, b"idempotency-key") is not None:
+        # A retry may be owed the first attempt's answer, which its route replays whatever the room now.
+        return False
     headers = {name: header(scope, name.encode()) or "" for name in ("authorization", WORKSPACE_HEADER)}
     if not headers[WORKSPACE_HEADER]:
         del headers[WORKSPACE_HEADER]
