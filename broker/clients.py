@@ -14,7 +14,8 @@ from broker.layouts import call_args, call_keys, client_args, client_keys
 
 MAX_ACTIVE_CLIENTS = 32
 MAX_NAME_LENGTH = 32
-# A result larger than this is checked against its session's storage before it is sent (check_room.lua).
+# A write to a session route declaring more than this is held against its session's room before it is
+# read (api/room.py, check_room.lua).
 LARGE_WRITE_BYTES = 256 * 1024
 
 
@@ -283,10 +284,6 @@ class Clients:
             if isinstance(text, str)
             else events.tool_result_blocks(call_id, text, is_error=is_error)
         )
-        if len(event) > LARGE_WRITE_BYTES:
-            full = await self.room(session_id, len(event), caller)
-            if full is not None:
-                return full
         status, body = await self._core.scripts.raw(
             "answer_call",
             [*call_keys(keys, session_id), *extra_keys, keys.session(session_id).client_calls(client_id)],

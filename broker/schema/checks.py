@@ -92,7 +92,7 @@ class ArgumentChecks:
 
     def allowance(self) -> Allowance:
         """What the checks of one step's calls may take of the children's time, all told."""
-        return Allowance(self._seconds * STEP_CHECKS)
+        return Allowance(self._total)
 
     async def problem(self, schema: dict[str, Any], arguments: Any, allowance: Allowance | None = None) -> str:
         """'' when the arguments satisfy the schema; else the failing field, what failed, and the rule.

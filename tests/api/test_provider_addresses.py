@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from broker import Settings
 from broker.addresses import system_resolver
@@ -19,7 +18,6 @@ from tests.api.test_providers import GPT
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.fakes import FakeProvider, Reply, fake_provider, openai_stream
 from tests.resolver import PUBLIC, Names
-from tests.stack import running_stack
 
 SETTING = "SWITCHBOARD_PROVIDER_ALLOW_PRIVATE"
 # Every one of these is refused by default (no DNS is asked: literals, and localhost from the hosts file).
@@ -232,30 +230,3 @@ async def test_a_redirect_is_not_followed_so_the_key_stays_at_its_address(
         assert elsewhere.requests == []
     assert len(fake.requests) == 1
     assert error == "the OpenAI API refused the request (307 error): Temporary Redirect", error
-
-
-async def test_the_platform_providers_urls_are_the_operators_and_not_checked(
-    settings: Settings, redis_url: str, api_key: str, fake: FakeProvider
-) -> None:
-    # Default settings: a workspace provider on 127.0.0.1 would be refused; the deployment's own is not.
-    assert settings.provider_allow_private is False
-    configured = settings.model_copy(
-        update={
-            "bootstrap_api_key": SecretStr(api_key),
-            "openai_api_key": SecretStr("sk-platform"),
-            "openai_base_url": f"{fake.url}/v1",
-        }
-    )
-    fake.replies = [Reply(frames=openai_stream({"type": "message", "text": "from the platform"}))]
-    async with running_stack(configured, redis_url) as stack:
-        api = Api(stack)
-        try:
-            listed = (await api.key.get("/v1/model-providers")).json()["items"]
-            platform = next(p for p in listed if p["display_name"] == "OpenAI")
-            session = await session_of(api, platform["id"])
-            await api.send(session, "hello")
-            events = await api.wait_for(session, run_over)
-        finally:
-            await api.aclose()
-    assert of_type(events, "run_completed"), events
-    assert fake.requests[0]["headers"]["authorization"] == "Bearer sk-platform"

@@ -237,8 +237,11 @@ async def test_openai_bad_key_fails_the_run(api: Api, fake: FakeProvider) -> Non
 async def test_platform_providers_come_from_the_deployments_keys(
     settings: Settings, redis_url: str, api_key: str, fake: FakeProvider
 ) -> None:
+    # Default address rules: a workspace provider on 127.0.0.1 would be refused; the deployment's own,
+    # the operator's, is not checked.
     configured = settings.model_copy(
         update={
+            "provider_allow_private": False,
             "bootstrap_api_key": SecretStr(api_key),
             "openai_api_key": SecretStr("sk-platform"),
             "openai_base_url": f"{fake.url}/v1",
@@ -260,5 +263,6 @@ async def test_platform_providers_come_from_the_deployments_keys(
             events = await api.wait_for(session, run_over)
         finally:
             await api.aclose()
+    assert of_type(events, "run_completed"), events
     assert text_of(of_type(events, "message_assistant")[0]) == "from the platform"
     assert fake.requests[0]["headers"]["authorization"] == "Bearer sk-platform"
