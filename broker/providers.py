@@ -147,10 +147,15 @@ class Providers:
         provider = await self.get(provider_id)
         if provider.type == "platform":
             raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers change")
-        if changes.get("base_url") == provider.base_url:
-            # Written again it could put back the old address over a move made meanwhile, under its key.
+        if "api_key" in changes:
+            # A key is written with the address it is for, in the same HSET: a key-only change read before a
+            # move made meanwhile would otherwise pair this key with the moved address. Put back over such a
+            # move, the address keeps its own key (last writer wins, never a mixed pair).
+            changes = {"base_url": provider.base_url, **changes}
+        elif changes.get("base_url") == provider.base_url:
+            # Written again without its key it could put back the old address over a move, under the new key.
             changes = {name: value for name, value in changes.items() if name != "base_url"}
-        moved = "base_url" in changes
+        moved = changes.get("base_url", provider.base_url) != provider.base_url
         if moved and "api_key" not in changes:
             # The stored key was given for the stored address: sent to a new one it could reach anybody.
             raise InvalidRequest(

@@ -72,6 +72,32 @@ async def test_a_move_without_the_key_is_400_and_changes_nothing(
             assert "sk-" not in answer.text
 
 
+async def test_a_key_rotated_while_the_provider_moves_stays_with_its_own_address(
+    settings: Settings, redis_url: str, api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key-only PATCH that read the provider before a move landed must not pair its key (meant for the
+    old address) with the moved address: the two are written together, and the last writer's pair wins."""
+    names = Names({"llm.example": [PUBLIC], "other.example": [PUBLIC]})
+    async with running_api(settings, redis_url, api_key, {}, worker=False, resolver=names) as api:
+        providers = api.stack.broker.providers
+        created = (await api.key.post("/v1/model-providers", json=body("https://llm.example/v1", "sk-old"))).json()
+        stale = await providers.get(created["id"])
+        moved = await api.key.patch(
+            f"/v1/model-providers/{created['id']}", json={"base_url": "https://other.example/v1", "api_key": "sk-B"}
+        )
+        assert moved.status_code == 200, moved.text
+
+        async def read_before_the_move(provider_id: str) -> object:
+            return stale
+
+        # The rotation's read happened before the move's write.
+        monkeypatch.setattr(providers, "get", read_before_the_move)
+        await providers.update(created["id"], {"api_key": "sk-A2"})
+        monkeypatch.undo()
+        stored = await providers.get(created["id"])
+        assert (stored.base_url, stored.api_key) == ("https://llm.example/v1", "sk-A2")
+
+
 @pytest.mark.parametrize(("value", "words"), [("", "at least 1 character"), ("k" * 16385, "at most 16384 characters")])
 async def test_a_bad_api_key_on_an_update_is_400_naming_it(api: Api, value: str, words: str) -> None:
     created = (await api.key.post("/v1/model-providers", json=body("https://llm.example/v1"))).json()

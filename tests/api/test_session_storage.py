@@ -12,6 +12,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import signal
 import statistics
 import sys
 import time
@@ -35,7 +36,9 @@ SETTING = "SWITCHBOARD_MAX_SESSION_BYTES"
 # Redis's own overhead over what a session counts (allocator, stream and hash encodings): what the
 # flood may add past the cap.
 SLACK = 4 * MiB
-ROUND_TRIPS = 7
+# Round trips per window; idle and flooded windows alternate WINDOWS times.
+ROUND_TRIPS = 4
+WINDOWS = 3
 # Well above a round trip on a loaded CI machine (about 15 ms idle here), so a slow machine does not
 # fail the test; the ratio is printed either way.
 FLOOR_S = 0.5
@@ -96,7 +99,7 @@ class RoundTrips:
     def __init__(self, api: Api, session: Session) -> None:
         self._api, self._session = api, session
 
-    async def measure(self, count: int) -> float:
+    async def measure(self, count: int) -> list[float]:
         times = []
         async with self._api.stream(self._session, after_seq=await self._head()) as frames:
             for i in range(count):
@@ -105,7 +108,7 @@ class RoundTrips:
                 while (await frames.event(timeout=20))["type"] != "run_completed":
                     pass
                 times.append(time.perf_counter() - started)
-        return statistics.median(times)
+        return times
 
     async def _head(self) -> int:
         events = await self._api.events(self._session)
@@ -123,25 +126,35 @@ class Flood:
 
 
 async def under_flood(api: Api, flood: Flood, tmp_path: Path) -> tuple[float, float]:
-    """The other session's median round trip idle, then while `flood` is sent from a process of its own
-    (killed after)."""
+    """The other session's median round trip idle and while `flood` is sent from a process of its own.
+
+    Idle and flooded windows alternate (the sender stopped with SIGSTOP, then let go), so a load that comes
+    and goes on the machine (another test, CI's neighbours) weighs on both figures alike."""
     other = RoundTrips(api, await api.session())
     await other.measure(2)  # warm: the worker's first step of an agent reads its config
-    idle = await other.measure(ROUND_TRIPS)
     body = tmp_path / "flood.json"
     body.write_bytes(flood.body)
     sender = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.flood", api.stack.url, flood.session.token, flood.method, flood.path, str(body)
     )
+    idle: list[float] = []
+    busy: list[float] = []
     try:
         await asyncio.sleep(0.5)
-        busy = await other.measure(ROUND_TRIPS)
-        assert sender.returncode is None, "the flood stopped: it was answered other than 404 or 409"
+        for _ in range(WINDOWS):
+            sender.send_signal(signal.SIGSTOP)
+            # A request cut off mid-body holds nothing but its connection; the API waits on its read.
+            await asyncio.sleep(0.2)
+            idle += await other.measure(ROUND_TRIPS)
+            sender.send_signal(signal.SIGCONT)
+            await asyncio.sleep(0.3)
+            busy += await other.measure(ROUND_TRIPS)
+            assert sender.returncode is None, "the flood stopped: it was answered other than 404 or 409"
     finally:
         with contextlib.suppress(ProcessLookupError):
             sender.kill()
         await sender.wait()
-    return idle, busy
+    return statistics.median(idle), statistics.median(busy)
 
 
 def report(name: str, cap: int, stopped: tuple[str, int], grown: int, counted: int, idle: float, busy: float) -> None:
