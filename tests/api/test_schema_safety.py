@@ -120,6 +120,7 @@ def error_results(events: list[Event]) -> list[str]:
     return [e["content"][0]["data"]["text"] for e in of_type(events, "tool_result") if e["is_error"]]
 
 
+@pytest.mark.solo
 async def test_slow_schemas_fail_their_calls_and_another_session_is_served_as_before(api: Api) -> None:
     attacker = await api.session()
     await api.register(attacker, ttl=None, tools=[tool(exponential(18)), tool(REDOS, "redos")])
