@@ -153,6 +153,7 @@ def run(settings: Settings) -> int:
         key_line = "" if settings.bootstrap_api_key else f"  Key file:     {settings.dev_key_path.resolve()}\n"
         print(
             f"\nSwitchboard is up.\n"
+            f"  Start here:   {api_url}/   (the demo, the console and the API docs, with first steps)\n"
             f"  Demo:         {api_url}/demo#key={key}\n"
             f"  Console:      {api_url}/console#key={key}\n"
             f"  API:          {api_url}   (OpenAPI docs at {api_url}/docs)\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +91,23 @@ def test_a_stopping_signal_stops_every_child_with_a_line_each_and_no_traceback(u
     assert "Traceback" not in text, text
     for name in ("api", "worker", "redis"):
         assert f"switchboard up: {name} stopped (pid" in text, text
+
+
+def test_up_prints_the_landing_link_with_the_demo_console_and_api_lines(up: Up) -> None:
+    banner = up.text.split("Switchboard is up.", 1)[1]
+    found = dict(re.findall(r"^  ([A-Za-z ]+):\s+(\S+)", banner, re.MULTILINE))
+    base = f"http://127.0.0.1:{up.port}"
+    key = found["API key"]
+    assert found["Start here"] == f"{base}/", banner
+    assert found["Demo"] == f"{base}/demo#key={key}"
+    assert found["Console"] == f"{base}/console#key={key}"
+    assert found["API"] == base
+    # The landing link is first, and it is the page that leads to the others.
+    assert next(iter(found)) == "Start here", banner
+    landing = httpx.get(found["Start here"], timeout=10)
+    assert landing.status_code == 200
+    for page in ("/demo", "/console", "/docs"):
+        assert f'href="{page}"' in landing.text
 
 
 def test_a_killed_up_leaves_nothing_running(up: Up) -> None:
