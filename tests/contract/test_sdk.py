@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import glob
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,23 +48,31 @@ def _pythons() -> list[str]:
     return [p for p in found if p and subprocess.run([p, "--version"], capture_output=True).returncode == 0]
 
 
+def sdk_venv_python() -> str:
+    """The virtualenv's python with `subako` installed (made once, kept in .venv-sdk); skips the test when
+    no Python 3.12 exists. Held under a lock: tests of other xdist workers (tests/examples) use it too."""
+    python = SDK_VENV / "bin" / "python"
+    lock = Path(tempfile.gettempdir()) / f"switchboard-sdk-venv-{hashlib.sha256(bytes(SDK_VENV)).hexdigest()[:12]}.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if python.exists() and subprocess.run([python, "-c", "import subako"], capture_output=True).returncode == 0:
+            return str(python)
+        interpreters = _pythons()
+        if not interpreters:
+            pytest.skip("no Python 3.12 or newer on PATH or under pyenv: the subako SDK requires Python >= 3.12")
+        subprocess.run([interpreters[0], "-m", "venv", "--clear", str(SDK_VENV)], check=True)
+        install = subprocess.run(
+            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", SDK_PACKAGE],
+            capture_output=True,
+            text=True,
+        )
+        assert install.returncode == 0, f"installing {SDK_PACKAGE} failed:\n{install.stdout}\n{install.stderr}"
+        return str(python)
+
+
 @pytest.fixture(scope="module")
 def sdk_python() -> str:
-    """The virtualenv's python with `subako` installed (made once, kept in .venv-sdk)."""
-    python = SDK_VENV / "bin" / "python"
-    if python.exists() and subprocess.run([python, "-c", "import subako"], capture_output=True).returncode == 0:
-        return str(python)
-    interpreters = _pythons()
-    if not interpreters:
-        pytest.skip("no Python 3.12 or newer on PATH or under pyenv: the subako SDK requires Python >= 3.12")
-    subprocess.run([interpreters[0], "-m", "venv", "--clear", str(SDK_VENV)], check=True)
-    install = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", SDK_PACKAGE],
-        capture_output=True,
-        text=True,
-    )
-    assert install.returncode == 0, f"installing {SDK_PACKAGE} failed:\n{install.stdout}\n{install.stderr}"
-    return str(python)
+    return sdk_venv_python()
 
 
 @pytest.fixture(scope="module")

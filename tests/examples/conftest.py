@@ -1,0 +1,16 @@
+"""One API and one worker process per example test module, on the session's Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.served import Served
+from tests.examples.support import example_server
+
+
+@pytest.fixture(scope="module")
+def served(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with example_server(redis_url, tmp_path_factory.mktemp("example-logs")) as running:
+        yield running
