@@ -6,10 +6,9 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
@@ -90,21 +89,20 @@ def _token(args: argparse.Namespace) -> str:
 
     token: str | None = args.token or os.environ.get(TOKEN_ENV)
     if not token:
-        raise SystemExit(f"switchboard tools: give --token or set {TOKEN_ENV} (a session token or an API key)")
+        raise SystemExit(
+            f"switchboard tools {args.tools_command}: no token: set ${TOKEN_ENV} to a session token or an API key "
+            "(or give --token, which other users of this machine can read through `ps`)"
+        )
     return token
 
 
-def _tools_logging() -> None:
-    _logging(_settings())
-    # One line per call would drown what matters (registrations, restarts, refused results).
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-
-
 def _cmd_tools_serve(args: argparse.Namespace) -> int:
+    from switchboard.tool_log import configure
     from switchboard.tool_serve import ServeError, ServeOptions, serve
     from switchboard.typed_tools import ToolError, load_tools
 
-    _tools_logging()
+    configure(args.log_format)
+    token = _token(args)
     try:
         tools = load_tools(args.spec)
     except ToolError as error:
@@ -113,13 +111,14 @@ def _cmd_tools_serve(args: argparse.Namespace) -> int:
         spec=args.spec,
         url=args.url,
         session_id=args.session,
-        token=_token(args),
+        token=token,
         name=args.name,
         ttl_s=None if args.ttl == 0 else args.ttl,
         client_id=args.client_id,
         processes=args.processes,
         concurrency=args.concurrency,
         drain_s=args.drain,
+        log_format=args.log_format,
     )
     try:
         asyncio.run(serve(options, tools))
@@ -129,13 +128,17 @@ def _cmd_tools_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_tools_member(args: argparse.Namespace) -> int:
+    from switchboard.tool_log import configure
     from switchboard.tool_member import Target
     from switchboard.tool_serve import member
     from switchboard.typed_tools import load_tools
 
-    _tools_logging()
+    configure(args.log_format, args.member)
+    if args.report_fd is not None:
+        # Ours alone: a program a tool starts must not hold the pipe open.
+        os.set_inheritable(args.report_fd, False)
     target = Target(args.url, args.session, _token(args), args.client_id)
-    asyncio.run(member(target, load_tools(args.spec), args.concurrency))
+    asyncio.run(member(target, load_tools(args.spec), args.concurrency, args.report_fd))
     return 0
 
 
@@ -156,23 +159,56 @@ def _cmd_session_new(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least(least: float, kind: type[int] | type[float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text} is less than {least:g}")
+        return value
+
+    return parse
+
+
 def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from switchboard.tool_log import LOG_FORMATS
+
     tools = commands.add_parser("tools", help="serve Python tools").add_subparsers(dest="tools_command", required=True)
-    serve = tools.add_parser("serve", help="register MODULE:OBJECT's tools and serve them with N processes")
+    serve = tools.add_parser(
+        "serve",
+        help="register MODULE:OBJECT's tools and serve them with N processes",
+        description="Register MODULE:OBJECT's tools on a session and serve their calls. The token is read from "
+        "$SWITCHBOARD_SESSION_TOKEN (a session token, or an API key that may manage the session).",
+    )
     member = tools.add_parser("member", help="one member process of `tools serve` (started by it)")
     for sub in (serve, member):
         sub.add_argument("spec", metavar="MODULE:OBJECT", help="a function, or a list or dict of them")
         sub.add_argument("--url", default="http://127.0.0.1:8000", help="the Switchboard API")
         sub.add_argument("--session", required=True, help="the session id")
-        sub.add_argument("--token", help="session token or API key (default: $SWITCHBOARD_SESSION_TOKEN)")
-        sub.add_argument("--concurrency", type=int, default=8, help="calls one process runs at once (8)")
+        sub.add_argument(
+            "--token",
+            help="session token or API key; other users of this machine can read it through `ps`, so set "
+            "$SWITCHBOARD_SESSION_TOKEN instead (the default)",
+        )
+        sub.add_argument("--concurrency", type=_at_least(1, int), default=8, help="calls one process runs at once (8)")
+        sub.add_argument(
+            "--log-format", choices=LOG_FORMATS, default="plain", help="plain lines, or one JSON object a line (plain)"
+        )
     serve.add_argument("--name", default="tools", help="the client name to register (tools)")
-    serve.add_argument("--ttl", type=int, default=30, help="registration ttl in seconds, 0 for never (30)")
+    serve.add_argument(
+        "--ttl", type=_at_least(0, int), default=30, help="registration ttl in seconds, 0 for never (30)"
+    )
     serve.add_argument("--client-id", help="join this registration instead of registering (it is not left)")
-    serve.add_argument("--processes", type=int, default=1, help="member processes (1)")
-    serve.add_argument("--drain", type=float, default=30.0, help="seconds members get to finish on stop (30)")
+    serve.add_argument("--processes", type=_at_least(1, int), default=1, help="member processes (1)")
+    serve.add_argument(
+        "--drain", type=_at_least(0, float), default=30.0, help="seconds members get to finish on stop (30)"
+    )
     serve.set_defaults(run=_cmd_tools_serve)
     member.add_argument("--client-id", required=True)
+    member.add_argument("--member", type=int, help="this member's slot in the pool, named in its lines")
+    member.add_argument("--report-fd", type=int, help="a pipe for what it did, written as it exits")
     member.set_defaults(run=_cmd_tools_member)
 
 

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -20,10 +21,14 @@ from typing import Any
 
 import httpx
 
+from switchboard.tool_log import detail, duration
 from switchboard.typed_tools import Call, TypedTool
 
 logger = logging.getLogger("switchboard.tools")
 MEMBER_HEADER = "Switchboard-Pool-Member"
+# What became of a call a member acked: its result went in (ok, or error: the tool's error result), it
+# failed while the tool ran (cancelled, timed out, its run gone), or its result did not go in.
+OK, ERROR, CANCELLED, REFUSED, UNDELIVERED = "ok", "error", "cancelled", "refused", "undelivered"
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,9 @@ class Member:
         self._reports: set[asyncio.Task[None]] = set()
         self.answered = 0
         self.cancelled = 0
+        # Set once asked to stop: the calls that end from then on were drained.
+        self._draining = False
+        self.drained = 0
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Serve until `stop` is set or the registration is gone; then finish what was acked."""
@@ -75,6 +83,7 @@ class Member:
             reading = asyncio.create_task(self._read(http))
             stopping = asyncio.create_task(stop.wait())
             await asyncio.wait([reading, stopping], return_when=asyncio.FIRST_COMPLETED)
+            self._draining = True
             reading.cancel()
             stopping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -153,44 +162,74 @@ class Member:
     async def _handle(self, http: httpx.AsyncClient, member: str, event: dict[str, Any]) -> None:
         call_id = event["call_id"]
         calls = f"{self._target.path}/calls/{call_id}"
+        if not await self._ack(http, f"{calls}/ack", call_id, member):
+            return
+        started = time.monotonic()
+        name = str(event["tool"])
+        ran = await self._run(http, calls, call_id, name, event.get("arguments") or {})
+        said: str | None
+        if ran is None:
+            self.cancelled += 1
+            outcome, said = CANCELLED, "the call failed while it ran"
+        else:
+            outcome, said = await self._answer(http, f"{calls}/result", *ran)
+        self._said(name, call_id, outcome, time.monotonic() - started, said)
+
+    async def _ack(self, http: httpx.AsyncClient, path: str, call_id: str, member: str) -> bool:
         try:
-            acked = await _post(http, f"{calls}/ack", headers={MEMBER_HEADER: member})
+            acked = await _post(http, path, headers={MEMBER_HEADER: member})
         except httpx.TransportError as error:
             # Unacked, the call goes to another member after the claim interval.
             logger.warning("ack of call %s failed: %s", call_id, error)
-            return
+            return False
         if acked.status_code != 200:
-            # Handed to another member meanwhile, or settled: not ours to run.
-            logger.info("call %s not taken: %s", call_id, acked.text)
-            return
-        tool = self._tools.get(event["tool"])
+            # Handed to another member meanwhile, or settled: not ours to run, and its line is theirs.
+            logger.debug("call %s not taken: %s", call_id, acked.text)
+            return False
+        return True
+
+    async def _run(
+        self, http: httpx.AsyncClient, calls: str, call_id: str, name: str, arguments: dict[str, Any]
+    ) -> tuple[str, bool] | None:
+        """The tool's result text and whether it is an error; None if the call failed while it ran."""
+        tool = self._tools.get(name)
         call = Call(call_id, self._reporter(http, f"{calls}/progress"))
         current = asyncio.current_task()
         assert current is not None
         self._calls[call_id] = (call, current)
         try:
             if tool is None:
-                text, is_error = f"this server has no tool {event['tool']!r}", True
-            else:
-                text, is_error = await tool.run(event.get("arguments") or {}, call)
+                return f"this server has no tool {name!r}", True
+            return await tool.run(arguments, call)
         except asyncio.CancelledError:
             if not call.cancelled:
                 raise
             # The call failed while it ran: no one waits for its result any more.
-            logger.info("call %s stopped: it failed while it ran", call_id)
-            self.cancelled += 1
-            return
+            return None
         finally:
             del self._calls[call_id]
+
+    async def _answer(self, http: httpx.AsyncClient, path: str, text: str, is_error: bool) -> tuple[str, str | None]:
+        """The call's outcome once its result is sent, and what to say of it."""
         try:
-            answered = await _post(http, f"{calls}/result", json={"text": text, "is_error": is_error})
+            answered = await _post(http, path, json={"text": text, "is_error": is_error})
         except httpx.TransportError as error:
-            logger.error("result of call %s could not be delivered: %s", call_id, error)
-            return
+            return UNDELIVERED, f"the result could not be delivered: {error}"
         if answered.status_code != 204:
-            logger.warning("result of call %s refused: %s", call_id, answered.text)
-        else:
-            self.answered += 1
+            return REFUSED, f"the result was refused ({answered.status_code}): {answered.text}"
+        self.answered += 1
+        return (ERROR, text) if is_error else (OK, None)
+
+    def _said(self, tool: str, call_id: str, outcome: str, seconds: float, said: str | None) -> None:
+        """The one line a call gets, whatever became of it."""
+        if self._draining:
+            self.drained += 1
+        preposition = "in" if outcome in (OK, ERROR) else "after"
+        message = f"call {tool}: {outcome} {preposition} {duration(seconds)} (call {call_id})"
+        fields = {"event": "call", "tool": tool, "outcome": outcome, "duration_ms": round(seconds * 1000, 1)}
+        fields |= {"call_id": call_id} | ({"detail": said} if said else {})
+        level = logging.WARNING if outcome in (REFUSED, UNDELIVERED) else logging.INFO
+        logger.log(level, "%s%s", message, f": {detail(said)}" if said else "", extra=fields)
 
 
 async def _post(http: httpx.AsyncClient, path: str, attempts: int = 5, **kwargs: Any) -> httpx.Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -72,13 +73,22 @@ async def _log(url: str, sid: str, token: str) -> list[dict[str, Any]]:
 
 
 def tools_serve(
-    where: Path, url: str, sid: str, token: str, *, processes: int
+    where: Path,
+    url: str,
+    sid: str,
+    token: str,
+    *,
+    processes: int,
+    concurrency: int = 1,
+    module: str = TOOLS_MODULE,
+    extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], BinaryIO]:
-    """`switchboard tools serve pooltools:TOOLS` in `where`, one call at a time per member; its output
-    goes to serve.log there."""
-    (where / "pooltools.py").write_text(TOOLS_MODULE)
+    """`switchboard tools serve pooltools:TOOLS` in `where`, `concurrency` calls at a time per member (one
+    unless told); its output goes to serve.log there."""
+    (where / "pooltools.py").write_text(module)
     command = [sys.executable, "-m", "switchboard", "tools", "serve", "pooltools:TOOLS", "--url", url]
-    command += ["--session", sid, "--name", "pool", "--processes", str(processes), "--concurrency", "1"]
+    command += ["--session", sid, "--name", "pool", "--processes", str(processes)]
+    command += ["--concurrency", str(concurrency), *extra]
     log = (where / "serve.log").open("wb")
     server = subprocess.Popen(
         [*command, "--drain", "10"],
@@ -90,12 +100,16 @@ def tools_serve(
     return server, log
 
 
-def stop_serving(server: subprocess.Popen[bytes], log: BinaryIO, where: Path) -> None:
-    """SIGTERM the tool server; it must drain and exit 0 within 30 s."""
-    server.send_signal(signal.SIGTERM)
+def stop_serving(server: subprocess.Popen[bytes], log: BinaryIO, where: Path, sig: int = signal.SIGTERM) -> None:
+    """Signal the tool server (SIGTERM unless told); it must drain and exit 0 within 30 s."""
+    server.send_signal(sig)
     code = server.wait(timeout=30)
     log.close()
     assert code == 0, (where / "serve.log").read_text()
+
+
+def served_lines(where: Path) -> list[str]:
+    return (where / "serve.log").read_text(errors="replace").splitlines()
 
 
 def _of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -144,7 +158,10 @@ def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_
     assert [e["reason"] for e in left] == ["departed"]
 
 
-def test_stopping_the_server_finishes_the_call_in_hand_then_leaves(served: Served, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stopping", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stopping_the_server_finishes_the_call_in_hand_then_leaves(
+    served: Served, tmp_path: Path, stopping: signal.Signals
+) -> None:
     url, key = served.url, served.key
     sid, token = asyncio.run(scripted_session(url, key, "draining"))
     server, log = tools_serve(tmp_path, url, sid, token, processes=1)
@@ -156,7 +173,7 @@ def test_stopping_the_server_finishes_the_call_in_hand_then_leaves(served: Serve
             assert http.post(f"/v1/sessions/{sid}/events", json={"type": "input", "text": text}).status_code == 200
         wait_until("the ack", lambda: bool(_of(asyncio.run(_log(url, sid, token)), "client_tool_acked")))
     finally:
-        stop_serving(server, log, tmp_path)
+        stop_serving(server, log, tmp_path, stopping)
     events = asyncio.run(_log(url, sid, token))
     kinds = [e["type"] for e in events]
     [result] = _of(events, "tool_result")
@@ -165,3 +182,13 @@ def test_stopping_the_server_finishes_the_call_in_hand_then_leaves(served: Serve
     # The result went in before the registration left; nothing failed.
     assert kinds.index("tool_result") < kinds.index("client_left")
     assert "client_tool_failed" not in kinds
+    # It said that it was stopping, the call's line, and what it did as it left: in that order, last.
+    [left] = _of(events, "client_left")
+    lines = served_lines(tmp_path)
+    assert "Traceback" not in "\n".join(lines)
+    said = [line.split(": ", 1)[1] for line in lines]
+    stop_line = f"{stopping.name}: stopping; the calls in hand finish first (up to 10 s)"
+    call_line = next(line for line in said if line.startswith("call work: "))
+    assert re.fullmatch(rf"call work: ok in \d+\.\d\d s \(call {result['call_id']}\)", call_line), call_line
+    assert said[-1] == f"stopped: drained 1 call, left the registration {left['client_id']}", lines
+    assert said.index(stop_line) < said.index(call_line) < len(said) - 1, lines
