@@ -68,8 +68,12 @@ class _Running:
     report: int
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+def _plural(count: int, word: str, words: str | None = None) -> str:
+    return f"{count} {word if count == 1 else words or word + 's'}"
+
+
+def _exit(code: int) -> str:
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
 
 
 def _drained_of(report: int) -> int:
@@ -162,10 +166,13 @@ class Supervisor:
         headers = {"Authorization": f"Bearer {options.token}"}
         async with httpx.AsyncClient(base_url=options.url, headers=headers, timeout=30.0) as http:
             owned = options.client_id is None
-            if options.client_id is None:
-                registration = await _register(http, options, self._tools)
-            else:
-                registration = await _join(http, options, options.client_id, self._tools)
+            try:
+                if options.client_id is None:
+                    registration = await _register(http, options, self._tools)
+                else:
+                    registration = await _join(http, options, options.client_id, self._tools)
+            except httpx.TransportError as error:
+                raise ServeError(f"cannot reach the API at {options.url}: {error or type(error).__name__}") from None
             _say_names(registration)
             self._say_serving()
             left: bool | None = None
@@ -188,7 +195,7 @@ class Supervisor:
         options = self._options
         logger.info(
             "%s, %s at a time each; Ctrl-C or SIGTERM stops",
-            _plural(options.processes, "member process"),
+            _plural(options.processes, "member process", "member processes"),
             _plural(options.concurrency, "call"),
             extra={"event": "serving", "processes": options.processes, "concurrency": options.concurrency},
         )
@@ -228,6 +235,10 @@ class Supervisor:
         stopping = asyncio.create_task(self._stopping.wait())
         try:
             await asyncio.wait([pinging, stopping], return_when=asyncio.FIRST_COMPLETED)
+            # Without renewal `pinging` is the stop itself: its True means stopped, not lapsed (a stopped
+            # joiner or ttl-0 server used to register again here, and keep or leak that registration).
+            if not renew or self._stopping.is_set():
+                return False
             return pinging.done() and not pinging.cancelled() and pinging.result() is True
         finally:
             for task in (*watchers, pinging, stopping):
@@ -277,7 +288,7 @@ class Supervisor:
             os.close(running.report)
             if self._stopping.is_set():
                 return
-            logger.warning("member %d exited with %s; starting it again", index, code)
+            logger.warning("member %d exited (%s); starting it again", index, _exit(code))
             await asyncio.sleep(_RESTART_DELAY_S)
 
     async def _drain(self) -> None:

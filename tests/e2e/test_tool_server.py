@@ -153,6 +153,13 @@ def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_
     assert len(answered) == 12 - len(failed)
     pids = {r["content"][0]["data"]["text"].rsplit(" ", 1)[1] for r in answered}
     assert len(pids) >= 2, pids  # the work was shared
+    # An answered call has one line, from the member that ran it; the call the killed member held has none
+    # (nor, if the kill fell between an answer and its line, that one).
+    call_lines = [line for line in served_lines(tmp_path) if ": call work: " in line]
+    assert all(re.match(r"switchboard tools serve: member [123]: call work: ok in ", line) for line in call_lines)
+    said_of = [line.rsplit("(call ", 1)[1].rstrip(")") for line in call_lines]
+    assert len(said_of) == len(set(said_of)) >= len(answered) - 1, call_lines
+    assert set(said_of) <= {r["call_id"] for r in answered}
     # Stopping drained the members and left the registration.
     left = _of(events, "client_left")
     assert [e["reason"] for e in left] == ["departed"]
