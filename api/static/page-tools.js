@@ -26,11 +26,43 @@ function visible(element) {
 }
 
 function describe(element) {
-  const label = element.getAttribute("aria-label") || element.name || element.id || norm(element.textContent).slice(0, 40);
+  // Attributes, not properties: a form's `name` or `id` property is its control of that name, if it has one.
+  const label = element.getAttribute("aria-label") || element.getAttribute("name") || element.getAttribute("id") ||
+    norm(element.textContent).slice(0, 40);
   return `${element.tagName.toLowerCase()}${label ? ` "${label}"` : ""}`;
 }
 
 const FIELDS = "input:not([type=hidden]), textarea, select";
+
+/** What a person would call a form control: its aria-label, its label's own words, its name or id. */
+function fieldName(element) {
+  const label = element.labels?.[0];
+  // A label's own text, without the text of the control it wraps (a select's options, say).
+  const own = label ? [...label.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE).map((n) => n.textContent).join(" ") : "";
+  const words = (value) => (value ?? "").replace(/\s+/g, " ").trim();
+  return element.getAttribute("aria-label") || words(own) || words(label?.textContent) || element.name || element.id ||
+    element.tagName.toLowerCase();
+}
+
+/** Each control of the form that stops it from being submitted, with what the browser says of it. */
+function problems(form) {
+  return [...form.elements]
+    .filter((element) => element.willValidate && !element.validity.valid)
+    .map((element) => `${fieldName(element)}: ${element.validationMessage}`)
+    .join("; ");
+}
+
+/** The form a click on `element` would submit (a submit button's form), or null. */
+function submits(element) {
+  const submitter = (element instanceof HTMLButtonElement && element.type === "submit") ||
+    (element instanceof HTMLInputElement && (element.type === "submit" || element.type === "image"));
+  return submitter && element.form && !element.form.noValidate && !element.formNoValidate ? element.form : null;
+}
+
+// What a tool changes is scrolled into sight (only if it is out of it), so a person watching sees it.
+function bringIntoView(element) {
+  element.scrollIntoView?.({ block: "nearest", behavior: "smooth" });
+}
 
 /** The form control a person would mean by `label`, `name` or `selector`. */
 function findField(root, { label, name, selector }) {
@@ -176,6 +208,7 @@ export function pageTools({ root = null, navigate = null } = {}) {
             continue;
           }
           setValue(element, field.value);
+          if (!filled.length) bringIntoView(element);
           filled.push(`${describe(element)} = ${JSON.stringify(field.value)}`);
         }
         if (missing.length) {
@@ -203,7 +236,8 @@ export function pageTools({ root = null, navigate = null } = {}) {
           target = forms[0];
         }
         need(target instanceof HTMLFormElement, `no form ${JSON.stringify(form)}`);
-        if (!target.reportValidity()) throw new Error(`${describe(target)} is not valid yet: the page shows what is missing`);
+        // The browser shows the person what is missing; the model reads the same.
+        if (!target.reportValidity()) throw new Error(`${describe(target)} was not submitted: ${problems(target)}`);
         target.requestSubmit();
         return `submitted ${describe(target)}`;
       },
@@ -220,7 +254,13 @@ export function pageTools({ root = null, navigate = null } = {}) {
         need(args.text || args.selector, "give text or selector");
         const element = findClickable(scope(), args);
         need(element, `no button or link ${JSON.stringify(args.text ?? args.selector)}`);
+        bringIntoView(element);
+        // A submit button of a form that is not valid yet submits nothing: the browser shows the person
+        // what is missing ("Please fill out this field"), and the model is told so, not that it worked.
+        const form = submits(element);
+        const blocked = form && !form.checkValidity() ? problems(form) : "";
         element.click();
+        if (blocked) throw new Error(`clicked ${describe(element)}, but ${describe(form)} was not submitted: ${blocked}`);
         return `clicked ${describe(element)}`;
       },
     },
