@@ -41,9 +41,27 @@ async def asset(name: str) -> Response:
     return Response(_asset(name), media_type=_TYPES[name], headers={"Cache-Control": "public, max-age=86400"})
 
 
+# A bar above each page with the way back to the server's landing page (`/`) and its other pages; inline,
+# so the docs still load nothing from anywhere else.
+_NAV = (
+    "<style>body { margin: 0 }</style>"
+    '<nav id="switchboard-nav" style="font: 14px/1.4 system-ui, sans-serif; padding: 8px 20px; display: flex;'
+    " flex-wrap: wrap; gap: 4px 16px; border-bottom: 1px solid #d0d5dd; background: #f4f6fb; position: relative;"
+    ' z-index: 10">'
+    '<a href="/" style="color: #1d2330; font-weight: 600; text-decoration: none">&larr; Switchboard</a>'
+    "{links}</nav>"
+)
+_LINK = '<a href="{href}" style="color: #2952cc">{text}</a>'
+
+
+def _with_nav(page: HTMLResponse, *links: tuple[str, str]) -> HTMLResponse:
+    nav = _NAV.replace("{links}", "".join(_LINK.format(href=href, text=text) for href, text in links))
+    return HTMLResponse(bytes(page.body).replace(b"<body>", b"<body>\n" + nav.encode(), 1))
+
+
 @router.get("/docs")
 async def swagger_ui() -> HTMLResponse:
-    return get_swagger_ui_html(
+    page = get_swagger_ui_html(
         openapi_url="/openapi.json",
         title=TITLE,
         swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
@@ -52,14 +70,16 @@ async def swagger_ui() -> HTMLResponse:
         # A key given to Authorize stays across reloads of the page.
         swagger_ui_parameters={"persistAuthorization": True},
     )
+    return _with_nav(page, ("/demo", "Demo"), ("/console", "Console"), ("/redoc", "This API in ReDoc"))
 
 
 @router.get("/redoc")
 async def redoc() -> HTMLResponse:
-    return get_redoc_html(
+    page = get_redoc_html(
         openapi_url="/openapi.json",
         title=TITLE,
         redoc_js_url=f"{ASSETS}/redoc.standalone.js",
         redoc_favicon_url=f"{ASSETS}/favicon.png",
         with_google_fonts=False,
     )
+    return _with_nav(page, ("/demo", "Demo"), ("/console", "Console"), ("/docs", "This API in Swagger UI"))
