@@ -1,4 +1,4 @@
-"""Every refusal as the envelope `{"error": {"code", "message"}}`, with the status CONTRACT 3.1 fixes."""
+"""Every refusal as the envelope `{"error": {"code", "message"}}`, with its code's status (docs/http-api.md, Errors)."""
 
 from __future__ import annotations
 

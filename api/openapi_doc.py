@@ -2,8 +2,8 @@
 the document calls valid is one the server accepts and a client generated from it learns every limit.
 
 - The bearer credential every /v1 route takes.
-- No 422: body and query validation answer 400 in the error envelope (CONTRACT 3.1), which every route
-  already declares.
+- No 422: body and query validation answer 400 in the error envelope (docs/http-api.md, Errors), which
+  every route already declares.
 - A map whose keys have a pattern says so with `propertyNames` (pydantic writes `patternProperties`,
   which leaves keys off the pattern unconstrained).
 - A client tool's `parameters` is a JSON Schema (Draft 2020-12): the dialect's meta-schema states it

@@ -7,7 +7,7 @@ the 1,024 partitions on a short interval, so this must stay small.
 
 8 cluster: many sessions (spread over the partitions, so over the masters) making calls at once; each
 node's share of Redis CPU, Redis CPU per round trip summed over the nodes, and the same on one Redis in
-the same run: the per-core capacity the README's table is built from. Each node's idle background (its
+the same run: the per-core capacity docs/scaling.md's table is built from. Each node's idle background (its
 cron and, on a Cluster, the bus's pings: a few ms/s per node) is measured just before and taken out.
 """
 

@@ -32,7 +32,7 @@ class Claim:
 
 
 def scope_digest(credential_id: str, method: str, path: str, key: str) -> str:
-    """Keys are scoped per credential, method and path (CONTRACT 3.9)."""
+    """Keys are scoped per credential, method and path (docs/http-api.md, Idempotency)."""
     return sha256_hex(f"{credential_id}\n{method}\n{path}\n{key}")
 
 

@@ -93,7 +93,7 @@ def parse_client_tool(name: str) -> tuple[str, str] | None:
 
 
 def args_hash(arguments: dict[str, Any]) -> str:
-    """SHA-256 hex of the canonical JSON of the arguments (CONTRACT 3.12)."""
+    """SHA-256 hex of the canonical JSON of the arguments (docs/architecture.md, Decisions the code relies on)."""
     return sha256_hex(canonical_json(arguments))
 
 

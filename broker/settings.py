@@ -15,7 +15,7 @@ Seconds = Annotated[float, Field(gt=0)]
 
 
 class Settings(BaseSettings):
-    """Every knob of a Switchboard process; see CONTRACT section 7 and the README's table."""
+    """Every knob of a Switchboard process; docs/configuration.md lists each with its default."""
 
     model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_", extra="ignore", frozen=True)
 
@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     # (their timers and work) to the others.
     keeper_lease_s: Seconds = 5.0
 
-    # Beyond the contract's table: tuning that the tests and benchmarks turn.
+    # Tuning that the tests and benchmarks turn.
     key_prefix: str = Field(default="sb", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
     # How often a worker reads every partition it keeps again, whatever its alarms said: the guarantee
     # behind alarms rung on pub/sub (a message lost with a dropped connection is caught by then).

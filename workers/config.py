@@ -11,7 +11,7 @@ DEFAULT_MAX_STEPS = 25
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    """The model settings and the tool rules of an agent version (CONTRACT sections 4 and 5)."""
+    """The model settings and the tool rules of an agent version (docs/agents-and-models.md)."""
 
     format: Literal["anthropic", "openai_responses"]
     model: str

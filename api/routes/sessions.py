@@ -26,7 +26,7 @@ from broker.errors import Conflict, NotFound
 
 
 def concurrency(config: dict[str, Any]) -> tuple[str, int]:
-    """A version's message concurrency (CONTRACT section 5) as (policy, debounce ms); `steer` when unset."""
+    """A version's message concurrency (docs/agents-and-models.md) as (policy, debounce ms); `steer` when unset."""
     setting = config.get("message_concurrency") or "steer"
     if isinstance(setting, dict):
         return "debounce", int(setting.get("debounce_ms", 750))

@@ -146,7 +146,7 @@ class PublishAgentVersionBody(Strict):
         list[SandboxGrantBody] | None, Field(description=REPEATS), AfterValidator(last_of_each_name)
     ] = None
     skills: Annotated[list[SkillGrantBody] | None, Field(description=REPEATS), AfterValidator(last_of_each_name)] = None
-    # Extensions (CONTRACT section 5).
+    # Extensions (docs/agents-and-models.md).
     message_concurrency: Annotated[
         MessageConcurrency | None,
         Field(

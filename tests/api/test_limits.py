@@ -1,4 +1,4 @@
-"""Every limit of CONTRACT section 3 is a 400 naming the field and the limit; nothing is half written."""
+"""Every limit of docs/http-api.md (Limits) is a 400 naming the field and the limit; nothing is half written."""
 
 from __future__ import annotations
 

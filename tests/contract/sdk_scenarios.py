@@ -134,7 +134,7 @@ async def admin_routes(ctx: Context) -> str:
 
 
 async def tool_round_trip(ctx: Context) -> str:
-    """The README's frontend: session token only, history, a pydantic-typed tool, send and read back."""
+    """The quickstart's frontend (docs/getting-started.md): session token only, history, a typed tool, send, read."""
     session_id, client = await ctx.session()
     async with client, client.sessions.connect(session_id, history=True) as connection:
         web = connection.create_tool_client("web")

@@ -71,7 +71,7 @@ async def test_a_redis_restart_is_survived_by_api_worker_runs_and_streams(
 
             if crash:
                 # appendfsync everysec: a crash loses at most the last second of writes, so the dispatch
-                # is given that second to reach the disk first (the README states the bound).
+                # is given that second to reach the disk first (docs/operating.md, Faults, states the bound).
                 await asyncio.sleep(1.5)
                 redis.kill()
             else:

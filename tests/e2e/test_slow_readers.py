@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
 READERS = 1_000
 INPUTS = 300
 INPUT_CHARS = 20_000
-# What 1,000 readers that never read may add to the API process, all told (README: Operate it).
+# What 1,000 readers that never read may add to the API process, all told (docs/http-api.md, Limits).
 LIMIT_MIB = 200
 
 

@@ -1,4 +1,4 @@
-"""The scripted model's fixed behaviour (CONTRACT section 4)."""
+"""The scripted model's fixed behaviour (docs/agents-and-models.md, The scripted model)."""
 
 from __future__ import annotations
 

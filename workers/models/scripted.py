@@ -1,4 +1,4 @@
-"""The built-in scripted model (CONTRACT section 4): fixed behaviour, no network."""
+"""The built-in scripted model (docs/agents-and-models.md, The scripted model): fixed behaviour, no network."""
 
 from __future__ import annotations
 
