@@ -88,10 +88,10 @@ def tools_serve(
     (where / "pooltools.py").write_text(module)
     command = [sys.executable, "-m", "switchboard", "tools", "serve", "pooltools:TOOLS", "--url", url]
     command += ["--session", sid, "--name", "pool", "--processes", str(processes)]
-    command += ["--concurrency", str(concurrency), *extra]
+    command += ["--concurrency", str(concurrency), "--drain", "10", *extra]
     log = (where / "serve.log").open("wb")
     server = subprocess.Popen(
-        [*command, "--drain", "10"],
+        command,
         cwd=where,
         env={**os.environ, "SWITCHBOARD_SESSION_TOKEN": token},
         stdout=log,

@@ -232,3 +232,29 @@ def test_joining_a_registration_names_its_tools_and_keeps_it_and_an_unknown_one_
         stop_serving(owner, owner_log, owner_dir)
     # The joiner left the owner's registration in place; the owner left it.
     assert [e["reason"] for e in _of(asyncio.run(_log(url, sid, token)), "client_left")] == ["departed"]
+
+
+def test_a_server_without_a_ttl_kills_a_member_past_the_drain_time_and_leaves_once(
+    served: Served, tmp_path: Path
+) -> None:
+    url, key = served.url, served.key
+    sid, token = asyncio.run(scripted_session(url, key, "never"))
+    server, log = tools_serve(tmp_path, url, sid, token, processes=1, extra=("--ttl", "0", "--drain", "1"))
+    try:
+        wait_until("the start lines", lambda: any("stops" in line for line in served_lines(tmp_path)))
+        _post_input(url, sid, token, '/call client__pool__work {"n": 1, "seconds": 20}')
+        wait_until("the ack", lambda: bool(_of(asyncio.run(_log(url, sid, token)), "client_tool_acked")))
+    finally:
+        stop_serving(server, log, tmp_path)
+    events = asyncio.run(_log(url, sid, token))
+    # Its stop is not a lapse: nothing registers again, and the one registration is left.
+    [registered] = _of(events, "client_registered")
+    assert [e["client_id"] for e in _of(events, "client_left")] == [registered["client_id"]]
+    said = _said(tmp_path)
+    assert said[0].endswith(f"on session {sid}, no ttl"), said
+    assert "warning: member 1 did not drain in 1 s; killing it" in said
+    assert not any(line.startswith("call work: ") for line in said), said
+    assert said[-1] == (
+        f"stopped: drained 0 calls, killed 1 member still running after 1 s, "
+        f"left the registration {registered['client_id']}"
+    )
