@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.served import Served
-from tests.examples.support import example_server
+from tests.e2e.served import Served, api_and_worker
 
 
 @pytest.fixture(scope="module")
 def served(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with example_server(redis_url, tmp_path_factory.mktemp("example-logs")) as running:
+    # The default deadlines: an example runs at a person's pace, not at the unit tests' half second.
+    with api_and_worker(redis_url, tmp_path_factory.mktemp("example-logs")) as running:
         yield running

@@ -1,29 +1,19 @@
-"""What the example tests share: where the examples are, a server to run them against, and reads of what
-a run left in a session's log."""
+"""What the example tests share: where the examples are, and reads of what a run left on the server."""
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.e2e.served import Served, api_and_worker
+from tests.e2e.served import Served
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 Event = dict[str, Any]
 ENDS = ("run_completed", "run_failed", "run_cancelled")
-
-
-@contextlib.contextmanager
-def example_server(redis_url: str, logs: Path, **settings: str) -> Iterator[Served]:
-    """An API and a worker process with the default deadlines (an example runs at a person's pace, not
-    the unit tests' half-second ones), on a key prefix of their own."""
-    with api_and_worker(redis_url, logs, **settings) as served:
-        yield served
 
 
 def admin(served: Served) -> httpx.Client:
