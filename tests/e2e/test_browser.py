@@ -4,54 +4,29 @@ calls landing in the right tab, the console following along, a tab closed and a 
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import Browser, BrowserContext, Dialog, Page, Route, async_playwright, expect
+from playwright.async_api import Browser, Dialog, Route, expect
 
-from tests.e2e.served import Served, api_and_worker, scripted_session
+from tests.e2e.browser import chromium, demo_tab, say, served_for_browser
+from tests.e2e.served import Served, scripted_session
 from tests.helpers import HIGHLIGHT
 
 pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-HAVE_CHROMIUM = Path(CHROMIUM).exists()
-
 
 @pytest.fixture
 def served(redis_url: str, tmp_path: Path) -> Iterator[Served]:
-    with api_and_worker(redis_url, tmp_path / "logs", ack_timeout_s="20", result_timeout_s="20") as running:
-        yield running
+    yield from served_for_browser(redis_url, tmp_path / "logs")
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    if not HAVE_CHROMIUM:
-        pytest.skip(f"no chromium at {CHROMIUM}: `.ci/run` installs Debian's chromium package")
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
-async def demo_tab(context: BrowserContext, url: str, name: str) -> Page:
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    await page.goto(url)
-    await expect(page.locator("body")).to_have_attribute("data-client", name, timeout=15_000)
-    assert not errors, errors
-    return page
-
-
-async def say(page: Page, text: str) -> None:
-    await page.fill("#say", text)
-    await page.press("#say", "Enter")
+    async with chromium() as launched:
+        yield launched
 
 
 async def test_two_tabs_one_session_calls_land_in_their_tab_and_the_console_follows(
