@@ -138,7 +138,7 @@ def _cmd_tools_member(args: argparse.Namespace) -> int:
         # Ours alone: a program a tool starts must not hold the pipe open.
         os.set_inheritable(args.report_fd, False)
     target = Target(args.url, args.session, _token(args), args.client_id)
-    asyncio.run(member(target, load_tools(args.spec), args.concurrency, args.report_fd))
+    asyncio.run(member(target, load_tools(args.spec), args.concurrency, args.report_fd, args.supervisor))
     return 0
 
 
@@ -209,6 +209,7 @@ def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     member.add_argument("--client-id", required=True)
     member.add_argument("--member", type=int, help="this member's slot in the pool, named in its lines")
     member.add_argument("--report-fd", type=int, help="a pipe for what it did, written as it exits")
+    member.add_argument("--supervisor", type=int, help="the pid whose death stops it (default: its parent)")
     member.set_defaults(run=_cmd_tools_member)
 
 

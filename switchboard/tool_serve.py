@@ -31,6 +31,10 @@ from switchboard.typed_tools import TypedTool
 logger = logging.getLogger("switchboard.tools")
 TOKEN_ENV = "SWITCHBOARD_SESSION_TOKEN"  # noqa: S105 (the variable's name, not a secret)
 _RESTART_DELAY_S = 1.0
+# As `switchboard up`: a closed terminal stops it as Ctrl-C does.
+_STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# How often a member looks whether its supervisor is still there.
+_ORPHAN_CHECK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -266,12 +270,19 @@ class Supervisor:
         command += ["--concurrency", str(options.concurrency), "--log-format", options.log_format]
         # One member needs no name in its lines; in a pool, the slot says which one ran a call.
         command += ["--member", str(index)] if options.processes > 1 else []
+        # Named, not read from getppid() in the member: the supervisor may die before the member looks.
+        command += ["--supervisor", str(os.getpid())]
         report, reported = os.pipe()
         os.set_blocking(report, False)
         try:
             command += ["--report-fd", str(reported)]
             env = {**os.environ, TOKEN_ENV: target.token}
-            process = await asyncio.create_subprocess_exec(sys.executable, *command, env=env, pass_fds=(reported,))
+            # A session of its own: a terminal's Ctrl-C is the supervisor's alone, which drains the pool in
+            # order (a member still importing would die of it with a traceback); `member` watches for the
+            # supervisor's death instead.
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, *command, env=env, pass_fds=(reported,), start_new_session=True
+            )
         except BaseException:
             os.close(report)
             raise
@@ -318,23 +329,42 @@ class Supervisor:
 async def serve(options: ServeOptions, tools: list[TypedTool]) -> None:
     supervisor = Supervisor(options, tools)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in _STOPPING:
         loop.add_signal_handler(sig, supervisor.stop, sig.name)
     await supervisor.run()
 
 
-async def member(target: Target, tools: list[TypedTool], concurrency: int, report: int | None = None) -> None:
-    """A member process: serve until SIGTERM, then drain; the calls it drained go to the supervisor on
-    the `report` pipe. Ctrl-C is the supervisor's to handle."""
+async def member(
+    target: Target, tools: list[TypedTool], concurrency: int, report: int | None = None, supervisor: int | None = None
+) -> None:
+    """A member process: serve until SIGTERM or until its supervisor (the parent unless named) is gone,
+    then drain; the calls it drained go to the supervisor on the `report` pipe. Ctrl-C is the
+    supervisor's to handle."""
     from switchboard.tool_member import Member
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watching = asyncio.create_task(_orphaned(supervisor or os.getppid(), stop))
     serving = Member(target, {tool.name: tool for tool in tools}, concurrency)
-    await serving.serve(stop)
+    try:
+        await serving.serve(stop)
+    finally:
+        watching.cancel()
     if report is not None:
         with contextlib.suppress(OSError):
             os.write(report, json.dumps({"drained": serving.drained}).encode())
             os.close(report)
+
+
+async def _orphaned(supervisor: int, stop: asyncio.Event) -> None:
+    """Set `stop` once the supervisor has died (however it died: a SIGKILL sends no SIGTERM on)."""
+    # Polled: nothing wakes a process when its parent dies but a PR_SET_PDEATHSIG armed in a preexec_fn,
+    # which is unsafe in a parent with threads (the resolver's).
+    while True:
+        if os.getppid() != supervisor:
+            break
+        await asyncio.sleep(_ORPHAN_CHECK_S)
+    logger.warning("the supervisor (pid %d) is gone; this member drains and stops", supervisor)
+    stop.set()

@@ -96,13 +96,19 @@ def tools_serve(
         env={**os.environ, "SWITCHBOARD_SESSION_TOKEN": token},
         stdout=log,
         stderr=log,
+        # A process group of its own, as a terminal gives a command, for stop_serving's Ctrl-C.
+        start_new_session=True,
     )
     return server, log
 
 
 def stop_serving(server: subprocess.Popen[bytes], log: BinaryIO, where: Path, sig: int = signal.SIGTERM) -> None:
-    """Signal the tool server (SIGTERM unless told); it must drain and exit 0 within 30 s."""
-    server.send_signal(sig)
+    """Signal the tool server (SIGTERM unless told); it must drain and exit 0 within 30 s. SIGINT goes to
+    its whole process group, members included, as a terminal's Ctrl-C does."""
+    if sig == signal.SIGINT:
+        os.killpg(server.pid, sig)
+    else:
+        server.send_signal(sig)
     code = server.wait(timeout=30)
     log.close()
     assert code == 0, (where / "serve.log").read_text()
@@ -165,7 +171,9 @@ def test_a_pool_of_processes_serves_every_call_once_through_a_member_killed_mid_
     assert [e["reason"] for e in left] == ["departed"]
 
 
-@pytest.mark.parametrize("stopping", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "stopping", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 def test_stopping_the_server_finishes_the_call_in_hand_then_leaves(
     served: Served, tmp_path: Path, stopping: signal.Signals
 ) -> None:

@@ -20,7 +20,16 @@ import pytest
 
 from broker.embedded import free_port
 from tests.e2e.served import Served, api_and_worker, scripted_session
-from tests.e2e.test_tool_server import TOOLS_MODULE, _log, _of, served_lines, stop_serving, tools_serve, wait_until
+from tests.e2e.test_tool_server import (
+    TOOLS_MODULE,
+    _log,
+    _of,
+    children,
+    served_lines,
+    stop_serving,
+    tools_serve,
+    wait_until,
+)
 from workers.models.aliases import shorten
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
@@ -258,3 +267,38 @@ def test_a_server_without_a_ttl_kills_a_member_past_the_drain_time_and_leaves_on
         f"stopped: drained 0 calls, killed 1 member still running after 1 s, "
         f"left the registration {registered['client_id']}"
     )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_killed_server_leaves_no_member_serving(served: Served, tmp_path: Path) -> None:
+    url, key = served.url, served.key
+    sid, token = asyncio.run(scripted_session(url, key, "orphans"))
+    server, log = tools_serve(tmp_path, url, sid, token, processes=2)
+    members: list[int] = []
+    try:
+        wait_until("two members", lambda: len(children(server.pid)) == 2)
+        members = children(server.pid)
+        server.kill()
+        server.wait()
+        # Nothing tells a member its parent died: it looks every second, then drains and stops.
+        wait_until("the members to stop", lambda: not any(_alive(pid) for pid in members), 15)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        log.close()
+        for pid in members:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    said = _said(tmp_path)
+    for index in (1, 2):
+        assert (
+            f"member {index}: warning: the supervisor (pid {server.pid}) is gone; this member drains and stops" in said
+        )
