@@ -279,6 +279,14 @@ async def test_the_console_says_in_words_who_answered_a_call(served: Served, bro
         assert (await app.post(f"{path}/events", json={"type": "input", "text": call})).status_code == 200
         await expect(console.locator(".call.awaiting")).to_contain_text("highlight_row for client web")
         await expect(console.locator("#approvals .approval")).to_contain_text("highlight_row for client web")
+        # On a narrow screen the decision waiting comes first, above the transcript.
+        await console.set_viewport_size({"width": 390, "height": 844})
+        approvals = await console.locator("#approvals-panel").bounding_box()
+        transcript = await console.locator("#transcript").bounding_box()
+        assert approvals is not None
+        assert transcript is not None
+        assert approvals["y"] + approvals["height"] <= transcript["y"], (approvals, transcript)
+        await console.set_viewport_size({"width": 1280, "height": 800})
         await console.locator("#approvals .approval").get_by_role("button", name="Allow").click()
         dispatched = console.locator(".call.dispatched", has_text="highlight_row")
         await expect(dispatched).to_contain_text("highlight_row by web (…")
