@@ -192,20 +192,30 @@ def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
             help="session token or API key; other users of this machine can read it through `ps`, so set "
             "$SWITCHBOARD_SESSION_TOKEN instead (the default)",
         )
-        sub.add_argument("--concurrency", type=_at_least(1, int), default=8, help="calls one process runs at once (8)")
+        sub.add_argument(
+            "--concurrency", type=_at_least(1, int), default=8, metavar="N", help="calls one process runs at once (8)"
+        )
         sub.add_argument(
             "--log-format", choices=LOG_FORMATS, default="plain", help="plain lines, or one JSON object a line (plain)"
         )
     serve.add_argument("--name", default="tools", help="the client name to register (tools)")
     serve.add_argument(
-        "--ttl", type=_at_least(0, int), default=30, help="registration ttl in seconds, 0 for never (30)"
+        "--ttl",
+        type=_at_least(0, int),
+        default=30,
+        metavar="SECONDS",
+        help="registration ttl in seconds, 0 for never (30)",
     )
     serve.add_argument("--client-id", help="join this registration instead of registering (it is not left)")
-    serve.add_argument("--processes", type=_at_least(1, int), default=1, help="member processes (1)")
+    serve.add_argument("--processes", type=_at_least(1, int), default=1, metavar="N", help="member processes (1)")
     serve.add_argument(
-        "--drain", type=_at_least(0, float), default=30.0, help="seconds members get to finish on stop (30)"
+        "--drain",
+        type=_at_least(0, float),
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds members get to finish on stop (30)",
     )
-    serve.set_defaults(run=_cmd_tools_serve)
+    serve.set_defaults(run=_cmd_tools_serve, prog=serve.prog)
     member.add_argument("--client-id", required=True)
     member.add_argument("--member", type=int, help="this member's slot in the pool, named in its lines")
     member.add_argument("--report-fd", type=int, help="a pipe for what it did, written as it exits")
@@ -241,7 +251,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    code: int = args.run(args)
+    try:
+        code: int = args.run(args)
+    except KeyboardInterrupt:
+        # A Ctrl-C before a command has its own handling in place (while it imports or loads a module).
+        print(f"{getattr(args, 'prog', 'switchboard ' + args.command)}: interrupted", file=sys.stderr)
+        return 130
     return code
 
 

@@ -302,3 +302,23 @@ def test_a_killed_server_leaves_no_member_serving(served: Served, tmp_path: Path
         assert (
             f"member {index}: warning: the supervisor (pid {server.pid}) is gone; this member drains and stops" in said
         )
+
+
+def test_a_ctrl_c_while_the_module_loads_is_one_line(tmp_path: Path) -> None:
+    # It says when the CLI has reached it, then takes its time.
+    (tmp_path / "slowtools.py").write_text(
+        "import pathlib\nimport time\n\npathlib.Path('loading').touch()\ntime.sleep(60)\n"
+    )
+    env = {**os.environ, "SWITCHBOARD_SESSION_TOKEN": "swb_st_x"}
+    command = [sys.executable, "-m", "switchboard", "tools", "serve", "slowtools:TOOLS", "--session", "s"]
+    server = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until("the module to be loading", (tmp_path / "loading").exists, 30)
+        server.send_signal(signal.SIGINT)
+        _, stderr = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert server.returncode == 130
+    assert stderr == "switchboard tools serve: interrupted\n"
