@@ -322,3 +322,23 @@ def test_a_ctrl_c_while_the_module_loads_is_one_line(tmp_path: Path) -> None:
             server.wait()
     assert server.returncode == 130
     assert stderr == "switchboard tools serve: interrupted\n"
+
+
+def test_a_result_the_api_refuses_is_the_calls_one_line_as_a_warning(redis_url: str, tmp_path: Path) -> None:
+    big = TOOLS_MODULE.replace("TOOLS = [work]", 'def big() -> str:\n    return "x" * 100_000\n\n\nTOOLS = [big]\n')
+    with api_and_worker(redis_url, tmp_path / "logs", max_result_body_bytes="65536") as small:
+        sid, token = asyncio.run(scripted_session(small.url, small.key, "refused"))
+        server, log = tools_serve(tmp_path, small.url, sid, token, processes=1, module=big)
+        try:
+            wait_until("the start lines", lambda: any("stops" in line for line in served_lines(tmp_path)))
+            _post_input(small.url, sid, token, "/call client__pool__big")
+            wait_until("the call's line", lambda: any("call big: " in line for line in served_lines(tmp_path)), 30)
+        finally:
+            stop_serving(server, log, tmp_path)
+        [dispatched] = _of(asyncio.run(_log(small.url, sid, token)), "client_tool_dispatched")
+    [line] = [line for line in _said(tmp_path) if line.startswith("warning: call big: ")]
+    # The API answers 413 and closes the connection: the client reads the answer, or loses the connection.
+    call = rf"after \d+\.\d\d s \(call {dispatched['call_id']}\)"
+    refused = rf"refused {call}: the result was refused \(413\): .*SWITCHBOARD_MAX_RESULT_BODY_BYTES.*"
+    lost = rf"undelivered {call}: the result could not be delivered: .*"
+    assert re.fullmatch(rf"warning: call big: ({refused}|{lost})", line), line
