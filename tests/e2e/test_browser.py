@@ -4,14 +4,14 @@ calls landing in the right tab, the console following along, a tab closed and a 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from playwright.async_api import Browser, Dialog, Route, expect
 
-from tests.e2e.browser import chromium, demo_tab, say, served_for_browser
+from tests.e2e.browser import demo_tab, say, served_for_browser
 from tests.e2e.served import Served, scripted_session
 from tests.helpers import HIGHLIGHT
 
@@ -21,12 +21,6 @@ pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(12
 @pytest.fixture
 def served(redis_url: str, tmp_path: Path) -> Iterator[Served]:
     yield from served_for_browser(redis_url, tmp_path / "logs")
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with chromium() as launched:
-        yield launched
 
 
 async def test_two_tabs_one_session_calls_land_in_their_tab_and_the_console_follows(

@@ -4,7 +4,7 @@ narrow layout, the console's transcript edge, one demo agent per workspace, the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tests.e2e.browser import chromium, demo_tab, say, served_for_browser
+from tests.e2e.browser import demo_tab, say, served_for_browser
 from tests.e2e.served import Served, scripted_session
 from tests.helpers import HIGHLIGHT
 
@@ -24,12 +24,6 @@ DEMO_AGENT = "Switchboard demo (scripted)"
 @pytest.fixture
 def served(redis_url: str, tmp_path: Path) -> Iterator[Served]:
     yield from served_for_browser(redis_url, tmp_path / "logs")
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with chromium() as launched:
-        yield launched
 
 
 def admin(served: Served) -> httpx.AsyncClient:

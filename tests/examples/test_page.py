@@ -7,7 +7,6 @@ import contextlib
 import functools
 import http.server
 import json
-import shutil
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,16 +14,14 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 from broker.embedded import free_port
+from tests.e2e.browser import chromium
 from tests.e2e.served import Served, scripted_session
 from tests.examples.support import ENDS, EXAMPLES, admin, of_type, session_log, text_of
 
 pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-HAVE_CHROMIUM = Path(CHROMIUM).exists()
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -55,14 +52,8 @@ def site() -> Iterator[str]:
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    if not HAVE_CHROMIUM:
-        pytest.skip(f"no chromium at {CHROMIUM}: `.ci/run` installs Debian's chromium package")
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+    async with chromium() as launched:
+        yield launched
 
 
 async def session_for(served: Served, origins: list[str]) -> tuple[str, str]:
