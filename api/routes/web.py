@@ -13,6 +13,8 @@ router = APIRouter(tags=["web"])
 # Served as they are committed; nothing is built at start.
 SDK_FILES = ("switchboard.js", "page-tools.js")
 PAGES = {"console": "console.html", "demo": "demo.html", "index": "index.html"}
+# What the pages share; the SDK does not need them.
+PAGE_FILES = ("transcript.js",)
 _TYPES = {".js": "text/javascript; charset=utf-8", ".html": "text/html; charset=utf-8", ".css": "text/css"}
 
 
@@ -28,6 +30,14 @@ async def sdk(name: str) -> Response:
     """The browser SDK: `switchboard.js` and the page tools it imports."""
     if name not in SDK_FILES:
         raise NotFound(f"no SDK file {name}; there are {', '.join(SDK_FILES)}")
+    return _static(name)
+
+
+@router.get("/pages/{name}", include_in_schema=False)
+async def page_file(name: str) -> Response:
+    """Scripts the console and the demo share."""
+    if name not in PAGE_FILES:
+        raise NotFound(f"no page file {name}; there are {', '.join(PAGE_FILES)}")
     return _static(name)
 
 

@@ -35,3 +35,18 @@ async def test_the_document_declares_bearer_auth_on_the_v1_routes(api: Api) -> N
     assert document["paths"]["/healthz"]["get"]["security"] == []
     assert "security" not in document["paths"]["/v1/sessions"]["post"]
     assert "/docs" not in document["paths"]
+
+
+async def test_the_sdk_and_the_pages_shared_script_are_served_and_nothing_else_is(api: Api) -> None:
+    for path in ("/sdk/switchboard.js", "/sdk/page-tools.js", "/pages/transcript.js"):
+        answer = await api.key.get(path)
+        assert answer.status_code == 200, path
+        assert answer.headers["content-type"].startswith("text/javascript")
+    for path, words in (
+        ("/pages/console.html", "no page file console.html; there are transcript.js"),
+        ("/pages/..%2Fapp.py", "no route /pages/../app.py"),
+        ("/sdk/transcript.js", "no SDK file transcript.js"),
+    ):
+        answer = await api.key.get(path)
+        assert answer.status_code == 404, path
+        assert words in answer.json()["error"]["message"]

@@ -1,0 +1,25 @@
+// What the console and the demo share about a transcript box (served at /pages/transcript.js).
+
+/** Scroll a transcript to its end with its top edge between two entries, never through one (a line cut
+ * in half): what is left over goes under the last entry (a spacer, at most one entry high). Returns the
+ * box's scrollTop once placed, so a page can tell its own move from the reader's. */
+export function toEnd(box) {
+  let spacer = box.querySelector(":scope > .end-spacer");
+  if (!spacer) {
+    spacer = document.createElement("div");
+    spacer.className = "end-spacer";
+  }
+  box.append(spacer);
+  spacer.style.height = "0px";
+  const end = box.scrollHeight - box.clientHeight;
+  // The first entry that starts at or below the end, looked for from the last one back.
+  let top;
+  for (let node = spacer.previousElementSibling; node && end > 0; node = node.previousElementSibling) {
+    const start = node.offsetTop - parseFloat(getComputedStyle(node).marginTop);
+    if (start < end) break;
+    top = start;
+  }
+  if (top !== undefined) spacer.style.height = `${top - end}px`;
+  box.scrollTop = top ?? end;
+  return box.scrollTop;
+}
