@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import json
 import time
 from dataclasses import dataclass
@@ -35,40 +35,36 @@ async def sessions(admin: httpx.AsyncClient, agent_id: str, count: int) -> list[
 
 
 async def register(http: RawHttp, sessions: list[tuple[str, str]], per_session: int) -> list[Client]:
-    """Register the clients, pinging each as it goes once a third of its ttl has passed: on a slow machine
-    registering them all takes longer than a ttl, and none may lapse before the steady pings reach it."""
-    gate = asyncio.Semaphore(CONCURRENCY)
+    """Register the clients, pinging each once a third of its ttl has passed since it was registered or
+    last pinged: on a slow machine registering them all takes longer than a ttl, and none may lapse
+    before the steady pings reach it. The CONCURRENCY workers take a due ping before the next
+    registration, so keeping the registered alive never waits behind the ones still to come."""
     body = {"name": "tab", "lifetime": {"type": "ttl", "data": {"seconds": TTL_S}}, "tools": [TOOL]}
-    registered: list[tuple[float, Client]] = []
+    todo = [(sid, token) for sid, token in sessions for _ in range(per_session)]
+    registered: list[Client] = []
+    due: collections.deque[tuple[float, Client]] = collections.deque()  # oldest first
 
-    async def one(session_id: str, token: str) -> Client:
-        async with gate:
-            path = f"/v1/sessions/{session_id}/clients"
-            status, content = await http.request("POST", path, body, keyed(), token=token)
+    async def register_one(session_id: str, token: str) -> None:
+        path = f"/v1/sessions/{session_id}/clients"
+        status, content = await http.request("POST", path, body, keyed(), token=token)
         assert status == 201, content
         client = Client(session_id, token, json.loads(content)["id"])
-        registered.append((time.monotonic(), client))
-        return client
+        registered.append(client)
+        due.append((time.monotonic(), client))
 
-    async def keep_alive() -> None:
-        at = 0  # registered[:at] are pinged in turn, oldest first, a third of a ttl after the last time
-        while True:
-            now = time.monotonic()
-            while at < len(registered) and now - registered[at][0] >= TTL_S / 3:
-                async with gate:
-                    await ping(http, registered[at][1])
-                registered.append((time.monotonic(), registered[at][1]))
-                at += 1
-            await asyncio.sleep(0.05)
+    async def worker() -> None:
+        while todo or (due and len(registered) < len(sessions) * per_session):
+            if due and time.monotonic() - due[0][0] >= TTL_S / 3:
+                _, client = due.popleft()
+                await ping(http, client)
+                due.append((time.monotonic(), client))
+            elif todo:
+                await register_one(*todo.pop())
+            else:
+                await asyncio.sleep(0.05)
 
-    keeper = asyncio.create_task(keep_alive())
-    try:
-        jobs = [one(sid, token) for sid, token in sessions for _ in range(per_session)]
-        return list(await asyncio.gather(*jobs))
-    finally:
-        keeper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await keeper
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return registered
 
 
 async def ping(http: RawHttp, client: Client) -> float:

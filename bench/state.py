@@ -43,12 +43,16 @@ async def _command_usec(redis: Redis) -> float:
     return sum(float(entry["usec"]) for name, entry in stats.items() if name != "cmdstat_info")
 
 
-async def _background_cpu(redis: Redis, window_s: float = 0.5) -> float:
-    """Redis's CPU per second with no commands of ours: its cron (active expiry samples the volatile
-    keys, so it grows with the number of ttl clients), which is not a cost of any one operation."""
+async def _background(redis: Redis, window_s: float = 0.5) -> tuple[float, float]:
+    """Redis's CPU and command time per second with no commands of ours: its cron (active expiry samples
+    the volatile keys, so it grows with the number of ttl clients) and the timekeeper moving lease
+    entries on as they come due (one per ttl client per ttl), which are costs of the state, not of any
+    one operation."""
+    await redis.config_resetstat()
     before = await _redis_cpu_s(redis)
     await asyncio.sleep(window_s)
-    return (await _redis_cpu_s(redis) - before) / window_s
+    cpu = await _redis_cpu_s(redis) - before
+    return cpu / window_s, await _command_usec(redis) / window_s
 
 
 _ROUNDS = 5
@@ -57,30 +61,44 @@ _OWN_COST = {"api cpu", "redis cpu", "redis cmd"}
 
 async def _probe(running: Cluster, admin: httpx.AsyncClient, agent_id: str, pings: int) -> dict[str, float]:
     """Per-operation costs on a fresh session over five rounds: sequential pings (their latency, and the
-    CPU each costs the API process and Redis: CPU rather than time, which a busy 2-core machine
-    stretches; Redis's background CPU, measured idle just before, taken out), and client calls end to
+    CPU and command time each costs the API process and Redis: CPU rather than time, which a busy
+    2-core machine stretches; Redis's background CPU and command time, measured idle just before,
+    taken out), and client calls end to
     end (dispatch and round trip). Latencies are the median round. CPU costs are the cheapest round:
     what the other processes on the 2 cores add to one (cache misses, preemption) only ever adds, and
     moved single rounds by up to 1.7x, while the cheapest round is the operation's own cost."""
     redis = Redis.from_url(running.redis.url)
     session = await open_session(running, admin, agent_id)
     rounds: dict[str, list[float]] = {
-        name: [] for name in ("ping", "api cpu", "redis cpu", "redis cmd", "redis idle", "dispatch", "round trip")
+        name: []
+        for name in (
+            "ping",
+            "api cpu",
+            "redis cpu",
+            "redis cmd",
+            "redis idle",
+            "redis idle cmd",
+            "dispatch",
+            "round trip",
+        )
     }
     try:
         client = Client(session.id, session.token, session.client_id)
         for _ in range(20):
             await ping(session.http, client)
         for _ in range(_ROUNDS):
-            idle = await _background_cpu(redis)
+            idle, idle_usec = await _background(redis)
             await redis.config_resetstat()
             api, store, began = cpu_seconds(running.api_pid), await _redis_cpu_s(redis), time.monotonic()
             latencies = [await ping(session.http, client) for _ in range(pings)]
-            busy = await _redis_cpu_s(redis) - store - idle * (time.monotonic() - began)
+            elapsed = time.monotonic() - began
+            busy = await _redis_cpu_s(redis) - store - idle * elapsed
+            commands = await _command_usec(redis) - idle_usec * elapsed
             rounds["api cpu"].append((cpu_seconds(running.api_pid) - api) / pings * 1e6)
             rounds["redis cpu"].append(busy / pings * 1e6)
             rounds["redis idle"].append(idle * 1000)
-            rounds["redis cmd"].append(await _command_usec(redis) / pings)
+            rounds["redis idle cmd"].append(idle_usec / 1000)
+            rounds["redis cmd"].append(commands / pings)
             rounds["ping"].append(summary(latencies)["p50"])
             dispatch, round_trip, _ = await one_in_flight(session, 20)
             rounds["dispatch"].append(summary(dispatch)["p50"])
@@ -120,6 +138,7 @@ async def _measure(running: Cluster, quick: bool) -> list[Figure]:
         ("Redis CPU per ping", "redis cpu", "µs"),
         ("Redis command time per ping", "redis cmd", "µs"),
         ("Redis background CPU", "redis idle", "ms/s"),
+        ("Redis background command time", "redis idle cmd", "ms/s"),
         ("ping p50", "ping", "ms"),
         ("dispatch p50", "dispatch", "ms"),
         ("round trip p50", "round trip", "ms"),
