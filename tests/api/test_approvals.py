@@ -88,6 +88,7 @@ async def test_allow_dispatches_and_deny_sends_the_message_to_the_model(api: Api
     ]
 
 
+@pytest.mark.short_deadlines
 async def test_an_approval_is_never_failed_by_a_timer(api: Api) -> None:
     session = await api.session(**GATED)
     await api.register(session)

@@ -75,6 +75,7 @@ async def test_progress_is_logged_for_readers_that_ask_and_refused_outside_an_ac
     assert [(e["message"], e["fraction"]) for e in shown] == [("halfway", 0.5), (None, None)]
 
 
+@pytest.mark.short_deadlines
 async def test_a_heartbeat_keeps_a_long_call_alive_until_it_stops(api: Api) -> None:
     session = await api.session()
     web = await api.register(session, tools=[tool(heartbeat_s=1, timeout_s=60)])
@@ -92,6 +93,7 @@ async def test_a_heartbeat_keeps_a_long_call_alive_until_it_stops(api: Api) -> N
     assert "heartbeat_s" in result_text(events, call["call_id"])
 
 
+@pytest.mark.short_deadlines
 async def test_a_tool_timeout_replaces_the_deployments_result_deadline(api: Api) -> None:
     session = await api.session()
     web = await api.register(session, tools=[tool(timeout_s=4)])

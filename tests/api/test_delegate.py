@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 from typing import Any
 
+import pytest
+
 from broker.settings import Settings
 from delegate import ChatResult, ClientTool, ToolCallRequest, chat
 from tests.api_client import Api, Session, of_type, run_over, running_api
@@ -61,6 +63,7 @@ async def test_an_exception_becomes_an_error_result_and_the_run_goes_on(api: Api
     assert result.text == "get_timezone failed: the clock is gone"
 
 
+@pytest.mark.short_deadlines
 async def test_without_a_callback_the_calls_run_into_their_ack_deadline(api: Api) -> None:
     session = await api.session()
     result = await delegate(api, session, "/call get_timezone", client_tools=[TIMEZONE])

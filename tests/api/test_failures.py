@@ -34,6 +34,7 @@ async def dispatched(api: Api, session: Session, count: int = 1) -> list[Event]:
     return of_type(events, "client_tool_dispatched")
 
 
+@pytest.mark.short_deadlines
 async def test_no_ack_in_time_fails_with_ack_timeout(api: Api) -> None:
     session = await api.session()
     web = await api.register(session)
@@ -50,6 +51,7 @@ async def test_no_ack_in_time_fails_with_ack_timeout(api: Api) -> None:
     assert late.json()["error"]["message"] == f"call {call['call_id']} failed: ack_timeout"
 
 
+@pytest.mark.short_deadlines
 async def test_no_result_after_ack_fails_with_result_timeout(api: Api) -> None:
     session = await api.session()
     web = await api.register(session)
@@ -85,6 +87,7 @@ async def test_leaving_with_calls_owed_fails_them_with_client_gone(api: Api) -> 
     assert events.index(left_event) < events.index(failure)
 
 
+@pytest.mark.short_deadlines
 async def test_a_lapsed_ttl_fails_owed_calls_and_refuses_pings(api: Api) -> None:
     session = await api.session()
     web = await api.register(session, ttl=5)
@@ -133,6 +136,7 @@ async def test_cancel_during_a_model_step_ends_at_the_next_checkpoint(api: Api) 
     assert "message_assistant" not in types(events)
 
 
+@pytest.mark.short_deadlines
 async def test_a_result_racing_its_deadline_has_exactly_one_outcome(api: Api) -> None:
     outcomes: list[int] = []
     for _ in range(4):

@@ -74,6 +74,7 @@ async def keeping(
 
 
 @pytest.mark.both_redis
+@pytest.mark.short_deadlines
 async def test_deadlines_fire_on_their_alarm_within_milliseconds_without_polling(
     broker: Broker, settings: Settings
 ) -> None:
@@ -89,6 +90,7 @@ async def test_deadlines_fire_on_their_alarm_within_milliseconds_without_polling
     assert not await broker.core.redis.zcard(broker.core.keys.session(session_id).partition.deadlines)
 
 
+@pytest.mark.short_deadlines
 async def test_with_500000_unrelated_ttl_keys_every_deadline_fires_on_time(broker: Broker, settings: Settings) -> None:
     redis, prefix = broker.core.redis, settings.key_prefix
     for start in range(0, 500_000, 20_000):
@@ -105,6 +107,7 @@ async def test_with_500000_unrelated_ttl_keys_every_deadline_fires_on_time(broke
     assert max(late) < 250, late
 
 
+@pytest.mark.short_deadlines
 async def test_a_lost_alarm_is_caught_by_the_rescan(broker: Broker, settings: Settings) -> None:
     object.__setattr__(broker.core, "settings", settings.model_copy(update={"rescan_interval_s": 0.5}))
     async with keeping(broker) as keeper:
@@ -118,7 +121,7 @@ async def test_a_lost_alarm_is_caught_by_the_rescan(broker: Broker, settings: Se
 async def test_an_expired_lease_lapses_the_client_and_fails_its_calls(broker: Broker) -> None:
     session_id = await make_session(broker)
     await dispatch(broker, session_id, 2)
-    # The lease is what is tested: the calls' ack deadlines (half a second in the tests) move a minute on,
+    # The lease is what is tested: the calls' ack deadlines move a minute on,
     # so on a slow machine they cannot come due before the timekeeper sees the lapse.
     redis, deadlines = broker.core.redis, broker.core.keys.session(session_id).partition.deadlines
     due = cast("list[tuple[bytes, float]]", await redis.zrange(deadlines, 0, -1, withscores=True))
