@@ -1,7 +1,7 @@
-"""Where a workspace's model provider may be reached: its host's addresses, resolved when the provider is
-created or moved and again for every connection, must be public unless the deployment allows private
-ones (SWITCHBOARD_PROVIDER_ALLOW_PRIVATE); cloud metadata addresses never are. The platform providers
-(the deployment's own base URLs) are not checked."""
+"""Where a workspace's model provider or an agent's MCP server may be reached: its host's addresses,
+resolved when the provider is created or moved (the grant published) and again for every connection, must
+be public unless the deployment allows private ones (SWITCHBOARD_PROVIDER_ALLOW_PRIVATE); cloud metadata
+addresses never are. The platform providers (the deployment's own base URLs) are not checked."""
 
 from __future__ import annotations
 
@@ -71,18 +71,19 @@ def refusal(address: IPAddress, *, allow_private: bool) -> str | None:
     return None
 
 
-def split_base_url(base_url: str) -> tuple[str, int]:
-    """The host and port a base URL names (the scheme's port when it names none)."""
+def split_base_url(base_url: str, field: str = "base_url") -> tuple[str, int]:
+    """The host and port a base URL names (the scheme's port when it names none); InvalidRequest naming
+    `field` when it is no http(s) URL with a host, or carries a user or password."""
     try:
         parts = urlsplit(base_url)
         port = parts.port
     except ValueError as error:
-        raise InvalidRequest(f"base_url: not a URL this server can use ({error})") from None
+        raise InvalidRequest(f"{field}: not a URL this server can use ({error})") from None
     host = parts.hostname
     if parts.scheme not in ("http", "https") or not host:
-        raise InvalidRequest("base_url: must be an http or https URL with a host, such as https://api.openai.com/v1")
+        raise InvalidRequest(f"{field}: must be an http or https URL with a host, such as https://api.example.com/v1")
     if parts.username is not None or parts.password is not None:
-        raise InvalidRequest("base_url: must not carry a user or password (the provider's key goes in api_key)")
+        raise InvalidRequest(f"{field}: must not carry a user or password (a credential goes in its own field)")
     return host, port or (443 if parts.scheme == "https" else 80)
 
 
@@ -94,24 +95,24 @@ class ProviderAddresses:
         self._timeout_s = timeout_s
         self._resolve = resolver or system_resolver
 
-    async def check_base_url(self, base_url: str) -> None:
-        """For a provider being created or moved: InvalidRequest naming `base_url` when its host resolves
-        to an address refused here. A name that does not resolve (yet, or not from this host) passes:
-        every connection resolves and checks it again."""
-        host, port = split_base_url(base_url)
+    async def check_base_url(self, base_url: str, field: str = "base_url", what: str = "a model provider") -> None:
+        """For a provider being created or moved (a grant published): InvalidRequest naming `field` when
+        its host resolves to an address refused here. A name that does not resolve (yet, or not from this
+        host) passes: every connection resolves and checks it again."""
+        host, port = split_base_url(base_url, field)
         try:
             addresses = await self.addresses(host, port)
         except (OSError, UnicodeError, TimeoutError):
             return
-        self._refuse_any(host, addresses, "base_url: ")
+        self._refuse_any(host, addresses, f"{field}: ", what)
 
-    async def connectable(self, host: str, port: int) -> str:
+    async def connectable(self, host: str, port: int, what: str = "the model provider") -> str:
         """The address to connect to for `host`, every address it resolves to checked; AddressRefused when
         one is refused, OSError or TimeoutError when it does not resolve in time."""
         addresses = await self.addresses(host, port)
         if not addresses:
             raise socket.gaierror(socket.EAI_NONAME, f"{host} resolves to no address")
-        self._refuse_any(host, addresses, "the model provider's address is refused: ")
+        self._refuse_any(host, addresses, f"{what}'s address is refused: ", "a " + what.removeprefix("the "))
         return str(addresses[0])
 
     async def addresses(self, host: str, port: int) -> list[IPAddress]:
@@ -126,7 +127,7 @@ class ProviderAddresses:
         # An IPv6 answer may carry a zone (fe80::1%eth0); the address is what is judged.
         return [ipaddress.ip_address(text.split("%", 1)[0]) for text in found]
 
-    def _refuse_any(self, host: str, addresses: list[IPAddress], lead: str) -> None:
+    def _refuse_any(self, host: str, addresses: list[IPAddress], lead: str, what: str = "a model provider") -> None:
         # Every address the name has counts, not just the first: a name with one public and one private
         # address would otherwise reach the private one whenever the system sorts it first.
         for address in addresses:
@@ -137,6 +138,6 @@ class ProviderAddresses:
             if why == _METADATA_WHY:
                 raise AddressRefused(f"{lead}{named}, {why}")
             raise AddressRefused(
-                f"{lead}{named}, {why}; a model provider on a loopback, private, link-local or other non-public"
+                f"{lead}{named}, {why}; {what} on a loopback, private, link-local or other non-public"
                 f" address needs {ALLOW_SETTING}=true (off by default)"
             )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker import aio
@@ -29,6 +29,8 @@ class AgentVersion:
     model_provider_id: str
     version: int
     created_at: int
+    # Write-only: the MCP grants' credentials by grant name ({"headers": {...}}), never rendered.
+    secrets: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 class Agents:
@@ -102,12 +104,19 @@ class Agents:
                 keys.agent(agent_id),
             )
 
-    async def publish(self, agent_id: str, version_id: str, config: dict[str, Any], provider_id: str) -> AgentVersion:
+    async def publish(
+        self,
+        agent_id: str,
+        version_id: str,
+        config: dict[str, Any],
+        provider_id: str,
+        secrets: dict[str, Any] | None = None,
+    ) -> AgentVersion:
         keys = self._core.keys
         await self._core.scripts.run(
             "publish_version",
             [keys.agent(agent_id), keys.agent_versions(agent_id), keys.version(version_id)],
-            [version_id, dumps(config), provider_id, now_ms()],
+            [version_id, dumps(config), provider_id, now_ms(), dumps(secrets) if secrets else ""],
             {"agent": f"no agent {agent_id}"},
         )
         return await self.version(version_id)
@@ -154,4 +163,5 @@ def _version(record: dict[bytes, bytes]) -> AgentVersion:
         model_provider_id=record[b"model_provider_id"].decode(),
         version=int(record[b"version"]),
         created_at=int(record[b"created_at"]),
+        secrets=loads(record[b"secrets"]) if record.get(b"secrets") else {},
     )

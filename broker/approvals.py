@@ -58,6 +58,9 @@ class Approvals:
                 if record.get("kind") == "client":
                     await self._check(s.client(client_id), str(record.get("tool", "")), arguments)
                     dispatch = events.client_tool_dispatched(client_id, call_id, str(record["tool"]), arguments)
+                elif record.get("schema"):
+                    # A server tool whose schema the step kept with the call (an MCP server's).
+                    await self._check_against(loads(record["schema"]), str(record.get("tool", "")), arguments)
             reply = await self._core.scripts.run(
                 "resolve_approval",
                 [*call_keys(keys, session_id), s.client(client_id), s.client_calls(client_id)],
@@ -87,12 +90,15 @@ class Approvals:
             raw = await self._core.redis.hget(client_key, "tools")
         for declared in loads(raw) if raw else []:
             if declared.get("name") == tool:
-                try:
-                    problem = await self._checks.problem(declared.get("parameters") or {}, arguments)
-                except Unchecked as unchecked:
-                    raise InvalidRequest(
-                        f"arguments: they could not be checked against the schema of {tool}: {unchecked}"
-                    ) from None
-                if problem:
-                    raise InvalidRequest(f"arguments: they do not match the schema of {tool}: {problem}")
+                await self._check_against(declared.get("parameters") or {}, tool, arguments)
                 return
+
+    async def _check_against(self, schema: dict[str, Any], tool: str, arguments: dict[str, Any]) -> None:
+        try:
+            problem = await self._checks.problem(schema, arguments)
+        except Unchecked as unchecked:
+            raise InvalidRequest(
+                f"arguments: they could not be checked against the schema of {tool}: {unchecked}"
+            ) from None
+        if problem:
+            raise InvalidRequest(f"arguments: they do not match the schema of {tool}: {problem}")

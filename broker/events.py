@@ -75,6 +75,14 @@ def tool_result_blocks(call_id: str, content: list[Block], *, is_error: bool) ->
     return dumps({"type": "tool_result", "call_id": call_id, "content": content, "is_error": is_error})
 
 
+# What one tool result may hold, whoever answers it (a client's result route, an MCP server): its text in
+# all, its images decoded in all, its blocks.
+MAX_RESULT_CHARS = 65_536
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_RESULT_BLOCKS = 16
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+
+
 def image_block(media_type: str, data: str) -> Block:
     return {"type": "image", "data": {"media_type": media_type, "data": data}}
 
@@ -135,11 +143,28 @@ def is_timing(data: bytes) -> bool:
 
 
 _PROGRESS = b'"type":"client_tool_progress"'
+_SERVER_PROGRESS = b'"type":"tool_progress"'
 
 
 def is_progress(data: bytes) -> bool:
-    """A client's progress on a call: logged, but shown only to readers that ask (`?include=progress`)."""
-    return _PROGRESS in data[:128]
+    """Progress on a call (a client's, or an MCP server's): logged, but shown only to readers that ask
+    (`?include=progress`)."""
+    head = data[:128]
+    return _PROGRESS in head or _SERVER_PROGRESS in head
+
+
+def tool_progress(call_id: str, server: str, tool: str, message: str | None, fraction: float | None) -> str:
+    """An MCP server's progress on a server call: `server` the grant's name, `tool` the MCP tool's."""
+    return dumps(
+        {
+            "type": "tool_progress",
+            "call_id": call_id,
+            "server": server,
+            "tool": tool,
+            "message": message,
+            "fraction": fraction,
+        }
+    )
 
 
 def client_tool_progress(client_id: str, call_id: str, message: str | None, fraction: float | None) -> str:

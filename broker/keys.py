@@ -27,7 +27,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{w}:agent:<id>`                   | hash   | none                     | agent record, live version, security   |
 | `sb:{w}:agent:<id>:versions`          | zset   | none                     | version ids of one agent               |
 | `sb:{w}:agent:<id>:sessions`          | set    | none                     | session ids of one agent (delete)      |
-| `sb:{w}:version:<id>`                 | string | none                     | one published version (JSON)           |
+| `sb:{w}:version:<id>`                 | hash   | none                     | one published version; `secrets`: the  |
+|                                       |        |                          | MCP grants' credentials (never shown)  |
 | `sb:{w}:providers`                    | zset   | none                     | BYOK model provider ids                |
 | `sb:{w}:provider:<id>`                | hash   | none                     | BYOK provider record (holds its key)   |
 | `sb:{w}:sessions`                     | zset   | none                     | session ids (written before the session|

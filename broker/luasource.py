@@ -54,6 +54,7 @@ SCRIPT_NAMES = (
     "resolve_approval",
     "retain_session",
     "trim_calls",
+    "server_progress",
     "server_result",
     "sweep",
     "take_work",

@@ -64,6 +64,11 @@ class Route:
     # A client tool's own deadlines (ms; 0: the deployment's result deadline, no heartbeat).
     timeout_ms: int = 0
     heartbeat_ms: int = 0
+    # A server call's source: '' for the deployment's own tools, `mcp:<grant>` for an MCP server's.
+    source: str = ""
+    # The schema an approver's edited arguments are held to, for a server tool that has one (a client
+    # tool's is read from its registration when the decision comes).
+    schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +103,7 @@ def args_hash(arguments: dict[str, Any]) -> str:
 
 
 def _call_args(call: PlannedCall, route: Route) -> list[str | int]:
-    """The thirteen ARGV entries of one call for commit_step.lua."""
+    """The fifteen ARGV entries of one call for commit_step.lua."""
     payload = ""
     if route.kind == "client":
         payload = events.client_tool_dispatched(route.client_id, call.call_id, route.tool, call.arguments)
@@ -131,6 +136,8 @@ def _call_args(call: PlannedCall, route: Route) -> list[str | int]:
         route.timeout_ms or "",
         route.heartbeat_ms or "",
         call.name,
+        route.source,
+        dumps(route.schema) if approval and route.schema is not None else "",
     ]
 
 

@@ -15,6 +15,8 @@ from broker.layouts import call_args, call_keys
 class ServerCall:
     tool: str
     arguments: dict[str, Any]
+    source: str = ""
+    """'' for the deployment's own tools, `mcp:<grant>` for an MCP server's."""
 
 
 class ServerCalls:
@@ -37,7 +39,7 @@ class ServerCalls:
         reply = await self._script("begin_server_call", session_id, call_id, lease, entry)
         if reply[0] != "run":
             return None
-        return ServerCall(reply[1], loads(reply[2]))
+        return ServerCall(reply[1], loads(reply[2]), reply[3])
 
     async def renew(self, session_id: str, call_id: str) -> bool:
         lease = self._core.settings.server_call_lease_ms
@@ -46,4 +48,17 @@ class ServerCalls:
 
     async def result(self, session_id: str, call_id: str, text: str, *, is_error: bool) -> None:
         """Record the tool's result (and the next step owed, when it was the step's last call)."""
-        await self._script("server_result", session_id, call_id, events.tool_result(call_id, text, is_error=is_error))
+        await self.result_blocks(session_id, call_id, [events.text_block(text)], is_error=is_error)
+
+    async def result_blocks(
+        self, session_id: str, call_id: str, content: list[events.Block], *, is_error: bool
+    ) -> None:
+        """The same, for a result of text and image blocks (an MCP server's)."""
+        result = events.tool_result_blocks(call_id, content, is_error=is_error)
+        await self._script("server_result", session_id, call_id, result)
+
+    async def progress(self, session_id: str, call_id: str, event: str) -> str:
+        """Log a `tool_progress` event for a running call: 'logged', 'stale' (no longer running) or
+        'full' (the session's storage is full: progress is not kept)."""
+        (outcome,) = await self._script("server_progress", session_id, call_id, event)
+        return str(outcome)

@@ -8,10 +8,12 @@ from typing import Any
 from broker.runs import OfferedClient, PlannedCall, Route, parse_client_tool
 from broker.schema.checks import ArgumentChecks, Unchecked
 from workers.config import RunConfig
+from workers.mcp.hub import McpTool
 from workers.models.base import ModelError
 from workers.tools import Registry
 
 Routed = list[tuple[PlannedCall, Route]]
+MCP_TOOL_PREFIX = "mcp__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +45,16 @@ class Catalog:
 
     @classmethod
     def build(
-        cls, offered: list[OfferedClient], registry: Registry, config: RunConfig, checks: ArgumentChecks
+        cls,
+        offered: list[OfferedClient],
+        registry: Registry,
+        config: RunConfig,
+        checks: ArgumentChecks,
+        mcp_tools: dict[str, list[McpTool]] | None = None,
     ) -> Catalog:
-        """Server tools first; a run-scoped client tool of the same name replaces one for this run (the
-        first seed's rule); registered clients' tools are `client__<name>__<tool>`."""
+        """Server tools first, then the MCP grants' (`mcp__<grant>__<tool>`, of the grants whose servers
+        answered); a run-scoped client tool of the same name replaces one for this run (the first seed's
+        rule); registered clients' tools are `client__<name>__<tool>`."""
         specs: dict[str, ToolSpec] = {}
         routes: dict[str, Route] = {}
         for name in config.server_tools:
@@ -55,6 +63,18 @@ class Catalog:
                 raise ModelError(f"the agent offers the server tool {name!r}, which this deployment does not have")
             specs[name] = ToolSpec(name, server_tool.description, server_tool.schema())
             routes[name] = Route("server", name, config.server_policy(name), server="builtin")
+        for grant in config.mcp:
+            for mcp_tool in (mcp_tools or {}).get(grant.name, ()):
+                visible = f"{MCP_TOOL_PREFIX}{grant.name}__{mcp_tool.name}"
+                specs[visible] = ToolSpec(visible, mcp_tool.description, mcp_tool.parameters)
+                routes[visible] = Route(
+                    "server",
+                    mcp_tool.name,
+                    grant.policy(mcp_tool.name),
+                    server=grant.name,
+                    source=f"mcp:{grant.name}",
+                    schema=mcp_tool.parameters,
+                )
         for client in sorted(offered, key=lambda c: not c.scoped):
             for tool in client.tools:
                 visible = tool["name"] if client.scoped else f"client__{client.name}__{tool['name']}"

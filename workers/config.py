@@ -7,6 +7,34 @@ from typing import Any, Literal
 
 Policy = Literal["allow", "require_approval", "deny"]
 DEFAULT_MAX_STEPS = 25
+DEFAULT_MCP_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class McpGrant:
+    """An MCP server the agent's version grants (docs/mcp.md): its tools are `mcp__<name>__<tool>`."""
+
+    name: str
+    url: str
+    default_policy: Policy
+    policies: dict[str, Policy] = field(default_factory=dict)
+    timeout_s: float = DEFAULT_MCP_TIMEOUT_S
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def policy(self, tool: str) -> Policy:
+        """By the MCP tool's own name: the grant's entry for it, else its default."""
+        return self.policies.get(tool, self.default_policy)
+
+    @classmethod
+    def of(cls, grant: dict[str, Any], secrets: dict[str, Any]) -> McpGrant:
+        return cls(
+            name=grant["name"],
+            url=grant["url"],
+            default_policy=grant["default_policy"],
+            policies={rule["name"]: rule["policy"] for rule in grant.get("tools") or ()},
+            timeout_s=float(grant.get("timeout_s") or DEFAULT_MCP_TIMEOUT_S),
+            headers=dict((secrets.get(grant["name"]) or {}).get("headers") or {}),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,9 +51,12 @@ class RunConfig:
     server_tools: tuple[str, ...] = ()
     client_policies: dict[str, Policy] = field(default_factory=dict)
     server_policies: dict[str, Policy] = field(default_factory=dict)
+    mcp: tuple[McpGrant, ...] = ()
 
     @classmethod
-    def of(cls, config: dict[str, Any], default_max_steps: int = DEFAULT_MAX_STEPS) -> RunConfig:
+    def of(
+        cls, config: dict[str, Any], default_max_steps: int = DEFAULT_MAX_STEPS, secrets: dict[str, Any] | None = None
+    ) -> RunConfig:
         model = config["model"]
         thinking = model.get("thinking") or {}
         return cls(
@@ -39,7 +70,11 @@ class RunConfig:
             server_tools=tuple(config.get("server_tools") or ()),
             client_policies=dict(config.get("client_tool_policies") or {}),
             server_policies=dict(config.get("server_tool_policies") or {}),
+            mcp=tuple(McpGrant.of(grant, secrets or {}) for grant in config.get("mcp") or ()),
         )
+
+    def grant(self, name: str) -> McpGrant | None:
+        return next((grant for grant in self.mcp if grant.name == name), None)
 
     def client_policy(self, name: str) -> Policy:
         """By the model-visible name: an exact entry, else the longest `prefix*` pattern, else `*`."""

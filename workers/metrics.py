@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 from redis.asyncio import Redis
 
 from broker.settings import Settings
@@ -30,6 +30,10 @@ class WorkerMetrics:
         self.tools = Histogram(
             "switchboard_server_tool_seconds", "One server tool job, start to end, by outcome", ["outcome"],
             buckets=STEP_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.mcp_failures = Counter(
+            "switchboard_mcp_server_failures", "An agent's MCP server that a step could not use (left out)",
+            registry=self.registry,
         )  # fmt: skip
         self.running = Gauge("switchboard_worker_jobs_running", "Jobs this worker is running", registry=self.registry)
         self.redis_rtt = redis_rtt_histogram(self.registry)

@@ -21,6 +21,7 @@ from broker.tasks import cancel_and_wait
 from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
+from workers.mcp.hub import McpHub
 from workers.models.base import ModelError, ModelRequest, Turn
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
@@ -82,10 +83,11 @@ class _Hold:
 
 
 class StepRunner:
-    def __init__(self, broker: Broker, models: ModelRegistry, registry: Registry) -> None:
+    def __init__(self, broker: Broker, models: ModelRegistry, registry: Registry, hub: McpHub) -> None:
         self._broker = broker
         self._models = models
         self._registry = registry
+        self._hub = hub
         self._transcripts = Transcripts(broker.log.after, broker.settings.worker_transcript_cache_mb * 2**20)
 
     async def run(self, session_id: str, run_id: str, step: int, attempt: int, entry: str = "") -> None:
@@ -142,8 +144,9 @@ class StepRunner:
         await self._commit(session_id, run_id, step, attempt, turn, routed, config, timing)
 
     async def _catalog(self, session_id: str, config: RunConfig) -> Catalog:
+        mcp_tools = await self._hub.tools(config.mcp) if config.mcp else {}
         return Catalog.build(
-            await self._broker.runs.offered(session_id), self._registry, config, self._broker.arguments
+            await self._broker.runs.offered(session_id), self._registry, config, self._broker.arguments, mcp_tools
         )
 
     async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Routed]:

@@ -23,6 +23,7 @@ from broker.jsonlog import log_ids
 from broker.runtime import settle_heap
 from broker.work import Entry
 from workers.keeper import Keeper
+from workers.mcp.hub import McpHub
 from workers.metrics import WorkerMetrics
 from workers.models.registry import ModelRegistry
 from workers.runner import Runner
@@ -83,7 +84,10 @@ async def serve(
     registry = load_registry(settings.server_tools_module)
     models = ModelRegistry(broker)
     metrics = WorkerMetrics()
-    jobs = _Jobs(broker, StepRunner(broker, models, registry), ServerToolRunner(broker, registry), metrics)
+    hub = McpHub(broker.providers.addresses, metrics)
+    jobs = _Jobs(
+        broker, StepRunner(broker, models, registry, hub), ServerToolRunner(broker, registry, hub, models), metrics
+    )
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs)
     timekeeper = Timekeeper(broker, worker_id, runner.run)
     keeper = Keeper(broker, worker_id, socket.gethostname(), visit=timekeeper.visit, work=runner.wake)
@@ -109,6 +113,7 @@ async def serve(
         await keeper.stop(leave=True)
         await runner.drain(settings.step_timeout_s)
         metrics.stop()
+        await hub.close()
         await models.aclose()
         await broker.close()
 

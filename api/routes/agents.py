@@ -98,12 +98,19 @@ async def publish_version(
     canonical = canonical_id(agent_id, "agent")
     await state.broker.agents.get(canonical)
     await _check_model(state, body)
-    # The config is echoed as given: absent optional keys stay absent.
+    for i, grant in enumerate(body.mcp or []):
+        await state.broker.providers.addresses.check_base_url(grant.url, f"mcp[{i}].url", "an MCP server")
+    # The config is echoed as given (absent optional keys stay absent), but for the grants' credentials:
+    # kept apart, never returned.
     config: dict[str, Any] = body.model_dump(mode="json", exclude_unset=True, exclude={"model_provider_id"})
+    for grant in config.get("mcp") or []:
+        grant.pop("bearer_token", None)
+        grant.pop("headers", None)
+    secrets = {grant.name: {"headers": sent} for grant in body.mcp or [] if (sent := grant.credentials())}
 
     async def act(keyed_: Keyed) -> Outcome:
         record = await state.broker.agents.publish(
-            canonical, keyed_.seed["version_id"], config, str(body.model_provider_id)
+            canonical, keyed_.seed["version_id"], config, str(body.model_provider_id), secrets
         )
         return Outcome(201, render.version(record).model_dump_json().encode())
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.common import JSON_NUMBER, Strict, last_of_each_name
 from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
@@ -52,11 +53,65 @@ class ToolRuleBody(Strict):
     policy: Policy
 
 
+# Set by the MCP transport, or by HTTP itself, for every request: a grant cannot override them.
+_TRANSPORT_HEADERS = frozenset(
+    ("host", "content-length", "content-type", "transfer-encoding", "connection", "keep-alive", "upgrade", "te",
+     "trailer", "proxy-authorization", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id")
+)  # fmt: skip
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+MAX_GRANT_HEADERS = 16
+
+
+def _grant_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
+    if headers is None:
+        return None
+    if len(headers) > MAX_GRANT_HEADERS:
+        raise ValueError(f"at most {MAX_GRANT_HEADERS} headers, not {len(headers)}")
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name[:80]!r} is not an HTTP header name (letters, digits and !#$%&'*+.^_`|~-, 64 at most)"
+            )
+        if name.lower() in _TRANSPORT_HEADERS:
+            raise ValueError(f"{name} is set by the MCP transport and cannot be sent by a grant")
+        if len(value) > 4096 or any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
+            raise ValueError(f"the value of {name} must be at most 4096 characters with no control character")
+    return headers
+
+
 class McpGrantBody(Strict):
     name: GrantName
     url: str
     default_policy: Policy
     tools: list[ToolRuleBody] | None = None
+    # Extensions (docs/mcp.md). The credentials are write-only: kept apart from the config, never returned,
+    # sent only to this grant's address.
+    timeout_s: Annotated[
+        Annotated[int, Field(ge=1, le=3600), JSON_NUMBER] | None,
+        Field(description="How long one call of this server's tools may take (default 60 s)"),
+    ] = None
+    bearer_token: Annotated[
+        str | None,
+        Field(min_length=1, max_length=4096, pattern=r"^[\x21-\x7e]+$", description="Sent as Authorization: Bearer"),
+    ] = None
+    headers: Annotated[
+        dict[str, str] | None,
+        Field(description=f"Extra request headers (at most {MAX_GRANT_HEADERS}), such as an API key"),
+        AfterValidator(_grant_headers),
+    ] = None
+
+    @model_validator(mode="after")
+    def _one_authorization(self) -> McpGrantBody:
+        if self.bearer_token and any(name.lower() == "authorization" for name in self.headers or {}):
+            raise ValueError("bearer_token and an Authorization header: send one of the two")
+        return self
+
+    def credentials(self) -> dict[str, str]:
+        """The headers this grant's requests carry (its token as Authorization)."""
+        sent = dict(self.headers or {})
+        if self.bearer_token:
+            sent["Authorization"] = f"Bearer {self.bearer_token}"
+        return sent
 
 
 class SandboxEnvironment(Strict):

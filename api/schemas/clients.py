@@ -11,14 +11,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from api.schemas.common import JSON_NUMBER, JsonBool, Strict, last_of_each_name
 from api.schemas.json_schema import check_json_schema
-from broker.events import image_block, text_block
+from broker.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS, image_block, text_block
 
 MAX_TOOLS = 64
-MAX_RESULT_CHARS = 65_536
 MAX_PROGRESS_CHARS = 1_000
-# Images in one result, decoded, in all; the blocks of one result.
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-MAX_RESULT_BLOCKS = 16
 MIN_TTL_S, MAX_TTL_S = 5, 3600
 MIN_TOOL_TIMEOUT_S, MAX_TOOL_TIMEOUT_S = 1, 86_400
 MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 1, 3_600

@@ -3,7 +3,8 @@
 --
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').  ARGV[5] lease ms
 -- ARGV[6] the work entry id ('' for none)
--- Returns {0, 'run', tool, arguments JSON} or {0, 'stale'} (settled, or another worker holds it).
+-- Returns {0, 'run', tool, arguments JSON, source ('' for the deployment's own tools, `mcp:<grant>`)} or
+-- {0, 'stale'} (settled, or another worker holds it).
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -18,4 +19,4 @@ end
 rec.state = 'running'
 sb_put_call(S.meta, S.calls, S.call_id, rec)
 sb_set_deadline(S, tonumber(ARGV[5]))
-return sb_reply('run', rec.tool, rec.args)
+return sb_reply('run', rec.tool, rec.args, rec.src or '')

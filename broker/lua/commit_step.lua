@@ -10,13 +10,15 @@
 -- ARGV[4] step  ARGV[5] attempt  ARGV[6] ack deadline ms  ARGV[7] message_assistant JSON
 -- ARGV[8] number of calls  ARGV[9] text for run_gone  ARGV[10] call stream retention ms
 -- ARGV[11] the step's timing (a custom event JSON, '' for none)
--- then 13 per call, from ARGV[12]: call id, kind ('client' | 'server' | 'none'), client name (a registered
+-- then 15 per call, from ARGV[12]: call id, kind ('client' | 'server' | 'none'), client name (a registered
 -- name to check, '' for a run-scoped client or none), client id, raw tool name, policy ('allow' |
 -- 'require_approval' | 'deny'), tool_call JSON, payload (client_tool_dispatched JSON for a client call,
 -- the arguments JSON for a server call), error tool_result JSON (used for deny, or a tool no active
 -- registration holds), approval_requested JSON, the tool's result deadline ms ('' for the deployment's),
 -- its heartbeat ms ('' for none), the model-visible tool name (a decision remembered for the session
--- under that name decides a `require_approval` call at once: resolve_approval.lua).
+-- under that name decides a `require_approval` call at once: resolve_approval.lua), a server call's
+-- source ('' for the deployment's own tools, `mcp:<grant>` for an MCP server's), and the JSON Schema an
+-- approver's edited arguments are held to ('' for none: a client tool's is its registration's).
 -- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry' | 'failed'};
 -- {404, 'session'}. 'retry': a registered name now resolves differently than the caller saw. 'failed':
 -- what the step would store passes the session's storage cap (SWITCHBOARD_MAX_SESSION_BYTES), so none
@@ -42,16 +44,16 @@ end
 
 -- Every registered name must still resolve as the caller saw it before anything is written.
 for i = 0, ncalls - 1 do
-  local b = 12 + i * 13
+  local b = 12 + i * 15
   local name, cid = ARGV[b + 2], ARGV[b + 3]
   if name ~= '' and (redis.call('HGET', S.names, name) or '') ~= cid then return sb_reply('retry') end
 end
 
 local need = #ARGV[7] + #ARGV[11] + 2 * SB_ENTRY
 for i = 0, ncalls - 1 do
-  local b = 12 + i * 13
+  local b = 12 + i * 15
   -- A call's payload is kept twice (its event and its record or call stream entry).
-  need = need + #ARGV[b + 6] + 2 * #ARGV[b + 7] + #ARGV[b + 8] + #ARGV[b + 9] + 5 * SB_ENTRY + 256
+  need = need + #ARGV[b + 6] + 2 * #ARGV[b + 7] + #ARGV[b + 8] + #ARGV[b + 9] + #ARGV[b + 14] + 5 * SB_ENTRY + 256
 end
 local full = sb_room(S.meta, S.now, need, SB_P.cap)
 if full then
@@ -64,7 +66,7 @@ sb_append(S, ARGV[7])
 local pending, k = 0, 9
 local seen = {}
 for i = 0, ncalls - 1 do
-  local b = 12 + i * 13
+  local b = 12 + i * 15
   local call_id, kind, cid, tool, policy = ARGV[b], ARGV[b + 1], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   sb_append(S, ARGV[b + 6])
   local outcome, client, stream = 'error', nil, nil
@@ -78,8 +80,10 @@ for i = 0, ncalls - 1 do
   S.call_id = call_id
   local rec = {kind = kind, client = cid, run = S.run_id, step = step, tool = tool}
   if kind == 'client' then rec.to, rec.hb = tonumber(ARGV[b + 10]), tonumber(ARGV[b + 11]) end
+  if ARGV[b + 13] ~= '' then rec.src = ARGV[b + 13] end
   if outcome == 'require_approval' then
     rec.name = ARGV[b + 12]
+    if ARGV[b + 14] ~= '' then rec.schema = ARGV[b + 14] end
     local remembered = redis.call('HGET', S.meta, SB_REMEMBER .. rec.name)
     if remembered then outcome = sb_remembered(S, call_id, remembered) end
   end

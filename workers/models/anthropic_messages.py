@@ -21,8 +21,8 @@ from workers.models.base import (
     TurnBuilder,
     provider_text,
 )
-from workers.models.pinned import pinned_client, refused
 from workers.models.retry import Backoff
+from workers.pinned import pinned_client, refused
 
 # Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying.
 _TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}

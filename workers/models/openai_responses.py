@@ -23,8 +23,8 @@ from workers.models.base import (
     TurnBuilder,
     provider_text,
 )
-from workers.models.pinned import pinned_client, refused
 from workers.models.retry import Backoff
+from workers.pinned import pinned_client, refused
 
 _TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
 

@@ -68,7 +68,7 @@ class ModelRegistry:
                 version = await self._broker.agents.version(session.agent_version_id)
             except NotFound as error:
                 raise ModelError(f"the session's agent version is gone: {error.message}") from None
-            config = RunConfig.of(version.config, self._broker.settings.max_steps)
+            config = RunConfig.of(version.config, self._broker.settings.max_steps, version.secrets)
             self._versions[session_id] = (version.model_provider_id, config)
         return self._versions[session_id]
 

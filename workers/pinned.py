@@ -1,7 +1,8 @@
-"""The HTTP client a workspace provider's SDK sends through (both SDKs take an `http_client`): every
-request goes to the provider's own origin, to an address resolved and checked for that very connection
-(broker/addresses.py), so neither a redirect nor a name whose answer changes after a check (DNS
-rebinding) takes the provider's key, the transcript or the system prompt anywhere else."""
+"""The HTTP client a workspace provider's SDK, or an agent's MCP grant, sends through (both model SDKs and
+the `mcp` client take an `http_client`): every request goes to the origin the credential was stored for,
+to an address resolved and checked for that very connection (broker/addresses.py), so neither a redirect
+nor a name whose answer changes after a check (DNS rebinding) takes the key, the transcript or the system
+prompt anywhere else."""
 
 from __future__ import annotations
 
@@ -40,24 +41,26 @@ def _port(url: httpx2.URL) -> int:
 
 
 class PinnedTransport(httpx2.AsyncBaseTransport):
-    """Sends to the provider's origin only, connecting to the address its check approved."""
+    """Sends to the origin of `base_url` only, connecting to the address its check approved; `what` names
+    the destination in refusals ("the model provider", "the MCP server")."""
 
-    def __init__(self, base_url: str, addresses: ProviderAddresses) -> None:
+    def __init__(self, base_url: str, addresses: ProviderAddresses, what: str = "the model provider") -> None:
         url = httpx2.URL(base_url)
         self._origin = (url.scheme, url.raw_host, _port(url))
         self._addresses = addresses
+        self._what = what
         self._http = httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
         if (url.scheme, url.raw_host, _port(url)) != self._origin:
             raise AddressRefused(
-                f"the model provider's address is refused: a request for {url.scheme}://{url.host}:{_port(url)}"
-                " is not for the address the provider's key was stored for"
+                f"{self._what}'s address is refused: a request for {url.scheme}://{url.host}:{_port(url)}"
+                " is not for the address its credentials were stored for"
             )
         host = url.raw_host.decode("ascii")
         try:
-            address = await self._addresses.connectable(host, _port(url))
+            address = await self._addresses.connectable(host, _port(url), self._what)
         except (OSError, UnicodeError, TimeoutError) as error:
             reason = str(error) or "no answer in time"
             raise httpx2.ConnectError(f"{host} could not be resolved: {reason}", request=request) from error
@@ -79,11 +82,19 @@ class PinnedTransport(httpx2.AsyncBaseTransport):
         await self._http.aclose()
 
 
-def pinned_client(base_url: str, addresses: ProviderAddresses, timeout_s: float) -> httpx2.AsyncClient:
-    """An SDK's client for a workspace provider: pinned, and no redirects followed (a redirect would
-    carry the key's header to wherever it points)."""
-    transport = PinnedTransport(base_url, addresses)
-    return httpx2.AsyncClient(transport=transport, follow_redirects=False, timeout=timeout_s, trust_env=False)
+def pinned_client(
+    base_url: str,
+    addresses: ProviderAddresses,
+    timeout_s: float,
+    what: str = "the model provider",
+    headers: dict[str, str] | None = None,
+) -> httpx2.AsyncClient:
+    """A client for a workspace provider or an MCP grant: pinned, and no redirects followed (a redirect
+    would carry the credential's header to wherever it points)."""
+    transport = PinnedTransport(base_url, addresses, what)
+    return httpx2.AsyncClient(
+        transport=transport, follow_redirects=False, timeout=timeout_s, trust_env=False, headers=headers
+    )
 
 
 def refused(error: BaseException) -> AddressRefused | None:

@@ -1,0 +1,240 @@
+"""An agent version's `mcp` grants: the worker connects to each server (the official `mcp` package on
+both sides), offers its tools as `mcp__<grant>__<tool>`, and runs their calls as server calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from broker import Settings
+from broker.embedded import free_port
+from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
+from tests.helpers import SCRIPTED_CONFIG
+from tests.mcp_servers import PIXEL, Seen, Transport, serving
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    # The test servers listen on 127.0.0.1, a loopback address: allowed here only.
+    return settings.model_copy(update={"provider_allow_private": True})
+
+
+@pytest.fixture
+def seen() -> Seen:
+    return Seen()
+
+
+@pytest.fixture
+async def kit_url(seen: Seen) -> AsyncIterator[str]:
+    async with serving("http", seen) as url:
+        yield url
+
+
+def grant(url: str, name: str = "kit", policy: str = "allow", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "url": url, "default_policy": policy, **extra}
+
+
+async def results(api: Api, session: Session, include: str = "") -> list[Event]:
+    path = f"/v1/sessions/{session.id}/events"
+    extra = {"include": include} if include else {}
+    return of_type(await whole_log(lambda params: api.key.get(path, params={**params, **extra})), "tool_result")
+
+
+def in_call_order(events: list[Event]) -> list[Event]:
+    """The tool results in the order of their calls (server calls run at once and end in any order)."""
+    order = [e["call_id"] for e in of_type(events, "tool_call")]
+    return sorted(of_type(events, "tool_result"), key=lambda r: order.index(r["call_id"]))
+
+
+def texts(result: Event) -> list[str]:
+    return [block["data"]["text"] for block in result["content"] if block["type"] == "text"]
+
+
+async def answer(api: Api, session: Session, text: str, timeout: float = 15) -> list[Event]:
+    """Send `text` and wait for its run to end: the events of that run."""
+    run_id = (await api.send(session, text))["run_id"]
+    events = await api.wait_for(
+        session, lambda es: any(e.get("run_id") == run_id for e in es if run_over([e])), timeout
+    )
+    started = next(i for i, e in enumerate(events) if e.get("run_id") == run_id)
+    return events[started:]
+
+
+async def test_the_tools_are_offered_by_name_and_their_results_are_text_images_and_json(api: Api, kit_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url)])
+    events = await answer(api, session, '/call mcp__kit__add {"a": 2, "b": 3}\n/call mcp__kit__picture')
+    assert of_type(events, "run_completed")
+    add, picture = in_call_order(events)
+    assert add["is_error"] is False
+    assert texts(add) == ["5", '{"result":5}']
+    assert texts(picture) == ["a red pixel", "[image/png, 1 KB]"]
+    (full,) = [r for r in await results(api, session, "images") if r["call_id"] == picture["call_id"]]
+    assert full["content"][1] == {"type": "image", "data": {"media_type": "image/png", "data": PIXEL}}
+    (message,) = of_type(events, "message_assistant")[-1:]
+    assert "mcp__kit__add: 5" in message["message"]["content"][0]["data"]["text"]
+
+
+async def test_a_failing_tool_is_an_error_result_and_the_run_goes_on(api: Api, kit_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url)])
+    events = await answer(api, session, "/call mcp__kit__fails")
+    (result,) = of_type(events, "tool_result")
+    assert result["is_error"] is True
+    assert "the kit broke" in texts(result)[0]
+    assert of_type(events, "run_completed")
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_both_transports(api: Api, transport: Transport) -> None:
+    async with serving(transport) as url:
+        session = await api.session(mcp=[grant(url)])
+        events = await answer(api, session, '/call mcp__kit__add {"a": 1, "b": 1}')
+    assert texts(of_type(events, "tool_result")[0])[0] == "2"
+
+
+async def test_an_unreachable_server_leaves_its_tools_out_and_the_run_goes_on(api: Api, kit_url: str) -> None:
+    down = f"http://127.0.0.1:{free_port()}/mcp"
+    session = await api.session(mcp=[grant(down, "down"), grant(kit_url)])
+    events = await answer(api, session, '/call mcp__down__add {"a": 1, "b": 1}\n/call mcp__kit__add {"a": 1, "b": 2}')
+    missing, found = in_call_order(events)
+    assert missing["is_error"] is True
+    assert "no tool named mcp__down__add" in texts(missing)[0]
+    assert texts(found)[0] == "3"
+    assert of_type(events, "run_completed")
+    assert not of_type(events, "run_failed")
+
+
+async def test_policies_by_tool_then_the_grants_default(api: Api, kit_url: str, seen: Seen) -> None:
+    rules = [{"name": "add", "policy": "allow"}, {"name": "fails", "policy": "deny"}]
+    session = await api.session(mcp=[grant(kit_url, policy="require_approval", tools=rules)])
+    await api.send(session, '/call mcp__kit__add {"a": 1, "b": 1}\n/call mcp__kit__fails\n/call mcp__kit__picture')
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_requested")), timeout=15)
+    (asked,) = of_type(events, "approval_requested")
+    assert (asked["server"], asked["tool"], asked["arguments"]) == ("kit", "picture", {})
+    decided = await api.key.post(f"/v1/sessions/{session.id}/approvals/{asked['call_id']}", json={"decision": "allow"})
+    assert decided.status_code == 200, decided.text
+    events = await api.wait_for(session, run_over, timeout=15)
+    added, denied, pictured = in_call_order(events)
+    assert texts(added)[0] == "2"
+    assert denied["is_error"] is True
+    assert pictured["is_error"] is False
+    assert "fails" not in seen.began
+
+
+async def test_edited_arguments_are_held_to_the_tools_input_schema(api: Api, kit_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url, policy="require_approval")])
+    await api.send(session, '/call mcp__kit__add {"a": 1, "b": 1}')
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_requested")), timeout=15)
+    call_id = of_type(events, "approval_requested")[0]["call_id"]
+    path = f"/v1/sessions/{session.id}/approvals/{call_id}"
+    wrong = await api.key.post(path, json={"decision": "allow", "arguments": {"a": "one", "b": 1}})
+    assert wrong.status_code == 400
+    assert "do not match the schema of add" in wrong.json()["error"]["message"]
+    right = await api.key.post(path, json={"decision": "allow", "arguments": {"a": 40, "b": 2}})
+    assert right.status_code == 200, right.text
+    events = await api.wait_for(session, run_over, timeout=15)
+    assert texts(of_type(events, "tool_result")[0])[0] == "42"
+
+
+async def test_progress_is_logged_for_readers_that_ask(api: Api, kit_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url)])
+    events = await answer(api, session, '/call mcp__kit__slow {"steps": 3}')
+    assert texts(of_type(events, "tool_result")[0]) == ["3 steps done", '{"result":"3 steps done"}']
+    assert not [e for e in events if e["type"] == "tool_progress"]
+    path = f"/v1/sessions/{session.id}/events"
+    logged = await whole_log(lambda params: api.key.get(path, params={**params, "include": "progress"}))
+    progress = [e for e in logged if e["type"] == "tool_progress"]
+    assert progress, [e["type"] for e in logged]
+    assert {(e["server"], e["tool"]) for e in progress} == {("kit", "slow")}
+    assert progress[0]["message"].startswith("step ")
+    assert 0 < progress[0]["fraction"] <= 1
+
+
+async def test_a_cancelled_call_is_cancelled_at_the_server_too(api: Api, kit_url: str, seen: Seen) -> None:
+    session = await api.session(mcp=[grant(kit_url)])
+    await api.send(session, "/call mcp__kit__hangs")
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "tool_call")), timeout=15)
+    call_id = of_type(events, "tool_call")[0]["call_id"]
+    for _ in range(200):
+        if "hangs" in seen.began:
+            break
+        await asyncio.sleep(0.05)
+    cancelled = await api.key.post(f"/v1/sessions/{session.id}/calls/{call_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    events = await api.wait_for(session, run_over, timeout=15)
+    (result,) = of_type(events, "tool_result")
+    assert result["is_error"] is True
+    for _ in range(200):
+        if seen.cancelled:
+            break
+        await asyncio.sleep(0.05)
+    assert seen.cancelled == ["hangs"]
+
+
+async def test_a_grants_timeout_ends_a_call_that_hangs(api: Api, kit_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url, timeout_s=1)])
+    events = await answer(api, session, "/call mcp__kit__hangs")
+    (result,) = of_type(events, "tool_result")
+    assert result["is_error"] is True
+    assert "did not finish within 1 s" in texts(result)[0]
+    assert of_type(events, "run_completed")
+
+
+async def test_a_changed_list_is_offered_at_the_next_step(api: Api, kit_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url)])
+    before = await answer(api, session, "/call mcp__kit__extra")
+    assert "no tool named mcp__kit__extra" in texts(of_type(before, "tool_result")[0])[0]
+    await answer(api, session, "/call mcp__kit__grow")
+    after = await answer(api, session, "/call mcp__kit__extra")
+    assert texts(of_type(after, "tool_result")[-1])[0] == "extra"
+
+
+async def test_credentials_go_to_the_server_and_are_never_shown(api: Api, kit_url: str, seen: Seen) -> None:
+    secret = grant(kit_url, bearer_token="tok-123", headers={"X-Team": "blue"})
+    agent_id = await api.agent(mcp=[secret])
+    session = await api.session(agent_id)
+    await answer(api, session, '/call mcp__kit__add {"a": 1, "b": 1}')
+    assert any(h.get("authorization") == "Bearer tok-123" and h.get("x-team") == "blue" for h in seen.headers)
+    listed = (await api.key.get(f"/v1/agents/{agent_id}/versions")).json()["items"]
+    (shown,) = listed[0]["config"]["mcp"]
+    assert shown == {"name": "kit", "url": kit_url, "default_policy": "allow"}
+    assert "tok-123" not in str(listed)
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"url": "ftp://example.com/mcp"}, "mcp[0].url"),
+        ({"url": "https://user:pw@example.com/mcp"}, "mcp[0].url"),
+        ({"timeout_s": 0}, "timeout_s"),
+        ({"timeout_s": 3601}, "timeout_s"),
+        ({"headers": {"Host": "elsewhere"}}, "set by the MCP transport"),
+        ({"headers": {"bad name": "x"}}, "not an HTTP header name"),
+        ({"headers": {"X-A": "line\nbreak"}}, "no control character"),
+        ({"headers": {f"X-{i}": "v" for i in range(17)}}, "at most 16 headers"),
+        ({"bearer_token": "a b"}, "bearer_token"),
+        ({"bearer_token": "t", "headers": {"Authorization": "Basic x"}}, "send one of the two"),
+    ],
+)
+async def test_bad_grants_are_refused_naming_the_field(api: Api, changes: dict[str, Any], named: str) -> None:
+    agent = (await api.key.post("/v1/agents", json={"name": "bad"})).json()
+    version = {"model_provider_id": await api.scripted_provider_id(), **SCRIPTED_CONFIG}
+    version["mcp"] = [grant("https://mcp.example.com/mcp") | changes]
+    refused = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
+    assert refused.status_code == 400, refused.text
+    assert named in refused.text
+
+
+async def test_a_private_address_needs_the_setting(settings: Settings, redis_url: str, api_key: str) -> None:
+    update: dict[str, object] = {"provider_allow_private": False}
+    async with running_api(settings, redis_url, api_key, update, worker=False) as api:
+        agent = (await api.key.post("/v1/agents", json={"name": "private"})).json()
+        version = {"model_provider_id": await api.scripted_provider_id(), **SCRIPTED_CONFIG}
+        version["mcp"] = [grant("http://10.0.0.7/mcp")]
+        refused = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
+    assert refused.status_code == 400
+    message = refused.json()["error"]["message"]
+    assert message.startswith("mcp[0].url: 10.0.0.7, a private address; an MCP server on"), message
+    assert "SWITCHBOARD_PROVIDER_ALLOW_PRIVATE=true" in message

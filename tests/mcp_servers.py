@@ -1,0 +1,125 @@
+"""MCP servers for the tests, built with the official `mcp` package: a kit of tools with text, image and
+structured results, one that reports progress, one that fails, one that hangs, one that changes the
+list. Served over Streamable HTTP or HTTP+SSE on a free port in the test's loop, or over stdio
+(`python -m tests.mcp_servers`)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ImageContent, TextContent
+
+from tests.stack import serve_asgi
+
+# A 1x1 PNG (one red pixel).
+PIXEL = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+        "0000000d49444154789c63f8cfc0f01f00050001ff89993d1d0000000049454e44ae426082"
+    )
+).decode()
+
+
+@dataclass
+class Seen:
+    """What the server saw: the calls it began, those cancelled, the headers of its requests."""
+
+    began: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+
+class _Kit:
+    """The kit's tools, noting what they see in `seen`."""
+
+    def __init__(self, server: MCPServer, seen: Seen) -> None:
+        self._server = server
+        self._seen = seen
+
+    def _note(self, ctx: Context, name: str) -> None:
+        self._seen.began.append(name)
+        with contextlib.suppress(Exception):
+            if ctx.headers is not None:
+                self._seen.headers.append({k.lower(): v for k, v in ctx.headers.items()})
+
+    def add(self, a: int, b: int, ctx: Context) -> int:
+        """Add two numbers."""
+        self._note(ctx, "add")
+        return a + b
+
+    def picture(self, ctx: Context) -> CallToolResult:
+        """A red pixel, and a word about it."""
+        self._note(ctx, "picture")
+        pixel = ImageContent(type="image", data=PIXEL, mime_type="image/png")
+        return CallToolResult(content=[TextContent(type="text", text="a red pixel"), pixel])
+
+    async def slow(self, steps: int, ctx: Context) -> str:
+        """Takes a while, and says how far it is."""
+        self._note(ctx, "slow")
+        for step in range(steps):
+            await ctx.report_progress(step + 1, steps, f"step {step + 1} of {steps}")
+            await asyncio.sleep(0.6)
+        return f"{steps} steps done"
+
+    def fails(self, ctx: Context) -> str:
+        """Always fails."""
+        self._note(ctx, "fails")
+        raise ToolError("the kit broke")
+
+    async def hangs(self, ctx: Context) -> str:
+        """Never answers."""
+        self._note(ctx, "hangs")
+        try:
+            await asyncio.Event().wait()
+        except BaseException:
+            self._seen.cancelled.append("hangs")
+            raise
+        return "never"
+
+    async def grow(self, ctx: Context) -> str:
+        """Adds a tool named extra, and says the list changed."""
+        self._note(ctx, "grow")
+        self._server.add_tool(extra)
+        with contextlib.suppress(Exception):
+            await ctx.notify_tools_changed()
+        with contextlib.suppress(Exception):
+            await ctx.session.send_tool_list_changed()
+        return "grown"
+
+
+def extra() -> str:
+    """Here since grow was called."""
+    return "extra"
+
+
+def kit(seen: Seen | None = None) -> MCPServer:
+    server = MCPServer("kit")
+    tools = _Kit(server, seen if seen is not None else Seen())
+    for tool in (tools.add, tools.picture, tools.slow, tools.fails, tools.hangs, tools.grow):
+        server.add_tool(tool)
+    return server
+
+
+Transport = Literal["http", "sse"]
+
+
+@contextlib.asynccontextmanager
+async def serving(transport: Transport = "http", seen: Seen | None = None) -> AsyncIterator[str]:
+    """The kit on a free port; its endpoint URL (`.../mcp` or `.../sse`)."""
+    server = kit(seen)
+    app = server.streamable_http_app() if transport == "http" else server.sse_app()
+    async with serve_asgi(app) as url:
+        yield f"{url}/mcp" if transport == "http" else f"{url}/sse"
+
+
+if __name__ == "__main__":
+    kit().run("stdio") if sys.argv[1:] in ([], ["stdio"]) else None

@@ -1,0 +1,196 @@
+"""One live session with one MCP server, through the official `mcp` client: Streamable HTTP, or the older
+HTTP+SSE transport for a server that only speaks it (a URL ending in `/sse`, or one whose Streamable HTTP
+answer is an error). Every request goes through the pinned HTTP client (workers/pinned.py): only to the
+grant's origin, to an address checked for that connection, its credentials with it.
+
+The `mcp` client is entered and left in one task (its cancel scopes require it), so a connection is a
+task that holds the client open until it is closed; calls from other tasks go through the client's
+session, which multiplexes them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import anyio
+import httpx2
+import mcp.types as mt
+from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from broker.addresses import ProviderAddresses
+from broker.errors import AddressRefused
+from broker.tasks import cancel_and_wait
+from workers.pinned import pinned_client
+
+logger = logging.getLogger(__name__)
+
+WHAT = "the MCP server"
+# A server's listing is read a page at a time; past these it is cut (a server cannot make a worker hold
+# an unbounded list).
+MAX_PAGES = 10
+MAX_TOOLS = 256
+
+
+class Progress(Protocol):
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+
+class McpUnavailable(Exception):
+    """The server could not be reached, timed out, or answered something that is not MCP."""
+
+
+def leaf(error: BaseException) -> BaseException:
+    """The first error inside the task groups the `mcp` client wraps what happened in."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+def describe(error: BaseException) -> str:
+    inner = leaf(error)
+    if isinstance(inner, AddressRefused):
+        return inner.message
+    text = str(inner) or type(inner).__name__
+    return text[:300]
+
+
+def _unreachable(error: BaseException) -> bool:
+    # No answer at all: trying the other transport would only wait again.
+    inner = leaf(error)
+    return isinstance(inner, httpx2.ConnectError | httpx2.TimeoutException | TimeoutError | AddressRefused)
+
+
+class Connection:
+    """A session with the server at `url`, open until `close()` or until it fails (`alive` goes false)."""
+
+    def __init__(
+        self,
+        url: str,
+        headers: dict[str, str],
+        addresses: ProviderAddresses,
+        *,
+        timeout_s: float,
+        on_list_changed: Callable[[], None],
+    ) -> None:
+        self.url = url
+        self._headers = headers
+        self._addresses = addresses
+        self._timeout_s = timeout_s
+        self._on_list_changed = on_list_changed
+        self._client: Client | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._error: BaseException | None = None
+        self._owner: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._client is not None and self._owner is not None and not self._owner.done()
+
+    async def open(self) -> None:
+        """Connect and negotiate within the timeout; McpUnavailable saying why when that fails."""
+        sse_only = self.url.rstrip("/").endswith("/sse")
+        try:
+            await self._open(sse=sse_only)
+        except McpUnavailable:
+            if sse_only or self._error is None or _unreachable(self._error):
+                raise
+            first = self._error
+            try:
+                await self._open(sse=True)
+            except McpUnavailable:
+                raise McpUnavailable(describe(first)) from None
+
+    async def _open(self, *, sse: bool) -> None:
+        self._ready, self._stop, self._error, self._client = asyncio.Event(), asyncio.Event(), None, None
+        self._owner = asyncio.create_task(self._own(sse), name=f"mcp {self.url}")
+        try:
+            await asyncio.wait_for(self._ready.wait(), self._timeout_s)
+        except TimeoutError:
+            await cancel_and_wait([self._owner])
+            self._error = TimeoutError(f"no answer within {self._timeout_s:g} s")
+        if self._client is None:
+            raise McpUnavailable(describe(self._error or RuntimeError("the connection closed")))
+
+    def _http(self) -> httpx2.AsyncClient:
+        return pinned_client(self.url, self._addresses, self._timeout_s, WHAT, self._headers)
+
+    async def _own(self, sse: bool) -> None:
+        if sse:
+
+            def factory(
+                headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: Any = None
+            ) -> httpx2.AsyncClient:
+                return self._http()
+
+            transport: Any = sse_client(self.url, httpx_client_factory=factory)
+        else:
+            transport = streamable_http_client(self.url, http_client=self._http())
+        try:
+            async with Client(transport, message_handler=self._on_message, cache=None) as client:
+                self._client = client
+                self._ready.set()
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._listen, client)
+                    await self._stop.wait()
+                    group.cancel_scope.cancel()
+        except Exception as error:
+            self._error = error
+            if self._client is not None:
+                logger.info("the MCP session with %s ended: %s", self.url, describe(error))
+        finally:
+            self._client = None
+            self._ready.set()
+
+    async def _listen(self, client: Client) -> None:
+        # Servers of the 2026-07-28 protocol say a list changed on a `subscriptions/listen` stream; older
+        # ones send `notifications/tools/list_changed` on the session (_on_message). Either way the
+        # listing is read again at the next step; a server that says nothing is read again after a TTL.
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    self._on_list_changed()
+        except Exception as error:
+            logger.debug("no list-change stream from %s: %s", self.url, describe(error))
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mt.ToolListChangedNotification):
+            self._on_list_changed()
+
+    def _live(self) -> Client:
+        if self._client is None:
+            raise McpUnavailable(describe(self._error or RuntimeError("the connection closed")))
+        return self._client
+
+    async def tools(self) -> list[mt.Tool]:
+        client, found, cursor = self._live(), [], None
+        for _ in range(MAX_PAGES):
+            page = await asyncio.wait_for(client.list_tools(cursor=cursor, cache_mode="refresh"), self._timeout_s)
+            found += page.tools
+            cursor = page.next_cursor
+            if cursor is None or len(found) >= MAX_TOOLS:
+                break
+        return found[:MAX_TOOLS]
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], timeout_s: float, progress: Progress
+    ) -> mt.CallToolResult:
+        """`tools/call`; cancelling the awaiting task (or the timeout) sends `notifications/cancelled`."""
+        request = mt.CallToolRequest(params=mt.CallToolRequestParams(name=name, arguments=arguments))
+        # The session's own request, not Client.call_tool: that checks structured results against the
+        # server's output schema with jsonschema, unbudgeted, on this loop; the result is only relayed.
+        return await self._live().session.send_request(
+            request, mt.CallToolResult, request_read_timeout_seconds=timeout_s, progress_callback=progress
+        )
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._owner is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._owner), 5)
+            await cancel_and_wait([self._owner])

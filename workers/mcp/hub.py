@@ -1,0 +1,174 @@
+"""A worker's MCP servers: one connection per server (its URL and credentials), opened when a step first
+needs it and kept while it is used; each server's tool list cached until it says the list changed or a
+short time passes. A server that cannot be reached, times out or answers something that is not MCP gives
+no tools for that step, is logged and counted, and the run goes on.
+
+A server's tools are offered only if their schemas may be stored (broker/schema/accept.py: no reference
+outside itself, RE2 patterns, bounded size), as a registration's are; the others are left out, logged."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import mcp.types as mt
+
+from broker.addresses import ProviderAddresses
+from broker.codec import dumps
+from broker.schema.accept import SchemaRefused, accept
+from workers.config import McpGrant
+from workers.mcp.connection import Connection, Progress, describe
+from workers.mcp.results import Mapped, failed, map_result
+from workers.metrics import WorkerMetrics
+
+logger = logging.getLogger(__name__)
+
+# How long a listing is used before it is read again (a server that sends list_changed is read at once).
+LIST_TTL_S = 30.0
+# How long a server that failed is left alone before a step tries it again.
+RETRY_AFTER_S = 5.0
+# How long connecting, negotiating and listing may take, per server, before a step goes on without it.
+CONNECT_TIMEOUT_S = 10.0
+# Open connections per worker; the one unused longest is closed past this.
+MAX_CONNECTIONS = 64
+# Characters of one tool's schema (its JSON); a larger one is left out.
+MAX_SCHEMA_CHARS = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class McpTool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Server:
+    connection: Connection | None = None
+    tools: list[McpTool] | None = None
+    listed_at: float = 0.0
+    failed_at: float = 0.0
+    failure: str = ""
+    lock: asyncio.Lock | None = None
+
+
+def offered(tool: mt.Tool, server: str) -> McpTool | None:
+    """The tool as a model may be offered it, or None (logged) when its schema may not be stored."""
+    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+    try:
+        if len(dumps(schema)) > MAX_SCHEMA_CHARS:
+            raise SchemaRefused("", f"the schema is larger than {MAX_SCHEMA_CHARS:,} characters")
+        accept(schema)
+    except (SchemaRefused, ValueError, TypeError) as refused:
+        logger.warning("the MCP tool %s of %s is left out: its inputSchema is refused: %s", tool.name, server, refused)
+        return None
+    return McpTool(tool.name, tool.description or "", schema)
+
+
+class McpHub:
+    def __init__(self, addresses: ProviderAddresses, metrics: WorkerMetrics | None = None) -> None:
+        self._addresses = addresses
+        self._metrics = metrics
+        self._servers: OrderedDict[str, _Server] = OrderedDict()
+
+    @staticmethod
+    def _key(grant: McpGrant) -> str:
+        # The credentials are part of what the connection is: two grants of one URL with different tokens
+        # are two connections (and no token is kept as a key in the clear).
+        digest = hashlib.sha256(dumps(sorted(grant.headers.items())).encode()).hexdigest()[:16]
+        return f"{grant.url} {digest}"
+
+    def _server(self, grant: McpGrant) -> _Server:
+        key = self._key(grant)
+        server = self._servers.get(key)
+        if server is None:
+            server = self._servers[key] = _Server(lock=asyncio.Lock())
+        self._servers.move_to_end(key)
+        return server
+
+    async def tools(self, grants: tuple[McpGrant, ...]) -> dict[str, list[McpTool]]:
+        """Each reachable grant's tools by grant name, all grants read at once; the others are left out."""
+        found = await asyncio.gather(*(self._tools(grant) for grant in grants))
+        return {grant.name: tools for grant, tools in zip(grants, found, strict=True) if tools is not None}
+
+    async def _tools(self, grant: McpGrant) -> list[McpTool] | None:
+        server = self._server(grant)
+        assert server.lock is not None
+        async with server.lock:
+            now = time.monotonic()
+            fresh = server.tools is not None and now - server.listed_at < LIST_TTL_S
+            if fresh and server.connection is not None and server.connection.alive:
+                return server.tools
+            if server.failure and now - server.failed_at < RETRY_AFTER_S:
+                return None
+            try:
+                connection = await self._connected(grant, server)
+                listing = await connection.tools()
+            except Exception as error:
+                self._failed(grant, server, describe(error))
+                return None
+            server.tools = [t for tool in listing if (t := offered(tool, grant.url)) is not None]
+            server.listed_at, server.failure = time.monotonic(), ""
+            return server.tools
+
+    def _failed(self, grant: McpGrant, server: _Server, why: str) -> None:
+        if not server.failure:
+            logger.warning("the MCP server of grant %s (%s) is left out: %s", grant.name, grant.url, why)
+        server.failure, server.failed_at, server.tools = why, time.monotonic(), None
+        if self._metrics is not None:
+            self._metrics.mcp_failures.inc()
+
+    async def _connected(self, grant: McpGrant, server: _Server) -> Connection:
+        if server.connection is not None and server.connection.alive:
+            return server.connection
+        if server.connection is not None:
+            await server.connection.close()
+
+        def changed() -> None:
+            server.listed_at = 0.0
+
+        server.connection = Connection(
+            grant.url, grant.headers, self._addresses, timeout_s=CONNECT_TIMEOUT_S, on_list_changed=changed
+        )
+        await server.connection.open()
+        await self._evict()
+        return server.connection
+
+    async def _evict(self) -> None:
+        while len(self._servers) > MAX_CONNECTIONS:
+            _, oldest = self._servers.popitem(last=False)
+            if oldest.connection is not None:
+                await oldest.connection.close()
+
+    async def call(self, grant: McpGrant, tool: str, arguments: dict[str, Any], progress: Progress) -> Mapped:
+        """`tools/call` on the grant's server within its timeout, the result mapped (an error result when
+        the server cannot be reached, fails, or takes too long)."""
+        server = self._server(grant)
+        try:
+            assert server.lock is not None
+            async with server.lock:
+                connection = await self._connected(grant, server)
+        except Exception as error:
+            self._failed(grant, server, describe(error))
+            return failed(f"the MCP server of {grant.name} could not be reached: {describe(error)}")
+        try:
+            async with asyncio.timeout(grant.timeout_s):
+                result = await connection.call(tool, arguments, grant.timeout_s, progress)
+        except TimeoutError:
+            return failed(f"the MCP tool {tool} of {grant.name} did not finish within {grant.timeout_s:g} s")
+        except Exception as error:
+            if not connection.alive:
+                self._failed(grant, server, describe(error))
+            return failed(f"the MCP tool {tool} of {grant.name} failed: {describe(error)}")
+        return map_result(result)
+
+    async def close(self) -> None:
+        for server in self._servers.values():
+            if server.connection is not None:
+                await server.connection.close()
+        self._servers.clear()
