@@ -82,7 +82,7 @@ class Catalog:
                 routes[visible] = Route(
                     "client",
                     tool["name"],
-                    config.client_policy(visible),
+                    config.client_policy(visible, tool.get("annotations")),
                     client_name="" if client.scoped else client.name,
                     client_id=client.client_id,
                     server=f"client:{client.name}",

@@ -27,6 +27,20 @@ TOOL_EXAMPLE: dict[str, Any] = {
 }
 
 
+MAX_ANNOTATIONS = 16
+
+
+def _annotations(hints: dict[str, bool | str | None] | None) -> dict[str, bool | str | None] | None:
+    if hints is None:
+        return None
+    if len(hints) > MAX_ANNOTATIONS:
+        raise ValueError(f"at most {MAX_ANNOTATIONS} annotations, not {len(hints)}")
+    for key, value in hints.items():
+        if len(key) > 64 or (isinstance(value, str) and len(value) > 500):
+            raise ValueError("an annotation's name is at most 64 characters and its text at most 500")
+    return hints
+
+
 class ClientToolBody(Strict):
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
     description: Annotated[str, Field(max_length=4096)] = ""
@@ -43,6 +57,15 @@ class ClientToolBody(Strict):
             description="An extension: the call fails with result_timeout when neither progress nor the result "
             "came within this many seconds of the ack or of the last progress (never later than timeout_s)",
         ),
+    ] = None
+    annotations: Annotated[
+        dict[str, bool | str | None] | None,
+        Field(
+            description="An extension: hints about the tool, as MCP's (readOnlyHint, destructiveHint, ...): "
+            "listed back as given; `destructiveHint: true` without `readOnlyHint: true` makes the tool "
+            "require approval unless the agent's client_tool_policies name it",
+        ),
+        AfterValidator(_annotations),
     ] = None
 
 
