@@ -15,11 +15,25 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import errors, fastlane, openapi_doc
 from api.body_limit import Limit, limited
 from api.cors import CrossOrigin
+from api.mcp_server import SessionMcp
 from api.metrics import Metrics
 from api.proxies import behind_proxies
 from api.rate_limit import RateLimits
 from api.room import refused_for_room
-from api.routes import agents, api_keys, approvals, calls, clients, docs, events, health, providers, sessions, web
+from api.routes import (
+    agents,
+    api_keys,
+    approvals,
+    calls,
+    clients,
+    docs,
+    events,
+    health,
+    mcp,
+    providers,
+    sessions,
+    web,
+)
 from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
 from api.state import AppState
@@ -190,7 +204,9 @@ def create_app(
             probe = asyncio.create_task(probe_redis(broker.core.redis, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()
-            yield
+            app.state.switchboard_mcp = session_mcp = SessionMcp(settings.max_body_bytes)
+            async with session_mcp.running():
+                yield
         finally:
             if probe is not None:
                 probe.cancel()
@@ -209,7 +225,7 @@ def create_app(
     errors.install(app)
     for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls):
         app.include_router(module.router, responses=ERROR_RESPONSES)
-    for module in (health, web, docs):
+    for module in (health, web, docs, mcp):
         app.include_router(module.router)
     app.add_middleware(_CountRequests, metrics=metrics)
     return app

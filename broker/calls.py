@@ -1,11 +1,31 @@
-"""One call of a run, acted on by the session's owner: cancel it while the run goes on."""
+"""One call, acted on by the session's owner: cancel it while the run goes on; or a call that no run made
+(an MCP client's), dispatched to the registration that serves the tool and followed to its outcome."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from broker import events
+from broker.codec import loads, new_call_id
 from broker.core import Core
 from broker.layouts import call_args, call_keys
+from broker.runs import CALL_STREAM_RETENTION_FACTOR
 
 CANCELLED_TEXT = "the call was cancelled"
+SETTLED = frozenset({"answered", "failed", "denied"})
+
+
+@dataclass(frozen=True, slots=True)
+class CallState:
+    """Where a call stands: its state (dispatched, acked, answered, failed, ...) and, once it failed, why."""
+
+    state: str
+    reason: str | None
+
+    @property
+    def settled(self) -> bool:
+        return self.state in SETTLED
 
 
 class Calls:
@@ -26,3 +46,49 @@ class Calls:
             partition=keys.session(session_id).partition,
         )
         return str(event)
+
+    async def dispatch(
+        self,
+        session_id: str,
+        client_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_ms: int = 0,
+        heartbeat_ms: int = 0,
+    ) -> tuple[str, int]:
+        """Send a call no run made to registration `client_id` (its ack and result deadlines, and the
+        tool's own, apply as to any call); its id and the seq of its `client_tool_dispatched`. NotFound
+        when the session is gone or the registration does not serve `tool`; Conflict when the session's
+        storage is full."""
+        keys, settings = self._core.keys, self._core.settings
+        s = keys.session(session_id)
+        call_id = f"mcp_{new_call_id().removeprefix('call_')}"
+        dispatched = events.client_tool_dispatched(client_id, call_id, tool, arguments, source="mcp")
+        (seq,) = await self._core.scripts.run(
+            "dispatch_call",
+            [*call_keys(keys, session_id), s.client(client_id), s.client_calls(client_id)],
+            [
+                *call_args(keys, session_id, call_id, client_id),
+                tool,
+                dispatched,
+                settings.ack_timeout_ms,
+                settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
+                timeout_ms or "",
+                heartbeat_ms or "",
+            ],
+            {
+                "session": f"no session {session_id}",
+                "client": f"no active client {client_id} in this session serves a tool named {tool}",
+            },
+            partition=s.partition,
+        )
+        return call_id, int(seq)
+
+    async def state(self, session_id: str, call_id: str) -> CallState | None:
+        """The call's state as its record says (None when there is no such call, or no longer)."""
+        raw = await self._core.redis.hget(self._core.keys.session(session_id).calls, call_id)
+        if raw is None:
+            return None
+        record = loads(raw)
+        return CallState(str(record.get("state", "")), record.get("reason"))

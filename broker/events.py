@@ -117,16 +117,14 @@ def without_images(data: bytes) -> bytes:
     return dumps(event).encode()
 
 
-def client_tool_dispatched(client_id: str, call_id: str, tool: str, arguments: dict[str, Any]) -> str:
-    return dumps(
-        {
-            "type": "client_tool_dispatched",
-            "client_id": client_id,
-            "call_id": call_id,
-            "tool": tool,
-            "arguments": arguments,
-        }
-    )
+def client_tool_dispatched(
+    client_id: str, call_id: str, tool: str, arguments: dict[str, Any], source: str | None = None
+) -> str:
+    """`source` (an extension): where a call no run made came from (`mcp`: /v1/sessions/{sid}/mcp)."""
+    event: dict[str, Any] = {"type": "client_tool_dispatched", "client_id": client_id, "call_id": call_id}
+    event["tool"] = tool
+    event["arguments"] = arguments
+    return dumps(event | ({"from": source} if source else {}))
 
 
 def event_seq(data: bytes) -> int:

@@ -33,6 +33,7 @@ SCRIPT_NAMES = (
     "create_session",
     "delete_session",
     "dequeue",
+    "dispatch_call",
     "done_work",
     "expire_call",
     "finish_run",

@@ -26,7 +26,7 @@ SCOPED_CLIENT_NAME = "turn"
 # A step whose worker stopped this many times ends the run rather than be tried again.
 MAX_RECLAIMS = 3
 # Entries of a registration's call stream older than this are trimmed: their ack deadline is long past.
-_CALL_STREAM_RETENTION_FACTOR = 2
+CALL_STREAM_RETENTION_FACTOR = 2
 
 Policy = Literal["allow", "require_approval", "deny"]
 
@@ -285,7 +285,7 @@ class Runs:
             message,
             len(calls),
             RUN_GONE_CANCELLED,
-            settings.ack_timeout_ms * _CALL_STREAM_RETENTION_FACTOR,
+            settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
             timing,
         ]
         for call, route in calls:

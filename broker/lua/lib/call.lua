@@ -108,7 +108,7 @@ local function sb_ack_event(S, rec)
 end
 
 -- Sends a client call to its registration: its call stream (for pools), `client_tool_dispatched`, and
--- the ack deadline. `dispatch` is the event body without seq.
+-- the ack deadline. `dispatch` is the event body without seq; returns the event as stored.
 local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   rec.state = 'dispatched'
   sb_count('calls_dispatched')
@@ -119,4 +119,5 @@ local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   rec.sb = #event + #S.call_id + SB_ENTRY
   sb_put_call(S.meta, S.calls, S.call_id, rec)
   sb_set_deadline(S, ack_ms)
+  return event
 end

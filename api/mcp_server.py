@@ -1,0 +1,208 @@
+"""Each session as an MCP server (`/v1/sessions/{sid}/mcp`, Streamable HTTP, stateless), through the
+official `mcp` package's server side: `tools/list` gives the session's active client tools under their
+model-visible names, and `tools/call` dispatches to the registration as a model's call is (bound to it,
+its ack and result deadlines and the tool's own, arguments checked first), logged as a call from an MCP
+client outside any run (`client_tool_dispatched` with `"from": "mcp"`). The caller waits for the call's
+outcome on the session's live feed, counted against the stream caps as an event stream is; its progress
+becomes MCP progress, and an MCP cancel (or the caller going away) cancels the call."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import mcp.types as mt
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
+from starlette.types import Receive, Scope, Send
+
+from api.sse import open_stream
+from api.state import AppState
+from broker.calls import CallState
+from broker.codec import loads
+from broker.errors import SwitchboardError
+from broker.events import is_logged
+from broker.live import Signal
+from broker.runs import CLIENT_TOOL_PREFIX, parse_client_tool
+from broker.schema.checks import Unchecked
+
+logger = logging.getLogger(__name__)
+
+# Where the route leaves what it checked for the handlers: (app state, session id, credential).
+SCOPE_KEY = "switchboard.mcp"
+# How often a waiting call's record is read when the live feed is quiet (a lost pub/sub message).
+_CHECK_EVERY_S = 2.0
+CANCELLED_BY_CLIENT = "cancelled by the MCP client"
+
+
+def _context(ctx: Any) -> tuple[AppState, str, str]:
+    request = ctx.request
+    found: tuple[AppState, str, str] = request.scope[SCOPE_KEY]
+    return found
+
+
+def _annotations(tool: dict[str, Any]) -> mt.ToolAnnotations | None:
+    hints = tool.get("annotations")
+    if not hints:
+        return None
+    try:
+        return mt.ToolAnnotations.model_validate(hints)
+    except ValidationError:
+        return None
+
+
+async def _list_tools(ctx: Any, _params: mt.PaginatedRequestParams | None) -> mt.ListToolsResult:
+    state, session_id, _ = _context(ctx)
+    tools = [
+        mt.Tool(
+            name=f"{CLIENT_TOOL_PREFIX}{client.name}__{tool['name']}",
+            description=tool.get("description") or None,
+            input_schema=tool.get("parameters") or {"type": "object"},
+            annotations=_annotations(tool),
+        )
+        for client in await state.broker.clients.active(session_id)
+        for tool in client.tools
+    ]
+    return mt.ListToolsResult(tools=tools)
+
+
+def _error(text: str) -> mt.CallToolResult:
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], is_error=True)
+
+
+def _result(event: dict[str, Any], settled: CallState | None) -> mt.CallToolResult:
+    content: list[Any] = []
+    for block in event.get("content") or []:
+        data = block.get("data") or {}
+        if block.get("type") == "image":
+            content.append(mt.ImageContent(type="image", data=data["data"], mime_type=data["media_type"]))
+        else:
+            content.append(mt.TextContent(type="text", text=str(data.get("text", ""))))
+    is_error = bool(event.get("is_error"))
+    reason = settled.reason if settled is not None else None
+    if is_error and reason and content and isinstance(content[0], mt.TextContent):
+        # The failure reason (client_gone, ack_timeout, result_timeout, run_gone) leads the text.
+        content[0] = mt.TextContent(type="text", text=f"{reason}: {content[0].text}")
+    return mt.CallToolResult(content=content, is_error=is_error)
+
+
+async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    state, session_id, credential = _context(ctx)
+    name, arguments = params.name, dict(params.arguments or {})
+    parsed = parse_client_tool(name)
+    if parsed is None:
+        return _error(f"no tool named {name} in this session (tools are client__<client name>__<tool>)")
+    client_name, tool_name = parsed
+    clients = await state.broker.clients.active(session_id)
+    client = next((c for c in clients if c.name == client_name), None)
+    tool = next((t for t in client.tools if t["name"] == tool_name), None) if client else None
+    if client is None or tool is None:
+        return _error(f"no active client {client_name} serves a tool named {tool_name} in this session")
+    try:
+        problem = await state.broker.arguments.problem(tool.get("parameters") or {}, arguments)
+    except Unchecked as unchecked:
+        return _error(f"the arguments of {name} could not be checked: {unchecked}")
+    if problem:
+        return _error(f"the arguments of {name} do not match its schema: {problem}")
+    try:
+        subscription, close = await open_stream(state, session_id, credential)
+    except SwitchboardError as refused:
+        return _error(refused.message)
+    try:
+        try:
+            call_id, seq = await state.broker.calls.dispatch(
+                session_id,
+                client.id,
+                tool_name,
+                arguments,
+                timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
+                heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
+            )
+        except SwitchboardError as refused:
+            return _error(refused.message)
+        try:
+            return await _outcome(state, session_id, call_id, seq, subscription, ctx)
+        except asyncio.CancelledError:
+            # An MCP cancel, or the caller gone: no one waits for the call any more.
+            with contextlib.suppress(SwitchboardError):
+                await asyncio.shield(state.broker.calls.cancel(session_id, call_id, CANCELLED_BY_CLIENT))
+            raise
+    finally:
+        state.hub.unsubscribe(subscription)
+        close()
+
+
+async def _outcome(
+    state: AppState, session_id: str, call_id: str, seq: int, subscription: Any, ctx: Any
+) -> mt.CallToolResult:
+    """The call's result once it has one: read from the live feed, or from the log when the feed missed it."""
+    progressed = 0
+    while True:
+        try:
+            item = await asyncio.wait_for(subscription.get(), _CHECK_EVERY_S)
+        except TimeoutError:
+            item = None
+        if item is Signal.DELETED or item is Signal.CLOSING:
+            return _error("the session was deleted" if item is Signal.DELETED else "the server is shutting down")
+        if isinstance(item, bytes) and is_logged(item) and call_id.encode() in item:
+            event = loads(item)
+            if event.get("call_id") != call_id:
+                continue
+            if event["type"] == "client_tool_progress":
+                progressed += 1
+                # A fraction is progress out of 1; without one, progress counts the reports. Sent only
+                # when the caller asked for progress (a token on its request).
+                fraction = event.get("fraction")
+                done, total = (fraction, 1.0) if fraction is not None else (float(progressed), None)
+                await ctx.session.report_progress(done, total, event.get("message"))
+            elif event["type"] == "tool_result":
+                return _result(event, await state.broker.calls.state(session_id, call_id))
+            continue
+        settled = await state.broker.calls.state(session_id, call_id)
+        if settled is None:
+            return _error("the call is gone (its session was deleted)")
+        if settled.settled:
+            return _result(await _logged_result(state, session_id, call_id, seq), settled)
+
+
+async def _logged_result(state: AppState, session_id: str, call_id: str, after: int) -> dict[str, Any]:
+    last = after
+    while True:
+        rows = await state.broker.log.after(session_id, last, 200)
+        for row_seq, data in rows:
+            last = row_seq
+            if b'"type":"tool_result"' in data[:96] and call_id.encode() in data:
+                event: dict[str, Any] = loads(data)
+                if event.get("call_id") == call_id:
+                    return event
+        if len(rows) < 200:
+            return {"content": [{"type": "text", "data": {"text": "the call ended with no result logged"}}],
+                    "is_error": True}  # fmt: skip
+
+
+class SessionMcp:
+    """The MCP server every session is, and the transport that serves it statelessly."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        server: Server[Any] = Server("switchboard", on_list_tools=_list_tools, on_call_tool=_call_tool)
+        # The API's own CORS, origin checks and auth stand in front; the transport checks no Host header.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        self._manager = StreamableHTTPSessionManager(
+            server, stateless=True, security_settings=security, max_request_body_size=max_body_bytes
+        )
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self._manager.run():
+            yield
+
+    async def handle(
+        self, state: AppState, session_id: str, credential: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        scope[SCOPE_KEY] = (state, session_id, credential)
+        await self._manager.handle_request(scope, receive, send)

@@ -1,0 +1,194 @@
+"""Each session as an MCP server: the `mcp` package's client drives /v1/sessions/{sid}/mcp while a
+registered HTTP client answers the calls it dispatches."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import mcp.types as mt
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from broker import Settings
+from tests.api_client import Api, Event, Session, of_type
+from tests.helpers import HIGHLIGHT
+
+LOOKUP = {
+    "name": "lookup",
+    "description": "Look a word up",
+    "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
+    "annotations": {"readOnlyHint": True},
+}
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(api: Api, session: Session, token: str | None = None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token or session.token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        transport = streamable_http_client(f"{api.stack.url}/v1/sessions/{session.id}/mcp", http_client=http)
+        async with Client(transport, cache=None) as client:
+            yield client
+
+
+async def dispatched(api: Api, session: Session, count: int = 1) -> list[Event]:
+    events = await api.wait_for(session, lambda es: len(of_type(es, "client_tool_dispatched")) >= count, timeout=10)
+    return of_type(events, "client_tool_dispatched")
+
+
+def text(result: mt.CallToolResult) -> str:
+    first = result.content[0]
+    assert isinstance(first, mt.TextContent)
+    return first.text
+
+
+async def test_tools_list_gives_the_active_client_tools_by_model_visible_name(api: Api) -> None:
+    session = await api.session()
+    await api.register(session, tools=[HIGHLIGHT, LOOKUP])
+    await api.register(session, name="other", tools=[])
+    async with mcp_client(api, session) as client:
+        listed = (await client.list_tools(cache_mode="refresh")).tools
+    assert [t.name for t in listed] == ["client__web__highlight_row", "client__web__lookup"]
+    lookup = listed[1]
+    assert lookup.description == "Look a word up"
+    assert lookup.input_schema == LOOKUP["parameters"]
+    assert lookup.annotations is not None
+    assert lookup.annotations.read_only_hint is True
+
+
+async def test_a_call_goes_to_the_registration_and_its_answer_comes_back(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session, tools=[LOOKUP])
+    async with mcp_client(api, session) as client:
+        calling = asyncio.create_task(client.call_tool("client__web__lookup", {"word": "switch"}))
+        (event,) = await dispatched(api, session)
+        assert (event["from"], event["tool"], event["arguments"]) == ("mcp", "lookup", {"word": "switch"})
+        assert (await api.call(session, web["id"], event["call_id"], "ack")).status_code == 200
+        answered = await api.call(session, web["id"], event["call_id"], "result", text="a device that connects")
+        assert answered.status_code == 204
+        result = await asyncio.wait_for(calling, 10)
+    assert result.is_error is False
+    assert text(result) == "a device that connects"
+    events = await api.events(session)
+    assert not of_type(events, "run_queued")
+    (logged,) = of_type(events, "tool_result")
+    assert logged["call_id"] == event["call_id"]
+
+
+async def test_an_image_result_comes_back_as_an_image(api: Api) -> None:
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
+    session = await api.session()
+    web = await api.register(session, tools=[LOOKUP])
+    async with mcp_client(api, session) as client:
+        calling = asyncio.create_task(client.call_tool("client__web__lookup", {"word": "pixel"}))
+        (event,) = await dispatched(api, session)
+        await api.call(session, web["id"], event["call_id"], "ack")
+        content = [{"type": "text", "text": "here"}, {"type": "image", "media_type": "image/png", "data": pixel}]
+        assert (await api.call(session, web["id"], event["call_id"], "result", content=content)).status_code == 204
+        result = await asyncio.wait_for(calling, 10)
+    image = result.content[1]
+    assert isinstance(image, mt.ImageContent)
+    assert (image.mime_type, image.data) == ("image/png", pixel)
+
+
+async def test_arguments_are_checked_before_the_call_is_sent(api: Api) -> None:
+    session = await api.session()
+    await api.register(session, tools=[LOOKUP])
+    async with mcp_client(api, session) as client:
+        result = await client.call_tool("client__web__lookup", {"word": 7})
+        unknown = await client.call_tool("client__nobody__lookup", {})
+        malformed = await client.call_tool("lookup", {})
+    assert result.is_error is True
+    assert "do not match its schema" in text(result)
+    assert "no active client nobody" in text(unknown)
+    assert "client__<client name>__<tool>" in text(malformed)
+    assert not of_type(await api.events(session), "client_tool_dispatched")
+
+
+async def test_progress_becomes_mcp_progress(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session, tools=[LOOKUP])
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    class Progress:
+        async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+    progress = Progress()
+
+    async with mcp_client(api, session) as client:
+        calling = asyncio.create_task(
+            client.call_tool("client__web__lookup", {"word": "slow"}, progress_callback=progress)
+        )
+        (event,) = await dispatched(api, session)
+        await api.call(session, web["id"], event["call_id"], "ack")
+        sent = await api.call(session, web["id"], event["call_id"], "progress", message="half", fraction=0.5)
+        assert sent.status_code == 200
+        for _ in range(100):
+            if seen:
+                break
+            await asyncio.sleep(0.05)
+        await api.call(session, web["id"], event["call_id"], "result", text="done")
+        await asyncio.wait_for(calling, 10)
+    assert seen == [(0.5, 1.0, "half")]
+
+
+@pytest.mark.short_deadlines
+async def test_the_failure_reason_leads_an_error_result(api: Api) -> None:
+    session = await api.session()
+    await api.register(session, tools=[LOOKUP])
+    async with mcp_client(api, session) as client:
+        result = await asyncio.wait_for(client.call_tool("client__web__lookup", {"word": "late"}), 15)
+    assert result.is_error is True
+    assert text(result).startswith("ack_timeout: the client did not acknowledge the call within 0.5 s")
+
+
+async def test_a_client_that_leaves_fails_the_call_with_client_gone(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session, tools=[LOOKUP])
+    async with mcp_client(api, session) as client:
+        calling = asyncio.create_task(client.call_tool("client__web__lookup", {"word": "bye"}))
+        await dispatched(api, session)
+        async with api.as_session(session) as http:
+            assert (await http.delete(f"/v1/sessions/{session.id}/clients/{web['id']}")).status_code == 204
+        result = await asyncio.wait_for(calling, 10)
+    assert result.is_error is True
+    assert text(result).startswith("client_gone: ")
+
+
+async def test_an_abandoned_call_is_cancelled(api: Api) -> None:
+    session = await api.session()
+    await api.register(session, tools=[LOOKUP])
+    async with mcp_client(api, session) as client:
+        calling = asyncio.create_task(client.call_tool("client__web__lookup", {"word": "never"}))
+        (event,) = await dispatched(api, session)
+        calling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await calling
+        events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_failed")), timeout=10)
+    (failed,) = of_type(events, "client_tool_failed")
+    assert (failed["call_id"], failed["reason"], failed.get("detail")) == (event["call_id"], "run_gone", "cancelled")
+
+
+async def test_who_may_connect(api: Api, settings: Settings, redis_url: str, api_key: str) -> None:
+    session = await api.session()
+    other = await api.session()
+    await api.register(session, tools=[LOOKUP])
+    url = f"{api.stack.url}/v1/sessions/{session.id}/mcp"
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for token, status in (("", 401), ("swb_st_nonsense", 401), (other.token, 404)):
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            answer = await http.post(url, json=body, headers=headers)
+            assert answer.status_code == status, (token, answer.text)
+    minted = await api.key.post("/v1/api-keys", json={"label": "reader", "permissions": ["session.read"]})
+    reader = minted.json()["secret"]
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await http.post(url, json=body, headers={"Authorization": f"Bearer {reader}"})
+    assert answer.status_code == 403
+    async with mcp_client(api, session, token=api_key) as client:
+        assert len((await client.list_tools(cache_mode="refresh")).tools) == 1
