@@ -192,3 +192,37 @@ async def test_who_may_connect(api: Api, settings: Settings, redis_url: str, api
     assert answer.status_code == 403
     async with mcp_client(api, session, token=api_key) as client:
         assert len((await client.list_tools(cache_mode="refresh")).tools) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (b"not json", 400),
+        (b'{"jsonrpc": "2.0", "id": 1}', 400),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 7}}', 200),
+        (b"[" * 5000, 400),
+    ],
+)
+async def test_malformed_requests_are_refused_and_nothing_is_dispatched(api: Api, body: bytes, status: int) -> None:
+    session = await api.session()
+    await api.register(session, tools=[LOOKUP])
+    headers = {
+        "Authorization": f"Bearer {session.token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await http.post(f"{api.stack.url}/v1/sessions/{session.id}/mcp", content=body, headers=headers)
+    assert answer.status_code == status, answer.text
+    if status == 200:
+        assert "error" in answer.text
+    assert not of_type(await api.events(session), "client_tool_dispatched")
+
+
+async def test_a_body_past_the_limit_is_refused(api: Api) -> None:
+    session = await api.session()
+    headers = {"Authorization": f"Bearer {session.token}", "Content-Type": "application/json"}
+    big = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "' + b"x" * 2_000_000 + b'"}}'
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await http.post(f"{api.stack.url}/v1/sessions/{session.id}/mcp", content=big, headers=headers)
+    assert answer.status_code == 413, answer.text
