@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.common import JSON_NUMBER, Strict, last_of_each_name
+from api.schemas.providers import BaseUrl
 from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 
 # Far past any model's, and within what every JSON reader holds exactly.
@@ -79,9 +80,22 @@ def _grant_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
     return headers
 
 
+# What the document says of a grant's headers, held by _grant_headers with words a person can act on.
+_HEADERS_SCHEMA = {
+    "maxProperties": MAX_GRANT_HEADERS,
+    "propertyNames": {"pattern": _HEADER_NAME.pattern},
+    "additionalProperties": {
+        "type": "string",
+        "maxLength": 4096,
+        "pattern": "^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$",
+    },
+}
+
+
 class McpGrantBody(Strict):
     name: GrantName
-    url: str
+    # An extension of the Subako field (any string): an http(s) URL this server can reach (docs/mcp.md).
+    url: BaseUrl
     default_policy: Policy
     tools: list[ToolRuleBody] | None = None
     # Extensions (docs/mcp.md). The credentials are write-only: kept apart from the config, never returned,
@@ -96,7 +110,11 @@ class McpGrantBody(Strict):
     ] = None
     headers: Annotated[
         dict[str, str] | None,
-        Field(description=f"Extra request headers (at most {MAX_GRANT_HEADERS}), such as an API key"),
+        Field(
+            description=f"Extra request headers (at most {MAX_GRANT_HEADERS}), such as an API key; not the ones the"
+            " MCP transport sets (Host, Content-Type, Accept, Mcp-Session-Id, ...)",
+            json_schema_extra=_HEADERS_SCHEMA,
+        ),
         AfterValidator(_grant_headers),
     ] = None
 
