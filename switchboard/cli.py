@@ -1,4 +1,4 @@
-"""`switchboard up | api | worker [--check] | keys mint | session new | tools serve`."""
+"""`switchboard up | api | worker [--check] | keys mint | session new | tools serve | tools mcp`."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def _cmd_up(_: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> str:
-    from switchboard.tool_serve import TOKEN_ENV
+    from switchboard.tool_registration import TOKEN_ENV
 
     token: str | None = args.token or os.environ.get(TOKEN_ENV)
     if not token:
@@ -98,7 +98,8 @@ def _token(args: argparse.Namespace) -> str:
 
 def _cmd_tools_serve(args: argparse.Namespace) -> int:
     from switchboard.tool_log import configure
-    from switchboard.tool_serve import ServeError, ServeOptions, serve
+    from switchboard.tool_registration import ServeError
+    from switchboard.tool_serve import ServeOptions, serve
     from switchboard.typed_tools import ToolError, load_tools
 
     configure(args.log_format)
@@ -142,6 +143,40 @@ def _cmd_tools_member(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tools_mcp(args: argparse.Namespace) -> int:
+    from switchboard.mcp_link import ServerSpec
+    from switchboard.tool_log import configure
+    from switchboard.tool_mcp import McpOptions, bridge
+    from switchboard.tool_registration import TOKEN_ENV, ServeError
+
+    command = tuple(args.command)
+    if not command and not args.server_url:
+        args.parser.error("give the MCP server's command after --, or --server-url for one over HTTP")
+    if command and args.server_url:
+        args.parser.error("give the MCP server's command or --server-url, not both")
+    if args.header and not args.server_url:
+        args.parser.error("--header goes with --server-url")
+    configure(args.log_format, prefix="switchboard tools mcp")
+    token = _token(args)
+    # The child gets this environment, less the token it has no use for.
+    env = {name: value for name, value in os.environ.items() if name != TOKEN_ENV}
+    server = ServerSpec(command, args.server_url, dict(args.header or ()), env if command else None)
+    options = McpOptions(
+        url=args.url,
+        session_id=args.session,
+        token=token,
+        name=args.name,
+        ttl_s=None if args.ttl == 0 else args.ttl,
+        server=server,
+        log_format=args.log_format,
+    )
+    try:
+        asyncio.run(bridge(options))
+    except ServeError as error:
+        raise SystemExit(f"switchboard tools mcp: {error}") from None
+    return 0
+
+
 def _cmd_session_new(args: argparse.Namespace) -> int:
     from switchboard.session_new import SessionError, api_key, new_session
 
@@ -172,10 +207,73 @@ def _at_least(least: float, kind: type[int] | type[float]) -> Callable[[str], fl
     return parse
 
 
-def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _header(text: str) -> tuple[str, str]:
+    name, colon, value = text.partition(":")
+    if not colon or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a header: write it as 'Name: value'")
+    return name.strip(), value.strip()
+
+
+def _http_url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
+    return text
+
+
+def _session_arguments(sub: argparse.ArgumentParser) -> None:
     from switchboard.tool_log import LOG_FORMATS
 
-    tools = commands.add_parser("tools", help="serve Python tools").add_subparsers(dest="tools_command", required=True)
+    sub.add_argument("--url", default="http://127.0.0.1:8000", help="the Switchboard API")
+    sub.add_argument("--session", required=True, help="the session id")
+    sub.add_argument(
+        "--token",
+        help="session token or API key; other users of this machine can read it through `ps`, so set "
+        "$SWITCHBOARD_SESSION_TOKEN instead (the default)",
+    )
+    sub.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="plain", help="plain lines, or one JSON object a line (plain)"
+    )
+
+
+def _ttl_argument(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--ttl",
+        type=_at_least(0, int),
+        default=30,
+        metavar="SECONDS",
+        help="registration ttl in seconds, 0 for never (30)",
+    )
+
+
+def _mcp_parser(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    mcp = tools.add_parser(
+        "mcp",
+        help="serve a local MCP server's tools (a command, or --server-url) as a client registration",
+        usage="%(prog)s --session SID [options] -- COMMAND [ARGS...]\n       %(prog)s --session SID [options] "
+        "--server-url URL [--header 'Name: value' ...]",
+        description="Run a stdio MCP server as a child (or connect to one over HTTP with --server-url) and serve "
+        "its tools on a session as a client registration. The token is read from $SWITCHBOARD_SESSION_TOKEN "
+        "(a session token, or an API key that may manage the session).",
+    )
+    _session_arguments(mcp)
+    mcp.add_argument("--name", default="mcp", help="the client name to register (mcp)")
+    _ttl_argument(mcp)
+    mcp.add_argument("--server-url", type=_http_url, metavar="URL", help="an MCP server over HTTP, not a command")
+    mcp.add_argument(
+        "--header",
+        type=_header,
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="a header for every request to --server-url (repeatable)",
+    )
+    mcp.add_argument("command", nargs="*", metavar="COMMAND", help="the MCP server's command and arguments, after --")
+    mcp.set_defaults(run=_cmd_tools_mcp, prog=mcp.prog, parser=mcp)
+
+
+def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tools = commands.add_parser("tools", help="serve Python tools, or an MCP server's").add_subparsers(
+        dest="tools_command", required=True
+    )
     serve = tools.add_parser(
         "serve",
         help="register MODULE:OBJECT's tools and serve them with N processes",
@@ -185,27 +283,12 @@ def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     member = tools.add_parser("member", help="one member process of `tools serve` (started by it)")
     for sub in (serve, member):
         sub.add_argument("spec", metavar="MODULE:OBJECT", help="a function, or a list or dict of them")
-        sub.add_argument("--url", default="http://127.0.0.1:8000", help="the Switchboard API")
-        sub.add_argument("--session", required=True, help="the session id")
-        sub.add_argument(
-            "--token",
-            help="session token or API key; other users of this machine can read it through `ps`, so set "
-            "$SWITCHBOARD_SESSION_TOKEN instead (the default)",
-        )
+        _session_arguments(sub)
         sub.add_argument(
             "--concurrency", type=_at_least(1, int), default=8, metavar="N", help="calls one process runs at once (8)"
         )
-        sub.add_argument(
-            "--log-format", choices=LOG_FORMATS, default="plain", help="plain lines, or one JSON object a line (plain)"
-        )
     serve.add_argument("--name", default="tools", help="the client name to register (tools)")
-    serve.add_argument(
-        "--ttl",
-        type=_at_least(0, int),
-        default=30,
-        metavar="SECONDS",
-        help="registration ttl in seconds, 0 for never (30)",
-    )
+    _ttl_argument(serve)
     serve.add_argument("--client-id", help="join this registration instead of registering (it is not left)")
     serve.add_argument("--processes", type=_at_least(1, int), default=1, metavar="N", help="member processes (1)")
     serve.add_argument(
@@ -221,6 +304,7 @@ def _tools_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     member.add_argument("--report-fd", type=int, help="a pipe for what it did, written as it exits")
     member.add_argument("--supervisor", type=int, help="the pid whose death stops it (default: its parent)")
     member.set_defaults(run=_cmd_tools_member)
+    _mcp_parser(tools)
 
 
 def parser() -> argparse.ArgumentParser:

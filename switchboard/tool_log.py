@@ -1,5 +1,6 @@
-"""What `switchboard tools serve` says, from the supervisor and its members alike: plain lines in the manner
-of `switchboard up` (`switchboard tools serve: ...`), or one JSON object a line with `--log-format json`.
+"""What `switchboard tools serve` (and `tools mcp`) says, from the supervisor and its members alike: plain
+lines in the manner of `switchboard up` (`switchboard tools serve: ...`), or one JSON object a line with
+`--log-format json`.
 
 Every line worth a program's attention carries its facts as fields (`event`, `tool`, `outcome`,
 `duration_ms`, ...): the JSON lines hold them beside the message, the plain lines only in the words.
@@ -27,12 +28,13 @@ _DETAIL_CHARS = 200
 class PlainFormatter(logging.Formatter):
     """`switchboard tools serve: [member N: ][warning: ][logger: ]message`, one line a record."""
 
-    def __init__(self, member: int | None = None) -> None:
+    def __init__(self, member: int | None = None, prefix: str = PREFIX) -> None:
         super().__init__()
         self._member = member
+        self._prefix = prefix
 
     def format(self, record: logging.LogRecord) -> str:
-        words = [PREFIX]
+        words = [self._prefix]
         if self._member is not None:
             words.append(f"member {self._member}")
         if record.levelno >= logging.WARNING:
@@ -57,10 +59,11 @@ class _MemberJson(JsonFormatter):
         return super().format(record)
 
 
-def configure(fmt: ToolLogFormat, member: int | None = None) -> None:
-    """Send every record of this process to stderr in `fmt`; `member` names a pool member's lines."""
+def configure(fmt: ToolLogFormat, member: int | None = None, prefix: str = PREFIX) -> None:
+    """Send every record of this process to stderr in `fmt`; `member` names a pool member's lines, and
+    `prefix` starts each plain line (the command's name)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(PlainFormatter(member) if fmt == "plain" else _MemberJson(member))
+    handler.setFormatter(PlainFormatter(member, prefix) if fmt == "plain" else _MemberJson(member))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -1,5 +1,8 @@
 """One member of a tool server's pool: reads the calls handed to it, acks, runs the tool, answers.
 
+What runs a call is a `Runner`: `switchboard tools serve`'s typed tools (`typed_runner`), or the bridge to
+an MCP server (`switchboard tools mcp`).
+
 A member holds at most `concurrency` calls at once. A call handed over while every slot is busy is left
 unacked, so another member reclaims it after the claim interval: a busy member never sits on work a free
 one could do. On stop, the member closes its stream at once (calls it was handed but had not acked go to
@@ -15,7 +18,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,32 @@ MEMBER_HEADER = "Switchboard-Pool-Member"
 # What became of a call a member acked: its result went in (ok, or error: the tool's error result), it
 # failed while the tool ran (cancelled, timed out, its run gone), or its result did not go in.
 OK, ERROR, CANCELLED, REFUSED, UNDELIVERED = "ok", "error", "cancelled", "refused", "undelivered"
+FAILED_WHILE_RUNNING = "the call failed while it ran"
+
+Runner = Callable[[str, dict[str, Any], Call], Awaitable[tuple[dict[str, Any], bool]]]
+"""Runs a call (tool name, arguments, the call): the result route's body and whether it is an error. A
+call that fails while it runs cancels the task awaiting it."""
+
+
+def typed_runner(tools: Mapping[str, TypedTool]) -> Runner:
+    """A runner of typed tools by name; their result text is the body's `text`."""
+
+    async def run(name: str, arguments: dict[str, Any], call: Call) -> tuple[dict[str, Any], bool]:
+        tool = tools.get(name)
+        if tool is None:
+            text, is_error = f"this server has no tool {name!r}", True
+        else:
+            text, is_error = await tool.run(arguments, call)
+        return {"text": text, "is_error": is_error}, is_error
+
+    return run
+
+
+def said_of(body: dict[str, Any]) -> str:
+    """A result body's text, for its call's line: `text`, or the text of its `content` blocks."""
+    if "text" in body:
+        return str(body["text"])
+    return "\n".join(str(block["text"]) for block in body.get("content") or () if block.get("type") == "text")
 
 
 @dataclass(frozen=True)
@@ -62,14 +91,18 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
 
 
 class Member:
-    def __init__(self, target: Target, tools: Mapping[str, TypedTool], concurrency: int) -> None:
+    """Serves a registration's calls with `tools`: typed tools by name, or a runner."""
+
+    def __init__(self, target: Target, tools: Mapping[str, TypedTool] | Runner, concurrency: int) -> None:
         self._target = target
-        self._tools = tools
+        self._runner = typed_runner(tools) if isinstance(tools, Mapping) else tools
         self._concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[None]] = set()
         # The calls this member acked and runs, so a failure of one (its frame on the stream) stops it.
         self._calls: dict[str, tuple[Call, asyncio.Task[None]]] = {}
+        # Why a call this member stopped itself was stopped, for its line (a failure's, unless here).
+        self._stopped_why: dict[str, str] = {}
         self._reports: set[asyncio.Task[None]] = set()
         self.answered = 0
         self.cancelled = 0
@@ -77,8 +110,9 @@ class Member:
         self._draining = False
         self.drained = 0
 
-    async def serve(self, stop: asyncio.Event) -> None:
-        """Serve until `stop` is set or the registration is gone; then finish what was acked."""
+    async def serve(self, stop: asyncio.Event, drain_s: float | None = None) -> None:
+        """Serve until `stop` is set or the registration is gone; then finish what was acked (within
+        `drain_s`, if given: calls still running then are stopped as a failed call is)."""
         async with self._target.http() as http:
             reading = asyncio.create_task(self._read(http))
             stopping = asyncio.create_task(stop.wait())
@@ -89,7 +123,7 @@ class Member:
             with contextlib.suppress(asyncio.CancelledError):
                 await reading
             if self._running:
-                await asyncio.gather(*self._running, return_exceptions=True)
+                await self._finish(drain_s)
             # Progress still on its way is of calls that are over: not sent on a client about to close.
             for report in self._reports:
                 report.cancel()
@@ -122,14 +156,24 @@ class Member:
             await asyncio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 10.0)
 
+    async def _finish(self, drain_s: float | None) -> None:
+        running = list(self._running)
+        _, late = await asyncio.wait(running, timeout=drain_s)
+        if late:
+            for call_id in list(self._calls):
+                self._stop_call(call_id, f"still running after the {drain_s:g} s given to finish on stop")
+        await asyncio.gather(*running, return_exceptions=True)
+
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
         self._slots.release()
 
-    def _stop_call(self, call_id: str) -> None:
+    def _stop_call(self, call_id: str, why: str | None = None) -> None:
         running = self._calls.get(call_id)
         if running is None:
             return
+        if why is not None:
+            self._stopped_why[call_id] = why
         call, task = running
         call.cancel()
         # An async tool stops at its next await; a sync one runs on in its thread and can read the flag.
@@ -170,7 +214,7 @@ class Member:
         said: str | None
         if ran is None:
             self.cancelled += 1
-            outcome, said = CANCELLED, "the call failed while it ran"
+            outcome, said = CANCELLED, self._stopped_why.pop(call_id, FAILED_WHILE_RUNNING)
         else:
             outcome, said = await self._answer(http, f"{calls}/result", *ran)
         self._said(name, call_id, outcome, time.monotonic() - started, said)
@@ -190,17 +234,14 @@ class Member:
 
     async def _run(
         self, http: httpx.AsyncClient, calls: str, call_id: str, name: str, arguments: dict[str, Any]
-    ) -> tuple[str, bool] | None:
-        """The tool's result text and whether it is an error; None if the call failed while it ran."""
-        tool = self._tools.get(name)
+    ) -> tuple[dict[str, Any], bool] | None:
+        """The result body and whether it is an error; None if the call failed while it ran."""
         call = Call(call_id, self._reporter(http, f"{calls}/progress"))
         current = asyncio.current_task()
         assert current is not None
         self._calls[call_id] = (call, current)
         try:
-            if tool is None:
-                return f"this server has no tool {name!r}", True
-            return await tool.run(arguments, call)
+            return await self._runner(name, arguments, call)
         except asyncio.CancelledError:
             if not call.cancelled:
                 raise
@@ -209,16 +250,18 @@ class Member:
         finally:
             del self._calls[call_id]
 
-    async def _answer(self, http: httpx.AsyncClient, path: str, text: str, is_error: bool) -> tuple[str, str | None]:
+    async def _answer(
+        self, http: httpx.AsyncClient, path: str, body: dict[str, Any], is_error: bool
+    ) -> tuple[str, str | None]:
         """The call's outcome once its result is sent, and what to say of it."""
         try:
-            answered = await _post(http, path, json={"text": text, "is_error": is_error})
+            answered = await _post(http, path, json=body)
         except httpx.TransportError as error:
             return UNDELIVERED, f"the result could not be delivered: {error}"
         if answered.status_code != 204:
             return REFUSED, f"the result was refused ({answered.status_code}): {answered.text}"
         self.answered += 1
-        return (ERROR, text) if is_error else (OK, None)
+        return (ERROR, said_of(body)) if is_error else (OK, None)
 
     def _said(self, tool: str, call_id: str, outcome: str, seconds: float, said: str | None) -> None:
         """The one line a call gets, whatever became of it."""

@@ -19,20 +19,30 @@ import logging
 import os
 import signal
 import sys
-import uuid
 from dataclasses import dataclass
 
 import httpx
 
-from switchboard.tool_log import ToolLogFormat, visible_names
+from switchboard.tool_log import ToolLogFormat
 from switchboard.tool_member import Target
+from switchboard.tool_registration import (
+    STOPPING,
+    TOKEN_ENV,
+    Registration,
+    ServeError,
+    api_client,
+    leave,
+    ping_until_lapsed,
+    plural,
+    register,
+    say_names,
+    say_stopped,
+    say_stopping,
+)
 from switchboard.typed_tools import TypedTool
 
 logger = logging.getLogger("switchboard.tools")
-TOKEN_ENV = "SWITCHBOARD_SESSION_TOKEN"  # noqa: S105 (the variable's name, not a secret)
 _RESTART_DELAY_S = 1.0
-# As `switchboard up`: a closed terminal stops it as Ctrl-C does.
-_STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # How often a member looks whether its supervisor is still there.
 _ORPHAN_CHECK_S = 1.0
 
@@ -52,17 +62,6 @@ class ServeOptions:
     log_format: ToolLogFormat = "plain"
 
 
-class ServeError(Exception):
-    """The server could not start: the message says why (a refused registration, a bad token, ...)."""
-
-
-@dataclass(frozen=True)
-class _Registration:
-    id: str
-    name: str
-    tools: list[str]
-
-
 @dataclass
 class _Running:
     """A member process, its slot (1..N) and the pipe it reports on as it exits."""
@@ -70,10 +69,6 @@ class _Running:
     process: asyncio.subprocess.Process
     index: int
     report: int
-
-
-def _plural(count: int, word: str, words: str | None = None) -> str:
-    return f"{count} {word if count == 1 else words or word + 's'}"
 
 
 def _exit(code: int) -> str:
@@ -94,29 +89,12 @@ def _drained_of(report: int) -> int:
         return 0
 
 
-async def _register(http: httpx.AsyncClient, options: ServeOptions, tools: list[TypedTool]) -> _Registration:
-    lifetime = {"type": "never"} if options.ttl_s is None else {"type": "ttl", "data": {"seconds": options.ttl_s}}
-    body = {"name": options.name, "lifetime": lifetime, "tools": [tool.declaration() for tool in tools]}
-    answer = await http.post(f"/v1/sessions/{options.session_id}/clients", json=body)
-    if answer.status_code != 201:
-        raise ServeError(f"registration refused ({answer.status_code}): {answer.text}")
-    registered = answer.json()
-    ttl = "no ttl" if options.ttl_s is None else f"ttl {options.ttl_s} s, pinged every {options.ttl_s / 2:g} s"
-    facts = {"event": "registered", "client_id": registered["id"], "client_name": registered["name"]}
-    logger.info(
-        'registered as "%s" (client %s) on session %s, %s',
-        registered["name"],
-        registered["id"],
-        options.session_id,
-        ttl,
-        extra=facts | {"session_id": options.session_id},
-    )
-    return _Registration(str(registered["id"]), str(registered["name"]), [tool.name for tool in tools])
+async def _register(http: httpx.AsyncClient, options: ServeOptions, tools: list[TypedTool]) -> Registration:
+    declared = [tool.declaration() for tool in tools]
+    return await register(http, options.session_id, options.name, options.ttl_s, declared)
 
 
-async def _join(
-    http: httpx.AsyncClient, options: ServeOptions, client_id: str, tools: list[TypedTool]
-) -> _Registration:
+async def _join(http: httpx.AsyncClient, options: ServeOptions, client_id: str, tools: list[TypedTool]) -> Registration:
     """The registration `--client-id` names, read back for its name and the tools it offers."""
     answer = await http.get(f"/v1/sessions/{options.session_id}/clients")
     if answer.status_code != 200:
@@ -136,13 +114,7 @@ async def _join(
     missing = sorted(set(offered) - {tool.name for tool in tools})
     if missing:
         logger.warning("the registration offers %s, which %s does not define", ", ".join(missing), options.spec)
-    return _Registration(client_id, str(found["name"]), offered)
-
-
-def _say_names(registration: _Registration) -> None:
-    for name in visible_names(registration.name, registration.tools):
-        facts = {"event": "tool", "tool": name.tool, "offered": name.offered, "model_name": name.model_name}
-        logger.info("%s", name.line(), extra=facts)
+    return Registration(client_id, str(found["name"]), offered)
 
 
 class Supervisor:
@@ -158,17 +130,11 @@ class Supervisor:
         if self._stopping.is_set():
             return
         self._stopping.set()
-        logger.info(
-            "%s: stopping; the calls in hand finish first (up to %g s)",
-            why,
-            self._options.drain_s,
-            extra={"event": "stopping", "signal": why},
-        )
+        say_stopping(why, self._options.drain_s)
 
     async def run(self) -> None:
         options = self._options
-        headers = {"Authorization": f"Bearer {options.token}"}
-        async with httpx.AsyncClient(base_url=options.url, headers=headers, timeout=30.0) as http:
+        async with api_client(options.url, options.token) as http:
             owned = options.client_id is None
             try:
                 if options.client_id is None:
@@ -177,7 +143,7 @@ class Supervisor:
                     registration = await _join(http, options, options.client_id, self._tools)
             except httpx.TransportError as error:
                 raise ServeError(f"cannot reach the API at {options.url}: {error or type(error).__name__}") from None
-            _say_names(registration)
+            say_names(registration)
             self._say_serving()
             left: bool | None = None
             try:
@@ -188,54 +154,28 @@ class Supervisor:
                         break
                     logger.warning("the registration lapsed; registering again")
                     registration = await _register(http, options, self._tools)
-                    _say_names(registration)
+                    say_names(registration)
             finally:
                 # `_serve` has drained the members by now, however it ended.
                 if owned:
-                    left = await self._leave(http, registration.id)
-            self._say_stopped(registration.id, left)
+                    left = await leave(http, options.session_id, registration.id)
+            say_stopped(registration.id, left, self._drained, self._killed, options.drain_s)
 
     def _say_serving(self) -> None:
         options = self._options
         logger.info(
             "%s, %s at a time each; Ctrl-C or SIGTERM stops",
-            _plural(options.processes, "member process", "member processes"),
-            _plural(options.concurrency, "call"),
+            plural(options.processes, "member process", "member processes"),
+            plural(options.concurrency, "call"),
             extra={"event": "serving", "processes": options.processes, "concurrency": options.concurrency},
         )
-
-    async def _leave(self, http: httpx.AsyncClient, client_id: str) -> bool:
-        try:
-            answer = await http.delete(f"/v1/sessions/{self._options.session_id}/clients/{client_id}")
-        except httpx.HTTPError as error:
-            logger.warning("could not leave the registration %s: %s", client_id, error)
-            return False
-        if answer.status_code not in (204, 404):
-            logger.warning("could not leave the registration %s (%s): %s", client_id, answer.status_code, answer.text)
-            return False
-        return True
-
-    def _say_stopped(self, client_id: str, left: bool | None) -> None:
-        what = [f"drained {_plural(self._drained, 'call')}"]
-        if self._killed:
-            what.append(f"killed {_plural(self._killed, 'member')} still running after {self._options.drain_s:g} s")
-        if left is None:
-            what.append(f"kept the registration {client_id} (joined with --client-id)")
-        else:
-            what.append(f"{'left' if left else 'could not leave'} the registration {client_id}")
-        facts = {
-            "event": "stopped",
-            "drained": self._drained,
-            "killed": self._killed,
-            "left": left,
-            "client_id": client_id,
-        }
-        logger.info("stopped: %s", ", ".join(what), extra=facts)
 
     async def _serve(self, http: httpx.AsyncClient, target: Target, *, renew: bool) -> bool:
         """Run the members until stopped (False) or until the registration lapsed (True)."""
         watchers = [asyncio.create_task(self._keep_member(target, i)) for i in range(1, self._options.processes + 1)]
-        pinging = asyncio.create_task(self._ping(http, target) if renew else self._stopping.wait())
+        ttl_s = self._options.ttl_s
+        lapsing = ping_until_lapsed(http, target.path, ttl_s) if renew and ttl_s is not None else None
+        pinging = asyncio.create_task(lapsing or self._stopping.wait())
         stopping = asyncio.create_task(self._stopping.wait())
         try:
             await asyncio.wait([pinging, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -249,19 +189,6 @@ class Supervisor:
                 task.cancel()
             await asyncio.gather(*watchers, pinging, stopping, return_exceptions=True)
             await self._drain()
-
-    async def _ping(self, http: httpx.AsyncClient, target: Target) -> bool:
-        """Ping at ttl/2 with a fresh Idempotency-Key each; True once the registration has lapsed."""
-        assert self._options.ttl_s is not None
-        while True:
-            await asyncio.sleep(self._options.ttl_s / 2)
-            try:
-                answer = await http.post(f"{target.path}/ping", headers={"Idempotency-Key": str(uuid.uuid4())})
-            except httpx.TransportError as error:
-                logger.warning("ping failed: %s", error)
-                continue
-            if answer.status_code == 404:
-                return True
 
     async def _spawn(self, target: Target, index: int) -> _Running:
         options = self._options
@@ -329,7 +256,7 @@ class Supervisor:
 async def serve(options: ServeOptions, tools: list[TypedTool]) -> None:
     supervisor = Supervisor(options, tools)
     loop = asyncio.get_running_loop()
-    for sig in _STOPPING:
+    for sig in STOPPING:
         loop.add_signal_handler(sig, supervisor.stop, sig.name)
     await supervisor.run()
 

@@ -1,13 +1,16 @@
 """MCP servers for the tests, built with the official `mcp` package: a kit of tools with text, image and
 structured results, one that reports progress, one that fails, one that hangs, one that changes the
-list. Served over Streamable HTTP or HTTP+SSE on a free port in the test's loop, or over stdio
-(`python -m tests.mcp_servers`)."""
+list, one that crashes the server (over stdio: the process exits) and one whose annotations say it is
+destructive. Served over Streamable HTTP or HTTP+SSE on a free port in the test's loop, or over stdio
+(`python -m tests.mcp_servers`); a server in another process notes what it began and what was cancelled
+in the file `$MCP_KIT_NOTES` names, if set."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import contextlib
+import os
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -16,7 +19,7 @@ from typing import Literal
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ImageContent, TextContent
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
 from tests.stack import serve_asgi
 
@@ -27,6 +30,16 @@ PIXEL = base64.b64encode(
         "0000000d49444154789c63f8cfc0f01f00050001ff89993d1d0000000049454e44ae426082"
     )
 ).decode()
+NOTES_ENV = "MCP_KIT_NOTES"
+ERASE_HINTS = ToolAnnotations(title="Erase a note", read_only_hint=False, destructive_hint=True)
+
+
+def _mark(line: str) -> None:
+    """A line in the notes file, for a test that runs the kit in another process."""
+    path = os.environ.get(NOTES_ENV)
+    if path:
+        with open(path, "a") as notes:
+            notes.write(line + "\n")
 
 
 @dataclass
@@ -47,6 +60,7 @@ class _Kit:
 
     def _note(self, ctx: Context, name: str) -> None:
         self._seen.began.append(name)
+        _mark(f"began {name}")
         with contextlib.suppress(Exception):
             if ctx.headers is not None:
                 self._seen.headers.append({k.lower(): v for k, v in ctx.headers.items()})
@@ -82,6 +96,7 @@ class _Kit:
             await asyncio.Event().wait()
         except BaseException:
             self._seen.cancelled.append("hangs")
+            _mark("cancelled hangs")
             raise
         return "never"
 
@@ -95,6 +110,16 @@ class _Kit:
             await ctx.session.send_tool_list_changed()
         return "grown"
 
+    def crash(self, ctx: Context) -> str:
+        """Ends the server's process at once (exit 3), as a crash would."""
+        self._note(ctx, "crash")
+        os._exit(3)
+
+    def erase(self, note: str, ctx: Context) -> str:
+        """Erases a note; its annotations say it is destructive."""
+        self._note(ctx, "erase")
+        return f"erased {note}"
+
 
 def extra() -> str:
     """Here since grow was called."""
@@ -104,8 +129,9 @@ def extra() -> str:
 def kit(seen: Seen | None = None) -> MCPServer:
     server = MCPServer("kit")
     tools = _Kit(server, seen if seen is not None else Seen())
-    for tool in (tools.add, tools.picture, tools.slow, tools.fails, tools.hangs, tools.grow):
+    for tool in (tools.add, tools.picture, tools.slow, tools.fails, tools.hangs, tools.grow, tools.crash):
         server.add_tool(tool)
+    server.add_tool(tools.erase, annotations=ERASE_HINTS)
     return server
 
 
