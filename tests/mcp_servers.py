@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -147,5 +148,15 @@ async def serving(transport: Transport = "http", seen: Seen | None = None) -> As
         yield f"{url}/mcp" if transport == "http" else f"{url}/sse"
 
 
+def main(argv: list[str]) -> None:
+    """`python -m tests.mcp_servers [stdio]`, or `http PORT` (Streamable HTTP on 127.0.0.1:PORT, /mcp)."""
+    if argv in ([], ["stdio"]):
+        kit().run("stdio")
+    elif len(argv) == 2 and argv[0] == "http":
+        uvicorn.run(kit().streamable_http_app(), host="127.0.0.1", port=int(argv[1]), log_level="warning")
+    else:
+        raise SystemExit("usage: python -m tests.mcp_servers [stdio | http PORT]")
+
+
 if __name__ == "__main__":
-    kit().run("stdio") if sys.argv[1:] in ([], ["stdio"]) else None
+    main(sys.argv[1:])

@@ -463,6 +463,73 @@ async def extensions_in_use(ctx: Context) -> str:
     return "deadlines, progress, image, cancel, schema check and a remembered approval, live and listed"
 
 
+async def _mcp_request(raw: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One JSON-RPC request to the session's MCP endpoint (stateless Streamable HTTP, no handshake), its
+    answer read from the JSON body or the event stream's last `data` line."""
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    answer = await raw.post(path, json=body, headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    if answer.headers["content-type"].startswith("application/json"):
+        found: dict[str, Any] = answer.json()
+        return found
+    data = [line[5:].strip() for line in answer.text.splitlines() if line.startswith("data:")]
+    found = json.loads(data[-1])
+    return found
+
+
+async def mcp_in_use(ctx: Context) -> str:
+    """An agent with an MCP grant (a server of the `mcp` package), its tools called, one after an
+    approval; and an MCP client's call through the session's own MCP endpoint, answered by the SDK's tool
+    client outside any run. The SDK's view must take all of it, live and from the log."""
+    admin = ctx.admin
+    providers = [p async for p in await admin.model_providers.list()]
+    scripted = next(p for p in providers if p.display_name == "Scripted")
+    agent = await admin.agents.create(CreateAgentBody(name="with-mcp"))
+    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
+    grant: dict[str, Any] = {"name": "kit", "url": os.environ["SWITCHBOARD_MCP_URL"], "default_policy": "allow"}
+    grant["tools"] = [{"name": "picture", "policy": "require_approval"}]
+    body: dict[str, Any] = {"model_provider_id": str(scripted.id), "model": config, "mcp": [grant]}
+    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {KEY}"}) as key:
+        published = await key.post(f"/v1/agents/{agent.id}/versions", json=body)
+        assert published.status_code == 201, published.text
+    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
+    assert isinstance(created, CreatedSessionBody)
+    session_id, token = str(created.id), created.session_token
+    base = f"/v1/sessions/{session_id}"
+    async with (
+        httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw,
+        SubakoClient(base_url=URL, api_key=token) as client,
+        client.sessions.connect(session_id, history=True) as connection,
+    ):
+        web = connection.create_tool_client("web")
+        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        await connection.send('/call mcp__kit__add {"a": 2, "b": 3}\n/call mcp__kit__picture\n/call mcp__kit__fails')
+        await until(lambda: len(connection.approvals) == 1)
+        (approval,) = connection.approvals
+        assert (approval.server, approval.tool) == ("kit", "picture"), approval
+        assert (await raw.post(f"{base}/approvals/{approval.call_id}", json={"decision": "allow"})).status_code == 200
+        await until(finished(connection))
+        lines = last_text(connection).splitlines()
+        # The scripted model reads a result's text blocks one after another: "5" and its structured JSON.
+        assert lines[0] == 'mcp__kit__add: 5{"result":5}', lines
+        assert any(line.startswith("mcp__kit__picture: a red pixel") for line in lines), lines
+        assert any(line.startswith("mcp__kit__fails failed: ") for line in lines), lines
+
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        call["params"] = {"name": "client__web__highlight_row", "arguments": {"row_id": "9"}}
+        answered = await _mcp_request(raw, f"{base}/mcp", call)
+        assert answered["result"]["content"] == [{"type": "text", "text": "Row 9 is highlighted."}], answered
+        await until(lambda: sum(e.type == "tool_result" for e in connection.events) == 4)
+        assert connection.approvals == []
+    async with SubakoClient(base_url=URL, api_key=token) as reader:
+        listed = [e async for e in await reader.sessions.list_events(session_id)]
+        results = [e for e in listed if e.type == "tool_result"]
+        assert len(results) == 4
+        assert any("[image/png, 1 KB]" in str(e) for e in results)
+    return "grant tools with an approval and an image, and an MCP client's call answered by the SDK, live and listed"
+
+
 SCENARIOS: dict[str, Scenario] = {
     "admin_routes": admin_routes,
     "tool_round_trip": tool_round_trip,
@@ -475,6 +542,7 @@ SCENARIOS: dict[str, Scenario] = {
     "deleted_session_fails_the_stream": deleted_session_fails_the_stream,
     "reconnect_after_restart": reconnect_after_restart,
     "extensions_in_use": extensions_in_use,
+    "mcp_in_use": mcp_in_use,
 }
 
 

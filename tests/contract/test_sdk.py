@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from broker.embedded import free_port
 from switchboard.processes import Processes, server_env
 
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(300), pytest.mark.both_redis]
@@ -34,6 +39,7 @@ SCENARIOS = [
     "deleted_session_fails_the_stream",
     "reconnect_after_restart",
     "extensions_in_use",
+    "mcp_in_use",
 ]
 
 
@@ -76,27 +82,55 @@ def sdk_python() -> str:
 
 
 @pytest.fixture(scope="module")
+def mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tests' MCP server (tests/mcp_servers.py) over Streamable HTTP, in a process of its own."""
+    port = free_port()
+    log = (tmp_path_factory.mktemp("mcp") / "kit.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.mcp_servers", "http", str(port)], cwd=ROOT, stdout=log, stderr=log
+    )
+    try:
+        wait_for_port(port, server)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.terminate()
+        server.wait(10)
+        log.close()
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        assert process.poll() is None, "the MCP server exited"
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listened on {port} within {timeout:g} s")
+
+
+@pytest.fixture(scope="module")
 def sdk_results(
-    sdk_python: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+    sdk_python: str, redis_url: str, mcp_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, dict[str, object]]]:
-    env, key = server_env(redis_url, ack_timeout_s="10", result_timeout_s="30")
+    # The tests' MCP server listens on 127.0.0.1: a grant may reach it only with private addresses allowed.
+    env, key = server_env(redis_url, ack_timeout_s="10", result_timeout_s="30", provider_allow_private="true")
     processes = Processes(env, tmp_path_factory.mktemp("sdk-logs"))
     try:
         api, url = processes.api()
         processes.worker()
-        yield _drive(sdk_python, url, key, processes, api)
+        yield _drive(sdk_python, url, key, processes, api, mcp_url)
     finally:
         processes.stop_all()
 
 
 def _drive(
-    python: str, url: str, key: str, processes: Processes, api: subprocess.Popen[bytes]
+    python: str, url: str, key: str, processes: Processes, api: subprocess.Popen[bytes], mcp_url: str
 ) -> dict[str, dict[str, object]]:
     script = Path(__file__).with_name("sdk_scenarios.py")
     results: dict[str, dict[str, object]] = {}
     with subprocess.Popen(
         [python, str(script), *SCENARIOS],
-        env={**os.environ, "SWITCHBOARD_URL": url, "SWITCHBOARD_API_KEY": key},
+        env={**os.environ, "SWITCHBOARD_URL": url, "SWITCHBOARD_API_KEY": key, "SWITCHBOARD_MCP_URL": mcp_url},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
