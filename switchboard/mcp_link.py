@@ -32,6 +32,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp.types.jsonrpc import CONNECTION_CLOSED
 
+from workers.mcp.connection import describe
+
 logger = logging.getLogger("switchboard.tools")
 FIRST_DELAY_S, MAX_DELAY_S, STEADY_S = 0.5, 10.0, 30.0
 # The first start must answer within this, or the command gives up (later starts are retried).
@@ -68,20 +70,6 @@ class ServerSpec:
 
     def named(self) -> str:
         return shlex.join(self.command) if self.url is None else self.url
-
-
-def leaf(error: BaseException) -> BaseException:
-    """The first error inside the task groups the `mcp` client wraps what happened in."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
-def describe(error: BaseException) -> str:
-    inner = leaf(error)
-    if isinstance(inner, MCPError) and inner.code == CONNECTION_CLOSED:
-        return "the connection closed"
-    return (str(inner) or type(inner).__name__)[:300]
 
 
 @contextlib.asynccontextmanager

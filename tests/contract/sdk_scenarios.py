@@ -389,22 +389,28 @@ async def _dispatched(raw: httpx.AsyncClient, session_id: str, client_id: str, c
     raise AssertionError("the calls were never dispatched")
 
 
+async def _session_with(admin: SubakoClient, name: str, **config: Any) -> tuple[str, str]:
+    """A session of a new scripted agent whose version adds `config` (extensions the SDK's publish body
+    lacks, so published with the API key by hand): its id and session token."""
+    providers = [p async for p in await admin.model_providers.list()]
+    scripted = next(p for p in providers if p.display_name == "Scripted")
+    agent = await admin.agents.create(CreateAgentBody(name=name))
+    model = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
+    body = {"model_provider_id": str(scripted.id), "model": model, **config}
+    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {KEY}"}) as key:
+        published = await key.post(f"/v1/agents/{agent.id}/versions", json=body)
+        assert published.status_code == 201, published.text
+    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
+    assert isinstance(created, CreatedSessionBody)
+    return str(created.id), created.session_token
+
+
 async def extensions_in_use(ctx: Context) -> str:
     """Every extension of the call routes used on a session the SDK follows: per-tool deadlines, progress,
     an image result, one call cancelled, arguments refused by the schema, an approval remembered. The
     SDK's default view must take all of it, live and from the log."""
-    admin = ctx.admin
-    providers = [p async for p in await admin.model_providers.list()]
-    scripted = next(p for p in providers if p.display_name == "Scripted")
-    agent = await admin.agents.create(CreateAgentBody(name="extended"))
-    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
-    body = {"model_provider_id": str(scripted.id), "model": config}
-    body["client_tool_policies"] = {"client__pics__slow": "require_approval"}
-    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {KEY}"}) as key:
-        assert (await key.post(f"/v1/agents/{agent.id}/versions", json=body)).status_code == 201
-    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
-    assert isinstance(created, CreatedSessionBody)
-    session_id, token = str(created.id), created.session_token
+    policies = {"client__pics__slow": "require_approval"}
+    session_id, token = await _session_with(ctx.admin, "extended", client_tool_policies=policies)
     base = f"/v1/sessions/{session_id}"
     async with (
         httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw,
@@ -481,20 +487,9 @@ async def mcp_in_use(ctx: Context) -> str:
     """An agent with an MCP grant (a server of the `mcp` package), its tools called, one after an
     approval; and an MCP client's call through the session's own MCP endpoint, answered by the SDK's tool
     client outside any run. The SDK's view must take all of it, live and from the log."""
-    admin = ctx.admin
-    providers = [p async for p in await admin.model_providers.list()]
-    scripted = next(p for p in providers if p.display_name == "Scripted")
-    agent = await admin.agents.create(CreateAgentBody(name="with-mcp"))
-    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
     grant: dict[str, Any] = {"name": "kit", "url": os.environ["SWITCHBOARD_MCP_URL"], "default_policy": "allow"}
     grant["tools"] = [{"name": "picture", "policy": "require_approval"}]
-    body: dict[str, Any] = {"model_provider_id": str(scripted.id), "model": config, "mcp": [grant]}
-    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {KEY}"}) as key:
-        published = await key.post(f"/v1/agents/{agent.id}/versions", json=body)
-        assert published.status_code == 201, published.text
-    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
-    assert isinstance(created, CreatedSessionBody)
-    session_id, token = str(created.id), created.session_token
+    session_id, token = await _session_with(ctx.admin, "with-mcp", mcp=[grant])
     base = f"/v1/sessions/{session_id}"
     async with (
         httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw,

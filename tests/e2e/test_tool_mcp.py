@@ -16,9 +16,8 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import pytest
 
 from tests.api_client import ENDS, Event, of_type, whole_log
 from tests.e2e.served import Served, api_and_worker, scripted_session
-from tests.e2e.test_tool_server import children
+from tests.e2e.test_tool_server import alive, children, wait_until
 from tests.mcp_servers import ERASE_HINTS, NOTES_ENV, PIXEL, Seen, serving
 
 pytestmark = pytest.mark.processes
@@ -46,14 +45,6 @@ def served(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     settings = {"ack_timeout_s": "20", "result_timeout_s": "30"}
     with api_and_worker(redis_url, tmp_path_factory.mktemp("logs"), **settings) as running:
         yield running
-
-
-def wait_until(what: str, done: Callable[[], Any], timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := done()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return found
 
 
 def texts(result: Event) -> list[str]:
@@ -323,14 +314,6 @@ def test_a_child_that_crashes_fails_its_call_and_is_started_again(served: Served
         assert line.startswith("call crash: error in "), line
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.parametrize("stopping", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_leaves_the_registration_and_stops_the_child(
     served: Served, tmp_path: Path, stopping: signal.Signals
@@ -344,7 +327,7 @@ def test_a_signal_leaves_the_registration_and_stops_the_child(
     assert "Traceback" not in "\n".join(said)
     assert f"{stopping.name}: stopping; the calls in hand finish first (up to 10 s)" in said
     assert said[-1] == f"stopped: drained 0 calls, left the registration {client['id']}", said
-    assert not _alive(child)
+    assert not alive(child)
     [left] = of_type(leaving.events(), "client_left")
     assert left["reason"] == "departed"
 

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -52,11 +52,22 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def wait_until(what: str, done: Any, timeout: float = 15) -> None:
+def wait_until(what: str, done: Callable[[], Any], timeout: float = 20) -> Any:
+    """What `done` returned once it was true (it is asked every 50 ms)."""
     deadline = time.monotonic() + timeout
-    while not done():
+    while not (found := done()):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.fixture

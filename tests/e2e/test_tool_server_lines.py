@@ -24,6 +24,7 @@ from tests.e2e.test_tool_server import (
     TOOLS_MODULE,
     _log,
     _of,
+    alive,
     children,
     served_lines,
     stop_serving,
@@ -269,14 +270,6 @@ def test_a_server_without_a_ttl_kills_a_member_past_the_drain_time_and_leaves_on
     )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_a_killed_server_leaves_no_member_serving(served: Served, tmp_path: Path) -> None:
     url, key = served.url, served.key
     sid, token = asyncio.run(scripted_session(url, key, "orphans"))
@@ -288,14 +281,14 @@ def test_a_killed_server_leaves_no_member_serving(served: Served, tmp_path: Path
         server.kill()
         server.wait()
         # Nothing tells a member its parent died: it looks every second, then drains and stops.
-        wait_until("the members to stop", lambda: not any(_alive(pid) for pid in members), 15)
+        wait_until("the members to stop", lambda: not any(alive(pid) for pid in members), 15)
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
         log.close()
         for pid in members:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
     said = _said(tmp_path)
     for index in (1, 2):

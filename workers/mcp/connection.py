@@ -21,6 +21,8 @@ import mcp.types as mt
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types.jsonrpc import CONNECTION_CLOSED
 
 from broker.addresses import ProviderAddresses
 from broker.errors import AddressRefused
@@ -52,11 +54,13 @@ def leaf(error: BaseException) -> BaseException:
 
 
 def describe(error: BaseException) -> str:
+    """What went wrong, in words for a log line or an error result (at most 300 characters)."""
     inner = leaf(error)
     if isinstance(inner, AddressRefused):
         return inner.message
-    text = str(inner) or type(inner).__name__
-    return text[:300]
+    if isinstance(inner, MCPError) and inner.code == CONNECTION_CLOSED:
+        return "the connection closed"
+    return (str(inner) or type(inner).__name__)[:300]
 
 
 def _unreachable(error: BaseException) -> bool:
