@@ -8,11 +8,12 @@ needs the API restarted prints `{"pause": "restart-api"}` and waits for a line o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
@@ -405,13 +406,10 @@ async def _session_with(admin: SubakoClient, name: str, **config: Any) -> tuple[
     return str(created.id), created.session_token
 
 
-async def extensions_in_use(ctx: Context) -> str:
-    """Every extension of the call routes used on a session the SDK follows: per-tool deadlines, progress,
-    an image result, one call cancelled, arguments refused by the schema, an approval remembered. The
-    SDK's default view must take all of it, live and from the log."""
-    policies = {"client__pics__slow": "require_approval"}
-    session_id, token = await _session_with(ctx.admin, "extended", client_tool_policies=policies)
-    base = f"/v1/sessions/{session_id}"
+@contextlib.asynccontextmanager
+async def _followed(session_id: str, token: str) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """The session followed by the SDK (history and live) with a `web` tool client serving highlight_row,
+    and a raw client holding the session token for the extension routes."""
     async with (
         httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw,
         SubakoClient(base_url=URL, api_key=token) as client,
@@ -420,6 +418,17 @@ async def extensions_in_use(ctx: Context) -> str:
         web = connection.create_tool_client("web")
         web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
         await web.ready()
+        yield raw, connection
+
+
+async def extensions_in_use(ctx: Context) -> str:
+    """Every extension of the call routes used on a session the SDK follows: per-tool deadlines, progress,
+    an image result, one call cancelled, arguments refused by the schema, an approval remembered. The
+    SDK's default view must take all of it, live and from the log."""
+    policies = {"client__pics__slow": "require_approval"}
+    session_id, token = await _session_with(ctx.admin, "extended", client_tool_policies=policies)
+    base = f"/v1/sessions/{session_id}"
+    async with _followed(session_id, token) as (raw, connection):
         tools = [
             {"name": "snap", "description": "A picture", "parameters": {"type": "object"}, "timeout_s": 60},
             {"name": "slow", "description": "Slow", "parameters": {"type": "object"}, "heartbeat_s": 30},
@@ -491,14 +500,7 @@ async def mcp_in_use(ctx: Context) -> str:
     grant["tools"] = [{"name": "picture", "policy": "require_approval"}]
     session_id, token = await _session_with(ctx.admin, "with-mcp", mcp=[grant])
     base = f"/v1/sessions/{session_id}"
-    async with (
-        httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw,
-        SubakoClient(base_url=URL, api_key=token) as client,
-        client.sessions.connect(session_id, history=True) as connection,
-    ):
-        web = connection.create_tool_client("web")
-        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
-        await web.ready()
+    async with _followed(session_id, token) as (raw, connection):
         await connection.send('/call mcp__kit__add {"a": 2, "b": 3}\n/call mcp__kit__picture\n/call mcp__kit__fails')
         await until(lambda: len(connection.approvals) == 1)
         (approval,) = connection.approvals

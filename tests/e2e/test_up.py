@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from broker.embedded import free_port
-from tests.e2e.test_tool_server import children, wait_until
+from tests.e2e.test_tool_server import alive, children, wait_until
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 
@@ -54,14 +54,6 @@ class Up:
             found += below
             frontier = below
         return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.fixture
