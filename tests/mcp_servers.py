@@ -14,13 +14,18 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
+import mcp.types as mt
 import uvicorn
 from mcp.server import MCPServer
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from tests.stack import serve_asgi
 
@@ -134,6 +139,38 @@ def kit(seen: Seen | None = None) -> MCPServer:
         server.add_tool(tool)
     server.add_tool(tools.erase, annotations=ERASE_HINTS)
     return server
+
+
+_ODD_TOOLS = [
+    mt.Tool(name="plain", description="An ordinary tool beside the odd ones", input_schema={"type": "object"}),
+    mt.Tool(name="bad name!", description="A name no model may be given", input_schema={"type": "object"}),
+    mt.Tool(name="wordy", description="w" * 10_000, input_schema={"type": "object"}),
+    mt.Tool(name="fetches", input_schema={"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:9/x"}}}),
+    mt.Tool(name="too_big", description="Answers far more than a result may hold", input_schema={"type": "object"}),
+]
+
+
+async def _odd_list(ctx: Any, params: Any) -> mt.ListToolsResult:
+    return mt.ListToolsResult(tools=_ODD_TOOLS)
+
+
+async def _odd_call(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    text = "x" * (20 * 1024 * 1024) if params.name == "too_big" else params.name
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)])
+
+
+def odd_app() -> Starlette:
+    """A server (the `mcp` package's low-level one, which declares any schema) whose tools a worker must
+    not take as they are: a name no model may see, a description of 10,000 characters, a schema that
+    refers to a URL, and an answer of 20 MiB. Streamable HTTP at /mcp."""
+    manager = StreamableHTTPSessionManager(Server("odd", on_list_tools=_odd_list, on_call_tool=_odd_call))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(routes=[Mount("/mcp", app=manager.handle_request)], lifespan=lifespan)
 
 
 Transport = Literal["http", "sse"]

@@ -44,11 +44,15 @@ class PinnedTransport(httpx2.AsyncBaseTransport):
     """Sends to the origin of `base_url` only, connecting to the address its check approved; `what` names
     the destination in refusals ("the model provider", "the MCP server")."""
 
-    def __init__(self, base_url: str, addresses: ProviderAddresses, what: str = "the model provider") -> None:
+    def __init__(
+        self, base_url: str, addresses: ProviderAddresses, what: str = "the model provider", body_limit: int = 0
+    ) -> None:
         url = httpx2.URL(base_url)
         self._origin = (url.scheme, url.raw_host, _port(url))
         self._addresses = addresses
         self._what = what
+        # Past this (0: no limit) no answer's body is read, whatever its status.
+        self._body_limit = body_limit
         self._http = httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -74,8 +78,9 @@ class PinnedTransport(httpx2.AsyncBaseTransport):
             extensions={**request.extensions, "sni_hostname": host},
         )
         response = await self._http.handle_async_request(pinned)
-        if response.status_code >= 400 and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _Capped(response.stream, ERROR_BODY_LIMIT)
+        limit = self._body_limit or (ERROR_BODY_LIMIT if response.status_code >= 400 else 0)
+        if limit and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _Capped(response.stream, limit)
         return response
 
     async def aclose(self) -> None:
@@ -88,10 +93,11 @@ def pinned_client(
     timeout_s: float,
     what: str = "the model provider",
     headers: dict[str, str] | None = None,
+    body_limit: int = 0,
 ) -> httpx2.AsyncClient:
     """A client for a workspace provider or an MCP grant: pinned, and no redirects followed (a redirect
-    would carry the credential's header to wherever it points)."""
-    transport = PinnedTransport(base_url, addresses, what)
+    would carry the credential's header to wherever it points). `body_limit`: bytes of any answer read."""
+    transport = PinnedTransport(base_url, addresses, what, body_limit)
     return httpx2.AsyncClient(
         transport=transport, follow_redirects=False, timeout=timeout_s, trust_env=False, headers=headers
     )

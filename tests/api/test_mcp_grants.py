@@ -13,7 +13,8 @@ from broker import Settings
 from broker.embedded import free_port
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
 from tests.helpers import SCRIPTED_CONFIG
-from tests.mcp_servers import PIXEL, Seen, Transport, serving
+from tests.mcp_servers import PIXEL, Seen, Transport, odd_app, serving
+from tests.stack import serve_asgi
 
 
 @pytest.fixture
@@ -238,3 +239,21 @@ async def test_a_private_address_needs_the_setting(settings: Settings, redis_url
     message = refused.json()["error"]["message"]
     assert message.startswith("mcp[0].url: 10.0.0.7, a private address; an MCP server on"), message
     assert "SWITCHBOARD_PROVIDER_ALLOW_PRIVATE=true" in message
+
+
+async def test_tools_a_model_may_not_be_given_as_they_are_are_left_out_or_cut(api: Api) -> None:
+    async with serve_asgi(odd_app()) as url:
+        session = await api.session(mcp=[grant(f"{url}/mcp", "odd")])
+        events = await answer(
+            api,
+            session,
+            "/call mcp__odd__plain\n/call mcp__odd__fetches\n/call mcp__odd__too_big\n/call mcp__odd__wordy",
+        )
+    plain, fetches, too_big, wordy = in_call_order(events)
+    assert texts(plain) == ["plain"]
+    # A schema that refers to a URL is never fetched: the tool is not offered.
+    assert "no tool named mcp__odd__fetches" in texts(fetches)[0]
+    # An answer past what a worker reads is an error result, and the worker goes on.
+    assert too_big["is_error"] is True
+    assert texts(wordy) == ["wordy"]
+    assert of_type(events, "run_completed")

@@ -36,6 +36,10 @@ WHAT = "the MCP server"
 # an unbounded list).
 MAX_PAGES = 10
 MAX_TOOLS = 256
+# Bytes of one answer (a JSON body, or an event stream in all) read from a grant's server: a result holds
+# at most 64 Ki characters of text and 5 MiB of images, so anything near this is not one to relay, and a
+# server cannot make a worker hold more.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
 
 class Progress(Protocol):
@@ -122,7 +126,7 @@ class Connection:
             raise McpUnavailable(describe(self._error or RuntimeError("the connection closed")))
 
     def _http(self) -> httpx2.AsyncClient:
-        return pinned_client(self.url, self._addresses, self._timeout_s, WHAT, self._headers)
+        return pinned_client(self.url, self._addresses, self._timeout_s, WHAT, self._headers, MAX_ANSWER_BYTES)
 
     async def _own(self, sse: bool) -> None:
         if sse:

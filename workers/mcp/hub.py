@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -38,6 +39,10 @@ CONNECT_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 64
 # Characters of one tool's schema (its JSON); a larger one is left out.
 MAX_SCHEMA_CHARS = 256 * 1024
+# A tool's description as a registration's may be; past it the description is cut.
+MAX_DESCRIPTION_CHARS = 4096
+# The names MCP asks servers to use; a tool named otherwise is left out (its name goes to the model).
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +63,12 @@ class _Server:
 
 
 def offered(tool: mt.Tool, server: str) -> McpTool | None:
-    """The tool as a model may be offered it, or None (logged) when its schema may not be stored."""
+    """The tool as a model may be offered it, or None (logged) when its name or schema may not be used."""
+    if not _TOOL_NAME.fullmatch(tool.name):
+        logger.warning(
+            "an MCP tool of %s is left out: its name %r is not 1 to 128 of A-Z a-z 0-9 _ . -", server, tool.name[:200]
+        )
+        return None
     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
     try:
         if len(dumps(schema)) > MAX_SCHEMA_CHARS:
@@ -67,7 +77,7 @@ def offered(tool: mt.Tool, server: str) -> McpTool | None:
     except (SchemaRefused, ValueError, TypeError) as refused:
         logger.warning("the MCP tool %s of %s is left out: its inputSchema is refused: %s", tool.name, server, refused)
         return None
-    return McpTool(tool.name, tool.description or "", schema)
+    return McpTool(tool.name, (tool.description or "")[:MAX_DESCRIPTION_CHARS], schema)
 
 
 class McpHub:
@@ -75,6 +85,7 @@ class McpHub:
         self._addresses = addresses
         self._metrics = metrics
         self._servers: OrderedDict[str, _Server] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()
 
     @staticmethod
     def _key(grant: McpGrant) -> str:
@@ -88,6 +99,7 @@ class McpHub:
         server = self._servers.get(key)
         if server is None:
             server = self._servers[key] = _Server(lock=asyncio.Lock())
+            self._evict()
         self._servers.move_to_end(key)
         return server
 
@@ -136,14 +148,17 @@ class McpHub:
             grant.url, grant.headers, self._addresses, timeout_s=CONNECT_TIMEOUT_S, on_list_changed=changed
         )
         await server.connection.open()
-        await self._evict()
         return server.connection
 
-    async def _evict(self) -> None:
+    def _evict(self) -> None:
+        # Every grant a step names is remembered (its listing, its failure), so the servers held are
+        # bounded: the one used longest ago goes, its connection closed in the background.
         while len(self._servers) > MAX_CONNECTIONS:
             _, oldest = self._servers.popitem(last=False)
             if oldest.connection is not None:
-                await oldest.connection.close()
+                closing = asyncio.create_task(oldest.connection.close())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
 
     async def call(self, grant: McpGrant, tool: str, arguments: dict[str, Any], progress: Progress) -> Mapped:
         """`tools/call` on the grant's server within its timeout, the result mapped (an error result when
@@ -172,3 +187,5 @@ class McpHub:
             if server.connection is not None:
                 await server.connection.close()
         self._servers.clear()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)

@@ -51,7 +51,7 @@ def _image(item: mt.ImageContent, budget: list[int]) -> Block:
         return text_block(f"[an image of type {kind} left out: its data is not base64]")
     if size > budget[0]:
         return text_block(
-            f"[an image of type {kind}, {size // 1024} KB, left out: past {MAX_IMAGE_BYTES:,} bytes a result]"
+            f"[an image of type {kind}, {size // 1024} KB, left out: past {MAX_IMAGE_BYTES:,} bytes of images a result]"
         )
     budget[0] -= size
     return image_block(kind, item.data)
