@@ -8,6 +8,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
 
 from broker import Settings
 from broker.embedded import free_port
@@ -15,6 +19,7 @@ from tests.api_client import Api, Event, Session, of_type, run_over, running_api
 from tests.helpers import SCRIPTED_CONFIG
 from tests.mcp_servers import PIXEL, Seen, Transport, odd_app, serving
 from tests.stack import serve_asgi
+from workers.mcp import hub
 
 
 @pytest.fixture
@@ -256,4 +261,31 @@ async def test_tools_a_model_may_not_be_given_as_they_are_are_left_out_or_cut(ap
     # An answer past what a worker reads is an error result, and the worker goes on.
     assert too_big["is_error"] is True
     assert texts(wordy) == ["wordy"]
+    assert of_type(events, "run_completed")
+
+
+async def _not_mcp(request: Request) -> Response:
+    return PlainTextResponse("hello, this is not MCP")
+
+
+async def _silent(request: Request) -> Response:
+    # Past the connect timeout the test sets (1 s), and short enough for the server to stop after.
+    await asyncio.sleep(3)
+    return PlainTextResponse("too late")
+
+
+@pytest.mark.parametrize("endpoint", [_not_mcp, _silent], ids=["garbage", "silent"])
+async def test_a_server_that_answers_garbage_or_nothing_leaves_its_tools_out(
+    api: Api, kit_url: str, endpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hub, "CONNECT_TIMEOUT_S", 1.0)
+    app = Starlette(routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"])])
+    async with serve_asgi(app) as url:
+        session = await api.session(mcp=[grant(f"{url}/mcp", "odd"), grant(kit_url)])
+        events = await answer(
+            api, session, '/call mcp__odd__add {"a": 1, "b": 1}\n/call mcp__kit__add {"a": 1, "b": 1}'
+        )
+    missing, found = in_call_order(events)
+    assert "no tool named mcp__odd__add" in texts(missing)[0]
+    assert texts(found)[0] == "2"
     assert of_type(events, "run_completed")

@@ -10,7 +10,6 @@ session, which multiplexes them."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -129,24 +128,27 @@ class Connection:
         return pinned_client(self.url, self._addresses, self._timeout_s, WHAT, self._headers, MAX_ANSWER_BYTES)
 
     async def _own(self, sse: bool) -> None:
-        if sse:
-
-            def factory(
-                headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: Any = None
-            ) -> httpx2.AsyncClient:
-                return self._http()
-
-            transport: Any = sse_client(self.url, httpx_client_factory=factory)
-        else:
-            transport = streamable_http_client(self.url, http_client=self._http())
         try:
-            async with Client(transport, message_handler=self._on_message, cache=None) as client:
-                self._client = client
-                self._ready.set()
-                async with anyio.create_task_group() as group:
-                    group.start_soon(self._listen, client)
-                    await self._stop.wait()
-                    group.cancel_scope.cancel()
+            # The HTTP client is ours to close (a Streamable HTTP transport given one leaves it open), also
+            # when connecting is cut off.
+            async with self._http() as http:
+                if sse:
+
+                    def factory(
+                        headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: Any = None
+                    ) -> httpx2.AsyncClient:
+                        return self._http()
+
+                    transport: Any = sse_client(self.url, httpx_client_factory=factory)
+                else:
+                    transport = streamable_http_client(self.url, http_client=http)
+                async with Client(transport, message_handler=self._on_message, cache=None) as client:
+                    self._client = client
+                    self._ready.set()
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(self._listen, client)
+                        await self._stop.wait()
+                        group.cancel_scope.cancel()
         except Exception as error:
             self._error = error
             if self._client is not None:
@@ -198,7 +200,10 @@ class Connection:
 
     async def close(self) -> None:
         self._stop.set()
-        if self._owner is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._owner), 5)
-            await cancel_and_wait([self._owner])
+        owner = self._owner
+        if owner is None or owner.done():
+            return
+        # The owner leaves the client's context itself (its cancel scopes are its own), given the time to.
+        done, _ = await asyncio.wait([owner], timeout=5)
+        if not done:
+            await cancel_and_wait([owner])
