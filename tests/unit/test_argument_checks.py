@@ -94,16 +94,16 @@ async def test_a_want_of_time_is_not_remembered_as_the_answer() -> None:
 
 
 async def test_waiting_for_a_busy_child_is_not_charged_to_the_step() -> None:
-    checks = ArgumentChecks(10**9, 0.5, grace_s=0.05, children=1)
-    big = [[i] for i in range(400_000)]
+    checks = ArgumentChecks(10**9, 2.0, grace_s=0.05, children=1)
     rows = {"type": "array", "items": ROW}
     try:
         await checks.problem(ROW, {"row_id": "x" * 10_000})
-        # Another session's stuck check holds the one child for about half a second.
-        stuck = asyncio.create_task(checks.problem({"const": big}, big))
+        # Another session's stuck check holds the one child for about two seconds: longer than the step's
+        # whole allowance, which its own check (well under it, even on a loaded machine) must not lose.
+        stuck = asyncio.create_task(checks.problem(exponential(24), {"n": 1}))
         await asyncio.sleep(0.05)
         allowance = checks.allowance()
-        allowance.seconds = 0.3
+        allowance.seconds = 1.0
         assert await checks.problem(rows, [{"row_id": str(i)} for i in range(INLINE_STEPS * 2)], allowance) == ""
         assert allowance.seconds > 0
         with pytest.raises(Unchecked):
