@@ -13,8 +13,8 @@ router = APIRouter(tags=["web"])
 # Served as they are committed; nothing is built at start.
 SDK_FILES = ("switchboard.js", "page-tools.js")
 PAGES = {"console": "console.html", "demo": "demo.html", "index": "index.html"}
-# What the pages share; the SDK does not need them.
-PAGE_FILES = ("transcript.js",)
+# The pages' scripts, and what they share; the SDK does not need them.
+PAGE_FILES = ("console.js", "demo.js", "transcript.js")
 _TYPES = {".js": "text/javascript; charset=utf-8", ".html": "text/html; charset=utf-8", ".css": "text/css"}
 
 
@@ -35,7 +35,7 @@ async def sdk(name: str) -> Response:
 
 @router.get("/pages/{name}", include_in_schema=False)
 async def page_file(name: str) -> Response:
-    """Scripts the console and the demo share."""
+    """The console's and the demo's scripts, and the one they share."""
     if name not in PAGE_FILES:
         raise NotFound(f"no page file {name}; there are {', '.join(PAGE_FILES)}")
     return _static(name)
