@@ -137,6 +137,15 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
         close()
 
 
+def _ours(item: bytes, call_id: str) -> dict[str, Any] | None:
+    """The logged event of call `call_id`, or None for anything else of the session (another call's
+    event, a delta): nothing to read for those."""
+    if not is_logged(item) or call_id.encode() not in item:
+        return None
+    event: dict[str, Any] = loads(item)
+    return event if event.get("call_id") == call_id else None
+
+
 async def _outcome(
     state: AppState, session_id: str, call_id: str, seq: int, subscription: Any, ctx: Any
 ) -> mt.CallToolResult:
@@ -149,9 +158,9 @@ async def _outcome(
             item = None
         if item is Signal.DELETED or item is Signal.CLOSING:
             return _error("the session was deleted" if item is Signal.DELETED else "the server is shutting down")
-        if isinstance(item, bytes) and is_logged(item) and call_id.encode() in item:
-            event = loads(item)
-            if event.get("call_id") != call_id:
+        if isinstance(item, bytes):
+            event = _ours(item, call_id)
+            if event is None:
                 continue
             if event["type"] == "client_tool_progress":
                 progressed += 1
@@ -163,6 +172,7 @@ async def _outcome(
             elif event["type"] == "tool_result":
                 return _result(event, await state.broker.calls.state(session_id, call_id))
             continue
+        # A quiet spell or a lag: the record says whether the feed missed the call's end.
         settled = await state.broker.calls.state(session_id, call_id)
         if settled is None:
             return _error("the call is gone (its session was deleted)")
