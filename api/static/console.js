@@ -1,5 +1,5 @@
 import { connect } from "/sdk/switchboard.js";
-import { toEnd } from "/pages/transcript.js";
+import { readable, toEnd } from "/pages/transcript.js";
 
 const $ = (id) => document.getElementById(id);
 // The same store and key name as the demo (same origin), so a link from one opens the other signed in.
@@ -51,16 +51,6 @@ const short = (id) => `…${(id ?? "").slice(-6)}`;
 const when = (iso) => (iso ? new Date(iso).toLocaleString() : "");
 const ms = (a, b) => (a && b ? `${Math.max(0, new Date(b) - new Date(a))} ms` : "");
 const textOf = (content) => (content ?? []).filter((b) => b.type === "text").map((b) => b.data.text).join("");
-
-/** A result as a person reads it: a JSON object's fields one per line, strings as they are. */
-function readable(text) {
-  let value;
-  try { value = JSON.parse(text); } catch { return text; }
-  if (!value || typeof value !== "object" || Array.isArray(value)) return text;
-  return Object.entries(value)
-    .map(([name, field]) => `${name}: ${typeof field === "string" ? field : JSON.stringify(field)}`)
-    .join("\n");
-}
 
 // ---- routing ----------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 import { connect, pageTools } from "/sdk/switchboard.js";
-import { toEnd } from "/pages/transcript.js";
+import { readable, toEnd } from "/pages/transcript.js";
 
 const $ = (id) => document.getElementById(id);
 const AGENT_NAME = "Switchboard demo (scripted)";
@@ -14,16 +14,6 @@ function apiKey() {
     history.replaceState(null, "", location.pathname + location.search);
   }
   return localStorage.getItem(KEY) ?? localStorage.getItem("switchboard.demo.key");
-}
-
-/** A result as a person reads it: a JSON object's fields one per line, strings as they are. */
-function readable(text) {
-  let value;
-  try { value = JSON.parse(text); } catch { return text; }
-  if (!value || typeof value !== "object" || Array.isArray(value)) return text;
-  return Object.entries(value)
-    .map(([name, field]) => `${name}: ${typeof field === "string" ? field : JSON.stringify(field)}`)
-    .join("\n");
 }
 
 class Refused extends Error {}

@@ -1,5 +1,15 @@
 // What the console and the demo share about a transcript box (served at /pages/transcript.js).
 
+/** A result as a person reads it: a JSON object's fields one per line, strings as they are. */
+export function readable(text) {
+  let value;
+  try { value = JSON.parse(text); } catch { return text; }
+  if (!value || typeof value !== "object" || Array.isArray(value)) return text;
+  return Object.entries(value)
+    .map(([name, field]) => `${name}: ${typeof field === "string" ? field : JSON.stringify(field)}`)
+    .join("\n");
+}
+
 /** Scroll a transcript to its end with its top edge between two entries, never through one (a line cut
  * in half): what is left over goes under the last entry (a spacer, at most one entry high). Returns the
  * box's scrollTop once placed, so a page can tell its own move from the reader's. */
