@@ -23,12 +23,6 @@ from workers.mcp import hub
 
 
 @pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The test servers listen on 127.0.0.1, a loopback address: allowed here only.
-    return settings.model_copy(update={"provider_allow_private": True})
-
-
-@pytest.fixture
 def seen() -> Seen:
     return Seen()
 
@@ -37,6 +31,14 @@ def seen() -> Seen:
 async def kit_url(seen: Seen) -> AsyncIterator[str]:
     async with serving("http", seen) as url:
         yield url
+
+
+@pytest.fixture
+def settings(settings: Settings, kit_url: str) -> Settings:
+    # The test servers listen on 127.0.0.1, a loopback address: allowed here only. The kit comes first so
+    # that it stops last: the worker, stopping, ends its MCP sessions, and the kit has none left to wait
+    # for (it waited 10 s for the worker's open stream at every teardown).
+    return settings.model_copy(update={"provider_allow_private": True})
 
 
 def grant(url: str, name: str = "kit", policy: str = "allow", **extra: Any) -> dict[str, Any]:
