@@ -34,7 +34,13 @@ async def kit_url(seen: Seen) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def settings(settings: Settings, kit_url: str) -> Settings:
+async def sse_url() -> AsyncIterator[str]:
+    async with serving("sse") as url:
+        yield url
+
+
+@pytest.fixture
+def settings(settings: Settings, kit_url: str, sse_url: str) -> Settings:
     # The test servers listen on 127.0.0.1, a loopback address: allowed here only. The kit comes first so
     # that it stops last: the worker, stopping, ends its MCP sessions, and the kit has none left to wait
     # for (it waited 10 s for the worker's open stream at every teardown).
@@ -95,10 +101,9 @@ async def test_a_failing_tool_is_an_error_result_and_the_run_goes_on(api: Api, k
 
 
 @pytest.mark.parametrize("transport", ["http", "sse"])
-async def test_both_transports(api: Api, transport: Transport) -> None:
-    async with serving(transport) as url:
-        session = await api.session(mcp=[grant(url)])
-        events = await answer(api, session, '/call mcp__kit__add {"a": 1, "b": 1}')
+async def test_both_transports(api: Api, transport: Transport, kit_url: str, sse_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url if transport == "http" else sse_url)])
+    events = await answer(api, session, '/call mcp__kit__add {"a": 1, "b": 1}')
     assert texts(of_type(events, "tool_result")[0])[0] == "2"
 
 
