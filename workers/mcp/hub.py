@@ -14,7 +14,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp.types as mt
@@ -59,7 +59,7 @@ class _Server:
     listed_at: float = 0.0
     failed_at: float = 0.0
     failure: str = ""
-    lock: asyncio.Lock | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def offered(tool: mt.Tool, server: str) -> McpTool | None:
@@ -98,7 +98,7 @@ class McpHub:
         key = self._key(grant)
         server = self._servers.get(key)
         if server is None:
-            server = self._servers[key] = _Server(lock=asyncio.Lock())
+            server = self._servers[key] = _Server()
             self._evict()
         self._servers.move_to_end(key)
         return server
@@ -110,7 +110,6 @@ class McpHub:
 
     async def _tools(self, grant: McpGrant) -> list[McpTool] | None:
         server = self._server(grant)
-        assert server.lock is not None
         async with server.lock:
             now = time.monotonic()
             fresh = server.tools is not None and now - server.listed_at < LIST_TTL_S
@@ -165,7 +164,6 @@ class McpHub:
         the server cannot be reached, fails, or takes too long)."""
         server = self._server(grant)
         try:
-            assert server.lock is not None
             async with server.lock:
                 connection = await self._connected(grant, server)
         except Exception as error:
