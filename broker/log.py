@@ -69,7 +69,14 @@ class EventLog:
         cursor = kept[limit - 1][0] if len(kept) > limit else None
         return EventPage([data for _, data in kept[:limit]], cursor)
 
-    async def publish_extra(self, session_id: str, payload: str) -> None:
-        """Publish something live readers may ask for (`?include=deltas`) that the log does not keep."""
+    async def publish_extra(self, session_id: str, payloads: list[str]) -> None:
+        """Publish, in order, what live readers may ask for (`?include=deltas`) that the log does not keep."""
+        channel = self._core.keys.session(session_id).live
         with translate_redis_errors():
-            await self._core.redis.publish(self._core.keys.session(session_id).live, payload)
+            if len(payloads) == 1:
+                await self._core.redis.publish(channel, payloads[0])
+                return
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for payload in payloads:
+                    pipe.publish(channel, payload)
+                await pipe.execute()

@@ -75,9 +75,12 @@ class Processes:
                 time.sleep(0.05)
         raise RuntimeError(f"{url} was not ready within {wait_s} s:\n{self.tail()}")
 
-    def stop(self, process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    def stop(self, process: subprocess.Popen[bytes], sig: int | None = signal.SIGTERM) -> None:
+        """Signal the process (`sig`; None when it was signalled already) and wait for it, killing it
+        past 20 s."""
         if process.poll() is None:
-            process.send_signal(sig)
+            if sig is not None:
+                process.send_signal(sig)
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -87,8 +90,14 @@ class Processes:
             self.running.remove(process)
 
     def stop_all(self) -> None:
-        for process in list(self.running):
-            self.stop(process)
+        # Every process is told at once and then waited for: each takes its own time to drain, and in turn
+        # those times would add up.
+        running = list(self.running)
+        for process in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in running:
+            self.stop(process, None)
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(

@@ -153,6 +153,8 @@ def openai_stream(*items: dict[str, Any], model: str = "gpt-test") -> list[Frame
                 delta = {"type": "response.output_text.delta", "item_id": f"msg_{index}", "output_index": index}
                 delta |= {"content_index": 0, "delta": piece, "logprobs": [], "sequence_number": len(frames)}
                 frames.append(("response.output_text.delta", delta))
+        elif item["type"] == "function_call":
+            frames += _function_call_frames(index, _output(index, item), len(frames))
     output = [_output(index, item) for index, item in enumerate(items)]
     done = {
         "type": "response.completed",
@@ -160,6 +162,23 @@ def openai_stream(*items: dict[str, Any], model: str = "gpt-test") -> list[Frame
         "response": _response(output, model, "completed"),
     }
     frames.append(("response.completed", done))
+    return frames
+
+
+def _function_call_frames(index: int, item: dict[str, Any], sequence: int) -> list[Frame]:
+    """A function call as the Responses stream announces it: the item added with no arguments, the
+    arguments in two deltas, then done."""
+    raw = item["arguments"]
+    added = {"type": "response.output_item.added", "output_index": index, "sequence_number": sequence,
+             "item": {**item, "arguments": "", "status": "in_progress"}}  # fmt: skip
+    frames: list[Frame] = [("response.output_item.added", added)]
+    for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
+        delta = {"type": "response.function_call_arguments.delta", "item_id": item["id"], "output_index": index,
+                 "delta": part, "sequence_number": sequence + len(frames)}  # fmt: skip
+        frames.append(("response.function_call_arguments.delta", delta))
+    done = {"type": "response.output_item.done", "output_index": index, "item": item,
+            "sequence_number": sequence + len(frames)}  # fmt: skip
+    frames.append(("response.output_item.done", done))
     return frames
 
 

@@ -1,9 +1,11 @@
-"""Streamed text, published live (not logged) for readers that ask for it with `?include=deltas`."""
+"""What a model streams (text, tool-call arguments), published live (not logged) for readers that ask
+for it with `?include=deltas`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from broker import Broker
 from broker.codec import dumps
@@ -11,24 +13,46 @@ from broker.codec import dumps
 # Deltas go out at most this often: a token per publish would cost Redis more than readers gain.
 FLUSH_EVERY_S = 0.05
 
+# A text piece has no call; a tool-input piece names its call: (index, call_id, name).
+_Call = tuple[int, str, str]
+
 
 class DeltaStream:
+    """The step's DeltaSink: pieces are buffered in arrival order and go out every FLUSH_EVERY_S, runs of
+    pieces of one kind (text, or one call's arguments) joined into one frame."""
+
     def __init__(self, broker: Broker, session_id: str, run_id: str, step: int) -> None:
         self._broker = broker
         self._session_id = session_id
-        self._head = {"type": "message_delta", "run_id": run_id, "step": step}
-        self._buffer: list[str] = []
+        self._run_id = run_id
+        self._step = step
+        self._runs: list[tuple[_Call | None, list[str]]] = []
         self._reset = False
         self._task: asyncio.Task[None] | None = None
         # The flush task is still sleeping (not yet publishing): only then may close() cancel it.
         self._waiting = False
 
-    def sink(self, piece: str | None) -> None:
-        if piece is None:
-            self._buffer.clear()
-            self._reset = True
+    def text(self, piece: str) -> None:
+        self._add(None, piece)
+
+    def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
+        self._add((index, call_id, name), piece)
+
+    def restart(self) -> None:
+        self._runs.clear()
+        self._reset = True
+        self._schedule()
+
+    def _add(self, call: _Call | None, piece: str) -> None:
+        if not piece:
+            return
+        if self._runs and self._runs[-1][0] == call:
+            self._runs[-1][1].append(piece)
         else:
-            self._buffer.append(piece)
+            self._runs.append((call, [piece]))
+        self._schedule()
+
+    def _schedule(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._flush_soon())
 
@@ -40,17 +64,29 @@ class DeltaStream:
             self._waiting = False
         await self.flush()
 
+    def _frame(self, call: _Call | None, pieces: list[str]) -> dict[str, Any]:
+        head: dict[str, Any] = {"run_id": self._run_id, "step": self._step}
+        if call is None:
+            return {"type": "message_delta", **head, "delta": "".join(pieces)}
+        index, call_id, name = call
+        return {"type": "tool_call_delta", **head, "call_id": call_id, "index": index, "name": name,
+                "delta": "".join(pieces)}  # fmt: skip
+
     async def flush(self) -> None:
-        if not self._buffer and not self._reset:
+        if not self._runs and not self._reset:
             return
-        payload = {**self._head, "delta": "".join(self._buffer)}
+        frames = [self._frame(call, pieces) for call, pieces in self._runs]
         if self._reset:
-            payload["reset"] = True
-        self._buffer.clear()
+            # One `reset` voids every delta of the step so far, text and tool input alike.
+            if frames and frames[0]["type"] == "message_delta":
+                frames[0]["reset"] = True
+            else:
+                frames.insert(0, {**self._frame(None, []), "reset": True})
+        self._runs = []
         self._reset = False
         # Best effort: a lost delta costs a reader nothing it will not get in the full message.
         with contextlib.suppress(Exception):
-            await self._broker.log.publish_extra(self._session_id, dumps(payload))
+            await self._broker.log.publish_extra(self._session_id, [dumps(frame) for frame in frames])
 
     async def close(self) -> None:
         task = self._task

@@ -156,8 +156,8 @@ class StepRunner:
         request = ModelRequest(config, transcript, catalog.tools)
         settings = self._broker.settings
         turn: Turn = await with_retries(
-            lambda: model.turn(request, deltas.sink),
-            deltas.sink,
+            lambda: model.turn(request, deltas),
+            deltas,
             attempts=settings.model_attempts,
             backoff_s=settings.model_backoff_s,
             budget_s=settings.model_retry_budget_s,

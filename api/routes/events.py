@@ -69,7 +69,8 @@ _INCLUDE_TEXT = (
 LOG_INCLUDE = _include_query(("timing", "progress", "images"), _INCLUDE_TEXT)
 STREAM_INCLUDE = _include_query(
     ("timing", "progress", "images", "deltas"),
-    _INCLUDE_TEXT + ", and `deltas` (text as it streams, `message_delta` frames with no id)",
+    _INCLUDE_TEXT + ", and `deltas` (text and tool-call arguments as they stream: `message_delta` and "
+    "`tool_call_delta` frames with no id)",
 )
 
 

@@ -15,11 +15,45 @@ from workers.models.scripted import ScriptedModel
 CONFIG = RunConfig.of(SCRIPTED_CONFIG)
 
 
-async def turn(*messages: Message) -> tuple[list[dict[str, object]], list[PlannedCall], str]:
-    streamed: list[str | None] = []
-    result = await ScriptedModel().turn(ModelRequest(CONFIG, list(messages), []), streamed.append)
+class Recorded:
+    """A DeltaSink that keeps what it is sent: text pieces, and (index, call id, name, piece) of tool input."""
+
+    def __init__(self) -> None:
+        self.text_pieces: list[str] = []
+        self.tool_pieces: list[tuple[int, str, str, str]] = []
+
+    def text(self, piece: str) -> None:
+        self.text_pieces.append(piece)
+
+    def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
+        self.tool_pieces.append((index, call_id, name, piece))
+
+    def restart(self) -> None:
+        self.text_pieces.clear()
+        self.tool_pieces.clear()
+
+
+async def turn(
+    *messages: Message, sink: Recorded | None = None
+) -> tuple[list[dict[str, object]], list[PlannedCall], str]:
+    streamed = sink or Recorded()
+    result = await ScriptedModel().turn(ModelRequest(CONFIG, list(messages), []), streamed)
     assert result.model == "scripted"
-    return result.content, result.calls, "".join(piece or "" for piece in streamed)
+    return result.content, result.calls, "".join(streamed.text_pieces)
+
+
+async def test_a_calls_arguments_stream_in_pieces_that_join_to_what_was_written() -> None:
+    sink = Recorded()
+    raw = '{"row_id": "row-42", "note": "long enough for several pieces"}'
+    _, calls, _ = await turn(Message("user", text=f"/call client__web__a {raw}\n/call b"), sink=sink)
+    first = [piece for index, _, _, piece in sink.tool_pieces if index == 0]
+    assert len(first) > 1
+    assert "".join(first) == raw
+    assert {(i, c, n) for i, c, n, _ in sink.tool_pieces} == {
+        (0, calls[0].call_id, "client__web__a"),
+        (1, calls[1].call_id, "b"),
+    }
+    assert "".join(piece for index, _, _, piece in sink.tool_pieces if index == 1) == "{}"
 
 
 async def test_call_lines_become_parallel_tool_calls() -> None:
@@ -72,7 +106,7 @@ async def test_arguments_that_are_not_an_object_make_a_call_that_cannot_be_used(
 
 async def test_sleep_is_cancellable() -> None:
     task = asyncio.create_task(
-        ScriptedModel().turn(ModelRequest(CONFIG, [Message("user", text="/sleep 30")], []), lambda _: None)
+        ScriptedModel().turn(ModelRequest(CONFIG, [Message("user", text="/sleep 30")], []), Recorded())
     )
     await asyncio.sleep(0.05)
     task.cancel()

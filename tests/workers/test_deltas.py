@@ -1,4 +1,5 @@
-"""Streamed text reaches live readers even when the step ends while a flush is publishing."""
+"""Streamed text and tool input reach live readers in order, even when the step ends while a flush is
+publishing."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ class _SlowLog:
     delay_s: float
     published: list[dict[str, Any]] = field(default_factory=list)
 
-    async def publish_extra(self, session_id: str, payload: bytes) -> None:
+    async def publish_extra(self, session_id: str, payloads: list[str]) -> None:
         await asyncio.sleep(self.delay_s)
-        self.published.append(json.loads(payload))
+        self.published += [json.loads(payload) for payload in payloads]
 
 
 @dataclass
@@ -31,7 +32,7 @@ class _Broker:
 async def test_a_step_ending_while_a_flush_publishes_loses_no_text() -> None:
     log = _SlowLog(delay_s=0.2)
     deltas = DeltaStream(cast(Broker, _Broker(log)), "s", "r", 1)
-    deltas.sink("Hello there friend")
+    deltas.text("Hello there friend")
     await asyncio.sleep(FLUSH_EVERY_S + 0.05)  # the flush has taken the text and is publishing
     await deltas.close()
     assert "".join(p["delta"] for p in log.published) == "Hello there friend"
@@ -40,7 +41,38 @@ async def test_a_step_ending_while_a_flush_publishes_loses_no_text() -> None:
 async def test_a_step_ending_before_the_flush_publishes_its_text_once() -> None:
     log = _SlowLog(delay_s=0.0)
     deltas = DeltaStream(cast(Broker, _Broker(log)), "s", "r", 1)
-    deltas.sink("Hello ")
-    deltas.sink("there")
+    deltas.text("Hello ")
+    deltas.text("there")
     await deltas.close()
     assert [p["delta"] for p in log.published] == ["Hello there"]
+
+
+async def test_text_and_each_calls_arguments_go_out_in_order_one_frame_per_run() -> None:
+    log = _SlowLog(delay_s=0.0)
+    deltas = DeltaStream(cast(Broker, _Broker(log)), "s", "r", 2)
+    deltas.text("Let me ")
+    deltas.text("look.")
+    deltas.tool_input(0, "c1", "client__web__find", '{"q": ')
+    deltas.tool_input(0, "c1", "client__web__find", '"x"}')
+    deltas.tool_input(1, "c2", "client__web__open", "{}")
+    await deltas.close()
+    assert log.published == [
+        {"type": "message_delta", "run_id": "r", "step": 2, "delta": "Let me look."},
+        {"type": "tool_call_delta", "run_id": "r", "step": 2, "call_id": "c1", "index": 0,
+         "name": "client__web__find", "delta": '{"q": "x"}'},
+        {"type": "tool_call_delta", "run_id": "r", "step": 2, "call_id": "c2", "index": 1,
+         "name": "client__web__open", "delta": "{}"},
+    ]  # fmt: skip
+
+
+async def test_a_restart_voids_what_came_before_and_says_so_first() -> None:
+    log = _SlowLog(delay_s=0.0)
+    deltas = DeltaStream(cast(Broker, _Broker(log)), "s", "r", 1)
+    deltas.tool_input(0, "c1", "client__web__find", '{"q"')
+    deltas.restart()
+    deltas.tool_input(0, "c9", "client__web__find", "{}")
+    await deltas.close()
+    assert [(p["type"], p.get("reset", False), p["delta"]) for p in log.published] == [
+        ("message_delta", True, ""),
+        ("tool_call_delta", False, "{}"),
+    ]

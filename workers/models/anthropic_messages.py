@@ -104,10 +104,12 @@ def _error(error: anthropic.APIError) -> ModelError:
 class _Accumulator:
     """Blocks of one streamed message, built from its content_block events."""
 
-    def __init__(self, aliases: Aliases, on_delta: DeltaSink) -> None:
+    def __init__(self, aliases: Aliases, deltas: DeltaSink) -> None:
         self._aliases = aliases
-        self._on_delta = on_delta
+        self._deltas = deltas
         self._blocks: dict[int, dict[str, Any]] = {}
+        # Block index -> the tool call's place among the turn's calls (what a tool_call_delta's index says).
+        self._calls: dict[int, int] = {}
         self.model: str | None = None
 
     def feed(self, event: Any) -> None:
@@ -117,15 +119,20 @@ class _Accumulator:
         elif kind == "content_block_start":
             self._blocks[event.index] = event.content_block.model_dump()
             self._blocks[event.index].setdefault("partial", "")
+            if event.content_block.type == "tool_use":
+                self._calls[event.index] = len(self._calls)
         elif kind == "content_block_delta":
-            self._delta(self._blocks[event.index], event.delta)
+            self._delta(event.index, event.delta)
 
-    def _delta(self, block: dict[str, Any], delta: Any) -> None:
+    def _delta(self, index: int, delta: Any) -> None:
+        block = self._blocks[index]
         if delta.type == "text_delta":
             block["text"] = block.get("text", "") + delta.text
-            self._on_delta(delta.text)
+            self._deltas.text(delta.text)
         elif delta.type == "input_json_delta":
             block["partial"] += delta.partial_json
+            name = self._aliases.inward(block["name"])
+            self._deltas.tool_input(self._calls.get(index, 0), block["id"], name, delta.partial_json)
         elif delta.type == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta.thinking
         elif delta.type == "signature_delta":
@@ -160,7 +167,7 @@ class AnthropicMessages:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn:
+    async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
         config = request.config
         aliases = Aliases(tool.name for tool in request.tools)
         params: dict[str, Any] = {
@@ -178,7 +185,7 @@ class AnthropicMessages:
                 {"name": aliases.outward(t.name), "description": t.description, "input_schema": t.parameters}
                 for t in request.tools
             ]
-        accumulator = _Accumulator(aliases, on_delta)
+        accumulator = _Accumulator(aliases, deltas)
         try:
             stream = await self._client.messages.create(**params)
             async for event in stream:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -93,11 +92,20 @@ class TurnBuilder:
         return Turn(self.content, self.calls, model)
 
 
-# Called with each piece of streamed text as it arrives; `None` means "start again" (a retried attempt).
-DeltaSink = Callable[[str | None], None]
+class DeltaSink(Protocol):
+    """Where a model sends what it streams, as it arrives: text, and each tool call's arguments."""
+
+    def text(self, piece: str) -> None: ...
+
+    def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
+        """A fragment of the arguments of the turn's `index`-th tool call (from 0), `name` the tool's
+        model-visible name (never a provider alias)."""
+
+    def restart(self) -> None:
+        """What was streamed so far is void (a failed attempt that will be tried again)."""
 
 
 class Model(Protocol):
-    async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn: ...
+    async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn: ...
 
     async def aclose(self) -> None: ...

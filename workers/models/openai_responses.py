@@ -117,7 +117,7 @@ class OpenAIResponses:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn:
+    async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
         config = request.config
         aliases = Aliases(tool.name for tool in request.tools)
         params: dict[str, Any] = {
@@ -143,7 +143,7 @@ class OpenAIResponses:
                 for t in request.tools
             ]
         try:
-            return await _read(await self._client.responses.create(**params), aliases, on_delta)
+            return await _read(await self._client.responses.create(**params), aliases, deltas)
         except openai.APIError as error:
             raise _error(error) from error
         except AddressRefused as refusal:
@@ -151,11 +151,20 @@ class OpenAIResponses:
             raise ModelError(refusal.message) from None
 
 
-async def _read(stream: Any, aliases: Aliases, on_delta: DeltaSink) -> Turn:
+async def _read(stream: Any, aliases: Aliases, deltas: DeltaSink) -> Turn:
+    # Output item id -> (the call's place among the turn's calls, its call_id, its model-visible name).
+    calls: dict[str, tuple[int, str, str]] = {}
     async for event in stream:
         kind = event.type
         if kind == "response.output_text.delta":
-            on_delta(event.delta)
+            deltas.text(event.delta)
+        elif kind == "response.output_item.added" and event.item.type == "function_call":
+            item = event.item
+            calls[item.id or item.call_id] = (len(calls), item.call_id, aliases.inward(item.name))
+        elif kind == "response.function_call_arguments.delta":
+            call = calls.get(event.item_id)
+            if call is not None:
+                deltas.tool_input(*call, event.delta)
         elif kind in ("response.completed", "response.incomplete"):
             response = event.response
             return _turn(list(response.output), aliases, getattr(response, "model", None))

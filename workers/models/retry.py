@@ -21,7 +21,7 @@ class Backoff(TransientModelError):
 
 
 async def with_retries(
-    attempt: Callable[[], Awaitable[Turn]], on_delta: DeltaSink, *, attempts: int, backoff_s: float, budget_s: float
+    attempt: Callable[[], Awaitable[Turn]], deltas: DeltaSink, *, attempts: int, backoff_s: float, budget_s: float
 ) -> Turn:
     """Call `attempt` until it answers, a failure is not transient, or the attempts or the budget run
     out; then the run fails with the provider's last message."""
@@ -35,7 +35,7 @@ async def with_retries(
             wait *= 1 + random.random() * 0.25
             if number == attempts or time.monotonic() - started + wait > budget_s:
                 raise ModelError(f"the model provider kept failing ({number} attempts): {error}") from error
-            # Text streamed by the failed attempt is void: readers of deltas start the message again.
-            on_delta(None)
+            # What the failed attempt streamed is void: readers of deltas start the message again.
+            deltas.restart()
             await asyncio.sleep(wait)
     raise ModelError("the model was not called")  # attempts < 1

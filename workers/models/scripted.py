@@ -12,15 +12,22 @@ from broker.runs import PlannedCall
 from workers.arguments import parse_arguments
 from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, ToolOutcome, Turn
 
+# The arguments of a `/call` stream as a model writes them: in pieces of about this many characters.
+_ARGUMENT_PIECE = 16
 
-def _parse_call(line: str) -> PlannedCall:
+
+def _parse_call(line: str, index: int, deltas: DeltaSink) -> PlannedCall:
     _, _, rest = line.partition(" ")
     name, _, raw = rest.strip().partition(" ")
     if not name:
         raise ModelError("scripted model: `/call` needs a tool name, as in `/call client__web__lookup {}`")
+    raw = raw.strip()
+    call_id = new_call_id()
+    for start in range(0, len(raw or "{}"), _ARGUMENT_PIECE):
+        deltas.tool_input(index, call_id, name, (raw or "{}")[start : start + _ARGUMENT_PIECE])
     # Arguments that are not a JSON object make a call with an error result, as a provider's would.
-    arguments, invalid = parse_arguments(raw) if raw.strip() else ({}, "")
-    return PlannedCall(new_call_id(), name, arguments, invalid)
+    arguments, invalid = parse_arguments(raw) if raw else ({}, "")
+    return PlannedCall(call_id, name, arguments, invalid)
 
 
 def _parse_sleep(line: str) -> float:
@@ -54,10 +61,10 @@ def _answer_results(transcript: list[Message]) -> str:
     return ""
 
 
-def _stream(text: str, on_delta: DeltaSink) -> list[Block]:
+def _stream(text: str, deltas: DeltaSink) -> list[Block]:
     # Word by word, as a real model's text arrives, so `?include=deltas` has something to show.
     for piece in text.split(" "):
-        on_delta(piece + " ")
+        deltas.text(piece + " ")
     return [text_block(text)]
 
 
@@ -65,16 +72,16 @@ class ScriptedModel:
     async def aclose(self) -> None:
         return None
 
-    async def turn(self, request: ModelRequest, on_delta: DeltaSink) -> Turn:
+    async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
         transcript = request.transcript
         if transcript and transcript[-1].role == "tool":
-            return Turn(_stream(_answer_results(transcript), on_delta), [], SCRIPTED_MODEL)
+            return Turn(_stream(_answer_results(transcript), deltas), [], SCRIPTED_MODEL)
         text = next((m.text for m in reversed(transcript) if m.role == "user"), "")
         calls: list[PlannedCall] = []
         for raw_line in text.splitlines():
             line = raw_line.strip()
             if line.startswith("/call ") or line == "/call":
-                calls.append(_parse_call(line))
+                calls.append(_parse_call(line, len(calls), deltas))
             elif line.startswith("/sleep ") or line == "/sleep":
                 # Cancellable: a cancel ends the step by cancelling this task.
                 await asyncio.sleep(_parse_sleep(line))
@@ -82,4 +89,4 @@ class ScriptedModel:
                 raise ModelError(line.partition(" ")[2].strip() or "the scripted model was told to fail")
         if calls:
             return Turn([tool_call_block(c.call_id, c.name, c.arguments) for c in calls], calls, SCRIPTED_MODEL)
-        return Turn(_stream(f"You said: {text}", on_delta), [], SCRIPTED_MODEL)
+        return Turn(_stream(f"You said: {text}", deltas), [], SCRIPTED_MODEL)
