@@ -21,6 +21,7 @@ from api.proxies import behind_proxies
 from api.rate_limit import RateLimits
 from api.room import refused_for_room
 from api.routes import (
+    ag_ui,
     agents,
     api_keys,
     approvals,
@@ -223,7 +224,7 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls):
+    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, ag_ui):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):
         app.include_router(module.router)

@@ -18,6 +18,7 @@ from fastapi import Request, Response
 from api.auth import Principal
 from api.errors import STATUS, envelope
 from api.state import broker_of
+from broker import Broker
 from broker.codec import dumps
 from broker.errors import InvalidRequest, SwitchboardError
 from broker.idempotency import Receipt as Replay
@@ -83,18 +84,50 @@ async def keyed(
     if key is None:
         outcome = await act(Keyed(seed, ""))
         return respond(outcome.status, outcome.body)
-    broker = broker_of(request)
+    status, body = await keyed_as(
+        broker_of(request),
+        principal.id,
+        Attempt(request.method, request.url.path, key, await request.body()),
+        act,
+        seed=seed,
+        session_id=session_id,
+        ttl_ms=ttl_ms,
+    )
+    return respond(status, body)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What a receipt is scoped to (method, path, key) and what a repeat must match (`body`)."""
+
+    method: str
+    path: str
+    key: str
+    body: bytes
+
+
+async def keyed_as(
+    broker: Broker,
+    principal_id: str,
+    attempt: Attempt,
+    act: Callable[[Keyed], Awaitable[Outcome]],
+    *,
+    seed: dict[str, Any],
+    session_id: str | None = None,
+    ttl_ms: int | None = None,
+) -> tuple[int, bytes]:
+    """One attempt acts under the receipt of `attempt`; a repeat gets the first one's status and body (a
+    front door keys its input by the frontend's message id this way)."""
     keys = broker.core.keys
-    path = request.url.path
-    digest = scope_digest(principal.id, request.method, path, key)
+    digest = scope_digest(principal_id, attempt.method, attempt.path, attempt.key)
     slot = keys.session(session_id).idempotency(digest) if session_id else keys.workspace_idempotency(digest)
     ttl = ttl_ms or broker.settings.idempotency_ttl_ms
     meta = keys.session(session_id).meta if session_id else None
     claimed = await broker.idempotency.begin(
-        slot, fingerprint(request.method, path, await request.body()), seed, ttl, meta
+        slot, fingerprint(attempt.method, attempt.path, attempt.body), seed, ttl, meta
     )
     if isinstance(claimed, Replay):
-        return respond(claimed.status, claimed.body)
+        return claimed.status, claimed.body.encode()
     try:
         outcome = await act(Keyed(claimed.seed, digest))
     except SwitchboardError as error:
@@ -111,4 +144,4 @@ async def keyed(
     stored_status = outcome.receipt_status or outcome.status
     stored_body = outcome.receipt_body if outcome.receipt_body is not None else outcome.body
     await broker.idempotency.finish(claimed, stored_status, stored_body.decode())
-    return respond(outcome.status, outcome.body)
+    return outcome.status, outcome.body

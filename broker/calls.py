@@ -9,6 +9,7 @@ from typing import Any
 from broker import events
 from broker.codec import loads, new_call_id
 from broker.core import Core
+from broker.errors import translate_redis_errors
 from broker.layouts import call_args, call_keys
 from broker.runs import CALL_STREAM_RETENTION_FACTOR
 
@@ -26,6 +27,17 @@ class CallState:
     @property
     def settled(self) -> bool:
         return self.state in SETTLED
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord(CallState):
+    """A call's record as a front door reads it: its kind (client, server, none), the registration it
+    went to, and the run and step that made it."""
+
+    kind: str = ""
+    client_id: str = ""
+    run_id: str = ""
+    step: int = 0
 
 
 class Calls:
@@ -92,3 +104,19 @@ class Calls:
             return None
         record = loads(raw)
         return CallState(str(record.get("state", "")), record.get("reason"))
+
+    async def record(self, session_id: str, call_id: str) -> CallRecord | None:
+        """The call's record (None when there is no such call, or no longer)."""
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(self._core.keys.session(session_id).calls, call_id)
+        if raw is None:
+            return None
+        record = loads(raw)
+        return CallRecord(
+            str(record.get("state", "")),
+            record.get("reason"),
+            str(record.get("kind", "")),
+            str(record.get("client") or ""),
+            str(record.get("run") or ""),
+            int(record.get("step") or 0),
+        )

@@ -36,6 +36,7 @@ TOOLS = {"tools": [HIGHLIGHT]}
 VERSION = {"model_provider_id": "{scripted_provider_id}", "model": SCRIPTED_MODEL_CONFIG}
 PROVIDER = {"display_name": "x", "format": "anthropic", "base_url": "https://llm.example", "api_key": "sk-x"}
 REGISTER = {"name": "m", "lifetime": {"type": "never"}, "tools": [HIGHLIGHT]}
+AG_UI = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
 ROUTES = [
     # A key mints and revokes only keys whose permissions it holds: what it must hold is the target's.
     Route("POST", "/v1/api-keys", "key", "session.read", {"label": "x", "permissions": ["session.read"]}),
@@ -83,6 +84,7 @@ ROUTES = [
     Route("GET", "/v1/sessions/{session_id}/clients/{client_id}/calls/stream", "session", "session.manage"),
     Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "session", "session.manage", {"decision": "allow"}),
     Route("POST", "/v1/sessions/{session_id}/calls/{call_id}/cancel", "session", "session.manage"),
+    Route("POST", "/v1/sessions/{session_id}/ag-ui", "session", "session.manage", AG_UI),
 ]
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/metrics/cluster")}
 

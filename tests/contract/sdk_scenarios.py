@@ -527,6 +527,41 @@ async def mcp_in_use(ctx: Context) -> str:
     return "grant tools with an approval and an image, and an MCP client's call answered by the SDK, live and listed"
 
 
+async def _door_run(raw: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """One AG-UI request to the session's door; the events of its answer, whole."""
+    answer = await raw.post(path, json=body, headers={"Accept": "text/event-stream"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return [json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")]
+
+
+async def front_doors_in_use(ctx: Context) -> str:
+    """A frontend on the AG-UI door, on a session the SDK follows with its own tool client: the
+    frontend's tool called and answered, the SDK's tool called in the same step. The SDK's view must take
+    all of it, live and from the log."""
+    session_id, token = await _session_with(ctx.admin, "behind-ag-ui")
+    door = f"/v1/sessions/{session_id}/ag-ui"
+    pick = {"name": "pick_color", "description": "Ask the user for a color.", "parameters": {"type": "object"}}
+    text = '/call pick_color {"hue": 1}\n/call client__web__highlight_row {"row_id": "4"}'
+    user = {"id": "door-u1", "role": "user", "content": text}
+    async with _followed(session_id, token) as (raw, connection):
+        first = await _door_run(raw, door, {"threadId": "t", "runId": "r1", "messages": [user], "tools": [pick]})
+        assert first[-1]["type"] == "RUN_FINISHED", first
+        (pending,) = first[-1]["outcome"]["pendingToolCallIds"]
+        results = [e for e in first if e["type"] == "TOOL_CALL_RESULT"]
+        assert [r["content"] for r in results] == ["Row 4 is highlighted."], first
+        calls = [{"id": pending, "type": "function", "function": {"name": "pick_color", "arguments": "{}"}}]
+        assistant = {"id": "a1", "role": "assistant", "toolCalls": calls}
+        tool = {"id": "t1", "role": "tool", "toolCallId": pending, "content": "green"}
+        second = await _door_run(raw, door, {"threadId": "t", "runId": "r2", "messages": [user, assistant, tool]})
+        assert second[-1]["type"] == "RUN_FINISHED", second
+        await until(finished(connection))
+        assert "pick_color: green" in last_text(connection)
+    async with SubakoClient(base_url=URL, api_key=token) as reader:
+        listed = [e async for e in await reader.sessions.list_events(session_id)]
+        assert sum(e.type == "tool_result" for e in listed) == 2
+    return "an AG-UI frontend's tool and the SDK's tool in one run, live and listed"
+
+
 SCENARIOS: dict[str, Scenario] = {
     "admin_routes": admin_routes,
     "tool_round_trip": tool_round_trip,
@@ -540,6 +575,7 @@ SCENARIOS: dict[str, Scenario] = {
     "reconnect_after_restart": reconnect_after_restart,
     "extensions_in_use": extensions_in_use,
     "mcp_in_use": mcp_in_use,
+    "front_doors_in_use": front_doors_in_use,
 }
 
 

@@ -40,6 +40,7 @@ SCENARIOS = [
     "reconnect_after_restart",
     "extensions_in_use",
     "mcp_in_use",
+    "front_doors_in_use",
 ]
 
 

@@ -63,8 +63,9 @@ def _answer_results(transcript: list[Message]) -> str:
 
 def _stream(text: str, deltas: DeltaSink) -> list[Block]:
     # Word by word, as a real model's text arrives, so `?include=deltas` has something to show.
-    for piece in text.split(" "):
-        deltas.text(piece + " ")
+    words = text.split(" ")
+    for number, word in enumerate(words):
+        deltas.text(word + (" " if number < len(words) - 1 else ""))
     return [text_block(text)]
 
 

@@ -1,0 +1,282 @@
+"""AG-UI (docs/ag-ui.md): a RunAgentInput in, the session's run out as AG-UI events.
+
+The frontend's tools are the run's per-turn client tools. An AG-UI run ends where the frontend's turn
+begins (its tools called: `RUN_FINISHED` naming the pending calls; an approval asked for: an interrupt),
+and the next RunAgentInput's tool messages and `resume` answers continue the same Switchboard run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    FunctionCall,
+    Interrupt,
+    MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TextPart,
+    ToolCall,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+)
+from ag_ui.core.events import RunFinishedCancelledOutcome, RunFinishedInterruptOutcome, RunFinishedSuccessOutcome
+from pydantic import TypeAdapter, ValidationError
+
+from api.doors import view as shown
+from api.doors.follow import Logged, Quiet, SessionGone, follow
+from api.doors.turns import Started, frontend_tools, input_text, result_body
+from api.schemas.clients import ClientCallResultBody
+from api.schemas.events import ApprovalDecisionForm
+from api.state import AppState
+from broker.clients import Caller
+from broker.codec import dumps, loads
+from broker.errors import InvalidRequest
+from broker.live import Subscription
+
+PROTOCOL_VERSION = "1.0"
+# The interrupt an approval becomes: what `resume[].payload` answers with (the approvals route's body).
+APPROVAL_REASON = "tool_approval"
+DECISION_SCHEMA: dict[str, Any] = TypeAdapter(ApprovalDecisionForm).json_schema()
+# How much of the log a MESSAGES_SNAPSHOT is built from: the newest this many events.
+SNAPSHOT_EVENTS = 2_000
+
+
+def parse(body: bytes) -> RunAgentInput:
+    """The request as the `ag-ui-protocol` package's RunAgentInput; 400 naming the field otherwise."""
+    try:
+        return RunAgentInput.model_validate_json(body)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "body"
+        raise InvalidRequest(f"{where}: {problem['msg']}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a RunAgentInput asks for: new input (its message id and text), results for calls, decisions
+    for approvals, the calls the frontend was shown (by id, with their names) and those it has results
+    for (answered, or shown by a TOOL_CALL_RESULT)."""
+
+    message_id: str | None
+    text: str
+    tools: list[dict[str, Any]] | None
+    results: list[tuple[str, ClientCallResultBody]]
+    decisions: list[tuple[str, Any]]
+    known: dict[str, str] = field(default_factory=dict)
+    have: frozenset[str] = frozenset()
+
+
+def plan(run: RunAgentInput) -> Plan:
+    messages = run.messages
+    last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
+    # The frontend sends the whole conversation each time: only what follows the newest assistant
+    # message is new (its tools' results, a new user message).
+    results = [
+        (m.tool_call_id, result_body(f"messages.{i}.content", m.content, m.error))
+        for i, m in enumerate(messages)
+        if i > last_assistant and isinstance(m, ToolMessage)
+    ]
+    known: dict[str, str] = {}
+    if last_assistant >= 0:
+        assistant = messages[last_assistant]
+        assert isinstance(assistant, AssistantMessage)
+        known = {call.id: call.function.name for call in assistant.tool_calls or []}
+    decisions = []
+    for entry in run.resume or []:
+        payload = entry.payload
+        if entry.status == "cancelled":
+            payload = {"decision": "deny", "message": "the user cancelled the approval"}
+        decisions.append((entry.interrupt_id, payload))
+    newest = messages[-1] if messages else None
+    message_id, text = None, ""
+    if isinstance(newest, UserMessage):
+        message_id = newest.id
+        context = [(c.description, c.value) for c in run.context or []]
+        text = input_text(f"messages.{len(messages) - 1}.content", _text(len(messages) - 1, newest), context)
+    tools = frontend_tools("tools", [tool.model_dump(by_alias=False) for tool in run.tools or []])
+    have = frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+    return Plan(message_id, text, tools, results, decisions, known, have)
+
+
+def _text(index: int, message: UserMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    parts = []
+    for number, part in enumerate(message.content):
+        if not isinstance(part, TextPart):
+            raise InvalidRequest(f"messages.{index}.content.{number}: only text parts are taken as input")
+        parts.append(part.text)
+    return "\n".join(parts)
+
+
+@dataclass
+class Encoder:
+    """AG-UI events as SSE frames."""
+
+    media_type: str = "text/event-stream"
+
+    def encode(self, events: list[BaseEvent]) -> bytes:
+        return b"".join(b"data: %s\n\n" % event.model_dump_json(by_alias=True).encode() for event in events)
+
+    def keep_alive(self) -> bytes:
+        return b": keep-alive\n\n"
+
+
+def _reasoning(item: shown.Reasoning) -> Iterator[BaseEvent]:
+    yield ReasoningStartEvent(message_id=item.part_id)
+    yield ReasoningMessageStartEvent(message_id=item.part_id)
+    if item.text:
+        yield ReasoningMessageContentEvent(message_id=item.part_id, delta=item.text)
+    yield ReasoningMessageEndEvent(message_id=item.part_id)
+    yield ReasoningEndEvent(message_id=item.part_id)
+
+
+def _args(item: shown.ToolArgs) -> Iterator[BaseEvent]:
+    if item.delta:
+        yield ToolCallArgsEvent(tool_call_id=item.call_id, delta=item.delta)
+
+
+_TRANSLATIONS: dict[type, Callable[[Any], Iterator[BaseEvent]]] = {
+    shown.StepStarted: lambda i: iter([StepStartedEvent(step_name=f"step {i.step}")]),
+    shown.StepFinished: lambda i: iter([StepFinishedEvent(step_name=f"step {i.step}")]),
+    shown.TextStarted: lambda i: iter([TextMessageStartEvent(message_id=i.message_id, role="assistant")]),
+    shown.TextDelta: lambda i: iter([TextMessageContentEvent(message_id=i.message_id, delta=i.delta)]),
+    shown.TextEnded: lambda i: iter([TextMessageEndEvent(message_id=i.message_id)]),
+    shown.Reasoning: _reasoning,
+    shown.ToolStarted: lambda i: iter(
+        [ToolCallStartEvent(tool_call_id=i.call_id, tool_call_name=i.name, parent_message_id=i.message_id)]
+    ),
+    shown.ToolArgs: _args,
+    shown.ToolEnded: lambda i: iter([ToolCallEndEvent(tool_call_id=i.call_id)]),
+    shown.ToolResult: lambda i: iter(
+        [ToolCallResultEvent(message_id=f"{i.call_id}.result", tool_call_id=i.call_id, content=i.text, role="tool")]
+    ),
+}
+
+
+def translate(item: shown.Shown) -> Iterator[BaseEvent]:
+    """One thing the run view shows, as AG-UI events (RUN_FINISHED and RUN_ERROR are the stream's)."""
+    return _TRANSLATIONS[type(item)](item)
+
+
+def finished(thread_id: str, run_id: str, item: shown.Paused | shown.RunEnded) -> BaseEvent:
+    if isinstance(item, shown.Paused):
+        if item.approvals:
+            interrupts = [
+                Interrupt(
+                    id=approval.call_id,
+                    reason=APPROVAL_REASON,
+                    message=f"Allow {approval.name} with {dumps(approval.arguments)}?",
+                    tool_call_id=approval.call_id,
+                    response_schema=DECISION_SCHEMA,
+                )
+                for approval in item.approvals
+            ]
+            return RunFinishedEvent(
+                thread_id=thread_id, run_id=run_id, outcome=RunFinishedInterruptOutcome(interrupts=interrupts)
+            )
+        outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=list(item.calls))
+        return RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=outcome)
+    if item.outcome == "failed":
+        return RunErrorEvent(message=item.error or "the run failed", code="run_failed")
+    if item.outcome == "cancelled":
+        return RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=RunFinishedCancelledOutcome())
+    return RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=RunFinishedSuccessOutcome())
+
+
+async def stream(
+    state: AppState,
+    session_id: str,
+    run: RunAgentInput,
+    started: Started | None,
+    view: shown.RunView | None,
+    subscription: Subscription,
+    encoder: Encoder,
+) -> AsyncGenerator[bytes, None]:
+    """The AG-UI run: RUN_STARTED, then the Switchboard run from `started` until the frontend's turn or
+    the run's end; with nothing to follow (`started` None), the conversation as a MESSAGES_SNAPSHOT."""
+    thread_id, run_id = run.thread_id, run.run_id
+    try:
+        yield encoder.encode([RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION)])
+        if started is None or view is None:
+            snapshot = MessagesSnapshotEvent(messages=await history(state, session_id))
+            end = RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=RunFinishedSuccessOutcome())
+            yield encoder.encode([snapshot, end])
+            return
+        async for item in follow(state, session_id, started.after, subscription):
+            if isinstance(item, Quiet):
+                yield encoder.keep_alive()
+                continue
+            out: list[BaseEvent] = []
+            for thing in view.logged(item.event) if isinstance(item, Logged) else view.live(item.event):
+                if isinstance(thing, shown.Paused | shown.RunEnded):
+                    if isinstance(thing, shown.Paused):
+                        await _ack(state, session_id, view.frontend, thing.calls)
+                    yield encoder.encode([*out, finished(thread_id, run_id, thing)])
+                    return
+                out.extend(translate(thing))
+            if out:
+                yield encoder.encode(out)
+    except SessionGone:
+        gone = RunErrorEvent(message="the session was deleted, or the server is restarting", code="session_gone")
+        yield encoder.encode([gone])
+    finally:
+        state.hub.unsubscribe(subscription)
+
+
+async def _ack(state: AppState, session_id: str, client_id: str, calls: tuple[str, ...]) -> None:
+    """The frontend has its calls: acked, so the result deadline is the one that applies (a frontend
+    that never answers gets `result_timeout`, and the run goes on)."""
+    for call_id in calls:
+        await state.broker.clients.ack(session_id, client_id, call_id, Caller())
+
+
+async def history(state: AppState, session_id: str) -> list[Any]:
+    """The conversation as AG-UI messages, from the newest SNAPSHOT_EVENTS events of the log."""
+    page = await state.broker.log.page(
+        session_id, ascending=False, limit=SNAPSHOT_EVENTS, after_seq=None, before_seq=None, keep=lambda _: True
+    )
+    messages: list[Any] = []
+    for raw in reversed(page.items):
+        event = loads(raw)
+        kind, seq = event.get("type"), event.get("seq")
+        if kind == "message_user":
+            text = shown.result_text(event["message"].get("content") or [])
+            messages.append(UserMessage(id=f"sb-{seq}", content=text))
+        elif kind == "message_assistant":
+            blocks = event["message"].get("content") or []
+            text = "".join(b["data"].get("text", "") for b in blocks if b.get("type") == "text")
+            calls = [
+                ToolCall(
+                    id=b["data"]["id"],
+                    function=FunctionCall(name=b["data"]["name"], arguments=dumps(b["data"]["arguments"])),
+                )
+                for b in blocks
+                if b.get("type") == "tool_call"
+            ]
+            messages.append(AssistantMessage(id=f"sb-{seq}", content=text or None, tool_calls=calls or None))
+        elif kind == "tool_result":
+            text = shown.result_text(event.get("content") or [])
+            messages.append(ToolMessage(id=f"{event['call_id']}.result", tool_call_id=event["call_id"], content=text))
+    return messages

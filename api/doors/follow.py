@@ -1,0 +1,83 @@
+"""A session's log from a seq on, event by event, with the live deltas between them: what a front door
+translates. The same rules as the event stream (api/sse.py): pub/sub only wakes the reader, the log is
+the truth, a gap or a lag re-reads the log, so no event is skipped and none is seen twice."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from api.state import AppState
+from broker.codec import loads
+from broker.events import event_seq, is_logged
+from broker.live import Signal, Subscription
+
+_PAGE = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    seq: int
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """A live extra (`message_delta`, `tool_call_delta`): no seq, never in the log."""
+
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """Nothing happened for a keep-alive interval: a door writes its keep-alive."""
+
+
+class SessionGone(Exception):
+    """The session was deleted, or the process is shutting down: the door ends its stream."""
+
+
+async def follow(
+    state: AppState, session_id: str, after: int, subscription: Subscription
+) -> AsyncIterator[Logged | Live | Quiet]:
+    """Every event after seq `after`, then each one as it is appended, with the deltas published in
+    between. `subscription` must be open before `after` was read, so nothing appended since is missed."""
+    last = after
+    while True:
+        async for logged in _backlog(state, session_id, last):
+            last = logged.seq
+            yield logged
+        while True:
+            item = await subscription.get()
+            if not isinstance(item, bytes):
+                if await _ended(state, session_id, item):
+                    raise SessionGone
+                if item is None:
+                    yield Quiet()
+                break  # quiet, or lagged: the log says what was missed
+            if not is_logged(item):
+                yield Live(loads(item))
+                continue
+            seq = event_seq(item)
+            if seq > last + 1:
+                break  # a gap: read it from the log
+            if seq == last + 1:
+                last = seq
+                yield Logged(seq, loads(item))
+
+
+async def _ended(state: AppState, session_id: str, item: Signal | None) -> bool:
+    if item is Signal.DELETED or item is Signal.CLOSING:
+        return True
+    return item is None and not await state.broker.sessions.exists(session_id)
+
+
+async def _backlog(state: AppState, session_id: str, after: int) -> AsyncIterator[Logged]:
+    while True:
+        rows = await state.broker.log.after(session_id, after, _PAGE)
+        for seq, data in rows:
+            after = seq
+            yield Logged(seq, loads(data))
+        if len(rows) < _PAGE:
+            return

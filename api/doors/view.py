@@ -1,0 +1,360 @@
+"""One run as a chat frontend sees it, in the neutral terms both front doors translate: steps, text as it
+streams, tool calls with their arguments as they stream and their results, and where the frontend's turn
+ends (its own tools called, or an approval asked for) or the run does.
+
+The view is fed the session's log (api.doors.follow) from a point inside or before the run and answers
+each event with what it shows. The log is the authority: a call is shown under the id the log gives it,
+and a view started at the same point shows the same thing, so a frontend that reconnects or resends
+sees the same calls under the same ids and never makes one twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from broker.codec import dumps
+from broker.events import image_placeholder
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinished:
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class TextStarted:
+    """A run of text in the step's assistant message (`message_id`); `part_id` names this run of it."""
+
+    message_id: str
+    part_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    message_id: str
+    part_id: str
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextEnded:
+    message_id: str
+    part_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """The model's thinking, whole (it is not streamed)."""
+
+    message_id: str
+    part_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    call_id: str
+    name: str
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolArgs:
+    call_id: str
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEnded:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call_id: str
+    name: str
+    text: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """The frontend's turn: the step's calls of its own tools (`calls`, to answer in its next request) and
+    the approvals it asked for (`approvals`). The stream ends here; the run waits."""
+
+    step: int
+    calls: tuple[str, ...]
+    approvals: tuple[Approval, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    """`outcome`: completed, failed or cancelled; `error` says why a run failed."""
+
+    run_id: str
+    outcome: str
+    error: str = ""
+
+
+Shown = (
+    StepStarted
+    | StepFinished
+    | TextStarted
+    | TextDelta
+    | TextEnded
+    | Reasoning
+    | ToolStarted
+    | ToolArgs
+    | ToolEnded
+    | ToolResult
+    | Paused
+    | RunEnded
+)
+
+_ENDS = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
+
+
+def result_text(content: list[dict[str, Any]]) -> str:
+    """A result's blocks as text: text blocks as they are, an image as the placeholder naming it."""
+    parts = []
+    for block in content:
+        if block.get("type") == "text":
+            parts.append(str(block.get("data", {}).get("text", "")))
+        elif block.get("type") == "image":
+            parts.append(image_placeholder(block)["data"]["text"])
+    return "\n".join(parts)
+
+
+@dataclass
+class _Call:
+    name: str
+    started: bool = False
+    ended: bool = False
+
+
+@dataclass
+class RunView:
+    """`run_id`: the run to show. `started`: the view begins inside the run (a continuation, or input that
+    steered a run already going) at step `step`; otherwise it waits for the run's `run_started`.
+    `frontend`: the run-scoped registration that serves the frontend's own tools, if known; `have`:
+    calls whose results the frontend has (it answered them, or was shown them), not shown again;
+    `known`: calls the frontend was shown before this view began (a continuation), by id, with their
+    names, so their results are shown when they come.
+
+    The frontend's turn comes once the step's other calls have their results: a frontend continues only
+    when every call of the step it was shown is complete (the AI SDK's `sendAutomaticallyWhen`)."""
+
+    run_id: str
+    started: bool = False
+    step: int = 0
+    frontend: str = ""
+    have: frozenset[str] = frozenset()
+    known: dict[str, str] = field(default_factory=dict)
+    _text: str = ""
+    _texts: int = 0
+    _streamed_text: bool = False
+    _reset: bool = False
+    _step_open: bool = False
+    _calls: dict[str, _Call] = field(default_factory=dict)
+    _frontend_calls: set[str] = field(default_factory=set)
+    _owed: list[str] = field(default_factory=list)
+    _approvals: list[Approval] = field(default_factory=list)
+    _step_calls: list[str] = field(default_factory=list)
+    _resulted: set[str] = field(default_factory=set)
+    _waiting: set[str] = field(default_factory=set)
+    _pause: Paused | None = None
+    done: bool = False
+
+    def message_id(self, step: int | None = None) -> str:
+        """The id of a step's assistant message: the same in every view of the run."""
+        return f"{self.run_id}.{self.step if step is None else step}"
+
+    def logged(self, event: dict[str, Any]) -> Iterator[Shown]:
+        kind = str(event.get("type"))
+        if kind in _ENDS:
+            if event.get("run_id") == self.run_id:
+                yield from self._close_step()
+                self.done = True
+                yield RunEnded(self.run_id, _ENDS[kind], str(event.get("error") or ""))
+        elif kind == "run_started":
+            if event.get("run_id") == self.run_id and not self.started:
+                self.started, self.step = True, 0
+        elif self.started:
+            handler = self._HANDLERS.get(kind)
+            if handler is not None:
+                yield from handler(self, event)
+
+    def _assistant(self, event: dict[str, Any]) -> Iterator[Shown]:
+        yield from self._message(event.get("message") or {})
+
+    def _dispatched(self, event: dict[str, Any]) -> Iterator[Shown]:
+        call_id = str(event.get("call_id"))
+        if event.get("from") is None and call_id in self._calls and event.get("client_id") == self.frontend:
+            self._frontend_calls.add(call_id)
+            self._owed.append(call_id)
+        return iter(())
+
+    def _approval(self, event: dict[str, Any]) -> Iterator[Shown]:
+        call_id = str(event.get("call_id"))
+        if call_id in self._calls:
+            self._approvals.append(Approval(call_id, self._calls[call_id].name, event.get("arguments") or {}))
+        return iter(())
+
+    def _custom(self, event: dict[str, Any]) -> Iterator[Shown]:
+        if event.get("kind") == "timing":
+            yield from self._timing(event.get("payload") or {})
+
+    def live(self, event: dict[str, Any]) -> Iterator[Shown]:
+        if not self.started or event.get("run_id") != self.run_id:
+            return
+        step = event.get("step")
+        if isinstance(step, int) and step > self.step and not self._step_open:
+            # A view that began inside a run it had not seen start (input that steered it) learns the
+            # step from the first one it sees.
+            self.step = step
+        if step != self.step:
+            return
+        if event.get("reset"):
+            # A retried attempt: what streamed is void. A frontend cannot take text back, so the rest of
+            # this step's text comes whole with its message (a new run of text), and tool input likewise.
+            yield from self._end_text()
+            self._reset = True
+            return
+        if self._reset:
+            return
+        delta = str(event.get("delta") or "")
+        if event.get("type") == "message_delta" and delta:
+            yield from self._text_delta(delta)
+        elif event.get("type") == "tool_call_delta":
+            yield from self._tool_delta(str(event.get("call_id")), str(event.get("name")), delta)
+
+    def _text_delta(self, delta: str) -> Iterator[Shown]:
+        yield from self._open_step()
+        if not self._text:
+            self._texts += 1
+            self._text = f"{self.message_id()}.t{self._texts}"
+            yield TextStarted(self.message_id(), self._text)
+        self._streamed_text = True
+        yield TextDelta(self.message_id(), self._text, delta)
+
+    def _tool_delta(self, call_id: str, name: str, delta: str) -> Iterator[Shown]:
+        call = self._calls.setdefault(call_id, _Call(name))
+        if call.ended:
+            return
+        yield from self._open_step()
+        yield from self._end_text()
+        if not call.started:
+            call.started = True
+            yield ToolStarted(call_id, call.name, self.message_id())
+        yield ToolArgs(call_id, delta)
+
+    def _open_step(self) -> Iterator[Shown]:
+        if not self._step_open:
+            self._step_open = True
+            yield StepStarted(self.step)
+
+    def _close_step(self) -> Iterator[Shown]:
+        yield from self._end_text()
+        if self._step_open:
+            self._step_open = False
+            yield StepFinished(self.step)
+
+    def _end_text(self) -> Iterator[Shown]:
+        if self._text:
+            yield TextEnded(self.message_id(), self._text)
+            self._text = ""
+
+    def _message(self, message: dict[str, Any]) -> Iterator[Shown]:
+        yield from self._open_step()
+        streamed = self._streamed_text and not self._reset
+        for block in message.get("content") or []:
+            data = block.get("data") or {}
+            kind = block.get("type")
+            if kind == "thinking" and not data.get("redacted"):
+                self._texts += 1
+                yield Reasoning(self.message_id(), f"{self.message_id()}.r{self._texts}", str(data.get("thinking", "")))
+            elif kind == "text" and not streamed and data.get("text"):
+                self._texts += 1
+                part = f"{self.message_id()}.t{self._texts}"
+                yield TextStarted(self.message_id(), part)
+                yield TextDelta(self.message_id(), part, str(data["text"]))
+                yield TextEnded(self.message_id(), part)
+            elif kind == "tool_call":
+                yield from self._end_text()
+                yield from self._call(str(data.get("id")), str(data.get("name")), data.get("arguments") or {})
+        yield from self._end_text()
+
+    def _call(self, call_id: str, name: str, arguments: dict[str, Any]) -> Iterator[Shown]:
+        call = self._calls.setdefault(call_id, _Call(name))
+        self._step_calls.append(call_id)
+        if not call.started or self._reset:
+            if not call.started:
+                call.started = True
+                yield ToolStarted(call_id, name, self.message_id())
+            if self._reset or not call.ended:
+                # Whole arguments when none streamed (or what streamed was void): the frontend needs
+                # them to run its tool, and joined fragments must be the arguments as written.
+                yield ToolArgs(call_id, dumps(arguments))
+        call.ended = True
+        yield ToolEnded(call_id, name, arguments)
+
+    def _result(self, event: dict[str, Any]) -> Iterator[Shown]:
+        call_id = str(event.get("call_id"))
+        self._resulted.add(call_id)
+        call = self._calls.get(call_id)
+        name = call.name if call is not None else self.known.get(call_id)
+        if call_id not in self.have and name is not None:
+            yield ToolResult(call_id, name, result_text(event.get("content") or []), bool(event.get("is_error")))
+        if self._pause is not None and call_id in self._waiting:
+            self._waiting.discard(call_id)
+            if not self._waiting:
+                self.done = True
+                yield self._pause
+
+    def _timing(self, payload: dict[str, Any]) -> Iterator[Shown]:
+        step = payload.get("step")
+        if payload.get("scope") != "step" or payload.get("run_id") != self.run_id or not isinstance(step, int):
+            return
+        if step < self.step:
+            return
+        self.step = step
+        # The last event a step's commit appends: every call of the step, and what became of it, is known.
+        yield from self._close_step()
+        owed, approvals = tuple(self._owed), tuple(self._approvals)
+        held = set(owed) | {approval.call_id for approval in approvals}
+        waiting = {call for call in self._step_calls if call not in held and call not in self._resulted}
+        self.step += 1
+        self._texts, self._streamed_text, self._reset = 0, False, False
+        self._owed, self._approvals, self._step_calls = [], [], []
+        if not owed and not approvals:
+            return
+        pause = Paused(step, owed, approvals)
+        if waiting:
+            self._pause, self._waiting = pause, waiting
+        else:
+            self.done = True
+            yield pause
+
+    _HANDLERS: ClassVar[dict[str, Callable[[RunView, dict[str, Any]], Iterator[Shown]]]] = {
+        "message_assistant": _assistant,
+        "client_tool_dispatched": _dispatched,
+        "approval_requested": _approval,
+        "tool_result": lambda view, event: view._result(event),
+        "custom": _custom,
+    }

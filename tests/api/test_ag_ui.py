@@ -1,0 +1,207 @@
+"""The AG-UI door (docs/ag-ui.md) driven by the real `@ag-ui/client` HttpAgent in Node: text, a frontend
+tool answered, a server tool, an approval resumed, a reload that repeats no call, a frontend that never
+answers; and what the door refuses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api_client import Api, Session, of_type, run_over
+from tests.js_clients import drive
+
+PICK = {
+    "name": "pick_color",
+    "description": "Ask the user to pick a color.",
+    "parameters": {"type": "object", "properties": {"color": {"type": "string"}}},
+}
+CALC: dict[str, Any] = {"server_tools": ["calculate"]}
+
+
+def _door(api: Api, session: Session) -> str:
+    return f"{api.stack.url}/v1/sessions/{session.id}/ag-ui"
+
+
+async def _drive(api: Api, session: Session, *runs: dict[str, Any]) -> list[dict[str, Any]]:
+    plan = {"url": _door(api, session), "token": session.token, "threadId": "thread-1", "runs": list(runs)}
+    return await drive("ag_ui_driver.mjs", plan)
+
+
+def _user(text: str, message_id: str = "u1") -> dict[str, Any]:
+    return {"id": message_id, "role": "user", "content": text}
+
+
+def _types(run: dict[str, Any]) -> list[str]:
+    return [event["type"] for event in run["events"]]
+
+
+def _assistant_text(run: dict[str, Any]) -> str:
+    return "".join(m.get("content") or "" for m in run["messages"] if m["role"] == "assistant").strip()
+
+
+def _calls(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Tool calls the run streamed: name and the arguments its TOOL_CALL_ARGS joined to."""
+    calls: dict[str, dict[str, Any]] = {}
+    for event in run["events"]:
+        if event["type"] == "TOOL_CALL_START":
+            calls[event["toolCallId"]] = {"name": event["toolCallName"], "args": ""}
+        elif event["type"] == "TOOL_CALL_ARGS":
+            calls[event["toolCallId"]]["args"] += event["delta"]
+    return calls
+
+
+async def test_text_streams_as_one_assistant_message_between_run_started_and_finished(api: Api) -> None:
+    session = await api.session()
+    (run,) = await _drive(api, session, {"add": [_user("hello")]})
+    assert run["error"] is None, run
+    types = _types(run)
+    assert types[0] == "RUN_STARTED"
+    assert types[-1] == "RUN_FINISHED"
+    assert {"STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED"} <= set(
+        types
+    )
+    assert run["finished"]["type"] == "success"
+    assert _assistant_text(run) == "You said: hello"
+
+
+async def test_a_frontend_tool_ends_the_ag_ui_run_and_its_answer_continues_the_same_run(api: Api) -> None:
+    session = await api.session()
+    first, second = await _drive(
+        api,
+        session,
+        {"add": [_user('/call pick_color {"color": "red"}')], "tools": [PICK]},
+        {"answerPending": "the user picked red", "tools": [PICK]},
+    )
+    assert first["error"] is None, first
+    (call_id,) = first["finished"]["pendingToolCallIds"]
+    assert _calls(first) == {call_id: {"name": "pick_color", "args": '{"color": "red"}'}}
+    assert "TOOL_CALL_END" in _types(first)
+    assert "TOOL_CALL_RESULT" not in _types(first)
+    assert second["error"] is None, second
+    assert second["finished"] == {"type": "success"}
+    assert "pick_color: the user picked red" in _assistant_text(second)
+    events = await api.events(session)
+    assert len(of_type(events, "run_started")) == 1
+    assert [e["call_id"] for e in of_type(events, "tool_result")] == [call_id]
+
+
+async def test_a_server_tool_shows_its_result_in_the_same_ag_ui_run(api: Api) -> None:
+    session = await api.session(**CALC)
+    (run,) = await _drive(api, session, {"add": [_user('/call calculate {"expression": "2+3"}')]})
+    assert run["error"] is None, run
+    (result,) = [e for e in run["events"] if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["content"] == "5"
+    assert _calls(run)[result["toolCallId"]]["name"] == "calculate"
+    assert "calculate: 5" in _assistant_text(run)
+
+
+async def test_an_approval_is_an_interrupt_and_resume_decides_it(api: Api) -> None:
+    session = await api.session(**CALC, server_tool_policies={"calculate": "require_approval"})
+    first, second = await _drive(
+        api,
+        session,
+        {"add": [_user('/call calculate {"expression": "6*7"}')]},
+        {"resumePending": {"decision": "allow"}},
+    )
+    assert first["error"] is None, first
+    (interrupt,) = first["finished"]["interrupts"]
+    assert interrupt["reason"] == "tool_approval"
+    assert interrupt["toolCallId"] == interrupt["id"]
+    assert interrupt["responseSchema"]
+    assert second["error"] is None, second
+    assert [e["content"] for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["42"]
+    assert "calculate: 42" in _assistant_text(second)
+    assert len(of_type(await api.events(session), "approval_resolved")) == 1
+
+
+async def test_a_reloaded_frontend_resending_its_message_makes_no_call_twice(api: Api) -> None:
+    session = await api.session()
+    message = _user('/call pick_color {"color": "blue"}', "u-reload")
+    runs = await _drive(
+        api,
+        session,
+        {"add": [message], "tools": [PICK]},
+        # The page reloads and sends the same conversation again: the same run, the same call.
+        {"fresh": True, "add": [message], "tools": [PICK]},
+        {"answerPending": "blue it is", "tools": [PICK]},
+        # The answer is sent twice (a retried request): it counts once.
+        {"fresh": True, "add": [message], "tools": [PICK]},
+        {"answerPending": "blue it is", "tools": [PICK]},
+    )
+    assert all(run["error"] is None for run in runs), runs
+    first, again = runs[0]["finished"]["pendingToolCallIds"], runs[1]["finished"]["pendingToolCallIds"]
+    assert first == again
+    assert "pick_color: blue it is" in _assistant_text(runs[2])
+    assert "pick_color: blue it is" in _assistant_text(runs[4])
+    events = await api.events(session)
+    assert len(of_type(events, "message_user")) == 1
+    assert len(of_type(events, "client_tool_dispatched")) == 1
+    assert len(of_type(events, "tool_result")) == 1
+    assert len(of_type(events, "run_completed")) == 1
+
+
+@pytest.mark.short_deadlines
+async def test_a_frontend_that_never_answers_gets_the_usual_failure_and_the_run_ends(api: Api) -> None:
+    session = await api.session()
+    (run,) = await _drive(api, session, {"add": [_user("/call pick_color {}")], "tools": [PICK]})
+    (call_id,) = run["finished"]["pendingToolCallIds"]
+    events = await api.wait_for(session, run_over, timeout=10)
+    (failed,) = of_type(events, "client_tool_failed")
+    assert (failed["call_id"], failed["reason"]) == (call_id, "result_timeout")
+    assert of_type(events, "run_completed")
+
+
+async def _post(api: Api, session: Session, body: Any, token: str | None = None) -> Any:
+    async with api.stack.client(token or session.token) as client:
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return await client.post(f"/v1/sessions/{session.id}/ag-ui", content=content)
+
+
+def _input(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"threadId": "t", "runId": "r", "messages": list(messages), **extra}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b"{not json", "body"),
+        ({"runId": "r", "messages": []}, "threadId"),
+        (_input(_user("hi"), tools=[{"name": "bad name!", "description": "x"}]), "tools: 0.name"),
+        (_input(_user("hi"), tools=[{**PICK, "parameters": {"type": "no such type"}}]), "tools: 0.parameters"),
+        (_input(_user("x" * 300_000)), "messages.0.content"),
+        (_input(_user("")), "messages.0.content"),
+        (
+            _input(
+                {
+                    "id": "u",
+                    "role": "user",
+                    "content": [{"type": "image", "source": {"type": "url", "value": "http://x/y.png"}}],
+                }
+            ),
+            "messages.0.content.0",
+        ),
+        (
+            _input(_user("hi"), {"id": "t", "role": "tool", "toolCallId": "c", "content": "x" * 70_000}),
+            "messages.1.content",
+        ),
+    ],
+)
+async def test_bad_input_is_400_naming_the_field_and_writes_nothing(api: Api, body: Any, field: str) -> None:
+    session = await api.session()
+    before = await api.events(session)
+    answer = await _post(api, session, body)
+    assert answer.status_code == 400, answer.text
+    assert field in answer.json()["error"]["message"], answer.json()
+    assert await api.events(session) == before
+
+
+async def test_a_token_of_another_session_or_no_credential_reaches_nothing(api: Api) -> None:
+    session, other = await api.session(), await api.session()
+    assert (await _post(api, session, _input(_user("hi")), token=other.token)).status_code == 404
+    async with httpx.AsyncClient(base_url=api.stack.url) as anonymous:
+        answer = await anonymous.post(f"/v1/sessions/{session.id}/ag-ui", json=_input(_user("hi")))
+    assert answer.status_code == 401
+    assert not of_type(await api.events(session), "message_user")
