@@ -23,6 +23,7 @@ from api.room import refused_for_room
 from api.routes import (
     ag_ui,
     agents,
+    ai_sdk,
     api_keys,
     approvals,
     calls,
@@ -224,7 +225,7 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, ag_ui):
+    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, ag_ui, ai_sdk):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):
         app.include_router(module.router)

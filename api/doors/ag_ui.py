@@ -8,7 +8,7 @@ and the next RunAgentInput's tool messages and `resume` answers continue the sam
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import (
@@ -44,12 +44,10 @@ from ag_ui.core.events import RunFinishedCancelledOutcome, RunFinishedInterruptO
 from pydantic import TypeAdapter, ValidationError
 
 from api.doors import view as shown
-from api.doors.follow import Logged, Quiet, SessionGone, follow
-from api.doors.turns import Started, frontend_tools, input_text, result_body
-from api.schemas.clients import ClientCallResultBody
+from api.doors.follow import Quiet, SessionGone, shown_items
+from api.doors.turns import Started, Turn, frontend_tools, hand_over, input_text, result_body
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
-from broker.clients import Caller
 from broker.codec import dumps, loads
 from broker.errors import InvalidRequest
 from broker.live import Subscription
@@ -72,22 +70,7 @@ def parse(body: bytes) -> RunAgentInput:
         raise InvalidRequest(f"{where}: {problem['msg']}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What a RunAgentInput asks for: new input (its message id and text), results for calls, decisions
-    for approvals, the calls the frontend was shown (by id, with their names) and those it has results
-    for (answered, or shown by a TOOL_CALL_RESULT)."""
-
-    message_id: str | None
-    text: str
-    tools: list[dict[str, Any]] | None
-    results: list[tuple[str, ClientCallResultBody]]
-    decisions: list[tuple[str, Any]]
-    known: dict[str, str] = field(default_factory=dict)
-    have: frozenset[str] = frozenset()
-
-
-def plan(run: RunAgentInput) -> Plan:
+def plan(run: RunAgentInput) -> Turn:
     messages = run.messages
     last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
     # The frontend sends the whole conversation each time: only what follows the newest assistant
@@ -98,10 +81,15 @@ def plan(run: RunAgentInput) -> Plan:
         if i > last_assistant and isinstance(m, ToolMessage)
     ]
     known: dict[str, str] = {}
+    seen = None
     if last_assistant >= 0:
         assistant = messages[last_assistant]
         assert isinstance(assistant, AssistantMessage)
         known = {call.id: call.function.name for call in assistant.tool_calls or []}
+        # The door names a step's message `<run id>.<step>`: the newest one is where the frontend is.
+        run_id, _, step = assistant.id.rpartition(".")
+        if run_id and step.isdigit() and len(step) < 6:
+            seen = (run_id, int(step))
     decisions = []
     for entry in run.resume or []:
         payload = entry.payload
@@ -116,7 +104,7 @@ def plan(run: RunAgentInput) -> Plan:
         text = input_text(f"messages.{len(messages) - 1}.content", _text(len(messages) - 1, newest), context)
     tools = frontend_tools("tools", [tool.model_dump(by_alias=False) for tool in run.tools or []])
     have = frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
-    return Plan(message_id, text, tools, results, decisions, known, have)
+    return Turn(message_id, text, tools, results, decisions, known, have, seen)
 
 
 def _text(index: int, message: UserMessage) -> str:
@@ -224,32 +212,21 @@ async def stream(
             end = RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=RunFinishedSuccessOutcome())
             yield encoder.encode([snapshot, end])
             return
-        async for item in follow(state, session_id, started.after, subscription):
+        async for item in shown_items(state, session_id, started.after, view, subscription):
             if isinstance(item, Quiet):
                 yield encoder.keep_alive()
-                continue
-            out: list[BaseEvent] = []
-            for thing in view.logged(item.event) if isinstance(item, Logged) else view.live(item.event):
-                if isinstance(thing, shown.Paused | shown.RunEnded):
-                    if isinstance(thing, shown.Paused):
-                        await _ack(state, session_id, view.frontend, thing.calls)
-                    yield encoder.encode([*out, finished(thread_id, run_id, thing)])
-                    return
-                out.extend(translate(thing))
-            if out:
-                yield encoder.encode(out)
+            elif isinstance(item, shown.Paused | shown.RunEnded):
+                if isinstance(item, shown.Paused):
+                    await hand_over(state, session_id, view.frontend, item.calls)
+                yield encoder.encode([finished(thread_id, run_id, item)])
+                return
+            else:
+                yield encoder.encode(list(translate(item)))
     except SessionGone:
         gone = RunErrorEvent(message="the session was deleted, or the server is restarting", code="session_gone")
         yield encoder.encode([gone])
     finally:
         state.hub.unsubscribe(subscription)
-
-
-async def _ack(state: AppState, session_id: str, client_id: str, calls: tuple[str, ...]) -> None:
-    """The frontend has its calls: acked, so the result deadline is the one that applies (a frontend
-    that never answers gets `result_timeout`, and the run goes on)."""
-    for call_id in calls:
-        await state.broker.clients.ack(session_id, client_id, call_id, Caller())
 
 
 async def history(state: AppState, session_id: str) -> list[Any]:

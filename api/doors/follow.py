@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from api.doors.view import Paused, RunView, Shown
 from api.state import AppState
 from broker.codec import loads
 from broker.events import event_seq, is_logged
@@ -81,3 +82,46 @@ async def _backlog(state: AppState, session_id: str, after: int) -> AsyncIterato
             yield Logged(seq, loads(data))
         if len(rows) < _PAGE:
             return
+
+
+async def shown_items(
+    state: AppState, session_id: str, after: int, view: RunView, subscription: Subscription
+) -> AsyncIterator[Shown | Quiet]:
+    """What `view` shows of the log from seq `after`, item by item (and Quiet for keep-alives), up to and
+    including where the frontend's turn begins or the run ends."""
+    for item in view.opening():
+        yield item
+    if view.over():
+        return
+    async for got in follow(state, session_id, after, subscription):
+        if isinstance(got, Quiet):
+            yield got
+            continue
+        for item in view.logged(got.event) if isinstance(got, Logged) else view.live(got.event):
+            if isinstance(item, Paused):
+                still = await _still_owed(state, session_id, item)
+                if still is None:
+                    # A replay (a reloaded frontend) reached a turn that was taken already: go on.
+                    view.carry_on()
+                    continue
+                item = still
+            yield item
+            if view.over():
+                return
+
+
+async def _still_owed(state: AppState, session_id: str, pause: Paused) -> Paused | None:
+    """The pause with only the calls still owed and the approvals still waiting (a replay passes turns
+    that were taken long ago); None when nothing is left to wait for."""
+    calls, approvals = [], []
+    for call_id in pause.calls:
+        record = await state.broker.calls.record(session_id, call_id)
+        if record is not None and record.state in ("dispatched", "acked"):
+            calls.append(call_id)
+    for approval in pause.approvals:
+        record = await state.broker.calls.record(session_id, approval.call_id)
+        if record is not None and record.state == "awaiting":
+            approvals.append(approval)
+    if not calls and not approvals:
+        return None
+    return Paused(pause.step, tuple(calls), tuple(approvals))

@@ -5,21 +5,26 @@ results of the calls still owed to it, its approval answers decisions; and where
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from api.auth import Principal
+from api.doors.view import RunView
 from api.keyed import Attempt, Keyed, Outcome, keyed_as
 from api.schemas.clients import ClientCallResultBody, Tools
 from api.schemas.events import ApprovalDecisionForm
 from api.schemas.sessions import MAX_INPUT_CHARS
+from api.sse import open_stream
 from api.state import AppState
 from broker.clients import Caller
 from broker.codec import dumps, loads, uuid7
 from broker.errors import Conflict, InvalidRequest, NotFound, SwitchboardError
 from broker.events import is_timing
+from broker.live import Subscription
+from broker.runs import SCOPED_CLIENT_NAME
 
 # How far back a continuation looks for the end of the step it continues: a step's frontend turn is
 # answered within the call deadlines, so only a session very busy meanwhile puts it further back than
@@ -34,6 +39,23 @@ _DECISION: TypeAdapter[Any] = TypeAdapter(ApprovalDecisionForm)
 
 
 @dataclass(frozen=True, slots=True)
+class Turn:
+    """What a frontend's request asks for, whichever protocol it speaks: new input (its message id and
+    text) with the frontend's tools, results for calls, decisions for approvals, the calls it was shown
+    before (id: name) and those it has results for."""
+
+    message_id: str | None
+    text: str
+    tools: list[dict[str, Any]] | None
+    results: list[tuple[str, ClientCallResultBody]]
+    decisions: list[tuple[str, Any]]
+    known: dict[str, str] = field(default_factory=dict)
+    have: frozenset[str] = frozenset()
+    # The newest step of a run the frontend has whole, as its messages show: (run id, step).
+    seen: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Started:
     """Where a door's stream begins: after seq `after`, showing run `run_id` (`inside`: the run is already
     going at that point, at step `step`); `frontend` the run-scoped registration of the frontend's tools."""
@@ -43,6 +65,10 @@ class Started:
     inside: bool
     step: int = 0
     frontend: str = ""
+    # The names of the frontend's tools, where the start point says (a resumed run).
+    tools: frozenset[str] = frozenset()
+    # Calls the frontend was handed before and still owes: its turn again, at once.
+    owed: tuple[str, ...] = ()
 
 
 def frontend_tools(field: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -199,15 +225,35 @@ async def decide(state: AppState, principal: Principal, session_id: str, call_id
     return Owed(call_id, record.run_id, record.step, record.client_id)
 
 
-async def continuation(state: AppState, session_id: str, answered: list[Owed]) -> Started | None:
-    """Where the stream of a request that answered calls starts: right after the commit of the newest
-    step it answered (the point where the frontend's previous stream ended), inside that run."""
-    if not answered:
+async def continuation(
+    state: AppState, session_id: str, answered: list[Owed], seen: tuple[str, int] | None, known: dict[str, str]
+) -> Started | None:
+    """Where the stream of a request that goes on with a run starts: right after the commit of the
+    newest step the frontend has (the step it answered, or the newest its messages show), inside that
+    run. Calls of that step still owed to the frontend are handed over again at once (`owed`): a resent
+    conversation that answers nothing gets its turn back, not a stream that waits."""
+    points = [(owed.run_id, owed.step) for owed in answered]
+    if not points and seen is not None:
+        points = [seen]
+    if not points:
         return None
-    newest = max(answered, key=lambda owed: owed.step)
-    after = await _step_end(state, session_id, newest.run_id, newest.step)
+    run_id = points[-1][0]
+    steps = [step for run, step in points if run == run_id]
+    if seen is not None and seen[0] == run_id:
+        steps.append(seen[1])
+    step = max(steps)
+    after = await _step_end(state, session_id, run_id, step)
     frontend = next((owed.client_id for owed in answered if owed.client_id), "")
-    return Started(newest.run_id, after, True, newest.step + 1, frontend)
+    owed: list[str] = []
+    if not answered:
+        for call_id in list(known)[-MAX_ANSWERS:]:
+            record = await state.broker.calls.record(session_id, call_id)
+            if record is None or record.kind != "client" or (record.run_id, record.step) != (run_id, step):
+                continue
+            if record.state in ("dispatched", "acked"):
+                owed.append(call_id)
+                frontend = frontend or record.client_id
+    return Started(run_id, after, True, step + 1, frontend, owed=tuple(owed))
 
 
 async def _step_end(state: AppState, session_id: str, run_id: str, step: int) -> int:
@@ -237,3 +283,89 @@ _SCAN_PAGE = 100
 
 def _every(_: bytes) -> bool:
     return True
+
+
+async def hand_over(state: AppState, session_id: str, client_id: str, calls: tuple[str, ...]) -> None:
+    """The frontend has its calls: acked, so the result deadline is the one that applies (a frontend
+    that never answers gets `result_timeout`, and the run goes on)."""
+    for call_id in calls:
+        await state.broker.clients.ack(session_id, client_id, call_id, Caller())
+
+
+async def active_run(state: AppState, session_id: str) -> Started | None:
+    """The newest run of the session if it has not ended, from just before it was queued (a reloaded
+    frontend resumes it whole); None when the newest run ended, or began further back than
+    RESUME_SCAN_EVENTS."""
+    log = state.broker.log
+    before: int | None = None
+    ended: set[str] = set()
+    for _ in range(RESUME_SCAN_EVENTS // _SCAN_PAGE):
+        page = await log.page(
+            session_id, ascending=False, limit=_SCAN_PAGE, after_seq=None, before_seq=before, keep=_every
+        )
+        for raw in page.items:
+            event = loads(raw)
+            kind, run_id = event.get("type"), event.get("run_id")
+            if kind in ("run_completed", "run_failed", "run_cancelled"):
+                ended.add(str(run_id))
+            elif kind == "run_queued":
+                return None if run_id in ended else await _queued(state, session_id, str(run_id), int(event["seq"]))
+        if page.next_cursor is None:
+            return None
+        before = page.next_cursor
+    return None
+
+
+@dataclass
+class Opened:
+    """A turn acted on: where its stream starts (None: nothing to follow), the view of the run from
+    there, and the event subscription the stream reads (counted against the stream caps; `close` counts
+    it out)."""
+
+    started: Started | None
+    view: RunView | None
+    subscription: Subscription
+    close: Callable[[], None]
+
+
+async def open_turn(state: AppState, principal: Principal, session_id: str, door: str, turn: Turn) -> Opened:
+    """Record the turn's results and decisions, post its input, and open the stream it is answered on.
+    Everything is written before the stream starts, so a refusal is an HTTP error naming its field."""
+    answered = await answer_calls(state, session_id, turn.results)
+    decided = [await decide(state, principal, session_id, call_id, payload) for call_id, payload in turn.decisions]
+    subscription, close = await open_stream(state, session_id, principal.id)
+    try:
+        going_on = [*answered, *(owed for owed in decided if owed is not None)]
+        started = await continuation(state, session_id, going_on, turn.seen, turn.known)
+        if turn.message_id is not None:
+            posted = await post_input(state, principal, session_id, door, turn.message_id, turn.text, turn.tools)
+            # New input while answering steers the run being continued; otherwise it starts its own.
+            started = started or posted
+    except BaseException:
+        state.hub.unsubscribe(subscription)
+        close()
+        raise
+    view = None
+    if started is not None:
+        view = RunView(
+            started.run_id,
+            started=started.inside,
+            step=started.step,
+            frontend=started.frontend,
+            have=frozenset(owed.call_id for owed in answered) | turn.have,
+            known=turn.known,
+            owed=started.owed,
+        )
+    return Opened(started, view, subscription, close)
+
+
+async def _queued(state: AppState, session_id: str, run_id: str, seq: int) -> Started:
+    """A run from where it was queued, with its run-scoped registration: the input's script appends that
+    registration, the input and `run_queued` together, in that order."""
+    frontend, tools = "", frozenset[str]()
+    for _, raw in await state.broker.log.after(session_id, max(0, seq - 3), 2):
+        event = loads(raw)
+        if event.get("type") == "client_registered" and event.get("name") == SCOPED_CLIENT_NAME:
+            frontend = str(event.get("client_id"))
+            tools = frozenset(str(tool.get("name")) for tool in event.get("tools") or [])
+    return Started(run_id, seq, False, 0, frontend, tools)

@@ -166,6 +166,7 @@ class RunView:
     frontend: str = ""
     have: frozenset[str] = frozenset()
     known: dict[str, str] = field(default_factory=dict)
+    owed: tuple[str, ...] = ()
     _text: str = ""
     _texts: int = 0
     _streamed_text: bool = False
@@ -179,7 +180,23 @@ class RunView:
     _resulted: set[str] = field(default_factory=set)
     _waiting: set[str] = field(default_factory=set)
     _pause: Paused | None = None
-    done: bool = False
+    _done: bool = False
+
+    def over(self) -> bool:
+        """Whether the view has shown its last item (the frontend's turn, or the run's end)."""
+        return self._done
+
+    def carry_on(self) -> None:
+        """The pause just shown is void (its calls were answered already): the view goes on."""
+        self._done = False
+        self._pause = None
+
+    def opening(self) -> Iterator[Shown]:
+        """What the view shows before any event: the frontend's turn again, when it still owes calls it
+        was handed before this view began."""
+        if self.owed:
+            self._done = True
+            yield Paused(self.step - 1, self.owed, ())
 
     def message_id(self, step: int | None = None) -> str:
         """The id of a step's assistant message: the same in every view of the run."""
@@ -190,7 +207,7 @@ class RunView:
         if kind in _ENDS:
             if event.get("run_id") == self.run_id:
                 yield from self._close_step()
-                self.done = True
+                self._done = True
                 yield RunEnded(self.run_id, _ENDS[kind], str(event.get("error") or ""))
         elif kind == "run_started":
             if event.get("run_id") == self.run_id and not self.started:
@@ -324,7 +341,7 @@ class RunView:
         if self._pause is not None and call_id in self._waiting:
             self._waiting.discard(call_id)
             if not self._waiting:
-                self.done = True
+                self._done = True
                 yield self._pause
 
     def _timing(self, payload: dict[str, Any]) -> Iterator[Shown]:
@@ -348,7 +365,7 @@ class RunView:
         if waiting:
             self._pause, self._waiting = pause, waiting
         else:
-            self.done = True
+            self._done = True
             yield pause
 
     _HANDLERS: ClassVar[dict[str, Callable[[RunView, dict[str, Any]], Iterator[Shown]]]] = {

@@ -37,6 +37,7 @@ VERSION = {"model_provider_id": "{scripted_provider_id}", "model": SCRIPTED_MODE
 PROVIDER = {"display_name": "x", "format": "anthropic", "base_url": "https://llm.example", "api_key": "sk-x"}
 REGISTER = {"name": "m", "lifetime": {"type": "never"}, "tools": [HIGHLIGHT]}
 AG_UI = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
+AI_SDK = {"id": "c", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
 ROUTES = [
     # A key mints and revokes only keys whose permissions it holds: what it must hold is the target's.
     Route("POST", "/v1/api-keys", "key", "session.read", {"label": "x", "permissions": ["session.read"]}),
@@ -85,6 +86,8 @@ ROUTES = [
     Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "session", "session.manage", {"decision": "allow"}),
     Route("POST", "/v1/sessions/{session_id}/calls/{call_id}/cancel", "session", "session.manage"),
     Route("POST", "/v1/sessions/{session_id}/ag-ui", "session", "session.manage", AG_UI),
+    Route("POST", "/v1/sessions/{session_id}/ai-sdk/chat", "session", "session.manage", AI_SDK),
+    Route("GET", "/v1/sessions/{session_id}/ai-sdk/chat/{chat_id}/stream", "session", "session.manage"),
 ]
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/metrics/cluster")}
 
@@ -133,6 +136,7 @@ async def _world(api: Api, stack: Stack) -> World:
         "api_key_id": spare["id"],
         "provider_id": "01a22b9d-0000-7000-8000-000000000000",
         "scripted_provider_id": await api.scripted_provider_id(),
+        "chat_id": "chat-1",
     }
     return World(ids, a, b, keys_lacking, doomed["secret"], expired)
 
