@@ -43,6 +43,7 @@ from ag_ui.core import (
 from ag_ui.core.events import RunFinishedCancelledOutcome, RunFinishedInterruptOutcome, RunFinishedSuccessOutcome
 from pydantic import TypeAdapter, ValidationError
 
+from api.doors import ag_ui_proto
 from api.doors import view as shown
 from api.doors.follow import Quiet, SessionGone, shown_items
 from api.doors.turns import Started, Turn, frontend_tools, hand_over, input_text, result_body
@@ -120,15 +121,26 @@ def _text(index: int, message: UserMessage) -> str:
 
 @dataclass
 class Encoder:
-    """AG-UI events as SSE frames."""
+    """AG-UI events as SSE frames, or in AG-UI's binary encoding for a client whose `Accept` asks for it."""
 
-    media_type: str = "text/event-stream"
+    proto: bool = False
+
+    @classmethod
+    def for_accept(cls, accept: str) -> Encoder:
+        return cls(proto=ag_ui_proto.MEDIA_TYPE in accept)
+
+    @property
+    def media_type(self) -> str:
+        return ag_ui_proto.MEDIA_TYPE if self.proto else "text/event-stream"
 
     def encode(self, events: list[BaseEvent]) -> bytes:
+        if self.proto:
+            return b"".join(ag_ui_proto.encode_event(event) for event in events)
         return b"".join(b"data: %s\n\n" % event.model_dump_json(by_alias=True).encode() for event in events)
 
     def keep_alive(self) -> bytes:
-        return b": keep-alive\n\n"
+        # The binary encoding has no comment frame: a quiet binary stream sends nothing (TCP keeps it).
+        return b"" if self.proto else b": keep-alive\n\n"
 
 
 def _reasoning(item: shown.Reasoning) -> Iterator[BaseEvent]:

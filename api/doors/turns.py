@@ -336,7 +336,9 @@ async def open_turn(state: AppState, principal: Principal, session_id: str, door
     subscription, close = await open_stream(state, session_id, principal.id)
     try:
         going_on = [*answered, *(owed for owed in decided if owed is not None)]
-        started = await continuation(state, session_id, going_on, turn.seen, turn.known)
+        # What the frontend's messages show it has counts only when it brings no new input.
+        seen = turn.seen if turn.message_id is None else None
+        started = await continuation(state, session_id, going_on, seen, turn.known)
         if turn.message_id is not None:
             posted = await post_input(state, principal, session_id, door, turn.message_id, turn.text, turn.tools)
             # New input while answering steers the run being continued; otherwise it starts its own.

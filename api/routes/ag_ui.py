@@ -23,15 +23,20 @@ _BODY = {
 }
 
 
-@router.post("", responses={200: {"content": {"text/event-stream": {}}}}, openapi_extra={"requestBody": _BODY})
+@router.post(
+    "",
+    responses={200: {"content": {"text/event-stream": {}, "application/vnd.ag-ui.event+proto": {}}}},
+    openapi_extra={"requestBody": _BODY},
+)
 async def run_agent(session_id: str, request: Request, caller: Caller, state: State) -> EventStreamResponse:
     """An AG-UI `RunAgentInput` (session token, or an API key with session.manage) answered with AG-UI
     events. The newest user message is the input, `tools` its per-turn client tools; tool messages and
-    `resume` entries answer what the previous AG-UI run ended on, and the same run goes on."""
+    `resume` entries answer what the previous AG-UI run ended on, and the same run goes on. An `Accept`
+    naming application/vnd.ag-ui.event+proto gets AG-UI's binary encoding instead of SSE."""
     canonical = await existing_session(state, caller, session_id, "session.manage")
     run = ag_ui.parse(await request.body())
     opened = await open_turn(state, caller, canonical, "ag-ui", ag_ui.plan(run))
-    encoder = ag_ui.Encoder()
+    encoder = ag_ui.Encoder.for_accept(request.headers.get("accept", ""))
     frames = ag_ui.stream(state, canonical, run, opened.started, opened.view, opened.subscription, encoder)
     headers = {"Content-Type": encoder.media_type}
     return EventStreamResponse(frames, opened.subscription, headers=headers, on_close=opened.close)

@@ -25,9 +25,9 @@ def _door(api: Api, session: Session) -> str:
     return f"{api.stack.url}/v1/sessions/{session.id}/ag-ui"
 
 
-async def _drive(api: Api, session: Session, *runs: dict[str, Any]) -> list[dict[str, Any]]:
+async def _drive(api: Api, session: Session, *runs: dict[str, Any], proto: bool = False) -> list[dict[str, Any]]:
     plan = {"url": _door(api, session), "token": session.token, "threadId": "thread-1", "runs": list(runs)}
-    return await drive("ag_ui_driver.mjs", plan)
+    return await drive("ag_ui_driver.mjs", {**plan, "proto": proto})
 
 
 def _user(text: str, message_id: str = "u1") -> dict[str, Any]:
@@ -147,6 +147,33 @@ async def test_a_reloaded_frontend_resending_its_message_makes_no_call_twice(api
     assert len(of_type(events, "client_tool_dispatched")) == 1
     assert len(of_type(events, "tool_result")) == 1
     assert len(of_type(events, "run_completed")) == 1
+
+
+async def test_a_client_that_asks_for_the_binary_encoding_gets_it_event_for_event(api: Api) -> None:
+    session = await api.session(**CALC, server_tool_policies={"calculate": "require_approval"})
+    text = '/call pick_color {"color": "red"}'
+    runs: list[dict[str, Any]] = [
+        {"add": [_user(text)], "tools": [PICK]},
+        {"answerPending": "red", "tools": [PICK]},
+        {"add": [_user('/call calculate {"expression": "6*7"}', "u2")]},
+        {"resumePending": {"decision": "allow"}},
+        {"fresh": True},
+    ]
+    binary = await _drive(api, session, *runs, proto=True)
+    assert all(run["error"] is None for run in binary), binary
+    assert {run["contentType"] for run in binary} == {"application/vnd.ag-ui.event+proto"}
+    first, answered, asked, resumed, snapshot = binary
+    (call_id,) = first["finished"]["pendingToolCallIds"]
+    assert _calls(first) == {call_id: {"name": "pick_color", "args": '{"color": "red"}'}}
+    assert "pick_color: red" in _assistant_text(answered)
+    (interrupt,) = asked["finished"]["interrupts"]
+    assert (interrupt["reason"], interrupt["toolCallId"]) == ("tool_approval", interrupt["id"])
+    assert interrupt["responseSchema"] == json.loads(json.dumps(interrupt["responseSchema"]))
+    assert [e["content"] for e in resumed["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["42"]
+    # Nothing to do: the conversation as a MESSAGES_SNAPSHOT, in the binary encoding too.
+    (shot,) = [e for e in snapshot["events"] if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert [m["role"] for m in shot["messages"]][:2] == ["user", "assistant"]
+    assert any(call["id"] == call_id for m in shot["messages"] for call in m.get("toolCalls") or [])
 
 
 @pytest.mark.short_deadlines

@@ -4,16 +4,38 @@
 //   answerPending: content of a tool message added for each call the previous run left pending
 //   resumePending: the payload of a resume entry for each interrupt the previous run ended on
 //   tools, context: as RunAgentInput carries them; abortAfter: abort once an event of this type arrives
-// Prints one JSON line per run: {events, finished (RUN_FINISHED's outcome), error, messages, pending}.
+// With `proto: true` in the plan the agent asks for AG-UI's binary encoding (the client picks its parser by
+// the answer's content type, so a server that answered SSE would fail the check on `contentType`).
+// Prints one JSON line per run: {events, finished (RUN_FINISHED's outcome), error, messages, pending,
+// contentType}.
 import { HttpAgent } from "@ag-ui/client";
+import { AGUI_MEDIA_TYPE } from "@ag-ui/proto";
 
 const plan = JSON.parse(process.argv[2]);
+let contentType = null;
+
+class BinaryAgent extends HttpAgent {
+  requestInit(input) {
+    const init = super.requestInit(input);
+    return { ...init, headers: { ...init.headers, Accept: AGUI_MEDIA_TYPE } };
+  }
+}
+
+// Notes the content type of each answer, as the client received it.
+const watched = async (url, init) => {
+  const answer = await fetch(url, init);
+  contentType = answer.headers.get("content-type");
+  return answer;
+};
+
+const Agent = plan.proto ? BinaryAgent : HttpAgent;
 const make = (messages) =>
-  new HttpAgent({
+  new Agent({
     url: plan.url,
     headers: { Authorization: `Bearer ${plan.token}` },
     threadId: plan.threadId,
     initialMessages: messages,
+    fetch: watched,
   });
 
 let agent = make([]);
@@ -52,6 +74,6 @@ for (const run of plan.runs) {
   } catch (caught) {
     error = String(caught?.message ?? caught);
   }
-  previous = { events, finished, error, messages: agent.messages, pending: agent.pendingInterrupts ?? [] };
+  previous = { events, finished, error, messages: agent.messages, pending: agent.pendingInterrupts ?? [], contentType };
   process.stdout.write(JSON.stringify(previous) + "\n");
 }
