@@ -35,6 +35,16 @@ class EventLog:
             rows = aio.entries(await self._core.redis.xrange(key, min=f"{after_seq + 1}-0", max="+", count=count))
         return [(int(entry_id.split(b"-", 1)[0]), fields[b"e"]) for entry_id, fields in rows]
 
+    async def before(self, session_id: str, before_seq: int | None, count: int) -> list[tuple[int, bytes]]:
+        """Up to `count` events with seq < `before_seq` (the newest when None), newest first."""
+        key = self._core.keys.session(session_id).events
+        high = "+" if before_seq is None else f"{before_seq - 1}-0"
+        if before_seq is not None and before_seq <= 1:
+            return []
+        with translate_redis_errors():
+            rows = aio.entries(await self._core.redis.xrevrange(key, max=high, min="-", count=count))
+        return [(int(entry_id.split(b"-", 1)[0]), fields[b"e"]) for entry_id, fields in rows]
+
     async def page(
         self,
         session_id: str,

@@ -45,7 +45,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from api.doors import ag_ui_proto
 from api.doors import view as shown
-from api.doors.follow import Quiet, SessionGone, shown_items
+from api.doors.follow import Quiet, SessionGone, back, shown_items
 from api.doors.turns import Started, Turn, frontend_tools, hand_over, input_text, result_body
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
@@ -57,8 +57,6 @@ PROTOCOL_VERSION = "1.0"
 # The interrupt an approval becomes: what `resume[].payload` answers with (the approvals route's body).
 APPROVAL_REASON = "tool_approval"
 DECISION_SCHEMA: dict[str, Any] = TypeAdapter(ApprovalDecisionForm).json_schema()
-# How much of the log a MESSAGES_SNAPSHOT is built from: the newest this many events.
-SNAPSHOT_EVENTS = 2_000
 
 
 def parse(body: bytes) -> RunAgentInput:
@@ -242,13 +240,10 @@ async def stream(
 
 
 async def history(state: AppState, session_id: str) -> list[Any]:
-    """The conversation as AG-UI messages, from the newest SNAPSHOT_EVENTS events of the log."""
-    page = await state.broker.log.page(
-        session_id, ascending=False, limit=SNAPSHOT_EVENTS, after_seq=None, before_seq=None, keep=lambda _: True
-    )
+    """The conversation as AG-UI messages, from as much of the newest log as a look back reads."""
+    events = [loads(raw) async for _, raw in back(state, session_id) if _in_history(raw)]
     messages: list[Any] = []
-    for raw in reversed(page.items):
-        event = loads(raw)
+    for event in reversed(events):
         kind, seq = event.get("type"), event.get("seq")
         if kind == "message_user":
             text = shown.result_text(event["message"].get("content") or [])
@@ -265,7 +260,15 @@ async def history(state: AppState, session_id: str) -> list[Any]:
                 if b.get("type") == "tool_call"
             ]
             messages.append(AssistantMessage(id=f"sb-{seq}", content=text or None, tool_calls=calls or None))
-        elif kind == "tool_result":
+        else:
             text = shown.result_text(event.get("content") or [])
             messages.append(ToolMessage(id=f"{event['call_id']}.result", tool_call_id=event["call_id"], content=text))
     return messages
+
+
+_HISTORY = (b'"type":"message_user"', b'"type":"message_assistant"', b'"type":"tool_result"')
+
+
+def _in_history(raw: bytes) -> bool:
+    head = raw[:96]
+    return any(kind in head for kind in _HISTORY)

@@ -15,6 +15,12 @@ from broker.events import event_seq, is_logged
 from broker.live import Signal, Subscription
 
 _PAGE = 200
+# A look back through the log (a continuation's start, a resumed run, a snapshot) reads at most this many
+# events and about this many bytes: a session's events can be large (a result with images, megabytes), so
+# pages shrink to keep each read near _BACK_PAGE_BYTES.
+BACK_EVENTS = 2_000
+BACK_BYTES = 8 << 20
+_BACK_PAGE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,22 @@ async def follow(
             if seq == last + 1:
                 last = seq
                 yield Logged(seq, loads(item))
+
+
+async def back(state: AppState, session_id: str) -> AsyncIterator[tuple[int, bytes]]:
+    """The session's events newest first, as stored, until BACK_EVENTS or BACK_BYTES are read."""
+    before: int | None = None
+    count, events, size = 16, 0, 0
+    while events < BACK_EVENTS and size < BACK_BYTES:
+        rows = await state.broker.log.before(session_id, before, min(count, BACK_EVENTS - events))
+        page = 0
+        for seq, raw in rows:
+            yield seq, raw
+            before, page = seq, page + len(raw)
+        events, size = events + len(rows), size + page
+        if len(rows) < count:
+            return
+        count = max(1, min(_PAGE, count * _BACK_PAGE_BYTES // max(page, 1)))
 
 
 async def _ended(state: AppState, session_id: str, item: Signal | None) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from api.auth import Principal
+from api.doors.follow import back
 from api.doors.view import RunView
 from api.keyed import Attempt, Keyed, Outcome, keyed_as
 from api.schemas.clients import ClientCallResultBody, Tools
@@ -26,10 +27,6 @@ from broker.events import is_timing
 from broker.live import Subscription
 from broker.runs import SCOPED_CLIENT_NAME
 
-# How far back a continuation looks for the end of the step it continues: a step's frontend turn is
-# answered within the call deadlines, so only a session very busy meanwhile puts it further back than
-# this (the stream then starts at the newest event).
-RESUME_SCAN_EVENTS = 2_000
 # Results and decisions one request may carry (more than a step can owe: 32 clients of 64 tools each is
 # far above what a model calls in one step).
 MAX_ANSWERS = 128
@@ -200,16 +197,28 @@ async def answer_calls(state: AppState, session_id: str, results: list[tuple[str
     return owed
 
 
-async def decide(state: AppState, principal: Principal, session_id: str, call_id: str, payload: Any) -> Owed | None:
-    """Decide an approval the frontend answered (`payload` as the approvals route's body; none means
-    allow), unless it was decided already. The call, or None when there is no such call."""
+def checked_decisions(decisions: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Each approval answer as the approvals route's body (none means allow); 400 for the first that is
+    not one, before anything is written."""
+    if len(decisions) > MAX_ANSWERS:
+        raise InvalidRequest(f"resume: {len(decisions)} decisions; the limit is {MAX_ANSWERS}")
+    checked = []
+    for call_id, payload in decisions:
+        try:
+            checked.append(
+                (call_id, _DECISION.validate_python(payload if payload is not None else {"decision": "allow"}))
+            )
+        except ValidationError as error:
+            raise InvalidRequest(f"resume: {call_id}: {_first(error)}") from None
+    return checked
+
+
+async def decide(state: AppState, principal: Principal, session_id: str, call_id: str, decision: Any) -> Owed | None:
+    """Decide an approval the frontend answered (a checked decision), unless it was decided already. The
+    call, or None when there is no such call."""
     record = await state.broker.calls.record(session_id, call_id)
     if record is None:
         return None
-    try:
-        decision = _DECISION.validate_python(payload if payload is not None else {"decision": "allow"})
-    except ValidationError as error:
-        raise InvalidRequest(f"resume: {call_id}: {_first(error)}") from None
     allow = decision.decision == "allow"
     # Decided already (another tab, or this request resent): the first decision stands.
     with contextlib.suppress(Conflict):
@@ -258,31 +267,13 @@ async def continuation(
 
 async def _step_end(state: AppState, session_id: str, run_id: str, step: int) -> int:
     """The seq of the timing event a step's commit appends last; the newest seq if it is further back
-    than RESUME_SCAN_EVENTS."""
-    log = state.broker.log
-    before: int | None = None
-    for _ in range(RESUME_SCAN_EVENTS // _SCAN_PAGE):
-        page = await log.page(
-            session_id, ascending=False, limit=_SCAN_PAGE, after_seq=None, before_seq=before, keep=_every
-        )
-        for raw in page.items:
-            if not is_timing(raw):
-                continue
-            event = loads(raw)
-            payload = event.get("payload") or {}
+    than a look back reaches (api.doors.follow.back)."""
+    async for seq, raw in back(state, session_id):
+        if is_timing(raw):
+            payload = loads(raw).get("payload") or {}
             if payload.get("scope") == "step" and payload.get("run_id") == run_id and payload.get("step") == step:
-                return int(event["seq"])
-        if page.next_cursor is None:
-            break
-        before = page.next_cursor
-    return await log.head(session_id)
-
-
-_SCAN_PAGE = 100
-
-
-def _every(_: bytes) -> bool:
-    return True
+                return seq
+    return await state.broker.log.head(session_id)
 
 
 async def hand_over(state: AppState, session_id: str, client_id: str, calls: tuple[str, ...]) -> None:
@@ -293,26 +284,18 @@ async def hand_over(state: AppState, session_id: str, client_id: str, calls: tup
 
 
 async def active_run(state: AppState, session_id: str) -> Started | None:
-    """The newest run of the session if it has not ended, from just before it was queued (a reloaded
-    frontend resumes it whole); None when the newest run ended, or began further back than
-    RESUME_SCAN_EVENTS."""
-    log = state.broker.log
-    before: int | None = None
+    """The newest run of the session if it has not ended, from where it was queued (a reloaded frontend
+    resumes it whole); None when the newest run ended, or began further back than a look back reaches."""
     ended: set[str] = set()
-    for _ in range(RESUME_SCAN_EVENTS // _SCAN_PAGE):
-        page = await log.page(
-            session_id, ascending=False, limit=_SCAN_PAGE, after_seq=None, before_seq=before, keep=_every
-        )
-        for raw in page.items:
-            event = loads(raw)
-            kind, run_id = event.get("type"), event.get("run_id")
-            if kind in ("run_completed", "run_failed", "run_cancelled"):
-                ended.add(str(run_id))
-            elif kind == "run_queued":
-                return None if run_id in ended else await _queued(state, session_id, str(run_id), int(event["seq"]))
-        if page.next_cursor is None:
-            return None
-        before = page.next_cursor
+    async for seq, raw in back(state, session_id):
+        if b'"type":"run_' not in raw[:128]:
+            continue
+        event = loads(raw)
+        kind, run_id = event.get("type"), str(event.get("run_id"))
+        if kind in ("run_completed", "run_failed", "run_cancelled"):
+            ended.add(run_id)
+        elif kind == "run_queued":
+            return None if run_id in ended else await _queued(state, session_id, run_id, seq)
     return None
 
 
@@ -331,8 +314,11 @@ class Opened:
 async def open_turn(state: AppState, principal: Principal, session_id: str, door: str, turn: Turn) -> Opened:
     """Record the turn's results and decisions, post its input, and open the stream it is answered on.
     Everything is written before the stream starts, so a refusal is an HTTP error naming its field."""
+    decisions = checked_decisions(turn.decisions)
+    if len(turn.results) > MAX_ANSWERS:
+        raise InvalidRequest(f"messages: {len(turn.results)} tool results; the limit is {MAX_ANSWERS}")
     answered = await answer_calls(state, session_id, turn.results)
-    decided = [await decide(state, principal, session_id, call_id, payload) for call_id, payload in turn.decisions]
+    decided = [await decide(state, principal, session_id, call_id, decision) for call_id, decision in decisions]
     subscription, close = await open_stream(state, session_id, principal.id)
     try:
         going_on = [*answered, *(owed for owed in decided if owed is not None)]

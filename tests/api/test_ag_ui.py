@@ -220,6 +220,11 @@ def _input(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
             _input(_user("hi"), {"id": "t", "role": "tool", "toolCallId": "c", "content": "x" * 70_000}),
             "messages.1.content",
         ),
+        (_input(_user("hi"), resume=[{"interruptId": f"c{i}", "status": "resolved"} for i in range(129)]), "resume"),
+        (
+            _input(_user("hi"), resume=[{"interruptId": "c", "status": "resolved", "payload": {"decision": "x"}}]),
+            "resume",
+        ),
     ],
 )
 async def test_bad_input_is_400_naming_the_field_and_writes_nothing(api: Api, body: Any, field: str) -> None:
