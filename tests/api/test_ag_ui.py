@@ -67,6 +67,16 @@ async def test_text_streams_as_one_assistant_message_between_run_started_and_fin
     assert _assistant_text(run) == "You said: hello"
 
 
+async def test_context_reaches_the_model_before_the_users_text(api: Api) -> None:
+    session = await api.session()
+    context = [{"description": "the page the user is on", "value": "/orders/42"}]
+    (run,) = await _drive(api, session, {"add": [_user("where am I?")], "context": context})
+    assert run["error"] is None, run
+    assert (
+        _assistant_text(run) == "You said: Context from the app:\n- the page the user is on: /orders/42\n\nwhere am I?"
+    )
+
+
 async def test_a_frontend_tool_ends_the_ag_ui_run_and_its_answer_continues_the_same_run(api: Api) -> None:
     session = await api.session()
     first, second = await _drive(

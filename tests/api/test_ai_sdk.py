@@ -11,7 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from broker import Settings
 from tests.api_client import Api, Session, of_type, run_over
+from tests.fakes import Reply, anthropic_stream, fake_provider
 from tests.js_clients import drive
 
 PICK = {
@@ -20,6 +22,12 @@ PICK = {
     "parameters": {"type": "object", "properties": {"color": {"type": "string"}}},
 }
 CALC: dict[str, Any] = {"server_tools": ["calculate"]}
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    # The fake provider listens on 127.0.0.1, a loopback address: allowed here only.
+    return settings.model_copy(update={"provider_allow_private": True})
 
 
 async def _drive(
@@ -163,6 +171,33 @@ async def test_a_frontend_that_never_answers_gets_the_usual_failure_and_the_run_
     (failed,) = of_type(events, "client_tool_failed")
     assert (failed["call_id"], failed["reason"]) == (part["toolCallId"], "result_timeout")
     assert of_type(events, "run_completed")
+
+
+async def test_thinking_and_streamed_tool_input_of_a_real_adapter_reach_use_chat(api: Api) -> None:
+    async with fake_provider() as fake:
+        body = {"api_key": "k", "base_url": fake.url, "display_name": "fake", "format": "anthropic"}
+        provider = (await api.key.post("/v1/model-providers", json=body)).json()
+        agent = (await api.key.post("/v1/agents", json={"name": "thinks"})).json()
+        model = {"format": "anthropic", "model": "claude-test", "max_tokens": 100}
+        version = {"model_provider_id": provider["id"], "model": model, "server_tools": ["calculate"]}
+        assert (await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
+        session = await api.session(agent["id"])
+        thinking = {"type": "thinking", "thinking": "two and two", "signature": "s"}
+        use = {"type": "tool_use", "id": "toolu_1", "name": "calculate", "input": {"expression": "2+2"}}
+        fake.replies = [
+            Reply(frames=anthropic_stream(thinking, use, stop="tool_use")),
+            Reply(frames=anthropic_stream({"type": "text", "text": "It is 4."})),
+        ]
+        (run,) = await _drive(api, session, {"send": "what is 2+2?"})
+    assert run["error"] is None, run
+    kinds = [part["type"] for part in run["message"]["parts"]]
+    assert "reasoning" in kinds
+    (reasoning,) = [p for p in run["message"]["parts"] if p["type"] == "reasoning"]
+    assert reasoning["text"] == "two and two"
+    (tool,) = _tools(run)
+    assert (tool["toolName"], tool["input"], tool["output"]) == ("calculate", {"expression": "2+2"}, "4")
+    assert [c["inputTextDelta"] for c in run["chunks"] if c["type"] == "tool-input-delta"] != []
+    assert _text(run) == "It is 4."
 
 
 def _chat(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:

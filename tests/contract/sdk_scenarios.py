@@ -528,10 +528,11 @@ async def mcp_in_use(ctx: Context) -> str:
 
 
 async def _door_run(raw: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """One AG-UI request to the session's door; the events of its answer, whole."""
+    """One request to a front door of the session; the events (or chunks) of its answer, whole."""
     answer = await raw.post(path, json=body, headers={"Accept": "text/event-stream"}, timeout=30)
     assert answer.status_code == 200, answer.text
-    return [json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")]
+    lines = [line[5:].strip() for line in answer.text.splitlines() if line.startswith("data:")]
+    return [json.loads(line) for line in lines if line != "[DONE]"]
 
 
 async def front_doors_in_use(ctx: Context) -> str:
@@ -556,10 +557,23 @@ async def front_doors_in_use(ctx: Context) -> str:
         assert second[-1]["type"] == "RUN_FINISHED", second
         await until(finished(connection))
         assert "pick_color: green" in last_text(connection)
+        # The AI SDK door on the same session: a useChat frontend's tool, answered by resubmitting.
+        chat = f"/v1/sessions/{session_id}/ai-sdk/chat"
+        asked = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "/call read_theme {}"}]}
+        theme = {"name": "read_theme", "description": "The page's theme.", "parameters": {"type": "object"}}
+        chunks = await _door_run(raw, chat, {"id": "c", "messages": [asked], "tools": [theme]})
+        (call,) = [c for c in chunks if c["type"] == "tool-input-available"]
+        assert chunks[-1] == {"type": "finish", "finishReason": "tool-calls"}, chunks
+        part = {"type": "tool-read_theme", "toolCallId": call["toolCallId"], "state": "output-available",
+                "input": {}, "output": "dark"}  # fmt: skip
+        answer = {"id": chunks[0]["messageId"], "role": "assistant", "parts": [{"type": "step-start"}, part]}
+        await _door_run(raw, chat, {"id": "c", "messages": [asked, answer], "tools": [theme]})
+        await until(finished(connection, runs=2))
+        assert "read_theme: dark" in last_text(connection)
     async with SubakoClient(base_url=URL, api_key=token) as reader:
         listed = [e async for e in await reader.sessions.list_events(session_id)]
-        assert sum(e.type == "tool_result" for e in listed) == 2
-    return "an AG-UI frontend's tool and the SDK's tool in one run, live and listed"
+        assert sum(e.type == "tool_result" for e in listed) == 3
+    return "an AG-UI and an AI SDK frontend's tools and the SDK's tool on one session, live and listed"
 
 
 SCENARIOS: dict[str, Scenario] = {
