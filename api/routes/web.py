@@ -11,11 +11,17 @@ from broker.errors import NotFound
 router = APIRouter(tags=["web"])
 
 # Served as they are committed; nothing is built at start.
-SDK_FILES = ("switchboard.js", "page-tools.js")
+# switchboard.d.ts: its TypeScript declarations (examples/typed/ is checked against them).
+SDK_FILES = ("switchboard.js", "page-tools.js", "switchboard.d.ts")
 PAGES = {"console": "console.html", "demo": "demo.html", "index": "index.html"}
 # The pages' scripts, and what they share; the SDK does not need them.
 PAGE_FILES = ("console.js", "demo.js", "transcript.js")
-_TYPES = {".js": "text/javascript; charset=utf-8", ".html": "text/html; charset=utf-8", ".css": "text/css"}
+_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".ts": "application/typescript; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css",
+}
 
 
 def _static(name: str) -> Response:
@@ -27,7 +33,7 @@ def _static(name: str) -> Response:
 
 @router.get("/sdk/{name}", include_in_schema=False)
 async def sdk(name: str) -> Response:
-    """The browser SDK: `switchboard.js` and the page tools it imports."""
+    """The browser SDK: `switchboard.js`, the page tools it imports, and its TypeScript declarations."""
     if name not in SDK_FILES:
         raise NotFound(f"no SDK file {name}; there are {', '.join(SDK_FILES)}")
     return _static(name)

@@ -1,0 +1,574 @@
+// Types of the Switchboard browser SDK (switchboard.js, and the page tools it re-exports from page-tools.js),
+// served at /sdk/switchboard.d.ts. Written by hand next to the module it describes; tests/examples/test_typed.py
+// checks that both export the same names and that examples/typed/ type-checks against this file.
+
+// ---------------------------------------------------------------------------------------------------------
+// JSON and tools
+
+/** A JSON Schema document (a tool's `parameters`), passed to the server as it is. */
+export type JsonSchema = { [keyword: string]: unknown };
+
+/**
+ * A call's arguments: a JSON object, checked by the server against the tool's `parameters`. A tool's own
+ * argument type must be a type alias (`type Args = {...}`), not an interface, to fit this index signature.
+ */
+export type ToolArguments = { [name: string]: unknown };
+
+/** The media types an image result may have. */
+export type ImageMediaType = "image/png" | "image/jpeg" | "image/webp" | "image/gif";
+
+/** A text block of a content result. */
+export interface ResultTextContent {
+  type: "text";
+  text: string;
+}
+
+/** An image block of a content result: base64 (standard alphabet, padded). */
+export interface ResultImageContent {
+  type: "image";
+  media_type: ImageMediaType;
+  data: string;
+}
+
+/**
+ * A result with images: its blocks are posted as they are (up to 16; text 65,536 characters in all, images
+ * 5 MiB decoded in all). `is_error: true` makes it an error result.
+ */
+export interface ToolContentResult {
+  content: (ResultTextContent | ResultImageContent)[];
+  is_error?: boolean | undefined;
+}
+
+/**
+ * What `execute` may return (or resolve to): a string is the result's text; `undefined` is "done"; an object
+ * with a `content` array is a {@link ToolContentResult}; anything else is sent as its JSON text. A value JSON
+ * cannot carry (a bigint, a function), or text over 65,536 characters, becomes an error result.
+ */
+export type ToolOutput = string | ToolContentResult | number | boolean | null | object | undefined | void;
+
+/** The second argument of `execute`: the call being run. */
+export interface ToolCallContext {
+  /** The call's id (`call_id` of its `client_tool_dispatched` event). */
+  readonly callId: string;
+  /** The client serving the call. */
+  readonly client: ToolClient;
+  /**
+   * Aborted, with an Error saying why ("the call failed: run_gone (cancelled)"), when the call fails while
+   * it runs: cancelled, timed out, its run gone. Its result is then not sent.
+   */
+  readonly signal: AbortSignal;
+  /**
+   * Tell the session how far the call is (`client_tool_progress`); keeps a tool with `heartbeat_s` alive.
+   * `fraction` is 0 to 1. Resolves to the event the server logged; rejects with a SwitchboardError (409 once
+   * the call is settled).
+   */
+  progress(message?: string | null, fraction?: number | null): Promise<ClientToolProgressEvent>;
+}
+
+/**
+ * A tool a client serves. `execute(args, call)` is run once per call (290 s at most); what it returns is the
+ * result ({@link ToolOutput}); a throw is an error result whose text is the error's message.
+ */
+export interface Tool<Args extends ToolArguments = ToolArguments, Output extends ToolOutput = ToolOutput> {
+  /** What the model reads about the tool (default ""). */
+  description?: string | undefined;
+  /** The JSON Schema of its arguments (default `{type: "object"}`). */
+  parameters?: JsonSchema | undefined;
+  /** Its result deadline after the ack, in seconds (1 to 86,400), in place of the server's. */
+  timeout_s?: number | undefined;
+  /** The call fails when neither progress nor the result came within this many seconds (1 to 3,600). */
+  heartbeat_s?: number | undefined;
+  /** Run the call (a method, so a tool of a narrower argument type still fits {@link Tools}). */
+  execute(args: Args, call: ToolCallContext): Output | Promise<Output>;
+}
+
+/** Tools by name (`^[A-Za-z0-9_-]+$`, at most 64 characters); the model sees `client__<client>__<name>`. */
+export type Tools = { [name: string]: Tool };
+
+// ---------------------------------------------------------------------------------------------------------
+// Session events, as the stream delivers them
+
+/** What every logged event carries: its place in the session's log and when it was logged (ISO 8601). */
+export interface LoggedEvent {
+  seq: number;
+  created_at: string;
+}
+
+/** A text block of a message or a tool result. */
+export interface TextBlock {
+  type: "text";
+  data: { text: string };
+}
+
+/** A tool call block of an assistant message. */
+export interface ToolCallBlock {
+  type: "tool_call";
+  data: { id: string; name: string; arguments: ToolArguments };
+}
+
+/** A thinking block of an assistant message. */
+export interface ThinkingBlock {
+  type: "thinking";
+  data: { thinking: string; redacted: boolean; signature?: string | null };
+}
+
+/** An image block of a tool result (with `include: "images"`; otherwise a text block names the image). */
+export interface ImageBlock {
+  type: "image";
+  data: { media_type: ImageMediaType; data: string };
+}
+
+/** A block of a message. */
+export type MessageBlock = TextBlock | ToolCallBlock | ThinkingBlock;
+
+/** A message of the transcript. */
+export interface Message {
+  role: "user" | "assistant" | "tool_result";
+  content: MessageBlock[];
+  is_error?: boolean | null;
+  model?: string | null;
+  model_call_id?: string | null;
+  tool_call_id?: string | null;
+}
+
+/** A tool as a registration declares it. */
+export interface ToolDescriptor {
+  name: string;
+  description: string;
+  parameters: JsonSchema;
+  timeout_s?: number;
+  heartbeat_s?: number;
+}
+
+/** How long a registration lives: until it leaves, or as long as it pings within `seconds`. */
+export type ClientLifetime = { type: "never" } | { type: "ttl"; data: { seconds: number } };
+
+export interface SessionCreatedEvent extends LoggedEvent {
+  type: "session_created";
+  agent_id: string;
+  agent_version_id: string;
+}
+
+export interface MessageUserEvent extends LoggedEvent {
+  type: "message_user";
+  message: Message;
+  source: "client" | "steer" | "external";
+}
+
+export interface MessageAssistantEvent extends LoggedEvent {
+  type: "message_assistant";
+  message: Message;
+}
+
+/** The model called a tool (by its model-visible name, such as `client__web__highlight_row`). */
+export interface ToolCallEvent extends LoggedEvent {
+  type: "tool_call";
+  call_id: string;
+  name: string;
+  arguments: ToolArguments;
+}
+
+export interface ToolResultEvent extends LoggedEvent {
+  type: "tool_result";
+  call_id: string;
+  content: (TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock)[];
+  is_error: boolean;
+}
+
+export interface RunQueuedEvent extends LoggedEvent {
+  type: "run_queued";
+  run_id: string;
+}
+
+export interface RunStartedEvent extends LoggedEvent {
+  type: "run_started";
+  run_id: string;
+}
+
+export interface RunCompletedEvent extends LoggedEvent {
+  type: "run_completed";
+  run_id: string;
+}
+
+export interface RunCancelledEvent extends LoggedEvent {
+  type: "run_cancelled";
+  run_id: string;
+}
+
+export interface RunFailedEvent extends LoggedEvent {
+  type: "run_failed";
+  run_id: string;
+  error: string;
+}
+
+/** An error of the session (one of the Subako event types). */
+export interface SessionErrorEvent extends LoggedEvent {
+  type: "error";
+  message: string;
+}
+
+export interface ApprovalRequestedEvent extends LoggedEvent {
+  type: "approval_requested";
+  call_id: string;
+  server: string;
+  tool: string;
+  arguments: ToolArguments;
+  args_hash: string;
+}
+
+export interface ApprovalResolvedEvent extends LoggedEvent {
+  type: "approval_resolved";
+  call_id: string;
+  decision: "allow" | "deny";
+  deny_message?: string | null;
+  resolved_by?: string | null;
+  /** Extension: the decision is remembered for later calls of the same tool in this session. */
+  remember?: "session";
+  /** Extension: decided by a remembered decision. */
+  remembered?: true;
+  /** Extension: the arguments the call runs with instead of the model's. */
+  arguments?: ToolArguments;
+}
+
+export interface ClientRegisteredEvent extends LoggedEvent {
+  type: "client_registered";
+  client_id: string;
+  name: string;
+  lifetime: ClientLifetime;
+  tools: ToolDescriptor[];
+}
+
+export interface ClientToolsUpdatedEvent extends LoggedEvent {
+  type: "client_tools_updated";
+  client_id: string;
+  tools: ToolDescriptor[];
+}
+
+export interface ClientLeftEvent extends LoggedEvent {
+  type: "client_left";
+  client_id: string;
+  reason: "departed" | "timed_out";
+}
+
+/** A call sent to a client; the SDK acks and runs it when the client is one of this connection's. */
+export interface ClientToolDispatchedEvent extends LoggedEvent {
+  type: "client_tool_dispatched";
+  client_id: string;
+  call_id: string;
+  /** The tool's own name, as the client declared it. */
+  tool: string;
+  arguments: ToolArguments;
+  /** Extension: where a call no run made came from (`mcp`: an MCP client of the session). */
+  from?: string;
+}
+
+export interface ClientToolAckedEvent extends LoggedEvent {
+  type: "client_tool_acked";
+  client_id: string;
+  call_id: string;
+}
+
+/** A client call that cannot be answered any more; a running `execute` sees its signal aborted. */
+export interface ClientToolFailedEvent extends LoggedEvent {
+  type: "client_tool_failed";
+  client_id: string;
+  call_id: string;
+  reason: "client_gone" | "ack_timeout" | "result_timeout" | "run_gone";
+  /** Extension: `cancelled` when the call was cancelled on its own. */
+  detail?: string;
+}
+
+/** An event of a kind of its own (`timing`, with `include: "timing"`). */
+export interface SessionCustomEvent extends LoggedEvent {
+  type: "custom";
+  kind: string;
+  payload: { [key: string]: unknown };
+}
+
+/** The 20 event types the Subako SDK knows: what the default stream carries. */
+export type SessionEvent =
+  | SessionCreatedEvent
+  | MessageUserEvent
+  | MessageAssistantEvent
+  | ToolCallEvent
+  | ToolResultEvent
+  | RunQueuedEvent
+  | RunStartedEvent
+  | RunCompletedEvent
+  | RunCancelledEvent
+  | RunFailedEvent
+  | SessionErrorEvent
+  | ApprovalRequestedEvent
+  | ApprovalResolvedEvent
+  | ClientRegisteredEvent
+  | ClientToolsUpdatedEvent
+  | ClientLeftEvent
+  | ClientToolDispatchedEvent
+  | ClientToolAckedEvent
+  | ClientToolFailedEvent
+  | SessionCustomEvent;
+
+/** Progress on a client call (with `include: "progress"`). */
+export interface ClientToolProgressEvent extends LoggedEvent {
+  type: "client_tool_progress";
+  client_id: string;
+  call_id: string;
+  message: string | null;
+  fraction: number | null;
+}
+
+/** An MCP server's progress on a server call (with `include: "progress"`). */
+export interface ToolProgressEvent extends LoggedEvent {
+  type: "tool_progress";
+  call_id: string;
+  server: string;
+  tool: string;
+  message: string | null;
+  fraction: number | null;
+}
+
+/** Text the model is writing (with `include: "deltas"`; live only, no seq). `reset` voids the step's deltas so far. */
+export interface MessageDeltaEvent {
+  type: "message_delta";
+  run_id: string;
+  step: number;
+  delta: string;
+  reset?: true;
+}
+
+/** A fragment of a tool call's arguments' JSON text as the model writes it (with `include: "deltas"`; no seq). */
+export interface ToolCallDeltaEvent {
+  type: "tool_call_delta";
+  run_id: string;
+  step: number;
+  call_id: string;
+  /** The call's place among the step's calls, from 0. */
+  index: number;
+  /** The model-visible name, such as `client__web__lookup`. */
+  name: string;
+  delta: string;
+}
+
+/** Events shown only to a connection whose `include` asks for them. */
+export type ExtensionEvent = ClientToolProgressEvent | ToolProgressEvent | MessageDeltaEvent | ToolCallDeltaEvent;
+
+/** Every event a connection may pass on, in order. */
+export type StreamEvent = SessionEvent | ExtensionEvent;
+
+/** The `type` of a stream event. */
+export type StreamEventType = StreamEvent["type"];
+
+/** The stream event of one type. */
+export type StreamEventOf<K extends StreamEventType> = Extract<StreamEvent, { type: K }>;
+
+// ---------------------------------------------------------------------------------------------------------
+// The connection
+
+/** What the stream asks for beyond the default view (`?include=`). */
+export type StreamInclude = "timing" | "progress" | "images" | "deltas";
+
+/** Where a connection is: `failed` and `closed` are for good. */
+export type ConnectionStatus = "connecting" | "open" | "reconnecting" | "failed" | "closed";
+
+/** Returns a credential (a session token or an API key); called first and again after a 401. */
+export type TokenSource = () => string | Promise<string>;
+
+/** What {@link ConnectOptions} holds besides the credential. */
+export interface ConnectOptionsBase {
+  /** The session to follow. */
+  sessionId: string;
+  /** The API's origin (default: this page's origin). */
+  url?: string | undefined;
+  /** Replay the whole log before the live events (default false). */
+  history?: boolean | undefined;
+  /** Fail after this many reconnects in a row that saw no event (default Infinity). */
+  maxReconnects?: number | undefined;
+  /** Extensions the default view leaves out: `"progress,images"` or `["progress", "images"]`. */
+  include?: string | readonly StreamInclude[] | undefined;
+}
+
+/** The options of {@link connect}: `sessionId`, and `token` or `getToken` (or both). */
+export type ConnectOptions = ConnectOptionsBase &
+  (
+    | { token: string; getToken?: TokenSource | null | undefined }
+    | { token?: string | null | undefined; getToken: TokenSource }
+  );
+
+/** The options of {@link Connection.request}. */
+export interface RequestOptions {
+  /** Sent as JSON. */
+  body?: unknown;
+  /** Let the request outlive the page (fetch `keepalive`); not retried after a network error. */
+  keepalive?: boolean | undefined;
+  headers?: Record<string, string> | undefined;
+}
+
+/** What posting input answers: a new run or a steered one, and the run-scoped client of `clientTools`. */
+export interface SubmitOutcome {
+  outcome: "new_run" | "steered";
+  run_id: string;
+  client_id?: string;
+}
+
+/** What cancelling answers: the run cancelled, or null when none was active. */
+export interface CancelOutcome {
+  run_id: string | null;
+}
+
+/** The options of {@link Connection.send}. */
+export interface SendOptions {
+  /** Tools offered for this run only; this connection serves their calls until the run ends. */
+  clientTools?: Tools | null | undefined;
+}
+
+/** The options of {@link Connection.registerClient}. */
+export interface RegisterClientOptions {
+  /** The name asked for (`^[a-z0-9-]+$`); a second tab gets `web-2` and so on. */
+  name: string;
+  /** Lease in seconds, kept by pinging at ttl/2 (default 60); 0 lives until it leaves. */
+  ttl?: number | undefined;
+  tools?: Tools | undefined;
+}
+
+/** An error the server answered, with its status and envelope code. */
+export declare class SwitchboardError extends Error {
+  constructor(status: number, code: string, message: string);
+  readonly name: "SwitchboardError";
+  /** The HTTP status. */
+  readonly status: number;
+  /** The error envelope's code (`not_found`, `conflict`, ...), or `unknown`. */
+  readonly code: string;
+}
+
+/**
+ * Open a session's live event stream. `token` (a session token or API key) or `getToken` (called again after a
+ * 401); `url` defaults to this page's origin; `history: true` replays the whole log first; `include` (such as
+ * "progress,images") asks for the extensions the default view leaves out.
+ */
+export declare function connect(options: ConnectOptions): Connection;
+
+/** A session's live event stream, and the clients served over it. Made by {@link connect}. */
+export declare class Connection {
+  /** Starts streaming at once; throws a TypeError without `sessionId`, or without `token` and `getToken`. */
+  constructor(options: ConnectOptions);
+  readonly sessionId: string;
+  /** The API's origin, without a trailing slash. */
+  readonly url: string;
+  readonly status: ConnectionStatus;
+  /** The seq of the last logged event seen; a reconnect resumes after it. */
+  readonly lastSeq: number;
+  /** Why the connection failed (a SwitchboardError when the server refused the stream), once it has. */
+  readonly error?: Error;
+
+  /** Resolves once the stream is open (and rejects if it never opens). */
+  ready(): Promise<void>;
+
+  /** Listen to status changes; returns a function that stops listening. */
+  on(type: "status", listener: (status: ConnectionStatus) => void): () => void;
+  /** Listen to every event, in order, across reconnects. */
+  on(type: "*", listener: (event: StreamEvent) => void): () => void;
+  /** Listen to the events of one type. */
+  on<K extends StreamEventType>(type: K, listener: (event: StreamEventOf<K>) => void): () => void;
+
+  /**
+   * A request to the API: JSON in and out (null for an empty body), retried as the Subako SDK retries, one
+   * Idempotency-Key per call. Rejects with a SwitchboardError when the server refuses it.
+   */
+  request(method: string, path: string, options?: RequestOptions): Promise<unknown>;
+
+  /**
+   * Post a user message: it starts a run, or steers the active one (the agent's concurrency policy).
+   * `clientTools` are offered for that run only; this connection serves their calls until the run ends.
+   */
+  send(text: string, options?: SendOptions): Promise<SubmitOutcome>;
+
+  /** Cancel the active run. */
+  cancel(): Promise<CancelOutcome>;
+
+  /** Register a client serving `tools`; resolves once the server has it. */
+  registerClient(options: RegisterClientOptions): Promise<ToolClient>;
+
+  /** Stop streaming and leave every client of this connection. */
+  close(): Promise<void>;
+}
+
+/** Where a client is: `left` is for good, unless its lease lapsed (it then registers again). */
+export type ToolClientStatus = "joining" | "serving" | "failed" | "left";
+
+/**
+ * A registration serving tools: it acks each call addressed to it, runs the tool's `execute` and posts the
+ * result; it pings at ttl/2 and leaves on `pagehide`. Made by {@link Connection.registerClient} (and by
+ * {@link Connection.send} for `clientTools`); one constructed directly is not registered.
+ */
+export declare class ToolClient {
+  constructor(connection: Connection, name: string, ttl: number, tools: Tools);
+  readonly connection: Connection;
+  /** The name asked for. */
+  readonly requestedName: string;
+  /** The lease in seconds; 0 for none. */
+  readonly ttl: number;
+  /** The tools served; replace them with {@link ToolClient.setTools}. */
+  readonly tools: Tools;
+  /** The registration's id (lowercase), once registered. */
+  readonly id: string | null;
+  /** The name the server gave (`web`, `web-2`, ...), once registered; `turn` for a run's client tools. */
+  readonly name: string | null;
+  readonly status: ToolClientStatus;
+  /** Called with the client after it registered again under a new id (and maybe a new name). */
+  onRegistered: ((client: ToolClient) => void) | null;
+
+  /** Replace the whole tool set; resolves to the `client_tools_updated` event once the server has it. */
+  setTools(tools: Tools): Promise<ClientToolsUpdatedEvent>;
+
+  /** Leave: the name is freed and calls still owed fail with `client_gone`. */
+  leave(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The page tools (page-tools.js)
+
+/** The options of {@link pageTools}. */
+export interface PageToolsOptions {
+  /** What the tools see and touch (default `document.body`). */
+  root?: Element | null | undefined;
+  /** Opens a URL of this origin in place of a full page load (for single-page apps). */
+  navigate?: ((url: string) => void) | null | undefined;
+}
+
+export type ReadPageArgs = { max_chars?: number };
+export type ReadPageOutput = { title: string; url: string; text: string; truncated: boolean };
+/** A field found by its visible label, its name, or a CSS selector (one of the three). */
+export type FillFormField = { label?: string; name?: string; selector?: string; value: string | number | boolean };
+export type FillFormArgs = { fields: FillFormField[] };
+export type SubmitFormArgs = { form?: string };
+export type ClickArgs = { text?: string; selector?: string };
+export type HighlightArgs = { selector?: string; text?: string; color?: string };
+export type NavigateArgs = { url: string };
+export type ScreenshotArgs = { selector?: string };
+
+/** The tools {@link pageTools} makes; each answers with what it did, or throws saying what went wrong. */
+export type PageTools = {
+  /** The page's visible text, title and URL. */
+  read_page: Tool<ReadPageArgs, ReadPageOutput>;
+  /** Fill form fields. */
+  fill_form: Tool<FillFormArgs, string>;
+  /** Submit a form (reports what stops it from being submitted). */
+  submit_form: Tool<SubmitFormArgs, string>;
+  /** Click a button or link, by its text or a CSS selector. */
+  click: Tool<ClickArgs, string>;
+  /** Scroll to an element and outline it. */
+  highlight: Tool<HighlightArgs, string>;
+  /** Open a page of this origin. */
+  navigate: Tool<NavigateArgs, string>;
+  /** A PNG of the page or of one element: only where the page can draw one. */
+  screenshot?: Tool<ScreenshotArgs, ToolContentResult>;
+};
+
+/**
+ * The page tools, for `registerClient({tools})`: read_page, fill_form, submit_form, click, highlight,
+ * navigate, and screenshot where the page can render one.
+ */
+export declare function pageTools(options?: PageToolsOptions): PageTools;
+
+// Only what is marked `export` above is exported (a declaration file exports every declaration otherwise).
+export {};
