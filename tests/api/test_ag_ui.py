@@ -77,6 +77,14 @@ async def test_context_reaches_the_model_before_the_users_text(api: Api) -> None
     )
 
 
+async def test_a_failed_run_is_a_run_error_saying_why(api: Api) -> None:
+    session = await api.session()
+    (run,) = await _drive(api, session, {"add": [_user("/fail the model is down")]})
+    assert _types(run)[-1] == "RUN_ERROR"
+    error = run["events"][-1]
+    assert (error["code"], error["message"]) == ("run_failed", "the model is down")
+
+
 async def test_a_frontend_tool_ends_the_ag_ui_run_and_its_answer_continues_the_same_run(api: Api) -> None:
     session = await api.session()
     first, second = await _drive(

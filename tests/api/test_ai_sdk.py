@@ -67,6 +67,19 @@ async def test_text_streams_between_start_and_finish(api: Api) -> None:
     assert _text(run) == "You said: hello"
 
 
+async def test_the_stream_carries_the_protocol_header_and_a_failed_run_is_an_error_chunk(api: Api) -> None:
+    session = await api.session()
+    body = {"id": "c", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "/fail down"}]}]}
+    async with api.as_session(session) as client:
+        answer = await client.post(f"/v1/sessions/{session.id}/ai-sdk/chat", json=body)
+    assert answer.status_code == 200
+    assert answer.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    lines = [line[6:] for line in answer.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    assert json.loads(lines[-2]) == {"type": "error", "errorText": "down"}
+
+
 async def test_a_frontend_tool_ends_the_stream_and_its_output_continues_the_same_run(api: Api) -> None:
     session = await api.session()
     first, second = await _drive(
@@ -120,6 +133,8 @@ async def test_a_denied_approval_reaches_the_model_as_an_error_result(api: Api) 
     session = await api.session(**CALC, server_tool_policies={"calculate": "require_approval"})
     _, second = await _drive(api, session, {"send": '/call calculate {"expression": "1"}'}, {"approvePending": False})
     assert second["error"] is None, second
+    (denied,) = [c for c in second["chunks"] if c["type"] == "tool-output-error"]
+    assert denied["providerExecuted"] is True
     assert "calculate failed" in _text(second)
 
 
