@@ -41,12 +41,12 @@ from ag_ui.core import (
     UserMessage,
 )
 from ag_ui.core.events import RunFinishedCancelledOutcome, RunFinishedInterruptOutcome, RunFinishedSuccessOutcome
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from api.doors import ag_ui_proto
 from api.doors import view as shown
 from api.doors.follow import Quiet, SessionGone, back, shown_items
-from api.doors.turns import Started, Turn, frontend_tools, hand_over, input_text, result_body
+from api.doors.turns import Started, Turn, frontend_tools, hand_over, input_text, parsed, result_body
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
 from broker.codec import dumps, loads
@@ -61,12 +61,7 @@ DECISION_SCHEMA: dict[str, Any] = TypeAdapter(ApprovalDecisionForm).json_schema(
 
 def parse(body: bytes) -> RunAgentInput:
     """The request as the `ag-ui-protocol` package's RunAgentInput; 400 naming the field otherwise."""
-    try:
-        return RunAgentInput.model_validate_json(body)
-    except ValidationError as error:
-        problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "body"
-        raise InvalidRequest(f"{where}: {problem['msg']}") from None
+    return parsed(RunAgentInput, body)
 
 
 def plan(run: RunAgentInput) -> Turn:

@@ -13,11 +13,11 @@ from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.doors import view as shown
 from api.doors.follow import Quiet, SessionGone, shown_items
-from api.doors.turns import Turn, frontend_tools, input_text, result_body
+from api.doors.turns import Turn, frontend_tools, input_text, parsed, result_body
 from api.schemas.clients import ClientCallResultBody
 from api.state import AppState
 from broker.codec import dumps
@@ -59,12 +59,8 @@ class ChatRequest(BaseModel):
 
 
 def parse(body: bytes) -> ChatRequest:
-    try:
-        return ChatRequest.model_validate_json(body)
-    except ValidationError as error:
-        problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "body"
-        raise InvalidRequest(f"{where}: {problem['msg']}") from None
+    """The request as what the transport sends; 400 naming the field otherwise."""
+    return parsed(ChatRequest, body)
 
 
 def _tool_name(part: dict[str, Any]) -> str | None:
