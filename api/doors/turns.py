@@ -189,9 +189,8 @@ class Owed:
 
 async def answer_calls(state: AppState, session_id: str, results: list[tuple[str, ClientCallResultBody]]) -> list[Owed]:
     """Record each result whose call is still owed to a client (a result for a settled or unknown call
-    counts for nothing: a resent conversation answers nothing twice). The calls that were owed."""
-    if len(results) > MAX_ANSWERS:
-        raise InvalidRequest(f"messages: {len(results)} tool results; the limit is {MAX_ANSWERS}")
+    counts for nothing: a resent conversation answers nothing twice). The calls that were owed. The
+    count is bounded by open_turn, before anything is written."""
     owed: list[Owed] = []
     for call_id, body in results:
         record = await state.broker.calls.record(session_id, call_id)
