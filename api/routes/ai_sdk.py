@@ -57,10 +57,12 @@ async def chat(session_id: str, request: Request, caller: Caller, state: State) 
     turn, continues = ai_sdk.plan(body)
     opened = await open_turn(state, caller, canonical, "ai-sdk", turn)
     tools = frozenset(tool["name"] for tool in turn.tools or [])
+    # One UI message per run, named by the run; input that steered a run already going gets a message
+    # of its own (the run's id and where the message starts). A continuation keeps its message's id.
     started = opened.started
-    message_id = continues or (started.run_id if started is not None and not started.inside else "")
+    message_id = continues or ""
     if not message_id and started is not None:
-        message_id = f"{started.run_id}.{started.after}"
+        message_id = f"{started.run_id}.{started.after}" if started.inside else started.run_id
     return _response(state, canonical, opened, message_id, tools)
 
 
