@@ -10,7 +10,7 @@ from broker.codec import dumps, loads
 from broker.core import Core
 from broker.errors import from_script_status, translate_redis_errors
 from broker.keys import POOL_GROUP
-from broker.layouts import call_args, call_keys, client_args, client_keys
+from broker.layouts import Named, call_args, call_keys, call_names, client_args, client_keys
 
 MAX_ACTIVE_CLIENTS = 32
 MAX_NAME_LENGTH = 32
@@ -161,6 +161,18 @@ class Clients:
         ]
         return keys, args
 
+    def _receipt(self, session_id: str, caller: Caller, receipt: Receipt | None) -> Named:
+        """The keys and arguments lib/http.lua declares: tokens and receipt keys, token, fingerprint, ttl."""
+        s = self._core.keys.session(session_id)
+        return (
+            {"tokens": s.tokens, "receipt": receipt.key if receipt else s.idempotency("none")},
+            {
+                "token": caller.token_sha,
+                "fp": receipt.fingerprint if receipt else "",
+                "ttl": receipt.ttl_ms if receipt else 0,
+            },
+        )
+
     async def ping(
         self, session_id: str, client_id: str, caller: Caller = Caller(), receipt: Receipt | None = None
     ) -> HttpReply:
@@ -209,17 +221,18 @@ class Clients:
         """200 and the `client_tool_acked` event (the same one again for a repeated ack). `member` is the
         pool member acking (`Pools`); another member's ack of the call is 409."""
         keys = self._core.keys
-        extra_keys, extra_args = self._http(session_id, caller, receipt)
+        call, args = call_names(keys, session_id, call_id, client_id)
+        receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
         status, body = await self._core.scripts.raw(
             "ack_call",
-            [*call_keys(keys, session_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
-            [
-                *call_args(keys, session_id, call_id, client_id),
-                self._core.settings.result_timeout_ms,
-                *extra_args,
-                member,
-                POOL_GROUP,
-            ],
+            {**call, **receipt_keys, "stream": keys.session(session_id).client_calls(client_id)},
+            {
+                **args,
+                **receipt_args,
+                "result_ms": self._core.settings.result_timeout_ms,
+                "member": member,
+                "group": POOL_GROUP,
+            },
             keys.session(session_id).partition,
         )
         return HttpReply(int(status), body)

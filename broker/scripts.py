@@ -23,7 +23,7 @@ from broker.batching import Batcher
 from broker.client import LeanPool
 from broker.errors import BrokerUnavailable, from_script_status, translate_redis_errors
 from broker.keys import PartitionKeys
-from broker.luasource import BATCHED, SCRIPT_NAMES, library, script_sha, script_text, source
+from broker.luasource import BATCHED, SCRIPT_NAMES, Value, layout, library, script_sha, script_text, source
 from broker.slots import SlotMap
 
 __all__ = ["SCRIPT_NAMES", "Scripts", "evalsha", "source"]
@@ -36,6 +36,11 @@ def _text(value: Any) -> Any:
         return [_text(item) for item in value]
     return value
 
+
+# A script's keys and arguments by the names it declares; a list is a value that takes what is left
+# (`--!key name...`). (A bare list: positions, for the scripts not yet declaring names.)
+Keys = Mapping[str, str | Sequence[str]] | list[str]
+Args = Mapping[str, Value | Sequence[Value]] | Sequence[Value]
 
 # A script that meets more MOVED / ASK / TRYAGAIN answers than this fails (a slot moving back and forth).
 _REDIRECTS = 8
@@ -118,23 +123,26 @@ class Scripts:
                     return False
         return self.functions is not None
 
-    async def raw(
-        self, name: str, keys: list[str], args: Sequence[str | int | bytes], partition: PartitionKeys | None = None
-    ) -> Any:
-        """Run a script and return its reply as text, without interpreting it. `partition` is required for,
-        and only for, the scripts that include lib/partition.lua."""
+    async def raw(self, name: str, keys: Keys, args: Args, partition: PartitionKeys | None = None) -> Any:
+        """Run a script and return its reply as text, without interpreting it. `keys` and `args` are given by
+        the names the script declares (broker/luasource.py). `partition` is required for, and only for, the
+        scripts that include lib/partition.lua."""
         if (name in self._partitioned) != (partition is not None):
             raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
         if self.functions is None:
             await self.load()
+        if isinstance(keys, Mapping):
+            key_list, arg_list = layout(name).positional(keys, cast(Mapping[str, Value | Sequence[Value]], args))
+        else:
+            key_list, arg_list = keys, list(cast(Sequence[Value], args))
         if partition is not None:
-            args = [*args, self.max_session_bytes]
+            arg_list.append(self.max_session_bytes)
         with translate_redis_errors():
             if self._batcher is not None and partition is not None and name in BATCHED:
-                return _text(await self._batcher.run(partition.number, name, keys, partition.block, args))
+                return _text(await self._batcher.run(partition.number, name, key_list, partition.block, arg_list))
             if partition is not None:
-                keys = [*keys, *partition.block]
-            return _text(await self._send(self._heads[name], keys, args))
+                key_list = [*key_list, *partition.block]
+            return _text(await self._send(self._heads[name], key_list, arg_list))
 
     async def _send(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         command, first_key = (*head, len(keys), *keys, *args), keys[0] if keys else ""
@@ -187,8 +195,8 @@ class Scripts:
     async def run(
         self,
         name: str,
-        keys: list[str],
-        args: Sequence[str | int | bytes],
+        keys: Keys,
+        args: Args,
         refusals: Mapping[str, str] | None = None,
         *,
         partition: PartitionKeys | None = None,

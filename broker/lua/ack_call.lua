@@ -1,12 +1,13 @@
 -- Acknowledges a dispatched call: `client_tool_acked`, and the result deadline replaces the ack deadline.
 -- A repeated ack of an acked call answers with the same event. Answers as HTTP (lib/http.lua).
 --
--- KEYS and ARGV[1..4]: the layout of lib/call.lua.
--- KEYS[6] the session's tokens  KEYS[7] the Idempotency-Key receipt  KEYS[8] the registration's call
--- stream
--- ARGV[5] result deadline ms  ARGV[6] token SHA-256 ('' when the caller checked an API key)
--- ARGV[7] request fingerprint ('' for no Idempotency-Key)  ARGV[8] receipt ttl ms
--- ARGV[9] the pool member acking ('' for a caller outside any pool)  ARGV[10] the pool's group
+--!layout lib/call.lua
+--!layout lib/http.lua
+--!key stream      the registration's call stream
+--!arg result_ms   the deployment's result deadline (ms)
+--!arg member      the pool member acking ('' for a caller outside any pool)
+--!arg group       the pool's consumer group
+--
 -- Returns {HTTP status, body}: 200 and the acked event; 404 (no such call for this client, or no
 -- session); 409 (settled, not dispatched yet, held by another pool member, or the session's storage is
 -- full: SWITCHBOARD_MAX_SESSION_BYTES); 401 (token).
@@ -20,10 +21,10 @@
 --!include lib/http.lua
 
 local S = sb_call_context()
-local H = {tokens = KEYS[6], receipt = KEYS[7], token = ARGV[6], fp = ARGV[7], ttl = ARGV[8], cap = SB_P.cap}
+local H = sb_http_context()
 local rec, refused = sb_http_own_call(S, H)
 if not rec then return refused end
-local member = ARGV[9]
+local member = A.member
 if member ~= '' and rec.member and rec.member ~= member then
   return sb_http_refuse(S, H, 409, 'call ' .. S.call_id .. ' was handed to another pool member')
 end
@@ -36,4 +37,4 @@ local full = sb_http_room(S, H, rec.state == 'acked' and 256 or 2 * SB_ENTRY + 2
 if full then return full end
 if rec.state == 'acked' then return sb_http_reply(S, H, 200, sb_ack_event(S, rec)) end
 if member ~= '' then rec.member = member end
-return sb_http_reply(S, H, 200, sb_ack(S, rec, sb_result_window(rec, tonumber(ARGV[5])), {KEYS[8], ARGV[10]}))
+return sb_http_reply(S, H, 200, sb_ack(S, rec, sb_result_window(rec, tonumber(A.result_ms)), {K.stream, A.group}))

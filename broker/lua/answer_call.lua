@@ -10,6 +10,7 @@
 -- Returns {HTTP status, body}: 204 and ''; 404; 409 (already settled, or the session's storage is full:
 -- SWITCHBOARD_MAX_SESSION_BYTES, and the call stays owed); 401 (token).
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -6,6 +6,7 @@
 -- Returns {0, 'run', tool, arguments JSON, source ('' for the deployment's own tools, `mcp:<grant>`)} or
 -- {0, 'stale'} (settled, or another worker holds it).
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/call.lua

@@ -8,6 +8,7 @@
 -- Returns {0, 'run' | 'stale' | 'ended'}; {404, 'session'}. 'stale': another worker has this step (a
 -- duplicate take, a late retry of a reclaimed try, or a worker that still holds its lease).
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

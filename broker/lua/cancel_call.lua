@@ -7,6 +7,7 @@
 -- ARGV[5] the text of the error result
 -- Returns {0, client_tool_failed JSON or ''}; {404, 'session' | 'call'}; {409, message} (settled).
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

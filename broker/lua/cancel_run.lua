@@ -5,6 +5,7 @@
 -- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').  ARGV[4] text for run_gone
 -- Returns {0, run id or '', 'ended' | 'flagged' | 'idle'}; {404, 'session'}.
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -24,6 +24,7 @@
 -- what the step would store passes the session's storage cap (SWITCHBOARD_MAX_SESSION_BYTES), so none
 -- of it is written and the run ends with run_failed saying so (the session stays readable).
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

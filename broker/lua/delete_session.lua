@@ -9,6 +9,7 @@
 -- ARGV[4] tombstone ms  ARGV[5] text for run_gone
 -- Returns {0}; {404, 'session'}.
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -4,6 +4,7 @@
 -- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').
 -- Returns {0}.
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

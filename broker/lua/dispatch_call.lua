@@ -12,6 +12,7 @@
 -- is not active or does not serve the tool); {409, message} when the session's storage is full
 -- (SWITCHBOARD_MAX_SESSION_BYTES).
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -8,6 +8,7 @@
 -- ARGV[8] the deployment's result deadline ms (a tool's own timeout_s or heartbeat_s says its own text)
 -- Returns {0, 'failed' | 'not_due' | 'settled'}.
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -6,6 +6,7 @@
 -- ARGV[8] text for run_gone
 -- Returns {0, 'ended' | 'stale'}; {404, 'session'}.
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -4,6 +4,7 @@
 -- KEYS and ARGV: the layout of lib/client.lua.
 -- Returns {0, 'lapsed' | 'alive' | 'gone'}.
 
+--!layout lib/client.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -5,6 +5,7 @@
 -- KEYS and ARGV: the layout of lib/client.lua.
 -- Returns {0}; {404, 'session' | 'client'} when the session or the client does not exist.
 
+--!layout lib/client.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -15,6 +15,7 @@
 -- (SWITCHBOARD_MAX_SESSION_BYTES); {400, msg} no room for the run-scoped client.
 -- The same run id or input id again (a retried request) changes nothing and answers the same.
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

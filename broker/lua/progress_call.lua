@@ -11,6 +11,7 @@
 -- Returns {HTTP status, body}: 200 and the event; 404 (no such call for this client, or no session); 409
 -- (not acked yet, settled, or the session's storage is full: SWITCHBOARD_MAX_SESSION_BYTES); 401 (token).
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/call.lua

@@ -5,6 +5,7 @@
 -- ARGV[4] max reclaims  ARGV[5] text for run_gone
 -- Returns {0, 'reclaimed' | 'alive' | 'gone' | 'ended'}.
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -3,6 +3,7 @@
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').  ARGV[5] lease ms
 -- Returns {0, 1} renewed, {0, 0} the call is no longer running (settled or failed as interrupted).
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/call.lua

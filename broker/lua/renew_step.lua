@@ -6,6 +6,7 @@
 -- Returns {0, 1} renewed; {0, 0} the step is no longer this worker's (reclaimed, cancelled, ended): the
 -- worker stops and commits nothing.
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/run.lua

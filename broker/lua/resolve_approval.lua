@@ -16,6 +16,7 @@
 -- the session's storage has no room for the decision (SWITCHBOARD_MAX_SESSION_BYTES);
 -- {0, 'retry'} the call's bound client is not the one the caller read (read it again).
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -9,6 +9,7 @@
 -- ARGV[4] retention ms (0: kept for ever)  ARGV[5] tombstone ms  ARGV[6] text for run_gone
 -- Returns {0, 'kept' | 'purged' | 'gone'}.
 
+--!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -5,6 +5,7 @@
 -- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').  ARGV[5] tool_progress event JSON
 -- Returns {0, 'logged' | 'stale' | 'full'}.
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/call.lua

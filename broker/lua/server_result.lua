@@ -5,6 +5,7 @@
 -- result that would pass the session's storage cap (SWITCHBOARD_MAX_SESSION_BYTES) is not kept: the
 -- call's result is an error saying so, and the run goes on.
 
+--!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -11,8 +11,8 @@ from redis.exceptions import ResponseError
 
 from broker import Broker
 from broker.batching import Batcher
-from broker.layouts import call_args, call_keys
-from broker.luasource import library
+from broker.layouts import call_names
+from broker.luasource import layout, library
 from tests.helpers import make_session
 
 Sent = tuple[tuple[str, str], list[str], Sequence[str | int | bytes]]
@@ -109,8 +109,12 @@ async def test_the_batch_function_runs_each_call_alone_in_redis(broker: Broker) 
     # ack again: the error is the second call's alone.
     client_id = "0190f2a0-0000-7000-8000-0000000000ff"
     s = keys.session(session_id)
-    own = [*call_keys(keys, session_id), s.tokens, s.idempotency("none"), s.client_calls(client_id)]
-    ack_args = [*call_args(keys, session_id, "call_x", client_id), 1000, "", "", 0, "", "pool"]
+    call, args = call_names(keys, session_id, "call_x", client_id)
+    own, ack_args = layout("ack_call").positional(
+        {**call, "tokens": s.tokens, "receipt": s.idempotency("none"), "stream": s.client_calls(client_id)},
+        {**args, "token": "", "fp": "", "ttl": 0, "result_ms": 1000, "member": "", "group": "pool"},
+    )
+    ack_args.append(0)
     # The batch function, called as the batcher calls it.
     replies = await scripts._send(
         ("FCALL", library().batch),

@@ -1,14 +1,20 @@
 -- Library: the context of the scripts that act on one call. Needs lib/core.lua and lib/partition.lua.
--- Every script that includes it takes this KEYS and ARGV layout, then its own keys from KEYS[6] and ARGV
--- from 5 on (and the partition's keys last, lib/partition.lua):
+-- A script that takes `--!layout lib/call.lua` is handed these first:
 --
--- KEYS[1] meta  KEYS[2] events  KEYS[3] calls  KEYS[4] owed  KEYS[5] run
--- ARGV[1] channel  ARGV[2] session id  ARGV[3] call id  ARGV[4] client id ('' when acting for none)
+--!key meta      the session's record (hash)
+--!key events    its event log (stream)
+--!key calls     its call records (hash)
+--!key owed      the calls still owed an answer (hash)
+--!key run       its active run (hash)
+--!arg channel  the session's live channel
+--!arg sid      the session id
+--!arg call_id  the call acted on
+--!arg cid      the client acting ('' when acting for none)
 
 local function sb_call_context()
   return {
-    meta = KEYS[1], events = KEYS[2], calls = KEYS[3], owed = KEYS[4], run = KEYS[5],
-    channel = ARGV[1], sid = ARGV[2], call_id = ARGV[3], cid = ARGV[4], now = sb_now_ms(),
+    meta = K.meta, events = K.events, calls = K.calls, owed = K.owed, run = K.run,
+    channel = A.channel, sid = A.sid, call_id = A.call_id, cid = A.cid, now = sb_now_ms(),
   }
 end
 

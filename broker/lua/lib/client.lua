@@ -1,21 +1,30 @@
 -- Library: registering clients, and the context of the scripts that act on one registration (ping,
--- leave, lapse). Needs lib/core.lua and lib/partition.lua. Every script that uses sb_client_context
--- takes this layout, then its own keys from KEYS[8] (and the partition's keys last):
+-- leave, lapse). Needs lib/core.lua and lib/partition.lua. A script that takes `--!layout lib/client.lua`
+-- is handed these first:
 --
--- KEYS[1] meta  KEYS[2] events  KEYS[3] names  KEYS[4] client  KEYS[5] calls  KEYS[6] owed  KEYS[7] run
--- KEYS[8] the registration's call stream
--- ARGV[1] channel  ARGV[2] session id  ARGV[3] client id  ARGV[4] how long a departed registration's
--- remainder is kept (ms: the idempotency TTL, so a retried register of the same id still finds it)
---
+--!key meta          the session's record (hash)
+--!key events        its event log (stream)
+--!key names         its registrations by name (hash)
+--!key client        the registration (hash)
+--!key calls         the session's call records (hash)
+--!key owed          the calls still owed an answer (hash)
+--!key run           the active run (hash)
+--!key client_calls  the registration's call stream
+--!arg channel       the session's live channel
+--!arg sid           the session id
+--!arg cid           the client id
+--!arg departed_ms   how long a departed registration's remainder is kept (ms: the idempotency TTL, so a
+--                   retried register of the same id still finds it)
+
 -- A ttl registration's lease is its `expires_at` (ms): a ping moves it, and the lease index holds an
 -- entry due no later than it, which the timekeeper checks (lapse_client.lua) and moves on if the
 -- client pinged meanwhile. So a ping writes one hash field and no index.
 
 local function sb_client_context()
   return {
-    meta = KEYS[1], events = KEYS[2], names = KEYS[3], client = KEYS[4], calls = KEYS[5], owed = KEYS[6],
-    run = KEYS[7], client_calls = KEYS[8], channel = ARGV[1], sid = ARGV[2], cid = ARGV[3],
-    departed_ms = ARGV[4], now = sb_now_ms(),
+    meta = K.meta, events = K.events, names = K.names, client = K.client, calls = K.calls, owed = K.owed,
+    run = K.run, client_calls = K.client_calls, channel = A.channel, sid = A.sid, cid = A.cid,
+    departed_ms = A.departed_ms, now = sb_now_ms(),
   }
 end
 

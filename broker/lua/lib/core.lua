@@ -1,7 +1,11 @@
--- Library: clock, JSON strings and the event log append. Included by scripts with `--!include`.
+-- Library: clock, JSON strings, the event log append, and how every script call runs. Included by
+-- scripts with `--!include`.
 --
--- Every script builds a context table `S` from its KEYS and ARGV and passes it to these functions, so a
--- library never names a key itself. Fields a function reads are listed in its comment.
+-- Every script builds a context table `S` from the keys and arguments it is handed by name (`K`, `A`:
+-- broker/luasource.py) and passes it to these functions, so a library never names a key itself. Fields
+-- a function reads are listed in its comment.
+--!setup sb_core_begin
+--!teardown sb_core_end
 
 -- Redis's clock in ms; the µs it also read are kept for `created_at`, which latency figures are measured
 -- against. It is read once per call, or once per batch of calls (broker/batching.py): calls that run as
@@ -62,7 +66,7 @@ end
 
 -- Every event of a call is one message on its session's channel, but a call (or a batch of calls,
 -- broker/batching.py) publishes once per channel: its messages joined by newlines (an event's JSON has
--- none), which the live hub splits (broker/live.py). broker/luasource.py flushes it as each call ends.
+-- none), which the live hub splits (broker/live.py). The teardown flushes it as each call ends.
 local sb_outbox, sb_outbox_order = {}, {}
 
 local function sb_publish(channel, message)
@@ -306,4 +310,36 @@ end
 
 local function sb_refuse(status, message)
   return {status, message}
+end
+
+-- What this library holds for one call or batch: the clock it read, the storage counted, the messages.
+local function sb_core_begin()
+  sb_clock_read = false
+  sb_use, sb_call_counted = {}, {}
+  sb_outbox, sb_outbox_order = {}, {}
+end
+
+local function sb_core_end()
+  sb_flush_use()
+  sb_flush_outbox()
+end
+
+-- entries `from` to `to` of a list, as a list.
+local function sb_slice(list, from, to)
+  local out = {}
+  for i = from, to do out[#out + 1] = list[i] end
+  return out
+end
+
+-- Runs one script call: its names bound (`bind`), every library's state for the call started (`begin`),
+-- the script, then what the libraries held back written (`finish`) even when the script failed part way
+-- (what it did is kept, as Redis keeps a failed script's writes, so the seqs it used must be counted);
+-- then it answers as the script did.
+local function sb_run_script(script, bind, begin, finish)
+  begin()
+  bind()
+  local ok, answer = pcall(script)
+  finish()
+  if not ok then error(answer, 0) end
+  return answer
 end

@@ -5,7 +5,15 @@
 -- was checked by the caller), receipt (key), fp (the request's fingerprint, '' for no receipt), ttl (ms),
 -- cap (SWITCHBOARD_MAX_SESSION_BYTES; receipts count toward it, lib/core.lua sb_add_receipt), uncounted
 -- (true for a ping: its receipt lives 5 minutes and is not counted; the rate limit bounds how many there
--- are, and a ping stores nothing else).
+-- are, and a ping stores nothing else). A script that takes `--!layout lib/http.lua` is handed these
+-- after its other layouts' (sb_http_context reads them):
+--
+--!key tokens    the session's tokens (hash)
+--!key receipt   the Idempotency-Key receipt
+--!arg token     the token's SHA-256 ('' when the caller checked an API key)
+--!arg fp        the request's fingerprint ('' for no Idempotency-Key)
+--!arg ttl       the receipt's ttl (ms)
+--!setup sb_http_begin_call
 
 local SB_CODES = {[400] = 'invalid_request', [401] = 'unauthorized', [404] = 'not_found', [409] = 'conflict'}
 
@@ -13,10 +21,18 @@ local function sb_envelope(status, message)
   return '{"error":{"code":"' .. SB_CODES[status] .. '","message":' .. sb_str(message) .. '}}'
 end
 
--- The token and the session this call or batch of calls found good (broker/luasource.py forgets them as
--- the next begins). A batch's calls mostly share both, and none of them revokes a token or deletes a
--- session, so each is read once per batch.
+-- The token and the session this call or batch of calls found good (forgotten as the next begins). A
+-- batch's calls mostly share both, and none of them revokes a token or deletes a session, so each is read
+-- once per batch.
 local sb_token_good, sb_tokens_good, sb_meta_live = nil, nil, nil
+
+local function sb_http_begin_call()
+  sb_token_good, sb_tokens_good, sb_meta_live = nil, nil, nil
+end
+
+local function sb_http_context()
+  return {tokens = K.tokens, receipt = K.receipt, token = A.token, fp = A.fp, ttl = A.ttl, cap = SB_P.cap}
+end
 
 -- nil when the operation may act; else the reply it must give instead (a refusal, or a receipt's replay).
 local function sb_http_begin(S, H)

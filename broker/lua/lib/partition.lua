@@ -1,14 +1,23 @@
 -- Library: the partition a script's session belongs to: its timer indexes, its work stream, its figures
 -- and its alarm. Needs lib/core.lua before it.
 --
--- Every script that includes this library is handed its partition's keys as the last nine KEYS, appended
--- by broker/scripts.py (the layout of `PartitionKeys.block` in broker/keys.py), so a script never names
--- them in its own layout and every key it touches shares the partition's hash tag:
+-- Every script that includes this library is handed its partition's keys and arguments after its own
+-- (broker/scripts.py appends them from `PartitionKeys` in broker/keys.py), so a script never names them
+-- and every key it touches shares the partition's hash tag:
 --
--- KEYS[#KEYS-8] deadlines  [-7] leases  [-6] steps  [-5] dequeue  [-4] purges  [-3] claims (zsets of
--- timers, scored by due time in ms)  [-2] work (stream, group `workers`)  [-1] alarm (string)  [0] stats
---
--- and SWITCHBOARD_MAX_SESSION_BYTES as the last ARGV (`SB_P.cap`, 0 for no bound; lib/core.lua sb_room).
+--!key deadlines  timers of calls (zset scored by due ms, as every timer index here)
+--!key leases     timers of ttl registrations
+--!key steps      timers of running steps' leases
+--!key dequeue    timers of debounced input
+--!key purges     timers of deleted sessions' keys
+--!key claims     timers of claimed work
+--!key work      the partition's work (stream, group `workers`)
+--!key alarm     the earliest due time the timekeeper was told of (string), and its channel
+--!key stats     the partition's figures (hash)
+--!arg cap       SWITCHBOARD_MAX_SESSION_BYTES (`SB_P.cap`, 0 for no bound; lib/core.lua sb_room)
+--!setup sb_partition_begin
+--!enter sb_partition_enter
+--!teardown sb_flush_counts
 --
 -- The alarm holds the earliest due time the partition's timekeeper was told of; it is also the name of the
 -- channel that tells it. A timer set earlier than the alarm (or while the alarm is unset or past) moves
@@ -18,17 +27,20 @@
 local SB_P = {}
 local sb_work_woken = false
 local sb_alarm = nil
+local sb_counted, sb_counted_stats = {}, nil
 
--- Points SB_P at this call's partition (the last nine KEYS). broker/luasource.py puts the call to it
--- first in every script that includes this library: a Functions library is loaded once and serves every
--- call. (The alarm seen and the wake sent last for a call or a batch of calls of one partition:
--- broker/luasource.py starts them afresh.)
+-- The alarm seen and the wake sent last hold for a call or a batch of calls of one partition.
+local function sb_partition_begin()
+  sb_counted, sb_counted_stats = {}, nil
+  sb_work_woken, sb_alarm = false, nil
+end
+
+-- Points SB_P at this call's partition.
 local function sb_partition_enter()
-  local n = #KEYS
-  SB_P.deadlines, SB_P.leases, SB_P.steps = KEYS[n - 8], KEYS[n - 7], KEYS[n - 6]
-  SB_P.dequeue, SB_P.purges, SB_P.claims = KEYS[n - 5], KEYS[n - 4], KEYS[n - 3]
-  SB_P.work, SB_P.alarm, SB_P.stats = KEYS[n - 2], KEYS[n - 1], KEYS[n]
-  SB_P.cap = tonumber(ARGV[#ARGV]) or 0
+  SB_P.deadlines, SB_P.leases, SB_P.steps = K.deadlines, K.leases, K.steps
+  SB_P.dequeue, SB_P.purges, SB_P.claims = K.dequeue, K.purges, K.claims
+  SB_P.work, SB_P.alarm, SB_P.stats = K.work, K.alarm, K.stats
+  SB_P.cap = tonumber(A.cap) or 0
 end
 
 -- The consumer group workers read the work stream through (broker/keys.py WORK_GROUP).
@@ -42,8 +54,6 @@ local SB_MS_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30
 -- The buckets as text, made on first use (once per library load: a number costs a printf as text).
 local SB_MS_LABELS = {}
 
-local sb_counted, sb_counted_stats = {}, nil
-
 local function sb_flush_counts()
   for field, by in pairs(sb_counted) do
     if by ~= 0 then redis.call('HINCRBY', sb_counted_stats, field, by) end
@@ -51,7 +61,7 @@ local function sb_flush_counts()
   sb_counted, sb_counted_stats = {}, nil
 end
 
--- Counted as the call goes and written as it ends (broker/luasource.py), once per field: a batch of
+-- Counted as the call goes and written as it ends (the teardown), once per field: a batch of
 -- acks adds to each of its figures once.
 local function sb_count(field, by)
   if sb_counted_stats ~= SB_P.stats then

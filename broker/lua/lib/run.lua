@@ -1,15 +1,22 @@
 -- Library: the context of the scripts that act on a session's run. Needs lib/core.lua and
--- lib/partition.lua. Every script that includes it takes this KEYS and ARGV layout, then its own keys
--- from KEYS[9] and ARGV from 4 on (and the partition's keys last, lib/partition.lua):
+-- lib/partition.lua. A script that takes `--!layout lib/run.lua` is handed these first:
 --
--- KEYS[1] meta  KEYS[2] events  KEYS[3] run  KEYS[4] inbox  KEYS[5] calls  KEYS[6] owed  KEYS[7] names
--- KEYS[8] queue
--- ARGV[1] channel  ARGV[2] session id  ARGV[3] run id ('' when acting on whichever run is active)
+--!key meta      the session's record (hash)
+--!key events    its event log (stream)
+--!key run       its active run (hash)
+--!key inbox    input steering the active run (list)
+--!key calls     its call records (hash)
+--!key owed      the calls still owed an answer (hash)
+--!key names    its registrations by name (hash)
+--!key queue    input waiting for a run (list)
+--!arg channel  the session's live channel
+--!arg sid      the session id
+--!arg run_id   the run acted on ('' when acting on whichever run is active)
 
 local function sb_run_context()
   return {
-    meta = KEYS[1], events = KEYS[2], run = KEYS[3], inbox = KEYS[4], calls = KEYS[5], owed = KEYS[6],
-    names = KEYS[7], queue = KEYS[8], channel = ARGV[1], sid = ARGV[2], run_id = ARGV[3], now = sb_now_ms(),
+    meta = K.meta, events = K.events, run = K.run, inbox = K.inbox, calls = K.calls, owed = K.owed,
+    names = K.names, queue = K.queue, channel = A.channel, sid = A.sid, run_id = A.run_id, now = sb_now_ms(),
   }
 end
 
