@@ -13,7 +13,7 @@ from api.state import AppState
 from broker.codec import canonical_uuid
 from broker.errors import NotFound
 
-Caller = Annotated[Principal, Depends(authenticate)]
+Authenticated = Annotated[Principal, Depends(authenticate)]
 
 # A UUID, with or without its hyphens, or nothing (the first page).
 _HEX = "[0-9A-Fa-f]"

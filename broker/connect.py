@@ -51,7 +51,7 @@ async def open_redis(url: str, *, name: str = "switchboard", max_connections: in
         return Connected(single, None, name)
     await single.aclose()
     parts = urlsplit(url)
-    slots = SlotMap(name, max_connections, password=parts.password, username=parts.username)
+    slots = SlotMap(name, max_connections, url)
     try:
         with translate_redis_errors():
             await slots.refresh([f"{parts.hostname}:{parts.port or 6379}"])

@@ -16,15 +16,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import AskError, ClusterError, TryAgainError
+from redis.exceptions import AskError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from broker.slots import SlotMap
+from broker.slots import NotSent, SlotMap
 
 # Commands sent through `execute_command` name the command first and the key second.
 _RAW = "execute_command"
-# Redirections followed for one command before giving up (a slot moving back and forth).
-_REDIRECTS = 5
 
 
 def _key(name: str, args: tuple[Any, ...]) -> str | bytes | None:
@@ -61,29 +59,26 @@ class Routed:
         return call
 
     async def command(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """`name(*args, **kwargs)` on the node serving its key. Answers that say it did not run there
-        are followed: MOVED (the map is read again), ASK (ASKING and the command, on the node importing
-        the slot), TRYAGAIN (a moment later); so is a node that would not connect, once the map names
-        another. Nothing that may have run is sent again."""
-        key = _key(name, args)
-        asked: Redis | None = None
-        for attempt in range(_REDIRECTS):
-            client = asked or self.client_for(key)
+        """`name(*args, **kwargs)` on the node serving its key, through the slot map's one redirect loop
+        (`SlotMap.send`). A node that would not take the command is taken as not sent, so it goes again
+        once the map names another node (a replica promoted): the commands sent this way are reads and
+        writes that may be repeated (the scripts, which may not, know whether they were sent)."""
+
+        async def run(client: Redis, asking: bool) -> Any:
             try:
-                if asked is None:
+                if not asking:
                     return await getattr(client, name)(*args, **kwargs)
                 async with client.pipeline(transaction=False) as pipe:
                     pipe.execute_command("ASKING")
                     getattr(pipe, name)(*args, **kwargs)
                     return (await pipe.execute())[1]
-            except (AskError, TryAgainError) as error:
-                address = await self._slots.follow(error)
-                asked = None if address is None else self._slots.client(address)
-            except RedisConnectionError:
-                await self._slots.refresh()
-                if attempt or asked is not None or self.client_for(key) is client:
-                    raise
-        raise ClusterError(f"{key!r} kept moving; gave up after {_REDIRECTS} redirections")
+            except RedisConnectionError as error:
+                raise NotSent(error) from error
+
+        key = _key(name, args)
+        if key is None:
+            return await getattr(self.client_for(None), name)(*args, **kwargs)
+        return await self._slots.send(key, run)
 
     async def refresh(self) -> None:
         await self._slots.refresh()

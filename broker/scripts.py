@@ -9,14 +9,8 @@ from typing import Any, cast
 
 from hiredis import pack_command
 from redis.asyncio import Redis
-from redis.exceptions import (
-    ClusterError,
-    NoScriptError,
-    ReadOnlyError,
-    ResponseError,
-    SlotNotCoveredError,
-)
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from broker.batching import Batcher
@@ -24,7 +18,7 @@ from broker.client import LeanPool
 from broker.errors import BrokerUnavailable, from_script_status, translate_redis_errors
 from broker.keys import PartitionKeys
 from broker.luasource import BATCHED, SCRIPT_NAMES, Value, layout, library, script_sha, script_text, source
-from broker.slots import SlotMap
+from broker.slots import NotSent, SlotMap
 
 __all__ = ["SCRIPT_NAMES", "Scripts", "evalsha", "source"]
 
@@ -41,17 +35,6 @@ def _text(value: Any) -> Any:
 # (`--!key name...`). (A bare list: positions, for the scripts not yet declaring names.)
 Keys = Mapping[str, str | Sequence[str]] | list[str]
 Args = Mapping[str, Value | Sequence[Value]] | Sequence[Value]
-
-# A script that meets more MOVED / ASK / TRYAGAIN answers than this fails (a slot moving back and forth).
-_REDIRECTS = 8
-
-
-class _NotSent(Exception):
-    """Connecting failed: the command was never sent, so sending it elsewhere is safe."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 @dataclass
@@ -156,41 +139,11 @@ class Scripts:
 
     async def _send_command(self, command: tuple[str | int | bytes, ...], first_key: str) -> Any:
         if self.slots is not None:
-            return await self._on_cluster(self.slots, command, first_key)
+            return await self.slots.send(first_key, lambda client, asking: send_once(client, command, asking=asking))
         try:
             return await send_once(self.redis, command)
-        except _NotSent as error:
+        except NotSent as error:
             raise error.cause from None
-
-    async def _on_cluster(self, slots: SlotMap, command: tuple[str | int | bytes, ...], first_key: str) -> Any:
-        slot = slots.slot(first_key)
-        asking: str | None = None
-        for _ in range(_REDIRECTS):
-            address = asking or slots.address(slot)
-            if address is None:
-                await slots.refresh()
-                address = slots.address(slot)
-                if address is None:
-                    raise SlotNotCoveredError(f"no master serves slot {slot}")
-            try:
-                return await send_once(slots.client(address), command, asking=asking is not None)
-            except _NotSent as error:
-                # The node is down. A replica may have taken over: read the map again; if it still
-                # names the dead node, its partitions fail fast until it is back or replaced.
-                await slots.refresh()
-                if slots.address(slot) == address:
-                    raise error.cause from None
-                asking = None
-            except NoScriptError:
-                raise
-            except ReadOnlyError:
-                # The map names a node that is a replica now (a failed master that came back): the
-                # script did not run; read the map again.
-                await slots.refresh()
-                asking = None
-            except ResponseError as error:
-                asking = await slots.follow(error)
-        raise ClusterError(f"slot {slot} kept moving; gave up after {_REDIRECTS} redirections")
 
     async def run(
         self,
@@ -232,7 +185,7 @@ async def evalsha(
 
 async def send_once(redis: Redis, command: tuple[str | int | bytes, ...], *, asking: bool = False) -> Any:
     """One command on a connection of `redis`'s pool, sent once: a reply lost after the send fails the
-    call (`_NotSent` only when nothing was sent). A function that does not exist answers NoScriptError,
+    call (`NotSent` only when nothing was sent). A function that does not exist answers NoScriptError,
     as a script that does not does."""
     # Every operation is one script call, so redis-py's generic command path (retry wrapper, command lookup,
     # pure-Python RESP packing) was a fifth of the API's CPU on the hot routes. (hiredis's stub types
@@ -243,7 +196,7 @@ async def send_once(redis: Redis, command: tuple[str | int | bytes, ...], *, ask
     try:
         connection = await pool.get_connection()
     except (RedisConnectionError, RedisTimeoutError) as error:
-        raise _NotSent(error) from error
+        raise NotSent(error) from error
     try:
         packed = pack_command(command)  # type: ignore[arg-type]
         if asking:

@@ -14,16 +14,48 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
 from redis.crc import key_slot
-from redis.exceptions import AskError, MovedError, ResponseError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    MovedError,
+    NoScriptError,
+    ReadOnlyError,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 
 from broker.client import create_redis
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# A command that meets more MOVED / ASK / TRYAGAIN answers than this fails (a slot moving back and forth).
+REDIRECTS = 8
+
+
+class NotSent(Exception):
+    """Connecting failed: the command was never sent, so sending it elsewhere is safe."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def node_url(url: str, host: str, port: int) -> str:
+    """`url` pointed at another node: the same scheme, credentials and options, database 0."""
+    parts = urlsplit(url)
+    credentials, at, _ = parts.netloc.rpartition("@")
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return urlunsplit((parts.scheme, f"{credentials}{at}{where}", "/0", parts.query, ""))
 
 
 @dataclass
@@ -32,8 +64,9 @@ class SlotMap:
 
     name: str
     max_connections: int
-    password: str | None = None
-    username: str | None = None
+    url: str = "redis://localhost:6379"
+    """The URL the Cluster was reached at: every node is reached the same way (its scheme, so `rediss://`
+    is TLS to every node, its credentials and its query's options, such as `ssl_ca_certs`)."""
     _starts: list[int] = field(default_factory=list)
     _ranges: list[tuple[int, int, str]] = field(default_factory=list)
     _clients: dict[str, Redis] = field(default_factory=dict)
@@ -61,14 +94,48 @@ class SlotMap:
         client = self._clients.get(address)
         if client is None:
             host, _, port = address.rpartition(":")
-            url = f"redis://{host}:{port}/0"
             # One quick retry: a Cluster node that refuses connections is down or failing over, and the
             # slot map, not the same node again, says where to go (so its partitions fail fast).
-            client = create_redis(url, name=self.name, max_connections=self.max_connections, retries=1)
-            if self.password is not None:
-                client.connection_pool.connection_kwargs.update(password=self.password, username=self.username)
+            client = create_redis(
+                node_url(self.url, host, int(port)), name=self.name, max_connections=self.max_connections, retries=1
+            )
             self._clients[address] = client
         return client
+
+    async def send(self, key: str | bytes, command: Callable[[Redis, bool], Awaitable[T]]) -> T:
+        """`command(client, asking)` on the master serving `key`'s slot: the one path every command takes on
+        a Cluster. Answers that say it did not run there are followed: MOVED (the map is read again), ASK
+        (`asking`: the command goes after ASKING, on the node importing the slot), TRYAGAIN (a moment
+        later), a replica where the map named a master; so is a node that would not connect (`NotSent`),
+        once the map names another. Nothing that may have run is sent again."""
+        slot = self.slot(key.decode() if isinstance(key, bytes) else key)
+        asking: str | None = None
+        for _ in range(REDIRECTS):
+            address = asking or self.address(slot)
+            if address is None:
+                await self.refresh()
+                address = self.address(slot)
+                if address is None:
+                    raise SlotNotCoveredError(f"no master serves slot {slot}")
+            try:
+                return await command(self.client(address), asking is not None)
+            except NotSent as error:
+                # The node is down. A replica may have taken over: read the map again; if it still names
+                # the dead node, its partitions fail fast until it is back or replaced.
+                await self.refresh()
+                if self.address(slot) == address:
+                    raise error.cause from None
+                asking = None
+            except NoScriptError:
+                raise
+            except ReadOnlyError:
+                # The map names a node that is a replica now (a failed master that came back): the command
+                # did not run; read the map again.
+                await self.refresh()
+                asking = None
+            except ResponseError as error:
+                asking = await self.follow(error)
+        raise ClusterError(f"slot {slot} kept moving; gave up after {REDIRECTS} redirections")
 
     async def follow(self, answer: ResponseError) -> str | None:
         """Act on an answer that says a command did not run on the node it was sent to: the node to send

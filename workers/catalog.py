@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from broker.runs import OfferedClient, PlannedCall, Route, parse_client_tool
 from broker.schema.checks import ArgumentChecks, Unchecked
 from workers.config import RunConfig
 from workers.mcp.hub import McpTool
-from workers.models.base import ModelError
+from workers.models.base import ModelError, ToolSpec
 from workers.tools import Registry
 
 Routed = list[tuple[PlannedCall, Route]]
 MCP_TOOL_PREFIX = "mcp__"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A tool as the model sees it: the model-visible name, its description, its JSON Schema."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
 
 
 class Catalog:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from api.deps import Caller, existing_session
+from api.deps import Authenticated, existing_session
 from api.doors import ag_ui
 from api.doors.turns import open_turn
 from api.sse import EventStreamResponse
@@ -28,7 +28,7 @@ _BODY = {
     responses={200: {"content": {"text/event-stream": {}, "application/vnd.ag-ui.event+proto": {}}}},
     openapi_extra={"requestBody": _BODY},
 )
-async def run_agent(session_id: str, request: Request, caller: Caller, state: State) -> EventStreamResponse:
+async def run_agent(session_id: str, request: Request, caller: Authenticated, state: State) -> EventStreamResponse:
     """An AG-UI `RunAgentInput` (session token, or an API key with session.manage) answered with AG-UI
     events. The newest user message is the input, `tools` its per-turn client tools; tool messages and
     `resume` entries answer what the previous AG-UI run ended on, and the same run goes on. An `Accept`

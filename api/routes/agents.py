@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api import render
-from api.deps import Caller, Page, canonical_id
+from api.deps import Authenticated, Page, canonical_id
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.agents import (
     AgentBody,
@@ -29,7 +29,7 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"], responses={400: {"model
 
 
 @router.post("", status_code=201, response_model=AgentBody)
-async def create_agent(body: CreateAgentBody, request: Request, caller: Caller, state: State) -> Response:
+async def create_agent(body: CreateAgentBody, request: Request, caller: Authenticated, state: State) -> Response:
     caller.require("agent.publish")
 
     async def act(keyed_: Keyed) -> Outcome:
@@ -40,7 +40,7 @@ async def create_agent(body: CreateAgentBody, request: Request, caller: Caller, 
 
 
 @router.get("", response_model=AgentPage)
-async def list_agents(caller: Caller, state: State, page: Page) -> AgentPage:
+async def list_agents(caller: Authenticated, state: State, page: Page) -> AgentPage:
     caller.require("agent.read")
     agents, cursor = await state.broker.agents.page(limit=page.limit, after=page.after, ascending=page.ascending)
     items = [render.agent(a, state.broker.workspace_id) for a in agents]
@@ -48,21 +48,21 @@ async def list_agents(caller: Caller, state: State, page: Page) -> AgentPage:
 
 
 @router.get("/{agent_id}", response_model=AgentBody)
-async def get_agent(agent_id: str, caller: Caller, state: State) -> AgentBody:
+async def get_agent(agent_id: str, caller: Authenticated, state: State) -> AgentBody:
     caller.require("agent.read")
     record = await state.broker.agents.get(canonical_id(agent_id, "agent"))
     return render.agent(record, state.broker.workspace_id)
 
 
 @router.patch("/{agent_id}", response_model=AgentBody)
-async def rename_agent(agent_id: str, body: CreateAgentBody, caller: Caller, state: State) -> AgentBody:
+async def rename_agent(agent_id: str, body: CreateAgentBody, caller: Authenticated, state: State) -> AgentBody:
     caller.require("agent.publish")
     record = await state.broker.agents.rename(canonical_id(agent_id, "agent"), body.name)
     return render.agent(record, state.broker.workspace_id)
 
 
 @router.delete("/{agent_id}", status_code=204)
-async def delete_agent(agent_id: str, caller: Caller, state: State) -> Response:
+async def delete_agent(agent_id: str, caller: Authenticated, state: State) -> Response:
     """Delete the agent, its versions and its sessions."""
     caller.require("agent.delete")
     broker = state.broker
@@ -91,7 +91,7 @@ async def _check_model(state: State, body: PublishAgentVersionBody) -> None:
 
 @router.post("/{agent_id}/versions", status_code=201, response_model=AgentVersionBody)
 async def publish_version(
-    agent_id: str, body: PublishAgentVersionBody, request: Request, caller: Caller, state: State
+    agent_id: str, body: PublishAgentVersionBody, request: Request, caller: Authenticated, state: State
 ) -> Response:
     """Publish a version; new sessions run it from now on, existing ones keep theirs."""
     caller.require("agent.publish")
@@ -118,7 +118,7 @@ async def publish_version(
 
 
 @router.get("/{agent_id}/versions", response_model=AgentVersionPage)
-async def list_versions(agent_id: str, caller: Caller, state: State, page: Page) -> AgentVersionPage:
+async def list_versions(agent_id: str, caller: Authenticated, state: State, page: Page) -> AgentVersionPage:
     caller.require("agent.read")
     versions, cursor = await state.broker.agents.versions(
         canonical_id(agent_id, "agent"), limit=page.limit, after=page.after, ascending=page.ascending
@@ -127,14 +127,16 @@ async def list_versions(agent_id: str, caller: Caller, state: State, page: Page)
 
 
 @router.get("/{agent_id}/security", response_model=AgentSecurityBody)
-async def get_security(agent_id: str, caller: Caller, state: State) -> AgentSecurityBody:
+async def get_security(agent_id: str, caller: Authenticated, state: State) -> AgentSecurityBody:
     caller.require("agent.read")
     record = await state.broker.agents.get(canonical_id(agent_id, "agent"))
     return AgentSecurityBody(allowed_origins=list(record.allowed_origins))
 
 
 @router.put("/{agent_id}/security", response_model=AgentSecurityBody)
-async def put_security(agent_id: str, body: PutAgentSecurityBody, caller: Caller, state: State) -> AgentSecurityBody:
+async def put_security(
+    agent_id: str, body: PutAgentSecurityBody, caller: Authenticated, state: State
+) -> AgentSecurityBody:
     """Replace the whole document; `{}` (or a null list) resets it to no browser origin."""
     caller.require("agent.publish")
     origins = list(dict.fromkeys(body.allowed_origins or []))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from api import render
-from api.deps import Caller, Page, canonical_id
+from api.deps import Authenticated, Page, canonical_id
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import ErrorBody
 from api.schemas.keys import ApiKeyBody, ApiKeyPage, ApiKeyReceiptBody, MintApiKeyBody, MintedApiKeyBody
@@ -22,7 +22,7 @@ router = APIRouter(prefix="/v1/api-keys", tags=["api-keys"], responses={400: {"m
     status_code=201,
     responses={201: {"model": MintedApiKeyBody}, 200: {"model": ApiKeyReceiptBody, "description": "A replay"}},
 )
-async def mint_api_key(body: MintApiKeyBody, request: Request, caller: Caller, state: State) -> Response:
+async def mint_api_key(body: MintApiKeyBody, request: Request, caller: Authenticated, state: State) -> Response:
     """Mint a key holding at most the permissions of the key that mints it, and expiring no later than it
     (`expires_at` left out: when the minting key expires); the secret is shown once. Revoking the
     minting key, or any key above it, ends this one too."""
@@ -66,7 +66,7 @@ def _expiry(body: MintApiKeyBody, parent: int | None) -> int | None:
 
 
 @router.get("", response_model=ApiKeyPage)
-async def list_api_keys(caller: Caller, state: State, page: Page) -> ApiKeyPage:
+async def list_api_keys(caller: Authenticated, state: State, page: Page) -> ApiKeyPage:
     caller.require("workspace.read")
     keys, cursor = await state.broker.credentials.list_api_keys(
         limit=page.limit, after=page.after, ascending=page.ascending
@@ -75,7 +75,7 @@ async def list_api_keys(caller: Caller, state: State, page: Page) -> ApiKeyPage:
 
 
 @router.delete("/{api_key_id}", response_model=ApiKeyBody)
-async def revoke_api_key(api_key_id: str, caller: Caller, state: State) -> ApiKeyBody:
+async def revoke_api_key(api_key_id: str, caller: Authenticated, state: State) -> ApiKeyBody:
     """Revoke a key: a key may revoke itself, or one whose permissions it holds all of."""
     key_id = canonical_id(api_key_id, "API key")
     if caller.kind == "session_token":

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Request, Response
 
-from api.deps import Caller, existing_session
+from api.deps import Authenticated, existing_session
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import ErrorBody
 from api.schemas.events import AllowDecision, ApprovalDecisionForm, SessionEvent
@@ -23,7 +23,7 @@ async def resolve_approval(
     call_id: str,
     decision: Annotated[ApprovalDecisionForm, Body()],
     request: Request,
-    caller: Caller,
+    caller: Authenticated,
     state: State,
 ) -> Response:
     """Allow or deny a tool call waiting on approval; answers with the `approval_resolved` event. The first

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 from pydantic import Field
 
-from api.deps import Caller, existing_session
+from api.deps import Authenticated, existing_session
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import ErrorBody, Strict
 from api.state import State
@@ -30,7 +30,12 @@ class CancelledCallBody(Strict):
 
 @router.post("/{call_id:path}/cancel", response_model=CancelledCallBody)
 async def cancel_call(
-    session_id: str, call_id: str, request: Request, caller: Caller, state: State, body: CancelCallBody | None = None
+    session_id: str,
+    call_id: str,
+    request: Request,
+    caller: Authenticated,
+    state: State,
+    body: CancelCallBody | None = None,
 ) -> Response:
     """Cancel one call the run waits for: it fails at once (`client_tool_failed` with reason `run_gone`
     and `"detail": "cancelled"` for a client call), the model gets an error `tool_result` carrying the

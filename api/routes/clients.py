@@ -8,7 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Request, Response
 
 from api import hot
-from api.deps import Caller, canonical_id, existing_session
+from api.deps import Authenticated, canonical_id, existing_session
 from api.hot import MANAGE, POOL_MEMBER_HEADER, HotRequest
 from api.keyed import Keyed, Outcome, keyed, respond
 from api.pool_stream import call_stream
@@ -40,7 +40,7 @@ def _tools(tools: list[ClientToolBody] | None) -> list[dict[str, Any]]:
 
 
 @router.get("", response_model=ActiveClientsBody)
-async def list_clients(session_id: str, caller: Caller, state: State) -> ActiveClientsBody:
+async def list_clients(session_id: str, caller: Authenticated, state: State) -> ActiveClientsBody:
     """The session's active registrations, oldest first, with their tools and when a ttl one lapses
     unless it pings (an extension)."""
     canonical = await existing_session(state, caller, session_id, "session.read")
@@ -62,7 +62,7 @@ async def list_clients(session_id: str, caller: Caller, state: State) -> ActiveC
 
 @router.post("", status_code=201, response_model=RegisteredClientBody)
 async def register_client(
-    session_id: str, body: RegisterClientBody, request: Request, caller: Caller, state: State
+    session_id: str, body: RegisterClientBody, request: Request, caller: Authenticated, state: State
 ) -> Response:
     """Register a client; a name in use among active clients gets the smallest free `-2`, `-3`, ..."""
     canonical = await existing_session(state, caller, session_id, MANAGE)
@@ -87,7 +87,7 @@ async def ping_client(session_id: str, client_id: str, request: Request, state: 
 
 
 @router.delete("/{client_id}", status_code=204)
-async def leave_client(session_id: str, client_id: str, caller: Caller, state: State) -> Response:
+async def leave_client(session_id: str, client_id: str, caller: Authenticated, state: State) -> Response:
     """Leave: the name is released and the calls still owed an answer fail with `client_gone`."""
     canonical = await existing_session(state, caller, session_id, MANAGE)
     await state.broker.clients.leave(canonical, canonical_id(client_id, "client"))
@@ -96,7 +96,7 @@ async def leave_client(session_id: str, client_id: str, caller: Caller, state: S
 
 @router.put("/{client_id}/tools", response_model=SessionEvent)
 async def replace_tools(
-    session_id: str, client_id: str, body: UpdateClientToolsBody, caller: Caller, state: State
+    session_id: str, client_id: str, body: UpdateClientToolsBody, caller: Authenticated, state: State
 ) -> Response:
     """Replace the whole tool set; answers with the `client_tools_updated` event."""
     canonical = await existing_session(state, caller, session_id, MANAGE)
@@ -141,7 +141,7 @@ async def answer_call(
 async def stream_calls(
     session_id: str,
     client_id: str,
-    caller: Caller,
+    caller: Authenticated,
     state: State,
     prefetch: Annotated[int, Query(ge=1, le=MAX_PREFETCH, description="Most calls held unacked at once")] = 16,
 ) -> EventStreamResponse:

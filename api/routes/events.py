@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from api.deps import Caller, existing_session
+from api.deps import Authenticated, existing_session
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
@@ -25,7 +25,7 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/events", tags=["events"], r
 
 @router.post("", response_model=SubmitOutcomeBody)
 async def post_input(
-    session_id: str, body: PostSessionEventBody, request: Request, caller: Caller, state: State
+    session_id: str, body: PostSessionEventBody, request: Request, caller: Authenticated, state: State
 ) -> Response:
     """Post input: it starts a run, or (by the agent's message concurrency) steers, queues or is refused
     during an active one. `client_tools` (an extension) are offered for that run only."""
@@ -81,7 +81,7 @@ def _include(raw: str | None) -> frozenset[str]:
 @router.get("", response_model=SessionEventPage)
 async def list_events(
     session_id: str,
-    caller: Caller,
+    caller: Authenticated,
     state: State,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
@@ -117,7 +117,7 @@ def _position(after_seq: str | None, last_event_id: str | None) -> int | None:
 @router.get("/stream", responses={200: {"content": {"text/event-stream": {}}}})
 async def stream_events(
     session_id: str,
-    caller: Caller,
+    caller: Authenticated,
     state: State,
     after_seq: Annotated[
         str | None, Query(description="Replay after this seq (0: the whole log; empty: from now)", pattern=SEQ)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from api import render
-from api.deps import Caller, Page, canonical_id
+from api.deps import Authenticated, Page, canonical_id
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import ErrorBody
 from api.schemas.providers import (
@@ -23,7 +23,7 @@ router = APIRouter(prefix="/v1/model-providers", tags=["model-providers"], respo
 
 
 @router.get("", response_model=ProviderPage)
-async def list_providers(caller: Caller, state: State, page: Page) -> ProviderPage:
+async def list_providers(caller: Authenticated, state: State, page: Page) -> ProviderPage:
     caller.require("model_provider.read")
     providers, cursor = await state.broker.providers.page(limit=page.limit, after=page.after, ascending=page.ascending)
     items = [render.provider(p, state.broker.workspace_id) for p in providers]
@@ -31,7 +31,7 @@ async def list_providers(caller: Caller, state: State, page: Page) -> ProviderPa
 
 
 @router.post("", status_code=201, response_model=ProviderBody)
-async def create_provider(body: CreateProviderBody, request: Request, caller: Caller, state: State) -> Response:
+async def create_provider(body: CreateProviderBody, request: Request, caller: Authenticated, state: State) -> Response:
     """A workspace provider; its key is write-only. A `base_url` whose host resolves to a loopback,
     private, link-local or metadata address is refused (400) unless the deployment sets
     SWITCHBOARD_PROVIDER_ALLOW_PRIVATE; every connection checks the address again."""
@@ -52,7 +52,9 @@ async def create_provider(body: CreateProviderBody, request: Request, caller: Ca
 
 
 @router.get("/{provider_id}", response_model=ProviderBody)
-async def get_provider(provider_id: str, caller: Caller, state: State) -> PlatformProviderBody | ByokProviderBody:
+async def get_provider(
+    provider_id: str, caller: Authenticated, state: State
+) -> PlatformProviderBody | ByokProviderBody:
     caller.require("model_provider.read")
     record = await state.broker.providers.get(canonical_id(provider_id, "model provider"))
     return render.provider(record, state.broker.workspace_id)
@@ -60,7 +62,7 @@ async def get_provider(provider_id: str, caller: Caller, state: State) -> Platfo
 
 @router.patch("/{provider_id}", response_model=ProviderBody)
 async def update_provider(
-    provider_id: str, body: UpdateProviderBody, caller: Caller, state: State
+    provider_id: str, body: UpdateProviderBody, caller: Authenticated, state: State
 ) -> PlatformProviderBody | ByokProviderBody:
     """Change what is given; an absent or null field stays as it was. A new `base_url` needs `api_key`
     with it (400 otherwise): a stored key is never sent to an address it was not stored for. Addresses
@@ -73,7 +75,7 @@ async def update_provider(
 
 
 @router.delete("/{provider_id}", status_code=204)
-async def delete_provider(provider_id: str, caller: Caller, state: State) -> Response:
+async def delete_provider(provider_id: str, caller: Authenticated, state: State) -> Response:
     caller.require("model_provider.manage")
     await state.broker.providers.delete(canonical_id(provider_id, "model provider"))
     return Response(status_code=204)

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api import render
-from api.deps import Caller, Page, existing_session
+from api.deps import Authenticated, Page, existing_session
 from api.keyed import Keyed, Outcome, keyed
 from api.schemas.common import ErrorBody, moment
 from api.schemas.sessions import (
@@ -44,7 +44,7 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses={400: {"m
         200: {"model": CreatedSessionReceiptBody, "description": "A replay"},
     },
 )
-async def create_session(body: CreateSessionBody, request: Request, caller: Caller, state: State) -> Response:
+async def create_session(body: CreateSessionBody, request: Request, caller: Authenticated, state: State) -> Response:
     """Create a session on the agent's live version; its token is shown once."""
     caller.require("session.create")
     broker = state.broker
@@ -83,19 +83,19 @@ async def create_session(body: CreateSessionBody, request: Request, caller: Call
 
 
 @router.get("", response_model=SessionPage)
-async def list_sessions(caller: Caller, state: State, page: Page) -> SessionPage:
+async def list_sessions(caller: Authenticated, state: State, page: Page) -> SessionPage:
     caller.require("session.read")
     sessions, cursor = await state.broker.sessions.page(limit=page.limit, after=page.after, ascending=page.ascending)
     return SessionPage.model_validate({"items": [render.session(s) for s in sessions], "next_cursor": cursor})
 
 
 @router.get("/{session_id}", response_model=SessionBody)
-async def get_session(session_id: str, caller: Caller, state: State) -> SessionBody:
+async def get_session(session_id: str, caller: Authenticated, state: State) -> SessionBody:
     return render.session(await state.broker.sessions.get(caller.reach_session(session_id, "session.read")))
 
 
 @router.delete("/{session_id}", status_code=204)
-async def delete_session(session_id: str, caller: Caller, state: State) -> Response:
+async def delete_session(session_id: str, caller: Authenticated, state: State) -> Response:
     """Delete the session: its active run ends, its streams close, and later requests get 404."""
     caller.require("session.manage")
     await state.broker.sessions.delete(caller.reach_session(session_id, "session.manage"))
@@ -103,7 +103,7 @@ async def delete_session(session_id: str, caller: Caller, state: State) -> Respo
 
 
 @router.post("/{session_id}/cancel", response_model=CancelOutcomeBody)
-async def cancel_run(session_id: str, request: Request, caller: Caller, state: State) -> Response:
+async def cancel_run(session_id: str, request: Request, caller: Authenticated, state: State) -> Response:
     """Cancel the active run at its next checkpoint (`run_cancelled` follows); `run_id` null when idle."""
     canonical = await existing_session(state, caller, session_id, "session.manage")
 
@@ -119,7 +119,7 @@ async def cancel_run(session_id: str, request: Request, caller: Caller, state: S
     status_code=201,
     responses={201: {"model": SessionTokenBody}, 200: {"model": SessionTokenReceiptBody, "description": "A replay"}},
 )
-async def mint_token(session_id: str, request: Request, caller: Caller, state: State) -> Response:
+async def mint_token(session_id: str, request: Request, caller: Authenticated, state: State) -> Response:
     """Mint another session token; the ones already issued stay live."""
     caller.require("session.manage")
     canonical = await existing_session(state, caller, session_id, "session.manage")

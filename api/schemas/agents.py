@@ -12,13 +12,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from api.schemas.common import JSON_NUMBER, Strict, last_of_each_name
 from api.schemas.providers import BaseUrl
 from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+from broker.runs import Policy
 
 # Far past any model's, and within what every JSON reader holds exactly.
 MAX_TOKENS = 10_000_000
 MAX_CONTEXT_WINDOW = 100_000_000
 MAX_INT32 = 2**31 - 1
 
-Policy = Literal["allow", "require_approval", "deny"]
 Slug = Annotated[str, Field(max_length=32, min_length=1, pattern=r"^[a-z0-9-]+$")]
 
 

@@ -48,7 +48,6 @@ def test_every_lua_file_is_a_registered_script_or_a_library() -> None:
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
-    text = (LUA / f"{name}.lua").read_text()
     header = script_text(name).header
     assert "--!key" in header or "--!layout" in header or "KEYS" in header
     assert "Returns" in header
@@ -61,6 +60,47 @@ def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
 def test_scripts_include_libraries_in_the_order_the_functions_library_defines_them(name: str) -> None:
     includes = script_text(name).includes
     assert list(includes) == [path for path in LIBRARIES if path in includes]
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of the packages and the modules of the packages it imports (`from pkg import sub` is
+    the submodule), anywhere in it: at the top, in a function, or for type checking only."""
+    paths = {}
+    for package in ("api", "workers", "broker", "switchboard"):
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            paths[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = {f"{node.module}.{alias.name}" for alias in node.names} & paths.keys()
+                found |= subs if len(subs) == len(node.names) else subs | ({node.module} & paths.keys())
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names} & paths.keys()
+        graph[name] = found - {name}
+    return graph
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = _module_graph()
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            cycles.append([*path[path.index(name) :], name])
+            return
+        if name in done:
+            return
+        for imported in sorted(graph[name]):
+            visit(imported, [*path, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in cycles)
 
 
 def test_no_pickle_anywhere() -> None:

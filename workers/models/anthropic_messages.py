@@ -21,7 +21,7 @@ from workers.models.base import (
     TurnBuilder,
     provider_text,
 )
-from workers.models.retry import Backoff
+from workers.models.retry import RetryLater
 from workers.pinned import pinned_client, refused
 
 # Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying.
@@ -97,7 +97,7 @@ def _error(error: anthropic.APIError) -> ModelError:
         header = response.headers.get("retry-after") if response is not None else None
         if header and header.isdigit():
             retry_after = float(header)
-        return Backoff(f"Anthropic answered {status} {kind or ''}: {text}".replace("  ", " "), retry_after)
+        return RetryLater(f"Anthropic answered {status} {kind or ''}: {text}".replace("  ", " "), retry_after)
     return ModelError(f"Anthropic refused the request ({status}): {text}")
 
 

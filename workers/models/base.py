@@ -9,8 +9,16 @@ from broker.events import Block, text_block, thinking_block, tool_call_block
 from broker.runs import PlannedCall
 
 if TYPE_CHECKING:
-    from workers.catalog import ToolSpec
     from workers.config import RunConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: the model-visible name, its description, its JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
 
 
 # What of a provider's own text reaches run_failed: its error message, cut to this many characters (an

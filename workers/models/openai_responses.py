@@ -23,7 +23,7 @@ from workers.models.base import (
     TurnBuilder,
     provider_text,
 )
-from workers.models.retry import Backoff
+from workers.models.retry import RetryLater
 from workers.pinned import pinned_client, refused
 
 _TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
@@ -62,7 +62,7 @@ def _failure(code: object, message: object, status: int | None = None, wait_s: f
     kind = provider_text(code, "", limit=64)
     text = provider_text(message, "no message")
     if (status is not None and (status == 429 or status >= 500)) or kind in _TRANSIENT_CODES:
-        return Backoff(f"the OpenAI API answered {where}{kind}: {text}".replace("  ", " "), wait_s)
+        return RetryLater(f"the OpenAI API answered {where}{kind}: {text}".replace("  ", " "), wait_s)
     return ModelError(f"the OpenAI API refused the request ({where}{kind or 'error'}): {text}".replace("( ", "("))
 
 

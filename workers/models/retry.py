@@ -12,7 +12,7 @@ from workers.models.base import DeltaSink, ModelError, TransientModelError, Turn
 _CAP_S = 8.0
 
 
-class Backoff(TransientModelError):
+class RetryLater(TransientModelError):
     """A transient failure that says how long to wait (a provider's Retry-After)."""
 
     def __init__(self, message: str, wait_s: float | None) -> None:
@@ -30,7 +30,7 @@ async def with_retries(
         try:
             return await attempt()
         except TransientModelError as error:
-            wait = error.wait_s if isinstance(error, Backoff) and error.wait_s is not None else None
+            wait = error.wait_s if isinstance(error, RetryLater) and error.wait_s is not None else None
             wait = min(wait if wait is not None else backoff_s * 2 ** (number - 1), _CAP_S)
             wait *= 1 + random.random() * 0.25
             if number == attempts or time.monotonic() - started + wait > budget_s:

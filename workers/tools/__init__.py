@@ -3,51 +3,15 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
 
-from pydantic import BaseModel
+from workers.tools.builtins import BUILTINS
+from workers.tools.registry import Registry, ServerTool
 
-
-@dataclass(frozen=True, slots=True)
-class ServerTool:
-    """One tool: its arguments are a pydantic model (its JSON Schema is what the model sees); it returns
-    text, or anything JSON can hold. An exception becomes an error result the model reads."""
-
-    name: str
-    description: str
-    parameters: type[BaseModel]
-    run: Callable[[Any], Awaitable[Any]]
-    timeout_s: float = 30.0
-
-    def schema(self) -> dict[str, Any]:
-        return self.parameters.model_json_schema()
-
-
-class Registry(Mapping[str, ServerTool]):
-    """The deployment's server tools by name."""
-
-    def __init__(self, tools: Iterable[ServerTool] = ()) -> None:
-        self._tools = {tool.name: tool for tool in tools}
-
-    def __getitem__(self, name: str) -> ServerTool:
-        return self._tools[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._tools)
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def with_tools(self, extra: Iterable[ServerTool]) -> Registry:
-        return Registry([*self._tools.values(), *extra])
+__all__ = ["Registry", "ServerTool", "load_registry"]
 
 
 def load_registry(path: str | None) -> Registry:
     """The built-ins, plus the tools of `module:attribute` (an iterable of ServerTool) when given."""
-    from workers.tools.builtins import BUILTINS
-
     if not path:
         return BUILTINS
     module, _, attribute = path.partition(":")

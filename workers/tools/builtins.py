@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
 
-from workers.tools import Registry, ServerTool
+from workers.tools.registry import Registry, ServerTool
 
 
 class TimeArgs(BaseModel):

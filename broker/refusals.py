@@ -1,0 +1,83 @@
+"""What a script's answer means: `ok` and its data, or a refusal, whose message is written here once.
+
+A script answers `{outcome, ...}` (lib/core.lua `sb_reply`, `sb_refuse`): `ok` and its data, or a refusal
+outcome (an `ErrorCode` word: `not_found`, `conflict`, ...), the reason's name and the values its message
+names. The broker raises the refusal's error with the message a person reads; the API alone knows what
+HTTP status each outcome is (api/errors.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+
+from broker.errors import (
+    BrokerUnavailable,
+    Conflict,
+    ErrorCode,
+    InvalidRequest,
+    NotFound,
+    SwitchboardError,
+    Unauthorized,
+)
+
+
+class Outcome(StrEnum):
+    """How an operation that did what was asked ended; a refusal is an `ErrorCode` instead. An
+    idempotency receipt keeps one of these (or the refusal's code) with the answer's body."""
+
+    OK = "ok"
+    CREATED = "created"
+    ACCEPTED = "accepted"
+    EMPTY = "empty"
+    """Done, with nothing to say back."""
+
+
+# Each reason a script refuses for, and its message; `{0}`, `{1}`... are the values the script names.
+MESSAGES: dict[str, str] = {
+    "no_session": "no session {0}",
+    "no_client": "no active client {0} in this session (it left, lapsed, or never registered)",
+    "no_call": "client {0} has no call {1}",
+    "no_call_in_session": "no call {0} in this session",
+    "no_agent": "no agent {0}",
+    "token": "this session token is unknown or expired",
+    "key_reused": "this Idempotency-Key was already used with a different request",
+    "session_full": (
+        "this session stores {0} bytes and this would add about {1}, past SWITCHBOARD_MAX_SESSION_BYTES ({2}"
+        " bytes): delete the session (or what it no longer needs) or raise the limit"
+    ),
+    "call_failed": "call {0} failed: {1}",
+    "call_denied": "call {0} was denied",
+    "call_awaiting": "call {0} is waiting for approval and was not dispatched yet",
+    "call_answered": "call {0} already has a result",
+    "call_not_acked": "call {0} is not acknowledged yet: ack it before sending progress",
+    "call_taken": "call {0} was handed to another pool member",
+    "call_decided": "call {0} was already decided: {1}",
+    "call_not_awaiting": "call {0} is not waiting for approval",
+    "drops_input": "a run is active and this agent drops input that arrives during a run",
+    # A receipt written by an earlier release, which kept its refusal's message whole.
+    "as_written": "{0}",
+}
+
+_ERRORS: dict[str, type[SwitchboardError]] = {
+    ErrorCode.INVALID_REQUEST: InvalidRequest,
+    ErrorCode.UNAUTHORIZED: Unauthorized,
+    ErrorCode.NOT_FOUND: NotFound,
+    ErrorCode.CONFLICT: Conflict,
+}
+
+
+def message(reason: str, values: Sequence[object]) -> str:
+    """The message of a refusal for `reason`, naming `values`."""
+    template = MESSAGES.get(reason)
+    if template is None:
+        raise BrokerUnavailable(f"a script refused for a reason with no message: {reason!r}")
+    return template.format(*values)
+
+
+def refusal(outcome: str, reason: str, values: Sequence[object]) -> SwitchboardError:
+    """The error a script's refusal stands for."""
+    error = _ERRORS.get(outcome)
+    if error is None:
+        return BrokerUnavailable(f"a script answered the outcome {outcome!r} ({reason})")
+    return error(message(reason, values))
