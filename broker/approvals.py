@@ -9,7 +9,7 @@ from broker import events
 from broker.codec import dumps, loads
 from broker.core import Core
 from broker.errors import BrokerUnavailable, InvalidRequest, NotFound, translate_redis_errors
-from broker.layouts import call_args, call_keys
+from broker.layouts import call_names
 from broker.schema.checks import ArgumentChecks, Unchecked
 
 _ATTEMPTS = 3
@@ -61,21 +61,22 @@ class Approvals:
                 elif record.get("schema"):
                     # A server tool whose schema the step kept with the call (an MCP server's).
                     await self._check_against(loads(record["schema"]), str(record.get("tool", "")), arguments)
+            call, args = call_names(keys, session_id, call_id, "")
             reply = await self._core.scripts.run(
                 "resolve_approval",
-                [*call_keys(keys, session_id), s.client(client_id), s.client_calls(client_id)],
-                [
-                    *call_args(keys, session_id, call_id, ""),
-                    decision,
-                    message,
-                    resolved_by,
-                    settings.ack_timeout_ms,
-                    settings.ack_timeout_ms * 2,
-                    client_id,
-                    "session" if remember else "",
-                    edited,
-                    dispatch,
-                ],
+                {**call, "client": s.client(client_id), "stream": s.client_calls(client_id)},
+                {
+                    **args,
+                    "decision": decision,
+                    "message": message,
+                    "resolved_by": resolved_by,
+                    "ack_ms": settings.ack_timeout_ms,
+                    "retention_ms": settings.ack_timeout_ms * 2,
+                    "bound": client_id,
+                    "remember": "session" if remember else "",
+                    "edited": edited,
+                    "dispatch": dispatch,
+                },
                 refusals,
                 partition=s.partition,
             )

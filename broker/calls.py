@@ -10,7 +10,7 @@ from broker import events
 from broker.codec import loads, new_call_id
 from broker.core import Core
 from broker.errors import translate_redis_errors
-from broker.layouts import call_args, call_keys
+from broker.layouts import call_names
 from broker.runs import CALL_STREAM_RETENTION_FACTOR
 
 CANCELLED_TEXT = "the call was cancelled"
@@ -50,10 +50,11 @@ class Calls:
         waiting for approval). NotFound for an unknown call, Conflict for a settled one."""
         keys = self._core.keys
         text = f"{CANCELLED_TEXT}: {message}" if message else CANCELLED_TEXT
+        call, args = call_names(keys, session_id, call_id, "")
         (event,) = await self._core.scripts.run(
             "cancel_call",
-            call_keys(keys, session_id),
-            [*call_args(keys, session_id, call_id, ""), text],
+            call,
+            {**args, "text": text},
             {"session": f"no session {session_id}", "call": f"no call {call_id} in this session"},
             partition=keys.session(session_id).partition,
         )
@@ -77,18 +78,19 @@ class Calls:
         s = keys.session(session_id)
         call_id = f"mcp_{new_call_id().removeprefix('call_')}"
         dispatched = events.client_tool_dispatched(client_id, call_id, tool, arguments, source="mcp")
+        call, args = call_names(keys, session_id, call_id, client_id)
         (seq,) = await self._core.scripts.run(
             "dispatch_call",
-            [*call_keys(keys, session_id), s.client(client_id), s.client_calls(client_id)],
-            [
-                *call_args(keys, session_id, call_id, client_id),
-                tool,
-                dispatched,
-                settings.ack_timeout_ms,
-                settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
-                timeout_ms or "",
-                heartbeat_ms or "",
-            ],
+            {**call, "client": s.client(client_id), "stream": s.client_calls(client_id)},
+            {
+                **args,
+                "tool": tool,
+                "event": dispatched,
+                "ack_ms": settings.ack_timeout_ms,
+                "retention_ms": settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
+                "timeout_ms": timeout_ms or "",
+                "heartbeat_ms": heartbeat_ms or "",
+            },
             {
                 "session": f"no session {session_id}",
                 "client": f"no active client {client_id} in this session serves a tool named {tool}",

@@ -9,7 +9,8 @@ try finds itself stale.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from broker import events
@@ -17,7 +18,7 @@ from broker.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH
 from broker.codec import canonical_json, dumps, loads, sha256_hex
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
-from broker.layouts import run_args, run_keys
+from broker.layouts import run_names
 
 CLIENT_TOOL_PREFIX = "client__"
 RUN_GONE_CANCELLED = "the run was cancelled before the client answered"
@@ -102,63 +103,102 @@ def args_hash(arguments: dict[str, Any]) -> str:
     return sha256_hex(canonical_json(arguments))
 
 
-def _call_args(call: PlannedCall, route: Route) -> list[str | int]:
-    """The fifteen ARGV entries of one call for commit_step.lua."""
-    payload = ""
-    if route.kind == "client":
-        payload = events.client_tool_dispatched(route.client_id, call.call_id, route.tool, call.arguments)
-    elif route.kind == "server":
-        payload = dumps(call.arguments)
-    approval = ""
-    if route.policy == "require_approval" and route.kind != "none":
-        approval = dumps(
-            {
-                "type": "approval_requested",
-                "call_id": call.call_id,
-                "server": route.server,
-                "tool": route.tool,
-                "arguments": call.arguments,
-                "args_hash": args_hash(call.arguments),
-            }
+@dataclass(frozen=True, slots=True)
+class StepCall:
+    """One tool call of a step as commit_step.lua reads it: one argument, a JSON object by field name
+    (`encode`); a field that is None is left out of it (the script reads it as absent)."""
+
+    call_id: str
+    kind: Literal["client", "server", "none"]
+    tool: str
+    """The raw tool name (a client's own name for it, or the server tool's)."""
+    policy: Policy
+    name: str
+    """The model-visible tool name: a decision remembered for the session under it decides a
+    `require_approval` call at once (resolve_approval.lua)."""
+    tool_call: str
+    """Its `tool_call` event JSON."""
+    error: str
+    """Its error `tool_result` JSON: the answer for `deny`, or for a tool no active registration holds."""
+    client_name: str | None = None
+    """A registered name the script checks still resolves to `client_id` (None for a run-scoped client)."""
+    client_id: str | None = None
+    payload: str | None = None
+    """The client_tool_dispatched JSON of a client call, the arguments JSON of a server call."""
+    approval: str | None = None
+    """The approval_requested JSON (a `require_approval` call)."""
+    timeout_ms: int | None = None
+    """A client tool's result deadline (None: the deployment's)."""
+    heartbeat_ms: int | None = None
+    """A client tool's heartbeat (None: none)."""
+    source: str | None = None
+    """A server call's source: None for the deployment's own tools, `mcp:<grant>` for an MCP server's."""
+    schema: str | None = None
+    """The JSON Schema an approver's edited arguments are held to (None: none, or a client tool's, which is
+    its registration's)."""
+
+    @classmethod
+    def of(cls, call: PlannedCall, route: Route) -> StepCall:
+        payload = None
+        if route.kind == "client":
+            payload = events.client_tool_dispatched(route.client_id, call.call_id, route.tool, call.arguments)
+        elif route.kind == "server":
+            payload = dumps(call.arguments)
+        approval = None
+        if route.policy == "require_approval" and route.kind != "none":
+            approval = dumps(
+                {
+                    "type": "approval_requested",
+                    "call_id": call.call_id,
+                    "server": route.server,
+                    "tool": route.tool,
+                    "arguments": call.arguments,
+                    "args_hash": args_hash(call.arguments),
+                }
+            )
+        error = route.error or f"the tool {call.name} is not available to this run"
+        return cls(
+            call_id=call.call_id,
+            kind=route.kind,
+            tool=route.tool,
+            policy=route.policy,
+            name=call.name,
+            tool_call=events.tool_call(call.call_id, call.name, call.arguments),
+            error=events.tool_result(call.call_id, error, is_error=True),
+            client_name=route.client_name or None,
+            client_id=route.client_id or None,
+            payload=payload,
+            approval=approval,
+            timeout_ms=route.timeout_ms or None,
+            heartbeat_ms=route.heartbeat_ms or None,
+            source=route.source or None,
+            schema=dumps(route.schema) if approval and route.schema is not None else None,
         )
-    error = route.error or f"the tool {call.name} is not available to this run"
-    return [
-        call.call_id,
-        route.kind,
-        route.client_name,
-        route.client_id,
-        route.tool,
-        route.policy,
-        events.tool_call(call.call_id, call.name, call.arguments),
-        payload,
-        events.tool_result(call.call_id, error, is_error=True),
-        approval,
-        route.timeout_ms or "",
-        route.heartbeat_ms or "",
-        call.name,
-        route.source,
-        dumps(route.schema) if approval and route.schema is not None else "",
-    ]
+
+    def encode(self) -> str:
+        return dumps({field.name: value for field in fields(self) if (value := getattr(self, field.name)) is not None})
 
 
 class Runs:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    def _run(self, session_id: str, run_id: str) -> tuple[list[str], list[str | int]]:
-        keys = self._core.keys
-        return run_keys(keys, session_id), run_args(keys, session_id, run_id)
-
     async def _script(
         self,
         name: str,
         session_id: str,
-        keys: list[str],
-        args: list[str | int],
+        run_id: str,
+        args: Mapping[str, str | int | Sequence[str]],
+        keys: Mapping[str, str | Sequence[str]] | None = None,
         refusals: dict[str, str] | None = None,
     ) -> list[Any]:
+        """Run a script of the run layout (lib/run.lua) on `run_id` ('' for whichever run is active) with
+        its own `keys` and `args` by name."""
+        run_keys, run_args = run_names(self._core.keys, session_id, run_id)
         partition = self._core.keys.session(session_id).partition
-        return await self._core.scripts.run(name, keys, args, refusals, partition=partition)
+        return await self._core.scripts.run(
+            name, {**run_keys, **(keys or {})}, {**run_args, **args}, refusals, partition=partition
+        )
 
     async def submit(
         self,
@@ -174,26 +214,25 @@ class Runs:
         """Start, steer or queue a run by the session's policy; `scoped` is a run-scoped registration
         (its client id and tools) for input that brings its own tools, leased for `scoped_ttl_s` when
         given (else it lives as long as its run)."""
-        keys, args = self._run(session_id, run_id)
         s = self._core.keys.session(session_id)
         scoped_id, tools = scoped if scoped is not None else ("", [])
         outcome, run, scoped_client = await self._script(
             "post_input",
             session_id,
-            [*keys, s.clients, s.client(scoped_id)],
-            [
-                *args,
-                input_id,
-                text,
-                source,
-                scoped_id,
-                SCOPED_CLIENT_NAME,
-                dumps(tools),
-                "\n".join(tool["name"] for tool in tools),
-                MAX_ACTIVE_CLIENTS,
-                MAX_NAME_LENGTH,
-                scoped_ttl_s or "",
-            ],
+            run_id,
+            {
+                "input_id": input_id,
+                "text": text,
+                "source": source,
+                "scoped": scoped_id,
+                "scoped_name": SCOPED_CLIENT_NAME,
+                "tools": dumps(tools),
+                "tool_names": "\n".join(tool["name"] for tool in tools),
+                "max_clients": MAX_ACTIVE_CLIENTS,
+                "max_len": MAX_NAME_LENGTH,
+                "lease_s": scoped_ttl_s or "",
+            },
+            {"clients": s.clients, "client": s.client(scoped_id)},
             {"session": f"no session {session_id}"},
         )
         kind: Literal["new_run", "steered"] = "new_run" if outcome == "new_run" else "steered"
@@ -201,9 +240,12 @@ class Runs:
 
     async def cancel(self, session_id: str) -> str | None:
         """Cancel the active run; its id (None when none was active)."""
-        keys, args = self._run(session_id, "")
         run_id, _ = await self._script(
-            "cancel_run", session_id, keys, [*args, RUN_GONE_CANCELLED], {"session": f"no session {session_id}"}
+            "cancel_run",
+            session_id,
+            "",
+            {"gone_text": RUN_GONE_CANCELLED},
+            refusals={"session": f"no session {session_id}"},
         )
         return str(run_id) or None
 
@@ -211,11 +253,20 @@ class Runs:
         self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int, entry: str = ""
     ) -> Literal["run", "stale", "ended"]:
         """Begin a step under its lease; `entry` is the work entry that brought it (done with here)."""
-        keys, args = self._run(session_id, run_id)
         lease = self._core.settings.step_lease_ms
         try:
             (outcome,) = await self._script(
-                "begin_step", session_id, keys, [*args, step, attempt, max_steps, lease, RUN_GONE_CANCELLED, entry]
+                "begin_step",
+                session_id,
+                run_id,
+                {
+                    "step": step,
+                    "attempt": attempt,
+                    "max_steps": max_steps,
+                    "lease_ms": lease,
+                    "gone_text": RUN_GONE_CANCELLED,
+                    "entry": entry,
+                },
             )
         except NotFound:
             return "stale"
@@ -223,9 +274,10 @@ class Runs:
 
     async def renew(self, session_id: str, run_id: str, step: int, attempt: int) -> bool:
         """Extend the step's lease; False when it is no longer this worker's."""
-        keys, args = self._run(session_id, run_id)
         lease = self._core.settings.step_lease_ms
-        (renewed,) = await self._script("renew_step", session_id, keys, [*args, step, attempt, lease])
+        (renewed,) = await self._script(
+            "renew_step", session_id, run_id, {"step": step, "attempt": attempt, "lease_ms": lease}
+        )
         return bool(int(renewed))
 
     async def cancel_requested(self, session_id: str, run_id: str) -> bool:
@@ -273,27 +325,33 @@ class Runs:
     ) -> Committed:
         """Commit the step's message and route its calls in one script. 'retry' means a registered name
         resolved differently when the script ran: route again and commit again."""
-        keys, args = self._run(session_id, run_id)
         s = self._core.keys.session(session_id)
         settings = self._core.settings
-        extra_keys: list[str] = []
-        argv: list[str | int] = [
-            *args,
-            step,
-            attempt,
-            settings.ack_timeout_ms,
-            message,
-            len(calls),
-            RUN_GONE_CANCELLED,
-            settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
-            timing,
+        planned = [StepCall.of(call, route) for call, route in calls]
+        # The script takes a client hash and call stream per client call that names a client, in order.
+        clients = [
+            key
+            for c in planned
+            if c.kind == "client" and c.client_id
+            for key in (s.client(c.client_id), s.client_calls(c.client_id))
         ]
-        for call, route in calls:
-            if route.kind == "client" and route.client_id:
-                extra_keys += [s.client(route.client_id), s.client_calls(route.client_id)]
-            argv += _call_args(call, route)
         try:
-            (outcome,) = await self._script("commit_step", session_id, [*keys, *extra_keys], argv)
+            (outcome,) = await self._script(
+                "commit_step",
+                session_id,
+                run_id,
+                {
+                    "step": step,
+                    "attempt": attempt,
+                    "ack_ms": settings.ack_timeout_ms,
+                    "message": message,
+                    "gone_text": RUN_GONE_CANCELLED,
+                    "retention_ms": settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
+                    "timing": timing,
+                    "calls": [c.encode() for c in planned],
+                },
+                {"clients": clients},
+            )
         except NotFound:
             return Committed("stale")
         return Committed(outcome)
@@ -301,16 +359,18 @@ class Runs:
     async def finish(
         self, session_id: str, run_id: str, step: int, attempt: int, outcome: str, error: str = ""
     ) -> None:
-        keys, args = self._run(session_id, run_id)
         text = RUN_GONE_CANCELLED if outcome == "run_cancelled" else RUN_GONE_FAILED
         with contextlib.suppress(NotFound):
-            await self._script("finish_run", session_id, keys, [*args, step, attempt, outcome, error, text])
+            await self._script(
+                "finish_run",
+                session_id,
+                run_id,
+                {"step": step, "attempt": attempt, "outcome": outcome, "error": error, "gone_text": text},
+            )
 
     async def reclaim(self, session_id: str) -> None:
         """Give the session's running step to another worker if its lease lapsed."""
-        keys, args = self._run(session_id, "")
-        await self._script("reclaim_step", session_id, keys, [*args, MAX_RECLAIMS, RUN_GONE_FAILED])
+        await self._script("reclaim_step", session_id, "", {"max_reclaims": MAX_RECLAIMS, "gone_text": RUN_GONE_FAILED})
 
     async def dequeue(self, session_id: str) -> None:
-        keys, args = self._run(session_id, "")
-        await self._script("dequeue", session_id, keys, args)
+        await self._script("dequeue", session_id, "", {})

@@ -8,7 +8,7 @@ from typing import Any
 from broker import events
 from broker.codec import loads
 from broker.core import Core
-from broker.layouts import call_args, call_keys
+from broker.layouts import call_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,27 +23,24 @@ class ServerCalls:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    def _layout(self, session_id: str, call_id: str) -> tuple[list[str], list[str | int]]:
-        keys = self._core.keys
-        return call_keys(keys, session_id), call_args(keys, session_id, call_id, "")
-
-    async def _script(self, name: str, session_id: str, call_id: str, *more: str | int) -> list[Any]:
-        keys, args = self._layout(session_id, call_id)
+    async def _script(self, name: str, session_id: str, call_id: str, **more: str | int) -> list[Any]:
+        """Run a script of lib/call.lua's layout (acting for no client) with its own arguments `more`."""
+        keys, args = call_names(self._core.keys, session_id, call_id, "")
         partition = self._core.keys.session(session_id).partition
-        return await self._core.scripts.run(name, keys, [*args, *more], partition=partition)
+        return await self._core.scripts.run(name, keys, {**args, **more}, partition=partition)
 
     async def begin(self, session_id: str, call_id: str, entry: str = "") -> ServerCall | None:
         """Take a queued server call; None when it is not (any longer) this worker's to run. `entry` is
         the work entry that brought it (done with here)."""
         lease = self._core.settings.server_call_lease_ms
-        reply = await self._script("begin_server_call", session_id, call_id, lease, entry)
+        reply = await self._script("begin_server_call", session_id, call_id, lease_ms=lease, entry=entry)
         if reply[0] != "run":
             return None
         return ServerCall(reply[1], loads(reply[2]), reply[3])
 
     async def renew(self, session_id: str, call_id: str) -> bool:
         lease = self._core.settings.server_call_lease_ms
-        (renewed,) = await self._script("renew_call", session_id, call_id, lease)
+        (renewed,) = await self._script("renew_call", session_id, call_id, lease_ms=lease)
         return bool(int(renewed))
 
     async def result(self, session_id: str, call_id: str, text: str, *, is_error: bool) -> None:
@@ -55,10 +52,10 @@ class ServerCalls:
     ) -> None:
         """The same, for a result of text and image blocks (an MCP server's)."""
         result = events.tool_result_blocks(call_id, content, is_error=is_error)
-        await self._script("server_result", session_id, call_id, result)
+        await self._script("server_result", session_id, call_id, event=result)
 
     async def progress(self, session_id: str, call_id: str, event: str) -> str:
         """Log a `tool_progress` event for a running call: 'logged', 'stale' (no longer running) or
         'full' (the session's storage is full: progress is not kept)."""
-        (outcome,) = await self._script("server_progress", session_id, call_id, event)
+        (outcome,) = await self._script("server_progress", session_id, call_id, event=event)
         return str(outcome)

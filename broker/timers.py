@@ -12,7 +12,7 @@ from broker.clients import lapse_client
 from broker.core import Core
 from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.keys import PartitionKeys
-from broker.layouts import call_args, call_keys
+from broker.layouts import call_names
 
 
 def _ack_text(seconds: float) -> str:
@@ -86,7 +86,7 @@ class Timers:
 
     async def sweep(self, partition: PartitionKeys, batch: int) -> Due:
         """The partition's due members (at most `batch` per index), and its alarm armed for what follows."""
-        reply = await self._core.scripts.run("sweep", [], [batch], partition=partition)
+        reply = await self._core.scripts.run("sweep", {}, {"batch": batch}, partition=partition)
         next_due = int(reply[0])
         lists = [[str(member) for member in members] for members in reply[1:]]
         return Due(None if next_due < 0 else next_due, *lists)
@@ -94,16 +94,17 @@ class Timers:
     async def expire_call(self, session_id: str, call_id: str) -> str:
         """Fail the call if its deadline (or, for a server call, its lease) has passed."""
         keys, settings = self._core.keys, self._core.settings
+        call, args = call_names(keys, session_id, call_id, "")
         (outcome,) = await self._core.scripts.run(
             "expire_call",
-            call_keys(keys, session_id),
-            [
-                *call_args(keys, session_id, call_id, ""),
-                _ack_text(settings.ack_timeout_s),
-                _result_text(settings.result_timeout_s),
-                INTERRUPTED_TEXT,
-                settings.result_timeout_ms,
-            ],
+            call,
+            {
+                **args,
+                "ack_text": _ack_text(settings.ack_timeout_s),
+                "result_text": _result_text(settings.result_timeout_s),
+                "interrupted": INTERRUPTED_TEXT,
+                "result_ms": settings.result_timeout_ms,
+            },
             partition=keys.session(session_id).partition,
         )
         return str(outcome)

@@ -46,15 +46,20 @@ class Work:
 
     async def take(self, partition: PartitionKeys, consumer: str, count: int) -> list[Entry]:
         """Up to `count` new entries of the partition, now `consumer`'s under a claim."""
-        reply = await self._core.scripts.run("take_work", [], [consumer, count, self._claim_ms()], partition=partition)
+        reply = await self._core.scripts.run(
+            "take_work", {}, {"consumer": consumer, "count": count, "lease_ms": self._claim_ms()}, partition=partition
+        )
         return [Entry.of(partition.number, str(reply[i]), str(reply[i + 1])) for i in range(0, len(reply), 2)]
 
     async def claim(self, partition: PartitionKeys, consumer: str, entry_id: str) -> Entry | None:
         """Take over an entry whose claim came due, if it still waits to be begun."""
         reply = await self._core.scripts.run(
-            "claim_work", [], [consumer, entry_id, self._claim_ms()], partition=partition
+            "claim_work",
+            {},
+            {"consumer": consumer, "entry": entry_id, "lease_ms": self._claim_ms()},
+            partition=partition,
         )
         return Entry.of(partition.number, str(reply[0]), str(reply[1])) if reply else None
 
     async def done(self, partition: PartitionKeys, entry_id: str) -> None:
-        await self._core.scripts.run("done_work", [], [entry_id], partition=partition)
+        await self._core.scripts.run("done_work", {}, {"entry": entry_id}, partition=partition)

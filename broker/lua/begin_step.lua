@@ -1,34 +1,38 @@
--- A worker starts try ARGV[5] of step ARGV[4]: `run_started` on the first step, steering input folded in
+-- A worker starts try `attempt` of step `step`: `run_started` on the first step, steering input folded in
 -- as message_user events, the step held under a lease the worker renews. A cancel asked for in the
 -- meantime ends the run instead, and so does reaching the step limit.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua.
--- ARGV[4] step  ARGV[5] attempt  ARGV[6] max steps  ARGV[7] lease ms  ARGV[8] text for run_gone
--- ARGV[9] the work entry that brought the step ('' for none): done with, whatever the outcome
+--!layout lib/run.lua
+--!arg step        the step
+--!arg attempt     its try
+--!arg max_steps   the run's limit of model steps
+--!arg lease_ms    the step's lease (ms)
+--!arg gone_text   text for run_gone
+--!arg entry       the work entry that brought the step ('' for none): done with, whatever the outcome
+--
 -- Returns {0, 'run' | 'stale' | 'ended'}; {404, 'session'}. 'stale': another worker has this step (a
 -- duplicate take, a late retry of a reclaimed try, or a worker that still holds its lease).
 
---!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
 
 local S = sb_run_context()
-sb_work_done(ARGV[9])
+sb_work_done(A.entry)
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
-local step, attempt, max_steps = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local step, attempt, max_steps = tonumber(A.step), tonumber(A.attempt), tonumber(A.max_steps)
 local current = sb_current_step(S, step, attempt)
 if not current then return sb_reply('stale') end
 -- `running` again: the same try taken again after its worker died; taken only once its lease lapsed.
 local free = current.state == 'queued' or (current.state == 'running' and current.lease_until <= S.now)
 if not free then return sb_reply('stale') end
 if current.cancel then
-  sb_end_run(S, 'run_cancelled', nil, ARGV[8])
+  sb_end_run(S, 'run_cancelled', nil, A.gone_text)
   return sb_reply('ended')
 end
 if step >= max_steps then
-  sb_end_run(S, 'run_failed', 'the run reached its limit of ' .. max_steps .. ' model steps', ARGV[8])
+  sb_end_run(S, 'run_failed', 'the run reached its limit of ' .. max_steps .. ' model steps', A.gone_text)
   return sb_reply('ended')
 end
 if not current.started then sb_append(S, sb_run_event('run_started', S.run_id)) end
@@ -40,5 +44,5 @@ for _, raw in ipairs(steering) do
   sb_append(S, sb_message_user(input.text, input.source))
 end
 redis.call('HSET', S.run, 'state', 'running', 'started', '1')
-sb_hold_step(S, tonumber(ARGV[7]))
+sb_hold_step(S, tonumber(A.lease_ms))
 return sb_reply('run')

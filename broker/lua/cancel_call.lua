@@ -3,11 +3,11 @@
 -- denied, and every one gets its error `tool_result` carrying the message; the step continues once its
 -- last call is settled. A result or ack that comes later is 409, as for any settled call.
 --
--- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
--- ARGV[5] the text of the error result
+--!layout lib/call.lua   (cid is '')
+--!arg text        the text of the error result
+--
 -- Returns {0, client_tool_failed JSON or ''}; {404, 'session' | 'call'}; {409, message} (settled).
 
---!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -19,4 +19,4 @@ local rec = sb_call(S)
 if not rec then return sb_refuse(404, 'call') end
 local owed = {awaiting = true, queued = true, dispatched = true, acked = true, running = true}
 if not owed[rec.state] then return sb_settled_refusal(S, rec) end
-return sb_reply(sb_fail_call(S, S.call_id, rec, 'run_gone', ARGV[5], 'cancelled') or '')
+return sb_reply(sb_fail_call(S, S.call_id, rec, 'run_gone', A.text, 'cancelled') or '')

@@ -2,10 +2,11 @@
 -- with run_gone, then run_cancelled, and the next queued input starts. A run whose step is running is
 -- flagged, and its worker ends it at the next checkpoint.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').  ARGV[4] text for run_gone
+--!layout lib/run.lua   (run_id is '')
+--!arg gone_text   text for run_gone
+--
 -- Returns {0, run id or '', 'ended' | 'flagged' | 'idle'}; {404, 'session'}.
 
---!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -19,4 +20,4 @@ if run[2] == 'running' then
   redis.call('HSET', S.run, 'cancel', '1')
   return sb_reply(run[1], 'flagged')
 end
-return sb_reply(sb_end_run(S, 'run_cancelled', nil, ARGV[4]), 'ended')
+return sb_reply(sb_end_run(S, 'run_cancelled', nil, A.gone_text), 'ended')

@@ -1,10 +1,10 @@
 -- A debounce timer is due: start what waits in the queue, unless newer input pushed the timer on (then
 -- it is set again) or a run is active (its end starts the queue).
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').
+--!layout lib/run.lua   (run_id is '')
+--
 -- Returns {0}.
 
---!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -3,16 +3,20 @@
 -- registration's call stream, `client_tool_dispatched` (with the extension field `"from":"mcp"`) and the
 -- ack deadline. Its record's run is '', so settling it (a result, a failure, a cancel) continues no run.
 --
--- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] the client id).  KEYS[6] the client hash
--- KEYS[7] its call stream
--- ARGV[5] raw tool name  ARGV[6] client_tool_dispatched JSON  ARGV[7] ack deadline ms
--- ARGV[8] call stream retention ms  ARGV[9] the tool's result deadline ms ('' for the deployment's)
--- ARGV[10] its heartbeat ms ('' for none)
+--!layout lib/call.lua   (cid is the client id)
+--!key client       the client hash
+--!key stream       its call stream
+--!arg tool         raw tool name
+--!arg event        the client_tool_dispatched JSON
+--!arg ack_ms       ack deadline (ms)
+--!arg retention_ms call stream retention (ms)
+--!arg timeout_ms   the tool's result deadline (ms; '' for the deployment's)
+--!arg heartbeat_ms its heartbeat (ms; '' for none)
+--
 -- Returns {0, seq of client_tool_dispatched}; {404, 'session' | 'client'} (no session; the registration
 -- is not active or does not serve the tool); {409, message} when the session's storage is full
 -- (SWITCHBOARD_MAX_SESSION_BYTES).
 
---!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -21,10 +25,10 @@
 
 local S = sb_call_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
-if not sb_holds(KEYS[6], ARGV[5], {}) then return sb_refuse(404, 'client') end
-local full = sb_room(S.meta, S.now, 2 * #ARGV[6] + 4 * SB_ENTRY + 256, SB_P.cap)
+if not sb_holds(K.client, A.tool, {}) then return sb_refuse(404, 'client') end
+local full = sb_room(S.meta, S.now, 2 * #A.event + 4 * SB_ENTRY + 256, SB_P.cap)
 if full then return sb_refuse(409, full) end
-local rec = {kind = 'client', client = S.cid, run = '', step = 0, tool = ARGV[5],
-  to = tonumber(ARGV[9]), hb = tonumber(ARGV[10])}
-local event = sb_dispatch(S, rec, KEYS[7], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]))
+local rec = {kind = 'client', client = S.cid, run = '', step = 0, tool = A.tool,
+  to = tonumber(A.timeout_ms), hb = tonumber(A.heartbeat_ms)}
+local event = sb_dispatch(S, rec, K.stream, A.event, tonumber(A.ack_ms), tonumber(A.retention_ms))
 return sb_reply(string.match(event, '^{"seq":(%d+)'))

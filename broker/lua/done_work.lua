@@ -2,11 +2,12 @@
 -- acknowledged, deleted, its claim dropped.
 --
 -- KEYS: the partition's keys only (lib/partition.lua).
--- ARGV[1] entry id
+--!arg entry       the entry id
+--
 -- Returns {0}.
 
 --!include lib/core.lua
 --!include lib/partition.lua
 
-sb_work_done(ARGV[1])
+sb_work_done(A.entry)
 return {0}

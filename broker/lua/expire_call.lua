@@ -3,12 +3,15 @@
 -- interrupted. The deadline index is the authority: a call acked or renewed in the meantime, or already
 -- settled, is left alone.
 --
--- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
--- ARGV[5] text for ack_timeout  ARGV[6] text for result_timeout  ARGV[7] text for an interrupted server call
--- ARGV[8] the deployment's result deadline ms (a tool's own timeout_s or heartbeat_s says its own text)
+--!layout lib/call.lua   (cid is '')
+--!arg ack_text        text for ack_timeout
+--!arg result_text     text for result_timeout
+--!arg interrupted     text for an interrupted server call
+--!arg result_ms       the deployment's result deadline ms (a tool's own timeout_s or heartbeat_s says its
+--                      own text)
+--
 -- Returns {0, 'failed' | 'not_due' | 'settled'}.
 
---!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -26,16 +29,16 @@ if not rec or not live[rec.state] or not sb_session_live(S) then
   return sb_reply('settled')
 end
 if rec.kind == 'server' then
-  sb_fail_call(S, S.call_id, rec, 'interrupted', ARGV[7])
+  sb_fail_call(S, S.call_id, rec, 'interrupted', A.interrupted)
 elseif rec.state == 'dispatched' then
-  sb_fail_call(S, S.call_id, rec, 'ack_timeout', ARGV[5])
-elseif rec.hb and S.now < (rec.acked_ms or S.now) + (rec.to or tonumber(ARGV[8])) then
+  sb_fail_call(S, S.call_id, rec, 'ack_timeout', A.ack_text)
+elseif rec.hb and S.now < (rec.acked_ms or S.now) + (rec.to or tonumber(A.result_ms)) then
   sb_fail_call(S, S.call_id, rec, 'result_timeout', 'the client sent neither progress nor a result within '
     .. (rec.hb / 1000) .. ' s (the tool\'s heartbeat_s)')
 elseif rec.to then
   sb_fail_call(S, S.call_id, rec, 'result_timeout', 'the client acknowledged the call but did not answer within '
     .. (rec.to / 1000) .. ' s (the tool\'s timeout_s)')
 else
-  sb_fail_call(S, S.call_id, rec, 'result_timeout', ARGV[6])
+  sb_fail_call(S, S.call_id, rec, 'result_timeout', A.result_text)
 end
 return sb_reply('failed')

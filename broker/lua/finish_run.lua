@@ -1,12 +1,15 @@
--- Ends the run from the worker holding try ARGV[5] of step ARGV[4]: run_failed (the model failed for
+-- Ends the run from the worker holding try `attempt` of step `step`: run_failed (the model failed for
 -- good) or run_cancelled (a cancel seen at a checkpoint). Owed calls fail with run_gone first.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua.
--- ARGV[4] step  ARGV[5] attempt  ARGV[6] 'run_failed' | 'run_cancelled'  ARGV[7] error text
--- ARGV[8] text for run_gone
+--!layout lib/run.lua
+--!arg step        the step
+--!arg attempt     its try
+--!arg outcome     'run_failed' | 'run_cancelled'
+--!arg error       error text
+--!arg gone_text   text for run_gone
+--
 -- Returns {0, 'ended' | 'stale'}; {404, 'session'}.
 
---!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -14,6 +17,6 @@
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
-if not sb_current_step(S, tonumber(ARGV[4]), tonumber(ARGV[5])) then return sb_reply('stale') end
-sb_end_run(S, ARGV[6], ARGV[7], ARGV[8])
+if not sb_current_step(S, tonumber(A.step), tonumber(A.attempt)) then return sb_reply('stale') end
+sb_end_run(S, A.outcome, A.error, A.gone_text)
 return sb_reply('ended')

@@ -4,18 +4,25 @@
 -- it as a run of its own (run_queued now; message_user when it starts, see sb_start_next). Input may
 -- bring run-scoped client tools: a registration that lives as long as the run it joins.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is the id a new run takes).
--- KEYS[9] clients  KEYS[10] the run-scoped client's hash
--- ARGV[4] input id  ARGV[5] text  ARGV[6] source ('client' | 'external')
--- ARGV[7] run-scoped client id ('' for none)  ARGV[8] its name  ARGV[9] its tools JSON
--- ARGV[10] its tool names joined by "\n"  ARGV[11] max active clients  ARGV[12] max name length
--- ARGV[13] its lease in seconds ('' for none: it lives as long as its run)
+--!layout lib/run.lua   (run_id is the id a new run takes)
+--!key clients      the session's client ids (set)
+--!key client       the run-scoped client's hash
+--!arg input_id     the input id
+--!arg text         its text
+--!arg source       'client' | 'external'
+--!arg scoped       the run-scoped client id ('' for none)
+--!arg scoped_name  its name
+--!arg tools        its tools JSON
+--!arg tool_names   its tool names joined by "\n"
+--!arg max_clients  the most active clients
+--!arg max_len      the longest name
+--!arg lease_s      its lease in seconds ('' for none: it lives as long as its run)
+--
 -- Returns {0, 'new_run' | 'steered', run id, scoped client id or ''}; {404, 'session'};
 -- {409, msg} the policy is `drop` and a run is active, or the session's storage is full
 -- (SWITCHBOARD_MAX_SESSION_BYTES); {400, msg} no room for the run-scoped client.
 -- The same run id or input id again (a retried request) changes nothing and answers the same.
 
---!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -24,7 +31,7 @@
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
-local input_id, text, source, scoped = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local input_id, text, source, scoped = A.input_id, A.text, A.source, A.scoped
 local active = redis.call('HGET', S.run, 'run_id')
 local policy = redis.call('HGET', S.meta, 'policy') or 'steer'
 
@@ -44,13 +51,13 @@ if full then return sb_refuse(409, full) end
 
 if scoped ~= '' then
   local lifetime, ttl = '{"type":"never"}', 0
-  if ARGV[13] ~= '' then
-    lifetime, ttl = '{"type":"ttl","data":{"seconds":' .. ARGV[13] .. '}}', tonumber(ARGV[13]) * 1000
+  if A.lease_s ~= '' then
+    lifetime, ttl = '{"type":"ttl","data":{"seconds":' .. A.lease_s .. '}}', tonumber(A.lease_s) * 1000
   end
   local name, refusal, status = sb_register(S, {
-    names = S.names, clients = KEYS[9], client = KEYS[10], cid = scoped,
-    name = ARGV[8], lifetime = lifetime, ttl = ttl, tools = ARGV[9], tool_names = ARGV[10],
-    max_clients = tonumber(ARGV[11]), max_len = tonumber(ARGV[12]),
+    names = S.names, clients = K.clients, client = K.client, cid = scoped,
+    name = A.scoped_name, lifetime = lifetime, ttl = ttl, tools = A.tools, tool_names = A.tool_names,
+    max_clients = tonumber(A.max_clients), max_len = tonumber(A.max_len),
     run = (active and policy == 'steer') and active or S.run_id,
   })
   if not name then return sb_refuse(status, refusal) end

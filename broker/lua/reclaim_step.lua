@@ -1,11 +1,12 @@
 -- Gives a step whose worker stopped renewing its lease to another worker, as a new try. A step reclaimed
--- more than ARGV[4] times ends the run (run_failed): a turn that makes no progress never loops forever.
+-- more than `max_reclaims` times ends the run (run_failed): a turn that makes no progress never loops forever.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').
--- ARGV[4] max reclaims  ARGV[5] text for run_gone
+--!layout lib/run.lua   (run_id is '')
+--!arg max_reclaims  the most times a step is reclaimed before the run ends
+--!arg gone_text     text for run_gone
+--
 -- Returns {0, 'reclaimed' | 'alive' | 'gone' | 'ended'}.
 
---!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -23,9 +24,9 @@ if tonumber(run[5] or 0) > S.now then
 end
 local reclaims = redis.call('HINCRBY', S.run, 'reclaims', 1)
 redis.call('ZREM', SB_P.steps, S.sid)
-if reclaims > tonumber(ARGV[4]) then
+if reclaims > tonumber(A.max_reclaims) then
   sb_end_run(S, 'run_failed', 'the worker running step ' .. run[2] .. ' stopped ' .. (reclaims)
-    .. ' times; the run gives up', ARGV[5])
+    .. ' times; the run gives up', A.gone_text)
   return sb_reply('ended')
 end
 sb_schedule_step(S, run[1], tonumber(run[2]), tonumber(run[3]) + 1)

@@ -6,17 +6,23 @@
 -- next to the model's in `tool_call`. `remember` keeps the decision for the tool's model-visible name:
 -- later calls of it in this session are decided the same way when their step commits (commit_step.lua).
 --
--- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').
--- KEYS[6] the bound client's hash  KEYS[7] its call stream (unused for a server call)
--- ARGV[5] 'allow' | 'deny'  ARGV[6] deny message ('' for none)  ARGV[7] resolved_by
--- ARGV[8] ack deadline ms  ARGV[9] call stream retention ms  ARGV[10] the client id the caller read
--- ARGV[11] 'session' to remember the decision ('' not to)  ARGV[12] edited arguments JSON ('' for none)
--- ARGV[13] the client_tool_dispatched JSON carrying them ('' for none, or a server call)
+--!layout lib/call.lua   (cid is '')
+--!key client        the bound client's hash
+--!key stream        its call stream (unused for a server call)
+--!arg decision      'allow' | 'deny'
+--!arg message       deny message ('' for none)
+--!arg resolved_by   who decided
+--!arg ack_ms        ack deadline (ms)
+--!arg retention_ms  call stream retention (ms)
+--!arg bound         the client id the caller read
+--!arg remember      'session' to remember the decision ('' not to)
+--!arg edited        edited arguments JSON ('' for none)
+--!arg dispatch      the client_tool_dispatched JSON carrying them ('' for none, or a server call)
+--
 -- Returns {0, approval_resolved event JSON}; {404, 'session' | 'call'}; {409, msg} decided already, or
 -- the session's storage has no room for the decision (SWITCHBOARD_MAX_SESSION_BYTES);
 -- {0, 'retry'} the call's bound client is not the one the caller read (read it again).
 
---!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -31,19 +37,19 @@ if rec.state ~= 'awaiting' then
   if rec.decision then return sb_refuse(409, 'call ' .. S.call_id .. ' was already decided: ' .. rec.decision) end
   return sb_refuse(409, 'call ' .. S.call_id .. ' is not waiting for approval')
 end
-if rec.kind == 'client' and rec.client ~= ARGV[10] then return sb_reply('retry') end
-local decision, message, remember, edited = ARGV[5], ARGV[6], ARGV[11], ARGV[12]
+if rec.kind == 'client' and rec.client ~= A.bound then return sb_reply('retry') end
+local decision, message, remember, edited = A.decision, A.message, A.remember, A.edited
 -- The message and edited arguments are kept in the decision's event, and again in what it leads to.
-local full = sb_room(S.meta, S.now, 2 * (#message + #edited + #ARGV[13]) + 4 * SB_ENTRY + 256, SB_P.cap)
+local full = sb_room(S.meta, S.now, 2 * (#message + #edited + #A.dispatch) + 4 * SB_ENTRY + 256, SB_P.cap)
 if full then return sb_refuse(409, full) end
 local deny = message ~= '' and sb_str(message) or 'null'
 local resolved = sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(S.call_id) .. ',"decision":"'
   .. decision .. '","deny_message":' .. (decision == 'deny' and deny or 'null') .. ',"resolved_by":'
-  .. sb_str(ARGV[7]) .. (remember ~= '' and ',"remember":"session"' or '')
+  .. sb_str(A.resolved_by) .. (remember ~= '' and ',"remember":"session"' or '')
   .. (edited ~= '' and (',"arguments":' .. edited) or '') .. '}')
 rec.decision = decision
 if remember ~= '' and rec.name then
-  redis.call('HSET', S.meta, SB_REMEMBER .. rec.name, decision .. '|' .. ARGV[7] .. '|' .. message)
+  redis.call('HSET', S.meta, SB_REMEMBER .. rec.name, decision .. '|' .. A.resolved_by .. '|' .. message)
 end
 if decision == 'deny' then
   sb_append(S, sb_denial(S.call_id, message))
@@ -53,16 +59,16 @@ elseif rec.kind == 'server' then
   if edited ~= '' then rec.args = edited end
   sb_put_call(S.meta, S.calls, S.call_id, rec)
   sb_owe('t|' .. S.sid .. '|' .. S.call_id)
-elseif redis.call('HGET', KEYS[6], 'state') ~= 'active' then
+elseif redis.call('HGET', K.client, 'state') ~= 'active' then
   rec.state = 'allowed'
   sb_fail_call(S, S.call_id, rec, 'client_gone', 'the client left before the call was approved')
-elseif not sb_holds(KEYS[6], rec.tool, {}) then
+elseif not sb_holds(K.client, rec.tool, {}) then
   rec.state = 'allowed'
   sb_fail_call(S, S.call_id, rec, 'client_gone',
     'the client no longer offers ' .. rec.tool .. ', so the call was not sent')
 else
-  local dispatch = ARGV[13] ~= '' and ARGV[13] or rec.dispatch
+  local dispatch = A.dispatch ~= '' and A.dispatch or rec.dispatch
   rec.dispatch = nil
-  sb_dispatch(S, rec, KEYS[7], dispatch, tonumber(ARGV[8]), tonumber(ARGV[9]))
+  sb_dispatch(S, rec, K.stream, dispatch, tonumber(A.ack_ms), tonumber(A.retention_ms))
 end
 return sb_reply(resolved)

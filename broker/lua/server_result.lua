@@ -1,11 +1,12 @@
 -- Records a server call's result as its `tool_result` and settles it.
 --
--- KEYS and ARGV[1..4]: the layout of lib/call.lua (ARGV[4] is '').  ARGV[5] tool_result event JSON
+--!layout lib/call.lua   (cid is '')
+--!arg event       the tool_result event JSON
+--
 -- Returns {0, 'settled' | 'stale'} ('stale': the call was settled meanwhile, e.g. as interrupted). A
 -- result that would pass the session's storage cap (SWITCHBOARD_MAX_SESSION_BYTES) is not kept: the
 -- call's result is an error saying so, and the run goes on.
 
---!layout lib/call.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -16,7 +17,7 @@ local rec = sb_call(S)
 if not rec or rec.kind ~= 'server' or rec.state ~= 'running' or not sb_session_live(S) then
   return sb_reply('stale')
 end
-local full = sb_room(S.meta, S.now, #ARGV[5] + SB_ENTRY, SB_P.cap)
-sb_append(S, full and sb_tool_result(S.call_id, 'the tool\'s result was not kept: ' .. full, true) or ARGV[5])
+local full = sb_room(S.meta, S.now, #A.event + SB_ENTRY, SB_P.cap)
+sb_append(S, full and sb_tool_result(S.call_id, 'the tool\'s result was not kept: ' .. full, true) or A.event)
 sb_settle(S, S.call_id, rec, 'answered', nil)
 return sb_reply('settled')

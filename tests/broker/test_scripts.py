@@ -28,7 +28,7 @@ async def skip_without_functions(redis: Redis) -> None:
 
 async def next_due(scripts: Scripts, partition: PartitionKeys) -> int:
     """The partition's next due time as the sweep arms it (-1 for none), through one script call."""
-    reply = await scripts.raw("sweep", [], [0], partition)
+    reply = await scripts.raw("sweep", {}, {"batch": 0}, partition)
     return int(reply[1])
 
 
@@ -121,7 +121,7 @@ async def test_a_partition_script_must_be_given_its_partition(redis_url: str, ke
     try:
         scripts = Scripts(redis)
         with pytest.raises(ValueError, match="partition"):
-            await scripts.raw("sweep", [], [0])
+            await scripts.raw("sweep", {}, {"batch": 0})
         with pytest.raises(ValueError, match="partition"):
             await scripts.raw("idem_finish", ["k"], ["a", 0, "", 0], KeySpace(key_prefix).partition(0))
     finally:
