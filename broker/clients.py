@@ -10,7 +10,7 @@ from broker.codec import dumps, loads
 from broker.core import Core
 from broker.errors import from_script_status, translate_redis_errors
 from broker.keys import POOL_GROUP
-from broker.layouts import Named, call_args, call_keys, call_names, client_args, client_keys
+from broker.layouts import Named, call_names, client_names
 
 MAX_ACTIVE_CLIENTS = 32
 MAX_NAME_LENGTH = 32
@@ -24,8 +24,7 @@ async def lapse_client(core: Core, session_id: str, client_id: str) -> str:
     keys = core.keys
     (outcome,) = await core.scripts.run(
         "lapse_client",
-        client_keys(keys, session_id, client_id),
-        client_args(keys, session_id, client_id, core.settings.idempotency_ttl_ms),
+        *client_names(keys, session_id, client_id, core.settings.idempotency_ttl_ms),
         partition=keys.session(session_id).partition,
     )
     return str(outcome)
@@ -105,19 +104,19 @@ class Clients:
         tools_json, tool_names = _tools(tools)
         assigned, expires = await self._core.scripts.run(
             "register_client",
-            [s.meta, s.events, s.names, s.clients, s.client(client_id)],
-            [
-                s.live,
-                session_id,
-                client_id,
-                name,
-                dumps(lifetime),
-                0 if ttl_s is None else ttl_s * 1000,
-                tools_json,
-                tool_names,
-                MAX_ACTIVE_CLIENTS,
-                MAX_NAME_LENGTH,
-            ],
+            {"meta": s.meta, "events": s.events, "names": s.names, "clients": s.clients, "client": s.client(client_id)},
+            {
+                "channel": s.live,
+                "sid": session_id,
+                "cid": client_id,
+                "name": name,
+                "lifetime": dumps(lifetime),
+                "ttl_ms": 0 if ttl_s is None else ttl_s * 1000,
+                "tools": tools_json,
+                "tool_names": tool_names,
+                "max_clients": MAX_ACTIVE_CLIENTS,
+                "max_len": MAX_NAME_LENGTH,
+            },
             _refusals(session_id, client_id),
             partition=s.partition,
         )
@@ -150,17 +149,6 @@ class Clients:
             )
         return sorted(found, key=lambda client: client.created_at)
 
-    def _http(self, session_id: str, caller: Caller, receipt: Receipt | None) -> tuple[list[str], list[str | int]]:
-        """The KEYS and ARGV tail lib/http.lua reads: tokens and receipt keys, token, fingerprint, ttl."""
-        s = self._core.keys.session(session_id)
-        keys = [s.tokens, receipt.key if receipt else s.idempotency("none")]
-        args: list[str | int] = [
-            caller.token_sha,
-            receipt.fingerprint if receipt else "",
-            receipt.ttl_ms if receipt else 0,
-        ]
-        return keys, args
-
     def _receipt(self, session_id: str, caller: Caller, receipt: Receipt | None) -> Named:
         """The keys and arguments lib/http.lua declares: tokens and receipt keys, token, fingerprint, ttl."""
         s = self._core.keys.session(session_id)
@@ -178,9 +166,11 @@ class Clients:
     ) -> HttpReply:
         """Extend the lease (200 and the new expiry); a client found lapsed is ended here (404)."""
         s = self._core.keys.session(session_id)
-        extra_keys, extra_args = self._http(session_id, caller, receipt)
+        receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
         status, body, *lapse = await self._core.scripts.raw(
-            "ping_client", [s.meta, s.client(client_id), *extra_keys], [session_id, client_id, *extra_args]
+            "ping_client",
+            {**receipt_keys, "meta": s.meta, "client": s.client(client_id)},
+            {**receipt_args, "sid": session_id, "cid": client_id},
         )
         if lapse:
             await lapse_client(self._core, session_id, client_id)
@@ -191,8 +181,7 @@ class Clients:
         keys = self._core.keys
         await self._core.scripts.run(
             "leave_client",
-            client_keys(keys, session_id, client_id),
-            client_args(keys, session_id, client_id, self._core.settings.idempotency_ttl_ms),
+            *client_names(keys, session_id, client_id, self._core.settings.idempotency_ttl_ms),
             _refusals(session_id, client_id),
             partition=keys.session(session_id).partition,
         )
@@ -202,8 +191,8 @@ class Clients:
         tools_json, tool_names = _tools(tools)
         (event,) = await self._core.scripts.run(
             "update_tools",
-            [s.meta, s.events, s.client(client_id)],
-            [s.live, client_id, tools_json, tool_names],
+            {"meta": s.meta, "events": s.events, "client": s.client(client_id)},
+            {"channel": s.live, "cid": client_id, "tools": tools_json, "tool_names": tool_names},
             _refusals(session_id, client_id),
             partition=s.partition,
         )
@@ -250,16 +239,17 @@ class Clients:
         """200 and the `client_tool_progress` event, for a call this client acked (409 before the ack or
         once settled); a tool with a heartbeat gets its result deadline moved on."""
         keys = self._core.keys
-        extra_keys, extra_args = self._http(session_id, caller, receipt)
+        call, args = call_names(keys, session_id, call_id, client_id)
+        receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
         status, body = await self._core.scripts.raw(
             "progress_call",
-            [*call_keys(keys, session_id), *extra_keys],
-            [
-                *call_args(keys, session_id, call_id, client_id),
-                events.client_tool_progress(client_id, call_id, message, fraction),
-                self._core.settings.result_timeout_ms,
-                *extra_args,
-            ],
+            {**call, **receipt_keys},
+            {
+                **args,
+                **receipt_args,
+                "event": events.client_tool_progress(client_id, call_id, message, fraction),
+                "result_ms": self._core.settings.result_timeout_ms,
+            },
             keys.session(session_id).partition,
         )
         return HttpReply(int(status), body)
@@ -273,7 +263,9 @@ class Clients:
             return None
         s = self._core.keys.session(session_id)
         status, body = await self._core.scripts.raw(
-            "check_room", [s.meta, s.tokens], [session_id, caller.token_sha, need, cap]
+            "check_room",
+            {"meta": s.meta, "tokens": s.tokens},
+            {"sid": session_id, "token": caller.token_sha, "need": need, "cap": cap},
         )
         return None if int(status) == 200 else HttpReply(int(status), body)
 
@@ -291,7 +283,8 @@ class Clients:
         """Record the result (a text, or the blocks of a result with images): 204 (and the next step
         owed, when this was the step's last call)."""
         keys = self._core.keys
-        extra_keys, extra_args = self._http(session_id, caller, receipt)
+        call, args = call_names(keys, session_id, call_id, client_id)
+        receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
         event = (
             events.tool_result(call_id, text, is_error=is_error)
             if isinstance(text, str)
@@ -299,14 +292,14 @@ class Clients:
         )
         status, body = await self._core.scripts.raw(
             "answer_call",
-            [*call_keys(keys, session_id), *extra_keys, keys.session(session_id).client_calls(client_id)],
-            [
-                *call_args(keys, session_id, call_id, client_id),
-                event,
-                self._core.settings.result_timeout_ms,
-                *extra_args,
-                POOL_GROUP,
-            ],
+            {**call, **receipt_keys, "stream": keys.session(session_id).client_calls(client_id)},
+            {
+                **args,
+                **receipt_args,
+                "event": event,
+                "result_ms": self._core.settings.result_timeout_ms,
+                "group": POOL_GROUP,
+            },
             keys.session(session_id).partition,
         )
         return HttpReply(int(status), body)

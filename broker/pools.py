@@ -40,8 +40,15 @@ class Pools:
         settings = self._core.settings
         reply = await self._core.scripts.raw(
             "pool_take",
-            [s.client_calls(client_id), s.calls, s.client(client_id), s.meta],
-            [POOL_GROUP, member, client_id, prefetch, int(reclaim), round(settings.pool_claim_s * 1000)],
+            {"stream": s.client_calls(client_id), "calls": s.calls, "client": s.client(client_id), "meta": s.meta},
+            {
+                "group": POOL_GROUP,
+                "member": member,
+                "cid": client_id,
+                "prefetch": prefetch,
+                "reclaim": int(reclaim),
+                "claim_ms": round(settings.pool_claim_s * 1000),
+            },
         )
         status = int(reply[0])
         if status != 0:

@@ -3,18 +3,21 @@
 -- each body in. The write's own script checks again, exactly. Answers as HTTP (lib/http.lua), after the
 -- token and the session, so nobody learns more of a session than its own script would tell them.
 --
--- KEYS[1] the session's meta  KEYS[2] the session's tokens
--- ARGV[1] session id  ARGV[2] token SHA-256 ('' when the caller checked an API key)
--- ARGV[3] the bytes the write would add  ARGV[4] SWITCHBOARD_MAX_SESSION_BYTES
+--!key meta      the session's meta
+--!key tokens    the session's tokens
+--!arg sid       the session id
+--!arg token     the token's SHA-256 ('' when the caller checked an API key)
+--!arg need      the bytes the write would add
+--!arg cap       SWITCHBOARD_MAX_SESSION_BYTES
 -- Returns {HTTP status, body}: 200 and '' (room); 409 (no room: the refusal to answer); 404; 401.
 
 --!include lib/core.lua
 --!include lib/http.lua
 
-local S = {meta = KEYS[1], sid = ARGV[1], now = sb_now_ms()}
-local H = {tokens = KEYS[2], receipt = '', token = ARGV[2], fp = '', ttl = 0, cap = ARGV[4]}
+local S = {meta = K.meta, sid = A.sid, now = sb_now_ms()}
+local H = {tokens = K.tokens, receipt = '', token = A.token, fp = '', ttl = 0, cap = A.cap}
 local early = sb_http_begin(S, H)
 if early then return early end
-local full = sb_http_room(S, H, tonumber(ARGV[3]))
+local full = sb_http_room(S, H, tonumber(A.need))
 if full then return full end
 return {200, ''}

@@ -1,10 +1,9 @@
 -- Lapses a ttl registration whose lease entry came due (the timekeeper). Idempotent: a client that pinged
 -- in the meantime gets its entry moved to its new expiry, and a client already gone changes nothing.
 --
--- KEYS and ARGV: the layout of lib/client.lua.
+--!layout lib/client.lua
 -- Returns {0, 'lapsed' | 'alive' | 'gone'}.
 
---!layout lib/client.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

@@ -2,10 +2,9 @@
 -- Leaving a registration that has already ended changes nothing and succeeds. Run-scoped registrations
 -- leave this way when their run ends.
 --
--- KEYS and ARGV: the layout of lib/client.lua.
+--!layout lib/client.lua
 -- Returns {0}; {404, 'session' | 'client'} when the session or the client does not exist.
 
---!layout lib/client.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua

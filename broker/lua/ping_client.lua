@@ -7,10 +7,11 @@
 -- has already run out is refused here and lapsed by the caller at once (lapse_client.lua, which has the
 -- session's other keys), before the refusal is answered.
 --
--- KEYS[1] the session's meta  KEYS[2] the registration  KEYS[3] the session's tokens
--- KEYS[4] the Idempotency-Key receipt
--- ARGV[1] session id  ARGV[2] client id  ARGV[3] token SHA-256 ('' for an API key)
--- ARGV[4] request fingerprint ('' for none)  ARGV[5] receipt ttl ms
+--!key meta      the session's meta
+--!key client    the registration
+--!layout lib/http.lua
+--!arg sid       the session id
+--!arg cid       the client id
 -- Returns {HTTP status, body}: 200 and {"expires_at"} (null for never); 404 when the registration is gone,
 -- and {404, body, 'lapse'} when its lease ran out and it must be lapsed now; 401 (token).
 -- A ping stores nothing that lasts, so it is never refused for the session's storage, and its receipt
@@ -19,15 +20,16 @@
 --!include lib/core.lua
 --!include lib/http.lua
 
-local S = {meta = KEYS[1], sid = ARGV[1], now = sb_now_ms()}
-local H = {tokens = KEYS[3], receipt = KEYS[4], token = ARGV[3], fp = ARGV[4], ttl = ARGV[5], uncounted = true}
+local S = {meta = K.meta, sid = A.sid, now = sb_now_ms()}
+-- Not sb_http_context: a ping has no partition (no SB_P), and its receipt is not counted toward the cap.
+local H = {tokens = K.tokens, receipt = K.receipt, token = A.token, fp = A.fp, ttl = A.ttl, uncounted = true}
 local early = sb_http_begin(S, H)
 if early then return early end
 -- Built only for a refusal: a ping that succeeds makes no string it does not send.
 local function gone()
-  return 'no active client ' .. ARGV[2] .. ' in this session (it left, lapsed, or never registered); register again'
+  return 'no active client ' .. A.cid .. ' in this session (it left, lapsed, or never registered); register again'
 end
-local client = redis.call('HMGET', KEYS[2], 'state', 'ttl_ms', 'expires_at')
+local client = redis.call('HMGET', K.client, 'state', 'ttl_ms', 'expires_at')
 if client[1] ~= 'active' then return sb_http_refuse(S, H, 404, gone()) end
 local ttl = tonumber(client[2])
 if ttl == 0 then return sb_http_reply(S, H, 200, '{"expires_at":null}') end
@@ -37,5 +39,5 @@ if tonumber(client[3]) <= S.now then
   return refused
 end
 local expires = S.now + ttl
-redis.call('HSET', KEYS[2], 'expires_at', expires)
+redis.call('HSET', K.client, 'expires_at', expires)
 return sb_http_reply(S, H, 200, '{"expires_at":"' .. sb_iso(expires * 1000) .. '"}')

@@ -1,25 +1,31 @@
 -- Hands a pool member the calls of its registration that are waiting for one: those delivered to no
--- member yet, and (when ARGV[5] is 1) those another member took but has not acked within the claim
+-- member yet, and (when `reclaim` is 1) those another member took but has not acked within the claim
 -- interval (XAUTOCLAIM). Each call goes to exactly one member: the consumer group delivers an entry to
 -- one consumer, and the call record names the member holding it, which the ack checks. Entries whose
 -- call is no longer waiting for an ack (acked, answered, failed) are acknowledged in the group and
 -- skipped, so a member is never handed a call it could not ack.
 --
--- KEYS[1] the registration's call stream  KEYS[2] the session's calls  KEYS[3] the registration
--- KEYS[4] the session meta
--- ARGV[1] group  ARGV[2] member (consumer name)  ARGV[3] client id  ARGV[4] most calls the member may
--- hold unacked at once (its prefetch)  ARGV[5] 1 to reclaim idle entries too  ARGV[6] claim interval ms
+--!key stream    the registration's call stream
+--!key calls     the session's calls
+--!key client    the registration
+--!key meta      the session's meta
+--!arg group     the pool's consumer group
+--!arg member    the member (consumer name)
+--!arg cid       the client id
+--!arg prefetch  most calls the member may hold unacked at once
+--!arg reclaim   1 to reclaim idle entries too
+--!arg claim_ms  the claim interval (ms)
 -- Returns {0, event, ...}: the `client_tool_dispatched` events handed over (maybe none);
 -- {404, 'session' | 'client'} when the session or the registration is gone (the member's stream ends).
 
 --!include lib/core.lua
 
-local stream, calls = KEYS[1], KEYS[2]
-local group, member, cid, count = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-if redis.call('HGET', KEYS[4], 'deleted') == '1' or redis.call('EXISTS', KEYS[4]) == 0 then
+local stream, calls = K.stream, K.calls
+local group, member, cid, count = A.group, A.member, A.cid, tonumber(A.prefetch)
+if redis.call('HGET', K.meta, 'deleted') == '1' or redis.call('EXISTS', K.meta) == 0 then
   return sb_refuse(404, 'session')
 end
-if redis.call('HGET', KEYS[3], 'state') ~= 'active' then return sb_refuse(404, 'client') end
+if redis.call('HGET', K.client, 'state') ~= 'active' then return sb_refuse(404, 'client') end
 
 -- A member is handed no more than it may hold: a busy member leaves calls to the free ones. The first
 -- member of a pool finds no group yet and creates it, at the stream's beginning: calls dispatched before
@@ -32,8 +38,8 @@ if type(held) == 'table' and held.err then
 end
 local room = count - #held
 local entries = {}
-if room > 0 and ARGV[5] == '1' then
-  local claimed = redis.call('XAUTOCLAIM', stream, group, member, ARGV[6], '0-0', 'COUNT', room)
+if room > 0 and A.reclaim == '1' then
+  local claimed = redis.call('XAUTOCLAIM', stream, group, member, A.claim_ms, '0-0', 'COUNT', room)
   for _, entry in ipairs(claimed[2]) do entries[#entries + 1] = entry end
 end
 if room > #entries then
@@ -56,7 +62,7 @@ for _, entry in ipairs(entries) do
   local rec = raw and sb_read_call(calls, call_id, raw)
   if rec and rec.client == cid and rec.state == 'dispatched' then
     rec.member = member
-    sb_put_call(KEYS[4], calls, call_id, rec)
+    sb_put_call(K.meta, calls, call_id, rec)
     handed[#handed + 1] = event
   else
     redis.call('XACK', stream, group, id)

@@ -1,10 +1,20 @@
 -- Registers a client under the smallest free name (`web`, `web-2`, ...) among the session's active ones.
 --
--- KEYS[1] meta  KEYS[2] events  KEYS[3] names  KEYS[4] clients  KEYS[5] client (and the partition's
--- keys last, lib/partition.lua)
--- ARGV[1] channel  ARGV[2] session id  ARGV[3] client id  ARGV[4] requested name  ARGV[5] lifetime JSON
--- ARGV[6] ttl ms (0 for never)  ARGV[7] tools JSON  ARGV[8] tool names joined by "\n"
--- ARGV[9] max active clients  ARGV[10] max name length
+--!key meta         the session's record
+--!key events       its event log
+--!key names        its registrations by name
+--!key clients      its registrations' ids
+--!key client       the registration
+--!arg channel      the session's live channel
+--!arg sid          the session id
+--!arg cid          the client id
+--!arg name         the requested name
+--!arg lifetime     the lifetime JSON
+--!arg ttl_ms       the lease (ms; 0 for never)
+--!arg tools        the tools JSON
+--!arg tool_names   the tool names joined by "\n"
+--!arg max_clients  most active clients
+--!arg max_len      longest name
 -- Returns {0, assigned name, expires ms or -1}; {404, 'session'}; {400, msg} too many clients; {409, msg}
 -- the session's storage is full (SWITCHBOARD_MAX_SESSION_BYTES).
 -- A client id that is already registered answers with what it was given (a retried request).
@@ -13,12 +23,12 @@
 --!include lib/partition.lua
 --!include lib/client.lua
 
-local S = {meta = KEYS[1], events = KEYS[2], channel = ARGV[1], sid = ARGV[2], now = sb_now_ms()}
+local S = {meta = K.meta, events = K.events, channel = A.channel, sid = A.sid, now = sb_now_ms()}
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
 local assigned, expires, status = sb_register(S, {
-  names = KEYS[3], clients = KEYS[4], client = KEYS[5], cid = ARGV[3],
-  name = ARGV[4], lifetime = ARGV[5], ttl = tonumber(ARGV[6]), tools = ARGV[7], tool_names = ARGV[8],
-  max_clients = tonumber(ARGV[9]), max_len = tonumber(ARGV[10]), run = '',
+  names = K.names, clients = K.clients, client = K.client, cid = A.cid,
+  name = A.name, lifetime = A.lifetime, ttl = tonumber(A.ttl_ms), tools = A.tools, tool_names = A.tool_names,
+  max_clients = tonumber(A.max_clients), max_len = tonumber(A.max_len), run = '',
 })
 if not assigned then return sb_refuse(status, expires) end
 return sb_reply(assigned, expires)
