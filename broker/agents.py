@@ -115,8 +115,18 @@ class Agents:
         keys = self._core.keys
         await self._core.scripts.run(
             "publish_version",
-            [keys.agent(agent_id), keys.agent_versions(agent_id), keys.version(version_id)],
-            [version_id, dumps(config), provider_id, now_ms(), dumps(secrets) if secrets else ""],
+            {
+                "agent": keys.agent(agent_id),
+                "versions": keys.agent_versions(agent_id),
+                "version": keys.version(version_id),
+            },
+            {
+                "version_id": version_id,
+                "config": dumps(config),
+                "provider_id": provider_id,
+                "created_at": now_ms(),
+                "secrets": dumps(secrets) if secrets else "",
+            },
             {"agent": f"no agent {agent_id}"},
         )
         return await self.version(version_id)

@@ -193,7 +193,7 @@ class Credentials:
         under) or expired."""
         keys = self._core.keys
         found = await self._core.scripts.run(
-            "auth_key", [keys.api_key_secret(sha256_hex(secret)), keys.api_keys_revoked], []
+            "auth_key", {"lookup": keys.api_key_secret(sha256_hex(secret)), "revoked": keys.api_keys_revoked}, {}
         )
         if not found:
             return None

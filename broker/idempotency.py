@@ -56,8 +56,15 @@ class Idempotency:
         while True:
             reply = await self._core.scripts.raw(
                 "idem_begin",
-                [key] if meta is None else [key, meta],
-                [fingerprint, attempt, lease_ms, dumps(seed), ttl_ms, self._core.settings.max_session_bytes],
+                {"receipt": key, "session_meta": [] if meta is None else [meta]},
+                {
+                    "fp": fingerprint,
+                    "attempt": attempt,
+                    "lease_ms": lease_ms,
+                    "seed": dumps(seed),
+                    "ttl_ms": ttl_ms,
+                    "max_bytes": self._core.settings.max_session_bytes,
+                },
             )
             verdict = reply[0]
             if verdict == "run":
@@ -74,14 +81,21 @@ class Idempotency:
             pause = min(pause * 2, 0.1)
 
     async def finish(self, claim: Claim, status: int, body: str) -> None:
-        await self._core.scripts.raw("idem_finish", self._keys(claim), [claim.attempt, status, body, claim.ttl_ms])
+        await self._core.scripts.raw(
+            "idem_finish",
+            self._keys(claim),
+            {"attempt": claim.attempt, "status": status, "body": body, "ttl_ms": claim.ttl_ms},
+        )
 
     @staticmethod
-    def _keys(claim: Claim) -> list[str]:
-        return [claim.key] if claim.meta is None else [claim.key, claim.meta]
+    def _keys(claim: Claim) -> dict[str, str | list[str]]:
+        """idem_finish's keys: the receipt, and the session's meta for a session route's receipt."""
+        return {"receipt": claim.key, "session_meta": [] if claim.meta is None else [claim.meta]}
 
     async def release(self, claim: Claim) -> None:
         """Let the next attempt act again (this one failed in a way a retry may mend)."""
         # Should this fail, the lease runs out by itself and the next attempt takes over.
         with contextlib.suppress(BrokerUnavailable):
-            await self._core.scripts.raw("idem_finish", self._keys(claim), [claim.attempt, 0, "", 0])
+            await self._core.scripts.raw(
+                "idem_finish", self._keys(claim), {"attempt": claim.attempt, "status": 0, "body": "", "ttl_ms": 0}
+            )

@@ -39,11 +39,17 @@ class Keepers:
         keys, settings = self._core.keys, self._core.settings
         lease_ms = round(settings.keeper_lease_s * 1000)
         reply = await self._core.scripts.raw(
-            "keepers", [keys.keepers, keys.worker_health(host)], [worker, lease_ms * 3 // 4, lease_ms]
+            "keepers",
+            {"keepers": keys.keepers, "health": keys.worker_health(host)},
+            {"worker": worker, "stay_ms": lease_ms * 3 // 4, "health_ms": lease_ms},
         )
         return int(reply[0]), [str(member) for member in reply[1:]]
 
     async def leave(self, worker: str, host: str) -> None:
         """Leave the set at once, so the others keep this worker's partitions without waiting a lease."""
         keys = self._core.keys
-        await self._core.scripts.raw("keepers", [keys.keepers, keys.worker_health(host)], [worker, 0, 0])
+        await self._core.scripts.raw(
+            "keepers",
+            {"keepers": keys.keepers, "health": keys.worker_health(host)},
+            {"worker": worker, "stay_ms": 0, "health_ms": 0},
+        )

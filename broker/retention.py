@@ -73,8 +73,8 @@ class Retention:
         minid = now - _STREAM_KEEP_ACK_TIMEOUTS * core.settings.ack_timeout_ms
         (outcome,) = await core.scripts.run(
             "trim_calls",
-            [s.meta, s.calls, *(s.client_calls(cid) for cid in sorted(clients))],
-            [session_id, read_to, next_due, minid, *calls],
+            {"meta": s.meta, "calls": s.calls, "streams": [s.client_calls(cid) for cid in sorted(clients)]},
+            {"sid": session_id, "read_to": read_to, "due": next_due, "minid": minid, "call_ids": calls},
             partition=s.partition,
         )
         return str(outcome)
@@ -99,8 +99,12 @@ class Retention:
                 s = keys.session(session_id)
                 await core.scripts.run(
                     "arm_session_timers",
-                    [s.meta],
-                    [session_id, settings.session_retention_ms, settings.settled_call_retention_ms],
+                    {"meta": s.meta},
+                    {
+                        "sid": session_id,
+                        "retention_ms": settings.session_retention_ms,
+                        "settled_ms": settings.settled_call_retention_ms,
+                    },
                     partition=s.partition,
                 )
                 visited += 1

@@ -11,7 +11,7 @@ from broker.codec import dumps, loads
 from broker.core import Core
 from broker.credentials import SessionToken, new_session_token
 from broker.errors import NotFound, translate_redis_errors
-from broker.layouts import run_args, run_keys
+from broker.layouts import run_names
 from broker.pages import id_page
 
 RUN_GONE_DELETED = "the session was deleted before the client answered"
@@ -66,22 +66,22 @@ class Sessions:
                 await pipe.execute()
         created, _ = await self._core.scripts.run(
             "create_session",
-            [s.meta, s.events, s.tokens],
-            [
-                s.live,
-                session_id,
-                agent_id,
-                version_id,
-                display_name,
-                dumps(created_by),
-                self._core.workspace_id,
-                token.digest,
-                token.record,
-                policy,
-                debounce_ms,
-                self._core.settings.session_retention_ms,
-                self._core.settings.settled_call_retention_ms,
-            ],
+            {"meta": s.meta, "events": s.events, "tokens": s.tokens},
+            {
+                "channel": s.live,
+                "sid": session_id,
+                "agent_id": agent_id,
+                "version_id": version_id,
+                "display_name": display_name,
+                "created_by": dumps(created_by),
+                "workspace_id": self._core.workspace_id,
+                "token_hash": token.digest,
+                "token": token.record,
+                "policy": policy,
+                "debounce_ms": debounce_ms,
+                "retention_ms": self._core.settings.session_retention_ms,
+                "settled_ms": self._core.settings.settled_call_retention_ms,
+            },
             partition=s.partition,
         )
         return await self.get(session_id), created == "created"
@@ -125,10 +125,11 @@ class Sessions:
         keys = self._core.keys
         session = await self.get(session_id)
         s = keys.session(session_id)
+        run_keys, run_args = run_names(keys, session_id, "")
         await self._core.scripts.run(
             "delete_session",
-            [*run_keys(keys, session_id), s.tokens],
-            [*run_args(keys, session_id, ""), self._core.settings.session_token_ttl_ms, RUN_GONE_DELETED],
+            {**run_keys, "tokens": s.tokens},
+            {**run_args, "tombstone_ms": self._core.settings.session_token_ttl_ms, "gone_text": RUN_GONE_DELETED},
             {"session": f"no session {session_id}"},
             partition=s.partition,
         )
@@ -151,10 +152,16 @@ class Sessions:
         settings = self._core.settings
         # Long enough for the purge, due at once, to read the agent from the record.
         tombstone_ms = max(1, min(RETENTION_TOMBSTONE_MS, settings.session_retention_ms))
+        run_keys, run_args = run_names(keys, session_id, "")
         (outcome,) = await self._core.scripts.run(
             "retain_session",
-            [*run_keys(keys, session_id), s.tokens],
-            [*run_args(keys, session_id, ""), settings.session_retention_ms, tombstone_ms, RUN_GONE_DELETED],
+            {**run_keys, "tokens": s.tokens},
+            {
+                **run_args,
+                "retention_ms": settings.session_retention_ms,
+                "tombstone_ms": tombstone_ms,
+                "gone_text": RUN_GONE_DELETED,
+            },
             partition=s.partition,
         )
         return str(outcome)
@@ -184,7 +191,10 @@ class Sessions:
         token = self.new_token(session_id)
         s = self._core.keys.session(session_id)
         await self._core.scripts.run(
-            "mint_token", [s.meta, s.tokens], [token.digest, token.record], {"session": f"no session {session_id}"}
+            "mint_token",
+            {"meta": s.meta, "tokens": s.tokens},
+            {"token_hash": token.digest, "token": token.record},
+            {"session": f"no session {session_id}"},
         )
         return token
 

@@ -1,13 +1,16 @@
 -- Reads an API key's lookup by its secret's hash, and refuses it when it, or any key it was minted
 -- under, is revoked: a revoked key ends the keys minted under it at once, with no walk over them.
 --
--- KEYS[1] apikey-secret:<sha256>  KEYS[2] apikeys-revoked
--- ARGV (none)
+--!key lookup   apikey-secret:<sha256>
+--!key revoked  apikeys-revoked
+--
 -- Returns {0, id, label, permissions JSON, expires_at, ancestors, last_used_at} for a live key (each ''
 -- when unset; ancestors: the ids of the keys it was minted under, nearest first, space-separated);
 -- {0} for an unknown or revoked one (itself or an ancestor).
 
-local lookup, revoked = KEYS[1], KEYS[2]
+--!include lib/core.lua
+
+local lookup, revoked = K.lookup, K.revoked
 local key = redis.call('HMGET', lookup, 'id', 'label', 'permissions', 'expires_at', 'ancestors', 'last_used_at', 'revoked')
 if not key[1] or key[7] == '1' then return {0} end
 local ancestors = key[5] or ''

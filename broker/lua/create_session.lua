@@ -2,30 +2,41 @@
 -- at once. The workspace's indexes (another slot) are the caller's: it writes them before this script,
 -- and readers of those indexes skip an id whose session does not exist.
 --
--- KEYS[1] meta  KEYS[2] events  KEYS[3] tokens
--- ARGV[1] channel  ARGV[2] session id  ARGV[3] agent id  ARGV[4] version id  ARGV[5] display name
--- ARGV[6] created_by JSON  ARGV[7] workspace id  ARGV[8] token hash  ARGV[9] token record JSON
--- ARGV[10] message concurrency policy  ARGV[11] debounce ms (the version's, fixed for the session's life)
--- ARGV[12] retention ms (0: kept for ever): when the session's retention is first checked
--- (retain_session.lua, through the partition's purge index, member `r|<session id>`)
--- ARGV[13] settled-call retention ms (0: none): when its settled calls are first trimmed (trim_calls.lua,
--- member `c|<session id>`)
+--!key meta          the session's record
+--!key events        its event log
+--!key tokens        its tokens
+--!arg channel       its live channel
+--!arg sid           session id
+--!arg agent_id      agent id
+--!arg version_id    version id
+--!arg display_name  display name
+--!arg created_by    created_by JSON
+--!arg workspace_id  workspace id
+--!arg token_hash    token hash
+--!arg token         token record JSON
+--!arg policy        message concurrency policy
+--!arg debounce_ms   debounce ms (the version's, fixed for the session's life)
+--!arg retention_ms  retention ms (0: kept for ever): when the session's retention is first checked
+--                   (retain_session.lua, through the partition's purge index, member `r|<session id>`)
+--!arg settled_ms    settled-call retention ms (0: none): when its settled calls are first trimmed
+--                   (trim_calls.lua, member `c|<session id>`)
+--
 -- Returns {0, 'created' | 'exists', created_at ms}.
 
 --!include lib/core.lua
 --!include lib/partition.lua
 
-local S = {meta = KEYS[1], events = KEYS[2], channel = ARGV[1], now = sb_now_ms()}
+local S = {meta = K.meta, events = K.events, channel = A.channel, now = sb_now_ms()}
 local existing = redis.call('HGET', S.meta, 'created_at')
 if existing then return sb_reply('exists', tonumber(existing)) end
-redis.call('HSET', S.meta, 'id', ARGV[2], 'agent_id', ARGV[3], 'agent_version_id', ARGV[4],
-  'display_name', ARGV[5], 'created_by', ARGV[6], 'workspace_id', ARGV[7], 'created_at', S.now, 'seq', 0,
-  'policy', ARGV[10], 'debounce_ms', ARGV[11])
-redis.call('HSET', KEYS[3], ARGV[8], ARGV[9])
-local retention = tonumber(ARGV[12])
-if retention > 0 then sb_timer(SB_P.purges, S.now + retention, 'r|' .. ARGV[2]) end
-local settled = tonumber(ARGV[13])
-if settled > 0 then sb_timer(SB_P.purges, S.now + settled, 'c|' .. ARGV[2]) end
-sb_append(S, '{"type":"session_created","agent_id":' .. sb_str(ARGV[3]) .. ',"agent_version_id":'
-  .. sb_str(ARGV[4]) .. '}')
+redis.call('HSET', S.meta, 'id', A.sid, 'agent_id', A.agent_id, 'agent_version_id', A.version_id,
+  'display_name', A.display_name, 'created_by', A.created_by, 'workspace_id', A.workspace_id,
+  'created_at', S.now, 'seq', 0, 'policy', A.policy, 'debounce_ms', A.debounce_ms)
+redis.call('HSET', K.tokens, A.token_hash, A.token)
+local retention = tonumber(A.retention_ms)
+if retention > 0 then sb_timer(SB_P.purges, S.now + retention, 'r|' .. A.sid) end
+local settled = tonumber(A.settled_ms)
+if settled > 0 then sb_timer(SB_P.purges, S.now + settled, 'c|' .. A.sid) end
+sb_append(S, '{"type":"session_created","agent_id":' .. sb_str(A.agent_id) .. ',"agent_version_id":'
+  .. sb_str(A.version_id) .. '}')
 return sb_reply('created', S.now)

@@ -1,15 +1,17 @@
 -- Deletes a session. Its active run ends first (owed calls fail with run_gone, then run_cancelled), and
 -- so does every queued run, so live streams see each run end; then `deleted` goes out on the channel,
 -- the session leaves its partition's indexes, and the log and state go. The record and tokens stay as a
--- tombstone for ARGV[4] ms, so the session's own tokens get 404 (not 401) from then on. Per-client keys
+-- tombstone for `tombstone_ms`, so the session's own tokens get 404 (not 401) from then on. Per-client keys
 -- are purged later by the timekeeper (purge index), and the workspace's session indexes are left by the
 -- caller (another slot).
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').  KEYS[9] tokens
--- ARGV[4] tombstone ms  ARGV[5] text for run_gone
+--!layout lib/run.lua   (run_id is '')
+--!key tokens        the session's tokens
+--!arg tombstone_ms  how long the record and tokens stay (ms)
+--!arg gone_text     text for run_gone
+--
 -- Returns {0}; {404, 'session'}.
 
---!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -18,5 +20,5 @@
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse(404, 'session') end
-sb_delete_session(S, KEYS[9], ARGV[4], ARGV[5])
+sb_delete_session(S, K.tokens, A.tombstone_ms, A.gone_text)
 return sb_reply()

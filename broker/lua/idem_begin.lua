@@ -3,9 +3,15 @@
 -- A session route's receipt counts toward its session's storage (lib/core.lua sb_add_receipt): with no
 -- room for it the key is not claimed and the request is refused.
 --
--- KEYS[1] the receipt key  KEYS[2] the session's meta (absent for a workspace route's receipt)
--- ARGV[1] fingerprint  ARGV[2] attempt id  ARGV[3] lease ms  ARGV[4] seed JSON  ARGV[5] receipt ttl ms
--- ARGV[6] SWITCHBOARD_MAX_SESSION_BYTES (with KEYS[2])
+--!key receipt         the receipt key
+--!key session_meta...  the session's meta, one key (none for a workspace route's receipt)
+--!arg fp              fingerprint
+--!arg attempt         attempt id
+--!arg lease_ms        lease ms
+--!arg seed            seed JSON
+--!arg ttl_ms          receipt ttl ms
+--!arg max_bytes       SWITCHBOARD_MAX_SESSION_BYTES (with session_meta)
+--
 -- Returns {'run', seed JSON} (this attempt acts), {'wait'} (another attempt is acting),
 -- {'replay', status, body}, {'conflict'} (the key was used with another request), or {'full', message}
 -- (the session's storage has no room).
@@ -13,25 +19,26 @@
 --!include lib/core.lua
 
 local now = sb_now_ms()
-local raw = redis.call('GET', KEYS[1])
+local raw = redis.call('GET', K.receipt)
 if not raw then
-  local record = cjson.encode({fp = ARGV[1], owner = ARGV[2], lease = now + tonumber(ARGV[3]), seed = ARGV[4]})
-  local meta = KEYS[2]
+  local lease = now + tonumber(A.lease_ms)
+  local record = cjson.encode({fp = A.fp, owner = A.attempt, lease = lease, seed = A.seed})
+  local meta = K.session_meta[1]
   if meta then
-    local size = #record + #KEYS[1] + SB_KEY
+    local size = #record + #K.receipt + SB_KEY
     -- Room for the answer the receipt will hold, too.
-    local full = sb_room(meta, now, size + 1024, ARGV[6])
+    local full = sb_room(meta, now, size + 1024, A.max_bytes)
     if full then return {'full', full} end
-    sb_add_receipt(meta, now, ARGV[5], size)
+    sb_add_receipt(meta, now, A.ttl_ms, size)
   end
-  redis.call('SET', KEYS[1], record, 'PX', ARGV[5])
-  return {'run', ARGV[4]}
+  redis.call('SET', K.receipt, record, 'PX', A.ttl_ms)
+  return {'run', A.seed}
 end
 local rec = cjson.decode(raw)
-if rec.fp ~= ARGV[1] then return {'conflict'} end
+if rec.fp ~= A.fp then return {'conflict'} end
 if rec.status then return {'replay', tostring(rec.status), rec.body} end
 if rec.lease > now then return {'wait'} end
-rec.owner = ARGV[2]
-rec.lease = now + tonumber(ARGV[3])
-redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
+rec.owner = A.attempt
+rec.lease = now + tonumber(A.lease_ms)
+redis.call('SET', K.receipt, cjson.encode(rec), 'KEEPTTL')
 return {'run', rec.seed}

@@ -5,11 +5,14 @@
 -- by delete_session.lua, with a short tombstone, and the purge index takes its per-client keys and its
 -- entries in the workspace's indexes.
 --
--- KEYS and ARGV[1..3]: the layout of lib/run.lua (ARGV[3] is '').  KEYS[9] tokens
--- ARGV[4] retention ms (0: kept for ever)  ARGV[5] tombstone ms  ARGV[6] text for run_gone
+--!layout lib/run.lua   (run_id is '')
+--!key tokens        the session's tokens
+--!arg retention_ms  retention ms (0: kept for ever)
+--!arg tombstone_ms  how long the record and tokens of a purged session stay (ms)
+--!arg gone_text     text for run_gone
+--
 -- Returns {0, 'kept' | 'purged' | 'gone'}.
 
---!layout lib/run.lua
 --!include lib/core.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
@@ -22,7 +25,7 @@ if not sb_session_live(S) then
   redis.call('ZREM', SB_P.purges, member)
   return sb_reply('gone')
 end
-local retention = tonumber(ARGV[4])
+local retention = tonumber(A.retention_ms)
 if retention == 0 then
   -- The deployment keeps sessions for ever now: the timer set under an earlier setting is dropped.
   redis.call('ZREM', SB_P.purges, member)
@@ -34,5 +37,5 @@ if busy or idle_until > S.now then
   sb_timer(SB_P.purges, busy and S.now + retention or idle_until, member)
   return sb_reply('kept')
 end
-sb_delete_session(S, KEYS[9], ARGV[5], ARGV[6])
+sb_delete_session(S, K.tokens, A.tombstone_ms, A.gone_text)
 return sb_reply('purged')

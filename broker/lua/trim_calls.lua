@@ -5,36 +5,41 @@
 -- leave the calls hash; the call streams of the registrations that had calls lose entries older than
 -- any call could still need (two ack deadlines, as at each dispatch); the timer moves on.
 --
--- KEYS[1] meta  KEYS[2] calls  KEYS[3..] call streams to trim
--- ARGV[1] session id  ARGV[2] the seq the log was read to  ARGV[3] when the timer is next due (ms)
--- ARGV[4] the streams' MINID (ms)  ARGV[5..] call ids to forget (the storage cap last, lib/partition.lua)
+--!key meta         the session's record
+--!key calls        its calls
+--!key streams...   call streams to trim
+--!arg sid          session id
+--!arg read_to      the seq the log was read to
+--!arg due          when the timer is next due (ms)
+--!arg minid        the streams' MINID (ms)
+--!arg call_ids...  call ids to forget
+--
 -- What the records (and their call stream entries) counted toward the session's storage is released.
 -- Returns {0, 'trimmed' | 'gone'}: 'gone' when the session no longer lives (its timer is dropped).
 
 --!include lib/core.lua
 --!include lib/partition.lua
 
-local S = {meta = KEYS[1]}
-local member = 'c|' .. ARGV[1]
+local S = {meta = K.meta}
+local member = 'c|' .. A.sid
 if not sb_session_live(S) then
   redis.call('ZREM', SB_P.purges, member)
   return sb_reply('gone')
 end
-if #ARGV > 5 then
+if #A.call_ids > 0 then
   local released = 0
-  for i, raw in ipairs(redis.call('HMGET', KEYS[2], unpack(ARGV, 5, #ARGV - 1))) do
+  for i, raw in ipairs(redis.call('HMGET', K.calls, unpack(A.call_ids))) do
     -- As lib/core.lua counted it (sb_call_count); `sb` is a top-level number (inner JSON is escaped).
     if raw then
-      released = released + #raw + #ARGV[4 + i] + SB_ENTRY + tonumber(string.match(raw, '"sb":(%d+)') or 0)
+      released = released + #raw + #A.call_ids[i] + SB_ENTRY + tonumber(string.match(raw, '"sb":(%d+)') or 0)
     end
   end
-  redis.call('HDEL', KEYS[2], unpack(ARGV, 5, #ARGV - 1))
+  redis.call('HDEL', K.calls, unpack(A.call_ids))
   sb_add(S.meta, -released)
 end
--- The partition's nine keys come last (lib/partition.lua).
-for i = 3, #KEYS - 9 do
-  redis.call('XTRIM', KEYS[i], 'MINID', ARGV[4])
+for _, stream in ipairs(K.streams) do
+  redis.call('XTRIM', stream, 'MINID', A.minid)
 end
-redis.call('HSET', S.meta, 'trimmed_seq', ARGV[2])
-sb_timer(SB_P.purges, tonumber(ARGV[3]), member)
+redis.call('HSET', S.meta, 'trimmed_seq', A.read_to)
+sb_timer(SB_P.purges, tonumber(A.due), member)
 return sb_reply('trimmed')

@@ -123,6 +123,11 @@ async def test_a_partition_script_must_be_given_its_partition(redis_url: str, ke
         with pytest.raises(ValueError, match="partition"):
             await scripts.raw("sweep", {}, {"batch": 0})
         with pytest.raises(ValueError, match="partition"):
-            await scripts.raw("idem_finish", ["k"], ["a", 0, "", 0], KeySpace(key_prefix).partition(0))
+            await scripts.raw(
+                "idem_finish",
+                {"receipt": "k", "session_meta": []},
+                {"attempt": "a", "status": 0, "body": "", "ttl_ms": 0},
+                KeySpace(key_prefix).partition(0),
+            )
     finally:
         await redis.aclose()
