@@ -1,42 +1,12 @@
-"""The KEYS and leading ARGV of the script families, matching the headers of `lua/lib/{run,call,client}.lua`.
+"""The keys and arguments the script families' libraries declare (`lua/lib/{run,call,client}.lua`), by name.
 
-Each of those scripts also takes its session's partition keys last (`Scripts.run(..., partition=...)`)."""
+Each of those scripts also takes its session's partition's (`Scripts.run(..., partition=...)`)."""
 
 from __future__ import annotations
 
 from broker.keys import KeySpace
 
-
-def run_keys(keys: KeySpace, session_id: str) -> list[str]:
-    s = keys.session(session_id)
-    return [s.meta, s.events, s.run, s.inbox, s.calls, s.owed, s.names, s.queue]
-
-
-def run_args(keys: KeySpace, session_id: str, run_id: str) -> list[str | int]:
-    return [keys.session(session_id).live, session_id, run_id]
-
-
-def call_keys(keys: KeySpace, session_id: str) -> list[str]:
-    s = keys.session(session_id)
-    return [s.meta, s.events, s.calls, s.owed, s.run]
-
-
-def call_args(keys: KeySpace, session_id: str, call_id: str, client_id: str) -> list[str | int]:
-    return [keys.session(session_id).live, session_id, call_id, client_id]
-
-
-def client_keys(keys: KeySpace, session_id: str, client_id: str) -> list[str]:
-    s = keys.session(session_id)
-    return [s.meta, s.events, s.names, s.client(client_id), s.calls, s.owed, s.run, s.client_calls(client_id)]
-
-
-def client_args(keys: KeySpace, session_id: str, client_id: str, departed_ms: int) -> list[str | int]:
-    """`departed_ms`: how long what is left of a registration that leaves is kept (the idempotency TTL)."""
-    return [keys.session(session_id).live, session_id, client_id, departed_ms]
-
-
-# By name: the keys and arguments each of those libraries declares (`--!layout lib/<x>.lua`), to which a
-# script's own are added (`{**keys, "receipt": ...}`).
+# A script's own keys and arguments are added to a library's (`{**keys, "receipt": ...}`).
 Named = tuple[dict[str, str], dict[str, str | int]]
 
 

@@ -32,9 +32,9 @@ def _text(value: Any) -> Any:
 
 
 # A script's keys and arguments by the names it declares; a list is a value that takes what is left
-# (`--!key name...`). (A bare list: positions, for the scripts not yet declaring names.)
-Keys = Mapping[str, str | Sequence[str]] | list[str]
-Args = Mapping[str, Value | Sequence[Value]] | Sequence[Value]
+# (`--!key name...`).
+Keys = Mapping[str, str | Sequence[str]]
+Args = Mapping[str, Value | Sequence[Value]]
 
 
 @dataclass
@@ -114,10 +114,7 @@ class Scripts:
             raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
         if self.functions is None:
             await self.load()
-        if isinstance(keys, Mapping):
-            key_list, arg_list = layout(name).positional(keys, cast(Mapping[str, Value | Sequence[Value]], args))
-        else:
-            key_list, arg_list = keys, list(cast(Sequence[Value], args))
+        key_list, arg_list = layout(name).positional(keys, args)
         if partition is not None:
             arg_list.append(self.max_session_bytes)
         with translate_redis_errors():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.keys import WORK_GROUP
-from broker.luasource import LIBRARIES, script_text
+from broker.luasource import LIBRARIES, layout, library_declared, script_text
 from broker.scripts import SCRIPT_NAMES, source
 from broker.telemetry import MS_BUCKETS
 
@@ -48,12 +48,47 @@ def test_every_lua_file_is_a_registered_script_or_a_library() -> None:
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
-    header = script_text(name).header
-    assert "--!key" in header or "--!layout" in header or "KEYS" in header
-    assert "Returns" in header
+    script = script_text(name)
+    assert "Returns" in script.header
+    # Every script runs through lib/core.lua's sb_run_script, in both forms.
+    assert script.includes[:1] == ("lib/core.lua",)
+    layout(name)  # its declarations hold together: names, layouts, rest lists
     expanded = source(name)
     assert not re.search(r"^--!include ", expanded, re.MULTILINE)
     assert not re.search(r"redis\.call\('(KEYS|SCAN)'", expanded)
+
+
+@pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda path: str(path.relative_to(LUA)))
+def test_lua_reads_its_keys_and_arguments_by_name_only(path: Path) -> None:
+    """Positions are the build's business (broker/luasource.py binds K and A): no file indexes KEYS or
+    ARGV, in its code or in its comments."""
+    assert not re.search(r"\b(KEYS|ARGV)\[", path.read_text())
+
+
+def test_the_partitions_keys_are_declared_in_the_order_python_hands_them() -> None:
+    from broker.keys import KeySpace
+
+    block = KeySpace("sb").partition(7).block
+    declared = library_declared("lib/partition.lua").keys
+    assert [key.rsplit(":", 1)[-1] for key in block] == [{"purges": "purge"}.get(name, name) for name in declared]
+
+
+def test_a_script_called_with_a_name_it_does_not_declare_is_refused_before_anything_is_sent() -> None:
+    keys, args = {"meta": "m", "tokens": "t"}, {"sid": "s", "token": "", "need": 1, "cap": 0}
+    assert layout("check_room").positional(keys, args) == (["m", "t"], ["s", "", 1, 0])
+    with pytest.raises(TypeError, match="declares keys"):
+        layout("check_room").positional({**keys, "extra": "x"}, args)
+    with pytest.raises(TypeError, match="declares keys"):
+        layout("check_room").positional(keys, {"sid": "s"})
+
+
+def test_no_two_libraries_define_the_same_function() -> None:
+    """The Functions library is one chunk: a local function defined twice hides the first below it."""
+    seen: dict[str, str] = {}
+    for path in (*LIBRARIES, "lib/batch.lua"):
+        for name in re.findall(r"^local function (\w+)", (LUA / path).read_text(), re.MULTILINE):
+            assert name not in seen, f"{name} is defined in {seen.get(name)} and {path}"
+            seen[name] = path
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
