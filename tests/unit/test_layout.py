@@ -74,7 +74,8 @@ def test_the_partitions_keys_are_declared_in_the_order_python_hands_them() -> No
 
 
 def test_a_script_called_with_a_name_it_does_not_declare_is_refused_before_anything_is_sent() -> None:
-    keys, args = {"meta": "m", "tokens": "t"}, {"sid": "s", "token": "", "need": 1, "cap": 0}
+    keys: dict[str, str] = {"meta": "m", "tokens": "t"}
+    args: dict[str, str | int] = {"sid": "s", "token": "", "need": 1, "cap": 0}
     assert layout("check_room").positional(keys, args) == (["m", "t"], ["s", "", 1, 0])
     with pytest.raises(TypeError, match="declares keys"):
         layout("check_room").positional({**keys, "extra": "x"}, args)
