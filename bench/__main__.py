@@ -1,7 +1,9 @@
-"""`python -m bench [--quick] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a worker, run
-each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
-instructions) against
-its baseline measured in the same run, print one table, save JSON.
+"""`python -m bench [--quick | --smoke] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a
+worker, run each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
+instructions) against its baseline measured in the same run, print one table, save JSON.
+`--quick` takes fewer samples; `--smoke` runs each scenario at its smallest size, to see that every one
+works (CI runs it): its figures are printed and saved, no target is judged. A scenario that raises fails
+the run (exit 1) at every size.
 `python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from pathlib import Path
 
 from bench import calls, client_path, deadlines, failover, fanout, instructions, load, redis_cost, scale, state
 from bench.compare import compare
-from bench.harness import Figure, cpu_count, default_out, save, table
+from bench.harness import Figure, Size, cpu_count, default_out, save, table, unjudged
 
 # Each scenario starts the Redis, API and worker it needs (some need several, set up differently).
-Scenario = Callable[[bool], list[Figure]]
+Scenario = Callable[[Size], list[Figure]]
 SCENARIOS: dict[str, Scenario] = {
     "calls": calls.run,
     "deadlines": deadlines.run,
@@ -43,7 +45,11 @@ def _commit() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer samples: a smoke run, not figures to quote")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", action="store_true", help="fewer samples: figures to look at, not to quote")
+    sizes.add_argument(
+        "--smoke", action="store_true", help="every scenario at its smallest size, to see it work; no target judged"
+    )
     parser.add_argument("--only", default=",".join(SCENARIOS), help="comma separated: " + ", ".join(SCENARIOS))
     parser.add_argument("--out", type=Path, default=None, help="where the JSON goes (default bench/results/)")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"), help="two saved runs side by side")
@@ -51,6 +57,7 @@ def main() -> int:
     if args.compare:
         print(compare(*args.compare))
         return 0
+    size = Size.SMOKE if args.smoke else Size.QUICK if args.quick else Size.FULL
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in SCENARIOS]
     if unknown:
@@ -61,18 +68,22 @@ def main() -> int:
     for name in chosen:
         began = time.monotonic()
         try:
-            figures += SCENARIOS[name](args.quick)
+            figures += SCENARIOS[name](size)
         except Exception as error:
             failed[name] = f"{type(error).__name__}: {error}"
             traceback.print_exc()
             print(f"{name}: FAILED after {time.monotonic() - began:.0f} s: {failed[name]}", file=sys.stderr, flush=True)
             continue
         print(f"{name}: {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
-    print(table(figures))
+    if not size.judged:
+        figures = unjudged(figures)
+    print(table(figures, judged=size.judged))
     out = args.out or default_out()
     meta: dict[str, object] = {
         "commit": _commit(),
         "quick": args.quick,
+        "size": size.value,
+        "judged": size.judged,
         "python": platform.python_version(),
         "cpus": cpu_count(),
         "seconds": round(time.monotonic() - started),

@@ -13,6 +13,7 @@ from bench.harness import (
     Cluster,
     Figure,
     Registered,
+    Size,
     calls_text,
     cluster,
     created_at_s,
@@ -25,6 +26,9 @@ from bench.sse import RawStream, Received
 
 ARQ_TUNED_POLL_S = 0.01
 ARQ_DEFAULT_POLL_S = 0.5
+# The longest a session's reader waits for its next event: a step that never comes (a worker whose every
+# step fails, say) fails the scenario rather than hanging the run.
+EVENT_WAIT_S = 60.0
 
 
 async def until(events: AsyncIterator[Received], done: Callable[[Received], bool]) -> Received:
@@ -46,7 +50,7 @@ class Session(Registered):
     events: AsyncIterator[Received] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.events = self.stream.events()
+        self.events = self.stream.events(EVENT_WAIT_S)
 
     def close(self) -> None:
         self.stream.close()
@@ -109,18 +113,24 @@ async def many_in_flight(session: Session, batches: int, width: int) -> tuple[li
     return latencies, batches * width / busy
 
 
-def run(quick: bool) -> list[Figure]:
+def run(size: Size) -> list[Figure]:
     with cluster() as running:
-        return asyncio.run(_run(running, quick))
+        return asyncio.run(_run(running, size))
 
 
-async def _run(cluster: Cluster, quick: bool) -> list[Figure]:
-    runs, batches = (40, 3) if quick else (200, 10)
+async def _run(cluster: Cluster, size: Size) -> list[Figure]:
+    runs, batches = size.pick(smoke=(5, 1), quick=(40, 3), full=(200, 10))
+    warm = size.pick(smoke=1, quick=5, full=5)
+    # The baselines' counts: raw dispatch, raw round trips at 1 and 100 in flight, arq's round trips at 1
+    # and 100 in flight, arq's enqueue-to-start at the tuned and the default poll.
+    raw, raw_wide = size.pick(smoke=(100, 500), quick=(1000, 5000), full=(1000, 5000))
+    arq_one_n, arq_wide_n = size.pick(smoke=(10, 200), quick=(100, 1000), full=(300, 3000))
+    arq_tuned_n, arq_default_n = size.pick(smoke=(5, 2), quick=(50, 10), full=(50, 20))
     async with cluster.client() as admin:
         agent_id = await scripted_agent(admin)
         session = await open_session(cluster, admin, agent_id)
         try:
-            for _ in range(5):  # warm the processes up
+            for _ in range(warm):  # warm the processes up
                 await one_in_flight(session, 1)
             dispatch, round_trip, continuation = await one_in_flight(session, runs)
             await many_in_flight(session, 1, 100)  # opens the connections the batches reuse
@@ -128,13 +138,13 @@ async def _run(cluster: Cluster, quick: bool) -> list[Figure]:
         finally:
             session.close()
     url = cluster.redis.url
-    raw_dispatch = await baselines.xadd_xreadgroup(url, 1000)
-    raw_one, _ = await baselines.redis_round_trip(url, 1000, 1)
-    _, raw_rate = await baselines.redis_round_trip(url, 5000, 100)
-    arq_one, _ = await arq_venv.arq_round_trip(url, 100 if quick else 300, 1, ARQ_TUNED_POLL_S)
-    _, arq_rate = await arq_venv.arq_round_trip(url, 1000 if quick else 3000, 100, ARQ_TUNED_POLL_S)
-    arq_start_tuned = await arq_venv.arq_enqueue_to_start(url, 50, ARQ_TUNED_POLL_S)
-    arq_start_default = await arq_venv.arq_enqueue_to_start(url, 10 if quick else 20, ARQ_DEFAULT_POLL_S)
+    raw_dispatch = await baselines.xadd_xreadgroup(url, raw)
+    raw_one, _ = await baselines.redis_round_trip(url, raw, 1)
+    _, raw_rate = await baselines.redis_round_trip(url, raw_wide, 100)
+    arq_one, _ = await arq_venv.arq_round_trip(url, arq_one_n, 1, ARQ_TUNED_POLL_S)
+    _, arq_rate = await arq_venv.arq_round_trip(url, arq_wide_n, 100, ARQ_TUNED_POLL_S)
+    arq_start_tuned = await arq_venv.arq_enqueue_to_start(url, arq_tuned_n, ARQ_TUNED_POLL_S)
+    arq_start_default = await arq_venv.arq_enqueue_to_start(url, arq_default_n, ARQ_DEFAULT_POLL_S)
 
     d, rt, cont, w = summary(dispatch), summary(round_trip), summary(continuation), summary(wide)
     return [

@@ -25,7 +25,7 @@ import redis as redis_py
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from bench.calls import many_in_flight, open_session
-from bench.harness import Figure, cluster, cpu_seconds, figure, scripted_agent
+from bench.harness import Figure, Size, cluster, cpu_seconds, figure, scripted_agent
 from broker.client import create_redis
 from broker.embedded import EmbeddedRedis
 from broker.scripts import evalsha
@@ -62,13 +62,15 @@ async def _measure(client: Redis, packed: bool, sha: str, calls: int) -> tuple[f
     return cpu / (per_caller * IN_FLIGHT) * 1e6, per_caller * IN_FLIGHT / wall
 
 
-async def _all(url: str, calls: int, rounds: int) -> dict[tuple[bool, bool], list[tuple[float, float]]]:
+async def _all(
+    url: str, calls: int, rounds: int, warm: int = IN_FLIGHT * 10
+) -> dict[tuple[bool, bool], list[tuple[float, float]]]:
     lean, stock = create_redis(url, max_connections=CONNECTIONS), _stock(url)
     sha = str(await lean.script_load(SCRIPT))
     found: dict[tuple[bool, bool], list[tuple[float, float]]] = {}
     try:
         for client in (lean, stock):
-            await _measure(client, False, sha, IN_FLIGHT * 10)  # opens the connections
+            await _measure(client, False, sha, warm)  # opens the connections
         # Interleaved rounds, so a slow moment of the machine falls on every variant alike.
         for _ in range(rounds):
             for client, is_lean in ((lean, True), (stock, False)):
@@ -80,13 +82,14 @@ async def _all(url: str, calls: int, rounds: int) -> dict[tuple[bool, bool], lis
     return found
 
 
-def run(quick: bool) -> list[Figure]:
-    calls, rounds = (5_000, 3) if quick else (20_000, 5)
+def run(size: Size) -> list[Figure]:
+    calls, rounds = size.pick(smoke=(500, 1), quick=(5_000, 3), full=(20_000, 5))
+    warm = size.pick(smoke=IN_FLIGHT, quick=IN_FLIGHT * 10, full=IN_FLIGHT * 10)
     with tempfile.TemporaryDirectory(prefix="switchboard-bench-") as workdir:
         node = EmbeddedRedis(Path(workdir) / "redis", persistent=False)
         node.start()
         try:
-            found = asyncio.run(_all(node.url, calls, rounds))
+            found = asyncio.run(_all(node.url, calls, rounds, warm))
         finally:
             node.stop()
     # The median round of each variant.
@@ -102,11 +105,12 @@ def run(quick: bool) -> list[Figure]:
                 figure("9 client path", f"{what}: {label}", measured[variant], unit,
                        baseline=measured[False, False], baseline_name=stock)
             )  # fmt: skip
-    return figures + _fast_lane(quick)
+    return figures + _fast_lane(size)
 
 
-def _fast_lane(quick: bool) -> list[Figure]:
-    batches = 5 if quick else 20
+def _fast_lane(size: Size) -> list[Figure]:
+    batches = size.pick(smoke=1, quick=5, full=20)
+    warm = size.pick(smoke=1, quick=2, full=2)
     found: dict[bool, tuple[float, float]] = {}
     for on in (True, False):
         with cluster(extra={"SWITCHBOARD_FAST_LANE": "true" if on else "false"}) as running:
@@ -115,7 +119,7 @@ def _fast_lane(quick: bool) -> list[Figure]:
                 async with running.client() as admin:
                     session = await open_session(running, admin, await scripted_agent(admin))
                     try:
-                        await many_in_flight(session, 2, IN_FLIGHT)
+                        await many_in_flight(session, warm, IN_FLIGHT)
                         before = cpu_seconds(running.api_pid)
                         _, rate = await many_in_flight(session, batches, IN_FLIGHT)
                         return rate, (cpu_seconds(running.api_pid) - before) / (batches * IN_FLIGHT) * 1e6

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
@@ -15,6 +16,7 @@ from bench import baselines
 from bench.harness import (
     Cluster,
     Figure,
+    Size,
     calls_text,
     cluster,
     created_at_s,
@@ -63,18 +65,32 @@ async def _wait_for(url: str, keys: KeySpace, count: int, timeout_s: float = 120
         await connected.aclose()
 
 
-def _lateness(log: list[dict[str, Any]]) -> list[float]:
+def _lateness(log: list[dict[str, Any]], result_timeout_s: float) -> list[float]:
     """Per call failed on its result deadline: how long after ack + result timeout it failed (ms)."""
     acked = {e["call_id"]: created_at_s(e) for e in log if e["type"] == "client_tool_acked"}
     late = []
     for event in log:
         if event["type"] == "client_tool_failed" and event["reason"] == "result_timeout":
-            due = acked[event["call_id"]] + RESULT_TIMEOUT_S
+            due = acked[event["call_id"]] + result_timeout_s
             late.append((created_at_s(event) - due) * 1000)
     return late
 
 
-async def _measure(running: Cluster, pending: int, measured: int, unrelated: int) -> list[float]:
+@dataclass(frozen=True)
+class _Shape:
+    """`pending` other deadlines and `unrelated` keys; `measured` calls acked over `spread_s`, each failing
+    `result_timeout_s` after its ack; their failures read `settle_s` after the last is due."""
+
+    pending: int
+    measured: int
+    unrelated: int
+    spread_s: float = 1.0
+    result_timeout_s: float = RESULT_TIMEOUT_S
+    settle_s: float = 1.5
+
+
+async def _measure(running: Cluster, shape: _Shape) -> list[float]:
+    pending, measured, unrelated = shape.pending, shape.measured, shape.unrelated
     await _unrelated_keys(running.redis.url, unrelated)
     deadlines = KeySpace("bench")
     async with running.client() as admin:
@@ -91,9 +107,9 @@ async def _measure(running: Cluster, pending: int, measured: int, unrelated: int
         calls = [e["call_id"] for e in log if e["type"] == "client_tool_dispatched"]
         for call_id in calls:
             await party.ack(call_id)
-            await asyncio.sleep(1.0 / measured)
-        await asyncio.sleep(RESULT_TIMEOUT_S + 1.5)
-        late = _lateness(await party.log())
+            await asyncio.sleep(shape.spread_s / measured)
+        await asyncio.sleep(shape.result_timeout_s + shape.settle_s)
+        late = _lateness(await party.log(), shape.result_timeout_s)
         for holder in (*holders, party):
             holder.close()
     if len(late) != measured:
@@ -101,19 +117,26 @@ async def _measure(running: Cluster, pending: int, measured: int, unrelated: int
     return late
 
 
-def run(quick: bool) -> list[Figure]:
-    pending, measured, unrelated = (10_000, 100, 100_000) if quick else (10_000, 300, 100_000)
-    extra = {"SWITCHBOARD_ACK_TIMEOUT_S": "600", "SWITCHBOARD_RESULT_TIMEOUT_S": str(RESULT_TIMEOUT_S)}
+def run(size: Size) -> list[Figure]:
+    shape = size.pick(
+        smoke=_Shape(2 * PENDING_WIDTH, 10, 100, spread_s=0.2, result_timeout_s=1, settle_s=1.0),
+        quick=_Shape(10_000, 100, 100_000),
+        full=_Shape(10_000, 300, 100_000),
+    )
+    measured = shape.measured
+    # How long the plain notifications are waited for after the last key's expiry.
+    wait_s = size.pick(smoke=5.0, quick=30.0, full=30.0)
+    extra = {"SWITCHBOARD_ACK_TIMEOUT_S": "600", "SWITCHBOARD_RESULT_TIMEOUT_S": f"{shape.result_timeout_s:g}"}
     # Notifications on, for the baseline only: Switchboard reads none.
     with cluster(notifications=True, extra=extra) as running:
-        late = asyncio.run(_measure(running, pending, measured, unrelated))
-        plain = asyncio.run(baselines.expiry_lateness(running.redis.url, measured, 1000))
+        late = asyncio.run(_measure(running, shape))
+        plain = asyncio.run(baselines.expiry_lateness(running.redis.url, measured, 1000, wait_s))
     # The same load on a 3-master Cluster: each master's partitions have their own alarms.
     with cluster(masters=3, extra=extra) as running:
-        spread = summary(asyncio.run(_measure(running, pending, measured, unrelated)))
+        spread = summary(asyncio.run(_measure(running, shape)))
     ours, theirs = summary(late), summary(plain)
     missing = measured - len(plain)
-    never = f"{missing} of {measured} plain notifications never came within 30 s" if missing else ""
+    never = f"{missing} of {measured} plain notifications never came within {wait_s:g} s" if missing else ""
     base = "expired-key notification"
     return [
         figure("4 deadlines", "lateness p50", ours["p50"], "ms", baseline=theirs["p50"], baseline_name=f"{base} p50"),

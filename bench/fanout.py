@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -23,6 +24,7 @@ from bench.harness import (
     TOOL,
     Cluster,
     Figure,
+    Size,
     cluster,
     cpu_count,
     cpu_seconds,
@@ -130,7 +132,17 @@ async def _publish(party: Any, readers: list[_Reader], publishes: int) -> list[f
     return latencies
 
 
-async def _measure(running: Cluster, sizes: list[int], publishes: int) -> list[Figure]:
+@dataclass(frozen=True)
+class _Pauses:
+    """How long the streams settle once open (`opened_s`) and the API once they close (`closed_s`)."""
+
+    opened_s: float = 0.5
+    closed_s: float = 1.0
+
+
+async def _measure(
+    running: Cluster, sizes: list[int], publishes: int, spread_size: int, pauses: _Pauses
+) -> list[Figure]:
     figures: list[Figure] = []
     async with running.client() as admin:
         agent_id = await scripted_agent(admin)
@@ -142,7 +154,7 @@ async def _measure(running: Cluster, sizes: list[int], publishes: int) -> list[F
             opening = time.monotonic()
             readers = await _open(running.url, party.id, party.token, size)
             opened_s = time.monotonic() - opening
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(pauses.opened_s)
             per_stream_kb = (rss_kb(running.api_pid) - before) / size
             connections = await _api_connections(running.redis.url)
             cpu_before = cpu_seconds(running.api_pid)
@@ -150,7 +162,7 @@ async def _measure(running: Cluster, sizes: list[int], publishes: int) -> list[F
             per_delivery_us = (cpu_seconds(running.api_pid) - cpu_before) / (publishes * size) * 1e6
             _close(readers)
             party.close()
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(pauses.closed_s)
             if size == 1:
                 single = latency
                 continue
@@ -168,10 +180,10 @@ async def _measure(running: Cluster, sizes: list[int], publishes: int) -> list[F
                 figure("5 fan-out", f"{label}, API CPU per event per stream", per_delivery_us, "us",
                        note="the API process's CPU over the publishes / (events x streams)"),
             ]  # fmt: skip
-            if size == SPREAD_SIZE:
+            if size == spread_size:
                 one_process = latency
-        if SPREAD_SIZE in sizes:
-            figures += await _spread(running, admin, agent_id, publishes, one_process)
+        if spread_size in sizes:
+            figures += await _spread(running, admin, agent_id, publishes, one_process, spread_size, pauses)
     return figures
 
 
@@ -182,7 +194,13 @@ def _close(readers: list[_Reader]) -> None:
 
 
 async def _spread(
-    running: Cluster, admin: Any, agent_id: str, publishes: int, one_process: dict[str, float]
+    running: Cluster,
+    admin: Any,
+    agent_id: str,
+    publishes: int,
+    one_process: dict[str, float],
+    size: int,
+    pauses: _Pauses,
 ) -> list[Figure]:
     """The same streams over API processes sharing the deployment (a second one started here), half on
     each: what spreading does to publish-to-client latency on this machine's cores."""
@@ -190,18 +208,18 @@ async def _spread(
     try:
         party = await registered(running, admin, agent_id)
         readers = [
-            *await _open(running.url, party.id, party.token, SPREAD_SIZE // 2),
-            *await _open(second_url, party.id, party.token, SPREAD_SIZE - SPREAD_SIZE // 2),
+            *await _open(running.url, party.id, party.token, size // 2),
+            *await _open(second_url, party.id, party.token, size - size // 2),
         ]
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(pauses.opened_s)
         latency = summary(await _publish(party, readers, publishes))
         _close(readers)
         party.close()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(pauses.closed_s)
     finally:
         second.terminate()
         second.wait(30)
-    label = f"{SPREAD_SIZE:,} streams over 2 API processes"
+    label = f"{size:,} streams over 2 API processes"
     return [
         figure("5 fan-out", f"{label}, publish to client p50", latency["p50"], "ms",
                baseline=one_process["p50"], baseline_name="one API process p50"),
@@ -211,9 +229,12 @@ async def _spread(
     ]  # fmt: skip
 
 
-def run(quick: bool) -> list[Figure]:
-    sizes = [1, 1000, 5000] if quick else [1, 1000, 5000, 10_000]
-    publishes = 5 if quick else 20
+def run(size: Size) -> list[Figure]:
+    sizes = size.pick(smoke=[1, 50], quick=[1, 1000, SPREAD_SIZE], full=[1, 1000, SPREAD_SIZE, 10_000])
+    publishes = size.pick(smoke=2, quick=5, full=20)
+    # The streams spread over two API processes: the fan-out the target is set for, or a smoke run's largest.
+    spread_size = size.pick(smoke=sizes[-1], quick=SPREAD_SIZE, full=SPREAD_SIZE)
+    pauses = size.pick(smoke=_Pauses(0.2, 0.2), quick=_Pauses(), full=_Pauses())
     enough_files(max(sizes))
     # Thousands of streams on one session by one credential: the caps that keep one session token from
     # holding a process's connections would measure themselves, not the fan-out under them.
@@ -222,5 +243,5 @@ def run(quick: bool) -> list[Figure]:
         with contextlib.suppress(ImportError):
             import uvloop
 
-            return uvloop.run(_measure(running, sizes, publishes))
-        return asyncio.run(_measure(running, sizes, publishes))
+            return uvloop.run(_measure(running, sizes, publishes, spread_size, pauses))
+        return asyncio.run(_measure(running, sizes, publishes, spread_size, pauses))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import resource
@@ -12,10 +13,10 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from redis.asyncio import Redis
@@ -23,6 +24,28 @@ from redis.asyncio import Redis
 from bench.http import RawHttp
 from broker.embedded import EmbeddedCluster, EmbeddedRedis
 from switchboard.processes import Processes
+
+_T = TypeVar("_T")
+
+
+class Size(enum.Enum):
+    """How much each scenario does. FULL is the figures to quote, QUICK fewer samples of the same (the
+    sizes both have always had: the figures in docs/performance.md come from them). SMOKE is the least
+    that still runs every path a scenario measures and reports every figure it reports: it shows that
+    each scenario works (CI runs it), and its figures are too small a sample to hold to a target."""
+
+    SMOKE = "smoke"
+    QUICK = "quick"
+    FULL = "full"
+
+    def pick(self, *, smoke: _T, quick: _T, full: _T) -> _T:
+        """The value for this size."""
+        return {Size.SMOKE: smoke, Size.QUICK: quick, Size.FULL: full}[self]
+
+    @property
+    def judged(self) -> bool:
+        """Whether figures at this size are held to their targets."""
+        return self is not Size.SMOKE
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +108,29 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
 
 
-def table(figures: Sequence[Figure]) -> str:
+def unjudged(figures: Sequence[Figure]) -> list[Figure]:
+    """The figures with no verdict on their targets (a smoke run's: too small a sample to judge)."""
+    return [replace(f, met=None) for f in figures]
+
+
+def _verdict(f: Figure) -> str:
+    return "" if f.met is None else ("yes" if f.met else "NO")
+
+
+SMOKE_HEADING = "smoke run: every scenario at its smallest size; no target is judged"
+
+
+def table(figures: Sequence[Figure], judged: bool = True) -> str:
+    """The figures as a text table; a run that is not `judged` (smoke) says so above it, and its `met`
+    column reads `not judged` wherever a figure has a target."""
     rows = [("scenario", "figure", "value", "baseline", "ratio", "target", "met", "note")]
     for f in figures:
         baseline = f"{_number(f.baseline)} ({f.baseline_name})" if f.baseline is not None else ""
         ratio = f"{f.ratio:.3g}x" if f.ratio is not None else ""
-        met = "" if f.met is None else ("yes" if f.met else "NO")
+        met = _verdict(f) if judged else ("not judged" if f.target else "")
         rows.append((f.scenario, f.name, f"{_number(f.value)} {f.unit}", baseline, ratio, f.target, met, f.note))
-    return columns(rows)
+    text = columns(rows)
+    return text if judged else f"{SMOKE_HEADING}\n{text}"
 
 
 def columns(rows: Sequence[Sequence[str]]) -> str:
@@ -140,6 +178,9 @@ BENCH_SETTINGS = {
     # One load generator drives thousands of requests a second through one credential: the limit that
     # protects a deployment from one client would measure itself, not the path under it.
     "SWITCHBOARD_RATE_LIMIT_PER_S": "0",
+    # No scenario measures shutdown, and no balancer needs the API to keep serving after SIGTERM (its 2 s
+    # drain grace): each of a run's tens of API processes stops at once.
+    "SWITCHBOARD_DRAIN_GRACE_S": "0",
 }
 
 
@@ -181,9 +222,10 @@ def cluster(
     logs.mkdir()
     processes = Processes(env, logs)
     try:
-        api, url = processes.api()
+        # The workers first: they start while the API gets ready, which is what api() waits for.
         for number in range(workers):
             processes.worker(name=f"worker-{number}")
+        api, url = processes.api()
         yield Cluster(redis, processes, url, key, env, api.pid, workdir, nodes, made)
     finally:
         processes.stop_all()

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from bench import population
-from bench.harness import Cluster, Figure, cluster, enough_files, figure, keyed, rss_kb, scripted_agent, summary
+from bench.harness import Cluster, Figure, Size, cluster, enough_files, figure, keyed, rss_kb, scripted_agent, summary
 from bench.http import RawHttp
 from bench.sse import RawStream
 
@@ -89,9 +89,10 @@ async def _drive(
         await asyncio.sleep(0.01)
 
 
-async def _load(running: Cluster, quick: bool) -> list[Figure]:
-    sessions_n, per_session = (200, 4) if quick else (1000, 4)
-    seconds, rate = (20.0, 50.0) if quick else (60.0, 100.0)
+async def _load(running: Cluster, size: Size) -> list[Figure]:
+    sessions_n, per_session = size.pick(smoke=(20, 4), quick=(200, 4), full=(1000, 4))
+    seconds, rate = size.pick(smoke=(3.0, 10.0), quick=(20.0, 50.0), full=(60.0, 100.0))
+    warm_s = size.pick(smoke=1.0, quick=5.0, full=5.0)
     http = RawHttp(running.url, running.key)
     tally = Tally()
     idle: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
@@ -103,8 +104,8 @@ async def _load(running: Cluster, quick: bool) -> list[Figure]:
     for session in opened:
         idle.put_nowait(session)
     worker_pid = next(p.pid for p in running.processes.running if p.pid != running.api_pid)
-    pinging = asyncio.create_task(population.steady_pings(http, clients, seconds + 5))
-    await asyncio.sleep(5)  # warm up: streams open, pings under way
+    pinging = asyncio.create_task(population.steady_pings(http, clients, seconds + warm_s))
+    await asyncio.sleep(warm_s)  # warm up: streams open, pings under way
     rss_start = rss_kb(running.api_pid), rss_kb(worker_pid)
     await _drive(http, idle, rate, seconds, tally)
     rss_end = rss_kb(running.api_pid), rss_kb(worker_pid)
@@ -138,7 +139,7 @@ async def _load(running: Cluster, quick: bool) -> list[Figure]:
     ]  # fmt: skip
 
 
-def run(quick: bool) -> list[Figure]:
+def run(size: Size) -> list[Figure]:
     enough_files(1000 + 500)
     with cluster() as running:
-        return asyncio.run(_load(running, quick))
+        return asyncio.run(_load(running, size))

@@ -23,17 +23,17 @@ from redis.asyncio import Redis
 
 from bench import baselines
 from bench.calls import Session, many_in_flight, one_in_flight, open_session
-from bench.harness import Cluster, Figure, cluster, figure, keyed, redis_cpu_s, scripted_agent
+from bench.harness import Cluster, Figure, Size, cluster, figure, keyed, redis_cpu_s, scripted_agent
 from broker.embedded import EmbeddedRedis
 from broker.luasource import names_by_id
 
 IDLE_WINDOW_S = 5.0
 
 
-async def _idle_rate(node: EmbeddedRedis) -> float:
+async def _idle_rate(node: EmbeddedRedis, window_s: float = IDLE_WINDOW_S) -> float:
     before = await redis_cpu_s(node)
-    await asyncio.sleep(IDLE_WINDOW_S)
-    return (await redis_cpu_s(node) - before) / IDLE_WINDOW_S
+    await asyncio.sleep(window_s)
+    return (await redis_cpu_s(node) - before) / window_s
 
 
 async def _cost_us(node: EmbeddedRedis, idle: float, count: int, work: Callable[[], Awaitable[object]]) -> float:
@@ -96,9 +96,15 @@ async def _script_costs(node: EmbeddedRedis, session: Session, batches: int, wid
     return found
 
 
-async def _measure(running: Cluster, quick: bool) -> list[Figure]:
+async def _measure(running: Cluster, size: Size) -> list[Figure]:
     node, url = running.redis, running.redis.url
-    runs, batches, ping_count, sessions = (30, 3, 500, 10) if quick else (100, 10, 2000, 30)
+    runs, batches, ping_count, sessions = size.pick(
+        smoke=(3, 1, 50, 2), quick=(30, 3, 500, 10), full=(100, 10, 2000, 30)
+    )
+    # The raw round trips at 1 and 100 in flight; the idle window; the batches the scripts are timed over.
+    raw_n, raw_wide_n = size.pick(smoke=(100, 500), quick=(1000, 5000), full=(1000, 5000))
+    idle_s = size.pick(smoke=1.0, quick=IDLE_WINDOW_S, full=IDLE_WINDOW_S)
+    script_batches = size.pick(smoke=1, quick=max(2, batches // 2), full=max(2, batches // 2))
     async with running.client() as admin:
         agent_id = await scripted_agent(admin)
         session = await open_session(running, admin, agent_id)
@@ -106,21 +112,21 @@ async def _measure(running: Cluster, quick: bool) -> list[Figure]:
         try:
             await one_in_flight(session, 3)
             await many_in_flight(session, 1, 100)
-            idle = await _idle_rate(node)
+            idle = await _idle_rate(node, idle_s)
             one = await _cost_us(node, idle, runs, lambda: one_in_flight(session, runs))
             wide = await _cost_us(node, idle, batches * 100, lambda: many_in_flight(session, batches, 100))
-            raw_one = await _cost_us(node, idle, 1000, lambda: baselines.redis_round_trip(url, 1000, 1))
-            raw_wide = await _cost_us(node, idle, 5000, lambda: baselines.redis_round_trip(url, 5000, 100))
+            raw_one = await _cost_us(node, idle, raw_n, lambda: baselines.redis_round_trip(url, raw_n, 1))
+            raw_wide = await _cost_us(node, idle, raw_wide_n, lambda: baselines.redis_round_trip(url, raw_wide_n, 100))
             ping = await _cost_us(node, idle, ping_count, lambda: pings(session, ping_count))
             raw_set = await _cost_us(node, idle, ping_count, lambda: raw_set_px(url, ping_count))
             register = await _cost_us(node, idle, sessions * 20, lambda: _registrations(others, 20))
             step = await _cost_us(node, idle, runs, lambda: _text_runs(session, runs))
-            scripts = await _script_costs(node, session, max(2, batches // 2), 100)
+            scripts = await _script_costs(node, session, script_batches, 100)
         finally:
             session.close()
             for other in others:
                 other.close()
-    calls = max(2, batches // 2) * 100
+    calls = script_batches * 100
     ranked = sorted(scripts.items(), key=lambda item: -sum(item[1]))
     breakdown = ", ".join(
         f"{name} {len(times) / calls:.2g}x {statistics.median(times):.0f} us" for name, times in ranked[:6]
@@ -145,7 +151,7 @@ async def _measure(running: Cluster, quick: bool) -> list[Figure]:
     return figures
 
 
-def run(quick: bool) -> list[Figure]:
+def run(size: Size) -> list[Figure]:
     with cluster() as running:
-        time.sleep(3)  # the worker's first reads of its partitions
-        return asyncio.run(_measure(running, quick))
+        time.sleep(size.pick(smoke=1, quick=3, full=3))  # the worker's first reads of its partitions
+        return asyncio.run(_measure(running, size))

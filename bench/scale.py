@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from bench.calls import Session, many_in_flight, one_in_flight, open_session
-from bench.harness import Cluster, Figure, cluster, figure, redis_cpu_s, scripted_agent, summary
+from bench.harness import Cluster, Figure, Size, cluster, figure, redis_cpu_s, scripted_agent, summary
 from broker.embedded import EmbeddedRedis
 from broker.slots import SlotMap
 
-# How long each node's idle background is measured before the load.
+# How long each node's idle background is measured before the load (a smoke run: SMOKE_WINDOW_S).
 IDLE_WINDOW_S = 5.0
+SMOKE_WINDOW_S = 0.5
 
 
 def _redis_cpu_s(node: EmbeddedRedis) -> float:
@@ -38,8 +39,9 @@ def _cpu_per_s(nodes: list[EmbeddedRedis], window_s: float) -> float:
     return (sum(_redis_cpu_s(node) for node in nodes) - before) / window_s
 
 
-def idle(quick: bool) -> list[Figure]:
-    window = 5.0 if quick else 15.0
+def idle(size: Size) -> list[Figure]:
+    window = size.pick(smoke=SMOKE_WINDOW_S, quick=5.0, full=15.0)
+    settle_s = size.pick(smoke=1.0, quick=5.0, full=5.0)
     bare: list[float] = []
 
     def measure_bare(nodes: list[EmbeddedRedis]) -> None:
@@ -47,7 +49,7 @@ def idle(quick: bool) -> list[Figure]:
 
     with cluster(workers=2, before=measure_bare) as running:
         # Let start-up (each worker's first read of its partitions) pass.
-        time.sleep(5)
+        time.sleep(settle_s)
         busy = _cpu_per_s([running.redis], window)
     return [
         figure("7 idle", "1 API + 2 workers idle, Redis CPU", busy * 1000, "ms/s", baseline=bare[0] * 1000,
@@ -68,10 +70,27 @@ class _Load:
     continuation: list[float]
 
 
-async def _spread(running: Cluster, sessions: int, batches: int, width: int) -> _Load:
+@dataclass(frozen=True)
+class _Shape:
+    """How much scenario 8 does: `sessions` sessions each making `batches` batches of `width` parallel
+    calls; each node's idle background measured over `idle_s`; the continuation sampled on
+    `continued` sessions, `runs` runs each; `publishes` messages per command in the publish cost."""
+
+    sessions: int
+    batches: int
+    width: int
+    idle_s: float = IDLE_WINDOW_S
+    settle_s: float = 3.0
+    continued: int = 10
+    runs: int = 3
+    publishes: int = 50_000
+
+
+async def _spread(running: Cluster, shape: _Shape) -> _Load:
     """`sessions` sessions each making `batches` batches of `width` parallel calls, all at once; Redis
     CPU is read around the batches only (sessions opened and warmed first), with each node's idle
     background measured just before (every process running, nothing calling) and taken out."""
+    sessions, batches, width = shape.sessions, shape.batches, shape.width
     nodes = running.nodes
     async with running.client() as admin:
         agent_id = await scripted_agent(admin)
@@ -79,9 +98,9 @@ async def _spread(running: Cluster, sessions: int, batches: int, width: int) -> 
         try:
             await asyncio.gather(*(many_in_flight(s, 1, width) for s in opened))  # connections and warm-up
             idle_at = await _nodes_cpu_s(nodes)
-            await asyncio.sleep(IDLE_WINDOW_S)
+            await asyncio.sleep(shape.idle_s)
             before = await _nodes_cpu_s(nodes)
-            idle = [(b - a) / IDLE_WINDOW_S for a, b in zip(idle_at, before, strict=True)]
+            idle = [(b - a) / shape.idle_s for a, b in zip(idle_at, before, strict=True)]
             started = time.monotonic()
             await asyncio.gather(*(many_in_flight(s, batches, width) for s in opened))
             took = time.monotonic() - started
@@ -89,19 +108,19 @@ async def _spread(running: Cluster, sessions: int, batches: int, width: int) -> 
             span = time.monotonic() - started
             used = [b - a - rate * span for a, b, rate in zip(before, after, idle, strict=True)]
             continuation: list[float] = []
-            for session in opened[:10]:
-                continuation += (await one_in_flight(session, 3))[2]
+            for session in opened[: shape.continued]:
+                continuation += (await one_in_flight(session, shape.runs))[2]
         finally:
             for session in opened:
                 session.close()
     return _Load(sessions * batches * width, took, used, continuation)
 
 
-def _measured(masters: int, sessions: int, batches: int, width: int) -> tuple[_Load, dict[str, list[float]]]:
+def _measured(masters: int, shape: _Shape) -> tuple[_Load, dict[str, list[float]]]:
     with cluster(masters=masters) as running:
-        time.sleep(3)  # the workers' first reads of their partitions
-        load = asyncio.run(_spread(running, sessions, batches, width))
-        publish = asyncio.run(_publish_cost(running.nodes)) if masters else {}
+        time.sleep(shape.settle_s)  # the workers' first reads of their partitions
+        load = asyncio.run(_spread(running, shape))
+        publish = asyncio.run(_publish_cost(running.nodes, shape.publishes)) if masters else {}
     return load, publish
 
 
@@ -129,10 +148,14 @@ async def _publish_cost(nodes: list[EmbeddedRedis], count: int = 50_000) -> dict
     return found
 
 
-def spread(quick: bool) -> list[Figure]:
+def spread(size: Size) -> list[Figure]:
     # Many sessions, so their partitions spread over the masters as a real population would.
-    sessions, batches, width = (30, 4, 5) if quick else (90, 12, 5)
-    (one, _), (spread, publish) = _measured(0, sessions, batches, width), _measured(3, sessions, batches, width)
+    shape = size.pick(
+        smoke=_Shape(6, 1, 5, idle_s=SMOKE_WINDOW_S, settle_s=1.0, continued=2, runs=1, publishes=2000),
+        quick=_Shape(30, 4, 5),
+        full=_Shape(90, 12, 5),
+    )
+    (one, _), (spread, publish) = _measured(0, shape), _measured(3, shape)
     per_call_us = sum(spread.used_s) / spread.calls * 1e6
     one_per_call_us = sum(one.used_s) / one.calls * 1e6
     shares = [u / sum(spread.used_s) for u in spread.used_s]

@@ -54,11 +54,31 @@ class RawStream:
                 frame, self._buffer = self._buffer.split(b"\n\n", 1)
                 yield at, frame
 
-    async def events(self) -> AsyncIterator[Received]:
-        async for at, frame in self.frames():
-            for line in frame.split(b"\n"):
-                if line.startswith(b"data: "):
-                    yield Received(at, json.loads(line[6:]))
+    async def events(self, wait_s: float | None = None) -> AsyncIterator[Received]:
+        """Each event, in order. With `wait_s`, a reader left waiting that long for the next event (keepalive
+        frames do not count) raises TimeoutError: a step that never comes fails its scenario, not hangs it."""
+        frames = self.frames()
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                async with asyncio.timeout_at(None if wait_s is None else loop.time() + wait_s):
+                    found = await _next_data(frames)
+            except TimeoutError:
+                raise TimeoutError(f"no event on the stream for {wait_s:g} s") from None
+            if found is None:
+                return
+            at, data = found
+            for payload in data:
+                yield Received(at, json.loads(payload))
 
     def close(self) -> None:
         self._writer.close()
+
+
+async def _next_data(frames: AsyncIterator[tuple[float, bytes]]) -> tuple[float, list[bytes]] | None:
+    """The next frame that carries data: its receive time and data lines; None when the stream ends."""
+    async for at, frame in frames:
+        data = [line[6:] for line in frame.split(b"\n") if line.startswith(b"data: ")]
+        if data:
+            return at, data
+    return None

@@ -17,6 +17,7 @@ from bench.calls import one_in_flight, open_session
 from bench.harness import (
     Cluster,
     Figure,
+    Size,
     cluster,
     cpu_seconds,
     figure,
@@ -59,14 +60,16 @@ _ROUNDS = 5
 _OWN_COST = {"api cpu", "redis cpu", "redis cmd"}
 
 
-async def _probe(running: Cluster, admin: httpx.AsyncClient, agent_id: str, pings: int) -> dict[str, float]:
-    """Per-operation costs on a fresh session over five rounds: sequential pings (their latency, and the
-    CPU and command time each costs the API process and Redis: CPU rather than time, which a busy
-    2-core machine stretches; Redis's background CPU and command time, measured idle just before,
-    taken out), and client calls end to
-    end (dispatch and round trip). Latencies are the median round. CPU costs are the cheapest round:
-    what the other processes on the 2 cores add to one (cache misses, preemption) only ever adds, and
-    moved single rounds by up to 1.7x, while the cheapest round is the operation's own cost."""
+async def _probe(
+    running: Cluster, admin: httpx.AsyncClient, agent_id: str, pings: int, rounds_n: int = _ROUNDS, calls: int = 20
+) -> dict[str, float]:
+    """Per-operation costs on a fresh session over `rounds_n` rounds (five but in a smoke run): sequential
+    pings (their latency, and the CPU and command time each costs the API process and Redis: CPU rather
+    than time, which a busy 2-core machine stretches; Redis's background CPU and command time, measured
+    idle just before, taken out), and `calls` client calls end to end (dispatch and round trip).
+    Latencies are the median round. CPU costs are the cheapest round: what the other processes on the
+    2 cores add to one (cache misses, preemption) only ever adds, and moved single rounds by up to 1.7x,
+    while the cheapest round is the operation's own cost."""
     redis = Redis.from_url(running.redis.url)
     session = await open_session(running, admin, agent_id)
     rounds: dict[str, list[float]] = {
@@ -86,7 +89,7 @@ async def _probe(running: Cluster, admin: httpx.AsyncClient, agent_id: str, ping
         client = Client(session.id, session.token, session.client_id)
         for _ in range(20):
             await ping(session.http, client)
-        for _ in range(_ROUNDS):
+        for _ in range(rounds_n):
             idle, idle_usec = await _background(redis)
             await redis.config_resetstat()
             api, store, began = cpu_seconds(running.api_pid), await _redis_cpu_s(redis), time.monotonic()
@@ -100,7 +103,7 @@ async def _probe(running: Cluster, admin: httpx.AsyncClient, agent_id: str, ping
             rounds["redis idle cmd"].append(idle_usec / 1000)
             rounds["redis cmd"].append(commands / pings)
             rounds["ping"].append(summary(latencies)["p50"])
-            dispatch, round_trip, _ = await one_in_flight(session, 20)
+            dispatch, round_trip, _ = await one_in_flight(session, calls)
             rounds["dispatch"].append(summary(dispatch)["p50"])
             rounds["round trip"].append(summary(round_trip)["p50"])
     finally:
@@ -109,17 +112,20 @@ async def _probe(running: Cluster, admin: httpx.AsyncClient, agent_id: str, ping
     return {name: min(values) if name in _OWN_COST else statistics.median(values) for name, values in rounds.items()}
 
 
-async def _measure(running: Cluster, quick: bool) -> list[Figure]:
-    sessions_n, per_session = 1000, 10
-    steady_s = 12.0 if quick else 30.0
-    pings = 1000 if quick else 2000
+async def _measure(running: Cluster, size: Size) -> list[Figure]:
+    sessions_n, per_session = size.pick(smoke=(20, 10), quick=(1000, 10), full=(1000, 10))
+    steady_s = size.pick(smoke=2.0, quick=12.0, full=30.0)
+    pings = size.pick(smoke=50, quick=1000, full=2000)
+    # Each probe's rounds, and the client calls of each round.
+    rounds, calls = size.pick(smoke=(1, 3), quick=(_ROUNDS, 20), full=(_ROUNDS, 20))
     redis = Redis.from_url(running.redis.url)
     http = RawHttp(running.url, running.key)
     try:
         async with running.client() as admin:
             agent_id = await scripted_agent(admin)
-            await _probe(running, admin, agent_id, pings)  # the first, on cold processes, is not the baseline
-            empty = await _probe(running, admin, agent_id, pings)
+            # The first, on cold processes, is not the baseline.
+            await _probe(running, admin, agent_id, pings, rounds, calls)
+            empty = await _probe(running, admin, agent_id, pings, rounds, calls)
             before = await _used_memory(redis)
             opened = await population.sessions(admin, agent_id, sessions_n)
             with_sessions = await _used_memory(redis)
@@ -127,7 +133,7 @@ async def _measure(running: Cluster, quick: bool) -> list[Figure]:
             with_clients = await _used_memory(redis)
             latencies, rate = await population.steady_pings(http, clients, steady_s)
             # Every ping answered 200 (population.ping raises on any other), so none had lapsed.
-            full = await _probe(running, admin, agent_id, pings)
+            full = await _probe(running, admin, agent_id, pings, rounds, calls)
     finally:
         http.close()
         await redis.aclose()
@@ -158,6 +164,6 @@ async def _measure(running: Cluster, quick: bool) -> list[Figure]:
     ]  # fmt: skip
 
 
-def run(quick: bool) -> list[Figure]:
+def run(size: Size) -> list[Figure]:
     with cluster() as running:
-        return asyncio.run(_measure(running, quick))
+        return asyncio.run(_measure(running, size))
