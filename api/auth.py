@@ -12,7 +12,7 @@ from api.state import broker_of
 from broker import Broker
 from broker.clients import Caller
 from broker.codec import canonical_uuid, sha256_hex
-from broker.credentials import TokenState, token_session
+from broker.credentials import Permission, TokenState, token_session
 from broker.errors import Forbidden, NotFound, Unauthorized
 from broker.settings import API_KEY_PREFIX, SESSION_TOKEN_PREFIX
 
@@ -33,14 +33,14 @@ class Principal:
     expires_at: int | None = None
     ancestors: tuple[str, ...] = ()
 
-    def require(self, permission: str) -> None:
+    def require(self, permission: Permission) -> None:
         """An API key holding `permission`; a session token never reaches a route that asks for one."""
         if self.kind == "session_token":
             raise Forbidden("this route needs an API key; a session token reaches only its own session's routes")
         if permission not in self.permissions:
             raise Forbidden(f"this API key lacks the permission {permission}")
 
-    def reach_session(self, session_id: str, permission: str) -> str:
+    def reach_session(self, session_id: str, permission: Permission) -> str:
         """The canonical session id, if this caller may act on it with `permission`."""
         canonical = canonical_uuid(session_id)
         if canonical is None:
@@ -87,7 +87,7 @@ class HotCaller:
 
 
 async def hot_caller(
-    broker: Broker, headers: Mapping[str, str], session_id: str, permission: str
+    broker: Broker, headers: Mapping[str, str], session_id: str, permission: Permission
 ) -> tuple[str, HotCaller]:
     """The canonical session id and the caller, with no Redis round trip for a session token: the token
     names its session, and the script checks the token itself in the same step as the operation."""

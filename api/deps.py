@@ -1,16 +1,17 @@
-"""Dependencies every route shares: the caller, the page query, path ids in canonical form."""
+"""Dependencies every route shares: the caller, the session it acts on, the page query, path ids in canonical form."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Query
 
 from api.auth import Principal, authenticate
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, Order
-from api.state import AppState
+from api.state import State
 from broker.codec import canonical_uuid
+from broker.credentials import Permission
 from broker.errors import NotFound
 
 Authenticated = Annotated[Principal, Depends(authenticate)]
@@ -50,10 +51,29 @@ def canonical_id(value: str, what: str) -> str:
     return canonical
 
 
-async def existing_session(state: AppState, caller: Principal, session_id: str, permission: str) -> str:
-    """The canonical id of a live session this caller may act on with `permission`, else 404."""
-    canonical = caller.reach_session(session_id, permission)
-    # A session token was checked against its session when it was read; an API key is checked here.
-    if caller.kind == "api_key" and not await state.broker.sessions.exists(canonical):
-        raise NotFound(f"no session {session_id}")
-    return canonical
+def session_for(permission: Permission, *, api_key_only: bool = False) -> Any:
+    """A dependency on the path's `session_id`: the canonical id of a live session this caller may act
+    on with `permission`, else 404 (403: an API key lacking `permission`). A session token reaches its
+    own session, and it was checked against that session when it was read; an API key's session is
+    looked up here. `api_key_only`: a session token is refused (403) before the session is looked at.
+
+    As a dependency it answers before the body and the query are validated: a caller that may not
+    reach the session learns that (404, 403) whatever it sent, rather than how its request was malformed.
+    FastAPI lists a dependency's path parameters after the route's own, so a route with path parameters
+    after `session_id` also names `session_id: str` first: the OpenAPI document keeps the path's order."""
+
+    async def session(session_id: str, caller: Authenticated, state: State) -> str:
+        if api_key_only:
+            caller.require(permission)
+        canonical = caller.reach_session(session_id, permission)
+        if caller.kind == "api_key" and not await state.broker.sessions.exists(canonical):
+            raise NotFound(f"no session {session_id}")
+        return canonical
+
+    return Depends(session)
+
+
+ReadSession = Annotated[str, session_for(Permission.SESSION_READ)]
+ManagedSession = Annotated[str, session_for(Permission.SESSION_MANAGE)]
+# Minting a session's tokens is for API keys: a session token is refused whichever session it names.
+KeyManagedSession = Annotated[str, session_for(Permission.SESSION_MANAGE, api_key_only=True)]

@@ -13,10 +13,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
 from broker.errors import ErrorCode, RedisUnreachable, SwitchboardError, TooManyRequests
+from broker.refusals import Outcome
 
 logger = logging.getLogger(__name__)
 
-STATUS = {
+# Every outcome's HTTP status: those of an operation that did what was asked, then every refusal's.
+STATUS: dict[str, int] = {
+    Outcome.OK: 200,
+    Outcome.CREATED: 201,
+    Outcome.ACCEPTED: 202,
+    Outcome.EMPTY: 204,
     ErrorCode.INVALID_REQUEST: 400,
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.FORBIDDEN: 403,
@@ -30,6 +36,17 @@ STATUS = {
     ErrorCode.UNAVAILABLE: 503,
 }
 _CODE_OF_STATUS = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED, 401: ErrorCode.UNAUTHORIZED}
+_OUTCOME_OF_STATUS = {status: outcome for outcome, status in STATUS.items()}
+
+
+def outcome_of(status: int) -> str:
+    """The outcome an answer's status stands for, as a receipt keeps it."""
+    return _OUTCOME_OF_STATUS[status]
+
+
+def status_of(outcome: str) -> int:
+    """The status of an outcome a receipt kept (one kept by a release before outcomes holds the status)."""
+    return int(outcome) if outcome.isdigit() else STATUS[outcome]
 
 
 _METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")

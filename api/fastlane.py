@@ -60,13 +60,14 @@ async def serve(
             await fallback(scope, replay_body(body, receive), send)
             return
     try:
+        extra: dict[str, str] = {}
         if ping:
-            reply = await hot.ping(state, request, session_id, client_id)
+            status, content = 200, (await hot.ping(state, request, session_id, client_id)).encode()
         elif result is not None:
-            reply = await hot.answer(state, request, session_id, client_id, call_id, result)
+            await hot.answer(state, request, session_id, client_id, call_id, result)
+            status, content = 204, b""
         else:
-            reply = await hot.ack(state, request, session_id, client_id, call_id)
-        status, extra, content = reply.status, {}, reply.body.encode()
+            status, content = 200, (await hot.ack(state, request, session_id, client_id, call_id)).encode()
     except SwitchboardError as error:
         status, extra, content = STATUS[error.code], error_headers(error), dumps(refused(error)).encode()
     except Exception:

@@ -14,11 +14,12 @@ from api.deps import canonical_id
 from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, idempotency_key
 from api.schemas.clients import ClientCallProgressBody, ClientCallResultBody
 from api.state import AppState
-from broker.clients import HttpReply, Receipt
+from broker.clients import Receipt
+from broker.credentials import Permission
 from broker.errors import InvalidRequest
 from broker.idempotency import fingerprint, scope_digest
 
-MANAGE = "session.manage"
+MANAGE = Permission.SESSION_MANAGE
 # Names the pool member acking a call; the registration's call stream announces it (api.pool_stream).
 POOL_MEMBER_HEADER = "Switchboard-Pool-Member"
 _MEMBER = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -53,7 +54,7 @@ def _receipt(state: AppState, request: HotRequest, session_id: str, identity: st
     return Receipt(slot, fingerprint(request.method, request.path, request.body), ttl_ms)
 
 
-async def ping(state: AppState, request: HotRequest, session_id: str, client_id: str) -> HttpReply:
+async def ping(state: AppState, request: HotRequest, session_id: str, client_id: str) -> str:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
     receipt = _receipt(state, request, canonical, who.identity, PING_RECEIPT_MS)
     return await state.broker.clients.ping(canonical, canonical_id(client_id, "client"), who.caller, receipt)
@@ -67,7 +68,7 @@ def pool_member(headers: Mapping[str, str]) -> str:
     return member
 
 
-async def ack(state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str) -> HttpReply:
+async def ack(state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str) -> str:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
     member = pool_member(request.headers)
     receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
@@ -79,7 +80,7 @@ async def ack(state: AppState, request: HotRequest, session_id: str, client_id: 
 
 async def progress(
     state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str, body: ClientCallProgressBody
-) -> HttpReply:
+) -> str:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
     receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
     cid = canonical_id(client_id, "client")
@@ -90,10 +91,10 @@ async def progress(
 
 async def answer(
     state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str, body: ClientCallResultBody
-) -> HttpReply:
+) -> None:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
     receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
-    reply = await state.broker.clients.answer(
+    await state.broker.clients.answer(
         canonical,
         canonical_id(client_id, "client"),
         call_id,
@@ -103,4 +104,3 @@ async def answer(
         receipt=receipt,
     )
     state.metrics.calls.labels("answered").inc()
-    return reply

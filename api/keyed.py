@@ -16,13 +16,12 @@ from typing import Any
 from fastapi import Request, Response
 
 from api.auth import Principal
-from api.errors import STATUS, envelope
+from api.errors import STATUS, envelope, outcome_of, status_of
 from api.state import broker_of
 from broker import Broker
 from broker.codec import dumps
 from broker.errors import InvalidRequest, SwitchboardError
-from broker.idempotency import Receipt as Replay
-from broker.idempotency import fingerprint, scope_digest
+from broker.idempotency import Replay, fingerprint, scope_digest
 
 PING_RECEIPT_MS = 5 * 60 * 1000
 CALL_RECEIPT_MS = 60 * 60 * 1000
@@ -34,7 +33,7 @@ _IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Answer:
     """A response, and for the three creates that return a secret, the receipt a replay answers with."""
 
     status: int
@@ -74,7 +73,7 @@ class Keyed:
 async def keyed(
     request: Request,
     principal: Principal,
-    act: Callable[[Keyed], Awaitable[Outcome]],
+    act: Callable[[Keyed], Awaitable[Answer]],
     *,
     seed: dict[str, Any],
     session_id: str | None = None,
@@ -110,7 +109,7 @@ async def keyed_as(
     broker: Broker,
     principal_id: str,
     attempt: Attempt,
-    act: Callable[[Keyed], Awaitable[Outcome]],
+    act: Callable[[Keyed], Awaitable[Answer]],
     *,
     seed: dict[str, Any],
     session_id: str | None = None,
@@ -127,14 +126,14 @@ async def keyed_as(
         slot, fingerprint(attempt.method, attempt.path, attempt.body), seed, ttl, meta
     )
     if isinstance(claimed, Replay):
-        return claimed.status, claimed.body.encode()
+        return status_of(claimed.outcome), claimed.body.encode()
     try:
         outcome = await act(Keyed(claimed.seed, digest))
     except SwitchboardError as error:
         status = STATUS[error.code]
         if 400 <= status < 500 and status != 429:
             # A refusal is the answer to this request too: a retry with the same key gets the same one.
-            await broker.idempotency.finish(claimed, status, dumps(envelope(error.code, error.message)))
+            await broker.idempotency.finish(claimed, error.code, dumps(envelope(error.code, error.message)))
         else:
             await broker.idempotency.release(claimed)
         raise
@@ -143,5 +142,5 @@ async def keyed_as(
         raise
     stored_status = outcome.receipt_status or outcome.status
     stored_body = outcome.receipt_body if outcome.receipt_body is not None else outcome.body
-    await broker.idempotency.finish(claimed, stored_status, stored_body.decode())
+    await broker.idempotency.finish(claimed, outcome_of(stored_status), stored_body.decode())
     return outcome.status, outcome.body

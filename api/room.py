@@ -19,8 +19,11 @@ from starlette.types import Receive, Scope, Send
 
 from api.asgi import header, send_json
 from api.auth import WORKSPACE_HEADER, hot_caller
+from api.errors import STATUS, refused
 from api.state import AppState
 from broker.clients import LARGE_WRITE_BYTES
+from broker.codec import dumps
+from broker.credentials import Permission
 from broker.errors import SwitchboardError
 
 _SESSION_ROUTE = re.compile(r"/v1/sessions/([^/]+)/.+")
@@ -42,15 +45,16 @@ async def refused_for_room(state: AppState, scope: Scope, receive: Receive, send
     if not headers[WORKSPACE_HEADER]:
         del headers[WORKSPACE_HEADER]
     try:
-        session_id, who = await hot_caller(state.broker, headers, match.group(1), "session.manage")
-        reply = await state.broker.clients.room(session_id, int(declared) // 2, who.caller)
+        session_id, who = await hot_caller(state.broker, headers, match.group(1), Permission.SESSION_MANAGE)
+        full = await state.broker.clients.room(session_id, int(declared) // 2, who.caller)
     except SwitchboardError:
         # Whatever is wrong with the credential or the session, the route says it in its own words.
         return False
-    if reply is None or reply.status != 409:
+    if full is None:
         return False
     while (await receive()).get("more_body", False):
         pass
-    state.metrics.requests.labels(scope["method"], "/v1/sessions/{session_id}/... (no room)", "409").inc()
-    await send_json(send, 409, {}, reply.body.encode())
+    status = STATUS[full.code]
+    state.metrics.requests.labels(scope["method"], "/v1/sessions/{session_id}/... (no room)", str(status)).inc()
+    await send_json(send, status, {}, dumps(refused(full)).encode())
     return True

@@ -121,13 +121,13 @@ class Agents:
                 "version": keys.version(version_id),
             },
             {
+                "agent_id": agent_id,
                 "version_id": version_id,
                 "config": dumps(config),
                 "provider_id": provider_id,
                 "created_at": now_ms(),
                 "secrets": dumps(secrets) if secrets else "",
             },
-            {"agent": f"no agent {agent_id}"},
         )
         return await self.version(version_id)
 

@@ -10,6 +10,7 @@ from broker.codec import dumps, loads
 from broker.core import Core
 from broker.errors import BrokerUnavailable, InvalidRequest, NotFound, translate_redis_errors
 from broker.layouts import call_names
+from broker.refusals import message as refusal_message
 from broker.schema.checks import ArgumentChecks, Unchecked
 
 _ATTEMPTS = 3
@@ -42,12 +43,11 @@ class Approvals:
         keys = self._core.keys
         s = keys.session(session_id)
         settings = self._core.settings
-        refusals = {"session": f"no session {session_id}", "call": f"no call {call_id} in this session"}
         for _ in range(_ATTEMPTS):
             with translate_redis_errors():
                 raw = await self._core.redis.hget(s.calls, call_id)
             if raw is None:
-                raise NotFound(refusals["call"])
+                raise NotFound(refusal_message("no_call_in_session", [call_id]))
             # An allowed client call goes to the registration it was bound to at commit; the script
             # checks the binding read here is still the record's.
             record = loads(raw)
@@ -77,7 +77,6 @@ class Approvals:
                     "edited": edited,
                     "dispatch": dispatch,
                 },
-                refusals,
                 partition=s.partition,
             )
             if reply[0] != "retry":

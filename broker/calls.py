@@ -55,7 +55,6 @@ class Calls:
             "cancel_call",
             call,
             {**args, "text": text},
-            {"session": f"no session {session_id}", "call": f"no call {call_id} in this session"},
             partition=keys.session(session_id).partition,
         )
         return str(event)
@@ -90,10 +89,6 @@ class Calls:
                 "retention_ms": settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
                 "timeout_ms": timeout_ms or "",
                 "heartbeat_ms": heartbeat_ms or "",
-            },
-            {
-                "session": f"no session {session_id}",
-                "client": f"no active client {client_id} in this session serves a tool named {tool}",
             },
             partition=s.partition,
         )

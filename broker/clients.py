@@ -8,9 +8,11 @@ from typing import Any
 from broker import aio, events
 from broker.codec import dumps, loads
 from broker.core import Core
-from broker.errors import from_script_status, translate_redis_errors
+from broker.errors import Conflict, NotFound, Unauthorized, translate_redis_errors
 from broker.keys import POOL_GROUP
 from broker.layouts import Named, call_names, client_names
+from broker.refusals import Outcome
+from broker.scripts import answered
 
 MAX_ACTIVE_CLIENTS = 32
 MAX_NAME_LENGTH = 32
@@ -66,29 +68,8 @@ class Caller:
     token_sha: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class HttpReply:
-    """A hot route's answer as the script built it: the HTTP status and the exact body."""
-
-    status: int
-    body: str
-
-    def raise_for_status(self) -> HttpReply:
-        if self.status >= 400:
-            raise from_script_status(self.status, loads(self.body)["error"]["message"])
-        return self
-
-
 def _tools(tools: list[dict[str, Any]]) -> tuple[str, str]:
     return dumps(tools), "\n".join(tool["name"] for tool in tools)
-
-
-def _refusals(session_id: str, client_id: str, call_id: str = "") -> dict[str, str]:
-    return {
-        "session": f"no session {session_id}",
-        "client": f"no active client {client_id} in this session (it left, lapsed, or never registered)",
-        "call": f"client {client_id} has no call {call_id}",
-    }
 
 
 class Clients:
@@ -117,7 +98,6 @@ class Clients:
                 "max_clients": MAX_ACTIVE_CLIENTS,
                 "max_len": MAX_NAME_LENGTH,
             },
-            _refusals(session_id, client_id),
             partition=s.partition,
         )
         return Registered(client_id, assigned, None if int(expires) < 0 else int(expires))
@@ -150,7 +130,7 @@ class Clients:
         return sorted(found, key=lambda client: client.created_at)
 
     def _receipt(self, session_id: str, caller: Caller, receipt: Receipt | None) -> Named:
-        """The keys and arguments lib/http.lua declares: tokens and receipt keys, token, fingerprint, ttl."""
+        """The keys and arguments lib/hot.lua declares: tokens and receipt keys, token, fingerprint, ttl."""
         s = self._core.keys.session(session_id)
         return (
             {"tokens": s.tokens, "receipt": receipt.key if receipt else s.idempotency("none")},
@@ -163,18 +143,20 @@ class Clients:
 
     async def ping(
         self, session_id: str, client_id: str, caller: Caller = Caller(), receipt: Receipt | None = None
-    ) -> HttpReply:
-        """Extend the lease (200 and the new expiry); a client found lapsed is ended here (404)."""
+    ) -> str:
+        """Extend the lease: the body naming the new expiry. A client found lapsed is ended here, and is
+        NotFound as one that is gone."""
         s = self._core.keys.session(session_id)
         receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
-        status, body, *lapse = await self._core.scripts.raw(
+        reply = await self._core.scripts.raw(
             "ping_client",
             {**receipt_keys, "meta": s.meta, "client": s.client(client_id)},
             {**receipt_args, "sid": session_id, "cid": client_id},
         )
-        if lapse:
+        if reply[0] != Outcome.OK and reply[1] == "ping_lapsed":
             await lapse_client(self._core, session_id, client_id)
-        return HttpReply(int(status), body)
+        (body,) = answered("ping_client", reply)
+        return str(body)
 
     async def leave(self, session_id: str, client_id: str) -> None:
         """Leave: the name is released and the calls it still owes fail with client_gone."""
@@ -182,7 +164,6 @@ class Clients:
         await self._core.scripts.run(
             "leave_client",
             *client_names(keys, session_id, client_id, self._core.settings.idempotency_ttl_ms),
-            _refusals(session_id, client_id),
             partition=keys.session(session_id).partition,
         )
 
@@ -192,8 +173,7 @@ class Clients:
         (event,) = await self._core.scripts.run(
             "update_tools",
             {"meta": s.meta, "events": s.events, "client": s.client(client_id)},
-            {"channel": s.live, "cid": client_id, "tools": tools_json, "tool_names": tool_names},
-            _refusals(session_id, client_id),
+            {"channel": s.live, "sid": session_id, "cid": client_id, "tools": tools_json, "tool_names": tool_names},
             partition=s.partition,
         )
         return str(event)
@@ -206,13 +186,13 @@ class Clients:
         caller: Caller = Caller(),
         receipt: Receipt | None = None,
         member: str = "",
-    ) -> HttpReply:
-        """200 and the `client_tool_acked` event (the same one again for a repeated ack). `member` is the
-        pool member acking (`Pools`); another member's ack of the call is 409."""
+    ) -> str:
+        """The `client_tool_acked` event (the same one again for a repeated ack). `member` is the pool
+        member acking (`Pools`); another member's ack of the call is a Conflict."""
         keys = self._core.keys
         call, args = call_names(keys, session_id, call_id, client_id)
         receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
-        status, body = await self._core.scripts.raw(
+        (body,) = await self._core.scripts.run(
             "ack_call",
             {**call, **receipt_keys, "stream": keys.session(session_id).client_calls(client_id)},
             {
@@ -222,9 +202,9 @@ class Clients:
                 "member": member,
                 "group": POOL_GROUP,
             },
-            keys.session(session_id).partition,
+            partition=keys.session(session_id).partition,
         )
-        return HttpReply(int(status), body)
+        return str(body)
 
     async def progress(
         self,
@@ -235,13 +215,13 @@ class Clients:
         fraction: float | None,
         caller: Caller = Caller(),
         receipt: Receipt | None = None,
-    ) -> HttpReply:
-        """200 and the `client_tool_progress` event, for a call this client acked (409 before the ack or
+    ) -> str:
+        """The `client_tool_progress` event, for a call this client acked (a Conflict before the ack or
         once settled); a tool with a heartbeat gets its result deadline moved on."""
         keys = self._core.keys
         call, args = call_names(keys, session_id, call_id, client_id)
         receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
-        status, body = await self._core.scripts.raw(
+        (body,) = await self._core.scripts.run(
             "progress_call",
             {**call, **receipt_keys},
             {
@@ -250,24 +230,30 @@ class Clients:
                 "event": events.client_tool_progress(client_id, call_id, message, fraction),
                 "result_ms": self._core.settings.result_timeout_ms,
             },
-            keys.session(session_id).partition,
+            partition=keys.session(session_id).partition,
         )
-        return HttpReply(int(status), body)
+        return str(body)
 
-    async def room(self, session_id: str, need: int, caller: Caller = Caller()) -> HttpReply | None:
-        """None when the session has room for `need` more bytes (or storage is not bounded); else the reply
-        its write would get: 409 naming SWITCHBOARD_MAX_SESSION_BYTES (or 401, 404 for a token or session
-        that is not good). For a large write, before it is sent: its own script checks again, exactly."""
+    async def room(self, session_id: str, need: int, caller: Caller = Caller()) -> Conflict | None:
+        """The Conflict naming SWITCHBOARD_MAX_SESSION_BYTES that a write of `need` more bytes would get,
+        else None (room, storage not bounded, or a token or session that is not good, which the write
+        itself is refused for). For a large write, before it is sent: its own script checks again,
+        exactly."""
         cap = self._core.settings.max_session_bytes
         if not cap:
             return None
         s = self._core.keys.session(session_id)
-        status, body = await self._core.scripts.raw(
-            "check_room",
-            {"meta": s.meta, "tokens": s.tokens},
-            {"sid": session_id, "token": caller.token_sha, "need": need, "cap": cap},
-        )
-        return None if int(status) == 200 else HttpReply(int(status), body)
+        try:
+            await self._core.scripts.run(
+                "check_room",
+                {"meta": s.meta, "tokens": s.tokens},
+                {"sid": session_id, "token": caller.token_sha, "need": need, "cap": cap},
+            )
+        except Conflict as full:
+            return full
+        except (NotFound, Unauthorized):
+            return None
+        return None
 
     async def answer(
         self,
@@ -279,9 +265,9 @@ class Clients:
         is_error: bool,
         caller: Caller = Caller(),
         receipt: Receipt | None = None,
-    ) -> HttpReply:
-        """Record the result (a text, or the blocks of a result with images): 204 (and the next step
-        owed, when this was the step's last call)."""
+    ) -> None:
+        """Record the result (a text, or the blocks of a result with images), and owe the next step when
+        this was the step's last call."""
         keys = self._core.keys
         call, args = call_names(keys, session_id, call_id, client_id)
         receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
@@ -290,7 +276,7 @@ class Clients:
             if isinstance(text, str)
             else events.tool_result_blocks(call_id, text, is_error=is_error)
         )
-        status, body = await self._core.scripts.raw(
+        await self._core.scripts.run(
             "answer_call",
             {**call, **receipt_keys, "stream": keys.session(session_id).client_calls(client_id)},
             {
@@ -300,6 +286,5 @@ class Clients:
                 "result_ms": self._core.settings.result_timeout_ms,
                 "group": POOL_GROUP,
             },
-            keys.session(session_id).partition,
+            partition=keys.session(session_id).partition,
         )
-        return HttpReply(int(status), body)

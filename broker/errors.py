@@ -93,19 +93,6 @@ class RedisUnreachable(BrokerUnavailable):
     retry_after_s = 1
 
 
-# Lua scripts answer `{status, message}`; a status other than 0 is one of these.
-_SCRIPT_STATUS: dict[int, type[SwitchboardError]] = {
-    400: InvalidRequest,
-    404: NotFound,
-    409: Conflict,
-}
-
-
-def from_script_status(status: int, message: str) -> SwitchboardError:
-    """The error a script's non-zero status stands for."""
-    return _SCRIPT_STATUS.get(status, BrokerUnavailable)(message)
-
-
 @contextmanager
 def translate_redis_errors() -> Iterator[None]:
     """Turn redis-py's exceptions into `BrokerUnavailable`, so nothing above the broker sees Redis types."""

@@ -14,8 +14,12 @@ from broker.errors import BrokerUnavailable, Conflict
 
 
 @dataclass(frozen=True, slots=True)
-class Receipt:
-    status: int
+class Replay:
+    """The first attempt's answer, kept under the key: how it ended (`outcome`, as its caller named it when
+    it finished: `Idempotency.finish`) and its body. A receipt written by a release before outcomes holds
+    the number its caller gave then."""
+
+    outcome: str
     body: str
 
 
@@ -46,7 +50,7 @@ class Idempotency:
 
     async def begin(
         self, key: str, fingerprint: str, seed: dict[str, Any], ttl_ms: int, meta: str | None = None
-    ) -> Claim | Receipt:
+    ) -> Claim | Replay:
         """Claim the key, or return the first attempt's receipt; waits while another attempt acts. `meta`:
         the session's meta hash for a session route's receipt (Conflict when its storage is full)."""
         attempt = secrets.token_hex(8)
@@ -54,7 +58,7 @@ class Idempotency:
         deadline = asyncio.get_running_loop().time() + self._core.settings.idempotency_wait_s
         pause = 0.005
         while True:
-            reply = await self._core.scripts.raw(
+            reply = await self._core.scripts.run(
                 "idem_begin",
                 {"receipt": key, "session_meta": [] if meta is None else [meta]},
                 {
@@ -69,22 +73,21 @@ class Idempotency:
             verdict = reply[0]
             if verdict == "run":
                 return Claim(key, attempt, loads(reply[1]), ttl_ms, meta)
-            if verdict == "full":
-                raise Conflict(str(reply[1]))
             if verdict == "replay":
-                return Receipt(int(reply[1]), reply[2])
-            if verdict == "conflict":
-                raise Conflict("this Idempotency-Key was already used with a different request")
+                return Replay(str(reply[1]), str(reply[2]))
             if asyncio.get_running_loop().time() > deadline:
                 raise Conflict("a request with this Idempotency-Key is still being processed; retry later")
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.1)
 
-    async def finish(self, claim: Claim, status: int, body: str) -> None:
-        await self._core.scripts.raw(
+    async def finish(self, claim: Claim, outcome: str, body: str) -> None:
+        """Keep the answer under the key: how it ended, as the caller names outcomes, and its body."""
+        if not outcome:
+            raise ValueError("an answer needs its outcome; release() lets the next attempt act instead")
+        await self._core.scripts.run(
             "idem_finish",
             self._keys(claim),
-            {"attempt": claim.attempt, "status": status, "body": body, "ttl_ms": claim.ttl_ms},
+            {"attempt": claim.attempt, "outcome": outcome, "body": body, "ttl_ms": claim.ttl_ms},
         )
 
     @staticmethod
@@ -96,6 +99,6 @@ class Idempotency:
         """Let the next attempt act again (this one failed in a way a retry may mend)."""
         # Should this fail, the lease runs out by itself and the next attempt takes over.
         with contextlib.suppress(BrokerUnavailable):
-            await self._core.scripts.raw(
-                "idem_finish", self._keys(claim), {"attempt": claim.attempt, "status": 0, "body": "", "ttl_ms": 0}
+            await self._core.scripts.run(
+                "idem_finish", self._keys(claim), {"attempt": claim.attempt, "outcome": "", "body": "", "ttl_ms": 0}
             )

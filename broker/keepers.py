@@ -38,7 +38,7 @@ class Keepers:
         live workers."""
         keys, settings = self._core.keys, self._core.settings
         lease_ms = round(settings.keeper_lease_s * 1000)
-        reply = await self._core.scripts.raw(
+        reply = await self._core.scripts.run(
             "keepers",
             {"keepers": keys.keepers, "health": keys.worker_health(host)},
             {"worker": worker, "stay_ms": lease_ms * 3 // 4, "health_ms": lease_ms},
@@ -48,7 +48,7 @@ class Keepers:
     async def leave(self, worker: str, host: str) -> None:
         """Leave the set at once, so the others keep this worker's partitions without waiting a lease."""
         keys = self._core.keys
-        await self._core.scripts.raw(
+        await self._core.scripts.run(
             "keepers",
             {"keepers": keys.keepers, "health": keys.worker_health(host)},
             {"worker": worker, "stay_ms": 0, "health_ms": 0},

@@ -89,7 +89,7 @@ LIBRARIES = (
     "lib/session.lua",
     "lib/call.lua",
     "lib/client.lua",
-    "lib/http.lua",
+    "lib/hot.lua",
 )
 
 # The hot routes' scripts, which an API process sends several at a time (broker/batching.py). A ping is

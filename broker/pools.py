@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 
 from broker.codec import uuid7
 from broker.core import Core
-from broker.errors import NotFound, translate_redis_errors
+from broker.errors import translate_redis_errors
 from broker.keys import POOL_GROUP
 
 # The most calls a member may hold unacked, unless it asks for fewer: the rest wait for another member.
@@ -38,23 +38,20 @@ class Pools:
         keys = self._core.keys
         s = keys.session(session_id)
         settings = self._core.settings
-        reply = await self._core.scripts.raw(
+        handed = await self._core.scripts.run(
             "pool_take",
             {"stream": s.client_calls(client_id), "calls": s.calls, "client": s.client(client_id), "meta": s.meta},
             {
                 "group": POOL_GROUP,
                 "member": member,
+                "sid": session_id,
                 "cid": client_id,
                 "prefetch": prefetch,
                 "reclaim": int(reclaim),
                 "claim_ms": round(settings.pool_claim_s * 1000),
             },
         )
-        status = int(reply[0])
-        if status != 0:
-            what = f"no session {session_id}" if reply[1] == "session" else f"no active client {client_id}"
-            raise NotFound(what)
-        return [str(event) for event in reply[1:]]
+        return [str(event) for event in handed]
 
     async def leave(self, session_id: str, client_id: str, member: str) -> None:
         """Forget a member whose stream ended. One still holding unacked calls is kept: its calls stay in

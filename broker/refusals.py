@@ -37,6 +37,13 @@ class Outcome(StrEnum):
 MESSAGES: dict[str, str] = {
     "no_session": "no session {0}",
     "no_client": "no active client {0} in this session (it left, lapsed, or never registered)",
+    "no_tool": "no active client {0} in this session serves a tool named {1}",
+    "ping_no_client": "no active client {0} in this session (it left, lapsed, or never registered); register again",
+    "ping_lapsed": "no active client {0} in this session (it left, lapsed, or never registered); register again",
+    "pool_no_client": "no active client {0}",
+    "too_many_clients": (
+        "this session already has {0} active clients, the limit; one must leave or lapse before another can register"
+    ),
     "no_call": "client {0} has no call {1}",
     "no_call_in_session": "no call {0} in this session",
     "no_agent": "no agent {0}",

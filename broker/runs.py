@@ -190,14 +190,13 @@ class Runs:
         run_id: str,
         args: Mapping[str, str | int | Sequence[str]],
         keys: Mapping[str, str | Sequence[str]] | None = None,
-        refusals: dict[str, str] | None = None,
     ) -> list[Any]:
         """Run a script of the run layout (lib/run.lua) on `run_id` ('' for whichever run is active) with
         its own `keys` and `args` by name."""
         run_keys, run_args = run_names(self._core.keys, session_id, run_id)
         partition = self._core.keys.session(session_id).partition
         return await self._core.scripts.run(
-            name, {**run_keys, **(keys or {})}, {**run_args, **args}, refusals, partition=partition
+            name, {**run_keys, **(keys or {})}, {**run_args, **args}, partition=partition
         )
 
     async def submit(
@@ -233,7 +232,6 @@ class Runs:
                 "lease_s": scoped_ttl_s or "",
             },
             {"clients": s.clients, "client": s.client(scoped_id)},
-            {"session": f"no session {session_id}"},
         )
         kind: Literal["new_run", "steered"] = "new_run" if outcome == "new_run" else "steered"
         return Submitted(kind, run, scoped_client or None)
@@ -245,7 +243,6 @@ class Runs:
             session_id,
             "",
             {"gone_text": RUN_GONE_CANCELLED},
-            refusals={"session": f"no session {session_id}"},
         )
         return str(run_id) or None
 

@@ -15,9 +15,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from broker.batching import Batcher
 from broker.client import LeanPool
-from broker.errors import BrokerUnavailable, from_script_status, translate_redis_errors
+from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.keys import PartitionKeys
 from broker.luasource import BATCHED, SCRIPT_NAMES, Value, layout, library, script_sha, script_text, source
+from broker.refusals import Outcome, refusal
 from broker.slots import NotSent, SlotMap
 
 __all__ = ["SCRIPT_NAMES", "Scripts", "evalsha", "source"]
@@ -39,7 +40,7 @@ Args = Mapping[str, Value | Sequence[Value]]
 
 @dataclass
 class Scripts:
-    """Every script, loaded once per process; `run` translates Redis errors and script refusals.
+    """Every script, loaded once per process; `run` translates Redis errors and scripts' refusals.
 
     Every script that includes lib/partition.lua acts within one partition and is handed that partition's
     keys (`PartitionKeys.block`) after its own, so its whole call stays in the partition's slot.
@@ -142,25 +143,21 @@ class Scripts:
         except NotSent as error:
             raise error.cause from None
 
-    async def run(
-        self,
-        name: str,
-        keys: Keys,
-        args: Args,
-        refusals: Mapping[str, str] | None = None,
-        *,
-        partition: PartitionKeys | None = None,
-    ) -> list[Any]:
-        """Run a script that answers `{status, ...}`; a non-zero status raises its error. Scripts refuse
-        with a word (`session`, `client`, ...); `refusals` turns it into the message a person reads."""
-        reply = await self.raw(name, keys, args, partition)
-        if not isinstance(reply, list) or not reply:
-            raise BrokerUnavailable(f"script {name} answered {reply!r}")
-        status = int(reply[0])
-        if status != 0:
-            word = str(reply[1])
-            raise from_script_status(status, (refusals or {}).get(word, word))
+    async def run(self, name: str, keys: Keys, args: Args, *, partition: PartitionKeys | None = None) -> list[Any]:
+        """Run a script and return its data; a refusal raises its error, with the message broker/refusals.py
+        writes for its reason."""
+        return answered(name, await self.raw(name, keys, args, partition))
+
+
+def answered(name: str, reply: Any) -> list[Any]:
+    """A script's answer `{outcome, ...}`: the data after 'ok', or the refusal raised."""
+    if not isinstance(reply, list) or not reply:
+        raise BrokerUnavailable(f"script {name} answered {reply!r}")
+    if reply[0] == Outcome.OK:
         return list(reply[1:])
+    if len(reply) < 2:
+        raise BrokerUnavailable(f"script {name} answered {reply!r}")
+    raise refusal(str(reply[0]), str(reply[1]), reply[2:])
 
 
 async def _has_functions(client: Redis) -> bool:

@@ -130,7 +130,6 @@ class Sessions:
             "delete_session",
             {**run_keys, "tokens": s.tokens},
             {**run_args, "tombstone_ms": self._core.settings.session_token_ttl_ms, "gone_text": RUN_GONE_DELETED},
-            {"session": f"no session {session_id}"},
             partition=s.partition,
         )
         await self._unlist(session_id, session.agent_id)
@@ -193,8 +192,7 @@ class Sessions:
         await self._core.scripts.run(
             "mint_token",
             {"meta": s.meta, "tokens": s.tokens},
-            {"token_hash": token.digest, "token": token.record},
-            {"session": f"no session {session_id}"},
+            {"sid": session_id, "token_hash": token.digest, "token": token.record},
         )
         return token
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from api.auth import Principal
 from api.doors.follow import back
 from api.doors.view import RunView
-from api.keyed import Attempt, Keyed, Outcome, keyed_as
+from api.keyed import Answer, Attempt, Keyed, keyed_as
 from api.schemas.clients import ClientCallResultBody, Tools
 from api.schemas.events import ApprovalDecisionForm
 from api.schemas.sessions import MAX_INPUT_CHARS
@@ -131,7 +131,7 @@ async def post_input(
     first answer (the same run, the same starting point) and posts nothing."""
     broker = state.broker
 
-    async def act(keyed_: Keyed) -> Outcome:
+    async def act(keyed_: Keyed) -> Answer:
         seed = keyed_.seed
         # Fixed before the input is appended, so the stream shows everything of the run it starts.
         after = await broker.log.head(session_id)
@@ -143,7 +143,7 @@ async def post_input(
             "inside": submitted.outcome == "steered",
             "frontend": submitted.scoped_client_id or "",
         }
-        return Outcome(200, dumps(body).encode())
+        return Answer(200, dumps(body).encode())
 
     seed = {"run_id": uuid7(), "input_id": uuid7(), "client_id": uuid7()}
     fingerprint = dumps({"text": text, "tools": tools}).encode()
@@ -199,11 +199,15 @@ async def answer_calls(state: AppState, session_id: str, results: list[tuple[str
         owed.append(Owed(call_id, record.run_id, record.step, record.client_id))
         if record.settled:
             continue
-        reply = await state.broker.clients.answer(
-            session_id, record.client_id, call_id, body.result(), is_error=bool(body.is_error), caller=Caller()
-        )
-        if reply.status >= 400 and reply.status != 409:
-            raise InvalidRequest(f"the result of call {call_id} was refused: {reply.body}")
+        try:
+            await state.broker.clients.answer(
+                session_id, record.client_id, call_id, body.result(), is_error=bool(body.is_error), caller=Caller()
+            )
+        except Conflict:
+            # Settled meanwhile (a deadline, a cancel): this result counts for nothing, as a resent one.
+            continue
+        except (NotFound, InvalidRequest) as refusal:
+            raise InvalidRequest(f"the result of call {call_id} was refused: {refusal.message}") from None
     return owed
 
 
@@ -290,7 +294,9 @@ async def hand_over(state: AppState, session_id: str, client_id: str, calls: tup
     """The frontend has its calls: acked, so the result deadline is the one that applies (a frontend
     that never answers gets `result_timeout`, and the run goes on)."""
     for call_id in calls:
-        await state.broker.clients.ack(session_id, client_id, call_id, Caller())
+        # A call settled meanwhile (cancelled, timed out) needs no ack.
+        with contextlib.suppress(Conflict, NotFound):
+            await state.broker.clients.ack(session_id, client_id, call_id, Caller())
 
 
 async def active_run(state: AppState, session_id: str) -> Started | None:

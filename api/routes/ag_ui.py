@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from api.deps import Authenticated, existing_session
+from api.deps import Authenticated, ManagedSession
 from api.doors import ag_ui
 from api.doors.turns import open_turn
 from api.sse import EventStreamResponse
@@ -28,12 +28,13 @@ _BODY = {
     responses={200: {"content": {"text/event-stream": {}, "application/vnd.ag-ui.event+proto": {}}}},
     openapi_extra={"requestBody": _BODY},
 )
-async def run_agent(session_id: str, request: Request, caller: Authenticated, state: State) -> EventStreamResponse:
+async def run_agent(
+    canonical: ManagedSession, request: Request, caller: Authenticated, state: State
+) -> EventStreamResponse:
     """An AG-UI `RunAgentInput` (session token, or an API key with session.manage) answered with AG-UI
     events. The newest user message is the input, `tools` its per-turn client tools; tool messages and
     `resume` entries answer what the previous AG-UI run ended on, and the same run goes on. An `Accept`
     naming application/vnd.ag-ui.event+proto gets AG-UI's binary encoding instead of SSE."""
-    canonical = await existing_session(state, caller, session_id, "session.manage")
     run = ag_ui.parse(await request.body())
     opened = await open_turn(state, caller, canonical, "ag-ui", ag_ui.plan(run))
     encoder = ag_ui.Encoder.for_accept(request.headers.get("accept", ""))

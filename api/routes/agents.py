@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 
 from api import render
 from api.deps import Authenticated, Page, canonical_id
-from api.keyed import Keyed, Outcome, keyed
+from api.keyed import Answer, Keyed, keyed
 from api.schemas.agents import (
     AgentBody,
     AgentPage,
@@ -22,6 +22,7 @@ from api.schemas.agents import (
 from api.schemas.common import ErrorBody
 from api.state import State
 from broker.codec import uuid7
+from broker.credentials import Permission
 from broker.errors import Conflict, NotFound
 from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 
@@ -30,18 +31,18 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"], responses={400: {"model
 
 @router.post("", status_code=201, response_model=AgentBody)
 async def create_agent(body: CreateAgentBody, request: Request, caller: Authenticated, state: State) -> Response:
-    caller.require("agent.publish")
+    caller.require(Permission.AGENT_PUBLISH)
 
-    async def act(keyed_: Keyed) -> Outcome:
+    async def act(keyed_: Keyed) -> Answer:
         record = await state.broker.agents.create(body.name, keyed_.seed["agent_id"])
-        return Outcome(201, render.agent(record, state.broker.workspace_id).model_dump_json().encode())
+        return Answer(201, render.agent(record, state.broker.workspace_id).model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={"agent_id": uuid7()})
 
 
 @router.get("", response_model=AgentPage)
 async def list_agents(caller: Authenticated, state: State, page: Page) -> AgentPage:
-    caller.require("agent.read")
+    caller.require(Permission.AGENT_READ)
     agents, cursor = await state.broker.agents.page(limit=page.limit, after=page.after, ascending=page.ascending)
     items = [render.agent(a, state.broker.workspace_id) for a in agents]
     return AgentPage.model_validate({"items": items, "next_cursor": cursor})
@@ -49,14 +50,14 @@ async def list_agents(caller: Authenticated, state: State, page: Page) -> AgentP
 
 @router.get("/{agent_id}", response_model=AgentBody)
 async def get_agent(agent_id: str, caller: Authenticated, state: State) -> AgentBody:
-    caller.require("agent.read")
+    caller.require(Permission.AGENT_READ)
     record = await state.broker.agents.get(canonical_id(agent_id, "agent"))
     return render.agent(record, state.broker.workspace_id)
 
 
 @router.patch("/{agent_id}", response_model=AgentBody)
 async def rename_agent(agent_id: str, body: CreateAgentBody, caller: Authenticated, state: State) -> AgentBody:
-    caller.require("agent.publish")
+    caller.require(Permission.AGENT_PUBLISH)
     record = await state.broker.agents.rename(canonical_id(agent_id, "agent"), body.name)
     return render.agent(record, state.broker.workspace_id)
 
@@ -64,7 +65,7 @@ async def rename_agent(agent_id: str, body: CreateAgentBody, caller: Authenticat
 @router.delete("/{agent_id}", status_code=204)
 async def delete_agent(agent_id: str, caller: Authenticated, state: State) -> Response:
     """Delete the agent, its versions and its sessions."""
-    caller.require("agent.delete")
+    caller.require(Permission.AGENT_DELETE)
     broker = state.broker
     canonical = canonical_id(agent_id, "agent")
     for session_id in await broker.agents.mark_deleted(canonical):
@@ -94,7 +95,7 @@ async def publish_version(
     agent_id: str, body: PublishAgentVersionBody, request: Request, caller: Authenticated, state: State
 ) -> Response:
     """Publish a version; new sessions run it from now on, existing ones keep theirs."""
-    caller.require("agent.publish")
+    caller.require(Permission.AGENT_PUBLISH)
     canonical = canonical_id(agent_id, "agent")
     await state.broker.agents.get(canonical)
     await _check_model(state, body)
@@ -108,18 +109,18 @@ async def publish_version(
         grant.pop("headers", None)
     secrets = {grant.name: {"headers": sent} for grant in body.mcp or [] if (sent := grant.credentials())}
 
-    async def act(keyed_: Keyed) -> Outcome:
+    async def act(keyed_: Keyed) -> Answer:
         record = await state.broker.agents.publish(
             canonical, keyed_.seed["version_id"], config, str(body.model_provider_id), secrets
         )
-        return Outcome(201, render.version(record).model_dump_json().encode())
+        return Answer(201, render.version(record).model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={"version_id": uuid7()})
 
 
 @router.get("/{agent_id}/versions", response_model=AgentVersionPage)
 async def list_versions(agent_id: str, caller: Authenticated, state: State, page: Page) -> AgentVersionPage:
-    caller.require("agent.read")
+    caller.require(Permission.AGENT_READ)
     versions, cursor = await state.broker.agents.versions(
         canonical_id(agent_id, "agent"), limit=page.limit, after=page.after, ascending=page.ascending
     )
@@ -128,7 +129,7 @@ async def list_versions(agent_id: str, caller: Authenticated, state: State, page
 
 @router.get("/{agent_id}/security", response_model=AgentSecurityBody)
 async def get_security(agent_id: str, caller: Authenticated, state: State) -> AgentSecurityBody:
-    caller.require("agent.read")
+    caller.require(Permission.AGENT_READ)
     record = await state.broker.agents.get(canonical_id(agent_id, "agent"))
     return AgentSecurityBody(allowed_origins=list(record.allowed_origins))
 
@@ -138,7 +139,7 @@ async def put_security(
     agent_id: str, body: PutAgentSecurityBody, caller: Authenticated, state: State
 ) -> AgentSecurityBody:
     """Replace the whole document; `{}` (or a null list) resets it to no browser origin."""
-    caller.require("agent.publish")
+    caller.require(Permission.AGENT_PUBLISH)
     origins = list(dict.fromkeys(body.allowed_origins or []))
     record = await state.broker.agents.set_security(canonical_id(agent_id, "agent"), origins)
     return AgentSecurityBody(allowed_origins=list(record.allowed_origins))

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 
-from api.deps import Authenticated, existing_session
+from api.deps import Authenticated, ManagedSession
 from api.doors import ai_sdk
 from api.doors.turns import Opened, Started, active_run, hand_over, open_turn
 from api.doors.view import Paused, RunView
@@ -47,12 +47,11 @@ def _response(state: AppState, session_id: str, opened: Opened, message_id: str,
 
 
 @router.post("", responses=_STREAM, openapi_extra={"requestBody": _BODY})
-async def chat(session_id: str, request: Request, caller: Authenticated, state: State) -> Response:
+async def chat(canonical: ManagedSession, request: Request, caller: Authenticated, state: State) -> Response:
     """A `useChat` request (session token, or an API key with session.manage) answered with the UI
     message stream (v1). The newest user message is the input and `tools` its per-turn client tools; a
     resubmitted assistant message's tool outputs and approval responses continue the same run. 204 when
     there is nothing to do."""
-    canonical = await existing_session(state, caller, session_id, "session.manage")
     body = ai_sdk.parse(await request.body())
     turn, continues = ai_sdk.plan(body)
     opened = await open_turn(state, caller, canonical, "ai-sdk", turn)
@@ -67,10 +66,11 @@ async def chat(session_id: str, request: Request, caller: Authenticated, state: 
 
 
 @router.get("/{chat_id}/stream", responses={**_STREAM, 204: {"description": "No active stream"}})
-async def resume(session_id: str, chat_id: ChatId, caller: Authenticated, state: State) -> Response:
+async def resume(
+    session_id: str, chat_id: ChatId, canonical: ManagedSession, caller: Authenticated, state: State
+) -> Response:
     """The active stream again (the transport's `resume: true`), from the log: the session's newest run,
     whole, if it has not ended; 204 when it has."""
-    canonical = await existing_session(state, caller, session_id, "session.manage")
     subscription, close = await open_stream(state, canonical, caller.id)
     try:
         started: Started | None = await active_run(state, canonical)

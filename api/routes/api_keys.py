@@ -6,12 +6,12 @@ from fastapi import APIRouter, Request, Response
 
 from api import render
 from api.deps import Authenticated, Page, canonical_id
-from api.keyed import Keyed, Outcome, keyed
+from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import ErrorBody
 from api.schemas.keys import ApiKeyBody, ApiKeyPage, ApiKeyReceiptBody, MintApiKeyBody, MintedApiKeyBody
 from api.state import State
 from broker.codec import rfc3339, to_ms
-from broker.credentials import MAX_KEY_DEPTH
+from broker.credentials import MAX_KEY_DEPTH, Permission
 from broker.errors import Forbidden, InvalidRequest
 
 router = APIRouter(prefix="/v1/api-keys", tags=["api-keys"], responses={400: {"model": ErrorBody}})
@@ -27,7 +27,7 @@ async def mint_api_key(body: MintApiKeyBody, request: Request, caller: Authentic
     (`expires_at` left out: when the minting key expires); the secret is shown once. Revoking the
     minting key, or any key above it, ends this one too."""
     if caller.kind == "session_token":
-        caller.require("workspace.read")
+        caller.require(Permission.WORKSPACE_READ)
     missing = sorted(set(body.permissions) - caller.permissions)
     if missing:
         raise Forbidden(f"a key mints keys only with permissions it holds; this one lacks {', '.join(missing)}")
@@ -38,13 +38,13 @@ async def mint_api_key(body: MintApiKeyBody, request: Request, caller: Authentic
         )
     expires_at = _expiry(body, caller.expires_at)
 
-    async def act(_: Keyed) -> Outcome:
+    async def act(_: Keyed) -> Answer:
         record, secret = await state.broker.credentials.mint_api_key(
             body.label, list(body.permissions), expires_at, ancestors=(caller.id, *caller.ancestors)
         )
         receipt = render.api_key_receipt(record)
         minted = MintedApiKeyBody.model_validate({**receipt.model_dump(), "secret": secret})
-        return Outcome(201, minted.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
+        return Answer(201, minted.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={})
 
@@ -67,7 +67,7 @@ def _expiry(body: MintApiKeyBody, parent: int | None) -> int | None:
 
 @router.get("", response_model=ApiKeyPage)
 async def list_api_keys(caller: Authenticated, state: State, page: Page) -> ApiKeyPage:
-    caller.require("workspace.read")
+    caller.require(Permission.WORKSPACE_READ)
     keys, cursor = await state.broker.credentials.list_api_keys(
         limit=page.limit, after=page.after, ascending=page.ascending
     )
@@ -79,7 +79,7 @@ async def revoke_api_key(api_key_id: str, caller: Authenticated, state: State) -
     """Revoke a key: a key may revoke itself, or one whose permissions it holds all of."""
     key_id = canonical_id(api_key_id, "API key")
     if caller.kind == "session_token":
-        caller.require("workspace.read")
+        caller.require(Permission.WORKSPACE_READ)
     target = await state.broker.credentials.get_api_key(key_id)
     lacking = sorted(set(target.permissions) - caller.permissions)
     if key_id != caller.id and lacking:

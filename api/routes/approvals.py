@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Request, Response
 
-from api.deps import Authenticated, existing_session
-from api.keyed import Keyed, Outcome, keyed
+from api.deps import Authenticated, ManagedSession
+from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import ErrorBody
 from api.schemas.events import AllowDecision, ApprovalDecisionForm, SessionEvent
 from api.state import State
@@ -21,6 +21,7 @@ router = APIRouter(
 async def resolve_approval(
     session_id: str,
     call_id: str,
+    canonical: ManagedSession,
     decision: Annotated[ApprovalDecisionForm, Body()],
     request: Request,
     caller: Authenticated,
@@ -31,11 +32,10 @@ async def resolve_approval(
     ones); deny gives the model an error result carrying the message. Either way the run goes on. With
     `remember: "session"`, later calls of the same tool in this session are decided the same way. A call
     whose client left or dropped the tool while it waited fails now rather than being sent."""
-    canonical = await existing_session(state, caller, session_id, "session.manage")
     message = "" if isinstance(decision, AllowDecision) else decision.message or ""
     arguments = decision.arguments if isinstance(decision, AllowDecision) else None
 
-    async def act(_: Keyed) -> Outcome:
+    async def act(_: Keyed) -> Answer:
         resolved = await state.broker.approvals.resolve(
             canonical,
             call_id,
@@ -45,6 +45,6 @@ async def resolve_approval(
             remember=decision.remember == "session",
             arguments=arguments,
         )
-        return Outcome(200, resolved.event.encode())
+        return Answer(200, resolved.event.encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 from pydantic import Field
 
-from api.deps import Authenticated, existing_session
-from api.keyed import Keyed, Outcome, keyed
+from api.deps import Authenticated, ManagedSession
+from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import ErrorBody, Strict
 from api.state import State
 
@@ -32,6 +32,7 @@ class CancelledCallBody(Strict):
 async def cancel_call(
     session_id: str,
     call_id: str,
+    canonical: ManagedSession,
     request: Request,
     caller: Authenticated,
     state: State,
@@ -41,12 +42,11 @@ async def cancel_call(
     and `"detail": "cancelled"` for a client call), the model gets an error `tool_result` carrying the
     message, and the run goes on. 404 for an unknown call, 409 for one already settled. A client running
     the call learns of it from the `client_tool_failed` event; its result after that is 409."""
-    canonical = await existing_session(state, caller, session_id, "session.manage")
     message = (body.message if body else None) or ""
 
-    async def act(_: Keyed) -> Outcome:
+    async def act(_: Keyed) -> Answer:
         await state.broker.calls.cancel(canonical, call_id, message)
         answer = CancelledCallBody(call_id=call_id, state="failed", reason="run_gone", detail="cancelled")
-        return Outcome(200, answer.model_dump_json().encode())
+        return Answer(200, answer.model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

@@ -8,9 +8,9 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Request, Response
 
 from api import hot
-from api.deps import Authenticated, canonical_id, existing_session
-from api.hot import MANAGE, POOL_MEMBER_HEADER, HotRequest
-from api.keyed import Keyed, Outcome, keyed, respond
+from api.deps import Authenticated, ManagedSession, ReadSession, canonical_id
+from api.hot import POOL_MEMBER_HEADER, HotRequest
+from api.keyed import Answer, Keyed, keyed, respond
 from api.pool_stream import call_stream
 from api.schemas.clients import (
     ActiveClientBody,
@@ -40,10 +40,9 @@ def _tools(tools: list[ClientToolBody] | None) -> list[dict[str, Any]]:
 
 
 @router.get("", response_model=ActiveClientsBody)
-async def list_clients(session_id: str, caller: Authenticated, state: State) -> ActiveClientsBody:
+async def list_clients(canonical: ReadSession, state: State) -> ActiveClientsBody:
     """The session's active registrations, oldest first, with their tools and when a ttl one lapses
     unless it pings (an extension)."""
-    canonical = await existing_session(state, caller, session_id, "session.read")
     active = await state.broker.clients.active(canonical)
     return ActiveClientsBody(
         items=[
@@ -62,19 +61,18 @@ async def list_clients(session_id: str, caller: Authenticated, state: State) -> 
 
 @router.post("", status_code=201, response_model=RegisteredClientBody)
 async def register_client(
-    session_id: str, body: RegisterClientBody, request: Request, caller: Authenticated, state: State
+    canonical: ManagedSession, body: RegisterClientBody, request: Request, caller: Authenticated, state: State
 ) -> Response:
     """Register a client; a name in use among active clients gets the smallest free `-2`, `-3`, ..."""
-    canonical = await existing_session(state, caller, session_id, MANAGE)
     ttl_s = body.lifetime.data.seconds if isinstance(body.lifetime, TtlLifetime) else None
 
-    async def act(keyed_: Keyed) -> Outcome:
+    async def act(keyed_: Keyed) -> Answer:
         client_id = keyed_.seed["client_id"]
         registered = await state.broker.clients.register(canonical, client_id, body.name, ttl_s, _tools(body.tools))
         answer = RegisteredClientBody.model_validate(
             {"id": registered.id, "name": registered.name, "expires_at": optional_moment(registered.expires_at)}
         )
-        return Outcome(201, answer.model_dump_json().encode())
+        return Answer(201, answer.model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={"client_id": uuid7()}, session_id=canonical)
 
@@ -82,24 +80,21 @@ async def register_client(
 @router.post("/{client_id}/ping", response_model=ClientPingBody)
 async def ping_client(session_id: str, client_id: str, request: Request, state: State) -> Response:
     """Keep a ttl client alive until now + ttl; 404 once it has lapsed (register again)."""
-    reply = await hot.ping(state, await HotRequest.of(request), session_id, client_id)
-    return respond(reply.status, reply.body)
+    return respond(200, await hot.ping(state, await HotRequest.of(request), session_id, client_id))
 
 
 @router.delete("/{client_id}", status_code=204)
-async def leave_client(session_id: str, client_id: str, caller: Authenticated, state: State) -> Response:
+async def leave_client(session_id: str, client_id: str, canonical: ManagedSession, state: State) -> Response:
     """Leave: the name is released and the calls still owed an answer fail with `client_gone`."""
-    canonical = await existing_session(state, caller, session_id, MANAGE)
     await state.broker.clients.leave(canonical, canonical_id(client_id, "client"))
     return Response(status_code=204)
 
 
 @router.put("/{client_id}/tools", response_model=SessionEvent)
 async def replace_tools(
-    session_id: str, client_id: str, body: UpdateClientToolsBody, caller: Authenticated, state: State
+    session_id: str, client_id: str, canonical: ManagedSession, body: UpdateClientToolsBody, state: State
 ) -> Response:
     """Replace the whole tool set; answers with the `client_tools_updated` event."""
-    canonical = await existing_session(state, caller, session_id, MANAGE)
     event = await state.broker.clients.update_tools(canonical, canonical_id(client_id, "client"), _tools(body.tools))
     return respond(200, event)
 
@@ -107,8 +102,7 @@ async def replace_tools(
 @router.post("/{client_id}/calls/{call_id:path}/ack", response_model=SessionEvent)
 async def ack_call(session_id: str, client_id: str, call_id: str, request: Request, state: State) -> Response:
     """Acknowledge a call (the result deadline starts); answers with the `client_tool_acked` event."""
-    reply = await hot.ack(state, await HotRequest.of(request), session_id, client_id, call_id)
-    return respond(reply.status, reply.body)
+    return respond(200, await hot.ack(state, await HotRequest.of(request), session_id, client_id, call_id))
 
 
 @router.post("/{client_id}/calls/{call_id:path}/progress", response_model=SessionEvent)
@@ -124,8 +118,7 @@ async def call_progress(
     see with `?include=progress`; for a tool that declared `heartbeat_s` it also keeps the call alive (no
     body at all is a bare heartbeat). 409 before the ack and once the call is settled."""
     given = body or ClientCallProgressBody()
-    reply = await hot.progress(state, await HotRequest.of(request), session_id, client_id, call_id, given)
-    return respond(reply.status, reply.body)
+    return respond(200, await hot.progress(state, await HotRequest.of(request), session_id, client_id, call_id, given))
 
 
 @router.post("/{client_id}/calls/{call_id:path}/result", status_code=204)
@@ -133,14 +126,15 @@ async def answer_call(
     session_id: str, client_id: str, call_id: str, body: ClientCallResultBody, request: Request, state: State
 ) -> Response:
     """Answer a call; it reaches the log as its `tool_result`. A result without an ack acks first."""
-    reply = await hot.answer(state, await HotRequest.of(request), session_id, client_id, call_id, body)
-    return respond(reply.status, reply.body)
+    await hot.answer(state, await HotRequest.of(request), session_id, client_id, call_id, body)
+    return Response(status_code=204)
 
 
 @router.get("/{client_id}/calls/stream", responses={200: {"content": {"text/event-stream": {}}}})
 async def stream_calls(
     session_id: str,
     client_id: str,
+    canonical: ManagedSession,
     caller: Authenticated,
     state: State,
     prefetch: Annotated[int, Query(ge=1, le=MAX_PREFETCH, description="Most calls held unacked at once")] = 16,
@@ -151,7 +145,6 @@ async def stream_calls(
     set to the member name this response's header of that name gives: the member that acks owns the call;
     one that does not ack within `SWITCHBOARD_POOL_CLAIM_S` loses it to another member. The stream ends
     when the registration or the session does."""
-    canonical = await existing_session(state, caller, session_id, MANAGE)
     cid = canonical_id(client_id, "client")
     subscription, close = await open_stream(state, canonical, caller.id)
     member = state.broker.pools.new_member()

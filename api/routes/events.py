@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from api.deps import Authenticated, existing_session
-from api.keyed import Keyed, Outcome, keyed
+from api.deps import Authenticated, ManagedSession, ReadSession
+from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
@@ -25,18 +25,17 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/events", tags=["events"], r
 
 @router.post("", response_model=SubmitOutcomeBody)
 async def post_input(
-    session_id: str, body: PostSessionEventBody, request: Request, caller: Authenticated, state: State
+    canonical: ManagedSession, body: PostSessionEventBody, request: Request, caller: Authenticated, state: State
 ) -> Response:
     """Post input: it starts a run, or (by the agent's message concurrency) steers, queues or is refused
     during an active one. `client_tools` (an extension) are offered for that run only."""
-    canonical = await existing_session(state, caller, session_id, "session.manage")
     if body.source == "external" and caller.kind != "api_key":
         raise Forbidden("source: 'external' marks input posted with an API key on behalf of a user")
     broker = state.broker
 
     tools = [tool.model_dump(exclude_none=True) for tool in body.client_tools] if body.client_tools else None
 
-    async def act(keyed_: Keyed) -> Outcome:
+    async def act(keyed_: Keyed) -> Answer:
         seed = keyed_.seed
         scoped = (seed["client_id"], tools) if tools is not None else None
         submitted = await broker.runs.submit(
@@ -51,7 +50,7 @@ async def post_input(
         outcome = SubmitOutcomeBody.model_validate(
             {"outcome": submitted.outcome, "run_id": submitted.run_id, "client_id": submitted.scoped_client_id}
         )
-        return Outcome(200, outcome.model_dump_json(exclude_none=True).encode())
+        return Answer(200, outcome.model_dump_json(exclude_none=True).encode())
 
     seed = {"run_id": uuid7(), "input_id": uuid7(), "client_id": uuid7()}
     return await keyed(request, caller, act, seed=seed, session_id=canonical)
@@ -80,8 +79,7 @@ def _include(raw: str | None) -> frozenset[str]:
 
 @router.get("", response_model=SessionEventPage)
 async def list_events(
-    session_id: str,
-    caller: Authenticated,
+    canonical: ReadSession,
     state: State,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
@@ -90,7 +88,6 @@ async def list_events(
     include: Annotated[str | None, LOG_INCLUDE] = None,
 ) -> Response:
     """The log in pages; both bounds exclusive; the cursor is the seq of the page's last event."""
-    canonical = await existing_session(state, caller, session_id, "session.read")
     asked = _include(include)
     page = await state.broker.log.page(
         canonical,
@@ -116,7 +113,7 @@ def _position(after_seq: str | None, last_event_id: str | None) -> int | None:
 
 @router.get("/stream", responses={200: {"content": {"text/event-stream": {}}}})
 async def stream_events(
-    session_id: str,
+    canonical: ReadSession,
     caller: Authenticated,
     state: State,
     after_seq: Annotated[
@@ -130,7 +127,6 @@ async def stream_events(
     """Server-sent events: a cursor frame first (`id: N`), then every event after N, for as long as the
     session lives. The stream ends, and a reconnect gets 404, only when the session is deleted. 429 when
     the session or the credential already holds as many streams as the server allows."""
-    canonical = await existing_session(state, caller, session_id, "session.read")
     asked = _include(include)
     position = _position(after_seq, last_event_id)
     if position is None:

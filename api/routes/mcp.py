@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from starlette.types import Receive, Scope, Send
 
-from api.deps import Authenticated, existing_session
+from api.deps import Authenticated, ManagedSession
 from api.mcp_server import SessionMcp
 from api.state import AppState, State
 
@@ -27,9 +27,8 @@ class _Handoff(Response):
 
 # Not in the OpenAPI document: the MCP transport answers its own way (JSON-RPC bodies, event streams).
 @router.api_route("", methods=["GET", "POST", "DELETE"], include_in_schema=False)
-async def session_mcp(session_id: str, request: Request, caller: Authenticated, state: State) -> Response:
+async def session_mcp(canonical: ManagedSession, request: Request, caller: Authenticated, state: State) -> Response:
     """A session token, or an API key with session.manage: tools/list and tools/call on the session's
     active client tools."""
-    canonical = await existing_session(state, caller, session_id, "session.manage")
     mcp: SessionMcp = request.app.state.switchboard_mcp
     return _Handoff(mcp, state, canonical, caller.id)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 
 from api import render
 from api.deps import Authenticated, Page, canonical_id
-from api.keyed import Keyed, Outcome, keyed
+from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import ErrorBody
 from api.schemas.providers import (
     ByokProviderBody,
@@ -18,13 +18,14 @@ from api.schemas.providers import (
 )
 from api.state import State
 from broker.codec import uuid7
+from broker.credentials import Permission
 
 router = APIRouter(prefix="/v1/model-providers", tags=["model-providers"], responses={400: {"model": ErrorBody}})
 
 
 @router.get("", response_model=ProviderPage)
 async def list_providers(caller: Authenticated, state: State, page: Page) -> ProviderPage:
-    caller.require("model_provider.read")
+    caller.require(Permission.MODEL_PROVIDER_READ)
     providers, cursor = await state.broker.providers.page(limit=page.limit, after=page.after, ascending=page.ascending)
     items = [render.provider(p, state.broker.workspace_id) for p in providers]
     return ProviderPage.model_validate({"items": items, "next_cursor": cursor})
@@ -35,9 +36,9 @@ async def create_provider(body: CreateProviderBody, request: Request, caller: Au
     """A workspace provider; its key is write-only. A `base_url` whose host resolves to a loopback,
     private, link-local or metadata address is refused (400) unless the deployment sets
     SWITCHBOARD_PROVIDER_ALLOW_PRIVATE; every connection checks the address again."""
-    caller.require("model_provider.manage")
+    caller.require(Permission.MODEL_PROVIDER_MANAGE)
 
-    async def act(keyed_: Keyed) -> Outcome:
+    async def act(keyed_: Keyed) -> Answer:
         record = await state.broker.providers.create(
             keyed_.seed["provider_id"],
             format=body.format,
@@ -46,7 +47,7 @@ async def create_provider(body: CreateProviderBody, request: Request, caller: Au
             base_url=body.base_url,
             api_key=body.api_key,
         )
-        return Outcome(201, render.provider(record, state.broker.workspace_id).model_dump_json().encode())
+        return Answer(201, render.provider(record, state.broker.workspace_id).model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={"provider_id": uuid7()})
 
@@ -55,7 +56,7 @@ async def create_provider(body: CreateProviderBody, request: Request, caller: Au
 async def get_provider(
     provider_id: str, caller: Authenticated, state: State
 ) -> PlatformProviderBody | ByokProviderBody:
-    caller.require("model_provider.read")
+    caller.require(Permission.MODEL_PROVIDER_READ)
     record = await state.broker.providers.get(canonical_id(provider_id, "model provider"))
     return render.provider(record, state.broker.workspace_id)
 
@@ -68,7 +69,7 @@ async def update_provider(
     with it (400 otherwise): a stored key is never sent to an address it was not stored for. Addresses
     that resolve to loopback, private, link-local or metadata addresses are refused (400) unless the
     deployment sets SWITCHBOARD_PROVIDER_ALLOW_PRIVATE."""
-    caller.require("model_provider.manage")
+    caller.require(Permission.MODEL_PROVIDER_MANAGE)
     changes = {k: v for k, v in body.model_dump(exclude_none=True).items() if isinstance(v, str)}
     record = await state.broker.providers.update(canonical_id(provider_id, "model provider"), changes)
     return render.provider(record, state.broker.workspace_id)
@@ -76,6 +77,6 @@ async def update_provider(
 
 @router.delete("/{provider_id}", status_code=204)
 async def delete_provider(provider_id: str, caller: Authenticated, state: State) -> Response:
-    caller.require("model_provider.manage")
+    caller.require(Permission.MODEL_PROVIDER_MANAGE)
     await state.broker.providers.delete(canonical_id(provider_id, "model provider"))
     return Response(status_code=204)

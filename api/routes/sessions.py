@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api import render
-from api.deps import Authenticated, Page, existing_session
-from api.keyed import Keyed, Outcome, keyed
+from api.deps import Authenticated, KeyManagedSession, ManagedSession, Page
+from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import ErrorBody, moment
 from api.schemas.sessions import (
     CancelOutcomeBody,
@@ -22,6 +22,7 @@ from api.schemas.sessions import (
 )
 from api.state import State
 from broker.codec import uuid7
+from broker.credentials import Permission
 from broker.errors import Conflict, NotFound
 
 
@@ -46,7 +47,7 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses={400: {"m
 )
 async def create_session(body: CreateSessionBody, request: Request, caller: Authenticated, state: State) -> Response:
     """Create a session on the agent's live version; its token is shown once."""
-    caller.require("session.create")
+    caller.require(Permission.SESSION_CREATE)
     broker = state.broker
     if body.vault_ids:
         raise NotFound(f"no vault {body.vault_ids[0]}: vaults are not provided by this server")
@@ -57,7 +58,7 @@ async def create_session(body: CreateSessionBody, request: Request, caller: Auth
     policy, debounce_ms = concurrency((await broker.agents.version(version_id)).config)
     creator = {"type": "api_key", "api_key_id": caller.id, "label": caller.label}
 
-    async def act(keyed_: Keyed) -> Outcome:
+    async def act(keyed_: Keyed) -> Answer:
         session_id = keyed_.seed["session_id"]
         token = broker.sessions.new_token(session_id)
         session, created = await broker.sessions.create(
@@ -75,41 +76,40 @@ async def create_session(body: CreateSessionBody, request: Request, caller: Auth
         receipt = CreatedSessionReceiptBody.model_validate({**fields, "session_token_id": token.id})
         if not created:
             # An attempt that died after creating it: its token was never shown, so only the receipt is left.
-            return Outcome(200, receipt.model_dump_json().encode())
+            return Answer(200, receipt.model_dump_json().encode())
         fresh = CreatedSessionBody.model_validate({**fields, "session_token": token.token})
-        return Outcome(201, fresh.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
+        return Answer(201, fresh.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={"session_id": uuid7()})
 
 
 @router.get("", response_model=SessionPage)
 async def list_sessions(caller: Authenticated, state: State, page: Page) -> SessionPage:
-    caller.require("session.read")
+    caller.require(Permission.SESSION_READ)
     sessions, cursor = await state.broker.sessions.page(limit=page.limit, after=page.after, ascending=page.ascending)
     return SessionPage.model_validate({"items": [render.session(s) for s in sessions], "next_cursor": cursor})
 
 
 @router.get("/{session_id}", response_model=SessionBody)
 async def get_session(session_id: str, caller: Authenticated, state: State) -> SessionBody:
-    return render.session(await state.broker.sessions.get(caller.reach_session(session_id, "session.read")))
+    return render.session(await state.broker.sessions.get(caller.reach_session(session_id, Permission.SESSION_READ)))
 
 
 @router.delete("/{session_id}", status_code=204)
 async def delete_session(session_id: str, caller: Authenticated, state: State) -> Response:
     """Delete the session: its active run ends, its streams close, and later requests get 404."""
-    caller.require("session.manage")
-    await state.broker.sessions.delete(caller.reach_session(session_id, "session.manage"))
+    caller.require(Permission.SESSION_MANAGE)
+    await state.broker.sessions.delete(caller.reach_session(session_id, Permission.SESSION_MANAGE))
     return Response(status_code=204)
 
 
 @router.post("/{session_id}/cancel", response_model=CancelOutcomeBody)
-async def cancel_run(session_id: str, request: Request, caller: Authenticated, state: State) -> Response:
+async def cancel_run(canonical: ManagedSession, request: Request, caller: Authenticated, state: State) -> Response:
     """Cancel the active run at its next checkpoint (`run_cancelled` follows); `run_id` null when idle."""
-    canonical = await existing_session(state, caller, session_id, "session.manage")
 
-    async def act(_: Keyed) -> Outcome:
+    async def act(_: Keyed) -> Answer:
         run_id = await state.broker.runs.cancel(canonical)
-        return Outcome(200, CancelOutcomeBody.model_validate({"run_id": run_id}).model_dump_json().encode())
+        return Answer(200, CancelOutcomeBody.model_validate({"run_id": run_id}).model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)
 
@@ -119,17 +119,15 @@ async def cancel_run(session_id: str, request: Request, caller: Authenticated, s
     status_code=201,
     responses={201: {"model": SessionTokenBody}, 200: {"model": SessionTokenReceiptBody, "description": "A replay"}},
 )
-async def mint_token(session_id: str, request: Request, caller: Authenticated, state: State) -> Response:
+async def mint_token(canonical: KeyManagedSession, request: Request, caller: Authenticated, state: State) -> Response:
     """Mint another session token; the ones already issued stay live."""
-    caller.require("session.manage")
-    canonical = await existing_session(state, caller, session_id, "session.manage")
 
-    async def act(_: Keyed) -> Outcome:
+    async def act(_: Keyed) -> Answer:
         token = await state.broker.sessions.mint_token(canonical)
         fresh = SessionTokenBody(expires_at=moment(token.expires_at), session_token=token.token)
         receipt = SessionTokenReceiptBody.model_validate(
             {"expires_at": moment(token.expires_at), "id": token.id, "session_id": canonical}
         )
-        return Outcome(201, fresh.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
+        return Answer(201, fresh.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

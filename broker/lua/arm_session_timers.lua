@@ -7,7 +7,7 @@
 --!arg retention_ms  session retention ms
 --!arg settled_ms    settled-call retention ms (0: no timer)
 --
--- Returns {0, 'armed' | 'gone'}.
+-- Returns {'ok', 'armed' | 'gone'}.
 
 --!include lib/core.lua
 --!include lib/partition.lua

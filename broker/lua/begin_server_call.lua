@@ -5,8 +5,8 @@
 --!arg lease_ms    the lease (ms)
 --!arg entry       the work entry id ('' for none)
 --
--- Returns {0, 'run', tool, arguments JSON, source ('' for the deployment's own tools, `mcp:<grant>`)} or
--- {0, 'stale'} (settled, or another worker holds it).
+-- Returns {'ok', 'run', tool, arguments JSON, source ('' for the deployment's own tools, `mcp:<grant>`)} or
+-- {'ok', 'stale'} (settled, or another worker holds it).
 
 --!include lib/core.lua
 --!include lib/partition.lua

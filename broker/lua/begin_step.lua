@@ -10,7 +10,7 @@
 --!arg gone_text   text for run_gone
 --!arg entry       the work entry that brought the step ('' for none): done with, whatever the outcome
 --
--- Returns {0, 'run' | 'stale' | 'ended'}; {404, 'session'}. 'stale': another worker has this step (a
+-- Returns {'ok', 'run' | 'stale' | 'ended'}; refusal not_found. 'stale': another worker has this step (a
 -- duplicate take, a late retry of a reclaimed try, or a worker that still holds its lease).
 
 --!include lib/core.lua
@@ -20,7 +20,7 @@
 
 local S = sb_run_context()
 sb_work_done(A.entry)
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local step, attempt, max_steps = tonumber(A.step), tonumber(A.attempt), tonumber(A.max_steps)
 local current = sb_current_step(S, step, attempt)
 if not current then return sb_reply('stale') end

@@ -6,7 +6,7 @@
 --!layout lib/call.lua   (cid is '')
 --!arg text        the text of the error result
 --
--- Returns {0, client_tool_failed JSON or ''}; {404, 'session' | 'call'}; {409, message} (settled).
+-- Returns {'ok', client_tool_failed JSON or ''}; refusal not_found; refusal conflict (settled).
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -14,9 +14,9 @@
 --!include lib/call.lua
 
 local S = sb_call_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local rec = sb_call(S)
-if not rec then return sb_refuse(404, 'call') end
+if not rec then return sb_refuse('not_found', 'no_call_in_session', S.call_id) end
 local owed = {awaiting = true, queued = true, dispatched = true, acked = true, running = true}
 if not owed[rec.state] then return sb_settled_refusal(S, rec) end
 return sb_reply(sb_fail_call(S, S.call_id, rec, 'run_gone', A.text, 'cancelled') or '')

@@ -5,7 +5,7 @@
 --!layout lib/run.lua   (run_id is '')
 --!arg gone_text   text for run_gone
 --
--- Returns {0, run id or '', 'ended' | 'flagged' | 'idle'}; {404, 'session'}.
+-- Returns {'ok', run id or '', 'ended' | 'flagged' | 'idle'}; refusal not_found.
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -13,7 +13,7 @@
 --!include lib/run.lua
 
 local S = sb_run_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local run = redis.call('HMGET', S.run, 'run_id', 'state')
 if not run[1] then return sb_reply('', 'idle') end
 if run[2] == 'running' then

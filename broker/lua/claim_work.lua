@@ -7,7 +7,7 @@
 --!arg entry       the entry id
 --!arg lease_ms    the claim lease (ms)
 --
--- Returns {0, entry id, work member} (now this consumer's) or {0} (nothing to do).
+-- Returns {'ok', entry id, work member} (now this consumer's) or {'ok'} (nothing to do).
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -16,19 +16,19 @@ local now, id, lease = sb_now_ms(), A.entry, tonumber(A.lease_ms)
 local pending = redis.pcall('XPENDING', SB_P.work, SB_WORK_GROUP, id, id, 1)
 if type(pending) ~= 'table' or pending.err or not pending[1] then
   redis.call('ZREM', SB_P.claims, id)
-  return {0}
+  return sb_reply()
 end
 local idle = tonumber(pending[1][3])
 if idle < lease then
   sb_timer(SB_P.claims, now + lease - idle, id)
-  return {0}
+  return sb_reply()
 end
 local claimed = redis.call('XCLAIM', SB_P.work, SB_WORK_GROUP, A.consumer, lease, id)
 local entry = claimed[1]
 if not entry or type(entry[2]) ~= 'table' then
   -- Deleted while pending: nothing left to run.
   sb_work_done(id)
-  return {0}
+  return sb_reply()
 end
 sb_timer(SB_P.claims, now + lease, id)
-return {0, id, entry[2][2]}
+return sb_reply(id, entry[2][2])

@@ -28,8 +28,8 @@
 --                    MCP server's); schema, the JSON Schema an approver's edited arguments are held to
 --                    (none: a client tool's is its registration's)
 --
--- Returns {0, 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry' | 'failed'};
--- {404, 'session'}. 'retry': a registered name now resolves differently than the caller saw. 'failed':
+-- Returns {'ok', 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry' | 'failed'};
+-- refusal not_found. 'retry': a registered name now resolves differently than the caller saw. 'failed':
 -- what the step would store passes the session's storage cap (SWITCHBOARD_MAX_SESSION_BYTES), so none
 -- of it is written and the run ends with run_failed saying so (the session stays readable).
 
@@ -41,7 +41,7 @@
 --!include lib/client.lua
 
 local S = sb_run_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local step, attempt, ack_ms = tonumber(A.step), tonumber(A.attempt), tonumber(A.ack_ms)
 local retention = tonumber(A.retention_ms)
 local current = sb_current_step(S, step, attempt)
@@ -69,7 +69,7 @@ for _, c in ipairs(planned) do
 end
 local full = sb_room(S.meta, S.now, need, SB_P.cap)
 if full then
-  sb_end_run(S, 'run_failed', 'the model\'s output was not kept: ' .. full, A.gone_text)
+  sb_end_run(S, 'run_failed', 'the model\'s output was not kept: ' .. sb_full_text(full), A.gone_text)
   return sb_reply('failed')
 end
 

@@ -21,7 +21,7 @@
 --!arg settled_ms    settled-call retention ms (0: none): when its settled calls are first trimmed
 --                   (trim_calls.lua, member `c|<session id>`)
 --
--- Returns {0, 'created' | 'exists', created_at ms}.
+-- Returns {'ok', 'created' | 'exists', created_at ms}.
 
 --!include lib/core.lua
 --!include lib/partition.lua

@@ -10,7 +10,7 @@
 --!arg tombstone_ms  how long the record and tokens stay (ms)
 --!arg gone_text     text for run_gone
 --
--- Returns {0}; {404, 'session'}.
+-- Returns {'ok'}; refusal not_found.
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -19,6 +19,6 @@
 --!include lib/session.lua
 
 local S = sb_run_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 sb_delete_session(S, K.tokens, A.tombstone_ms, A.gone_text)
 return sb_reply()

@@ -3,7 +3,7 @@
 --
 --!layout lib/run.lua   (run_id is '')
 --
--- Returns {0}.
+-- Returns {'ok'}.
 
 --!include lib/core.lua
 --!include lib/partition.lua

@@ -13,8 +13,8 @@
 --!arg timeout_ms   the tool's result deadline (ms; '' for the deployment's)
 --!arg heartbeat_ms its heartbeat (ms; '' for none)
 --
--- Returns {0, seq of client_tool_dispatched}; {404, 'session' | 'client'} (no session; the registration
--- is not active or does not serve the tool); {409, message} when the session's storage is full
+-- Returns {'ok', seq of client_tool_dispatched}; refusal not_found (no session; the registration
+-- is not active or does not serve the tool); refusal conflict when the session's storage is full
 -- (SWITCHBOARD_MAX_SESSION_BYTES).
 
 --!include lib/core.lua
@@ -24,10 +24,10 @@
 --!include lib/client.lua
 
 local S = sb_call_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
-if not sb_holds(K.client, A.tool, {}) then return sb_refuse(404, 'client') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
+if not sb_holds(K.client, A.tool, {}) then return sb_refuse('not_found', 'no_tool', S.cid, A.tool) end
 local full = sb_room(S.meta, S.now, 2 * #A.event + 4 * SB_ENTRY + 256, SB_P.cap)
-if full then return sb_refuse(409, full) end
+if full then return full end
 local rec = {kind = 'client', client = S.cid, run = '', step = 0, tool = A.tool,
   to = tonumber(A.timeout_ms), hb = tonumber(A.heartbeat_ms)}
 local event = sb_dispatch(S, rec, K.stream, A.event, tonumber(A.ack_ms), tonumber(A.retention_ms))

@@ -4,10 +4,10 @@
 -- KEYS: the partition's keys only (lib/partition.lua).
 --!arg entry       the entry id
 --
--- Returns {0}.
+-- Returns {'ok'}.
 
 --!include lib/core.lua
 --!include lib/partition.lua
 
 sb_work_done(A.entry)
-return {0}
+return sb_reply()

@@ -10,7 +10,7 @@
 --!arg result_ms       the deployment's result deadline ms (a tool's own timeout_s or heartbeat_s says its
 --                      own text)
 --
--- Returns {0, 'failed' | 'not_due' | 'settled'}.
+-- Returns {'ok', 'failed' | 'not_due' | 'settled'}.
 
 --!include lib/core.lua
 --!include lib/partition.lua

@@ -8,7 +8,7 @@
 --!arg error       error text
 --!arg gone_text   text for run_gone
 --
--- Returns {0, 'ended' | 'stale'}; {404, 'session'}.
+-- Returns {'ok', 'ended' | 'stale'}; refusal not_found.
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -16,7 +16,7 @@
 --!include lib/run.lua
 
 local S = sb_run_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 if not sb_current_step(S, tonumber(A.step), tonumber(A.attempt)) then return sb_reply('stale') end
 sb_end_run(S, A.outcome, A.error, A.gone_text)
 return sb_reply('ended')

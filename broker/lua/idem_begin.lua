@@ -12,9 +12,10 @@
 --!arg ttl_ms          receipt ttl ms
 --!arg max_bytes       SWITCHBOARD_MAX_SESSION_BYTES (with session_meta)
 --
--- Returns {'run', seed JSON} (this attempt acts), {'wait'} (another attempt is acting),
--- {'replay', status, body}, {'conflict'} (the key was used with another request), or {'full', message}
--- (the session's storage has no room).
+-- Returns {'ok', 'run', seed JSON} (this attempt acts), {'ok', 'wait'} (another attempt is acting),
+-- {'ok', 'replay', outcome, body} (the outcome as the first attempt's caller named it; a receipt of an
+-- earlier release holds its number there instead); refusals: conflict (`key_reused`: the key was used
+-- with another request; `session_full`: the session's storage has no room).
 
 --!include lib/core.lua
 
@@ -28,17 +29,18 @@ if not raw then
     local size = #record + #K.receipt + SB_KEY
     -- Room for the answer the receipt will hold, too.
     local full = sb_room(meta, now, size + 1024, A.max_bytes)
-    if full then return {'full', full} end
+    if full then return full end
     sb_add_receipt(meta, now, A.ttl_ms, size)
   end
   redis.call('SET', K.receipt, record, 'PX', A.ttl_ms)
-  return {'run', A.seed}
+  return sb_reply('run', A.seed)
 end
 local rec = cjson.decode(raw)
-if rec.fp ~= A.fp then return {'conflict'} end
-if rec.status then return {'replay', tostring(rec.status), rec.body} end
-if rec.lease > now then return {'wait'} end
+if rec.fp ~= A.fp then return sb_refuse('conflict', 'key_reused') end
+if rec.outcome then return sb_reply('replay', rec.outcome, rec.body) end
+if rec.status then return sb_reply('replay', tostring(rec.status), rec.body) end
+if rec.lease > now then return sb_reply('wait') end
 rec.owner = A.attempt
 rec.lease = now + tonumber(A.lease_ms)
 redis.call('SET', K.receipt, cjson.encode(rec), 'KEEPTTL')
-return {'run', rec.seed}
+return sb_reply('run', rec.seed)

@@ -9,7 +9,7 @@
 --!arg stay_ms    ms to stay ('0': the worker leaves now, and takes its health key with it)
 --!arg health_ms  health key ttl ms
 --
--- Returns {Redis's time in ms, the ids of the live workers in id order...}.
+-- Returns {'ok', Redis's time in ms, the ids of the live workers in id order...}.
 
 --!include lib/core.lua
 
@@ -26,4 +26,5 @@ redis.call('ZREMRANGEBYSCORE', K.keepers, '-inf', now)
 local live = redis.call('ZRANGE', K.keepers, 0, -1)
 table.sort(live)
 table.insert(live, 1, now)
+table.insert(live, 1, 'ok')
 return live

@@ -2,7 +2,7 @@
 -- in the meantime gets its entry moved to its new expiry, and a client already gone changes nothing.
 --
 --!layout lib/client.lua
--- Returns {0, 'lapsed' | 'alive' | 'gone'}.
+-- Returns {'ok', 'lapsed' | 'alive' | 'gone'}.
 
 --!include lib/core.lua
 --!include lib/partition.lua

@@ -3,7 +3,7 @@
 -- leave this way when their run ends.
 --
 --!layout lib/client.lua
--- Returns {0}; {404, 'session' | 'client'} when the session or the client does not exist.
+-- Returns {'ok'}; refusal not_found when the session or the client does not exist.
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -11,8 +11,8 @@
 --!include lib/client.lua
 
 local S = sb_client_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local state = redis.call('HGET', S.client, 'state')
-if not state then return sb_refuse(404, 'client') end
+if not state then return sb_refuse('not_found', 'no_client', S.cid) end
 if state == 'active' then sb_client_gone(S, S.cid, 'departed') end
 return sb_reply()

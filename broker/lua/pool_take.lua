@@ -11,21 +11,22 @@
 --!key meta      the session's meta
 --!arg group     the pool's consumer group
 --!arg member    the member (consumer name)
+--!arg sid       the session id
 --!arg cid       the client id
 --!arg prefetch  most calls the member may hold unacked at once
 --!arg reclaim   1 to reclaim idle entries too
 --!arg claim_ms  the claim interval (ms)
--- Returns {0, event, ...}: the `client_tool_dispatched` events handed over (maybe none);
--- {404, 'session' | 'client'} when the session or the registration is gone (the member's stream ends).
+-- Returns {'ok', event, ...}: the `client_tool_dispatched` events handed over (maybe none);
+-- refusal not_found when the session or the registration is gone (the member's stream ends).
 
 --!include lib/core.lua
 
 local stream, calls = K.stream, K.calls
 local group, member, cid, count = A.group, A.member, A.cid, tonumber(A.prefetch)
 if redis.call('HGET', K.meta, 'deleted') == '1' or redis.call('EXISTS', K.meta) == 0 then
-  return sb_refuse(404, 'session')
+  return sb_refuse('not_found', 'no_session', A.sid)
 end
-if redis.call('HGET', K.client, 'state') ~= 'active' then return sb_refuse(404, 'client') end
+if redis.call('HGET', K.client, 'state') ~= 'active' then return sb_refuse('not_found', 'pool_no_client', cid) end
 
 -- A member is handed no more than it may hold: a busy member leaves calls to the free ones. The first
 -- member of a pool finds no group yet and creates it, at the stream's beginning: calls dispatched before
@@ -49,7 +50,7 @@ if room > #entries then
   end
 end
 
-local handed = {0}
+local handed = {'ok'}
 for _, entry in ipairs(entries) do
   local id, fields = entry[1], entry[2]
   local call_id, event

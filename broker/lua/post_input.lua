@@ -18,9 +18,9 @@
 --!arg max_len      the longest name
 --!arg lease_s      its lease in seconds ('' for none: it lives as long as its run)
 --
--- Returns {0, 'new_run' | 'steered', run id, scoped client id or ''}; {404, 'session'};
--- {409, msg} the policy is `drop` and a run is active, or the session's storage is full
--- (SWITCHBOARD_MAX_SESSION_BYTES); {400, msg} no room for the run-scoped client.
+-- Returns {'ok', 'new_run' | 'steered', run id, scoped client id or ''}; refusal not_found;
+-- refusal conflict the policy is `drop` and a run is active, or the session's storage is full
+-- (SWITCHBOARD_MAX_SESSION_BYTES); refusal invalid_request no room for the run-scoped client.
 -- The same run id or input id again (a retried request) changes nothing and answers the same.
 
 --!include lib/core.lua
@@ -30,7 +30,7 @@
 --!include lib/client.lua
 
 local S = sb_run_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local input_id, text, source, scoped = A.input_id, A.text, A.source, A.scoped
 local active = redis.call('HGET', S.run, 'run_id')
 local policy = redis.call('HGET', S.meta, 'policy') or 'steer'
@@ -43,24 +43,24 @@ end
 -- (Waiting input is marked in meta, so this is not a walk of the whole queue on every input.)
 if redis.call('HEXISTS', S.meta, SB_QUEUED .. S.run_id) == 1 then return sb_reply('new_run', S.run_id, scoped) end
 if active and policy == 'drop' then
-  return sb_refuse(409, 'a run is active and this agent drops input that arrives during a run')
+  return sb_refuse('conflict', 'drops_input')
 end
 -- The text is kept twice until its run starts (waiting input, then its message_user event).
 local full = sb_room(S.meta, S.now, 2 * #text + 4 * SB_ENTRY + 256, SB_P.cap)
-if full then return sb_refuse(409, full) end
+if full then return full end
 
 if scoped ~= '' then
   local lifetime, ttl = '{"type":"never"}', 0
   if A.lease_s ~= '' then
     lifetime, ttl = '{"type":"ttl","data":{"seconds":' .. A.lease_s .. '}}', tonumber(A.lease_s) * 1000
   end
-  local name, refusal, status = sb_register(S, {
+  local name, refusal = sb_register(S, {
     names = S.names, clients = K.clients, client = K.client, cid = scoped,
     name = A.scoped_name, lifetime = lifetime, ttl = ttl, tools = A.tools, tool_names = A.tool_names,
     max_clients = tonumber(A.max_clients), max_len = tonumber(A.max_len),
     run = (active and policy == 'steer') and active or S.run_id,
   })
-  if not name then return sb_refuse(status, refusal) end
+  if not name then return refusal end
 end
 
 if active and policy == 'steer' then

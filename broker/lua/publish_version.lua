@@ -3,6 +3,7 @@
 --!key agent        agent hash
 --!key versions     the agent's version index
 --!key version      version key
+--!arg agent_id     agent id
 --!arg version_id   version id
 --!arg config       config JSON
 --!arg provider_id  model provider id
@@ -10,13 +11,13 @@
 --!arg secrets      the MCP grants' credentials JSON ('' for none), kept in a field of their own: never
 --                  rendered
 --
--- Returns {0, version number}; {404, msg} the agent is gone. A version id already published (a retried
+-- Returns {'ok', version number}; refusal not_found the agent is gone. A version id already published (a retried
 -- request) answers with its number.
 
 --!include lib/core.lua
 
 if redis.call('EXISTS', K.agent) == 0 or redis.call('HGET', K.agent, 'deleted') == '1' then
-  return sb_refuse(404, 'agent')
+  return sb_refuse('not_found', 'no_agent', A.agent_id)
 end
 local existing = redis.call('HGET', K.version, 'version')
 if existing then return sb_reply(tonumber(existing)) end

@@ -5,7 +5,7 @@
 --!arg max_reclaims  the most times a step is reclaimed before the run ends
 --!arg gone_text     text for run_gone
 --
--- Returns {0, 'reclaimed' | 'alive' | 'gone' | 'ended'}.
+-- Returns {'ok', 'reclaimed' | 'alive' | 'gone' | 'ended'}.
 
 --!include lib/core.lua
 --!include lib/partition.lua

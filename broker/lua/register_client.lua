@@ -15,8 +15,8 @@
 --!arg tool_names   the tool names joined by "\n"
 --!arg max_clients  most active clients
 --!arg max_len      longest name
--- Returns {0, assigned name, expires ms or -1}; {404, 'session'}; {400, msg} too many clients; {409, msg}
--- the session's storage is full (SWITCHBOARD_MAX_SESSION_BYTES).
+-- Returns {'ok', assigned name, expires ms or -1}; refusals: not_found, invalid_request (too many
+-- clients), conflict (the session's storage is full: SWITCHBOARD_MAX_SESSION_BYTES).
 -- A client id that is already registered answers with what it was given (a retried request).
 
 --!include lib/core.lua
@@ -24,11 +24,11 @@
 --!include lib/client.lua
 
 local S = {meta = K.meta, events = K.events, channel = A.channel, sid = A.sid, now = sb_now_ms()}
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
-local assigned, expires, status = sb_register(S, {
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
+local assigned, expires = sb_register(S, {
   names = K.names, clients = K.clients, client = K.client, cid = A.cid,
   name = A.name, lifetime = A.lifetime, ttl = tonumber(A.ttl_ms), tools = A.tools, tool_names = A.tool_names,
   max_clients = tonumber(A.max_clients), max_len = tonumber(A.max_len), run = '',
 })
-if not assigned then return sb_refuse(status, expires) end
+if not assigned then return expires end
 return sb_reply(assigned, expires)

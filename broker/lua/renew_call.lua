@@ -3,7 +3,7 @@
 --!layout lib/call.lua   (cid is '')
 --!arg lease_ms    the lease (ms)
 --
--- Returns {0, 1} renewed, {0, 0} the call is no longer running (settled or failed as interrupted).
+-- Returns {'ok', 1} renewed, {'ok', 0} the call is no longer running (settled or failed as interrupted).
 
 --!include lib/core.lua
 --!include lib/partition.lua

@@ -6,7 +6,7 @@
 --!arg attempt     its try
 --!arg lease_ms    the step's lease (ms)
 --
--- Returns {0, 1} renewed; {0, 0} the step is no longer this worker's (reclaimed, cancelled, ended): the
+-- Returns {'ok', 1} renewed; {'ok', 0} the step is no longer this worker's (reclaimed, cancelled, ended): the
 -- worker stops and commits nothing.
 
 --!include lib/core.lua

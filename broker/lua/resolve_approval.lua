@@ -19,9 +19,9 @@
 --!arg edited        edited arguments JSON ('' for none)
 --!arg dispatch      the client_tool_dispatched JSON carrying them ('' for none, or a server call)
 --
--- Returns {0, approval_resolved event JSON}; {404, 'session' | 'call'}; {409, msg} decided already, or
+-- Returns {'ok', approval_resolved event JSON}; refusal not_found; refusal conflict decided already, or
 -- the session's storage has no room for the decision (SWITCHBOARD_MAX_SESSION_BYTES);
--- {0, 'retry'} the call's bound client is not the one the caller read (read it again).
+-- {'ok', 'retry'} the call's bound client is not the one the caller read (read it again).
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -30,18 +30,18 @@
 --!include lib/client.lua
 
 local S = sb_call_context()
-if not sb_session_live(S) then return sb_refuse(404, 'session') end
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local rec = sb_call(S)
-if not rec then return sb_refuse(404, 'call') end
+if not rec then return sb_refuse('not_found', 'no_call_in_session', S.call_id) end
 if rec.state ~= 'awaiting' then
-  if rec.decision then return sb_refuse(409, 'call ' .. S.call_id .. ' was already decided: ' .. rec.decision) end
-  return sb_refuse(409, 'call ' .. S.call_id .. ' is not waiting for approval')
+  if rec.decision then return sb_refuse('conflict', 'call_decided', S.call_id, rec.decision) end
+  return sb_refuse('conflict', 'call_not_awaiting', S.call_id)
 end
 if rec.kind == 'client' and rec.client ~= A.bound then return sb_reply('retry') end
 local decision, message, remember, edited = A.decision, A.message, A.remember, A.edited
 -- The message and edited arguments are kept in the decision's event, and again in what it leads to.
 local full = sb_room(S.meta, S.now, 2 * (#message + #edited + #A.dispatch) + 4 * SB_ENTRY + 256, SB_P.cap)
-if full then return sb_refuse(409, full) end
+if full then return full end
 local deny = message ~= '' and sb_str(message) or 'null'
 local resolved = sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(S.call_id) .. ',"decision":"'
   .. decision .. '","deny_message":' .. (decision == 'deny' and deny or 'null') .. ',"resolved_by":'

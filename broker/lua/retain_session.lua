@@ -11,7 +11,7 @@
 --!arg tombstone_ms  how long the record and tokens of a purged session stay (ms)
 --!arg gone_text     text for run_gone
 --
--- Returns {0, 'kept' | 'purged' | 'gone'}.
+-- Returns {'ok', 'kept' | 'purged' | 'gone'}.
 
 --!include lib/core.lua
 --!include lib/partition.lua

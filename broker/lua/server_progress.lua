@@ -5,7 +5,7 @@
 --!layout lib/call.lua   (cid is '')
 --!arg event       the tool_progress event JSON
 --
--- Returns {0, 'logged' | 'stale' | 'full'}.
+-- Returns {'ok', 'logged' | 'stale' | 'full'}.
 
 --!include lib/core.lua
 --!include lib/partition.lua

@@ -3,7 +3,7 @@
 --!layout lib/call.lua   (cid is '')
 --!arg event       the tool_result event JSON
 --
--- Returns {0, 'settled' | 'stale'} ('stale': the call was settled meanwhile, e.g. as interrupted). A
+-- Returns {'ok', 'settled' | 'stale'} ('stale': the call was settled meanwhile, e.g. as interrupted). A
 -- result that would pass the session's storage cap (SWITCHBOARD_MAX_SESSION_BYTES) is not kept: the
 -- call's result is an error saying so, and the run goes on.
 
@@ -18,6 +18,6 @@ if not rec or rec.kind ~= 'server' or rec.state ~= 'running' or not sb_session_l
   return sb_reply('stale')
 end
 local full = sb_room(S.meta, S.now, #A.event + SB_ENTRY, SB_P.cap)
-sb_append(S, full and sb_tool_result(S.call_id, 'the tool\'s result was not kept: ' .. full, true) or A.event)
+sb_append(S, full and sb_tool_result(S.call_id, 'the tool\'s result was not kept: ' .. sb_full_text(full), true) or A.event)
 sb_settle(S, S.call_id, rec, 'answered', nil)
 return sb_reply('settled')

@@ -8,14 +8,14 @@
 -- KEYS: the partition's keys only (lib/partition.lua).
 --!arg batch       the most members returned per index
 --
--- Returns {0, next due ms or -1 (nothing set), deadlines, leases, steps, dequeue, purges, claims}: each a
+-- Returns {'ok', next due ms or -1 (nothing set), deadlines, leases, steps, dequeue, purges, claims}: each a
 -- list of the due members of that index, oldest first.
 
 --!include lib/core.lua
 --!include lib/partition.lua
 
 local now, batch = sb_now_ms(), tonumber(A.batch)
-local reply = {0, -1}
+local reply = {'ok', -1}
 local next_due = nil
 for _, index in ipairs({SB_P.deadlines, SB_P.leases, SB_P.steps, SB_P.dequeue, SB_P.purges, SB_P.claims}) do
   local due = redis.call('ZRANGE', index, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)

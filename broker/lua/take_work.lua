@@ -8,7 +8,7 @@
 --!arg count       the most entries to take
 --!arg lease_ms    the claim lease (ms)
 --
--- Returns {0, entry id, work member, entry id, work member, ...} (maybe none).
+-- Returns {'ok', entry id, work member, entry id, work member, ...} (maybe none).
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -24,7 +24,7 @@ if type(read) == 'table' and read.err then
   read = redis.call('XREADGROUP', 'GROUP', SB_WORK_GROUP, A.consumer, 'COUNT', tonumber(A.count),
     'STREAMS', SB_P.work, '>')
 end
-local reply = {0}
+local reply = {'ok'}
 if not read then return reply end
 for _, entry in ipairs(read[1][2]) do
   local id, fields = entry[1], entry[2]

@@ -15,7 +15,7 @@
 --!arg call_ids...  call ids to forget
 --
 -- What the records (and their call stream entries) counted toward the session's storage is released.
--- Returns {0, 'trimmed' | 'gone'}: 'gone' when the session no longer lives (its timer is dropped).
+-- Returns {'ok', 'trimmed' | 'gone'}: 'gone' when the session no longer lives (its timer is dropped).
 
 --!include lib/core.lua
 --!include lib/partition.lua

@@ -122,5 +122,5 @@ async def test_the_batch_function_runs_each_call_alone_in_redis(broker: Broker) 
         [3, len(partition.block), "ack_call", len(own), len(ack_args), *ack_args, "ack_call", 0, 0,
          "ack_call", len(own), len(ack_args), *ack_args],
     )  # fmt: skip
-    assert [int(reply[0]) for reply in (replies[0], replies[2])] == [404, 404]
+    assert [reply[0] for reply in (replies[0], replies[2])] == [b"not_found", b"not_found"]
     assert isinstance(replies[1], ResponseError)

@@ -22,16 +22,13 @@ async def test_dispatch_ack_answer_continues_once(broker: Broker) -> None:
     committed = await commit(broker, session_id, run_id, [first, second])
     assert committed.outcome == "waiting"
 
-    acked = (await broker.clients.ack(session_id, web.id, first.call_id)).raise_for_status()
-    assert acked.status == 200
-    assert '"type":"client_tool_acked"' in acked.body
-    assert (await broker.clients.ack(session_id, web.id, first.call_id)).body == acked.body
-    answered = await broker.clients.answer(session_id, web.id, first.call_id, "done", is_error=False)
-    assert (answered.status, answered.body) == (204, "")
+    acked = await broker.clients.ack(session_id, web.id, first.call_id)
+    assert '"type":"client_tool_acked"' in acked
+    assert await broker.clients.ack(session_id, web.id, first.call_id) == acked
+    await broker.clients.answer(session_id, web.id, first.call_id, "done", is_error=False)
     assert await owed_work(broker, session_id) == []
-    again = await broker.clients.answer(session_id, web.id, first.call_id, "again", is_error=False)
-    with pytest.raises(Conflict, match="already has a result"):
-        again.raise_for_status()
+    with pytest.raises(Conflict, match=f"call {first.call_id} already has a result"):
+        await broker.clients.answer(session_id, web.id, first.call_id, "again", is_error=False)
     await broker.clients.answer(session_id, web.id, second.call_id, "ok", is_error=True)
     # The last answer owes the next step: an entry on the partition's work stream, written atomically.
     assert await owed_work(broker, session_id) == [f"s|{session_id}|{run_id}|1|0"]
@@ -84,10 +81,10 @@ async def test_calls_are_bound_to_the_registration_not_the_name(broker: Broker) 
     assert await owed_work(broker, session_id) == [f"s|{session_id}|{run_id}|1|0"]
     new = await broker.clients.register(session_id, "0190f2a0-0000-7000-8000-00000000000d", "web", 60, [HIGHLIGHT])
     assert new.name == "web"
-    with pytest.raises(NotFound):
-        (await broker.clients.ack(session_id, new.id, pending.call_id)).raise_for_status()
+    with pytest.raises(NotFound, match=f"client {new.id} has no call {pending.call_id}"):
+        await broker.clients.ack(session_id, new.id, pending.call_id)
     with pytest.raises(Conflict, match="failed: client_gone"):
-        (await broker.clients.ack(session_id, old.id, pending.call_id)).raise_for_status()
+        await broker.clients.ack(session_id, old.id, pending.call_id)
     tail = (await types(broker, session_id))[-4:]
     assert tail == ["client_left", "client_tool_failed", "tool_result", "client_registered"]
 

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from broker import Broker, aio
 from broker.clients import LARGE_WRITE_BYTES, Caller, Receipt
-from broker.errors import Conflict
+from broker.errors import Conflict, NotFound, Unauthorized
 from broker.events import message_assistant, text_block
 from broker.retention import Retention
 from broker.settings import Settings
@@ -145,7 +145,8 @@ async def test_a_registration_that_leaves_keeps_only_what_a_late_request_reads(c
     assert not await redis.exists(s.client_calls(WEB))
     # A late request still reads it as gone; leaving again changes nothing and succeeds.
     await broker.clients.leave(session_id, WEB)
-    assert (await broker.clients.ping(session_id, WEB)).status == 404
+    with pytest.raises(NotFound):
+        await broker.clients.ping(session_id, WEB)
     # A retried register of the same id answers as the first did (it does not register it again).
     again = await broker.clients.register(session_id, WEB, "web", None, tools(10))
     assert again.name == "web"
@@ -159,7 +160,7 @@ async def test_settled_calls_give_back_their_records_and_call_stream_entries(cap
     run_id = await start_run(broker, session_id)
     first = call("client__web__highlight_row", {"row_id": "r" * 3_000})
     assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
-    (await broker.clients.answer(session_id, WEB, first.call_id, "done", is_error=False)).raise_for_status()
+    await broker.clients.answer(session_id, WEB, first.call_id, "done", is_error=False)
     s = broker.core.keys.session(session_id)
     raw = aio.reply(await broker.core.redis.hget(s.calls, first.call_id))
     assert raw is not None
@@ -185,7 +186,7 @@ async def test_every_write_past_the_cap_is_refused_naming_the_setting_and_leaves
     run_id = await start_run(broker, session_id)
     first, second = call("client__web__highlight_row"), call("client__web__highlight_row")
     assert (await commit(broker, session_id, run_id, [first, second])).outcome == "waiting"
-    (await broker.clients.ack(session_id, WEB, second.call_id)).raise_for_status()
+    await broker.clients.ack(session_id, WEB, second.call_id)
     await fill(broker, session_id, room=3_000)
     before = await snapshot(redis, broker, session_id)
 
@@ -201,13 +202,14 @@ async def test_every_write_past_the_cap_is_refused_naming_the_setting_and_leaves
     assert refused(error.value.message)
 
     receipt = Receipt(s.idempotency("k1"), "f" * 64, 60_000)
-    for reply in (
-        await broker.clients.answer(session_id, WEB, first.call_id, "a" * 4_000, is_error=False),
-        await broker.clients.answer(session_id, WEB, second.call_id, "a" * 4_000, is_error=False, receipt=receipt),
-        await broker.clients.progress(session_id, WEB, second.call_id, "p" * 4_000, None, receipt=receipt),
+    for write in (
+        broker.clients.answer(session_id, WEB, first.call_id, "a" * 4_000, is_error=False),
+        broker.clients.answer(session_id, WEB, second.call_id, "a" * 4_000, is_error=False, receipt=receipt),
+        broker.clients.progress(session_id, WEB, second.call_id, "p" * 4_000, None, receipt=receipt),
     ):
-        assert reply.status == 409, reply
-        assert refused(reply.body), reply
+        with pytest.raises(Conflict) as error:
+            await write
+        assert refused(error.value.message)
     # A refusal at the cap keeps no receipt, and the calls are still owed.
     assert not await redis.exists(receipt.key)
     assert await snapshot(redis, broker, session_id) == before
@@ -230,15 +232,15 @@ async def test_an_ack_is_refused_at_the_cap_and_a_ping_is_not(capped: Broker) ->
     assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
     await fill(broker, session_id, room=100)
     before = await snapshot(redis, broker, session_id)
-    ack = await broker.clients.ack(session_id, WEB, first.call_id)
-    assert ack.status == 409
-    assert refused(ack.body)
+    with pytest.raises(Conflict) as error:
+        await broker.clients.ack(session_id, WEB, first.call_id)
+    assert refused(error.value.message)
     assert await snapshot(redis, broker, session_id) == before
     # A ping stores nothing that lasts (its receipt, with a key, lives 5 minutes and is not counted): it
     # keeps the registration alive whatever the session holds.
-    assert (await broker.clients.ping(session_id, WEB)).status == 200
+    assert "expires_at" in await broker.clients.ping(session_id, WEB)
     keyed = Receipt(s.idempotency("p1"), "f" * 64, 300_000)
-    assert (await broker.clients.ping(session_id, WEB, receipt=keyed)).status == 200
+    assert "expires_at" in await broker.clients.ping(session_id, WEB, receipt=keyed)
     assert await snapshot(redis, broker, session_id) == before
 
 
@@ -277,13 +279,11 @@ async def test_a_large_result_is_checked_before_it_is_sent_and_only_for_its_own_
     before = await snapshot(redis, broker, session_id)
     large = "a" * (LARGE_WRITE_BYTES + 1)
     # A token that is not the session's learns nothing of its storage: 401, as from the result's script.
-    stranger = await broker.clients.answer(
-        session_id, WEB, first.call_id, large, is_error=False, caller=Caller("0" * 64)
-    )
-    assert stranger.status == 401
-    full = await broker.clients.answer(session_id, WEB, first.call_id, large, is_error=False)
-    assert full.status == 409
-    assert refused(full.body)
+    with pytest.raises(Unauthorized, match="unknown or expired"):
+        await broker.clients.answer(session_id, WEB, first.call_id, large, is_error=False, caller=Caller("0" * 64))
+    with pytest.raises(Conflict) as error:
+        await broker.clients.answer(session_id, WEB, first.call_id, large, is_error=False)
+    assert refused(error.value.message)
     assert await snapshot(redis, broker, session_id) == before
 
 

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 
 from api.errors import STATUS
 from broker import keys
+from broker.errors import ErrorCode
 from broker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +167,7 @@ def test_the_settings_table_is_the_settings_class() -> None:
 def test_the_error_table_is_the_statuses_the_api_answers() -> None:
     rows = _table_rows("http-api.md", r"`[a-z_]+`")
     shown = {row[0].strip("`"): int(row[1]) for row in rows if row[1].isdigit()}
-    assert shown == {str(code): status for code, status in STATUS.items()}
+    assert shown == {str(code): STATUS[code] for code in ErrorCode}
 
 
 def test_the_architecture_page_holds_every_key_of_the_layout() -> None:

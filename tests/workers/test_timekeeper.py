@@ -13,6 +13,7 @@ import pytest
 
 from broker import Broker, Settings
 from broker.codec import loads
+from broker.errors import NotFound
 from broker.keepers import owned
 from broker.partitions import PARTITIONS
 from broker.work import Entry
@@ -133,7 +134,8 @@ async def test_an_expired_lease_lapses_the_client_and_fails_its_calls(broker: Br
     left = next(e for e in events if e["type"] == "client_left")
     assert left["reason"] == "timed_out"
     assert [e["reason"] for e in events if e["type"] == "client_tool_failed"] == ["client_gone", "client_gone"]
-    assert (await broker.clients.ping(session_id, WEB)).status == 404
+    with pytest.raises(NotFound, match="register again"):
+        await broker.clients.ping(session_id, WEB)
 
 
 async def test_a_pinged_lease_is_moved_on_not_lapsed(broker: Broker, settings: Settings) -> None:
@@ -144,7 +146,7 @@ async def test_a_pinged_lease_is_moved_on_not_lapsed(broker: Broker, settings: S
     first = await broker.core.redis.zscore(partition.leases, member)
     # The index entry comes due at the first expiry; the pings moved the expiry on meanwhile.
     await broker.core.redis.zadd(partition.leases, {member: 0})
-    assert (await broker.clients.ping(session_id, WEB)).status == 200
+    assert "expires_at" in await broker.clients.ping(session_id, WEB)
     async with keeping(broker):
         async with asyncio.timeout(3):
             while (await broker.core.redis.zscore(partition.leases, member) or 0) < (first or 0):
@@ -156,13 +158,15 @@ async def test_a_ping_just_after_the_lapse_is_refused_and_ends_the_client(broker
     session_id = await make_session(broker)
     client_id = "0190f2a0-0000-7000-8000-0000000000cc"
     await broker.clients.register(session_id, client_id, "web", 5, [])
-    assert (await broker.clients.ping(session_id, client_id)).status == 200
+    assert "expires_at" in await broker.clients.ping(session_id, client_id)
     await lapse_now(broker, session_id, client_id)
     await asyncio.sleep(0.01)
     # No timekeeper runs: the ping itself finds the lapse, and the client is never half alive.
-    assert (await broker.clients.ping(session_id, client_id)).status == 404
+    with pytest.raises(NotFound, match=f"no active client {client_id}"):
+        await broker.clients.ping(session_id, client_id)
     assert (await types(broker, session_id))[-1] == "client_left"
-    assert (await broker.clients.ping(session_id, client_id)).status == 404
+    with pytest.raises(NotFound, match=f"no active client {client_id}"):
+        await broker.clients.ping(session_id, client_id)
     assert (await types(broker, session_id)).count("client_left") == 1
 
 

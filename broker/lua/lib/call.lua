@@ -31,18 +31,12 @@ local function sb_own_call(S)
   return rec
 end
 
--- The 409 for acting on a call that is already settled.
+-- The refusal for acting on a call that is already settled (or, awaiting approval, not dispatched yet).
 local function sb_settled_refusal(S, rec)
-  if rec.state == 'failed' then
-    return sb_refuse(409, 'call ' .. S.call_id .. ' failed: ' .. rec.reason)
-  end
-  if rec.state == 'denied' then
-    return sb_refuse(409, 'call ' .. S.call_id .. ' was denied')
-  end
-  if rec.state == 'awaiting' then
-    return sb_refuse(409, 'call ' .. S.call_id .. ' is waiting for approval and was not dispatched yet')
-  end
-  return sb_refuse(409, 'call ' .. S.call_id .. ' already has a result')
+  if rec.state == 'failed' then return sb_refuse('conflict', 'call_failed', S.call_id, rec.reason) end
+  if rec.state == 'denied' then return sb_refuse('conflict', 'call_denied', S.call_id) end
+  if rec.state == 'awaiting' then return sb_refuse('conflict', 'call_awaiting', S.call_id) end
+  return sb_refuse('conflict', 'call_answered', S.call_id)
 end
 
 -- A decision remembered for the session is kept in its meta hash under this prefix and the model-visible

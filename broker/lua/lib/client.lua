@@ -40,19 +40,18 @@ end
 -- Registers client `cid` under the smallest free name (`web`, `web-2`, ...) among the active ones.
 -- `R` holds: names, clients, client (keys); cid, name, lifetime (JSON), ttl (ms, 0 for
 -- never), tools (JSON), tool_names ("\n" joined), max_clients, max_len, run (the run it is scoped to,
--- or ''). Returns the assigned name and the expiry (-1 for never), or nil, a refusal message and its
--- status (400: too many clients; 409: the session's storage is full).
+-- or ''). Returns the assigned name and the expiry (-1 for never), or nil and the refusal (too many
+-- clients; the session's storage is full).
 local function sb_register(S, R)
   local existing = redis.call('HMGET', R.client, 'name', 'expires_at')
   if existing[1] then return existing[1], tonumber(existing[2]) or -1 end
   if redis.call('HLEN', R.names) >= R.max_clients then
-    return nil, 'this session already has ' .. R.max_clients .. ' active clients, the limit;'
-      .. ' one must leave or lapse before another can register', 400
+    return nil, sb_refuse('invalid_request', 'too_many_clients', R.max_clients)
   end
   local bt = sb_tools_bytes(R.tools, R.tool_names)
   -- The tools are stored twice: the registration and its client_registered event.
   local full = sb_room(S.meta, S.now, bt + #R.tools + 2 * #R.lifetime + 2 * SB_KEY + 4 * SB_ENTRY, SB_P.cap)
-  if full then return nil, full, 409 end
+  if full then return nil, full end
   local assigned, k = R.name, 2
   while redis.call('HEXISTS', R.names, assigned) == 1 do
     local suffix = '-' .. k

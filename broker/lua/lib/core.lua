@@ -202,15 +202,20 @@ local function sb_add_receipt(meta, now, ttl, n)
 end
 
 -- nil when the session at `meta` has room for `need` more bytes under `cap` (0: no bound); else the
--- refusal's message, naming the setting, the session's use and the limit.
+-- refusal (sb_refuse): `session_full`, naming the session's use, the need and the limit.
 local function sb_room(meta, now, need, cap)
   cap = tonumber(cap) or 0
   if cap <= 0 then return nil end
   local used = sb_used(meta, now)
   if used + need <= cap then return nil end
-  return 'this session stores ' .. used .. ' bytes and this would add about ' .. need .. ', past '
-    .. SB_LIMIT_SETTING .. ' (' .. cap .. ' bytes): delete the session (or what it no longer needs) or'
-    .. ' raise the limit'
+  return {'conflict', 'session_full', used, need, cap}
+end
+
+-- What a session that is full says where no one is refused but something is not kept (an event's text:
+-- a run that failed, a tool's result): the refusal's values, and the setting.
+local function sb_full_text(full)
+  return 'this session stores ' .. full[3] .. ' bytes and this would add about ' .. full[4] .. ', past '
+    .. SB_LIMIT_SETTING .. ' (' .. full[5] .. ' bytes)'
 end
 
 -- Numbers go as text made with %d: a Lua number handed to Redis, or made text by Lua, costs a
@@ -304,12 +309,15 @@ local function sb_tool_result(call_id, text, is_error)
     .. (is_error and 'true' or 'false') .. '}'
 end
 
+-- A script answers `{outcome, ...}`: 'ok' and its data, or a refusal: its outcome (an error code word:
+-- 'not_found', 'conflict', 'invalid_request', 'unauthorized'), the reason (broker/refusals.py writes
+-- each reason's message, once) and the values the message names.
 local function sb_reply(...)
-  return {0, ...}
+  return {'ok', ...}
 end
 
-local function sb_refuse(status, message)
-  return {status, message}
+local function sb_refuse(outcome, reason, ...)
+  return {outcome, reason, ...}
 end
 
 -- What this library holds for one call or batch: the clock it read, the storage counted, the messages.
