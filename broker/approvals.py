@@ -1,4 +1,4 @@
-"""Approvals: the first decision on a call that waits for one wins; a second answers 409."""
+"""Approvals: the first decision on a call that waits for one wins; a second is a conflict."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ class InvalidRequest(SwitchboardError):
 
 class AddressRefused(InvalidRequest):
     """A provider's host resolves to an address this deployment does not let providers use (loopback,
-    private, metadata...): a 400 when a provider is created or moved, a failed run when it is connected to."""
+    private, metadata...): refused when a provider is created or moved, a failed run when it is connected to."""
 
 
 class Unauthorized(SwitchboardError):

@@ -5,7 +5,7 @@ A session's trim timer (`c|<session id>` in its partition's purge index, set at 
 settled-call retention after the last trim. The trim reads the event log from where the last one stopped:
 every `tool_result` there older than the retention names a settled call whose record can go (the log keeps
 its events for as long as the session lives, so readers page them as before; a late answer to such a call
-is told 404 instead of 409).
+is told not_found instead of conflict).
 """
 
 from __future__ import annotations

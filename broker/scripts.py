@@ -48,7 +48,7 @@ class Scripts:
     A script is sent once. Only an answer that says it did not run (NOSCRIPT or `Function not found`: the
     server lost its scripts; MOVED, ASK, TRYAGAIN on a Cluster) sends it again; a connection lost or timed out after
     sending fails the call, since the script may have run, and running it twice could append an input
-    twice or answer a result's retry with 409. Idempotency-Keys make a retry by the client safe instead.
+    twice or refuse a result's retry as a conflict. Idempotency-Keys make a retry by the client safe instead.
     On a Cluster each script goes to its slot's node on that node's own pool (`broker/slots.py`). The hot
     routes' scripts go by group commit, per partition (`broker/batching.py`)."""
 

@@ -1,7 +1,7 @@
 -- Cancels one call the run still waits for, and the run goes on: a client call fails with reason
 -- `run_gone` and `"detail":"cancelled"` (`client_tool_failed`), a call waiting for approval is resolved as
 -- denied, and every one gets its error `tool_result` carrying the message; the step continues once its
--- last call is settled. A result or ack that comes later is 409, as for any settled call.
+-- last call is settled. A result or ack that comes later is a conflict, as for any settled call.
 --
 --!layout lib/call.lua   (cid is '')
 --!arg text        the text of the error result

@@ -1,7 +1,7 @@
 -- Deletes a session. Its active run ends first (owed calls fail with run_gone, then run_cancelled), and
 -- so does every queued run, so live streams see each run end; then `deleted` goes out on the channel,
 -- the session leaves its partition's indexes, and the log and state go. The record and tokens stay as a
--- tombstone for `tombstone_ms`, so the session's own tokens get 404 (not 401) from then on. Per-client keys
+-- tombstone for `tombstone_ms`, so the session's own tokens get not_found (not unauthorized) from then on. Per-client keys
 -- are purged later by the timekeeper (purge index), and the workspace's session indexes are left by the
 -- caller (another slot).
 --

@@ -24,7 +24,7 @@ local function sb_call(S)
 end
 
 -- The call as the client at S.cid may see it: nil when it does not exist or belongs to another
--- registration, which both answer 404 so no client learns of another's calls.
+-- registration, which both answer not_found so no client learns of another's calls.
 local function sb_own_call(S)
   local rec = sb_call(S)
   if not rec or rec.kind ~= 'client' or rec.client ~= S.cid then return nil end

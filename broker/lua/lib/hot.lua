@@ -29,9 +29,9 @@ local function sb_hot_context()
   return {tokens = K.tokens, receipt = K.receipt, token = A.token, fp = A.fp, ttl = A.ttl, cap = SB_P.cap}
 end
 
--- A receipt kept by a release before outcomes: `H<status> <fp> <body>` or JSON {status, fp, body}, its
--- body the HTTP answer as sent. Read as the outcome it stood for, a refusal's message as written (they
--- live a day at most: CALL_RECEIPT_MS).
+-- A receipt kept by a release before outcomes, which kept the API's answer itself: `H<status> <fp> <body>`
+-- or JSON {status, fp, body}. Read as the outcome its status stood for, a refusal's message as written.
+-- Such receipts live a day at most (CALL_RECEIPT_MS): this table goes with the release after next.
 local SB_EARLIER = {['200'] = 'ok', ['204'] = 'ok', ['400'] = 'invalid_request', ['401'] = 'unauthorized',
   ['404'] = 'not_found', ['409'] = 'conflict'}
 
