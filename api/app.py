@@ -41,11 +41,11 @@ from api.sse import DIRECT_SEND
 from api.state import AppState
 from api.stream_caps import StreamCaps
 from broker import Broker, Settings
-from broker.addresses import Resolver
-from broker.jsonlog import pop_ids, push_ids
-from broker.live import LiveHub
-from broker.runtime import settle_heap
-from broker.telemetry import probe_redis
+from broker.services.live import LiveHub
+from broker.services.telemetry import probe_redis
+from common.addresses import Resolver
+from common.jsonlog import pop_ids, push_ids
+from common.runtime import settle_heap
 
 BOOTSTRAP_LABEL = "bootstrap"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import Message, Receive, Scope, Send
 
-from broker.codec import dumps
+from common.codec import dumps
 
 _JSON = [(b"content-type", b"application/json")]
 

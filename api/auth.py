@@ -10,11 +10,11 @@ from fastapi import Request
 
 from api.state import broker_of
 from broker import Broker
-from broker.clients import Caller
-from broker.codec import canonical_uuid, sha256_hex
-from broker.credentials import Permission, TokenState, token_session
 from broker.errors import Forbidden, NotFound, Unauthorized
+from broker.services.clients import Caller
+from broker.services.credentials import Permission, TokenState, token_session
 from broker.settings import API_KEY_PREFIX, SESSION_TOKEN_PREFIX
+from common.codec import canonical_uuid, sha256_hex
 
 WORKSPACE_HEADER = "kikuvi-workspace"
 

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.asgi import header, send_refusal
 from api.state import AppState
-from broker.codec import canonical_uuid
+from common.codec import canonical_uuid
 
 ALLOW_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, Kikuvi-Workspace, Switchboard-Pool-Member"
 ALLOW_METHODS = "GET, POST, PUT, DELETE"

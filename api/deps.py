@@ -10,9 +10,9 @@ from fastapi import Depends, Query
 from api.auth import Principal, authenticate
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, Order
 from api.state import State
-from broker.codec import canonical_uuid
-from broker.credentials import Permission
 from broker.errors import NotFound
+from broker.services.credentials import Permission
+from common.codec import canonical_uuid
 
 Authenticated = Annotated[Principal, Depends(authenticate)]
 

@@ -24,8 +24,8 @@ from api.errors import STATUS, UNEXPECTED, error_headers, refused
 from api.hot import HotRequest
 from api.schemas.clients import ClientCallResultBody
 from api.state import AppState
-from broker.codec import dumps
 from broker.errors import SwitchboardError
+from common.codec import dumps
 
 logger = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from api.deps import canonical_id
 from api.keyed import CALL_RECEIPT_MS, PING_RECEIPT_MS, idempotency_key
 from api.schemas.clients import ClientCallProgressBody, ClientCallResultBody
 from api.state import AppState
-from broker.clients import Receipt
-from broker.credentials import Permission
 from broker.errors import InvalidRequest
-from broker.idempotency import fingerprint, scope_digest
+from broker.services.clients import Receipt
+from broker.services.credentials import Permission
+from broker.services.idempotency import fingerprint, scope_digest
 
 MANAGE = Permission.SESSION_MANAGE
 # Names the pool member acking a call; the registration's call stream announces it (api.pool_stream).

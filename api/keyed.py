@@ -19,9 +19,9 @@ from api.auth import Principal
 from api.errors import STATUS, envelope, outcome_of, status_of
 from api.state import broker_of
 from broker import Broker
-from broker.codec import dumps
 from broker.errors import InvalidRequest, SwitchboardError
-from broker.idempotency import Replay, fingerprint, scope_digest
+from broker.services.idempotency import Replay, fingerprint, scope_digest
+from common.codec import dumps
 
 PING_RECEIPT_MS = 5 * 60 * 1000
 CALL_RECEIPT_MS = 60 * 60 * 1000

@@ -23,13 +23,13 @@ from starlette.types import Receive, Scope, Send
 
 from api.sse import open_stream
 from api.state import AppState
-from broker.calls import CallState
-from broker.codec import loads
 from broker.errors import SwitchboardError
-from broker.events import is_logged
-from broker.live import Signal
-from broker.runs import CLIENT_TOOL_PREFIX, parse_client_tool
-from broker.schema.checks import Unchecked
+from broker.services.calls import CallState
+from broker.services.live import Signal
+from broker.services.runs import CLIENT_TOOL_PREFIX, parse_client_tool
+from common.codec import loads
+from common.events import is_logged
+from common.schema.checks import Unchecked
 
 logger = logging.getLogger(__name__)
 

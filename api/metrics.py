@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, generate_latest
 
-from broker.telemetry import redis_rtt_histogram
+from broker.services.telemetry import redis_rtt_histogram
 
 
 class Metrics:

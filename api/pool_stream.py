@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator
 from api.sse import ending
 from api.state import AppState
 from broker.errors import NotFound, SwitchboardError
-from broker.live import Signal, Subscription
+from broker.services.live import Signal, Subscription
 
 _KEEPALIVE = b": keep-alive\n\n"
 

@@ -34,8 +34,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.asgi import header, send_refusal
 from api.auth import bearer_token
-from broker.codec import sha256_hex
 from broker.settings import Settings
+from common.codec import sha256_hex
 
 _TRACKED = 100_000
 _KEPT_CHARS = 128

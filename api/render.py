@@ -7,10 +7,10 @@ from api.schemas.common import moment, optional_moment
 from api.schemas.keys import ActorBody, ApiKeyBody, ApiKeyReceiptBody
 from api.schemas.providers import ByokProviderBody, PlatformModelBody, PlatformProviderBody
 from api.schemas.sessions import ApiKeyCreator, SessionBody, UserCreator
-from broker.agents import Agent, AgentVersion
-from broker.credentials import ApiKey
-from broker.providers import Provider
-from broker.sessions import Session
+from broker.services.agents import Agent, AgentVersion
+from broker.services.credentials import ApiKey
+from broker.services.providers import Provider
+from broker.services.sessions import Session
 
 
 def agent(record: Agent, workspace_id: str) -> AgentBody:

@@ -21,10 +21,10 @@ from api.asgi import header, send_json
 from api.auth import WORKSPACE_HEADER, hot_caller
 from api.errors import STATUS, refused
 from api.state import AppState
-from broker.clients import LARGE_WRITE_BYTES
-from broker.codec import dumps
-from broker.credentials import Permission
 from broker.errors import SwitchboardError
+from broker.services.clients import LARGE_WRITE_BYTES
+from broker.services.credentials import Permission
+from common.codec import dumps
 
 _SESSION_ROUTE = re.compile(r"/v1/sessions/([^/]+)/.+")
 _WRITES = frozenset({"POST", "PUT", "PATCH"})

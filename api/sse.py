@@ -15,8 +15,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from api.state import AppState
-from broker.events import event_seq, has_images, is_logged, is_progress, is_timing, without_images
-from broker.live import Signal, Subscription
+from broker.services.live import Signal, Subscription
+from common.events import event_seq, has_images, is_logged, is_progress, is_timing, without_images
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # A reader that does not read holds at most one chunk waiting to be written, plus one page of the log

@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 from api.metrics import Metrics
 from api.stream_caps import StreamCaps
 from broker import Broker
-from broker.live import LiveHub
+from broker.services.live import LiveHub
 
 
 @dataclass

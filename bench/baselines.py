@@ -9,7 +9,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from broker import aio
+from broker.transport import aio
 
 
 async def xadd_xreadgroup(url: str, count: int) -> list[float]:

@@ -1,7 +1,7 @@
 """Scenario 9: what the client side of one script call costs the calling process, by the way it is sent.
 
 Every API route is one EVALSHA (or a few), so the client path is most of what the API spends per route
-that is not HTTP. Two pieces of ours replace redis-py's: LeanPool (broker/client.py: a checkout without
+that is not HTTP. Two pieces of ours replace redis-py's: LeanPool (broker/transport/client.py: a checkout without
 redis-py's lock and socket probe, waiting rather than failing when all connections are busy) and the
 packed send (broker/scripts.evalsha: the command packed by hiredis and sent once, no retry wrapper, no
 response callbacks). Each is measured on and off, in process, against the same Redis in the same run: the
@@ -26,9 +26,9 @@ from redis.asyncio import BlockingConnectionPool, Redis
 
 from bench.calls import many_in_flight, open_session
 from bench.harness import Figure, Size, cluster, cpu_seconds, figure, scripted_agent
-from broker.client import create_redis
-from broker.embedded import EmbeddedRedis
-from broker.scripts import evalsha
+from broker.scripts.runner import evalsha
+from broker.transport.client import create_redis
+from broker.transport.embedded import EmbeddedRedis
 
 # A script as small as the hot ones are around their commands: one read, one write.
 SCRIPT = "local v = redis.call('HGET', KEYS[1], 'n') redis.call('HSET', KEYS[1], 'n', ARGV[1]) return v"

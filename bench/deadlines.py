@@ -25,8 +25,8 @@ from bench.harness import (
     scripted_agent,
     summary,
 )
-from broker.connect import open_redis
 from broker.keys import KeySpace
+from broker.transport.connect import open_redis
 
 RESULT_TIMEOUT_S = 2
 PENDING_WIDTH = 100

@@ -19,8 +19,8 @@ import httpx
 
 from bench.harness import Cluster, Figure, Size, cluster, figure, keyed, new_session, scripted_agent
 from bench.http import RawHttp
-from broker.connect import open_redis
 from broker.keys import KeySpace
+from broker.transport.connect import open_redis
 
 # The API's limit is 32 active clients per session; each session registers up to this many.
 PER_SESSION = 30

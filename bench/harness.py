@@ -22,7 +22,7 @@ import httpx
 from redis.asyncio import Redis
 
 from bench.http import RawHttp
-from broker.embedded import EmbeddedCluster, EmbeddedRedis
+from broker.transport.embedded import EmbeddedCluster, EmbeddedRedis
 from switchboard.processes import Processes
 
 _T = TypeVar("_T")

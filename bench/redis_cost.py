@@ -24,8 +24,8 @@ from redis.asyncio import Redis
 from bench import baselines
 from bench.calls import Session, many_in_flight, one_in_flight, open_session
 from bench.harness import Cluster, Figure, Size, cluster, figure, keyed, redis_cpu_s, scripted_agent
-from broker.embedded import EmbeddedRedis
-from broker.luasource import names_by_id
+from broker.scripts.source import names_by_id
+from broker.transport.embedded import EmbeddedRedis
 
 IDLE_WINDOW_S = 5.0
 

@@ -21,8 +21,8 @@ from redis.asyncio import Redis
 
 from bench.calls import Session, many_in_flight, one_in_flight, open_session
 from bench.harness import Cluster, Figure, Size, cluster, figure, redis_cpu_s, scripted_agent, summary
-from broker.embedded import EmbeddedRedis
-from broker.slots import SlotMap
+from broker.transport.embedded import EmbeddedRedis
+from broker.transport.slots import SlotMap
 
 # How long each node's idle background is measured before the load (a smoke run: SMOKE_WINDOW_S).
 IDLE_WINDOW_S = 5.0

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-from broker.addresses import ProviderAddresses, Resolver
-from broker.agents import Agents
-from broker.approvals import Approvals
-from broker.calls import Calls
-from broker.clients import Clients
 from broker.core import Core
-from broker.credentials import Credentials
-from broker.idempotency import Idempotency
-from broker.keepers import Keepers
-from broker.log import EventLog
-from broker.pools import Pools
-from broker.providers import Providers
-from broker.retention import Retention
-from broker.runs import Runs
-from broker.schema.checks import ArgumentChecks
-from broker.server_calls import ServerCalls
-from broker.sessions import Sessions
+from broker.services.agents import Agents
+from broker.services.approvals import Approvals
+from broker.services.calls import Calls
+from broker.services.clients import Clients
+from broker.services.credentials import Credentials
+from broker.services.idempotency import Idempotency
+from broker.services.keepers import Keepers
+from broker.services.log import EventLog
+from broker.services.pools import Pools
+from broker.services.providers import Providers
+from broker.services.retention import Retention
+from broker.services.runs import Runs
+from broker.services.server_calls import ServerCalls
+from broker.services.sessions import Sessions
+from broker.services.timers import Timers
+from broker.services.work import Work
 from broker.settings import Settings
-from broker.timers import Timers
-from broker.work import Work
+from common.addresses import ProviderAddresses, Resolver
+from common.schema.checks import ArgumentChecks
 
 
 class Broker:

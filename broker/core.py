@@ -10,15 +10,15 @@ from typing import TypeVar
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
-from broker import aio
-from broker.codec import uuid7
-from broker.connect import Connected, open_redis
 from broker.errors import BrokerUnavailable, RedisUnreachable, translate_redis_errors
 from broker.keys import KeySpace
 from broker.partitions import PARTITIONS
-from broker.scripts import Scripts
+from broker.scripts.runner import Scripts
 from broker.settings import Settings
-from broker.slots import SlotMap
+from broker.transport import aio
+from broker.transport.connect import Connected, open_redis
+from broker.transport.slots import SlotMap
+from common.codec import uuid7
 
 T = TypeVar("T")
 

@@ -36,7 +36,7 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{w}:idem:<digest>`                | string | idempotency TTL          | receipts of workspace routes           |
 | `sb:{w}:keepers`                      | zset   | none (members lapse)     | live workers by lease end (keepers.lua)|
 | `sb:{w}:timers-armed`                 | string | none                     | `1` once every session has its timers  |
-|                                       |        |                          | (broker/retention.py, after an upgrade)|
+|                                       |        |                          | (services/retention.py, on upgrade)   |
 | `sb:{w}:health:<host>`                | string | 3 heartbeats             | `switchboard worker --check`           |
 | `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone,  |
 |                                       |        |                          | `trimmed_seq` (trim_calls.lua),        |
@@ -279,7 +279,7 @@ class KeySpace:
 
     @property
     def timers_armed(self) -> str:
-        """Set once every session has its retention and trim timers (broker/retention.py)."""
+        """Set once every session has its retention and trim timers (broker/services/retention.py)."""
         return f"{self.prefix}:{{w}}:timers-armed"
 
     @property

@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from broker.jsonlog import LogFormat
+from common.jsonlog import LogFormat
 
 Seconds = Annotated[float, Field(gt=0)]
 
@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     # A workspace's own providers (BYOK) may be on loopback, private or link-local addresses only when
     # this is true (self-hosted models on a private network); otherwise anyone holding a key that may
     # manage providers could point the worker at the machine's or the network's own services. Cloud
-    # metadata addresses are refused either way (broker/addresses.py); the platform URLs above are exempt.
+    # metadata addresses are refused either way (common/addresses.py); the platform URLs above are exempt.
     provider_allow_private: bool = False
     # How long resolving a provider's host name may take, when it is created or moved and on connecting.
     provider_resolve_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
@@ -78,7 +78,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=65_536)
     # A client's result may carry images (5 MiB decoded in all, a third more as base64): its own limit.
     max_result_body_bytes: int = Field(default=8_388_608, ge=65_536)
-    # What checking one call's arguments against its tool's schema may cost (broker/schema/): steps (a
+    # What checking one call's arguments against its tool's schema may cost (common/schema/): steps (a
     # keyword applied to a value, more for references and long texts) and time, whichever runs out
     # first; past either the call gets an error result saying so. A check of 1,000 rows of five fields
     # takes about 30,000 steps.

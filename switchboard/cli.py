@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pydantic import ValidationError
 
 from broker import Settings
-from broker.credentials import PERMISSIONS
+from broker.services.credentials import PERMISSIONS
 
 
 def _settings() -> Settings:
@@ -32,7 +32,7 @@ def _redis_url(settings: Settings, role: str) -> str:
 
 
 def _logging(settings: Settings) -> None:
-    from broker.jsonlog import configure
+    from common.jsonlog import configure
 
     configure(settings.log_format)
 

@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 
 
 def server_env(redis_url: str, **settings: str) -> tuple[dict[str, str], str]:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from broker import Settings
-from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 
 API_KEY_ENV = "SWITCHBOARD_API_KEY"
 SCRIPTED = {"format": "openai_responses", "model": SCRIPTED_MODEL, "max_tokens": 1000, "context_window": 8000}

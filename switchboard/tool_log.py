@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from broker.jsonlog import JsonFormatter
-from broker.runs import CLIENT_TOOL_PREFIX
+from broker.services.runs import CLIENT_TOOL_PREFIX
+from common.jsonlog import JsonFormatter
 from workers.models.aliases import PROVIDER_NAME_LIMIT, shorten
 
 ToolLogFormat = Literal["plain", "json"]

@@ -23,7 +23,7 @@ import pydantic
 from mcp.shared.exceptions import MCPError
 
 from api.schemas.clients import MAX_ANNOTATIONS, MAX_PROGRESS_CHARS, MAX_TOOLS, ClientToolBody
-from broker.schema.accept import SchemaRefused, accept
+from common.schema.accept import SchemaRefused, accept
 from switchboard.mcp_link import Link, LinkError, Progress, ServerGone, ServerSpec, StderrRelay
 from switchboard.tool_log import ToolLogFormat
 from switchboard.tool_member import Member, Target

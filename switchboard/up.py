@@ -23,8 +23,8 @@ from pathlib import Path
 from types import FrameType
 
 from broker import Settings
-from broker.embedded import EmbeddedRedis, die_with_parent
 from broker.settings import API_KEY_PREFIX
+from broker.transport.embedded import EmbeddedRedis, die_with_parent
 
 _READY_WAIT_S = 30.0
 _STOP_WAIT_S = 30.0

@@ -11,8 +11,8 @@ import pytest
 from pydantic import SecretStr
 
 from broker import Broker
-from broker.embedded import EmbeddedCluster
 from broker.settings import Settings
+from broker.transport.embedded import EmbeddedCluster
 from tests.api_client import Api
 from tests.stack import Stack, hang_report, opened_broker, running_stack, started_redis
 

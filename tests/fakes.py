@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from broker.codec import dumps
+from common.codec import dumps
 from tests.stack import serve_asgi
 
 Frame = tuple[str, dict[str, Any]]

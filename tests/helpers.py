@@ -7,12 +7,13 @@ from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker import Broker, aio
-from broker.codec import loads, uuid7
-from broker.credentials import operator_actor
-from broker.events import message_assistant, tool_call_block
-from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
-from broker.runs import Committed, PlannedCall
+from broker import Broker
+from broker.services.credentials import operator_actor
+from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+from broker.services.runs import Committed, PlannedCall
+from broker.transport import aio
+from common.codec import loads, uuid7
+from common.events import message_assistant, tool_call_block
 from workers.catalog import Catalog
 from workers.config import RunConfig
 from workers.tools.builtins import BUILTINS

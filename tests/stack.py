@@ -21,9 +21,9 @@ from starlette.types import ASGIApp
 from api.app import create_app
 from api.server import uvicorn_options
 from broker import Broker, Settings
-from broker.addresses import Resolver
-from broker.aio import command
-from broker.embedded import EmbeddedRedis, free_port
+from broker.transport.aio import command
+from broker.transport.embedded import EmbeddedRedis, free_port
+from common.addresses import Resolver
 from tests.resolver import Names
 from workers.worker import serve as serve_worker
 

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from broker.embedded import die_with_parent, free_cluster_port, redis_cli_binary, redis_server_binary
+from broker.transport.embedded import die_with_parent, free_cluster_port, redis_cli_binary, redis_server_binary
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.codec import loads
+from common.codec import loads
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str]:

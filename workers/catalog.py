@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.runs import OfferedClient, PlannedCall, Route, parse_client_tool
-from broker.schema.checks import ArgumentChecks, Unchecked
+from broker.services.runs import OfferedClient, PlannedCall, Route, parse_client_tool
+from common.schema.checks import ArgumentChecks, Unchecked
 from workers.config import RunConfig
 from workers.mcp.hub import McpTool
 from workers.models.base import ModelError, ToolSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from broker.runs import Policy
+from broker.services.runs import Policy
 
 DEFAULT_MAX_STEPS = 25
 DEFAULT_MCP_TIMEOUT_S = 60.0

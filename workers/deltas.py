@@ -8,7 +8,7 @@ import contextlib
 from typing import Any
 
 from broker import Broker
-from broker.codec import dumps
+from common.codec import dumps
 
 # Deltas go out at most this often: a token per publish would cost Redis more than readers gain.
 FLUSH_EVERY_S = 0.05

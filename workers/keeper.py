@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable
 from redis.asyncio.client import PubSub
 
 from broker import Broker
-from broker.keepers import owned
-from broker.tasks import cancel_and_wait
+from broker.services.keepers import owned
+from common.tasks import cancel_and_wait
 from workers.backoff import Backoff
 
 logger = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 from redis.asyncio import Redis
 
+from broker.services.telemetry import probe_redis, redis_rtt_histogram
 from broker.settings import Settings
-from broker.telemetry import probe_redis, redis_rtt_histogram
 
 logger = logging.getLogger(__name__)
 

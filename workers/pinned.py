@@ -1,6 +1,6 @@
 """The HTTP client a workspace provider's SDK, or an agent's MCP grant, sends through (both model SDKs and
 the `mcp` client take an `http_client`): every request goes to the origin the credential was stored for,
-to an address resolved and checked for that very connection (broker/addresses.py), so neither a redirect
+to an address resolved and checked for that very connection (common/addresses.py), so neither a redirect
 nor a name whose answer changes after a check (DNS rebinding) takes the key, the transcript or the system
 prompt anywhere else."""
 
@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import httpx2
 
-from broker.addresses import ProviderAddresses
 from broker.errors import AddressRefused
+from common.addresses import ProviderAddresses
 
 # An error answer is read for its status and message only: past this the rest of its body is not read,
 # so whatever answers cannot make the worker hold a body of any size (an error JSON with a message of a

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from broker import Broker
-from broker.tasks import cancel_and_wait
-from broker.work import Entry
+from broker.services.work import Entry
+from common.tasks import cancel_and_wait
 from workers.backoff import Backoff
 
 logger = logging.getLogger(__name__)

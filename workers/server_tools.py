@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from broker import Broker
-from broker.codec import dumps
-from broker.events import text_block, tool_progress
-from broker.tasks import cancel_and_wait
+from common.codec import dumps
+from common.events import text_block, tool_progress
+from common.tasks import cancel_and_wait
 from workers.mcp.hub import McpHub
 from workers.mcp.results import Mapped, failed
 from workers.models.base import ModelError

@@ -13,11 +13,11 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from broker import Broker
-from broker.codec import dumps
 from broker.errors import BrokerUnavailable
-from broker.events import message_assistant
-from broker.runs import Committed
-from broker.tasks import cancel_and_wait
+from broker.services.runs import Committed
+from common.codec import dumps
+from common.events import message_assistant
+from common.tasks import cancel_and_wait
 from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
@@ -162,7 +162,7 @@ class StepRunner:
             backoff_s=settings.model_backoff_s,
             budget_s=settings.model_retry_budget_s,
         )
-        # Under the step's lease: checking the calls' arguments may take a while (broker/schema/).
+        # Under the step's lease: checking the calls' arguments may take a while (common/schema/).
         return turn, await catalog.routed(turn.calls)
 
     async def _commit(

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 
 from broker import Broker
-from broker.retention import TRIM_PREFIX
-from broker.sessions import RETAIN_PREFIX
-from broker.work import Entry
+from broker.services.retention import TRIM_PREFIX
+from broker.services.sessions import RETAIN_PREFIX
+from broker.services.work import Entry
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.codec import loads
-from broker.runs import PlannedCall
+from broker.services.runs import PlannedCall
+from common.codec import loads
 from workers.models.base import Message, ToolOutcome
 
 # Rows read per round trip: a page of the largest events (results with images) stays far under the bound.

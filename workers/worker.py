@@ -1,7 +1,7 @@
 """The worker process: keeps its share of the partitions (their timers and their work), and runs the work.
 
 Model steps and server tool calls are entries of per-partition Redis Streams read through the consumer
-group `workers` (`broker/work.py`); a worker keeps the partitions the live workers' rendezvous split gives
+group `workers` (`broker/services/work.py`); a worker keeps the partitions the live workers' rendezvous split gives
 it (`workers/keeper.py`), visits each when its alarm rings (`workers/timekeeper.py`) and takes its work
 when it says so (`workers/runner.py`). arq, which ran steps before, has no Redis Cluster support
 (python-arq/arq#385), so it is gone.
@@ -16,12 +16,12 @@ import signal
 import socket
 
 from broker import Broker, Settings
-from broker.addresses import Resolver
-from broker.codec import uuid7
 from broker.errors import NotFound, SwitchboardError
-from broker.jsonlog import log_ids
-from broker.runtime import settle_heap
-from broker.work import Entry
+from broker.services.work import Entry
+from common.addresses import Resolver
+from common.codec import uuid7
+from common.jsonlog import log_ids
+from common.runtime import settle_heap
 from workers.keeper import Keeper
 from workers.mcp.hub import McpHub
 from workers.metrics import WorkerMetrics
@@ -120,8 +120,8 @@ async def serve(
 
 async def healthy(settings: Settings, url: str) -> bool:
     """Whether this host's worker refreshed its health key within the last lease (`worker --check`)."""
-    from broker.connect import open_redis
     from broker.keys import KeySpace
+    from broker.transport.connect import open_redis
 
     connected = await open_redis(url, name="switchboard-check")
     try:

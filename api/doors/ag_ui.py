@@ -49,9 +49,9 @@ from api.doors.follow import Quiet, SessionGone, back, shown_items
 from api.doors.turns import Started, Turn, frontend_tools, hand_over, input_text, parsed, result_body
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
-from broker.codec import dumps, loads
 from broker.errors import InvalidRequest
-from broker.live import Subscription
+from broker.services.live import Subscription
+from common.codec import dumps, loads
 
 PROTOCOL_VERSION = "1.0"
 # The interrupt an approval becomes: what `resume[].payload` answers with (the approvals route's body).

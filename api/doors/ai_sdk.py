@@ -20,9 +20,9 @@ from api.doors.follow import Quiet, SessionGone, shown_items
 from api.doors.turns import Turn, frontend_tools, input_text, parsed, result_body
 from api.schemas.clients import ClientCallResultBody
 from api.state import AppState
-from broker.codec import dumps
 from broker.errors import InvalidRequest
-from broker.live import Subscription
+from broker.services.live import Subscription
+from common.codec import dumps
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
 MAX_TOOLS = 64

@@ -10,9 +10,9 @@ from typing import Any
 
 from api.doors.view import Paused, RunView, Shown
 from api.state import AppState
-from broker.codec import loads
-from broker.events import event_seq, is_logged
-from broker.live import Signal, Subscription
+from broker.services.live import Signal, Subscription
+from common.codec import loads
+from common.events import event_seq, is_logged
 
 _PAGE = 200
 # A look back through the log (a continuation's start, a resumed run, a snapshot) reads at most this many

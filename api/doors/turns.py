@@ -20,12 +20,12 @@ from api.schemas.events import ApprovalDecisionForm
 from api.schemas.sessions import MAX_INPUT_CHARS
 from api.sse import open_stream
 from api.state import AppState
-from broker.clients import Caller
-from broker.codec import dumps, loads, uuid7
 from broker.errors import Conflict, InvalidRequest, NotFound, SwitchboardError
-from broker.events import is_timing
-from broker.live import Subscription
-from broker.runs import SCOPED_CLIENT_NAME
+from broker.services.clients import Caller
+from broker.services.live import Subscription
+from broker.services.runs import SCOPED_CLIENT_NAME
+from common.codec import dumps, loads, uuid7
+from common.events import is_timing
 
 # Results and decisions one request may carry (more than a step can owe: 32 clients of 64 tools each is
 # far above what a model calls in one step).

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from broker.codec import dumps
-from broker.events import image_placeholder
+from common.codec import dumps
+from common.events import image_placeholder
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,10 +21,10 @@ from api.schemas.agents import (
 )
 from api.schemas.common import ErrorBody
 from api.state import State
-from broker.codec import uuid7
-from broker.credentials import Permission
 from broker.errors import Conflict, NotFound
-from broker.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+from broker.services.credentials import Permission
+from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+from common.codec import uuid7
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses={400: {"model": ErrorBody}})
 

@@ -10,9 +10,9 @@ from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import ErrorBody
 from api.schemas.keys import ApiKeyBody, ApiKeyPage, ApiKeyReceiptBody, MintApiKeyBody, MintedApiKeyBody
 from api.state import State
-from broker.codec import rfc3339, to_ms
-from broker.credentials import MAX_KEY_DEPTH, Permission
 from broker.errors import Forbidden, InvalidRequest
+from broker.services.credentials import MAX_KEY_DEPTH, Permission
+from common.codec import rfc3339, to_ms
 
 router = APIRouter(prefix="/v1/api-keys", tags=["api-keys"], responses={400: {"model": ErrorBody}})
 

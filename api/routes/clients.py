@@ -28,8 +28,8 @@ from api.schemas.common import ErrorBody, moment, optional_moment
 from api.schemas.events import SessionEvent
 from api.sse import EventStreamResponse, open_stream
 from api.state import State
-from broker.codec import uuid7
-from broker.pools import MAX_PREFETCH
+from broker.services.pools import MAX_PREFETCH
+from common.codec import uuid7
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/clients", tags=["clients"], responses={400: {"model": ErrorBody}})
 

@@ -13,8 +13,8 @@ from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
 from api.sse import EventStreamResponse, as_seen, event_stream, open_stream, shown
 from api.state import State
-from broker.codec import uuid7
 from broker.errors import Forbidden
+from common.codec import uuid7
 
 # A seq: at most 18 digits (within a Redis integer); as text on the stream, where empty is none.
 MAX_SEQ = 10**18 - 1

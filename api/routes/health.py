@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
 from api.state import State
-from broker.telemetry import read_figures, render_figures
+from broker.services.telemetry import read_figures, render_figures
 
 router = APIRouter(tags=["operations"])
 

@@ -17,8 +17,8 @@ from api.schemas.providers import (
     UpdateProviderBody,
 )
 from api.state import State
-from broker.codec import uuid7
-from broker.credentials import Permission
+from broker.services.credentials import Permission
+from common.codec import uuid7
 
 router = APIRouter(prefix="/v1/model-providers", tags=["model-providers"], responses={400: {"model": ErrorBody}})
 

@@ -21,9 +21,9 @@ from api.schemas.sessions import (
     SessionTokenReceiptBody,
 )
 from api.state import State
-from broker.codec import uuid7
-from broker.credentials import Permission
 from broker.errors import Conflict, NotFound
+from broker.services.credentials import Permission
+from common.codec import uuid7
 
 
 def concurrency(config: dict[str, Any]) -> tuple[str, int]:

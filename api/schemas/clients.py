@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from api.schemas.common import JSON_NUMBER, JsonBool, Strict, last_of_each_name
 from api.schemas.json_schema import check_json_schema
-from broker.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS, image_block, text_block
+from common.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS, image_block, text_block
 
 MAX_TOOLS = 64
 MAX_PROGRESS_CHARS = 1_000

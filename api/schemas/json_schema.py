@@ -30,7 +30,7 @@ import jsonschema_specifications
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from broker.schema.accept import SchemaRefused, accept
+from common.schema.accept import SchemaRefused, accept
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _DEPRECATED = frozenset({"definitions", "dependencies", "$recursiveAnchor", "$recursiveRef"})

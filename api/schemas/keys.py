@@ -9,7 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.common import DateTime, Strict
-from broker.credentials import Permission
+from broker.services.credentials import Permission
 
 
 class MintApiKeyBody(Strict):

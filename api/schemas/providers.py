@@ -10,8 +10,8 @@ from uuid import UUID
 from pydantic import AfterValidator, BaseModel, Field
 
 from api.schemas.common import Strict
-from broker.addresses import split_base_url
 from broker.errors import InvalidRequest
+from common.addresses import split_base_url
 
 ProviderFormat = Literal["anthropic", "openai_responses"]
 
@@ -51,7 +51,7 @@ class ProviderPage(BaseModel):
 
 
 # An http(s) URL with a host (a name or a bracketed IPv6 address), maybe a port and a path: what the
-# server can take apart (broker/addresses.py); whether the host may be reached is decided there.
+# server can take apart (common/addresses.py); whether the host may be reached is decided there.
 BASE_URL = r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(:[0-9]{1,5})?(/[!-~]*)?$"
 _BASE_URL = re.compile(BASE_URL)
 

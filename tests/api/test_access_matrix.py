@@ -12,8 +12,8 @@ from typing import Any, Literal
 import httpx
 import pytest
 
-from broker.codec import dumps, loads, sha256_hex
-from broker.credentials import PERMISSIONS
+from broker.services.credentials import PERMISSIONS
+from common.codec import dumps, loads, sha256_hex
 from tests.api_client import Api, Session, of_type
 from tests.helpers import HIGHLIGHT, SCRIPTED_MODEL_CONFIG
 from tests.stack import Stack

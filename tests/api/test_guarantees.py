@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import TypeAdapter
 
 from api.schemas.events import SessionEvent
-from broker import aio
-from broker.aio import command
+from broker.transport import aio
+from broker.transport.aio import command
 from tests.api_client import Api, of_type, run_over, types
 from tests.helpers import held_work
 

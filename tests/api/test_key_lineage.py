@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from broker.credentials import MAX_KEY_DEPTH
+from broker.services.credentials import MAX_KEY_DEPTH
 from tests.api_client import Api
 
 MINTED_FIELDS = {"created_at", "expires_at", "id", "label", "permissions", "prefix", "secret"}

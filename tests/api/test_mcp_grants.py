@@ -14,7 +14,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from broker import Settings
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
 from tests.helpers import SCRIPTED_CONFIG
 from tests.mcp_servers import PIXEL, Seen, Transport, odd_app, serving

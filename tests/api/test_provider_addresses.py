@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from broker import Settings
-from broker.addresses import system_resolver
+from common.addresses import system_resolver
 from tests.api.test_providers import GPT
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.fakes import FakeProvider, Reply, fake_provider, openai_stream

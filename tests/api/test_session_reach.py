@@ -9,7 +9,7 @@ import re
 
 import httpx
 
-from broker.credentials import PERMISSIONS
+from broker.services.credentials import PERMISSIONS
 from tests.api_client import Api
 
 BAD_INPUT = {"type": "input", "text": 42}

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from broker.events import SDK_EVENT_TYPES
+from common.events import SDK_EVENT_TYPES
 from tests.api_client import Api, run_over
 from tests.sse import Frames
 

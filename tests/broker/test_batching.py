@@ -10,9 +10,9 @@ import pytest
 from redis.exceptions import ResponseError
 
 from broker import Broker
-from broker.batching import Batcher
-from broker.layouts import call_names
-from broker.luasource import layout, library
+from broker.scripts.batching import Batcher
+from broker.scripts.layouts import call_names
+from broker.scripts.source import layout, library
 from tests.helpers import make_session
 
 Sent = tuple[tuple[str, str], list[str], Sequence[str | int | bytes]]

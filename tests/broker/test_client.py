@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.client import LeanPool, create_redis
+from broker.transport.client import LeanPool, create_redis
 from tests.helpers import aw
 
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from broker import Broker
-from broker.scripts import Scripts
+from broker.scripts.runner import Scripts
 from tests.broker import test_call_flow, test_session_storage
 from tests.broker.test_session_storage import capped  # noqa: F401 (the capped broker, as a fixture here too)
 

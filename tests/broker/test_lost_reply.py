@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from broker import Broker, Settings
-from broker.clients import Receipt
-from broker.codec import uuid7
 from broker.errors import BrokerUnavailable
+from broker.services.clients import Receipt
+from common.codec import uuid7
 from tests.helpers import HIGHLIGHT, call, commit, make_session, start_run, types
 from tests.stack import opened_broker
 

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from broker import Broker
-from broker.clients import Receipt
 from broker.errors import Conflict, NotFound
+from broker.services.clients import Receipt
 from tests.helpers import HIGHLIGHT, call, commit, make_session, start_run, types
 
 WEB = "0190f2a0-0000-7000-8000-00000000000a"

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from broker.client import LeanPool, create_redis
 from broker.keys import KeySpace, PartitionKeys
-from broker.luasource import library
-from broker.scripts import Scripts
+from broker.scripts.runner import Scripts
+from broker.scripts.source import library
+from broker.transport.client import LeanPool, create_redis
 from tests.helpers import aw
 
 SPIN_200_MS = """

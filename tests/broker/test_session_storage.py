@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from broker import Broker, aio
-from broker.clients import LARGE_WRITE_BYTES, Caller, Receipt
+from broker import Broker
 from broker.errors import Conflict, NotFound, Unauthorized
-from broker.events import message_assistant, text_block
-from broker.retention import Retention
+from broker.services.clients import LARGE_WRITE_BYTES, Caller, Receipt
+from broker.services.retention import Retention
 from broker.settings import Settings
+from broker.transport import aio
+from common.events import message_assistant, text_block
 from tests.helpers import (
     HIGHLIGHT,
     SCRIPTED_CONFIG,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 from switchboard.processes import Processes, server_env
 
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(300), pytest.mark.both_redis]

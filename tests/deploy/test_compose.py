@@ -16,7 +16,7 @@ from prometheus_client import generate_latest
 from api.metrics import Metrics
 from broker import Settings
 from broker.keys import KeySpace
-from broker.telemetry import Figures, render_figures
+from broker.services.telemetry import Figures, render_figures
 from tests.deploy.shared import (
     DEPLOY,
     REDIS_EXPORTER_METRICS,

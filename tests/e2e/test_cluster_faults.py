@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from broker.embedded import EmbeddedCluster, EmbeddedRedis
 from broker.keys import KeySpace
 from broker.partitions import PARTITIONS, SLOT_STRIDE, partition_of
 from broker.settings import Settings
-from broker.slots import SlotMap
+from broker.transport.embedded import EmbeddedCluster, EmbeddedRedis
+from broker.transport.slots import SlotMap
 from tests.api_client import Api, Event, Session, check_every_run_ended_once, of_type, running_api
 from tests.helpers import Exposition
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from broker.embedded import EmbeddedRedis
+from broker.transport.embedded import EmbeddedRedis
 from switchboard.processes import Processes, server_env
 from tests.e2e.served import scripted_session
 from tests.helpers import HIGHLIGHT

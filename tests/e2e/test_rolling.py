@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 from switchboard.processes import Processes, server_env
 from tests.api_client import ENDS, check_every_run_ended_once, whole_log
 from tests.e2e.served import scripted_session

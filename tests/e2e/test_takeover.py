@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from broker.connect import open_redis
 from broker.keys import KeySpace
+from broker.transport.connect import open_redis
 from switchboard.processes import Processes, server_env
 from tests.api_client import ENDS, whole_log
 from tests.e2e.served import scripted_session

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 from tests.e2e.served import Served, api_and_worker, scripted_session
 from tests.e2e.test_tool_server import (
     TOOLS_MODULE,

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 from tests.e2e.test_tool_server import alive, children, wait_until
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 from tests.e2e.served import Served, scripted_session
 from tests.examples.support import EXAMPLES, admin, listed, of_type, session_log, text_of
 

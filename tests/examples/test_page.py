@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 from tests.e2e.browser import chromium
 from tests.e2e.served import Served, scripted_session
 from tests.examples.support import ENDS, EXAMPLES, admin, of_type, session_log, text_of

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from broker.embedded import free_port
+from broker.transport.embedded import free_port
 from tests.contract.test_sdk import sdk_venv_python
 from tests.e2e.served import Served
 from tests.examples.support import EXAMPLES, listed, of_type, session_log, text_of

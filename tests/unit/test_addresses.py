@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from broker.addresses import ProviderAddresses, refusal, split_base_url
 from broker.errors import AddressRefused, InvalidRequest
+from common.addresses import ProviderAddresses, refusal, split_base_url
 from tests.resolver import Names
 
 

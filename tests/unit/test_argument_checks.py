@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from broker.schema.checks import INLINE_STEPS, ArgumentChecks, Unchecked
+from common.schema.checks import INLINE_STEPS, ArgumentChecks, Unchecked
 from tests.unit.test_schema_guard import exponential
 
 ROW = {"type": "object", "properties": {"row_id": {"type": "string"}}, "required": ["row_id"]}

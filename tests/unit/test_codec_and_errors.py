@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from api.errors import describe_validation
-from broker.codec import canonical_uuid, rfc3339, uuid7
-from broker.runs import parse_client_tool
+from broker.services.runs import parse_client_tool
+from common.codec import canonical_uuid, rfc3339, uuid7
 
 
 def test_uuid7_is_canonical_versioned_and_time_ordered() -> None:

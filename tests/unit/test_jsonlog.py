@@ -8,7 +8,7 @@ import logging
 import sys
 
 from api.app import path_ids
-from broker.jsonlog import JsonFormatter, current_ids, log_ids
+from common.jsonlog import JsonFormatter, current_ids, log_ids
 
 
 def record(message: str, **extra: object) -> logging.LogRecord:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from broker.keys import WORK_GROUP
-from broker.luasource import LIBRARIES, layout, library_declared, script_text
-from broker.scripts import SCRIPT_NAMES, source
-from broker.telemetry import MS_BUCKETS
+from broker.scripts.runner import SCRIPT_NAMES, source
+from broker.scripts.source import LIBRARIES, layout, library_declared, script_text
+from broker.services.telemetry import MS_BUCKETS
 
 ROOT = Path(__file__).resolve().parents[2]
-LUA = ROOT / "broker" / "lua"
+LUA = ROOT / "broker" / "scripts" / "lua"
 
 
 def imports(package: str) -> set[str]:
@@ -30,6 +30,42 @@ def imports(package: str) -> set[str]:
 
 def test_broker_depends_on_neither_api_nor_workers() -> None:
     assert not imports("broker") & {"api", "workers", "switchboard"}
+
+
+def modules_imported(package: str) -> set[str]:
+    """The first-party modules (dotted, as written) that `package`'s files import."""
+    found: set[str] = set()
+    for path in (ROOT / Path(*package.split("."))).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in found if name.split(".")[0] in {"api", "workers", "broker", "common", "switchboard"}}
+
+
+def _within(names: set[str], *allowed: str) -> set[str]:
+    return {name for name in names if not any(name == a or name.startswith(a + ".") for a in allowed)}
+
+
+def test_shared_code_holds_no_redis_and_depends_on_nothing_of_ours() -> None:
+    assert not _within(modules_imported("common"), "common")
+    assert "redis" not in imports("common")
+
+
+def test_the_broker_is_layered_transport_then_scripts_then_services() -> None:
+    # The transport knows Redis and errors; the scripts know the transport and the key layout; the
+    # services use both; the top (core, broker) assembles them.
+    assert not _within(modules_imported("broker.transport"), "broker.transport", "broker.errors", "common")
+    assert not _within(
+        modules_imported("broker.scripts"),
+        "broker.scripts", "broker.transport", "broker.errors", "broker.keys", "broker.refusals", "common",
+    )  # fmt: skip
+    for name in ("broker.keys", "broker.errors", "broker.refusals", "broker.partitions"):
+        path = ROOT / Path(*name.split(".")).with_suffix(".py")
+        tree = ast.parse(path.read_text())
+        below = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert not {module for module in below if module.startswith(("broker.services", "broker.scripts"))}
 
 
 def test_api_and_workers_stay_apart() -> None:
@@ -60,7 +96,7 @@ def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
 
 @pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda path: str(path.relative_to(LUA)))
 def test_lua_reads_its_keys_and_arguments_by_name_only(path: Path) -> None:
-    """Positions are the build's business (broker/luasource.py binds K and A): no file indexes KEYS or
+    """Positions are the build's business (broker/scripts/source.py binds K and A): no file indexes KEYS or
     ARGV, in its code or in its comments."""
     assert not re.search(r"\b(KEYS|ARGV)\[", path.read_text())
 

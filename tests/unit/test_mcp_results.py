@@ -9,8 +9,8 @@ from typing import Any
 import mcp.types as mt
 import pytest
 
-from broker.codec import dumps
-from broker.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS
+from common.codec import dumps
+from common.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS
 from tests.mcp_servers import PIXEL
 from workers.mcp.hub import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS, offered
 from workers.mcp.results import EMPTY_TEXT, map_result

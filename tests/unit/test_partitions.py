@@ -7,8 +7,8 @@ import random
 import uuid
 from collections import Counter
 
-from broker.keepers import owned
 from broker.partitions import CLUSTER_SLOTS, PARTITIONS, SLOT_STRIDE, partition_of, partition_of_tag, tag
+from broker.services.keepers import owned
 
 
 def test_every_tag_sits_in_its_own_evenly_spaced_slot() -> None:

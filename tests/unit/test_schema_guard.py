@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from broker.schema.accept import MAX_DEPTH, SchemaRefused, accept
-from broker.schema.budget import Budgeted, OverBudget
+from common.schema.accept import MAX_DEPTH, SchemaRefused, accept
+from common.schema.budget import Budgeted, OverBudget
 
 
 def exponential(levels: int) -> dict[str, Any]:

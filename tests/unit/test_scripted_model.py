@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from broker.runs import PlannedCall
+from broker.services.runs import PlannedCall
 from tests.helpers import SCRIPTED_CONFIG
 from workers.config import RunConfig
 from workers.models.base import Message, ModelError, ModelRequest, ToolOutcome

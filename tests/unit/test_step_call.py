@@ -1,5 +1,5 @@
 """commit_step.lua reads each tool call of a step as one JSON object by field name; `StepCall` in
-broker/runs.py writes it. The fields the script reads and the fields the dataclass has are the same."""
+broker/services/runs.py writes it. The fields the script reads and the fields the dataclass has are the same."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import re
 from dataclasses import fields
 
-from broker.luasource import script_text
-from broker.runs import PlannedCall, Route, StepCall
+from broker.scripts.source import script_text
+from broker.services.runs import PlannedCall, Route, StepCall
 
 
 def _read_fields() -> set[str]:

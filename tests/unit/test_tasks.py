@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.tasks import cancel_and_wait
+from common.tasks import cancel_and_wait
 
 
 async def test_a_task_that_swallows_its_cancellation_is_cancelled_again() -> None:

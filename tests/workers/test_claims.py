@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from broker.runs import Runs
-from broker.server_calls import ServerCalls
+from broker.services.runs import Runs
+from broker.services.server_calls import ServerCalls
 from broker.settings import Settings
 from tests.api_client import Api, Event, Session, of_type, run_over, types
 

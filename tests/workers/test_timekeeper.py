@@ -12,11 +12,11 @@ from typing import cast
 import pytest
 
 from broker import Broker, Settings
-from broker.codec import loads
 from broker.errors import NotFound
-from broker.keepers import owned
 from broker.partitions import PARTITIONS
-from broker.work import Entry
+from broker.services.keepers import owned
+from broker.services.work import Entry
+from common.codec import loads
 from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types, work_entries
 from tests.stack import run_worker
 from workers.keeper import Keeper

@@ -6,7 +6,7 @@ import tracemalloc
 
 import orjson
 
-from broker.codec import loads
+from common.codec import loads
 from workers.models.base import Message
 from workers.transcript import Transcripts, fold
 

@@ -23,9 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types.jsonrpc import CONNECTION_CLOSED
 
-from broker.addresses import ProviderAddresses
 from broker.errors import AddressRefused
-from broker.tasks import cancel_and_wait
+from common.addresses import ProviderAddresses
+from common.tasks import cancel_and_wait
 from workers.pinned import pinned_client
 
 logger = logging.getLogger(__name__)

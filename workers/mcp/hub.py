@@ -3,7 +3,7 @@ needs it and kept while it is used; each server's tool list cached until it says
 short time passes. A server that cannot be reached, times out or answers something that is not MCP gives
 no tools for that step, is logged and counted, and the run goes on.
 
-A server's tools are offered only if their schemas may be stored (broker/schema/accept.py: no reference
+A server's tools are offered only if their schemas may be stored (common/schema/accept.py: no reference
 outside itself, RE2 patterns, bounded size), as a registration's are; the others are left out, logged."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import mcp.types as mt
 
-from broker.addresses import ProviderAddresses
-from broker.codec import dumps
-from broker.schema.accept import SchemaRefused, accept
+from common.addresses import ProviderAddresses
+from common.codec import dumps
+from common.schema.accept import SchemaRefused, accept
 from workers.config import McpGrant
 from workers.mcp.connection import Connection, Progress, describe
 from workers.mcp.results import Mapped, failed, map_result

@@ -11,8 +11,8 @@ from typing import Any
 
 import mcp.types as mt
 
-from broker.codec import dumps, loads
-from broker.events import (
+from common.codec import dumps, loads
+from common.events import (
     IMAGE_TYPES,
     MAX_IMAGE_BYTES,
     MAX_RESULT_BLOCKS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from broker.codec import sha256_hex
+from common.codec import sha256_hex
 
 # OpenAI caps function names at 64; Anthropic at 64 or 128 depending on the model: 64 fits both.
 PROVIDER_NAME_LIMIT = 64

@@ -7,8 +7,8 @@ from typing import Any
 import anthropic
 import httpx2
 
-from broker.addresses import ProviderAddresses
 from broker.errors import AddressRefused
+from common.addresses import ProviderAddresses
 from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
 from workers.models.base import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from broker.events import Block, text_block, thinking_block, tool_call_block
-from broker.runs import PlannedCall
+from broker.services.runs import PlannedCall
+from common.events import Block, text_block, thinking_block, tool_call_block
 
 if TYPE_CHECKING:
     from workers.config import RunConfig

@@ -8,9 +8,9 @@ from typing import Any
 import httpx2
 import openai
 
-from broker.addresses import ProviderAddresses
-from broker.codec import dumps
 from broker.errors import AddressRefused
+from common.addresses import ProviderAddresses
+from common.codec import dumps
 from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
 from workers.models.base import (

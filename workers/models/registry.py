@@ -7,10 +7,10 @@ import importlib
 from collections.abc import Callable
 
 from broker import Broker
-from broker.addresses import ProviderAddresses
-from broker.codec import sha256_hex
 from broker.errors import NotFound
-from broker.providers import ANTHROPIC_PROVIDER_ID, OPENAI_PROVIDER_ID, SCRIPTED_PROVIDER_ID, Provider
+from broker.services.providers import ANTHROPIC_PROVIDER_ID, OPENAI_PROVIDER_ID, SCRIPTED_PROVIDER_ID, Provider
+from common.addresses import ProviderAddresses
+from common.codec import sha256_hex
 from workers.config import RunConfig
 from workers.models.base import Model, ModelError
 from workers.models.scripted import ScriptedModel

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import math
 
-from broker.codec import new_call_id
-from broker.events import Block, text_block, tool_call_block
-from broker.providers import SCRIPTED_MODEL
-from broker.runs import PlannedCall
+from broker.services.providers import SCRIPTED_MODEL
+from broker.services.runs import PlannedCall
+from common.codec import new_call_id
+from common.events import Block, text_block, tool_call_block
 from workers.arguments import parse_arguments
 from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, ToolOutcome, Turn
 

@@ -1,0 +1,214 @@
+"""The Lua scripts (broker/scripts/source.py builds their text): loaded at start on every master, as one Redis
+Functions library or, on a Redis before 7.0, script by script; run by name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from hiredis import pack_command
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from broker.errors import BrokerUnavailable, translate_redis_errors
+from broker.keys import PartitionKeys
+from broker.refusals import Outcome, refusal
+from broker.scripts.batching import Batcher
+from broker.scripts.source import BATCHED, SCRIPT_NAMES, Value, layout, library, script_sha, script_text, source
+from broker.transport.client import LeanPool
+from broker.transport.slots import NotSent, SlotMap
+
+__all__ = ["SCRIPT_NAMES", "Scripts", "evalsha", "source"]
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [_text(item) for item in value]
+    return value
+
+
+# A script's keys and arguments by the names it declares; a list is a value that takes what is left
+# (`--!key name...`).
+Keys = Mapping[str, str | Sequence[str]]
+Args = Mapping[str, Value | Sequence[Value]]
+
+
+@dataclass
+class Scripts:
+    """Every script, loaded once per process; `run` translates Redis errors and scripts' refusals.
+
+    Every script that includes lib/partition.lua acts within one partition and is handed that partition's
+    keys (`PartitionKeys.block`) after its own, so its whole call stays in the partition's slot.
+
+    A script is sent once. Only an answer that says it did not run (NOSCRIPT or `Function not found`: the
+    server lost its scripts; MOVED, ASK, TRYAGAIN on a Cluster) sends it again; a connection lost or timed out after
+    sending fails the call, since the script may have run, and running it twice could append an input
+    twice or refuse a result's retry as a conflict. Idempotency-Keys make a retry by the client safe instead.
+    On a Cluster each script goes to its slot's node on that node's own pool (`broker/transport/slots.py`). The hot
+    routes' scripts go by group commit, per partition (`broker/scripts/batching.py`)."""
+
+    redis: Redis
+    slots: SlotMap | None = None
+    functions: bool | None = None
+    """Whether the scripts run as a Redis Functions library (FCALL) or each by its SHA (EVALSHA, for a
+    Redis before 7.0). None: found out by the first `load`."""
+    max_session_bytes: int = 0
+    """SWITCHBOARD_MAX_SESSION_BYTES, handed to every script of a partition as its last argument (0: no
+    bound), as the partition's keys are its last keys (lib/core.lua counts and checks it)."""
+    _heads: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _partitioned: set[str] = field(default_factory=set)
+    _batcher: Batcher | None = None
+
+    def __post_init__(self) -> None:
+        self._partitioned = {name for name in SCRIPT_NAMES if script_text(name).partitioned}
+        if self.functions is not None:
+            self._choose(self.functions)
+
+    def _choose(self, functions: bool) -> None:
+        self.functions = functions
+        if functions:
+            self._heads = {name: ("FCALL", function) for name, function in library().functions.items()}
+            self._batcher = Batcher(self._send, library().functions, library().batch)
+        else:
+            self._heads = {name: ("EVALSHA", script_sha(name)) for name in SCRIPT_NAMES}
+
+    def _masters(self) -> list[Redis]:
+        if self.slots is None:
+            return [self.redis]
+        return [self.slots.client(address) for address in self.slots.masters()]
+
+    async def load(self) -> None:
+        """Load the library (or every script, on a Redis without Functions) on every master, so a broken
+        script fails readiness rather than its first request. Loading the library again is harmless."""
+        with translate_redis_errors():
+            if self.slots is not None:
+                await self.slots.refresh()
+            for client in self._masters():
+                if self.functions is None:
+                    self._choose(await _has_functions(client))
+                if self.functions:
+                    await client.function_load(library().text, replace=True)
+                else:
+                    for name in SCRIPT_NAMES:
+                        await client.script_load(source(name))
+
+    async def loaded(self) -> bool:
+        with translate_redis_errors():
+            for client in self._masters():
+                if self.functions:
+                    if not await client.function_list(library=library().name):
+                        return False
+                elif not all(await client.script_exists(*(head[1] for head in self._heads.values()))):
+                    return False
+        return self.functions is not None
+
+    async def raw(self, name: str, keys: Keys, args: Args, partition: PartitionKeys | None = None) -> Any:
+        """Run a script and return its reply as text, without interpreting it. `keys` and `args` are given by
+        the names the script declares (broker/scripts/source.py). `partition` is required for, and only for, the
+        scripts that include lib/partition.lua."""
+        if (name in self._partitioned) != (partition is not None):
+            raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
+        if self.functions is None:
+            await self.load()
+        key_list, arg_list = layout(name).positional(keys, args)
+        if partition is not None:
+            arg_list.append(self.max_session_bytes)
+        with translate_redis_errors():
+            if self._batcher is not None and partition is not None and name in BATCHED:
+                return _text(await self._batcher.run(partition.number, name, key_list, partition.block, arg_list))
+            if partition is not None:
+                key_list = [*key_list, *partition.block]
+            return _text(await self._send(self._heads[name], key_list, arg_list))
+
+    async def _send(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
+        command, first_key = (*head, len(keys), *keys, *args), keys[0] if keys else ""
+        try:
+            return await self._send_command(command, first_key)
+        except NoScriptError:
+            # It did not run: the server lost its scripts or functions (a restart without persistence, a
+            # new node, SCRIPT or FUNCTION FLUSH).
+            await self.load()
+            return await self._send_command(command, first_key)
+
+    async def _send_command(self, command: tuple[str | int | bytes, ...], first_key: str) -> Any:
+        if self.slots is not None:
+            return await self.slots.send(first_key, lambda client, asking: send_once(client, command, asking=asking))
+        try:
+            return await send_once(self.redis, command)
+        except NotSent as error:
+            raise error.cause from None
+
+    async def run(self, name: str, keys: Keys, args: Args, *, partition: PartitionKeys | None = None) -> list[Any]:
+        """Run a script and return its data; a refusal raises its error, with the message broker/refusals.py
+        writes for its reason."""
+        return answered(name, await self.raw(name, keys, args, partition))
+
+
+def answered(name: str, reply: Any) -> list[Any]:
+    """A script's answer `{outcome, ...}`: the data after 'ok', or the refusal raised."""
+    if not isinstance(reply, list) or not reply:
+        raise BrokerUnavailable(f"script {name} answered {reply!r}")
+    if reply[0] == Outcome.OK:
+        return list(reply[1:])
+    if len(reply) < 2:
+        raise BrokerUnavailable(f"script {name} answered {reply!r}")
+    raise refusal(str(reply[0]), str(reply[1]), reply[2:])
+
+
+async def _has_functions(client: Redis) -> bool:
+    try:
+        await client.function_list(library="-")
+    except ResponseError as error:
+        if "unknown command" in str(error).lower():
+            return False
+        raise
+    return True
+
+
+async def evalsha(
+    redis: Redis, sha: str, keys: list[str], args: Sequence[str | int | bytes], *, asking: bool = False
+) -> Any:
+    """One EVALSHA on a connection of `redis`'s pool, sent once (`send_once`)."""
+    return await send_once(redis, ("EVALSHA", sha, len(keys), *keys, *args), asking=asking)
+
+
+async def send_once(redis: Redis, command: tuple[str | int | bytes, ...], *, asking: bool = False) -> Any:
+    """One command on a connection of `redis`'s pool, sent once: a reply lost after the send fails the
+    call (`NotSent` only when nothing was sent). A function that does not exist answers NoScriptError,
+    as a script that does not does."""
+    # Every operation is one script call, so redis-py's generic command path (retry wrapper, command lookup,
+    # pure-Python RESP packing) was a fifth of the API's CPU on the hot routes. (hiredis's stub types
+    # pack_command's argument as a 1-tuple; it takes any length.) Connecting is retried by the pool
+    # (nothing was sent yet); nothing after that is.
+    # Every client is built on a LeanPool (broker/transport/client.py), whose checkout is typed.
+    pool = cast(LeanPool, redis.connection_pool)
+    try:
+        connection = await pool.get_connection()
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        raise NotSent(error) from error
+    try:
+        packed = pack_command(command)  # type: ignore[arg-type]
+        if asking:
+            # ASK names the node importing the slot; ASKING lets the next command run there once.
+            await connection.send_packed_command(pack_command(("ASKING",)) + packed, False)
+            await connection.read_response()
+        else:
+            await connection.send_packed_command(packed, False)
+        return await connection.read_response()
+    except ResponseError as error:
+        if str(error).startswith("Function not found"):
+            raise NoScriptError(str(error)) from error
+        raise
+    except BaseException:
+        # A command interrupted half-sent or with its reply owed must not hand its connection to the next
+        # caller (LeanPool relies on it). read_response disconnects by itself; a send interrupted half-way
+        # does not.
+        await connection.disconnect()
+        raise
+    finally:
+        await pool.release(connection)

@@ -1,0 +1,1 @@
+"""The broker's domain services, one concept a module; each holds the `Core` and acts through its scripts."""

@@ -1,0 +1,119 @@
+"""One call, acted on by the session's owner: cancel it while the run goes on; or a call that no run made
+(an MCP client's), dispatched to the registration that serves the tool and followed to its outcome."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.core import Core
+from broker.errors import translate_redis_errors
+from broker.scripts.layouts import call_names
+from broker.services.runs import CALL_STREAM_RETENTION_FACTOR
+from common import events
+from common.codec import loads, new_call_id
+
+CANCELLED_TEXT = "the call was cancelled"
+SETTLED = frozenset({"answered", "failed", "denied"})
+
+
+@dataclass(frozen=True, slots=True)
+class CallState:
+    """Where a call stands: its state (dispatched, acked, answered, failed, ...) and, once it failed, why."""
+
+    state: str
+    reason: str | None
+
+    @property
+    def settled(self) -> bool:
+        return self.state in SETTLED
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord(CallState):
+    """A call's record as a front door reads it: its kind (client, server, none), the registration it
+    went to, and the run and step that made it."""
+
+    kind: str = ""
+    client_id: str = ""
+    run_id: str = ""
+    step: int = 0
+
+
+class Calls:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def cancel(self, session_id: str, call_id: str, message: str = "") -> str:
+        """Fail one owed call at once (`run_gone`, detail `cancelled`) with an error result carrying
+        `message`; the run goes on. Returns the `client_tool_failed` event ('' for a server call or one
+        waiting for approval). NotFound for an unknown call, Conflict for a settled one."""
+        keys = self._core.keys
+        text = f"{CANCELLED_TEXT}: {message}" if message else CANCELLED_TEXT
+        call, args = call_names(keys, session_id, call_id, "")
+        (event,) = await self._core.scripts.run(
+            "cancel_call",
+            call,
+            {**args, "text": text},
+            partition=keys.session(session_id).partition,
+        )
+        return str(event)
+
+    async def dispatch(
+        self,
+        session_id: str,
+        client_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_ms: int = 0,
+        heartbeat_ms: int = 0,
+    ) -> tuple[str, int]:
+        """Send a call no run made to registration `client_id` (its ack and result deadlines, and the
+        tool's own, apply as to any call); its id and the seq of its `client_tool_dispatched`. NotFound
+        when the session is gone or the registration does not serve `tool`; Conflict when the session's
+        storage is full."""
+        keys, settings = self._core.keys, self._core.settings
+        s = keys.session(session_id)
+        call_id = f"mcp_{new_call_id().removeprefix('call_')}"
+        dispatched = events.client_tool_dispatched(client_id, call_id, tool, arguments, source="mcp")
+        call, args = call_names(keys, session_id, call_id, client_id)
+        (seq,) = await self._core.scripts.run(
+            "dispatch_call",
+            {**call, "client": s.client(client_id), "stream": s.client_calls(client_id)},
+            {
+                **args,
+                "tool": tool,
+                "event": dispatched,
+                "ack_ms": settings.ack_timeout_ms,
+                "retention_ms": settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
+                "timeout_ms": timeout_ms or "",
+                "heartbeat_ms": heartbeat_ms or "",
+            },
+            partition=s.partition,
+        )
+        return call_id, int(seq)
+
+    async def state(self, session_id: str, call_id: str) -> CallState | None:
+        """The call's state as its record says (None when there is no such call, or no longer)."""
+        raw = await self._core.redis.hget(self._core.keys.session(session_id).calls, call_id)
+        if raw is None:
+            return None
+        record = loads(raw)
+        return CallState(str(record.get("state", "")), record.get("reason"))
+
+    async def record(self, session_id: str, call_id: str) -> CallRecord | None:
+        """The call's record (None when there is no such call, or no longer)."""
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(self._core.keys.session(session_id).calls, call_id)
+        if raw is None:
+            return None
+        record = loads(raw)
+        return CallRecord(
+            str(record.get("state", "")),
+            record.get("reason"),
+            str(record.get("kind", "")),
+            str(record.get("client") or ""),
+            str(record.get("run") or ""),
+            int(record.get("step") or 0),
+        )

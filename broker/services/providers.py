@@ -1,0 +1,203 @@
+"""Model providers: the platform ones (the scripted model, and those the deployment's keys enable) and the
+workspace's own (BYOK), listed together. A BYOK provider's API key is stored and never read back out."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal
+
+from broker.core import Core
+from broker.errors import Conflict, InvalidRequest, NotFound, translate_redis_errors
+from broker.services.pages import id_page, records
+from broker.transport import aio
+from common.addresses import ProviderAddresses
+from common.codec import now_ms
+
+ProviderFormat = Literal["anthropic", "openai_responses"]
+
+# Platform ids sort before every UUIDv7, so they close a newest-first listing.
+SCRIPTED_PROVIDER_ID = "00000000-0000-7000-8000-000000000001"
+OPENAI_PROVIDER_ID = "00000000-0000-7000-8000-000000000002"
+ANTHROPIC_PROVIDER_ID = "00000000-0000-7000-8000-000000000003"
+SCRIPTED_MODEL = "scripted"
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformModel:
+    model: str
+    display_name: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    id: str
+    type: Literal["platform", "byok"]
+    format: ProviderFormat
+    display_name: str
+    description: str
+    created_at: int
+    models: tuple[PlatformModel, ...] = ()
+    base_url: str = ""
+    api_key: str = field(default="", repr=False)
+
+
+def _workspace_born(workspace_id: str) -> int:
+    """The workspace id is a UUIDv7: its first 48 bits are the ms it was fixed at."""
+    return uuid.UUID(workspace_id).int >> 80
+
+
+def platform_providers(core: Core) -> list[Provider]:
+    born = _workspace_born(core.workspace_id)
+    scripted = Provider(
+        id=SCRIPTED_PROVIDER_ID,
+        type="platform",
+        format="openai_responses",
+        display_name="Scripted",
+        description="A built-in model with fixed behaviour, for demos, tests and benchmarks; no network.",
+        created_at=born,
+        models=(
+            PlatformModel(
+                SCRIPTED_MODEL,
+                "Scripted",
+                "`/call <tool> {json}` lines become parallel tool calls, `/sleep <s>` waits, `/fail <msg>`"
+                " fails the run; anything else is echoed back as `You said: <input>`.",
+            ),
+        ),
+    )
+    providers = [scripted]
+    settings = core.settings
+    if settings.openai_api_key is not None:
+        description = "OpenAI Responses API with the deployment's key."
+        providers.append(Provider(OPENAI_PROVIDER_ID, "platform", "openai_responses", "OpenAI", description, born))
+    if settings.anthropic_api_key is not None:
+        description = "Anthropic Messages API with the deployment's key."
+        providers.append(Provider(ANTHROPIC_PROVIDER_ID, "platform", "anthropic", "Anthropic", description, born))
+    return providers
+
+
+class Providers:
+    def __init__(self, core: Core, addresses: ProviderAddresses) -> None:
+        self._core = core
+        # The workers check every connection to a workspace provider with this too.
+        self.addresses = addresses
+
+    async def get(self, provider_id: str) -> Provider:
+        for provider in platform_providers(self._core):
+            if provider.id == provider_id:
+                return provider
+        with translate_redis_errors():
+            record = aio.record(await self._core.redis.hgetall(self._core.keys.provider(provider_id)))
+        if not record:
+            raise NotFound(f"no model provider {provider_id}")
+        return _byok(record)
+
+    async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Provider], str | None]:
+        platform = platform_providers(self._core)
+        platform_ids = {p.id for p in platform}
+        # A cursor inside the platform block means the workspace block is behind (desc) or ahead (asc).
+        byok_after = None if after in platform_ids else after
+        skip_byok = after in platform_ids and not ascending
+        byok: list[Provider] = []
+        if not skip_byok:
+            index = self._core.keys.providers
+            page = await id_page(self._core.redis, index, limit=limit + 1, after=byok_after, ascending=ascending)
+            byok = await self._records(page.ids)
+        if ascending:
+            head = [p for p in platform if after is None or (after in platform_ids and p.id > after)]
+            merged = head + byok
+        else:
+            tail = [p for p in reversed(platform) if after is None or after not in platform_ids or p.id < after]
+            merged = byok + tail
+        items = merged[:limit]
+        return items, items[-1].id if len(merged) > limit else None
+
+    async def create(
+        self,
+        provider_id: str,
+        *,
+        format: ProviderFormat,
+        display_name: str,
+        description: str,
+        base_url: str,
+        api_key: str,
+    ) -> Provider:
+        await self.addresses.check_base_url(base_url)
+        keys = self._core.keys
+        record: aio.Fields = {
+            "id": provider_id,
+            "format": format,
+            "display_name": display_name,
+            "description": description,
+            "base_url": base_url,
+            "api_key": api_key,
+            "created_at": now_ms(),
+        }
+        # Record first, index after (written again by a retry): see Agents.create.
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                if not await self._core.redis.exists(keys.provider(provider_id)):
+                    pipe.hset(keys.provider(provider_id), mapping=record)
+                pipe.zadd(keys.providers, {provider_id: 0})
+                await pipe.execute()
+        return await self.get(provider_id)
+
+    async def update(self, provider_id: str, changes: dict[str, str]) -> Provider:
+        provider = await self.get(provider_id)
+        if provider.type == "platform":
+            raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers change")
+        if "api_key" in changes:
+            # A key is written with the address it is for, in the same HSET: a key-only change read before a
+            # move made meanwhile would otherwise pair this key with the moved address. Put back over such a
+            # move, the address keeps its own key (last writer wins, never a mixed pair).
+            changes = {"base_url": provider.base_url, **changes}
+        elif changes.get("base_url") == provider.base_url:
+            # Written again without its key it could put back the old address over a move, under the new key.
+            changes = {name: value for name, value in changes.items() if name != "base_url"}
+        moved = changes.get("base_url", provider.base_url) != provider.base_url
+        if moved and "api_key" not in changes:
+            # The stored key was given for the stored address: sent to a new one it could reach anybody.
+            raise InvalidRequest(
+                "base_url: a provider's key goes only to the address it was stored for; send api_key (the key"
+                " for the new address) with the new base_url, or create a new provider"
+            )
+        if moved:
+            await self.addresses.check_base_url(changes["base_url"])
+        if changes:
+            # One HSET: a reader sees the old address with the old key or the new with the new, never a mix.
+            fields: aio.Fields = dict(changes.items())
+            with translate_redis_errors():
+                await self._core.redis.hset(self._core.keys.provider(provider_id), mapping=fields)
+        return await self.get(provider_id)
+
+    async def delete(self, provider_id: str) -> None:
+        provider = await self.get(provider_id)
+        if provider.type == "platform":
+            raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers go")
+        keys = self._core.keys
+        with translate_redis_errors():
+            # The record first: an index entry without one is skipped by every reader.
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.unlink(keys.provider(provider_id))
+                pipe.zrem(keys.providers, provider_id)
+                await pipe.execute()
+
+    async def _records(self, ids: list[str]) -> list[Provider]:
+        found = await records(self._core.redis, [self._core.keys.provider(provider_id) for provider_id in ids])
+        return [_byok(r) for r in found if r]
+
+
+def _byok(record: dict[bytes, bytes]) -> Provider:
+    text = {k.decode(): v.decode() for k, v in record.items()}
+    fmt: ProviderFormat = "anthropic" if text["format"] == "anthropic" else "openai_responses"
+    return Provider(
+        id=text["id"],
+        type="byok",
+        format=fmt,
+        display_name=text["display_name"],
+        description=text["description"],
+        created_at=int(text["created_at"]),
+        base_url=text["base_url"],
+        api_key=text["api_key"],
+    )

@@ -1,0 +1,61 @@
+"""Server tool calls: a worker takes one, holds it under a lease while the tool runs, records its result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.core import Core
+from broker.scripts.layouts import call_names
+from common import events
+from common.codec import loads
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCall:
+    tool: str
+    arguments: dict[str, Any]
+    source: str = ""
+    """'' for the deployment's own tools, `mcp:<grant>` for an MCP server's."""
+
+
+class ServerCalls:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def _script(self, name: str, session_id: str, call_id: str, **more: str | int) -> list[Any]:
+        """Run a script of lib/call.lua's layout (acting for no client) with its own arguments `more`."""
+        keys, args = call_names(self._core.keys, session_id, call_id, "")
+        partition = self._core.keys.session(session_id).partition
+        return await self._core.scripts.run(name, keys, {**args, **more}, partition=partition)
+
+    async def begin(self, session_id: str, call_id: str, entry: str = "") -> ServerCall | None:
+        """Take a queued server call; None when it is not (any longer) this worker's to run. `entry` is
+        the work entry that brought it (done with here)."""
+        lease = self._core.settings.server_call_lease_ms
+        reply = await self._script("begin_server_call", session_id, call_id, lease_ms=lease, entry=entry)
+        if reply[0] != "run":
+            return None
+        return ServerCall(reply[1], loads(reply[2]), reply[3])
+
+    async def renew(self, session_id: str, call_id: str) -> bool:
+        lease = self._core.settings.server_call_lease_ms
+        (renewed,) = await self._script("renew_call", session_id, call_id, lease_ms=lease)
+        return bool(int(renewed))
+
+    async def result(self, session_id: str, call_id: str, text: str, *, is_error: bool) -> None:
+        """Record the tool's result (and the next step owed, when it was the step's last call)."""
+        await self.result_blocks(session_id, call_id, [events.text_block(text)], is_error=is_error)
+
+    async def result_blocks(
+        self, session_id: str, call_id: str, content: list[events.Block], *, is_error: bool
+    ) -> None:
+        """The same, for a result of text and image blocks (an MCP server's)."""
+        result = events.tool_result_blocks(call_id, content, is_error=is_error)
+        await self._script("server_result", session_id, call_id, event=result)
+
+    async def progress(self, session_id: str, call_id: str, event: str) -> str:
+        """Log a `tool_progress` event for a running call: 'logged', 'stale' (no longer running) or
+        'full' (the session's storage is full: progress is not kept)."""
+        (outcome,) = await self._script("server_progress", session_id, call_id, event=event)
+        return str(outcome)

@@ -1,0 +1,212 @@
+"""Sessions: create on an agent's live version, read, list, delete, and mint more tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.core import Core
+from broker.errors import NotFound, translate_redis_errors
+from broker.scripts.layouts import run_names
+from broker.services.credentials import SessionToken, new_session_token
+from broker.services.pages import id_page
+from broker.transport import aio
+from broker.transport.aio import command
+from common.codec import dumps, loads
+
+RUN_GONE_DELETED = "the session was deleted before the client answered"
+# What is left of a session purged for lack of use, for the purge that follows (ms).
+RETENTION_TOMBSTONE_MS = 60_000
+# The member of a partition's purge index that checks a session's retention, not a deleted session.
+RETAIN_PREFIX = "r|"
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    id: str
+    agent_id: str
+    agent_version_id: str
+    display_name: str
+    created_by: dict[str, Any]
+    workspace_id: str
+    created_at: int
+    active: bool
+
+
+class Sessions:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def new_token(self, session_id: str) -> SessionToken:
+        return new_session_token(session_id, self._core.settings.session_token_ttl_ms)
+
+    async def create(
+        self,
+        session_id: str,
+        *,
+        agent_id: str,
+        version_id: str,
+        display_name: str,
+        created_by: dict[str, Any],
+        token: SessionToken,
+        policy: str = "steer",
+        debounce_ms: int = 750,
+    ) -> tuple[Session, bool]:
+        """Create the session with its first token; False when this id already existed (a retry).
+
+        The caller read the agent for its live version (`version_id`). The workspace's indexes live in
+        another slot than the session, so they are written first: a reader of them skips an id whose
+        session does not exist (yet, or any more)."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.zadd(keys.sessions, {session_id: 0})
+                pipe.sadd(keys.agent_sessions(agent_id), session_id)
+                await pipe.execute()
+        created, _ = await self._core.scripts.run(
+            "create_session",
+            {"meta": s.meta, "events": s.events, "tokens": s.tokens},
+            {
+                "channel": s.live,
+                "sid": session_id,
+                "agent_id": agent_id,
+                "version_id": version_id,
+                "display_name": display_name,
+                "created_by": dumps(created_by),
+                "workspace_id": self._core.workspace_id,
+                "token_hash": token.digest,
+                "token": token.record,
+                "policy": policy,
+                "debounce_ms": debounce_ms,
+                "retention_ms": self._core.settings.session_retention_ms,
+                "settled_ms": self._core.settings.settled_call_retention_ms,
+            },
+            partition=s.partition,
+        )
+        return await self.get(session_id), created == "created"
+
+    async def get(self, session_id: str) -> Session:
+        s = self._core.keys.session(session_id)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(s.meta)
+                pipe.exists(s.run)
+                record, active = await pipe.execute()
+        session = _session(record, bool(active))
+        if session is None:
+            raise NotFound(f"no session {session_id}")
+        return session
+
+    async def exists(self, session_id: str) -> bool:
+        s = self._core.keys.session(session_id)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.exists(s.meta)
+                pipe.hget(s.meta, "deleted")
+                present, deleted = await pipe.execute()
+        return bool(present) and deleted != b"1"
+
+    async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Session], str | None]:
+        keys = self._core.keys
+        page = await id_page(self._core.redis, keys.sessions, limit=limit, after=after, ascending=ascending)
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for session_id in page.ids:
+                    pipe.hgetall(keys.session(session_id).meta)
+                    pipe.exists(keys.session(session_id).run)
+                replies = await pipe.execute()
+        sessions = [_session(replies[i], bool(replies[i + 1])) for i in range(0, len(replies), 2)]
+        return [s for s in sessions if s is not None], page.next_cursor
+
+    async def delete(self, session_id: str) -> None:
+        """Delete the session, then take it out of the workspace's indexes (another slot: a reader skips
+        a deleted session, and the purge takes it out again should this process die in between)."""
+        keys = self._core.keys
+        session = await self.get(session_id)
+        s = keys.session(session_id)
+        run_keys, run_args = run_names(keys, session_id, "")
+        await self._core.scripts.run(
+            "delete_session",
+            {**run_keys, "tokens": s.tokens},
+            {**run_args, "tombstone_ms": self._core.settings.session_token_ttl_ms, "gone_text": RUN_GONE_DELETED},
+            partition=s.partition,
+        )
+        await self._unlist(session_id, session.agent_id)
+
+    async def _unlist(self, session_id: str, agent_id: str | None) -> None:
+        keys = self._core.keys
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                pipe.zrem(keys.sessions, session_id)
+                if agent_id:
+                    pipe.srem(keys.agent_sessions(agent_id), session_id)
+                await pipe.execute()
+
+    async def retain(self, session_id: str) -> str:
+        """Check a session whose retention timer came due: 'kept' (in use: its timer moves on), 'purged'
+        (deleted; the purge index takes the rest), or 'gone'."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        settings = self._core.settings
+        # Long enough for the purge, due at once, to read the agent from the record.
+        tombstone_ms = max(1, min(RETENTION_TOMBSTONE_MS, settings.session_retention_ms))
+        run_keys, run_args = run_names(keys, session_id, "")
+        (outcome,) = await self._core.scripts.run(
+            "retain_session",
+            {**run_keys, "tokens": s.tokens},
+            {
+                **run_args,
+                "retention_ms": settings.session_retention_ms,
+                "tombstone_ms": tombstone_ms,
+                "gone_text": RUN_GONE_DELETED,
+            },
+            partition=s.partition,
+        )
+        return str(outcome)
+
+    async def purge(self, session_id: str, batch: int = 300) -> None:
+        """Drop a deleted session's per-client keys (the timekeeper calls this), a batch per round trip."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        with translate_redis_errors():
+            # The client answers bytes (no decode_responses); redis-py's stubs say str.
+            agent_id = aio.reply(await self._core.redis.hget(s.meta, "agent_id"))
+            while True:
+                raw = await command(self._core.redis, "SRANDMEMBER", s.clients, batch)
+                client_ids = [bytes(c).decode() for c in raw]
+                if not client_ids:
+                    break
+                doomed = [k for cid in client_ids for k in (s.client(cid), s.client_calls(cid))]
+                async with self._core.redis.pipeline(transaction=False) as pipe:
+                    pipe.unlink(*doomed)
+                    pipe.srem(s.clients, *client_ids)
+                    await pipe.execute()
+        await self._unlist(session_id, bytes(agent_id).decode() if agent_id else None)
+        with translate_redis_errors():
+            await self._core.redis.zrem(s.partition.purges, session_id)
+
+    async def mint_token(self, session_id: str) -> SessionToken:
+        token = self.new_token(session_id)
+        s = self._core.keys.session(session_id)
+        await self._core.scripts.run(
+            "mint_token",
+            {"meta": s.meta, "tokens": s.tokens},
+            {"sid": session_id, "token_hash": token.digest, "token": token.record},
+        )
+        return token
+
+
+def _session(record: dict[bytes, bytes], active: bool) -> Session | None:
+    if not record or record.get(b"deleted") == b"1" or b"created_at" not in record:
+        return None
+    return Session(
+        id=record[b"id"].decode(),
+        agent_id=record[b"agent_id"].decode(),
+        agent_version_id=record[b"agent_version_id"].decode(),
+        display_name=record[b"display_name"].decode(),
+        created_by=loads(record[b"created_by"]),
+        workspace_id=record[b"workspace_id"].decode(),
+        created_at=int(record[b"created_at"]),
+        active=active,
+    )

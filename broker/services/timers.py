@@ -1,0 +1,114 @@
+"""Deadlines, lapses and the other timers of a partition: the script that reads what is due and arms the
+partition's alarm, and the scripts that fire a deadline or a lapse."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from broker.core import Core
+from broker.errors import BrokerUnavailable, translate_redis_errors
+from broker.keys import PartitionKeys
+from broker.scripts.layouts import call_names
+from broker.services.clients import lapse_client
+
+
+def _ack_text(seconds: float) -> str:
+    return f"the client did not acknowledge the call within {seconds:g} s"
+
+
+def _result_text(seconds: float) -> str:
+    return f"the client acknowledged the call but did not answer within {seconds:g} s"
+
+
+INTERRUPTED_TEXT = "the server tool was interrupted: the worker running it stopped; it was not retried"
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """What is due in one partition, index by index, and when its next timer comes (None: none set)."""
+
+    next_due_ms: int | None
+    deadlines: list[str]
+    leases: list[str]
+    steps: list[str]
+    dequeue: list[str]
+    purges: list[str]
+    claims: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Glance:
+    """A partition read without acting: its earliest timer (ms, None: none) and whether work waits;
+    `failed` when its Redis node did not answer (a Cluster node down: the others still read)."""
+
+    partition: int
+    earliest_ms: int | None
+    has_work: bool
+    failed: bool = False
+
+
+class Timers:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def glance(self, partitions: Iterable[int]) -> list[Glance]:
+        """Each partition's earliest timer and waiting work, in one pipelined round trip of plain reads
+        per Redis node (a worker taking partitions over reads hundreds; most are empty and need no
+        visit). The partitions of a node that does not answer come back `failed`; the others are read."""
+        found: list[Glance] = []
+        for numbers, glances in await self._core.read_by_node(partitions, self._glance):
+            if isinstance(glances, BrokerUnavailable):
+                found += [Glance(number, None, False, failed=True) for number in numbers]
+            else:
+                found += glances
+        return found
+
+    async def _glance(self, client: Redis, numbers: list[int]) -> list[Glance]:
+        keys = self._core.keys
+        with translate_redis_errors():
+            async with client.pipeline(transaction=False) as pipe:
+                for number in numbers:
+                    partition = keys.partition(number)
+                    for index in partition.timers:
+                        pipe.zrange(index, 0, 0, withscores=True)
+                    pipe.xlen(partition.work)
+                replies = await pipe.execute()
+        width = len(keys.partition(0).timers) + 1
+        found = []
+        for i, number in enumerate(numbers):
+            row = replies[i * width : (i + 1) * width]
+            scores = [int(first[0][1]) for first in row[:-1] if first]
+            found.append(Glance(number, min(scores) if scores else None, int(row[-1]) > 0))
+        return found
+
+    async def sweep(self, partition: PartitionKeys, batch: int) -> Due:
+        """The partition's due members (at most `batch` per index), and its alarm armed for what follows."""
+        reply = await self._core.scripts.run("sweep", {}, {"batch": batch}, partition=partition)
+        next_due = int(reply[0])
+        lists = [[str(member) for member in members] for members in reply[1:]]
+        return Due(None if next_due < 0 else next_due, *lists)
+
+    async def expire_call(self, session_id: str, call_id: str) -> str:
+        """Fail the call if its deadline (or, for a server call, its lease) has passed."""
+        keys, settings = self._core.keys, self._core.settings
+        call, args = call_names(keys, session_id, call_id, "")
+        (outcome,) = await self._core.scripts.run(
+            "expire_call",
+            call,
+            {
+                **args,
+                "ack_text": _ack_text(settings.ack_timeout_s),
+                "result_text": _result_text(settings.result_timeout_s),
+                "interrupted": INTERRUPTED_TEXT,
+                "result_ms": settings.result_timeout_ms,
+            },
+            partition=keys.session(session_id).partition,
+        )
+        return str(outcome)
+
+    async def lapse_client(self, session_id: str, client_id: str) -> str:
+        """Lapse the registration if its lease ran out ('lapsed'); 'alive' moves its timer on."""
+        return await lapse_client(self._core, session_id, client_id)

@@ -1,0 +1,182 @@
+"""Session events built on the Python side, as the JSON bodies the scripts append (without seq).
+
+The scripts splice `seq` and `created_at` in front. Events that only a script can know the content of
+(`client_left`, `client_tool_failed`, `run_*`, ...) are built in `lua/lib/core.lua` and `lua/lib/calls.lua`.
+The 20 types the SDK knows are listed in `SDK_EVENT_TYPES`; the default stream carries nothing else.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Literal
+
+from common.codec import dumps, loads
+
+SDK_EVENT_TYPES = frozenset(
+    {
+        "session_created",
+        "message_user",
+        "message_assistant",
+        "tool_call",
+        "tool_result",
+        "run_queued",
+        "run_started",
+        "run_completed",
+        "run_failed",
+        "run_cancelled",
+        "error",
+        "approval_requested",
+        "approval_resolved",
+        "client_registered",
+        "client_tools_updated",
+        "client_left",
+        "client_tool_dispatched",
+        "client_tool_acked",
+        "client_tool_failed",
+        "custom",
+    }
+)
+
+InputSource = Literal["client", "steer", "external"]
+Block = dict[str, Any]
+
+
+def text_block(text: str) -> Block:
+    return {"type": "text", "data": {"text": text}}
+
+
+def tool_call_block(call_id: str, name: str, arguments: dict[str, Any]) -> Block:
+    return {"type": "tool_call", "data": {"id": call_id, "name": name, "arguments": arguments}}
+
+
+def thinking_block(thinking: str, *, redacted: bool = False, signature: str | None = None) -> Block:
+    return {"type": "thinking", "data": {"thinking": thinking, "redacted": redacted, "signature": signature}}
+
+
+def message_user(text: str, source: InputSource) -> str:
+    message = {"role": "user", "content": [text_block(text)]}
+    return dumps({"type": "message_user", "message": message, "source": source})
+
+
+def message_assistant(content: list[Block], model: str | None) -> str:
+    message = {"role": "assistant", "content": content, "model": model}
+    return dumps({"type": "message_assistant", "message": message})
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> str:
+    return dumps({"type": "tool_call", "call_id": call_id, "name": name, "arguments": arguments})
+
+
+def tool_result(call_id: str, text: str, *, is_error: bool) -> str:
+    return tool_result_blocks(call_id, [text_block(text)], is_error=is_error)
+
+
+def tool_result_blocks(call_id: str, content: list[Block], *, is_error: bool) -> str:
+    return dumps({"type": "tool_result", "call_id": call_id, "content": content, "is_error": is_error})
+
+
+# What one tool result may hold, whoever answers it (a client's result route, an MCP server): its text in
+# all, its images decoded in all, its blocks.
+MAX_RESULT_CHARS = 65_536
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_RESULT_BLOCKS = 16
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+
+
+def image_block(media_type: str, data: str) -> Block:
+    return {"type": "image", "data": {"media_type": media_type, "data": data}}
+
+
+_TOOL_RESULT = b'"type":"tool_result"'
+_IMAGE = b'"type":"image"'
+
+
+def has_images(data: bytes) -> bool:
+    """A stored event carrying image blocks (a client's result). Every reader asks of every event, so
+    only a tool result's bytes are searched; they hold `"type":"image"` only as JSON structure, since a
+    quote inside a JSON string is escaped."""
+    return _TOOL_RESULT in data[:96] and _IMAGE in data
+
+
+def image_placeholder(block: Block) -> Block:
+    """An image block as the Subako SDK can read it: a text block naming it (`[image/png, 48 KB]`)."""
+    data = block["data"]
+    size = len(data.get("data", "")) * 3 // 4
+    return text_block(f"[{data.get('media_type', 'image')}, {max(1, round(size / 1024))} KB]")
+
+
+# Made once per event, not once per reader: every stream of a session gets the same bytes from the hub
+# (bytes keep their hash, so a repeat lookup costs no hashing of a large event).
+@lru_cache(maxsize=16)
+def without_images(data: bytes) -> bytes:
+    """The stored event with each image block replaced by its placeholder (the default view)."""
+    event = loads(data)
+    event["content"] = [
+        image_placeholder(block) if block.get("type") == "image" else block for block in event.get("content", [])
+    ]
+    return dumps(event).encode()
+
+
+def client_tool_dispatched(
+    client_id: str, call_id: str, tool: str, arguments: dict[str, Any], source: str | None = None
+) -> str:
+    """`source` (an extension): where a call no run made came from (`mcp`: /v1/sessions/{sid}/mcp)."""
+    event: dict[str, Any] = {"type": "client_tool_dispatched", "client_id": client_id, "call_id": call_id}
+    event["tool"] = tool
+    event["arguments"] = arguments
+    return dumps(event | ({"from": source} if source else {}))
+
+
+def event_seq(data: bytes) -> int:
+    """The seq of a stored event, read from the prefix every stored event starts with (`{"seq":N,`)."""
+    return int(data[7 : data.index(b",", 7)])
+
+
+_TIMING = b'"type":"custom","kind":"timing"'
+
+
+def is_timing(data: bytes) -> bool:
+    """A run or step timing event: logged, but shown only to readers that ask (`?include=timing`)."""
+    return _TIMING in data[:96]
+
+
+_PROGRESS = b'"type":"client_tool_progress"'
+_SERVER_PROGRESS = b'"type":"tool_progress"'
+
+
+def is_progress(data: bytes) -> bool:
+    """Progress on a call (a client's, or an MCP server's): logged, but shown only to readers that ask
+    (`?include=progress`)."""
+    head = data[:128]
+    return _PROGRESS in head or _SERVER_PROGRESS in head
+
+
+def tool_progress(call_id: str, server: str, tool: str, message: str | None, fraction: float | None) -> str:
+    """An MCP server's progress on a server call: `server` the grant's name, `tool` the MCP tool's."""
+    return dumps(
+        {
+            "type": "tool_progress",
+            "call_id": call_id,
+            "server": server,
+            "tool": tool,
+            "message": message,
+            "fraction": fraction,
+        }
+    )
+
+
+def client_tool_progress(client_id: str, call_id: str, message: str | None, fraction: float | None) -> str:
+    return dumps(
+        {
+            "type": "client_tool_progress",
+            "client_id": client_id,
+            "call_id": call_id,
+            "message": message,
+            "fraction": fraction,
+        }
+    )
+
+
+def is_logged(data: bytes) -> bool:
+    """A logged event (it carries a seq), as opposed to a live extra such as a text delta."""
+    return data.startswith(b'{"seq":')
