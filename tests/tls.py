@@ -41,6 +41,22 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
+def _key_usage(*granted: str) -> x509.KeyUsage:
+    """A KeyUsage granting `granted` alone."""
+    flags = (
+        "digital_signature",
+        "content_commitment",
+        "key_encipherment",
+        "data_encipherment",
+        "key_agreement",
+        "key_cert_sign",
+        "crl_sign",
+        "encipher_only",
+        "decipher_only",
+    )
+    return x509.KeyUsage(**{flag: flag in granted for flag in flags})
+
+
 def make_certificates(directory: Path) -> Certificates:
     """A new CA, and a certificate it signed for 127.0.0.1, ::1 and localhost, written to `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -49,17 +65,7 @@ def make_certificates(directory: Path) -> Certificates:
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("switchboard test CA")
-    ca_usage = x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=True,
-        crl_sign=True,
-        encipher_only=False,
-        decipher_only=False,
-    )
+    ca_usage = _key_usage("digital_signature", "key_cert_sign", "crl_sign")
     ca_cert = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -80,17 +86,7 @@ def make_certificates(directory: Path) -> Certificates:
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("::1")),
     ]
-    usage = x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=True,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=False,
-        crl_sign=False,
-        encipher_only=False,
-        decipher_only=False,
-    )
+    usage = _key_usage("digital_signature", "key_encipherment")
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name("localhost"))
