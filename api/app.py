@@ -40,8 +40,7 @@ from api.schemas.common import ErrorBody
 from api.sse import DIRECT_SEND
 from api.state import AppState
 from api.stream_caps import StreamCaps
-from broker import Broker, Settings
-from broker.services.live import LiveHub
+from broker import ApiSettings, Broker
 from broker.services.telemetry import probe_redis
 from common.addresses import Resolver
 from common.jsonlog import pop_ids, push_ids
@@ -105,7 +104,7 @@ def path_ids(path: str) -> dict[str, str | None]:
 class SwitchboardApp(FastAPI):
     """FastAPI, with the hot routes taken by the fast lane (`api.fastlane`) before its own stack."""
 
-    def __init__(self, *, settings: Settings, **options: Any) -> None:
+    def __init__(self, *, settings: ApiSettings, **options: Any) -> None:
         # /docs and /redoc are served from the package's own files (api/routes/docs.py), not a CDN.
         super().__init__(docs_url=None, redoc_url=None, **options)
         self.fast_lane = settings.fast_lane
@@ -185,7 +184,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def create_app(
-    settings: Settings, redis_url: str, *, settle: bool = False, resolver: Resolver | None = None
+    settings: ApiSettings, redis_url: str, *, settle: bool = False, resolver: Resolver | None = None
 ) -> FastAPI:
     """The API over the Redis at `redis_url`; one broker connection and one live hub per app. `settle`
     (a server process of its own, not an app inside tests) tunes the collector once started; `resolver`
@@ -195,7 +194,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         broker = await Broker.connect(settings, redis_url, role="switchboard-api", resolver=resolver)
-        hub = LiveHub(broker.core.pubsub, broker.core.keys.hub_control, keepalive_s=settings.stream_keepalive_s)
+        hub = broker.live_hub(keepalive_s=settings.stream_keepalive_s)
         probe: asyncio.Task[None] | None = None
         try:
             if settings.bootstrap_api_key is not None:
@@ -203,7 +202,7 @@ def create_app(
             await hub.start()
             caps = StreamCaps(settings.max_streams_per_session, settings.max_streams_per_credential)
             app.state.switchboard = AppState(broker, hub, metrics, caps)
-            probe = asyncio.create_task(probe_redis(broker.core.redis, metrics.redis_rtt, settings.redis_probe_s))
+            probe = asyncio.create_task(probe_redis(broker.round_trip, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()
             app.state.switchboard_mcp = session_mcp = SessionMcp(settings.max_body_bytes)

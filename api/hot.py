@@ -50,8 +50,9 @@ def _receipt(state: AppState, request: HotRequest, session_id: str, identity: st
     if key is None:
         return None
     digest = scope_digest(identity, request.method, request.path, key)
-    slot = state.broker.core.keys.session(session_id).idempotency(digest)
-    return Receipt(slot, fingerprint(request.method, request.path, request.body), ttl_ms)
+    return state.broker.clients.receipt(
+        session_id, digest, fingerprint(request.method, request.path, request.body), ttl_ms
+    )
 
 
 async def ping(state: AppState, request: HotRequest, session_id: str, client_id: str) -> str:

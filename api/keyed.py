@@ -117,13 +117,10 @@ async def keyed_as(
 ) -> tuple[int, bytes]:
     """One attempt acts under the receipt of `attempt`; a repeat gets the first one's status and body (a
     front door keys its input by the frontend's message id this way)."""
-    keys = broker.core.keys
     digest = scope_digest(principal_id, attempt.method, attempt.path, attempt.key)
-    slot = keys.session(session_id).idempotency(digest) if session_id else keys.workspace_idempotency(digest)
     ttl = ttl_ms or broker.settings.idempotency_ttl_ms
-    meta = keys.session(session_id).meta if session_id else None
     claimed = await broker.idempotency.begin(
-        slot, fingerprint(attempt.method, attempt.path, attempt.body), seed, ttl, meta
+        digest, fingerprint(attempt.method, attempt.path, attempt.body), seed, ttl, session_id
     )
     if isinstance(claimed, Replay):
         return status_of(claimed.outcome), claimed.body.encode()

@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.asgi import header, send_refusal
 from api.auth import bearer_token
-from broker.settings import Settings
+from broker.settings import ApiSettings
 from common.codec import sha256_hex
 
 _TRACKED = 100_000
@@ -62,7 +62,7 @@ def _lru_touch(table: OrderedDict[str, Any], key: str) -> None:
 
 
 class RateLimits:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: ApiSettings) -> None:
         self._rate = settings.rate_limit_per_s
         self._burst = float(settings.rate_limit_burst)
         self._failure_limit = settings.auth_failure_limit

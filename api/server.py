@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from api.header_deadline import header_deadline
-from broker import Settings
+from broker import ApiSettings
 
 # In-flight requests get this long to finish once the drain is over and uvicorn stops listening.
 GRACEFUL_SHUTDOWN_S = 10
@@ -45,14 +45,14 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def uvicorn_options(settings: Settings) -> dict[str, Any]:
+def uvicorn_options(settings: ApiSettings) -> dict[str, Any]:
     """What every uvicorn serving the app is given, in a process of its own or inside the tests: the
     header deadline, and no proxy handling of uvicorn's own (it would believe 127.0.0.1 by default; the
     app believes the proxies `SWITCHBOARD_TRUSTED_PROXIES` names, `api.proxies`)."""
     return {"http": header_deadline(settings.header_timeout_s), "proxy_headers": False}
 
 
-def serve(settings: Settings, redis_url: str) -> None:
+def serve(settings: ApiSettings, redis_url: str) -> None:
     app = create_app(settings, redis_url, settle=True)
     config = uvicorn.Config(
         app,

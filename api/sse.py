@@ -80,7 +80,7 @@ async def open_stream(state: AppState, session_id: str, credential: str) -> tupl
     what counts it out again (EventStreamResponse's `on_close`)."""
     close = state.stream_caps.open(session_id, credential)
     try:
-        return await state.hub.subscribe(state.broker.core.keys.session(session_id).live), close
+        return await state.hub.subscribe_session(session_id), close
     except BaseException:
         close()
         raise

@@ -9,13 +9,13 @@ from fastapi import Depends, Request
 
 from api.metrics import Metrics
 from api.stream_caps import StreamCaps
-from broker import Broker
+from broker import ApiSettings, Broker
 from broker.services.live import LiveHub
 
 
 @dataclass
 class AppState:
-    broker: Broker
+    broker: Broker[ApiSettings]
     hub: LiveHub
     metrics: Metrics
     stream_caps: StreamCaps
@@ -34,7 +34,7 @@ async def state_of(request: Request) -> AppState:
     return app_state(request)
 
 
-def broker_of(request: Request) -> Broker:
+def broker_of(request: Request) -> Broker[ApiSettings]:
     return app_state(request).broker
 
 

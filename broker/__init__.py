@@ -2,6 +2,6 @@
 
 from broker.broker import Broker
 from broker.errors import SwitchboardError
-from broker.settings import Settings
+from broker.settings import ApiSettings, BrokerSettings, Settings, WorkerSettings
 
-__all__ = ["Broker", "Settings", "SwitchboardError"]
+__all__ = ["ApiSettings", "Broker", "BrokerSettings", "Settings", "SwitchboardError", "WorkerSettings"]

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from broker.core import Core
+import time
+from typing import Generic
+
+from broker.core import Core, R, S
 from broker.services.agents import Agents
+from broker.services.alarms import Alarms
 from broker.services.approvals import Approvals
 from broker.services.calls import Calls
 from broker.services.clients import Clients
 from broker.services.credentials import Credentials
 from broker.services.idempotency import Idempotency
 from broker.services.keepers import Keepers
+from broker.services.live import LiveHub
 from broker.services.log import EventLog
 from broker.services.pools import Pools
 from broker.services.providers import Providers
@@ -17,17 +22,18 @@ from broker.services.retention import Retention
 from broker.services.runs import Runs
 from broker.services.server_calls import ServerCalls
 from broker.services.sessions import Sessions
+from broker.services.telemetry import Figures, read_figures
 from broker.services.timers import Timers
 from broker.services.work import Work
-from broker.settings import Settings
 from common.addresses import ProviderAddresses, Resolver
 from common.schema.checks import ArgumentChecks
 
 
-class Broker:
-    """Everything above Redis goes through one of these services."""
+class Broker(Generic[S]):
+    """Everything above Redis goes through one of these services. `Broker[ApiSettings]` in the API,
+    `Broker[WorkerSettings]` in a worker: `settings` is the process's role (broker/settings.py)."""
 
-    def __init__(self, core: Core, *, resolver: Resolver | None = None) -> None:
+    def __init__(self, core: Core[S], *, resolver: Resolver | None = None) -> None:
         self.core = core
         self.credentials = Credentials(core)
         self.agents = Agents(core)
@@ -52,17 +58,18 @@ class Broker:
         self.server_calls = ServerCalls(core)
         self.pools = Pools(core)
         self.keepers = Keepers(core)
+        self.alarms = Alarms(core)
         self.retention = Retention(core)
 
     @classmethod
     async def connect(
-        cls, settings: Settings, url: str, role: str = "switchboard", *, resolver: Resolver | None = None
-    ) -> Broker:
+        cls, settings: R, url: str, role: str = "switchboard", *, resolver: Resolver | None = None
+    ) -> Broker[R]:
         """`resolver` answers for provider host names (the system's when None; tests bring their own)."""
-        return cls(await Core.connect(settings, url, role), resolver=resolver)
+        return Broker(await Core.connect(settings, url, role), resolver=resolver)
 
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> S:
         return self.core.settings
 
     @property
@@ -75,6 +82,31 @@ class Broker:
             return bool(await self.core.redis.ping()) and await self.core.scripts.loaded()
         except Exception:
             return False
+
+    def live_hub(self, *, keepalive_s: float) -> LiveHub:
+        """The process's live hub: one pub/sub connection for every session's live channel (start it)."""
+        keys = self.core.keys
+        return LiveHub(
+            self.core.pubsub,
+            keys.hub_control,
+            lambda session_id: keys.session(session_id).live,
+            keepalive_s=keepalive_s,
+        )
+
+    async def round_trip(self) -> float:
+        """The time (s) one PING to Redis takes to come back; raises when Redis does not answer."""
+        started = time.perf_counter()
+        await self.core.redis.ping()
+        return time.perf_counter() - started
+
+    async def figures(self) -> Figures:
+        """The deployment's figures, summed over every partition (`/metrics/cluster`)."""
+        return await read_figures(self.core)
+
+    def node_of(self, partition: int) -> str:
+        """The address of the Redis node serving `partition` as last read ('' for one Redis; 'unserved'
+        when no node serves its slot): what a worker backs off by."""
+        return self.core.node_of(partition)
 
     async def close(self) -> None:
         await self.arguments.close()

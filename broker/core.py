@@ -5,29 +5,34 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from typing_extensions import TypeVar
 
 from broker.errors import BrokerUnavailable, RedisUnreachable, translate_redis_errors
 from broker.keys import KeySpace
 from broker.partitions import PARTITIONS
 from broker.scripts.runner import Scripts
-from broker.settings import Settings
+from broker.settings import BrokerSettings
 from broker.transport import aio
 from broker.transport.connect import Connected, open_redis
 from broker.transport.slots import SlotMap
 from common.codec import uuid7
 
 T = TypeVar("T")
+# The settings of the process's role (broker/settings.py): the services read the broker's alone (a bare
+# `Core` is `Core[BrokerSettings]`); the API's and a worker's facades carry their role's.
+S = TypeVar("S", bound=BrokerSettings, default=BrokerSettings, covariant=True)
+R = TypeVar("R", bound=BrokerSettings)
 
 
 @dataclass
-class Core:
+class Core(Generic[S]):
     """What every broker service holds; built once per process by `Core.connect`."""
 
-    settings: Settings
+    settings: S
     connected: Connected
     scripts: Scripts
     keys: KeySpace
@@ -88,7 +93,7 @@ class Core:
         return found
 
     @classmethod
-    async def connect(cls, settings: Settings, url: str, role: str = "switchboard") -> Core:
+    async def connect(cls, settings: R, url: str, role: str = "switchboard") -> Core[R]:
         """Open the client (one Redis or a Cluster, whichever `url` names), load every script and read
         (or fix, on first start) the workspace id. `role` names the connections (`switchboard-api`,
         `switchboard-worker`) in Redis's CLIENT LIST."""
@@ -111,7 +116,7 @@ class Core:
         except BaseException:
             await connected.aclose()
             raise
-        return cls(settings, connected, scripts, keys, (workspace or b"").decode())
+        return Core(settings, connected, scripts, keys, (workspace or b"").decode())
 
     async def close(self) -> None:
         await self.connected.aclose()

@@ -31,6 +31,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | MCP grants' credentials (never shown)  |
 | `sb:{w}:providers`                    | zset   | none                     | BYOK model provider ids                |
 | `sb:{w}:provider:<id>`                | hash   | none                     | BYOK provider record (holds its key)   |
+| `sb:{w}:platform:<id>`                | string | a keeper lease           | a live worker holds the deployment's   |
+|                                       |        |                          | key for this platform provider (each   |
+|                                       |        |                          | beat renews it): what the API lists    |
 | `sb:{w}:sessions`                     | zset   | none                     | session ids (written before the session|
 |                                       |        |                          | is, so a reader skips ids with no meta)|
 | `sb:{w}:idem:<digest>`                | string | idempotency TTL          | receipts of workspace routes           |
@@ -269,6 +272,10 @@ class KeySpace:
 
     def provider(self, provider_id: str) -> str:
         return f"{self.prefix}:{{w}}:provider:{provider_id}"
+
+    def platform_offer(self, provider_id: str) -> str:
+        """Set while a live worker holds the deployment's key for this platform provider."""
+        return f"{self.prefix}:{{w}}:platform:{provider_id}"
 
     @property
     def sessions(self) -> str:

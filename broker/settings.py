@@ -1,4 +1,19 @@
-"""Deployment settings, read once from the environment (prefix `SWITCHBOARD_`) and passed down."""
+"""Deployment settings, read once from the environment (prefix `SWITCHBOARD_`) and passed down.
+
+Each process reads only what its role needs, so no process holds a secret another role is for:
+
+- `BrokerSettings`: what the broker itself reads (broker/core.py, broker/services/): Redis, the key
+  prefix, deadlines, retention, storage, leases, idempotency, provider address rules, schema checks.
+  `switchboard keys mint` reads these alone.
+- `ProcessSettings`: those, and what both long-running processes have (bind address, logs, Redis probe).
+- `ApiSettings`: the API process (`switchboard api`): its port, bootstrap key, limits, proxies, streams.
+- `WorkerSettings`: a worker (`switchboard worker`): the model providers' keys and URLs, steps, retries,
+  jobs, its metrics port, its lease among the workers. The API never reads these, the keys least of all:
+  it lists the platform providers the live workers offer (broker/services/providers.py).
+- `LocalSettings`: where `switchboard up` keeps its embedded Redis and development key.
+- `Settings`: all of them, for `switchboard up` and the rest of the command line; `up` hands each child
+  process the variables of its own role (switchboard/up.py). docs/configuration.md lists each field once.
+"""
 
 from __future__ import annotations
 
@@ -14,21 +29,21 @@ from common.jsonlog import LogFormat
 Seconds = Annotated[float, Field(gt=0)]
 
 
-class Settings(BaseSettings):
-    """Every knob of a Switchboard process; docs/configuration.md lists each with its default."""
+class BrokerSettings(BaseSettings):
+    """What the broker reads: every process that opens one has these (`Core.settings`)."""
 
     model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_", extra="ignore", frozen=True)
 
     redis_url: str | None = None
-    data_dir: Path = Path("./.switchboard")
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    bootstrap_api_key: SecretStr | None = None
+    # Tuning that the tests and benchmarks turn.
+    key_prefix: str = Field(default="sb", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    redis_max_connections: int = Field(default=16, ge=4)
 
     ack_timeout_s: Seconds = 60.0
     result_timeout_s: Seconds = 300.0
     session_token_ttl_s: Seconds = 86400.0
     idempotency_ttl_s: Seconds = 604800.0
+    idempotency_wait_s: Seconds = 30.0
     # A session with no activity for this long is purged with every key it owns (0: kept for ever).
     session_retention_s: float = Field(default=2_592_000.0, ge=0)
     # A settled call's record (and its call stream entry) is dropped this long after it settled, so a
@@ -39,51 +54,82 @@ class Settings(BaseSettings):
     # counts toward this; a write that would pass it is refused (409), a run whose own output would
     # ends with run_failed (0: no bound). One session token must not be able to fill Redis.
     max_session_bytes: int = Field(default=67_108_864, ge=0)
+    step_lease_s: Seconds = 10.0
+    server_call_lease_s: Seconds = 6.0
+    # A call handed to a pool member that has not acked it within this long goes to another member.
+    pool_claim_s: Seconds = 10.0
 
-    openai_api_key: SecretStr | None = None
-    anthropic_api_key: SecretStr | None = None
-    openai_base_url: str = "https://api.openai.com/v1"
-    anthropic_base_url: str = "https://api.anthropic.com"
     # A workspace's own providers (BYOK) may be on loopback, private or link-local addresses only when
     # this is true (self-hosted models on a private network); otherwise anyone holding a key that may
     # manage providers could point the worker at the machine's or the network's own services. Cloud
-    # metadata addresses are refused either way (common/addresses.py); the platform URLs above are exempt.
+    # metadata addresses are refused either way (common/addresses.py); the platform URLs are exempt.
+    # The API checks an address when it is stored, the worker on every connection.
     provider_allow_private: bool = False
     # How long resolving a provider's host name may take, when it is created or moved and on connecting.
     provider_resolve_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
-    server_tools_module: str | None = None
-    max_steps: int = Field(default=25, ge=1, le=1000)
-    model_attempts: int = Field(default=4, ge=1, le=20)
-    model_backoff_s: Seconds = 0.5
-    model_retry_budget_s: Seconds = 60.0
-    step_lease_s: Seconds = 10.0
-    server_call_lease_s: Seconds = 6.0
-    # A worker that stops renewing its place among the live workers for this long loses its partitions
-    # (their timers and work) to the others.
-    keeper_lease_s: Seconds = 5.0
+    # What checking one call's arguments against its tool's schema may cost (common/schema/): steps (a
+    # keyword applied to a value, more for references and long texts) and time, whichever runs out
+    # first; past either the call gets an error result saying so. A check of 1,000 rows of five fields
+    # takes about 30,000 steps. A worker's steps check arguments, and the API an approver's edits.
+    schema_check_steps: int = Field(default=200_000, ge=1_000)
+    schema_check_timeout_s: Annotated[float, Field(gt=0, le=60)] = 1.0
 
-    # Tuning that the tests and benchmarks turn.
-    key_prefix: str = Field(default="sb", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
-    # How often a worker reads every partition it keeps again, whatever its alarms said: the guarantee
-    # behind alarms rung on pub/sub (a message lost with a dropped connection is caught by then).
-    rescan_interval_s: Seconds = 30.0
-    worker_max_jobs: int = Field(default=50, ge=1)
-    worker_transcript_cache_mb: int = Field(default=64, ge=0)
-    step_timeout_s: Seconds = 120.0
+    @property
+    def ack_timeout_ms(self) -> int:
+        return round(self.ack_timeout_s * 1000)
+
+    @property
+    def result_timeout_ms(self) -> int:
+        return round(self.result_timeout_s * 1000)
+
+    @property
+    def step_lease_ms(self) -> int:
+        return round(self.step_lease_s * 1000)
+
+    @property
+    def server_call_lease_ms(self) -> int:
+        return round(self.server_call_lease_s * 1000)
+
+    @property
+    def session_retention_ms(self) -> int:
+        return round(self.session_retention_s * 1000)
+
+    @property
+    def settled_call_retention_ms(self) -> int:
+        return round(self.settled_call_retention_s * 1000)
+
+    @property
+    def session_token_ttl_ms(self) -> int:
+        return round(self.session_token_ttl_s * 1000)
+
+    @property
+    def idempotency_ttl_ms(self) -> int:
+        return round(self.idempotency_ttl_s * 1000)
+
+
+class ProcessSettings(BrokerSettings):
+    """What the API and a worker both have besides the broker's."""
+
+    # The API's bind address; a worker serves /metrics on it.
+    host: str = "127.0.0.1"
+    # Operations: log lines as JSON objects (or text for a terminal); how often each process times a
+    # PING to Redis.
+    log_format: LogFormat = "json"
+    redis_probe_s: Seconds = 5.0
+
+
+class ApiSettings(ProcessSettings):
+    """The API process's: no model provider's key or URL among them."""
+
+    port: int = Field(default=8000, ge=0, le=65535)
+    bootstrap_api_key: SecretStr | None = None
     access_log: bool = False
     fast_lane: bool = True
-    redis_max_connections: int = Field(default=16, ge=4)
     # The largest request body accepted (413 beyond): 64 tools with big schemas, or a 65,536-character
     # result escaped to JSON, fit with room to spare.
     max_body_bytes: int = Field(default=1_048_576, ge=65_536)
     # A client's result may carry images (5 MiB decoded in all, a third more as base64): its own limit.
     max_result_body_bytes: int = Field(default=8_388_608, ge=65_536)
-    # What checking one call's arguments against its tool's schema may cost (common/schema/): steps (a
-    # keyword applied to a value, more for references and long texts) and time, whichever runs out
-    # first; past either the call gets an error result saying so. A check of 1,000 rows of five fields
-    # takes about 30,000 steps.
-    schema_check_steps: int = Field(default=200_000, ge=1_000)
-    schema_check_timeout_s: Annotated[float, Field(gt=0, le=60)] = 1.0
     # Per API process (api/rate_limit.py): requests a second per credential and the burst it may make
     # at once (0: no limit); 401s from one address within the window before its failures are braked
     # (a valid credential from that address is still served).
@@ -103,8 +149,6 @@ class Settings(BaseSettings):
     # process; past it 429. 0: no cap.
     max_streams_per_session: int = Field(default=64, ge=0)
     max_streams_per_credential: int = Field(default=1_000, ge=0)
-    # A call handed to a pool member that has not acked it within this long goes to another member.
-    pool_claim_s: Seconds = 10.0
     stream_retry_ms: int = Field(default=3000, ge=0)
     # Streams ended by a shutdown are told to come back within this many ms (each a random share of it,
     # so the clients of a replica going away do not all land on the others in the same instant).
@@ -112,12 +156,6 @@ class Settings(BaseSettings):
     # After SIGTERM the API keeps serving this long with readiness failing and connections closed after
     # each response (api/server.py), then stops listening; 0 stops listening at once.
     drain_grace_s: float = Field(default=2.0, ge=0)
-    # Operations: log lines as JSON objects (or text for a terminal); the worker's /metrics port (0: none;
-    # the API serves its own on its port); how often each process times a PING to Redis.
-    log_format: LogFormat = "json"
-    worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
-    redis_probe_s: Seconds = 5.0
-    idempotency_wait_s: Seconds = 30.0
 
     @field_validator("bootstrap_api_key")
     @classmethod
@@ -142,47 +180,60 @@ class Settings(BaseSettings):
         return _items(self.trusted_proxies)
 
     @property
-    def ack_timeout_ms(self) -> int:
-        return round(self.ack_timeout_s * 1000)
-
-    @property
-    def result_timeout_ms(self) -> int:
-        return round(self.result_timeout_s * 1000)
-
-    @property
-    def step_lease_ms(self) -> int:
-        return round(self.step_lease_s * 1000)
-
-    @property
-    def server_call_lease_ms(self) -> int:
-        return round(self.server_call_lease_s * 1000)
-
-    @property
     def local_api_url(self) -> str:
         """The API's URL from this machine (a wildcard bind address reached on the loopback)."""
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host  # noqa: S104 (read, not bound)
         return f"http://{host}:{self.port}"
+
+
+class WorkerSettings(ProcessSettings):
+    """A worker's: the model providers' keys are here and nowhere else."""
+
+    # The platform providers (the deployment's own keys): a worker holding one offers its provider, and
+    # the API lists what the live workers offer (broker/services/providers.py).
+    openai_api_key: SecretStr | None = None
+    anthropic_api_key: SecretStr | None = None
+    openai_base_url: str = "https://api.openai.com/v1"
+    anthropic_base_url: str = "https://api.anthropic.com"
+    server_tools_module: str | None = None
+    max_steps: int = Field(default=25, ge=1, le=1000)
+    model_attempts: int = Field(default=4, ge=1, le=20)
+    model_backoff_s: Seconds = 0.5
+    model_retry_budget_s: Seconds = 60.0
+    step_timeout_s: Seconds = 120.0
+    # A worker that stops renewing its place among the live workers for this long loses its partitions
+    # (their timers and work) to the others.
+    keeper_lease_s: Seconds = 5.0
+    # How often a worker reads every partition it keeps again, whatever its alarms said: the guarantee
+    # behind alarms rung on pub/sub (a message lost with a dropped connection is caught by then).
+    rescan_interval_s: Seconds = 30.0
+    worker_max_jobs: int = Field(default=50, ge=1)
+    worker_transcript_cache_mb: int = Field(default=64, ge=0)
+    # The worker's /metrics port (0: none; the API serves its own on its port).
+    worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
+
+
+class LocalSettings(BrokerSettings):
+    """What only `switchboard up` (and `session new`, which finds its development key) reads."""
+
+    data_dir: Path = Path("./.switchboard")
 
     @property
     def dev_key_path(self) -> Path:
         """Where `switchboard up` keeps its development API key."""
         return self.data_dir / "dev-api-key"
 
-    @property
-    def session_retention_ms(self) -> int:
-        return round(self.session_retention_s * 1000)
 
-    @property
-    def settled_call_retention_ms(self) -> int:
-        return round(self.settled_call_retention_s * 1000)
+class Settings(ApiSettings, WorkerSettings, LocalSettings):
+    """Every knob of a Switchboard deployment, the union of the roles: `switchboard up` (which starts the
+    API and a worker, each handed the variables of its own role) and the command line.
+    docs/configuration.md lists each field with its default."""
 
-    @property
-    def session_token_ttl_ms(self) -> int:
-        return round(self.session_token_ttl_s * 1000)
 
-    @property
-    def idempotency_ttl_ms(self) -> int:
-        return round(self.idempotency_ttl_s * 1000)
+def env_names(role: type[BrokerSettings]) -> frozenset[str]:
+    """The environment variables `role` reads (`SWITCHBOARD_<FIELD>`)."""
+    prefix = role.model_config.get("env_prefix", "")
+    return frozenset(f"{prefix}{name}".upper() for name in role.model_fields)
 
 
 API_KEY_PREFIX = "swb_ak_"

@@ -9,21 +9,27 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from pydantic import ValidationError
 
-from broker import Settings
+from broker import ApiSettings, BrokerSettings, Settings, WorkerSettings
 from broker.services.credentials import PERMISSIONS
+from broker.settings import ProcessSettings
+
+Role = TypeVar("Role", bound=BrokerSettings)
 
 
-def _settings() -> Settings:
+def _settings(role: type[Role]) -> Role:
+    """The settings of the command's role, read from the environment: `switchboard api` reads the API's
+    alone (none of the model providers' keys), a worker its own (broker/settings.py)."""
     try:
-        return Settings()
+        return role()
     except ValidationError as error:
         raise SystemExit(f"switchboard: bad setting: {error}") from None
 
 
-def _redis_url(settings: Settings, role: str) -> str:
+def _redis_url(settings: BrokerSettings, role: str) -> str:
     if settings.redis_url is None:
         raise SystemExit(
             f"switchboard {role}: set SWITCHBOARD_REDIS_URL (`switchboard up` starts an embedded Redis instead)"
@@ -31,7 +37,7 @@ def _redis_url(settings: Settings, role: str) -> str:
     return settings.redis_url
 
 
-def _logging(settings: Settings) -> None:
+def _logging(settings: ProcessSettings) -> None:
     from common.jsonlog import configure
 
     configure(settings.log_format)
@@ -40,7 +46,7 @@ def _logging(settings: Settings) -> None:
 def _cmd_api(_: argparse.Namespace) -> int:
     from api.server import serve
 
-    settings = _settings()
+    settings = _settings(ApiSettings)
     _logging(settings)
     serve(settings, _redis_url(settings, "api"))
     return 0
@@ -49,7 +55,7 @@ def _cmd_api(_: argparse.Namespace) -> int:
 def _cmd_worker(args: argparse.Namespace) -> int:
     from workers.worker import healthy, serve
 
-    settings = _settings()
+    settings = _settings(WorkerSettings)
     url = _redis_url(settings, "worker")
     if args.check:
         ok = asyncio.run(healthy(settings, url))
@@ -63,7 +69,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 def _cmd_mint(args: argparse.Namespace) -> int:
     from broker import Broker
 
-    settings = _settings()
+    settings = _settings(BrokerSettings)
     url = _redis_url(settings, "keys mint")
 
     async def mint() -> str:
@@ -81,7 +87,7 @@ def _cmd_mint(args: argparse.Namespace) -> int:
 def _cmd_up(_: argparse.Namespace) -> int:
     from switchboard.up import run
 
-    return run(_settings())
+    return run(_settings(Settings))
 
 
 def _token(args: argparse.Namespace) -> str:
@@ -180,7 +186,7 @@ def _cmd_tools_mcp(args: argparse.Namespace) -> int:
 def _cmd_session_new(args: argparse.Namespace) -> int:
     from switchboard.session_new import SessionError, api_key, new_session
 
-    settings = _settings()
+    settings = _settings(Settings)
     url = args.url or settings.local_api_url
     try:
         made = new_session(url, api_key(settings, dict(os.environ)), args.agent)

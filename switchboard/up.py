@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from broker import Settings
-from broker.settings import API_KEY_PREFIX
+from broker import ApiSettings, BrokerSettings, Settings, WorkerSettings
+from broker.settings import API_KEY_PREFIX, env_names
 from broker.transport.embedded import EmbeddedRedis, die_with_parent
 
 _READY_WAIT_S = 30.0
@@ -117,6 +117,13 @@ def _on_signal(signum: int, _: FrameType | None) -> None:
     raise _Stopped(signal.Signals(signum).name)
 
 
+def role_env(env: dict[str, str], role: type[BrokerSettings]) -> dict[str, str]:
+    """`env` less the settings of the other roles (names read case-blind, as the settings read them): the
+    API is never handed the model providers' keys, nor the worker the bootstrap key."""
+    others = env_names(Settings) - env_names(role)
+    return {name: value for name, value in env.items() if name.upper() not in others}
+
+
 def _spawn(name: str, env: dict[str, str]) -> _Child:
     # A session of their own (the terminal's Ctrl-C is `up`'s to handle), and dead when `up` is.
     process = subprocess.Popen(
@@ -146,7 +153,7 @@ def run(settings: Settings) -> int:
             "SWITCHBOARD_REDIS_URL": url,
             "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
         }
-        children = [_spawn("api", env), _spawn("worker", env)]
+        children = [_spawn("api", role_env(env, ApiSettings)), _spawn("worker", role_env(env, WorkerSettings))]
         _wait_ready(api_url, children)
         where = f" (embedded, AOF under {Path(settings.data_dir) / 'redis'})" if redis else ""
         # Where the key is, for scripts run from any directory (SWITCHBOARD_API_KEY works as well).

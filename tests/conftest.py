@@ -77,7 +77,7 @@ def settings(request: pytest.FixtureRequest, redis_url: str, key_prefix: str, tm
 
 
 @pytest.fixture
-async def broker(settings: Settings, redis_url: str) -> AsyncIterator[Broker]:
+async def broker(settings: Settings, redis_url: str) -> AsyncIterator[Broker[Settings]]:
     with hang_report():
         async with opened_broker(settings, redis_url) as opened:
             yield opened

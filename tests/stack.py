@@ -44,7 +44,7 @@ class Stack:
     url: str
     api_key: str
     settings: Settings
-    broker: Broker
+    broker: Broker[Settings]
 
     def client(self, token: str | None = None) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token or self.api_key}"}
@@ -142,7 +142,7 @@ async def running_stack(
 
 
 @contextlib.asynccontextmanager
-async def opened_broker(settings: Settings, redis_url: str) -> AsyncIterator[Broker]:
+async def opened_broker(settings: Settings, redis_url: str) -> AsyncIterator[Broker[Settings]]:
     """A broker for the test's own pokes at Redis; the test's keys go with it."""
     broker = await Broker.connect(settings, redis_url)
     try:

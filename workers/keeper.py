@@ -20,9 +20,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from redis.asyncio.client import PubSub
-
-from broker import Broker
+from broker import Broker, WorkerSettings
+from broker.services.alarms import Alarm, AlarmSubscription
 from broker.services.keepers import owned
 from common.tasks import cancel_and_wait
 from workers.backoff import Backoff
@@ -38,16 +37,20 @@ _SUBSCRIBE_S = 5.0
 class Keeper:
     def __init__(
         self,
-        broker: Broker,
+        broker: Broker[WorkerSettings],
         worker_id: str,
         host: str,
         *,
         visit: Callable[[int], Awaitable[int | None]],
         work: Callable[[int], None],
+        offers: tuple[str, ...] = (),
     ) -> None:
         self._broker = broker
         self.worker_id = worker_id
         self._host = host
+        # The platform providers this worker holds the deployment's keys for: offered with every beat,
+        # for a lease (the API lists what the live workers offer).
+        self._offers = offers
         self._visit = visit
         self._work = work
         self.owned: frozenset[int] = frozenset()
@@ -65,15 +68,15 @@ class Keeper:
         """Join the live workers, take this worker's share and start keeping it."""
         # Subscribed before the share is read: an alarm rung in between is either heard or already in
         # what the read finds.
-        pubsub = await self._subscribe()
+        alarms = await self._broker.alarms.subscribe(_SUBSCRIBE_S)
         try:
             await self._beat()
         except BaseException:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+            await alarms.close()
             raise
         self._tasks = [
             asyncio.create_task(self._beat_forever(), name="keeper-beat"),
-            asyncio.create_task(self._listen(pubsub), name="keeper-listen"),
+            asyncio.create_task(self._listen(alarms), name="keeper-listen"),
             asyncio.create_task(self._clock(), name="keeper-clock"),
             asyncio.create_task(self._rescan_forever(), name="keeper-rescan"),
         ]
@@ -117,8 +120,11 @@ class Keeper:
 
     async def _beat(self) -> None:
         sent = time.time() * 1000
-        redis_now, members = await self._broker.keepers.beat(self.worker_id, self._host)
+        lease_s = self._broker.settings.keeper_lease_s
+        redis_now, members = await self._broker.keepers.beat(self.worker_id, self._host, lease_s)
         self._offset_ms = redis_now - (sent + time.time() * 1000) / 2
+        if self._offers:
+            await self._broker.providers.offer(self._offers, round(lease_s * 1000))
         if tuple(members) == self._members:
             return
         before = self.owned
@@ -152,52 +158,35 @@ class Keeper:
             except Exception:
                 logger.exception("could not read the kept partitions again; trying at the next rescan")
 
-    async def _subscribe(self) -> PubSub:
-        """The alarm channels, subscribed: returns once Redis confirmed the subscription."""
-        pubsub = self._broker.core.pubsub()
-        try:
-            await pubsub.psubscribe(self._broker.core.keys.alarm_pattern)
-            async with asyncio.timeout(_SUBSCRIBE_S):
-                while True:
-                    message = await pubsub.get_message(timeout=_SUBSCRIBE_S)
-                    if message is not None and message.get("type") == "psubscribe":
-                        return pubsub
-        except BaseException:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
-            raise
-
-    async def _listen(self, pubsub: PubSub | None) -> None:
+    async def _listen(self, alarms: AlarmSubscription | None) -> None:
         while True:
             try:
-                if pubsub is None:
-                    pubsub = await self._subscribe()
+                if alarms is None:
+                    alarms = await self._broker.alarms.subscribe(_SUBSCRIBE_S)
                     # What was rung while the connection was down reached nobody (a partition whose
                     # node does not answer is left to its visit).
                     await self._look_at(self.owned)
                 while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None and message.get("type") == "pmessage":
-                        self._on_alarm(message["channel"], message["data"])
+                    alarm = await alarms.get(1.0)
+                    if alarm is not None:
+                        self._on_alarm(alarm)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("alarm subscription lost; reconnecting")
                 await asyncio.sleep(0.5)
             finally:
-                if pubsub is not None:
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-                    pubsub = None
+                if alarms is not None:
+                    await alarms.close()
+                    alarms = None
 
-    def _on_alarm(self, channel: bytes | str, data: bytes | str) -> None:
-        name = channel.decode() if isinstance(channel, bytes) else channel
-        partition = self._broker.core.keys.partition_of_alarm(name)
-        if partition is None or partition not in self.owned:
+    def _on_alarm(self, alarm: Alarm) -> None:
+        if alarm.partition not in self.owned:
             return
-        text = data.decode() if isinstance(data, bytes) else data
-        if text == "w":
-            self._work(partition)
-        elif text.isdigit():
-            self.ring(partition, int(text))
+        if alarm.work:
+            self._work(alarm.partition)
+        elif alarm.due_ms is not None:
+            self.ring(alarm.partition, alarm.due_ms)
 
     async def _clock(self) -> None:
         while True:
@@ -218,7 +207,7 @@ class Keeper:
                 await asyncio.wait_for(self._changed.wait(), wait)
 
     async def _visit_one(self, partition: int) -> None:
-        node = self._broker.core.node_of(partition)
+        node = self._broker.node_of(partition)
         async with self._limit:
             wait_s = self._backoff.wait_s(node, partition)
             if wait_s > 0:

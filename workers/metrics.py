@@ -6,14 +6,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
-from redis.asyncio import Redis
 
 from broker.services.telemetry import probe_redis, redis_rtt_histogram
-from broker.settings import Settings
+from broker.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +40,10 @@ class WorkerMetrics:
         self._probe: asyncio.Task[None] | None = None
         self._server: WSGIServer | None = None
 
-    def start(self, redis: Redis, settings: Settings, *, serve: bool) -> None:
-        """Time PINGs to Redis and, when `serve` (a worker process of its own: workers inside the tests
-        would share the port), serve /metrics from a thread."""
-        self._probe = asyncio.create_task(probe_redis(redis, self.redis_rtt, settings.redis_probe_s))
+    def start(self, round_trip: Callable[[], Awaitable[float]], settings: WorkerSettings, *, serve: bool) -> None:
+        """Time PINGs to Redis (`round_trip`: `Broker.round_trip`) and, when `serve` (a worker process of
+        its own: workers inside the tests would share the port), serve /metrics from a thread."""
+        self._probe = asyncio.create_task(probe_redis(round_trip, self.redis_rtt, settings.redis_probe_s))
         if serve and settings.worker_metrics_port:
             try:
                 self._server, _ = start_http_server(settings.worker_metrics_port, settings.host, self.registry)

@@ -78,7 +78,7 @@ class Runner:
             logger.exception("work entry %s (%s) failed", entry.entry_id, entry.kind)
 
     async def _take_forever(self) -> None:
-        keys, work = self._broker.core.keys, self._broker.work
+        work = self._broker.work
         while self._taking:
             room = self._max_jobs - len(self._running)
             if not self._marked or room <= 0:
@@ -86,13 +86,13 @@ class Runner:
                 await self._changed.wait()
                 continue
             partition = self._marked.pop()
-            node = self._broker.core.node_of(partition)
+            node = self._broker.node_of(partition)
             wait_s = self._backoff.wait_s(node, partition)
             if wait_s > 0:
                 asyncio.get_running_loop().call_later(wait_s, self.wake, partition)
                 continue
             try:
-                entries = await work.take(keys.partition(partition), self._consumer, room)
+                entries = await work.take(partition, self._consumer, room)
             except asyncio.CancelledError:
                 raise
             except Exception as error:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from broker import Broker
+from broker import Broker, WorkerSettings
 from broker.errors import BrokerUnavailable
 from broker.services.runs import Committed
 from common.codec import dumps
@@ -83,7 +83,7 @@ class _Hold:
 
 
 class StepRunner:
-    def __init__(self, broker: Broker, models: ModelRegistry, registry: Registry, hub: McpHub) -> None:
+    def __init__(self, broker: Broker[WorkerSettings], models: ModelRegistry, registry: Registry, hub: McpHub) -> None:
         self._broker = broker
         self._models = models
         self._registry = registry

@@ -31,13 +31,12 @@ class Timekeeper:
     async def visit(self, partition: int) -> int | None:
         """Act on what is due in `partition`; when its next timer is due (ms, Redis's clock), or None."""
         broker = self._broker
-        keys, timers = broker.core.keys, broker.timers
-        part = keys.partition(partition)
-        due = await timers.sweep(part, _BATCH)
-        for member in due.deadlines:
-            await timers.expire_call(*keys.split_member(member))
-        for member in due.leases:
-            await timers.lapse_client(*keys.split_member(member))
+        timers = broker.timers
+        due = await timers.sweep(partition, _BATCH)
+        for session_id, call_id in due.deadlines:
+            await timers.expire_call(session_id, call_id)
+        for session_id, client_id in due.leases:
+            await timers.lapse_client(session_id, client_id)
         for session_id in due.steps:
             await broker.runs.reclaim(session_id)
         for session_id in due.dequeue:
@@ -50,7 +49,7 @@ class Timekeeper:
             else:
                 await broker.sessions.purge(member)
         for entry_id in due.claims:
-            entry = await broker.work.claim(part, self._consumer, entry_id)
+            entry = await broker.work.claim(partition, self._consumer, entry_id)
             if entry is not None:
                 logger.info("took over work entry %s of partition %d, never begun by its worker", entry_id, partition)
                 self._run(entry)

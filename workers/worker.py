@@ -15,8 +15,9 @@ import logging
 import signal
 import socket
 
-from broker import Broker, Settings
+from broker import Broker, WorkerSettings
 from broker.errors import NotFound, SwitchboardError
+from broker.services.keepers import host_healthy
 from broker.services.work import Entry
 from common.addresses import Resolver
 from common.codec import uuid7
@@ -59,7 +60,7 @@ class _Jobs:
             # A run-scoped registration leaves with its run (`client_left` departed).
             with contextlib.suppress(NotFound):
                 await self._broker.clients.leave(session_id, client_id)
-            await self._broker.work.done(self._broker.core.keys.partition(entry.partition), entry.entry_id)
+            await self._broker.work.done(entry.partition, entry.entry_id)
 
 
 async def _arm_older_sessions(broker: Broker) -> None:
@@ -72,7 +73,7 @@ async def _arm_older_sessions(broker: Broker) -> None:
 
 
 async def serve(
-    settings: Settings, url: str, *, stop: asyncio.Event | None = None, resolver: Resolver | None = None
+    settings: WorkerSettings, url: str, *, stop: asyncio.Event | None = None, resolver: Resolver | None = None
 ) -> None:
     """Run a worker until SIGTERM or SIGINT (running steps get SWITCHBOARD_STEP_TIMEOUT_S to finish) or,
     in process, until `stop` is set; signal handlers are installed only when no `stop` is given.
@@ -90,7 +91,8 @@ async def serve(
     )
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs)
     timekeeper = Timekeeper(broker, worker_id, runner.run)
-    keeper = Keeper(broker, worker_id, socket.gethostname(), visit=timekeeper.visit, work=runner.wake)
+    host = socket.gethostname()
+    keeper = Keeper(broker, worker_id, host, visit=timekeeper.visit, work=runner.wake, offers=models.offers)
     if own_process:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -98,7 +100,7 @@ async def serve(
     try:
         runner.start()
         await keeper.start()
-        metrics.start(broker.core.redis, settings, serve=own_process)
+        metrics.start(broker.round_trip, settings, serve=own_process)
         if own_process:
             settle_heap()
         arming = asyncio.create_task(_arm_older_sessions(broker))
@@ -118,14 +120,6 @@ async def serve(
         await broker.close()
 
 
-async def healthy(settings: Settings, url: str) -> bool:
+async def healthy(settings: WorkerSettings, url: str) -> bool:
     """Whether this host's worker refreshed its health key within the last lease (`worker --check`)."""
-    from broker.keys import KeySpace
-    from broker.transport.connect import open_redis
-
-    connected = await open_redis(url, name="switchboard-check")
-    try:
-        health = KeySpace(settings.key_prefix).worker_health(socket.gethostname())
-        return bool(await connected.redis.exists(health))
-    finally:
-        await connected.aclose()
+    return await host_healthy(url, settings.key_prefix, socket.gethostname())

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
 from api.state import State
-from broker.services.telemetry import read_figures, render_figures
+from broker.services.telemetry import render_figures
 
 router = APIRouter(tags=["operations"])
 
@@ -40,5 +40,5 @@ async def cluster_metrics(state: State) -> Response:
     """The deployment's figures (calls, clients, runs, queue depth), the same from every replica: scrape
     it through one address. While a Cluster node is down it still answers, without that node's
     partitions (`switchboard_cluster_partitions_unread`) and without the counters."""
-    figures = await read_figures(state.broker.core)
+    figures = await state.broker.figures()
     return Response(render_figures(figures), media_type="text/plain; version=0.0.4")

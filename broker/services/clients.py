@@ -77,6 +77,11 @@ class Clients:
     def __init__(self, core: Core) -> None:
         self._core = core
 
+    def receipt(self, session_id: str, digest: str, fingerprint: str, ttl_ms: int) -> Receipt:
+        """The receipt of a hot route's Idempotency-Key (scoped by `digest`) in its session's slot, which
+        the route's script reads and writes in the same step as the operation."""
+        return Receipt(self._core.keys.session(session_id).idempotency(digest), fingerprint, ttl_ms)
+
     async def register(
         self, session_id: str, client_id: str, name: str, ttl_s: int | None, tools: list[dict[str, Any]]
     ) -> Registered:

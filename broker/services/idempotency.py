@@ -49,10 +49,15 @@ class Idempotency:
         self._core = core
 
     async def begin(
-        self, key: str, fingerprint: str, seed: dict[str, Any], ttl_ms: int, meta: str | None = None
+        self, digest: str, fingerprint: str, seed: dict[str, Any], ttl_ms: int, session_id: str | None = None
     ) -> Claim | Replay:
-        """Claim the key, or return the first attempt's receipt; waits while another attempt acts. `meta`:
-        the session's meta hash for a session route's receipt (Conflict when its storage is full)."""
+        """Claim the key scoped by `digest` (`scope_digest`), or return the first attempt's receipt; waits
+        while another attempt acts. The receipt lives in the slot of `session_id`'s session (it counts
+        toward its storage: Conflict when that is full), else in the workspace's."""
+        keys = self._core.keys
+        session = keys.session(session_id) if session_id else None
+        key = session.idempotency(digest) if session else keys.workspace_idempotency(digest)
+        meta = session.meta if session else None
         attempt = secrets.token_hex(8)
         lease_ms = round(self._core.settings.idempotency_wait_s * 1000)
         deadline = asyncio.get_running_loop().time() + self._core.settings.idempotency_wait_s

@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 
 from broker.core import Core
+from broker.keys import KeySpace
 from broker.partitions import PARTITIONS
+from broker.transport.connect import open_redis
 
 
 def _weight(worker: str, partition: int) -> bytes:
@@ -29,15 +31,25 @@ def owned(workers: list[str], me: str) -> frozenset[int]:
     return frozenset(p for p in range(PARTITIONS) if max(workers, key=lambda w: _weight(w, p)) == me)
 
 
+async def host_healthy(url: str, key_prefix: str, host: str) -> bool:
+    """Whether `host`'s worker refreshed its health key within the last lease (`worker --check`): one
+    connection of its own, with no scripts loaded, opened and closed."""
+    connected = await open_redis(url, name="switchboard-check")
+    try:
+        return bool(await connected.redis.exists(KeySpace(key_prefix).worker_health(host)))
+    finally:
+        await connected.aclose()
+
+
 class Keepers:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    async def beat(self, worker: str, host: str) -> tuple[int, list[str]]:
-        """Stay in the set for one lease (and refresh `host`'s health key): Redis's time (ms) and the
-        live workers."""
-        keys, settings = self._core.keys, self._core.settings
-        lease_ms = round(settings.keeper_lease_s * 1000)
+    async def beat(self, worker: str, host: str, lease_s: float) -> tuple[int, list[str]]:
+        """Stay in the set for one lease (`lease_s`, the worker's SWITCHBOARD_KEEPER_LEASE_S; and refresh
+        `host`'s health key): Redis's time (ms) and the live workers."""
+        keys = self._core.keys
+        lease_ms = round(lease_s * 1000)
         reply = await self._core.scripts.run(
             "keepers",
             {"keepers": keys.keepers, "health": keys.worker_health(host)},

@@ -148,12 +148,15 @@ class LiveHub:
         self,
         pubsub: Callable[[], PubSub],
         control: str,
+        session_channel: Callable[[str], str],
         *,
         keepalive_s: float,
         queue_limit: int = 2048,
         linger_s: float = 10.0,
     ) -> None:
+        """`session_channel` names a session's live channel (`Broker.live_hub` builds the hub)."""
         self._new_pubsub = pubsub
+        self._session_channel = session_channel
         self._keepalive_s = keepalive_s
         # Subscribed at start, so the connection exists before the reader first waits on it.
         self._control = control
@@ -200,6 +203,10 @@ class LiveHub:
             self.unsubscribe(subscription)
             raise
         return subscription
+
+    async def subscribe_session(self, session_id: str, confirm_s: float = 5.0) -> Subscription:
+        """A subscription to the session's appended events (and its deletion), from when this returns."""
+        return await self.subscribe(self._session_channel(session_id), confirm_s)
 
     def unsubscribe(self, subscription: Subscription) -> None:
         channel = self._channels.get(subscription.channel)

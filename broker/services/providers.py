@@ -1,9 +1,14 @@
 """Model providers: the platform ones (the scripted model, and those the deployment's keys enable) and the
-workspace's own (BYOK), listed together. A BYOK provider's API key is stored and never read back out."""
+workspace's own (BYOK), listed together. A BYOK provider's API key is stored and never read back out.
+
+The deployment's keys are the workers' alone (`WorkerSettings`; the API's settings have none): a worker
+holding one offers its platform provider for a keeper lease with every beat (`offer`), and the platform
+providers listed, and accepted in an agent version, are the scripted one and those a live worker offers."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,6 +26,13 @@ SCRIPTED_PROVIDER_ID = "00000000-0000-7000-8000-000000000001"
 OPENAI_PROVIDER_ID = "00000000-0000-7000-8000-000000000002"
 ANTHROPIC_PROVIDER_ID = "00000000-0000-7000-8000-000000000003"
 SCRIPTED_MODEL = "scripted"
+# The platform providers a deployment's key enables (SWITCHBOARD_OPENAI_API_KEY, _ANTHROPIC_API_KEY), by
+# id: their format, name and description.
+KEYED_PROVIDERS: dict[str, tuple[ProviderFormat, str, str]] = {
+    OPENAI_PROVIDER_ID: ("openai_responses", "OpenAI", "OpenAI Responses API with the deployment's key."),
+    ANTHROPIC_PROVIDER_ID: ("anthropic", "Anthropic", "Anthropic Messages API with the deployment's key."),
+}
+_PLATFORM_IDS = frozenset({SCRIPTED_PROVIDER_ID, *KEYED_PROVIDERS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +60,8 @@ def _workspace_born(workspace_id: str) -> int:
     return uuid.UUID(workspace_id).int >> 80
 
 
-def platform_providers(core: Core) -> list[Provider]:
-    born = _workspace_born(core.workspace_id)
-    scripted = Provider(
+def _scripted(born: int) -> Provider:
+    return Provider(
         id=SCRIPTED_PROVIDER_ID,
         type="platform",
         format="openai_responses",
@@ -66,15 +77,11 @@ def platform_providers(core: Core) -> list[Provider]:
             ),
         ),
     )
-    providers = [scripted]
-    settings = core.settings
-    if settings.openai_api_key is not None:
-        description = "OpenAI Responses API with the deployment's key."
-        providers.append(Provider(OPENAI_PROVIDER_ID, "platform", "openai_responses", "OpenAI", description, born))
-    if settings.anthropic_api_key is not None:
-        description = "Anthropic Messages API with the deployment's key."
-        providers.append(Provider(ANTHROPIC_PROVIDER_ID, "platform", "anthropic", "Anthropic", description, born))
-    return providers
+
+
+def _keyed(provider_id: str, born: int) -> Provider:
+    provider_format, name, description = KEYED_PROVIDERS[provider_id]
+    return Provider(provider_id, "platform", provider_format, name, description, born)
 
 
 class Providers:
@@ -83,10 +90,35 @@ class Providers:
         # The workers check every connection to a workspace provider with this too.
         self.addresses = addresses
 
+    async def offer(self, provider_ids: Iterable[str], ttl_ms: int) -> None:
+        """Say, for `ttl_ms`, that a live worker holds the deployment's keys for these platform providers
+        (a worker renews it with every beat)."""
+        keys = self._core.keys
+        with translate_redis_errors():
+            async with self._core.redis.pipeline(transaction=False) as pipe:
+                for provider_id in provider_ids:
+                    pipe.set(keys.platform_offer(provider_id), "1", px=ttl_ms)
+                await pipe.execute()
+
+    async def _offered(self, provider_ids: list[str]) -> list[str]:
+        """Those of the platform providers `provider_ids` a live worker offers."""
+        names = [self._core.keys.platform_offer(provider_id) for provider_id in provider_ids]
+        with translate_redis_errors():
+            marks = await self._core.redis.mget(*names)
+        return [provider_id for provider_id, mark in zip(provider_ids, marks, strict=True) if mark is not None]
+
+    async def _platform(self) -> list[Provider]:
+        born = _workspace_born(self._core.workspace_id)
+        offered = await self._offered(list(KEYED_PROVIDERS))
+        return [_scripted(born), *(_keyed(provider_id, born) for provider_id in offered)]
+
     async def get(self, provider_id: str) -> Provider:
-        for provider in platform_providers(self._core):
-            if provider.id == provider_id:
-                return provider
+        if provider_id == SCRIPTED_PROVIDER_ID:
+            return _scripted(_workspace_born(self._core.workspace_id))
+        if provider_id in KEYED_PROVIDERS:
+            if not await self._offered([provider_id]):
+                raise NotFound(f"no model provider {provider_id}")
+            return _keyed(provider_id, _workspace_born(self._core.workspace_id))
         with translate_redis_errors():
             record = aio.record(await self._core.redis.hgetall(self._core.keys.provider(provider_id)))
         if not record:
@@ -94,8 +126,9 @@ class Providers:
         return _byok(record)
 
     async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Provider], str | None]:
-        platform = platform_providers(self._core)
-        platform_ids = {p.id for p in platform}
+        platform = await self._platform()
+        # Every platform id, offered now or not: a cursor the last page ended on stays one.
+        platform_ids = _PLATFORM_IDS
         # A cursor inside the platform block means the workspace block is behind (desc) or ahead (asc).
         byok_after = None if after in platform_ids else after
         skip_byok = after in platform_ids and not ascending

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,12 +190,10 @@ def redis_rtt_histogram(registry: CollectorRegistry) -> Histogram:
     )  # fmt: skip
 
 
-async def probe_redis(redis: Redis, histogram: Histogram, every_s: float) -> None:
-    """PING Redis every `every_s` and observe the round trip, until cancelled; a failed PING is skipped
-    (readiness reports an unreachable Redis, not this)."""
+async def probe_redis(round_trip: Callable[[], Awaitable[float]], histogram: Histogram, every_s: float) -> None:
+    """PING Redis every `every_s` (`round_trip`: `Broker.round_trip`) and observe the round trip, until
+    cancelled; a failed PING is skipped (readiness reports an unreachable Redis, not this)."""
     while True:
-        started = time.perf_counter()
         with contextlib.suppress(Exception):
-            await redis.ping()
-            histogram.observe(time.perf_counter() - started)
+            histogram.observe(await round_trip())
         await asyncio.sleep(every_s)

@@ -10,7 +10,6 @@ from redis.asyncio import Redis
 
 from broker.core import Core
 from broker.errors import BrokerUnavailable, translate_redis_errors
-from broker.keys import PartitionKeys
 from broker.scripts.layouts import call_names
 from broker.services.clients import lapse_client
 
@@ -31,8 +30,10 @@ class Due:
     """What is due in one partition, index by index, and when its next timer comes (None: none set)."""
 
     next_due_ms: int | None
-    deadlines: list[str]
-    leases: list[str]
+    deadlines: list[tuple[str, str]]
+    """(session id, call id) of each call whose deadline (or server call lease) came."""
+    leases: list[tuple[str, str]]
+    """(session id, client id) of each registration whose lease came."""
     steps: list[str]
     dequeue: list[str]
     purges: list[str]
@@ -84,12 +85,23 @@ class Timers:
             found.append(Glance(number, min(scores) if scores else None, int(row[-1]) > 0))
         return found
 
-    async def sweep(self, partition: PartitionKeys, batch: int) -> Due:
+    async def sweep(self, partition: int, batch: int) -> Due:
         """The partition's due members (at most `batch` per index), and its alarm armed for what follows."""
-        reply = await self._core.scripts.run("sweep", {}, {"batch": batch}, partition=partition)
+        keys = self._core.keys
+        reply = await self._core.scripts.run("sweep", {}, {"batch": batch}, partition=keys.partition(partition))
         next_due = int(reply[0])
-        lists = [[str(member) for member in members] for members in reply[1:]]
-        return Due(None if next_due < 0 else next_due, *lists)
+        deadlines, leases, steps, dequeue, purges, claims = [
+            [str(member) for member in members] for members in reply[1:]
+        ]
+        return Due(
+            None if next_due < 0 else next_due,
+            [keys.split_member(member) for member in deadlines],
+            [keys.split_member(member) for member in leases],
+            steps,
+            dequeue,
+            purges,
+            claims,
+        )
 
     async def expire_call(self, session_id: str, call_id: str) -> str:
         """Fail the call if its deadline (or, for a server call, its lease) has passed."""

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from broker.core import Core
-from broker.keys import PartitionKeys
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,22 +43,29 @@ class Work:
         settings = self._core.settings
         return max(settings.step_lease_ms, settings.server_call_lease_ms)
 
-    async def take(self, partition: PartitionKeys, consumer: str, count: int) -> list[Entry]:
+    async def take(self, partition: int, consumer: str, count: int) -> list[Entry]:
         """Up to `count` new entries of the partition, now `consumer`'s under a claim."""
         reply = await self._core.scripts.run(
-            "take_work", {}, {"consumer": consumer, "count": count, "lease_ms": self._claim_ms()}, partition=partition
+            "take_work",
+            {},
+            {"consumer": consumer, "count": count, "lease_ms": self._claim_ms()},
+            partition=self._core.keys.partition(partition),
         )
-        return [Entry.of(partition.number, str(reply[i]), str(reply[i + 1])) for i in range(0, len(reply), 2)]
+        return [Entry.of(partition, str(reply[i]), str(reply[i + 1])) for i in range(0, len(reply), 2)]
 
-    async def claim(self, partition: PartitionKeys, consumer: str, entry_id: str) -> Entry | None:
+    async def claim(self, partition: int, consumer: str, entry_id: str) -> Entry | None:
         """Take over an entry whose claim came due, if it still waits to be begun."""
         reply = await self._core.scripts.run(
             "claim_work",
             {},
             {"consumer": consumer, "entry": entry_id, "lease_ms": self._claim_ms()},
-            partition=partition,
+            partition=self._core.keys.partition(partition),
         )
-        return Entry.of(partition.number, str(reply[0]), str(reply[1])) if reply else None
+        return Entry.of(partition, str(reply[0]), str(reply[1])) if reply else None
 
-    async def done(self, partition: PartitionKeys, entry_id: str) -> None:
-        await self._core.scripts.run("done_work", {}, {"entry": entry_id}, partition=partition)
+    async def done(self, partition: int, entry_id: str) -> None:
+        """The entry needs nothing more (a run-scoped client released): acknowledged, deleted, its claim
+        dropped."""
+        await self._core.scripts.run(
+            "done_work", {}, {"entry": entry_id}, partition=self._core.keys.partition(partition)
+        )

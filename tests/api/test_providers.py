@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
 
-from broker import Settings
+from broker import Broker, Settings
+from broker.errors import NotFound
+from broker.services.providers import ANTHROPIC_PROVIDER_ID, OPENAI_PROVIDER_ID, SCRIPTED_PROVIDER_ID
 from tests.api_client import ENDS, Api, Event, Session, of_type, run_over
 from tests.fakes import (
     FakeProvider,
@@ -234,6 +237,32 @@ async def test_openai_bad_key_fails_the_run(api: Api, fake: FakeProvider) -> Non
     assert error == "the OpenAI API refused the request (401 invalid_api_key): Incorrect API key provided"
 
 
+async def listed_providers(api: Api) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await api.key.get("/v1/model-providers")).json()["items"]
+    return items
+
+
+async def test_a_platform_provider_is_there_while_a_live_worker_offers_it(broker: Broker) -> None:
+    async def platform_ids() -> set[str]:
+        items, _ = await broker.providers.page(limit=10, after=None, ascending=True)
+        return {p.id for p in items if p.type == "platform"} - {SCRIPTED_PROVIDER_ID}
+
+    # The broker's settings hold no provider key: what is listed is what the workers offer.
+    assert await platform_ids() == set()
+    with pytest.raises(NotFound):
+        await broker.providers.get(OPENAI_PROVIDER_ID)
+    await broker.providers.offer([OPENAI_PROVIDER_ID], 500)
+    assert await platform_ids() == {OPENAI_PROVIDER_ID}
+    assert (await broker.providers.get(OPENAI_PROVIDER_ID)).display_name == "OpenAI"
+    with pytest.raises(NotFound):
+        await broker.providers.get(ANTHROPIC_PROVIDER_ID)
+    # No worker renews it: gone within the lease it was offered for.
+    await asyncio.sleep(0.7)
+    assert await platform_ids() == set()
+    with pytest.raises(NotFound):
+        await broker.providers.get(OPENAI_PROVIDER_ID)
+
+
 async def test_platform_providers_come_from_the_deployments_keys(
     settings: Settings, redis_url: str, api_key: str, fake: FakeProvider
 ) -> None:
@@ -251,7 +280,12 @@ async def test_platform_providers_come_from_the_deployments_keys(
     async with running_stack(configured, redis_url) as stack:
         api = Api(stack)
         try:
-            listed = (await api.key.get("/v1/model-providers")).json()["items"]
+            # Listed once the worker, which holds the key, has offered it (its first beat).
+            listed = await listed_providers(api)
+            async with asyncio.timeout(5):
+                while not any(p["display_name"] == "OpenAI" for p in listed):
+                    await asyncio.sleep(0.05)
+                    listed = await listed_providers(api)
             platform = next(p for p in listed if p["display_name"] == "OpenAI")
             assert (platform["type"], platform["format"]) == ("platform", "openai_responses")
             assert "sk-platform" not in str(listed)

@@ -216,7 +216,7 @@ async def test_every_write_past_the_cap_is_refused_naming_the_setting_and_leaves
     assert await snapshot(redis, broker, session_id) == before
 
     with pytest.raises(Conflict) as error:
-        await broker.idempotency.begin(s.idempotency("k2"), "f" * 64, {"x": "y" * 4_000}, 60_000, s.meta)
+        await broker.idempotency.begin("k2", "f" * 64, {"x": "y" * 4_000}, 60_000, session_id)
     assert refused(error.value.message)
     assert not await redis.exists(s.idempotency("k2"))
     assert await snapshot(redis, broker, session_id) == before

@@ -14,13 +14,13 @@ import yaml
 from prometheus_client import generate_latest
 
 from api.metrics import Metrics
-from broker import Settings
+from broker import ApiSettings, Settings, WorkerSettings
 from broker.keys import KeySpace
 from broker.services.telemetry import Figures, render_figures
+from broker.settings import env_names
 from tests.deploy.shared import (
     DEPLOY,
     REDIS_EXPORTER_METRICS,
-    SETTINGS_ENV,
     cli_accepts,
     compose_binary,
     metric_names,
@@ -92,11 +92,12 @@ def test_every_dependency_waits_for_health(stack: dict[str, Any]) -> None:
 
 
 def test_switchboard_services_run_the_image_as_its_roles_with_real_settings(stack: dict[str, Any]) -> None:
-    for name in ("api", "worker"):
+    # Each service is given only what its role reads: the API none of the model providers' keys.
+    for name, role in (("api", ApiSettings), ("worker", WorkerSettings)):
         service = stack["services"][name]
         assert service["build"]["dockerfile"] == "deploy/Dockerfile"
         assert cli_accepts(service["command"])
-        unknown = {key for key in service["environment"] if key.startswith("SWITCHBOARD_")} - SETTINGS_ENV
+        unknown = {key for key in service["environment"] if key.startswith("SWITCHBOARD_")} - env_names(role)
         assert not unknown, (name, unknown)
         assert service["read_only"] is True
         assert service["cap_drop"] == ["ALL"]

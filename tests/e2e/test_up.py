@@ -3,6 +3,7 @@ running, and a second `up` on the same data directory refuses without touching i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,13 +26,14 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 class Up:
     """One `switchboard up` on its own data directory and port, its output kept in a file."""
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, **settings: str) -> None:
         self.data_dir = data_dir
         self.port = port
         self.output = data_dir.parent / f"up-{port}-{time.monotonic_ns()}.log"
         env = {**os.environ, "SWITCHBOARD_DATA_DIR": str(data_dir), "SWITCHBOARD_PORT": str(port)}
         for name in ("SWITCHBOARD_REDIS_URL", "SWITCHBOARD_BOOTSTRAP_API_KEY"):
             env.pop(name, None)
+        env |= settings
         with self.output.open("wb") as sink:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "switchboard", "up"], env=env, stdout=sink, stderr=subprocess.STDOUT
@@ -56,9 +58,10 @@ class Up:
         return found
 
 
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    running = Up(tmp_path / "data", free_port())
+@contextlib.contextmanager
+def running_up(tmp_path: Path, **settings: str) -> Iterator[Up]:
+    """A `switchboard up` (`settings`: more of its environment), up; everything it started is gone after."""
+    running = Up(tmp_path / "data", free_port(), **settings)
     try:
         running.wait_up()
         yield running
@@ -70,6 +73,12 @@ def up(tmp_path: Path) -> Iterator[Up]:
         for pid in leftovers:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    with running_up(tmp_path) as running:
+        yield running
 
 
 @pytest.mark.parametrize("stopping", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
@@ -153,3 +162,26 @@ def test_session_new_prints_a_working_session_from_any_directory(up: Up, tmp_pat
     lost = session_new(up, elsewhere, SWITCHBOARD_DATA_DIR=str(elsewhere / "nowhere"))
     assert lost.returncode == 1
     assert "SWITCHBOARD_API_KEY" in lost.stderr
+
+
+def test_up_hands_the_providers_key_to_the_worker_alone_and_the_api_lists_its_provider(tmp_path: Path) -> None:
+    secret = "sk-up-" + "k" * 40
+    with running_up(tmp_path, SWITCHBOARD_OPENAI_API_KEY=secret) as up:
+        environments = {}
+        for pid in children(up.process.pid):
+            role = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[-2].decode()
+            environments[role] = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert set(environments) >= {"api", "worker"}
+        assert f"SWITCHBOARD_OPENAI_API_KEY={secret}".encode() in environments["worker"]
+        assert not [line for line in environments["api"] if secret.encode() in line]
+        assert not [line for line in environments["worker"] if line.startswith(b"SWITCHBOARD_BOOTSTRAP_API_KEY=")]
+        # The API, which never read the key, lists the provider the worker holding it offers.
+        key = (up.data_dir / "dev-api-key").read_text().strip()
+
+        def openai_listed() -> bool:
+            answer = httpx.get(
+                f"http://127.0.0.1:{up.port}/v1/model-providers", headers={"Authorization": f"Bearer {key}"}
+            )
+            return any(p["display_name"] == "OpenAI" for p in answer.json()["items"])
+
+        wait_until("the OpenAI platform provider is listed", openai_listed, 10)

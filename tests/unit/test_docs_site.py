@@ -145,6 +145,7 @@ def _shown_default(cell: str) -> object:
 
 
 def test_the_settings_table_is_the_settings_class() -> None:
+    # `Settings` is the full set, every role's fields (broker/settings.py): each variable once.
     prefix = Settings.model_config["env_prefix"]
     fields = {f"{prefix}{name.upper()}": field for name, field in Settings.model_fields.items()}
     rows = _table_rows("configuration.md", r"`SWITCHBOARD_[A-Z0-9_]+`")

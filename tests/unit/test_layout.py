@@ -68,6 +68,15 @@ def test_the_broker_is_layered_transport_then_scripts_then_services() -> None:
         assert not {module for module in below if module.startswith(("broker.services", "broker.scripts"))}
 
 
+def test_api_and_workers_use_services_never_the_core_the_scripts_or_a_key() -> None:
+    for package in ("api", "workers"):
+        reached = modules_imported(package)
+        assert not {name for name in reached if name.startswith(("broker.core", "broker.scripts", "broker.keys"))}
+        assert not {name for name in reached if name.startswith("broker.transport")}
+        for path in (ROOT / package).rglob("*.py"):
+            assert ".core." not in path.read_text().replace("ag_ui.core.", ""), path
+
+
 def test_api_and_workers_stay_apart() -> None:
     assert "workers" not in imports("api")
     assert "api" not in imports("workers")

@@ -7,11 +7,12 @@ import asyncio
 import secrets
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import cast
 
 import pytest
 
-from broker import Broker
+from broker import Broker, WorkerSettings
 from workers.models import registry
 from workers.models.registry import ModelRegistry
 
@@ -24,7 +25,7 @@ async def test_a_use_during_the_first_import_gets_the_class_once_it_is_defined(
     (tmp_path / f"{name}.py").write_text("import time\n\ntime.sleep(0.4)\n\n\nclass Model:\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(registry._MODEL_CLASSES, "slow", (name, "Model"))
-    models = ModelRegistry(cast(Broker, None))
+    models = ModelRegistry(cast("Broker[WorkerSettings]", SimpleNamespace(settings=WorkerSettings())))
     try:
         first = asyncio.create_task(models._model_class("slow"))
         while name not in sys.modules:

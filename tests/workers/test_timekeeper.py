@@ -66,7 +66,8 @@ async def keeping(
     """A worker's timekeeping alone (no work is taken): it keeps every partition while it is the only
     live worker."""
     timekeeper = Timekeeper(broker, worker, run)
-    keeper = Keeper(broker, worker, "test-host", visit=timekeeper.visit, work=lambda _: None)
+    # The tests' broker holds every setting (tests/conftest.py), the worker's among them.
+    keeper = Keeper(cast("Broker[Settings]", broker), worker, "test-host", visit=timekeeper.visit, work=lambda _: None)
     await keeper.start()
     try:
         yield keeper
@@ -113,7 +114,7 @@ async def test_a_lost_alarm_is_caught_by_the_rescan(broker: Broker, settings: Se
     object.__setattr__(broker.core, "settings", settings.model_copy(update={"rescan_interval_s": 0.5}))
     async with keeping(broker) as keeper:
         # The keeper hears nothing of this session's partition: as if its alarms were lost on the way.
-        keeper._on_alarm = lambda channel, data: None  # type: ignore[method-assign]
+        keeper._on_alarm = lambda alarm: None  # type: ignore[method-assign]
         session_id = await make_session(broker)
         await dispatch(broker, session_id, 2)
         await wait_until(broker, session_id, "client_tool_failed", 2, timeout=3)
@@ -180,7 +181,7 @@ async def test_work_taken_and_never_begun_is_taken_over_once(
     await broker.clients.answer(session_id, WEB, call_id, "ok", is_error=False)
     # A worker takes the continuation and dies before beginning it.
     partition = broker.core.keys.session(session_id).partition
-    taken = await broker.work.take(partition, "dead-worker", 10)
+    taken = await broker.work.take(partition.number, "dead-worker", 10)
     assert [e.kind for e in taken if e.session_id == session_id] == ["s"]
     async with run_worker(settings, redis_url):
         # Its claim (a lease, 1 s here) lapses, and a live worker runs the step.

@@ -6,9 +6,17 @@ import asyncio
 import importlib
 from collections.abc import Callable
 
-from broker import Broker
+from pydantic import SecretStr
+
+from broker import Broker, WorkerSettings
 from broker.errors import NotFound
-from broker.services.providers import ANTHROPIC_PROVIDER_ID, OPENAI_PROVIDER_ID, SCRIPTED_PROVIDER_ID, Provider
+from broker.services.providers import (
+    ANTHROPIC_PROVIDER_ID,
+    KEYED_PROVIDERS,
+    OPENAI_PROVIDER_ID,
+    SCRIPTED_PROVIDER_ID,
+    ProviderFormat,
+)
 from common.addresses import ProviderAddresses
 from common.codec import sha256_hex
 from workers.config import RunConfig
@@ -31,12 +39,28 @@ ModelClass = Callable[[str, str, float, ProviderAddresses | None], Model]
 class ModelRegistry:
     """Resolves a session to its model and config; versions never change, so both are cached."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker[WorkerSettings]) -> None:
         self._broker = broker
         self._scripted = ScriptedModel()
+        settings = broker.settings
+        # The platform providers this worker holds the deployment's keys for: (format, URL, key) by id.
+        keyed = {
+            OPENAI_PROVIDER_ID: (settings.openai_base_url, settings.openai_api_key),
+            ANTHROPIC_PROVIDER_ID: (settings.anthropic_base_url, settings.anthropic_api_key),
+        }
+        self._platform: dict[str, tuple[ProviderFormat, str, SecretStr]] = {
+            provider_id: (KEYED_PROVIDERS[provider_id][0], base_url, key)
+            for provider_id, (base_url, key) in keyed.items()
+            if key is not None
+        }
         self._versions: dict[str, tuple[str, RunConfig]] = {}
         self._clients: dict[str, Model] = {}
         self._classes: dict[str, ModelClass] = {}
+
+    @property
+    def offers(self) -> tuple[str, ...]:
+        """The platform providers this worker can call: it offers them to the API (workers/keeper.py)."""
+        return tuple(self._platform)
 
     async def aclose(self) -> None:
         """Close the provider clients (their connection pools)."""
@@ -55,11 +79,23 @@ class ModelRegistry:
         provider_id, _ = await self._version_of(session_id)
         if provider_id == SCRIPTED_PROVIDER_ID:
             return self._scripted
+        platform = self._platform.get(provider_id)
+        if platform is not None:
+            # The deployment's own provider: its URL is the operator's to choose, so no address check.
+            provider_format, base_url, key = platform
+            model = await self._model_class(provider_format)
+            return self._client(provider_id, provider_format, base_url, key.get_secret_value(), None, model)
+        if provider_id in KEYED_PROVIDERS:
+            name = KEYED_PROVIDERS[provider_id][1]
+            raise ModelError(f"this worker has no key for the platform provider {name}")
         try:
             provider = await self._broker.providers.get(provider_id)
         except NotFound:
             raise ModelError(f"model provider {provider_id} was deleted") from None
-        return self._client(provider, await self._model_class(provider.format))
+        # A workspace's provider is reached only through the address check.
+        addresses = self._broker.providers.addresses
+        model = await self._model_class(provider.format)
+        return self._client(provider.id, provider.format, provider.base_url, provider.api_key, addresses, model)
 
     async def _version_of(self, session_id: str) -> tuple[str, RunConfig]:
         if session_id not in self._versions:
@@ -82,20 +118,17 @@ class ModelRegistry:
             self._classes[name] = getattr(module, attribute)
         return self._classes[name]
 
-    def _client(self, provider: Provider, model: ModelClass) -> Model:
-        settings = self._broker.settings
-        base_url, api_key = provider.base_url, provider.api_key
-        # A workspace's provider is reached only through the address check; the deployment's own URLs are
-        # the operator's to choose.
-        addresses: ProviderAddresses | None = self._broker.providers.addresses
-        if provider.id == OPENAI_PROVIDER_ID and settings.openai_api_key is not None:
-            base_url, api_key = settings.openai_base_url, settings.openai_api_key.get_secret_value()
-            addresses = None
-        elif provider.id == ANTHROPIC_PROVIDER_ID and settings.anthropic_api_key is not None:
-            base_url, api_key = settings.anthropic_base_url, settings.anthropic_api_key.get_secret_value()
-            addresses = None
+    def _client(
+        self,
+        provider_id: str,
+        provider_format: str,
+        base_url: str,
+        api_key: str,
+        addresses: ProviderAddresses | None,
+        model: ModelClass,
+    ) -> Model:
         # A provider whose URL or key changed gets a new client; the old one is simply dropped.
-        identity = sha256_hex(f"{provider.id}\n{provider.format}\n{base_url}\n{api_key}")
+        identity = sha256_hex(f"{provider_id}\n{provider_format}\n{base_url}\n{api_key}")
         if identity not in self._clients:
-            self._clients[identity] = model(base_url, api_key, settings.step_timeout_s, addresses)
+            self._clients[identity] = model(base_url, api_key, self._broker.settings.step_timeout_s, addresses)
         return self._clients[identity]
