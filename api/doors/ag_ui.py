@@ -46,7 +46,7 @@ from pydantic import TypeAdapter
 from api.doors import ag_ui_proto
 from api.doors import view as shown
 from api.doors.follow import Quiet, SessionGone, back, shown_items
-from api.doors.turns import Started, Turn, frontend_tools, hand_over, input_text, parsed, result_body
+from api.doors.turns import FrontendTurn, Started, frontend_tools, hand_over, input_text, parsed, result_body
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
 from broker.errors import InvalidRequest
@@ -64,7 +64,7 @@ def parse(body: bytes) -> RunAgentInput:
     return parsed(RunAgentInput, body)
 
 
-def plan(run: RunAgentInput) -> Turn:
+def plan(run: RunAgentInput) -> FrontendTurn:
     messages = run.messages
     last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
     # The frontend sends the whole conversation each time: only what follows the newest assistant
@@ -98,7 +98,7 @@ def plan(run: RunAgentInput) -> Turn:
         text = input_text(f"messages.{len(messages) - 1}.content", _text(len(messages) - 1, newest), context)
     tools = frontend_tools("tools", [tool.model_dump(by_alias=False) for tool in run.tools or []])
     have = frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
-    return Turn(message_id, text, tools, results, decisions, known, have, seen)
+    return FrontendTurn(message_id, text, tools, results, decisions, known, have, seen)
 
 
 def _text(index: int, message: UserMessage) -> str:
@@ -162,7 +162,7 @@ _TRANSLATIONS: dict[type, Callable[[Any], Iterator[BaseEvent]]] = {
     ),
     shown.ToolArgs: _args,
     shown.ToolEnded: lambda i: iter([ToolCallEndEvent(tool_call_id=i.call_id)]),
-    shown.ToolResult: lambda i: iter(
+    shown.ShownResult: lambda i: iter(
         [ToolCallResultEvent(message_id=f"{i.call_id}.result", tool_call_id=i.call_id, content=i.text, role="tool")]
     ),
 }

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.doors import view as shown
 from api.doors.follow import Quiet, SessionGone, shown_items
-from api.doors.turns import Turn, frontend_tools, input_text, parsed, result_body
+from api.doors.turns import FrontendTurn, frontend_tools, input_text, parsed, result_body
 from api.schemas.clients import ClientCallResultBody
 from api.state import AppState
 from broker.errors import InvalidRequest
@@ -70,7 +70,7 @@ def _tool_name(part: dict[str, Any]) -> str | None:
     return kind.removeprefix("tool-") if kind.startswith("tool-") else None
 
 
-def plan(chat: ChatRequest) -> tuple[Turn, str | None]:
+def plan(chat: ChatRequest) -> tuple[FrontendTurn, str | None]:
     """The request as a turn, and the id of the assistant message it continues (None for new input)."""
     tools = frontend_tools("tools", [tool.model_dump() for tool in chat.tools])
     messages = chat.messages
@@ -78,9 +78,9 @@ def plan(chat: ChatRequest) -> tuple[Turn, str | None]:
     index = len(messages) - 1
     if newest is not None and newest.role == "user":
         text = input_text(f"messages.{index}.parts", _text(index, newest), [])
-        return Turn(newest.id, text, tools, [], []), None
+        return FrontendTurn(newest.id, text, tools, [], []), None
     if newest is None or newest.role != "assistant":
-        return Turn(None, "", tools, [], []), None
+        return FrontendTurn(None, "", tools, [], []), None
     results: list[tuple[str, ClientCallResultBody]] = []
     decisions: list[tuple[str, Any]] = []
     known: dict[str, str] = {}
@@ -102,7 +102,7 @@ def plan(chat: ChatRequest) -> tuple[Turn, str | None]:
     # One UI message per run, named by the run's id, a `step-start` part per step it was shown.
     steps = sum(part.get("type") == "step-start" for part in newest.parts)
     seen = (newest.id.partition(".")[0], steps - 1) if steps else None
-    return Turn(None, "", tools, results, decisions, known, frozenset(have), seen), newest.id
+    return FrontendTurn(None, "", tools, results, decisions, known, frozenset(have), seen), newest.id
 
 
 def _answer(where: str, part: dict[str, Any]) -> ClientCallResultBody | None:
@@ -169,7 +169,7 @@ class Chunks:
         yield {"type": "tool-input-available", "toolCallId": item.call_id, "toolName": item.name,
                "input": item.arguments, **self._tool(item.name)}  # fmt: skip
 
-    def _result(self, item: shown.ToolResult) -> Iterator[dict[str, Any]]:
+    def _result(self, item: shown.ShownResult) -> Iterator[dict[str, Any]]:
         extra = self._tool(item.name)
         if item.is_error:
             yield {"type": "tool-output-error", "toolCallId": item.call_id, "errorText": item.text, **extra}
@@ -186,7 +186,7 @@ class Chunks:
         shown.ToolStarted: _started,
         shown.ToolArgs: _args,
         shown.ToolEnded: _ended,
-        shown.ToolResult: _result,
+        shown.ShownResult: _result,
     }
 
 

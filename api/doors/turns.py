@@ -37,7 +37,7 @@ _DECISION: TypeAdapter[Any] = TypeAdapter(ApprovalDecisionForm)
 
 
 @dataclass(frozen=True, slots=True)
-class Turn:
+class FrontendTurn:
     """What a frontend's request asks for, whichever protocol it speaks: new input (its message id and
     text) with the frontend's tools, results for calls, decisions for approvals, the calls it was shown
     before (id: name) and those it has results for."""
@@ -327,7 +327,7 @@ class Opened:
     close: Callable[[], None]
 
 
-async def open_turn(state: AppState, principal: Principal, session_id: str, door: str, turn: Turn) -> Opened:
+async def open_turn(state: AppState, principal: Principal, session_id: str, door: str, turn: FrontendTurn) -> Opened:
     """Record the turn's results and decisions, post its input, and open the stream it is answered on.
     Everything is written before the stream starts, so a refusal is an HTTP error naming its field."""
     decisions = checked_decisions(turn.decisions)

@@ -79,7 +79,7 @@ class ToolEnded:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResult:
+class ShownResult:
     call_id: str
     name: str
     text: str
@@ -122,7 +122,7 @@ Shown = (
     | ToolStarted
     | ToolArgs
     | ToolEnded
-    | ToolResult
+    | ShownResult
     | Paused
     | RunEnded
 )
@@ -337,7 +337,7 @@ class RunView:
         call = self._calls.get(call_id)
         name = call.name if call is not None else self.known.get(call_id)
         if call_id not in self.have and name is not None:
-            yield ToolResult(call_id, name, result_text(event.get("content") or []), bool(event.get("is_error")))
+            yield ShownResult(call_id, name, result_text(event.get("content") or []), bool(event.get("is_error")))
         if self._pause is not None and call_id in self._waiting:
             self._waiting.discard(call_id)
             if not self._waiting:

@@ -11,9 +11,8 @@ from pydantic import AfterValidator, BaseModel, Field
 
 from api.schemas.common import Strict
 from broker.errors import InvalidRequest
+from broker.services.providers import ProviderFormat
 from common.addresses import split_base_url
-
-ProviderFormat = Literal["anthropic", "openai_responses"]
 
 
 class PlatformModelBody(BaseModel):

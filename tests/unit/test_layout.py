@@ -184,6 +184,27 @@ def test_no_module_imports_itself_through_others() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in cycles)
 
 
+def test_each_type_is_defined_once() -> None:
+    """A public class or type alias (`X = Literal[...]`, `Annotated[...]`) of one name in one place only:
+    two of a name drift apart, and an import picks one by accident. (A module's private ones, `_X`, are
+    its own.)"""
+    where: dict[str, list[str]] = {}
+    for package in ("api", "workers", "broker", "common", "switchboard", "delegate"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.parse(path.read_text()).body:
+                names: list[str] = []
+                if isinstance(node, ast.ClassDef):
+                    names = [node.name]
+                elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript):
+                    value = node.value.value
+                    if isinstance(value, ast.Name) and value.id in ("Literal", "Annotated"):
+                        names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+                for name in names:
+                    if not name.startswith("_"):
+                        where.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    assert not {name: paths for name, paths in where.items() if len(paths) > 1}
+
+
 def test_no_pickle_anywhere() -> None:
     for package in ("api", "workers", "broker", "switchboard", "delegate"):
         assert "pickle" not in imports(package)
