@@ -64,10 +64,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def free_cluster_port() -> int:
-    """A free port whose cluster bus port (10,000 higher, as Redis 6 fixes it) is free too."""
+def free_cluster_port(avoid: frozenset[int] = frozenset()) -> int:
+    """A free port whose cluster bus port (10,000 higher, as Redis 6 fixes it) is free too, neither of them
+    in `avoid` (the ports, and bus ports, of nodes picked but not started yet)."""
     while True:
         port = random.randint(20_000, 55_000)
+        if {port, port + 10_000} & avoid:
+            continue
         try:
             for candidate in (port, port + 10_000):
                 with socket.socket() as sock:
@@ -182,19 +185,27 @@ class EmbeddedCluster:
     ports, made with `redis-cli --cluster create`; for the tests and the benchmark."""
 
     def __init__(self, data_dir: Path, *, masters: int = 3, replicas: int = 0) -> None:
-        self.nodes = [
-            EmbeddedRedis(data_dir / f"node-{i}", persistent=False, cluster=True, port=free_cluster_port())
-            for i in range(masters * (1 + replicas))
-        ]
+        self.nodes: list[EmbeddedRedis] = []
+        for i in range(masters * (1 + replicas)):
+            port = free_cluster_port(self._taken())
+            self.nodes.append(EmbeddedRedis(data_dir / f"node-{i}", persistent=False, cluster=True, port=port))
         self.replicas = replicas
+
+    def _taken(self) -> frozenset[int]:
+        return frozenset(port for node in self.nodes for port in (node.port, node.port + 10_000))
 
     @property
     def url(self) -> str:
         return self.nodes[0].url
 
     def start(self, wait_s: float = 30.0) -> None:
-        for node in self.nodes:
-            node.start()
+        try:
+            for node in self.nodes:
+                self._start_node(node)
+        except BaseException:
+            # The nodes already up must not outlive a cluster that never came up.
+            self.stop()
+            raise
         command = [redis_cli_binary(), "--cluster", "create"]
         command += [f"127.0.0.1:{node.port}" for node in self.nodes]
         command += ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
@@ -212,6 +223,19 @@ class EmbeddedCluster:
                 self.stop()
                 raise BrokerUnavailable(f"the cluster did not come up within {wait_s:g} s")
             time.sleep(0.1)
+
+    def _start_node(self, node: EmbeddedRedis, tries: int = 3) -> None:
+        """Start `node`; a port taken meanwhile (by any process's outgoing connection: the ports are
+        picked from the same range) is picked again."""
+        for _ in range(tries - 1):
+            try:
+                node.start()
+                return
+            except BrokerUnavailable as error:
+                if "Address already in use" not in str(error):
+                    raise
+                node.port = free_cluster_port(self._taken())
+        node.start()
 
     def cli(self, *args: str, port: int | None = None, timeout_s: float = 120.0) -> str:
         """Run redis-cli against a node (the first, unless `port`) and return what it printed."""
