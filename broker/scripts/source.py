@@ -252,6 +252,10 @@ class ScriptText:
                 raise ValueError(f"{self.name}.lua: --!{kind} {', '.join(sorted(twice))} declared twice")
             if any(name.endswith("...") for name in names[:-1]) and names[-1] not in partition.keys + partition.args:
                 raise ValueError(f"{self.name}.lua: only the script's own last --!{kind} may take what is left")
+        # lib/partition.lua keeps the partition's arguments in `K` beside its keys (SB_P is the call's K).
+        clash = {name.removesuffix("...") for name in keys} & set(partition.args)
+        if clash:
+            raise ValueError(f"{self.name}.lua: no key may be named like a partition argument: {sorted(clash)}")
         rest_key = keys.pop().removesuffix("...") if keys and keys[-1].endswith("...") else None
         rest_arg = args.pop().removesuffix("...") if args and args[-1].endswith("...") else None
         return ScriptLayout(self.name, tuple(keys), tuple(args), rest_key, rest_arg, partition.keys, partition.args)
