@@ -337,20 +337,23 @@ def library() -> Library:
     """Every script as one Redis Functions library. Its name and its functions' names end in a hash of its
     text, so processes of two releases sharing a Redis (a rolling update) each call their own."""
     parts = ["local KEYS, ARGV, K, A\n", *(_read(path) for path in LIBRARIES)]
+    # Each script's functions are fields, not locals: a Lua function holds at most 200 locals, and the
+    # libraries' own take most of them.
+    parts.append("local SB_BIND, SB_SCRIPT = {}, {}\n")
     for name in SCRIPT_NAMES:
         script = script_text(name)
         parts.append(
-            f"\nlocal function sb_bind_{name}()\n{script.binder()}end\n"
-            f"local function sb_script_{name}()\n{script.body}\nend\n"
+            f"\nSB_BIND.{name} = function()\n{script.binder()}end\nSB_SCRIPT.{name} = function()\n{script.body}\nend\n"
         )
-    batched = ", ".join(f"{name} = {{sb_script_{name}, sb_bind_{name}}}" for name in BATCHED)
+    batched = ", ".join(f"{name} = {{SB_SCRIPT.{name}, SB_BIND.{name}}}" for name in BATCHED)
     parts += [_hooks(LIBRARIES), f"local SB_BATCHED = {{{batched}}}\n", _read(_BATCH_FILE)]
     body = "".join(parts)
     version = _sha(body)[:12]
     functions = {name: f"sb_{name}_{version}" for name in SCRIPT_NAMES}
     registrations = "".join(
+        f"do\nlocal script, bind = SB_SCRIPT.{name}, SB_BIND.{name}\n"
         f"redis.register_function('{function}', function(keys, args)\nKEYS, ARGV = keys, args\n"
-        f"return sb_run_script(sb_script_{name}, sb_bind_{name}, sb_begin, sb_end)\nend)\n"
+        f"return sb_run_script(script, bind, sb_begin, sb_end)\nend)\nend\n"
         for name, function in functions.items()
     )
     registrations += f"redis.register_function('sb_batch_{version}', sb_batch)\n"

@@ -80,6 +80,7 @@ local function sb_publish(channel, message)
 end
 
 local function sb_flush_outbox()
+  if sb_outbox_order[1] == nil then return end
   for _, channel in ipairs(sb_outbox_order) do
     redis.call('PUBLISH', channel, table.concat(sb_outbox[channel], '\n'))
   end
@@ -225,6 +226,7 @@ local function sb_int(n)
 end
 
 local function sb_flush_use()
+  if next(sb_use) == nil then return end
   for meta, use in pairs(sb_use) do
     -- A session gone meanwhile gets no record back. The common cases are written without a table.
     if use.live then
@@ -321,10 +323,13 @@ local function sb_refuse(outcome, reason, ...)
 end
 
 -- What this library holds for one call or batch: the clock it read, the storage counted, the messages.
+-- The teardown leaves the storage and the messages empty, so only what a failed call left is cleared
+-- here (a call that touched nothing makes no table: the hooks run on every call, a ping's included).
 local function sb_core_begin()
   sb_clock_read = false
-  sb_use, sb_call_counted = {}, {}
-  sb_outbox, sb_outbox_order = {}, {}
+  if next(sb_call_counted) ~= nil then sb_call_counted = {} end
+  if next(sb_use) ~= nil then sb_use = {} end
+  if sb_outbox_order[1] ~= nil then sb_outbox, sb_outbox_order = {}, {} end
 end
 
 local function sb_core_end()

@@ -31,7 +31,7 @@ local sb_counted, sb_counted_stats = {}, nil
 
 -- The alarm seen and the wake sent last hold for a call or a batch of calls of one partition.
 local function sb_partition_begin()
-  sb_counted, sb_counted_stats = {}, nil
+  if sb_counted_stats ~= nil then sb_counted, sb_counted_stats = {}, nil end
   sb_work_woken, sb_alarm = false, nil
 end
 
@@ -54,6 +54,7 @@ local SB_MS_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30
 local SB_MS_LABELS = {}
 
 local function sb_flush_counts()
+  if sb_counted_stats == nil then return end
   for field, by in pairs(sb_counted) do
     if by ~= 0 then redis.call('HINCRBY', sb_counted_stats, field, by) end
   end
