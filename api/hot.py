@@ -43,7 +43,7 @@ class HotRequest:
         return cls(request.method, request.url.path, request.headers, await request.body())
 
 
-def _receipt(state: AppState, request: HotRequest, session_id: str, identity: str, ttl_ms: int) -> Receipt | None:
+def receipt_of(state: AppState, request: HotRequest, session_id: str, identity: str, ttl_ms: int) -> Receipt | None:
     """Where the request's Idempotency-Key receipt goes (the route's script reads and writes it in the
     same step as the operation), or None when the request carries no key."""
     key = idempotency_key(request.headers)
@@ -57,7 +57,7 @@ def _receipt(state: AppState, request: HotRequest, session_id: str, identity: st
 
 async def ping(state: AppState, request: HotRequest, session_id: str, client_id: str) -> str:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
-    receipt = _receipt(state, request, canonical, who.identity, PING_RECEIPT_MS)
+    receipt = receipt_of(state, request, canonical, who.identity, PING_RECEIPT_MS)
     return await state.broker.clients.ping(canonical, canonical_id(client_id, "client"), who.caller, receipt)
 
 
@@ -72,7 +72,7 @@ def pool_member(headers: Mapping[str, str]) -> str:
 async def ack(state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str) -> str:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
     member = pool_member(request.headers)
-    receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
+    receipt = receipt_of(state, request, canonical, who.identity, CALL_RECEIPT_MS)
     cid = canonical_id(client_id, "client")
     reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt, member)
     state.metrics.calls.labels("acked").inc()
@@ -83,7 +83,7 @@ async def progress(
     state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str, body: ClientCallProgressBody
 ) -> str:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
-    receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
+    receipt = receipt_of(state, request, canonical, who.identity, CALL_RECEIPT_MS)
     cid = canonical_id(client_id, "client")
     return await state.broker.clients.progress(
         canonical, cid, call_id, body.message, body.fraction, who.caller, receipt
@@ -94,7 +94,7 @@ async def answer(
     state: AppState, request: HotRequest, session_id: str, client_id: str, call_id: str, body: ClientCallResultBody
 ) -> None:
     canonical, who = await hot_caller(state.broker, request.headers, session_id, MANAGE)
-    receipt = _receipt(state, request, canonical, who.identity, CALL_RECEIPT_MS)
+    receipt = receipt_of(state, request, canonical, who.identity, CALL_RECEIPT_MS)
     await state.broker.clients.answer(
         canonical,
         canonical_id(client_id, "client"),

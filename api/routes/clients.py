@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from api import hot
 from api.deps import Authenticated, ManagedSession, ReadSession, canonical_id
 from api.hot import POOL_MEMBER_HEADER, HotRequest
-from api.keyed import Answer, Keyed, keyed, respond
+from api.keyed import respond
 from api.pool_stream import call_stream
 from api.schemas.clients import (
     ActiveClientBody,
@@ -65,16 +65,13 @@ async def register_client(
 ) -> Response:
     """Register a client; a name in use among active clients gets the smallest free `-2`, `-3`, ..."""
     ttl_s = body.lifetime.data.seconds if isinstance(body.lifetime, TtlLifetime) else None
-
-    async def act(keyed_: Keyed) -> Answer:
-        client_id = keyed_.seed["client_id"]
-        registered = await state.broker.clients.register(canonical, client_id, body.name, ttl_s, _tools(body.tools))
-        answer = RegisteredClientBody.model_validate(
-            {"id": registered.id, "name": registered.name, "expires_at": optional_moment(registered.expires_at)}
-        )
-        return Answer(201, answer.model_dump_json().encode())
-
-    return await keyed(request, caller, act, seed={"client_id": uuid7()}, session_id=canonical)
+    # The Idempotency-Key's receipt is read and kept by the registering script itself, as the hot routes'
+    # are: one step, so a repeated key never registers twice and never waits for another attempt.
+    receipt = hot.receipt_of(
+        state, await HotRequest.of(request), canonical, caller.id, state.broker.settings.idempotency_ttl_ms
+    )
+    registered = await state.broker.clients.register(canonical, uuid7(), body.name, ttl_s, _tools(body.tools), receipt)
+    return respond(201, registered.body)
 
 
 @router.post("/{client_id}/ping", response_model=ClientPingBody)

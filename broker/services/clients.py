@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from broker.core import Core
@@ -35,9 +36,20 @@ async def lapse_client(core: Core, session_id: str, client_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Registered:
+    """A registration as its request is answered: `body` is the answer's JSON as the first request with
+    its Idempotency-Key was given it; the fields are read from it."""
+
     id: str
     name: str
     expires_at: int | None
+    body: str
+
+    @classmethod
+    def of(cls, body: str) -> Registered:
+        answer = loads(body)
+        expires = answer["expires_at"]
+        at = None if expires is None else round(datetime.fromisoformat(expires).timestamp() * 1000)
+        return cls(answer["id"], answer["name"], at, body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +95,34 @@ class Clients:
         return Receipt(self._core.keys.session(session_id).idempotency(digest), fingerprint, ttl_ms)
 
     async def register(
-        self, session_id: str, client_id: str, name: str, ttl_s: int | None, tools: list[dict[str, Any]]
+        self,
+        session_id: str,
+        client_id: str,
+        name: str,
+        ttl_s: int | None,
+        tools: list[dict[str, Any]],
+        receipt: Receipt | None = None,
     ) -> Registered:
+        """Register `client_id`; with `receipt`, a request whose Idempotency-Key was answered already gets
+        that answer (another client id's) and registers nothing."""
         keys = self._core.keys
         s = keys.session(session_id)
         lifetime = {"type": "never"} if ttl_s is None else {"type": "ttl", "data": {"seconds": ttl_s}}
         tools_json, tool_names = _tools(tools)
-        assigned, expires = await self._core.scripts.run(
+        # The caller was checked before (the route's dependency): the script checks no token.
+        receipt_keys, receipt_args = self._receipt(session_id, Caller(), receipt)
+        (body,) = await self._core.scripts.run(
             "register_client",
-            {"meta": s.meta, "events": s.events, "names": s.names, "clients": s.clients, "client": s.client(client_id)},
             {
+                **receipt_keys,
+                "meta": s.meta,
+                "events": s.events,
+                "names": s.names,
+                "clients": s.clients,
+                "client": s.client(client_id),
+            },
+            {
+                **receipt_args,
                 "channel": s.live,
                 "sid": session_id,
                 "cid": client_id,
@@ -106,7 +136,7 @@ class Clients:
             },
             partition=s.partition,
         )
-        return Registered(client_id, assigned, None if int(expires) < 0 else int(expires))
+        return Registered.of(str(body))
 
     async def active(self, session_id: str) -> list[ActiveClient]:
         """The session's active registrations, oldest first (at most MAX_ACTIVE_CLIENTS)."""

@@ -8,8 +8,10 @@ import json
 
 import pytest
 
+from api.schemas.clients import RegisteredClientBody
+from api.schemas.common import optional_moment
 from broker import Broker
-from broker.errors import Conflict, NotFound
+from broker.errors import Conflict, InvalidRequest, NotFound
 from broker.services.clients import Receipt
 from tests.helpers import HIGHLIGHT, call, commit, make_session, start_run, types
 
@@ -71,3 +73,63 @@ async def test_a_receipt_written_in_the_earlier_status_form_still_replays(broker
     with pytest.raises(Conflict, match=r"^call x already has a result$"):
         await broker.clients.answer(session_id, WEB, call_id, "done", is_error=False, receipt=refused)
     assert (await types(broker, session_id)).count("client_tool_acked") == 0
+
+
+async def test_a_registration_keeps_its_answer_and_registers_once(broker: Broker) -> None:
+    session_id = await make_session(broker)
+    receipt = Receipt(broker.core.keys.session(session_id).idempotency("r"), "f1", 60_000)
+    first = await broker.clients.register(session_id, WEB, "web", 60, [HIGHLIGHT], receipt)
+    answer = json.loads(first.body)
+    assert (answer["id"], answer["name"], first.expires_at is not None) == (WEB, "web", True)
+    # The same key again: the first answer (its client id), and no second registration.
+    again = await broker.clients.register(session_id, OTHER, "web", 60, [HIGHLIGHT], receipt)
+    assert again == first
+    assert [client.id for client in await broker.clients.active(session_id)] == [WEB]
+    assert (await types(broker, session_id)).count("client_registered") == 1
+    with pytest.raises(Conflict, match="already used with a different request"):
+        await broker.clients.register(session_id, OTHER, "web", 60, [HIGHLIGHT], Receipt(receipt.key, "f2", 60_000))
+
+
+async def test_a_registration_answers_what_the_pydantic_body_would(broker: Broker) -> None:
+    session_id = await make_session(broker)
+    for ttl in (None, 45):
+        registered = await broker.clients.register(session_id, OTHER if ttl else WEB, "web", ttl, [HIGHLIGHT])
+        expected = RegisteredClientBody.model_validate(
+            {"id": registered.id, "name": registered.name, "expires_at": optional_moment(registered.expires_at)}
+        ).model_dump_json()
+        assert registered.body == expected
+
+
+async def test_a_registration_refused_keeps_the_refusal(broker: Broker) -> None:
+    session_id = await make_session(broker)
+    s = broker.core.keys.session(session_id)
+    for number in range(32):
+        await broker.clients.register(session_id, f"0190f2a0-0000-7000-8000-{number:012d}", "w", None, [])
+    receipt = Receipt(s.idempotency("full"), "f1", 60_000)
+    with pytest.raises(InvalidRequest, match="already has 32 active clients"):
+        await broker.clients.register(session_id, WEB, "web", None, [], receipt)
+    kept = await broker.core.redis.get(receipt.key)
+    assert kept is not None and kept[:19] == b"invalid_request f1 "
+    with pytest.raises(InvalidRequest, match="already has 32 active clients"):
+        await broker.clients.register(session_id, WEB, "web", None, [], receipt)
+
+
+async def test_a_registration_receipt_kept_by_the_generic_keyed_path_still_replays(broker: Broker) -> None:
+    # Before registrations kept their receipts in their own script, api/keyed.py kept them
+    # (idem_begin.lua, idem_finish.lua): settled, refused, or held by an attempt still running.
+    session_id = await make_session(broker)
+    s = broker.core.keys.session(session_id)
+    body = json.dumps({"id": OTHER, "name": "web", "expires_at": None}, separators=(",", ":"))
+    settled = Receipt(s.idempotency("settled"), "f1", 60_000)
+    await broker.core.redis.set(settled.key, json.dumps({"fp": "f1", "outcome": "created", "body": body}))
+    assert (await broker.clients.register(session_id, WEB, "web", None, [], settled)).body == body
+    refused = Receipt(s.idempotency("refused"), "f1", 60_000)
+    envelope = json.dumps({"error": {"code": "invalid_request", "message": "too many, as it was then"}})
+    await broker.core.redis.set(refused.key, json.dumps({"fp": "f1", "outcome": "invalid_request", "body": envelope}))
+    with pytest.raises(InvalidRequest, match=r"^too many, as it was then$"):
+        await broker.clients.register(session_id, WEB, "web", None, [], refused)
+    held = Receipt(s.idempotency("held"), "f1", 60_000)
+    await broker.core.redis.set(held.key, json.dumps({"fp": "f1", "owner": "a", "lease": 1, "seed": "{}"}))
+    with pytest.raises(Conflict, match="still being answered"):
+        await broker.clients.register(session_id, WEB, "web", None, [], held)
+    assert await broker.clients.active(session_id) == []

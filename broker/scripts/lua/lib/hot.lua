@@ -39,6 +39,11 @@ local function sb_earlier_receipt(raw)
   local status, fp, body
   if string.sub(raw, 1, 1) == '{' then
     local rec = cjson.decode(raw)
+    -- A route answered through api/keyed.py (idem_begin.lua, idem_finish.lua) kept `outcome` and `body`,
+    -- and while its attempt runs an `owner`.
+    if rec.outcome == 'ok' or rec.outcome == 'created' then return rec.fp, {'ok', rec.body} end
+    if rec.outcome then return rec.fp, {rec.outcome, 'as_written', cjson.decode(rec.body).error.message} end
+    if rec.owner then return rec.fp, {'conflict', 'key_in_flight'} end
     status, fp, body = tostring(rec.status), rec.fp, rec.body
   else
     status, fp, body = string.match(raw, '^H(%d+) (%S+) (.*)$')
