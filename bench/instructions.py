@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench import baselines
-from bench.calls import many_in_flight, open_session
+from bench.calls import Session, many_in_flight, open_session
 from bench.harness import Cluster, Figure, Size, cluster, figure, scripted_agent
-from bench.redis_cost import pings, raw_set_px
+from bench.redis_cost import pings, raw_set_px, registrations
 
 IDLE_WINDOW_S = 3.0
 SCENARIO = "12 Redis instructions"
@@ -73,6 +73,8 @@ async def _measure(running: Cluster, counter: Counter, size: Size) -> list[Figur
     async with running.client() as admin:
         agent_id = await scripted_agent(admin)
         session = await open_session(running, admin, agent_id)
+        # Registrations go to sessions of their own: a session holds at most 32 active clients.
+        others: list[Session] = [await open_session(running, admin, agent_id) for _ in range(ping_count // 20)]
         try:
             await many_in_flight(session, 1, 100)
             await pings(session, 20)
@@ -83,12 +85,17 @@ async def _measure(running: Cluster, counter: Counter, size: Size) -> list[Figur
             raw_wide = await _per_op(counter, idle, raw, lambda: baselines.redis_round_trip(url, raw, 100))
             ping = await _per_op(counter, idle, ping_count, lambda: pings(session, ping_count))
             raw_set = await _per_op(counter, idle, ping_count, lambda: raw_set_px(url, ping_count))
+            register = await _per_op(counter, idle, len(others) * 20, lambda: registrations(others, 20))
         finally:
             session.close()
+            for other in others:
+                other.close()
     return [
         figure(SCENARIO, "round trip, 100 in flight, per call", wide / 1000, "k instr", baseline=raw_wide / 1000,
                baseline_name="raw stream round trip, 100 in flight"),
         figure(SCENARIO, "ping", ping / 1000, "k instr", baseline=raw_set / 1000, baseline_name="raw SET PX"),
+        figure(SCENARIO, "registration", register / 1000, "k instr", baseline=raw_set / 1000,
+               baseline_name="raw SET PX"),
         figure(SCENARIO, "idle background", idle / 1000, "k instr/s"),
     ]  # fmt: skip
 

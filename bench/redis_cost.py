@@ -58,7 +58,7 @@ async def pings(session: Session, count: int) -> None:
         await session.post(f"/clients/{session.client_id}/ping")
 
 
-async def _registrations(sessions: list[Session], per_session: int) -> None:
+async def registrations(sessions: list[Session], per_session: int) -> None:
     for session in sessions:
         for number in range(per_session):
             body = {"name": f"r{number}", "lifetime": {"type": "never"}, "tools": []}
@@ -119,7 +119,7 @@ async def _measure(running: Cluster, size: Size) -> list[Figure]:
             raw_wide = await _cost_us(node, idle, raw_wide_n, lambda: baselines.redis_round_trip(url, raw_wide_n, 100))
             ping = await _cost_us(node, idle, ping_count, lambda: pings(session, ping_count))
             raw_set = await _cost_us(node, idle, ping_count, lambda: raw_set_px(url, ping_count))
-            register = await _cost_us(node, idle, sessions * 20, lambda: _registrations(others, 20))
+            register = await _cost_us(node, idle, sessions * 20, lambda: registrations(others, 20))
             step = await _cost_us(node, idle, runs, lambda: _text_runs(session, runs))
             scripts = await _script_costs(node, session, script_batches, 100)
         finally:
