@@ -42,11 +42,27 @@ class Published:
     what readers make of it, keyed by how they read it, so what many readers share is made once."""
 
     items: list[bytes]
+    # When the hub handed it out (a reader that takes it is active then, `Subscription.active_at`).
+    at: float
     memo: dict[Hashable, object] = field(default_factory=dict)
 
 
 class Subscription:
     """One reader's view of a channel: events in order, or a signal to re-read the log or to stop."""
+
+    # Slots: the hub touches every subscription of a channel for every message, thousands of them.
+    __slots__ = (
+        "_closing",
+        "_deleted",
+        "_items",
+        "_lagged",
+        "_limit",
+        "_quiet",
+        "_waiter",
+        "active_at",
+        "channel",
+        "direct",
+    )
 
     def __init__(self, channel: str, limit: int) -> None:
         self.channel = channel
@@ -82,8 +98,8 @@ class Subscription:
         """All of a message's items (never the deletion, which `push` takes): to `direct` if the reader is
         waiting for its next event, else queued one by one."""
         waiter = self._waiter
-        if self.direct is not None and waiter is not None and not waiter.done() and self.direct(message):
-            self.active_at = time.monotonic()
+        if waiter is not None and self.direct is not None and not waiter.done() and self.direct(message):
+            self.active_at = message.at
             return
         for item in message.items:
             self.push(item)
@@ -168,7 +184,7 @@ class _Channel:
                 for subscription in list(self.subscribers):
                     subscription.push(item)
             return
-        message = Published(items)
+        message = Published(items, time.monotonic())
         for subscription in list(self.subscribers):
             subscription.offer(message)
 
