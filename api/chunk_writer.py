@@ -13,6 +13,7 @@ other server `chunk_writer` returns None and every frame goes through `send`.
 from __future__ import annotations
 
 from starlette.types import Send
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 
@@ -43,10 +44,19 @@ class ChunkWriter:
         return True
 
 
+# What the writer reads of uvicorn's cycle besides its flow control: a uvicorn that no longer has them
+# gets no writer (its streams go through `send`, as before this module) rather than failing them.
+_CYCLE_STATE = ("transport", "disconnected", "response_complete", "response_started", "chunked_encoding")
+
+
 def chunk_writer(send: Send) -> ChunkWriter | None:
     """A writer for the response that `send` (the server's own) belongs to, once its head is out with
     chunked encoding; None for any other server or response."""
     cycle = getattr(send, "__self__", None)
-    if not isinstance(cycle, RequestResponseCycle) or not cycle.response_started or cycle.chunked_encoding is not True:
+    if not isinstance(cycle, RequestResponseCycle) or not isinstance(getattr(cycle, "flow", None), FlowControl):
+        return None
+    if not all(hasattr(cycle, name) for name in _CYCLE_STATE):
+        return None
+    if not cycle.response_started or cycle.chunked_encoding is not True:
         return None
     return ChunkWriter(cycle)
