@@ -123,13 +123,13 @@ class SwitchboardApp(FastAPI):
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: AppState = self.state.switchboard
-        if state.draining:
-            send = _closing(send)
         path: str = scope["path"]
         if scope["method"] == "GET" and path.endswith("/events/stream"):
-            # The server's own send: frames skip every wrapper, the CORS one included (it only adds
-            # headers to the response head, which goes the ordinary way).
+            # The server's own send: frames skip every wrapper, the CORS one and `_closing` included (they
+            # only change the response head, which goes the ordinary way).
             scope[DIRECT_SEND] = send
+        if state.draining:
+            send = _closing(send)
         # The ids are parsed out of the path only if something logs.
         token = push_ids(lambda: path_ids(path))
         try:

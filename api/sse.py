@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from api.chunk_writer import chunk, chunk_writer
 from api.state import AppState
-from broker.services.live import Signal, Subscription
+from broker.services.live import Published, Signal, Subscription
 from common.events import event_seq, has_images, is_logged, is_progress, is_timing, without_images
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -35,7 +37,8 @@ class EventStreamResponse(Response):
     response, and whose frames go straight to the server's `send`: with thousands of streams each frame
     is written once per stream, and the middleware's wrappers cost more per frame than the write. One
     task watches for the client going away and ends the stream (Starlette's StreamingResponse runs a
-    task group of two per stream)."""
+    task group of two per stream). Given the stream's `cursor`, the hub writes its live events itself
+    while the stream waits for them (`LiveCursor`), where the server lets it (`api.chunk_writer`)."""
 
     media_type = "text/event-stream"
 
@@ -45,10 +48,12 @@ class EventStreamResponse(Response):
         subscription: Subscription,
         headers: dict[str, str] | None = None,
         on_close: Callable[[], None] | None = None,
+        cursor: LiveCursor | None = None,
     ) -> None:
         self._frames = frames
         self._subscription = subscription
         self._on_close = on_close
+        self._cursor = cursor
         self.status_code = 200
         self.background = None
         self.init_headers(SSE_HEADERS | (headers or {}))
@@ -58,11 +63,16 @@ class EventStreamResponse(Response):
         watcher = asyncio.create_task(self._watch(receive))
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async for chunk in self._frames:
-                if chunk:
-                    await direct({"type": "http.response.body", "body": chunk, "more_body": True})
+            writer = chunk_writer(direct)
+            if self._cursor is not None and writer is not None:
+                self._cursor.write = writer.write
+                self._subscription.direct = self._cursor.offer
+            async for frames in self._frames:
+                if frames:
+                    await direct({"type": "http.response.body", "body": frames, "more_body": True})
             await direct({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            self._subscription.direct = None
             watcher.cancel()
             # Now rather than whenever the collector finds it: the stream's count and subscription.
             await self._frames.aclose()
@@ -84,6 +94,71 @@ async def open_stream(state: AppState, session_id: str, credential: str) -> tupl
     except BaseException:
         close()
         raise
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A published message as one reader sees it: the frames of its shown events (and of its deltas, for
+    a reader that asked), framed as one chunk, and the first and last seq it carries (None: no event)."""
+
+    first: int | None
+    last: int | None
+    framed: bytes
+
+
+# Left to the stream's task: a message whose events' seqs do not follow each other (the task reads the
+# log), or several events larger together than a write the task would make (it cuts them at _CHUNK).
+_TO_TASK = _View(-1, None, b"")
+
+
+def _view(items: list[bytes], include: frozenset[str]) -> _View:
+    frames: list[bytes] = []
+    first: int | None = None
+    last: int | None = None
+    for item in items:
+        if not is_logged(item):
+            if "deltas" in include:
+                frames.append(b"data: %s\n\n" % item)
+            continue
+        seq = event_seq(item)
+        if last is not None and seq != last + 1:
+            return _TO_TASK
+        first = seq if first is None else first
+        last = seq
+        if shown(item, include):
+            frames.append(_frame(seq, item, include))
+    body = b"".join(frames)
+    if len(frames) > 1 and len(body) > _CHUNK:
+        return _TO_TASK
+    return _View(first, last, chunk(body) if body else b"")
+
+
+class LiveCursor:
+    """An event stream's position (the last seq it has sent, or passed over as not shown to it) and what
+    it shows. Once its response is under way and the server lets it (`write` set), the hub offers it each
+    live message while its task waits (`Subscription.direct`): a message that continues from the position
+    is written to the socket there and then, as the frames the task would have sent, and the task is not
+    woken; anything else (a gap, a repeat, a full socket buffer) goes to the task as before. The frames
+    of a message are made once for every stream that reads it the same way (`Published.memo`)."""
+
+    __slots__ = ("include", "last", "write")
+
+    def __init__(self, position: int, include: frozenset[str]) -> None:
+        self.last = position
+        self.include = include
+        self.write: Callable[[bytes], bool] | None = None
+
+    def offer(self, message: Published) -> bool:
+        view = message.memo.get(self.include)
+        if not isinstance(view, _View):
+            view = message.memo[self.include] = _view(message.items, self.include)
+        if view.first is not None and view.first != self.last + 1:
+            return False
+        if view.framed and (self.write is None or not self.write(view.framed)):
+            return False
+        if view.last is not None:
+            self.last = view.last
+        return True
 
 
 def _frame(seq: int, data: bytes, include: frozenset[str]) -> bytes:
@@ -170,16 +245,18 @@ def ending(item: bytes | Signal | None, retry_ms: int) -> bytes | None:
 
 
 async def event_stream(
-    state: AppState, session_id: str, position: int, subscription: Subscription, include: frozenset[str]
+    state: AppState, session_id: str, cursor: LiveCursor, subscription: Subscription
 ) -> AsyncGenerator[bytes, None]:
+    """The stream's frames from `cursor` on. `cursor.last` is read and moved here only while the hub does
+    not move it: the hub writes for the stream only while it waits in `subscription.get()`."""
     settings = state.broker.settings
+    include = cursor.include
     state.metrics.streams.inc()
     try:
-        yield b"id: %d\n\nretry: %d\n\n" % (position, settings.stream_retry_ms)
-        last = position
-        async for chunk, reached in _backlog(state, session_id, last, include):
-            yield chunk
-            last = reached
+        yield b"id: %d\n\nretry: %d\n\n" % (cursor.last, settings.stream_retry_ms)
+        async for frames, reached in _backlog(state, session_id, cursor.last, include):
+            yield frames
+            cursor.last = reached
         while True:
             item = await subscription.get()
             last_frame = ending(item, settings.drain_retry_ms)
@@ -191,16 +268,16 @@ async def event_stream(
                 if not await state.broker.sessions.exists(session_id):
                     return
             elif isinstance(item, bytes):
-                burst, seq = _burst([item, *subscription.queued(_CHUNK)], last, include)
+                burst, seq = _burst([item, *subscription.queued(_CHUNK)], cursor.last, include)
                 if burst:
                     yield burst
                 if seq is not None:
-                    last = seq
+                    cursor.last = seq
                     continue
             # A gap, an overflow, a reconnect of the hub, or a quiet spell: the log says what was missed.
-            async for chunk, reached in _backlog(state, session_id, last, include):
-                yield chunk
-                last = reached
+            async for frames, reached in _backlog(state, session_id, cursor.last, include):
+                yield frames
+                cursor.last = reached
     finally:
         state.metrics.streams.dec()
         state.hub.unsubscribe(subscription)

@@ -11,7 +11,7 @@ from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
-from api.sse import EventStreamResponse, as_seen, event_stream, open_stream, shown
+from api.sse import EventStreamResponse, LiveCursor, as_seen, event_stream, open_stream, shown
 from api.state import State
 from broker.errors import Forbidden
 from common.codec import uuid7
@@ -133,5 +133,6 @@ async def stream_events(
         # Fixed now, before the headers go out: everything appended from here on is delivered.
         position = await state.broker.log.head(canonical)
     subscription, close = await open_stream(state, canonical, caller.id)
-    frames = event_stream(state, canonical, position, subscription, asked)
-    return EventStreamResponse(frames, subscription, on_close=close)
+    cursor = LiveCursor(position, asked)
+    frames = event_stream(state, canonical, cursor, subscription)
+    return EventStreamResponse(frames, subscription, on_close=close, cursor=cursor)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 
@@ -137,3 +138,46 @@ async def test_listing_pages_both_ways_with_exclusive_bounds(api: Api) -> None:
     page = (await get(f"/v1/sessions/{session.id}/events", params=window)).json()
     assert [e["seq"] for e in page["items"]] == seqs[1:3]
     assert page["next_cursor"] is None
+
+
+async def read_chunk(reader: asyncio.StreamReader) -> bytes:
+    """One chunk of a chunked HTTP/1.1 body."""
+    size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+    data = await reader.readexactly(size + 2)
+    assert data.endswith(b"\r\n")
+    return data[:-2]
+
+
+async def test_a_stream_not_read_for_a_while_gets_every_event_once_in_order(api: Api) -> None:
+    """Its socket fills, so the hub leaves its events to the stream's task, which waits for the socket
+    to drain; once the client reads again it gets them all, each in one whole chunk or more."""
+    session = await api.session()
+    client = await api.register(session)
+    host, port = api.stack.url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=4096)
+    path = f"/v1/sessions/{session.id}/events/stream"
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {session.token}\r\n\r\n".encode())
+    try:
+        assert b" 200 " in await reader.readuntil(b"\r\n\r\n")
+        cursor = int((await read_chunk(reader)).split(b"\n")[0].removeprefix(b"id: "))
+        # About 13 MB of events while the client reads nothing: more than the socket buffers hold.
+        tools = [{"name": f"tool_{n}", "description": "x" * 4000, "parameters": {"type": "object"}} for n in range(64)]
+        async with api.as_session(session) as http:
+            for _ in range(50):
+                put = await http.put(f"/v1/sessions/{session.id}/clients/{client['id']}/tools", json={"tools": tools})
+                assert put.status_code == 200, put.text
+        logged = [e["seq"] for e in await api.events(session) if e["seq"] > cursor]
+        seen: list[int] = []
+        async with asyncio.timeout(30):
+            while not seen or seen[-1] < logged[-1]:
+                body = await read_chunk(reader)
+                frames = [frame for frame in body.split(b"\n\n") if frame.startswith(b"id: ")]
+                seen += [int(frame.split(b"\n")[0].removeprefix(b"id: ")) for frame in frames if b"\ndata: " in frame]
+    finally:
+        writer.close()
+    assert len(logged) == 50
+    assert seen == logged
