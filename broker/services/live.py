@@ -15,10 +15,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import cast
 
 from redis.asyncio.client import PubSub
-from redis.asyncio.connection import AbstractConnection
 
 from broker.errors import BrokerUnavailable
 from common.tasks import cancel_and_wait
@@ -242,7 +240,10 @@ class LiveHub:
         tick = min(1.0, self._keepalive_s / 4)
         while True:
             try:
-                await self._receive(tick)
+                assert self._pubsub is not None
+                message = await self._pubsub.get_message(ignore_subscribe_messages=False, timeout=tick)
+                if message is not None:
+                    self._handle(message)
                 if time.monotonic() - last_sweep > tick:
                     last_sweep = time.monotonic()
                     self._nudge_quiet(last_sweep)
@@ -252,31 +253,6 @@ class LiveHub:
             except Exception:
                 logger.exception("live hub lost its Redis connection; reconnecting")
                 await self._reconnect()
-
-    async def _receive(self, tick: float) -> None:
-        """Hand on the next reply of the pub/sub connection, if one comes within `tick` s.
-
-        An event is read straight off the connection: redis-py's `get_message` wraps every read in a
-        retry loop, an observability record and a message dict, which cost more than the rest of the
-        hub's work per event. A lost connection raises here and `_reconnect` recovers (every reader
-        re-reads the log), as it did once redis-py's retries ran out; the health check is redis-py's.
-        Subscribe confirmations go through `handle_message`, which keeps the PubSub's own books."""
-        pubsub = self._pubsub
-        assert pubsub is not None
-        # Connected by its first SUBSCRIBE (`_open`); redis-py types the attribute as always None.
-        connection = cast(AbstractConnection, pubsub.connection)
-        await pubsub.check_health()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-        reply = await connection.read_response(timeout=tick, disconnect_on_error=False, push_request=True)
-        if reply is None or reply in pubsub.health_check_response:
-            return
-        if isinstance(reply, list) and len(reply) == 3 and reply[0] == b"message":
-            channel = self._channels.get(reply[1].decode())
-            if channel is not None and isinstance(reply[2], bytes):
-                channel.deliver(reply[2])
-            return
-        message = await pubsub.handle_message(reply, ignore_subscribe_messages=False)  # type: ignore[no-untyped-call]
-        if message is not None:
-            self._handle(message)
 
     def _handle(self, message: dict[str, object]) -> None:
         raw_name = message.get("channel")
