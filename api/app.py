@@ -73,7 +73,7 @@ class _CountRequests:
         finally:
             route: Any = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            self._metrics.requests.labels(scope["method"], template, str(status)).inc()
+            self._metrics.request(scope["method"], template, status).inc()
 
 
 def _closing(send: Send) -> Send:

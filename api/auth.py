@@ -96,12 +96,29 @@ async def hot_caller(
         principal = await principal_of(broker, headers)
         return principal.reach_session(session_id, permission), HotCaller(Caller(), principal.id)
     canonical = canonical_uuid(session_id)
-    if canonical is None or token_session(token) != canonical:
+    named, caller = _session_token(token)
+    if canonical is None or named != canonical:
         # A token that names another session (or none) learns nothing about this one.
         raise NotFound(f"no session {session_id}")
     _check_workspace(headers, broker.workspace_id)
-    digest = sha256_hex(token)
-    return canonical, HotCaller(Caller(digest), f"token:{digest}")
+    return canonical, caller
+
+
+# Session tokens recently seen on the hot routes: a browser sends the same one on every ack, result and
+# ping, and parsing its session and hashing it cost about as much as the rest of the route's Python.
+_TOKENS_KEPT = 4096
+_tokens: dict[str, tuple[str | None, HotCaller]] = {}
+
+
+def _session_token(token: str) -> tuple[str | None, HotCaller]:
+    """The session a session token names, and the caller it is (its SHA-256, which its script checks)."""
+    seen = _tokens.get(token)
+    if seen is None:
+        if len(_tokens) >= _TOKENS_KEPT:
+            _tokens.clear()
+        digest = sha256_hex(token)
+        seen = _tokens[token] = (token_session(token), HotCaller(Caller(digest), f"token:{digest}"))
+    return seen
 
 
 def _check_workspace(headers: Mapping[str, str], workspace_id: str) -> None:

@@ -73,7 +73,7 @@ async def serve(
     except Exception:
         logger.exception("unexpected error")
         status, extra, content = 500, {}, dumps(UNEXPECTED).encode()
-    state.metrics.requests.labels("POST", TEMPLATES["ping" if ping else action], str(status)).inc()
+    state.metrics.request("POST", TEMPLATES["ping" if ping else action], status).inc()
     await send_json(send, status, extra, content)
 
 

@@ -75,7 +75,7 @@ async def ack(state: AppState, request: HotRequest, session_id: str, client_id: 
     receipt = receipt_of(state, request, canonical, who.identity, CALL_RECEIPT_MS)
     cid = canonical_id(client_id, "client")
     reply = await state.broker.clients.ack(canonical, cid, call_id, who.caller, receipt, member)
-    state.metrics.calls.labels("acked").inc()
+    state.metrics.acked.inc()
     return reply
 
 
@@ -104,4 +104,4 @@ async def answer(
         caller=who.caller,
         receipt=receipt,
     )
-    state.metrics.calls.labels("answered").inc()
+    state.metrics.answered.inc()

@@ -88,7 +88,7 @@ comes before the partition's alarm, and `w` when work is added: the workers PSUB
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.partitions import PARTITIONS, partition_of, partition_of_tag, tag
 
@@ -220,11 +220,18 @@ class SessionKeys:
         return f"{self.base}:idem:{digest}"
 
 
+# Sessions whose keys a KeySpace keeps built: more than a process serves at once, small beside its memory.
+_SESSIONS_KEPT = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class KeySpace:
     """Builds every key name from the deployment prefix."""
 
     prefix: str = "sb"
+    # A hot route names its session's keys several times (receipt, call, script); building them is a CRC32,
+    # a tag lookup and a dozen strings each time.
+    _sessions: dict[str, SessionKeys] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # Workspace.
     @property
@@ -305,8 +312,13 @@ class KeySpace:
         return [self.partition(number) for number in range(PARTITIONS)]
 
     def session(self, session_id: str) -> SessionKeys:
-        partition = self.partition(partition_of(session_id))
-        return SessionKeys(f"{partition.base}:s:{session_id}", session_id, partition)
+        keys = self._sessions.get(session_id)
+        if keys is None:
+            if len(self._sessions) >= _SESSIONS_KEPT:
+                self._sessions.clear()
+            partition = self.partition(partition_of(session_id))
+            keys = self._sessions[session_id] = SessionKeys(f"{partition.base}:s:{session_id}", session_id, partition)
+        return keys
 
     @property
     def alarm_pattern(self) -> str:

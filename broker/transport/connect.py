@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
@@ -15,6 +15,12 @@ from broker.errors import translate_redis_errors
 from broker.transport.client import create_redis
 from broker.transport.routed import Routed
 from broker.transport.slots import SlotMap
+
+
+async def _as_sent(message: Any) -> Any:
+    """A pub/sub message as Redis pushed it. redis-py's own handler formats every message into a debug
+    line (a repr of the whole event) before logging drops it."""
+    return message
 
 
 @dataclass
@@ -29,9 +35,8 @@ class Connected:
     def pubsub(self) -> PubSub:
         """A pub/sub connection. Classic pub/sub reaches every node of a Cluster, so any master serves; a
         random one each time, so a subscriber whose node died comes back on a live one."""
-        if self.slots is None:
-            return self.redis.pubsub()
-        return self.slots.client(random.choice(self.slots.masters())).pubsub()
+        client = self.redis if self.slots is None else self.slots.client(random.choice(self.slots.masters()))
+        return client.pubsub(push_handler_func=_as_sent)
 
     async def aclose(self) -> None:
         await self.redis.aclose()
