@@ -3,14 +3,12 @@ Functions library or, on a Redis before 7.0, script by script; run by name."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from hiredis import pack_command
 from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -197,10 +195,10 @@ async def send_once(redis: Redis, command: tuple[str | int | bytes, ...], *, ask
         packed = pack_command(command)  # type: ignore[arg-type]
         if asking:
             # ASK names the node importing the slot; ASKING lets the next command run there once.
-            await _write(connection, pack_command(("ASKING",)) + packed)
+            await connection.send_packed_command(pack_command(("ASKING",)) + packed, False)
             await connection.read_response()
         else:
-            await _write(connection, packed)
+            await connection.send_packed_command(packed, False)
         return await connection.read_response()
     except ResponseError as error:
         if str(error).startswith("Function not found"):
@@ -214,23 +212,3 @@ async def send_once(redis: Redis, command: tuple[str | int | bytes, ...], *, ask
         raise
     finally:
         await pool.release(connection)
-
-
-async def _write(connection: AbstractConnection, packed: bytes) -> None:
-    """`packed` written as redis-py's `send_packed_command` writes it, without the task it runs the write
-    in: it bounds every write by `socket_timeout` with `asyncio.wait_for`, which on Python 3.11 makes a
-    task per command, more than the rest of the send. Only a write the socket could not take at once
-    (Redis not reading) waits for it, under the same bound."""
-    writer = connection._writer
-    if writer is None:
-        await connection.send_packed_command(packed, False)
-        return
-    try:
-        writer.write(packed)
-        if writer.transport.get_write_buffer_size():
-            async with asyncio.timeout(connection.socket_timeout):
-                await writer.drain()
-    except TimeoutError:
-        raise RedisTimeoutError("Timeout writing to socket") from None
-    except OSError as error:
-        raise RedisConnectionError(f"Error while writing to socket: {error}") from error
