@@ -109,7 +109,8 @@ async def test_a_registration_refused_keeps_the_refusal(broker: Broker) -> None:
     with pytest.raises(InvalidRequest, match="already has 32 active clients"):
         await broker.clients.register(session_id, WEB, "web", None, [], receipt)
     kept = await broker.core.redis.get(receipt.key)
-    assert kept is not None and kept[:19] == b"invalid_request f1 "
+    assert kept is not None
+    assert kept[:19] == b"invalid_request f1 "
     with pytest.raises(InvalidRequest, match="already has 32 active clients"):
         await broker.clients.register(session_id, WEB, "web", None, [], receipt)
 
