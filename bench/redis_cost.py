@@ -133,12 +133,13 @@ async def _measure(running: Cluster, size: Size) -> list[Figure]:
     )
     figures = [
         figure("11 Redis cost", "round trip, 100 in flight, per call", wide, "us", baseline=raw_wide,
-               baseline_name="raw stream round trip, 100 in flight", target="ratio <= 3"),
+               baseline_name="raw stream round trip, 100 in flight", target="ratio <= 2"),
         figure("11 Redis cost", "round trip, 1 in flight, per run", one, "us", baseline=raw_one,
-               baseline_name="raw stream round trip, 1 in flight"),
+               baseline_name="raw stream round trip, 1 in flight", target="ratio <= 6"),
         figure("11 Redis cost", "ping", ping, "us", baseline=raw_set, baseline_name="raw SET PX",
                target="ratio <= 2"),
-        figure("11 Redis cost", "registration", register, "us", baseline=raw_set, baseline_name="raw SET PX"),
+        figure("11 Redis cost", "registration", register, "us", baseline=raw_set, baseline_name="raw SET PX",
+               target="ratio <= 3"),
         figure("11 Redis cost", "model step (a run answered with text)", step, "us"),
         figure("11 Redis cost", "scripts per call, 100 in flight", sum(len(t) for t in scripts.values()) / calls, "",
                note=breakdown),
