@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from api.deps import Authenticated, ManagedSession, ReadSession
-from api.keyed import Answer, Keyed, keyed
+from api.hot import HotRequest, receipt_of
+from api.keyed import respond
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
@@ -35,25 +36,20 @@ async def post_input(
 
     tools = [tool.model_dump(exclude_none=True) for tool in body.client_tools] if body.client_tools else None
 
-    async def act(keyed_: Keyed) -> Answer:
-        seed = keyed_.seed
-        scoped = (seed["client_id"], tools) if tools is not None else None
-        submitted = await broker.runs.submit(
-            canonical,
-            seed["run_id"],
-            seed["input_id"],
-            body.text,
-            body.source or "client",
-            scoped,
-            scoped_ttl_s=body.client_tools_ttl_s,
-        )
-        outcome = SubmitOutcomeBody.model_validate(
-            {"outcome": submitted.outcome, "run_id": submitted.run_id, "client_id": submitted.scoped_client_id}
-        )
-        return Answer(200, outcome.model_dump_json(exclude_none=True).encode())
-
-    seed = {"run_id": uuid7(), "input_id": uuid7(), "client_id": uuid7()}
-    return await keyed(request, caller, act, seed=seed, session_id=canonical)
+    # The Idempotency-Key's receipt is read and kept by the input's own script, in the same step.
+    receipt = receipt_of(state, await HotRequest.of(request), canonical, caller.id, broker.settings.idempotency_ttl_ms)
+    scoped = (uuid7(), tools) if tools is not None else None
+    submitted = await broker.runs.submit(
+        canonical,
+        uuid7(),
+        uuid7(),
+        body.text,
+        body.source or "client",
+        scoped,
+        scoped_ttl_s=body.client_tools_ttl_s,
+        receipt=receipt,
+    )
+    return respond(200, submitted.body)
 
 
 def _include_query(names: tuple[str, ...], description: str) -> Any:

@@ -23,6 +23,19 @@ MAX_NAME_LENGTH = 32
 LARGE_WRITE_BYTES = 256 * 1024
 
 
+def receipt_names(core: Core, session_id: str, caller: Caller, receipt: Receipt | None) -> Named:
+    """The keys and arguments lib/hot.lua declares: tokens and receipt keys, token, fingerprint, ttl."""
+    s = core.keys.session(session_id)
+    return (
+        {"tokens": s.tokens, "receipt": receipt.key if receipt else s.idempotency("none")},
+        {
+            "token": caller.token_sha,
+            "fp": receipt.fingerprint if receipt else "",
+            "ttl": receipt.ttl_ms if receipt else 0,
+        },
+    )
+
+
 async def lapse_client(core: Core, session_id: str, client_id: str) -> str:
     """Lapse the registration if its lease ran out ('lapsed'); 'alive' moves its timer on; 'gone'."""
     keys = core.keys
@@ -166,16 +179,7 @@ class Clients:
         return sorted(found, key=lambda client: client.created_at)
 
     def _receipt(self, session_id: str, caller: Caller, receipt: Receipt | None) -> Named:
-        """The keys and arguments lib/hot.lua declares: tokens and receipt keys, token, fingerprint, ttl."""
-        s = self._core.keys.session(session_id)
-        return (
-            {"tokens": s.tokens, "receipt": receipt.key if receipt else s.idempotency("none")},
-            {
-                "token": caller.token_sha,
-                "fp": receipt.fingerprint if receipt else "",
-                "ttl": receipt.ttl_ms if receipt else 0,
-            },
-        )
+        return receipt_names(self._core, session_id, caller, receipt)
 
     async def ping(
         self, session_id: str, client_id: str, caller: Caller = Caller(), receipt: Receipt | None = None

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.scripts.layouts import run_names
-from broker.services.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH
+from broker.services.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH, Caller, Receipt, receipt_names
 from common import events
 from common.codec import canonical_json, dumps, loads, sha256_hex
 
@@ -34,9 +34,18 @@ Policy = Literal["allow", "require_approval", "deny"]
 
 @dataclass(frozen=True, slots=True)
 class Submitted:
+    """How input was taken: `body` is the answer's JSON as the first request with its Idempotency-Key
+    was given it (SubmitOutcomeBody); the fields are read from it."""
+
     outcome: Literal["new_run", "steered"]
     run_id: str
     scoped_client_id: str | None
+    body: str
+
+    @classmethod
+    def of(cls, body: str) -> Submitted:
+        answer = loads(body)
+        return cls(answer["outcome"], answer["run_id"], answer.get("client_id"), body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,17 +218,22 @@ class Runs:
         scoped: tuple[str, list[dict[str, Any]]] | None = None,
         *,
         scoped_ttl_s: int | None = None,
+        receipt: Receipt | None = None,
     ) -> Submitted:
         """Start, steer or queue a run by the session's policy; `scoped` is a run-scoped registration
         (its client id and tools) for input that brings its own tools, leased for `scoped_ttl_s` when
-        given (else it lives as long as its run)."""
+        given (else it lives as long as its run). With `receipt`, a request whose Idempotency-Key was
+        answered already gets that answer and takes no input."""
         s = self._core.keys.session(session_id)
         scoped_id, tools = scoped if scoped is not None else ("", [])
-        outcome, run, scoped_client = await self._script(
+        # The caller was checked before (the route's dependency): the script checks no token.
+        receipt_keys, receipt_args = receipt_names(self._core, session_id, Caller(), receipt)
+        (body,) = await self._script(
             "post_input",
             session_id,
             run_id,
             {
+                **receipt_args,
                 "input_id": input_id,
                 "text": text,
                 "source": source,
@@ -231,10 +245,9 @@ class Runs:
                 "max_len": MAX_NAME_LENGTH,
                 "lease_s": scoped_ttl_s or "",
             },
-            {"clients": s.clients, "client": s.client(scoped_id)},
+            {**receipt_keys, "clients": s.clients, "client": s.client(scoped_id)},
         )
-        kind: Literal["new_run", "steered"] = "new_run" if outcome == "new_run" else "steered"
-        return Submitted(kind, run, scoped_client or None)
+        return Submitted.of(str(body))
 
     async def cancel(self, session_id: str) -> str | None:
         """Cancel the active run; its id (None when none was active)."""

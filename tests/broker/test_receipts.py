@@ -10,9 +10,11 @@ import pytest
 
 from api.schemas.clients import RegisteredClientBody
 from api.schemas.common import optional_moment
+from api.schemas.sessions import SubmitOutcomeBody
 from broker import Broker
 from broker.errors import Conflict, InvalidRequest, NotFound
 from broker.services.clients import Receipt
+from common.codec import uuid7
 from tests.helpers import HIGHLIGHT, call, commit, make_session, start_run, types
 
 WEB = "0190f2a0-0000-7000-8000-00000000000a"
@@ -134,3 +136,37 @@ async def test_a_registration_receipt_kept_by_the_generic_keyed_path_still_repla
     with pytest.raises(Conflict, match="still being answered"):
         await broker.clients.register(session_id, WEB, "web", None, [], held)
     assert await broker.clients.active(session_id) == []
+
+
+async def test_input_keeps_its_answer_and_is_taken_once(broker: Broker) -> None:
+    session_id = await make_session(broker, policy="queue")
+    receipt = Receipt(broker.core.keys.session(session_id).idempotency("input"), "f1", 60_000)
+    first = await broker.runs.submit(session_id, uuid7(), uuid7(), "hello", "client", receipt=receipt)
+    assert json.loads(first.body) == {"outcome": "new_run", "run_id": first.run_id}
+    # The same key again: the first answer (its run), and the input is not taken a second time.
+    again = await broker.runs.submit(session_id, uuid7(), uuid7(), "hello", "client", receipt=receipt)
+    assert again == first
+    assert (await types(broker, session_id)).count("run_queued") == 1
+    with pytest.raises(Conflict, match="already used with a different request"):
+        await broker.runs.submit(session_id, uuid7(), uuid7(), "hi", "client", receipt=Receipt(receipt.key, "f2", 1))
+    # A receipt the generic keyed path kept replays as it was written.
+    earlier = Receipt(broker.core.keys.session(session_id).idempotency("earlier"), "f1", 60_000)
+    body = json.dumps({"outcome": "steered", "run_id": first.run_id}, separators=(",", ":"))
+    await broker.core.redis.set(earlier.key, json.dumps({"fp": "f1", "outcome": "ok", "body": body}))
+    replayed = await broker.runs.submit(session_id, uuid7(), uuid7(), "late", "client", receipt=earlier)
+    assert (replayed.outcome, replayed.body) == ("steered", body)
+    assert (await types(broker, session_id)).count("run_queued") == 1
+
+
+async def test_input_answers_what_the_pydantic_body_would(broker: Broker) -> None:
+    session_id = await make_session(broker)
+    scoped = (uuid7(), [HIGHLIGHT])
+    for taken in (
+        await broker.runs.submit(session_id, uuid7(), uuid7(), "go", "client"),
+        await broker.runs.submit(session_id, uuid7(), uuid7(), "steer", "client", scoped),
+    ):
+        expected = SubmitOutcomeBody.model_validate(
+            {"outcome": taken.outcome, "run_id": taken.run_id, "client_id": taken.scoped_client_id}
+        ).model_dump_json(exclude_none=True)
+        assert taken.body == expected
+    assert taken.scoped_client_id == scoped[0]
