@@ -7,10 +7,13 @@ from fastapi import APIRouter, Request
 from api.deps import Authenticated, ManagedSession
 from api.doors import ag_ui
 from api.doors.turns import open_turn
+from api.schemas.common import ErrorBody
 from api.sse import EventStreamResponse
 from api.state import State
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/ag-ui", tags=["front doors"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/ag-ui", tags=["front doors"], responses={400: {"model": ErrorBody}}
+)
 
 
 _BODY = {

@@ -10,10 +10,13 @@ from api.deps import Authenticated, ManagedSession
 from api.doors import ai_sdk
 from api.doors.turns import Opened, Started, active_run, hand_over, open_turn
 from api.doors.view import Paused, RunView
+from api.schemas.common import ErrorBody
 from api.sse import EventStreamResponse, open_stream
 from api.state import AppState, State
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/ai-sdk/chat", tags=["front doors"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/ai-sdk/chat", tags=["front doors"], responses={400: {"model": ErrorBody}}
+)
 
 _BODY = {
     "required": True,
