@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from fastapi import Request
@@ -106,19 +107,11 @@ async def hot_caller(
 
 # Session tokens recently seen on the hot routes: a browser sends the same one on every ack, result and
 # ping, and parsing its session and hashing it cost about as much as the rest of the route's Python.
-_TOKENS_KEPT = 4096
-_tokens: dict[str, tuple[str | None, HotCaller]] = {}
-
-
+@lru_cache(maxsize=4096)
 def _session_token(token: str) -> tuple[str | None, HotCaller]:
     """The session a session token names, and the caller it is (its SHA-256, which its script checks)."""
-    seen = _tokens.get(token)
-    if seen is None:
-        if len(_tokens) >= _TOKENS_KEPT:
-            _tokens.clear()
-        digest = sha256_hex(token)
-        seen = _tokens[token] = (token_session(token), HotCaller(Caller(digest), f"token:{digest}"))
-    return seen
+    digest = sha256_hex(token)
+    return token_session(token), HotCaller(Caller(digest), f"token:{digest}")
 
 
 def _check_workspace(headers: Mapping[str, str], workspace_id: str) -> None:

@@ -62,8 +62,8 @@ MESSAGES: dict[str, str] = {
     "call_decided": "call {0} was already decided: {1}",
     "call_not_awaiting": "call {0} is not waiting for approval",
     "drops_input": "a run is active and this agent drops input that arrives during a run",
-    # A receipt written by an earlier release, which kept its refusal's message whole.
     "key_in_flight": "a request with this Idempotency-Key is still being answered; send it again in a moment",
+    # A receipt written by an earlier release, which kept its refusal's message whole.
     "as_written": "{0}",
 }
 

@@ -123,7 +123,7 @@ class Clients:
         lifetime = {"type": "never"} if ttl_s is None else {"type": "ttl", "data": {"seconds": ttl_s}}
         tools_json, tool_names = _tools(tools)
         # The caller was checked before (the route's dependency): the script checks no token.
-        receipt_keys, receipt_args = self._receipt(session_id, Caller(), receipt)
+        receipt_keys, receipt_args = receipt_names(self._core, session_id, Caller(), receipt)
         (body,) = await self._core.scripts.run(
             "register_client",
             {
@@ -178,16 +178,13 @@ class Clients:
             )
         return sorted(found, key=lambda client: client.created_at)
 
-    def _receipt(self, session_id: str, caller: Caller, receipt: Receipt | None) -> Named:
-        return receipt_names(self._core, session_id, caller, receipt)
-
     async def ping(
         self, session_id: str, client_id: str, caller: Caller = Caller(), receipt: Receipt | None = None
     ) -> str:
         """Extend the lease: the body naming the new expiry. A client found lapsed is ended here, and is
         NotFound as one that is gone."""
         s = self._core.keys.session(session_id)
-        receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
+        receipt_keys, receipt_args = receipt_names(self._core, session_id, caller, receipt)
         reply = await self._core.scripts.raw(
             "ping_client",
             {**receipt_keys, "meta": s.meta, "client": s.client(client_id)},
@@ -231,7 +228,7 @@ class Clients:
         member acking (`Pools`); another member's ack of the call is a Conflict."""
         keys = self._core.keys
         call, args = call_names(keys, session_id, call_id, client_id)
-        receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
+        receipt_keys, receipt_args = receipt_names(self._core, session_id, caller, receipt)
         (body,) = await self._core.scripts.run(
             "ack_call",
             {**call, **receipt_keys, "stream": keys.session(session_id).client_calls(client_id)},
@@ -260,7 +257,7 @@ class Clients:
         once settled); a tool with a heartbeat gets its result deadline moved on."""
         keys = self._core.keys
         call, args = call_names(keys, session_id, call_id, client_id)
-        receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
+        receipt_keys, receipt_args = receipt_names(self._core, session_id, caller, receipt)
         (body,) = await self._core.scripts.run(
             "progress_call",
             {**call, **receipt_keys},
@@ -310,7 +307,7 @@ class Clients:
         this was the step's last call."""
         keys = self._core.keys
         call, args = call_names(keys, session_id, call_id, client_id)
-        receipt_keys, receipt_args = self._receipt(session_id, caller, receipt)
+        receipt_keys, receipt_args = receipt_names(self._core, session_id, caller, receipt)
         event = (
             events.tool_result(call_id, text, is_error=is_error)
             if isinstance(text, str)

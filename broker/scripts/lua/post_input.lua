@@ -104,7 +104,7 @@ local function sb_take_input()
 end
 
 -- Room for the receipt first (the answer is about 150 bytes), so no input is taken without it.
-local full = sb_hot_room(S, H, H.fp == '' and 0 or 256)
+local full = sb_hot_receipt_room(S, H, 256)
 if full then return full end
 local taken = sb_take_input()
 if taken[1] ~= 'ok' then return sb_hot_keep(S, H, taken) end

@@ -34,7 +34,7 @@ local H = sb_hot_context()
 local early = sb_hot_begin(S, H)
 if early then return early end
 -- The receipt's room (the answer is about 120 bytes), before anything is written.
-local full = sb_hot_room(S, H, 256)
+local full = sb_hot_receipt_room(S, H, 256)
 if full then return full end
 local assigned, expires = sb_register(S, {
   names = K.names, clients = K.clients, client = K.client, cid = A.cid,

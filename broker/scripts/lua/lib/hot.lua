@@ -122,6 +122,13 @@ local function sb_hot_room(S, H, need)
   return sb_room(S.meta, S.now, need, H.cap)
 end
 
+-- For an operation whose own room is checked apart (a registration, input): nil when the request keeps
+-- no receipt or the session has room for one holding an answer of `answer` bytes; else the refusal.
+local function sb_hot_receipt_room(S, H, answer)
+  if H.fp == '' then return nil end
+  return sb_hot_room(S, H, answer)
+end
+
 -- How the call routes (ack, result, progress; they include lib/call.lua) begin: the request checked,
 -- then the call as this client may see it. Returns the call's record, or nil and the answer to give.
 local function sb_hot_own_call(S, H)
