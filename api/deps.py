@@ -43,6 +43,22 @@ async def page_query(
 
 Page = Annotated[PageQuery, Depends(page_query)]
 
+# `?include=extensions` on a listing of providers or agent versions: also those of the formats Switchboard
+# adds to the Subako enum (openai_chat, gemini), which the Subako SDK cannot read.
+Include = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        pattern="^(extensions)?$",
+        description="`extensions`: also list providers (or versions) of the formats Switchboard adds"
+        " (openai_chat, gemini)",
+    ),
+]
+
+
+def extensions_asked(include: str | None) -> bool:
+    return include == "extensions"
+
 
 def canonical_id(value: str, what: str) -> str:
     canonical = canonical_uuid(value)

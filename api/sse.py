@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 from api.chunk_writer import chunk, chunk_writer
 from api.state import AppState
 from broker.services.live import Published, Signal, Subscription
-from common.events import event_seq, has_images, is_logged, is_progress, is_timing, without_images
+from common.events import event_seq, extra_shown, has_images, is_logged, is_progress, is_timing, without_images
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # A reader that does not read holds at most one chunk waiting to be written, plus one page of the log
@@ -117,7 +117,7 @@ def _view(items: list[bytes], include: frozenset[str]) -> _View:
     last: int | None = None
     for item in items:
         if not is_logged(item):
-            if "deltas" in include:
+            if extra_shown(item, include):
                 frames.append(b"data: %s\n\n" % item)
             continue
         seq = event_seq(item)
@@ -212,7 +212,7 @@ def _live(item: bytes, last: int, include: frozenset[str]) -> tuple[bytes | None
     the log must be read."""
     if not is_logged(item):
         # A live extra (a text delta): no seq, no id line, only for readers that asked.
-        return (b"data: %s\n\n" % item if "deltas" in include else None), last
+        return (b"data: %s\n\n" % item if extra_shown(item, include) else None), last
     seq = event_seq(item)
     if seq <= last:
         return None, last

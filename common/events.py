@@ -135,6 +135,15 @@ def event_seq(data: bytes) -> int:
 _TIMING = b'"type":"custom","kind":"timing"'
 
 
+_THINKING_DELTA = b'{"type":"thinking_delta"'
+
+
+def extra_shown(item: bytes, include: frozenset[str]) -> bool:
+    """Whether a live extra (a delta) goes to a reader: one that asked for `deltas`, and for a
+    `thinking_delta` (what the model reasons, as it streams) one that asked for `thinking` too."""
+    return "deltas" in include and ("thinking" in include or not item.startswith(_THINKING_DELTA))
+
+
 def is_timing(data: bytes) -> bool:
     """A run or step timing event: logged, but shown only to readers that ask (`?include=timing`)."""
     return _TIMING in data[:96]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from broker.services.providers import ProviderFormat
 from broker.services.runs import Policy
 
 DEFAULT_MAX_STEPS = 25
@@ -42,12 +43,13 @@ class McpGrant:
 class RunConfig:
     """The model settings and the tool rules of an agent version (docs/agents-and-models.md)."""
 
-    format: Literal["anthropic", "openai_responses"]
+    format: ProviderFormat
     model: str
     max_tokens: int
     system_prompt: str | None = None
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    tool_choice: str | None = None
     max_steps: int = DEFAULT_MAX_STEPS
     server_tools: tuple[str, ...] = ()
     client_policies: dict[str, Policy] = field(default_factory=dict)
@@ -67,6 +69,7 @@ class RunConfig:
             system_prompt=config.get("system_prompt"),
             thinking_budget=thinking.get("budget_tokens"),
             reasoning_effort=model.get("reasoning_effort"),
+            tool_choice=model.get("tool_choice"),
             max_steps=int(config.get("max_steps") or default_max_steps),
             server_tools=tuple(config.get("server_tools") or ()),
             client_policies=dict(config.get("client_tool_policies") or {}),

@@ -1,4 +1,4 @@
-"""What a model streams (text, tool-call arguments), published live (not logged) for readers that ask
+"""What a model streams (text, reasoning, tool-call arguments), published live (not logged) for readers that ask
 for it with `?include=deltas`."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from common.codec import dumps
 # Deltas go out at most this often: a token per publish would cost Redis more than readers gain.
 FLUSH_EVERY_S = 0.05
 
-# A text piece has no call; a tool-input piece names its call: (index, call_id, name).
+# A text piece has no call; a tool-input piece names its call: (index, call_id, name); a reasoning piece
+# is marked by _REASONING.
 _Call = tuple[int, str, str]
+_REASONING: _Call = (-1, "", "")
 
 
 class DeltaStream:
@@ -34,6 +36,9 @@ class DeltaStream:
 
     def text(self, piece: str) -> None:
         self._add(None, piece)
+
+    def reasoning(self, piece: str) -> None:
+        self._add(_REASONING, piece)
 
     def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
         self._add((index, call_id, name), piece)
@@ -68,6 +73,9 @@ class DeltaStream:
         head: dict[str, Any] = {"run_id": self._run_id, "step": self._step}
         if call is None:
             return {"type": "message_delta", **head, "delta": "".join(pieces)}
+        if call is _REASONING:
+            # An extension frame: what the model reasons, as it streams (when the provider shows it).
+            return {"type": "thinking_delta", **head, "delta": "".join(pieces)}
         index, call_id, name = call
         return {"type": "tool_call_delta", **head, "call_id": call_id, "index": index, "name": name,
                 "delta": "".join(pieces)}  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api import render
-from api.deps import Authenticated, Page, canonical_id
+from api.deps import Authenticated, Include, Page, canonical_id, extensions_asked
 from api.keyed import Answer, Keyed, keyed
 from api.schemas.agents import (
     AgentBody,
@@ -23,7 +23,7 @@ from api.schemas.common import ErrorBody
 from api.state import State
 from broker.errors import Conflict, NotFound
 from broker.services.credentials import Permission
-from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID, SUBAKO_FORMATS
 from common.codec import uuid7
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses={400: {"model": ErrorBody}})
@@ -119,11 +119,17 @@ async def publish_version(
 
 
 @router.get("/{agent_id}/versions", response_model=AgentVersionPage)
-async def list_versions(agent_id: str, caller: Authenticated, state: State, page: Page) -> AgentVersionPage:
+async def list_versions(
+    agent_id: str, caller: Authenticated, state: State, page: Page, include: Include = None
+) -> AgentVersionPage:
+    """Versions whose model is of a format Switchboard adds (openai_chat, gemini) are listed only with
+    `?include=extensions`: the Subako SDK refuses a whole page holding a format it does not know."""
     caller.require(Permission.AGENT_READ)
     versions, cursor = await state.broker.agents.versions(
         canonical_id(agent_id, "agent"), limit=page.limit, after=page.after, ascending=page.ascending
     )
+    if not extensions_asked(include):
+        versions = [v for v in versions if v.config.get("model", {}).get("format") in SUBAKO_FORMATS]
     return AgentVersionPage.model_validate({"items": [render.version(v) for v in versions], "next_cursor": cursor})
 
 

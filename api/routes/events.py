@@ -63,9 +63,10 @@ _INCLUDE_TEXT = (
 )
 LOG_INCLUDE = _include_query(("timing", "progress", "images"), _INCLUDE_TEXT)
 STREAM_INCLUDE = _include_query(
-    ("timing", "progress", "images", "deltas"),
-    _INCLUDE_TEXT + ", and `deltas` (text and tool-call arguments as they stream: `message_delta` and "
-    "`tool_call_delta` frames with no id)",
+    ("timing", "progress", "images", "deltas", "thinking"),
+    _INCLUDE_TEXT + ", `deltas` (text and tool-call arguments as they stream: `message_delta` and "
+    "`tool_call_delta` frames with no id) and, with `deltas`, `thinking` (what the model reasons as it streams, "
+    "where the provider shows it: `thinking_delta` frames with no id)",
 )
 
 

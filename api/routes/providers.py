@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from api import render
-from api.deps import Authenticated, Page, canonical_id
+from api.deps import Authenticated, Include, Page, canonical_id, extensions_asked
 from api.keyed import Answer, Keyed, keyed
 from api.schemas.common import ErrorBody
 from api.schemas.providers import (
@@ -24,9 +24,13 @@ router = APIRouter(prefix="/v1/model-providers", tags=["model-providers"], respo
 
 
 @router.get("", response_model=ProviderPage)
-async def list_providers(caller: Authenticated, state: State, page: Page) -> ProviderPage:
+async def list_providers(caller: Authenticated, state: State, page: Page, include: Include = None) -> ProviderPage:
+    """Providers of the formats Switchboard adds (openai_chat, gemini) are listed only with
+    `?include=extensions`: the Subako SDK refuses a whole page holding a format it does not know."""
     caller.require(Permission.MODEL_PROVIDER_READ)
-    providers, cursor = await state.broker.providers.page(limit=page.limit, after=page.after, ascending=page.ascending)
+    providers, cursor = await state.broker.providers.page(
+        limit=page.limit, after=page.after, ascending=page.ascending, extensions=extensions_asked(include)
+    )
     items = [render.provider(p, state.broker.workspace_id) for p in providers]
     return ProviderPage.model_validate({"items": items, "next_cursor": cursor})
 
@@ -46,6 +50,7 @@ async def create_provider(body: CreateProviderBody, request: Request, caller: Au
             description=body.description,
             base_url=body.base_url,
             api_key=body.api_key,
+            text_only=body.text_only,
         )
         return Answer(201, render.provider(record, state.broker.workspace_id).model_dump_json().encode())
 
@@ -71,6 +76,8 @@ async def update_provider(
     deployment sets SWITCHBOARD_PROVIDER_ALLOW_PRIVATE."""
     caller.require(Permission.MODEL_PROVIDER_MANAGE)
     changes = {k: v for k, v in body.model_dump(exclude_none=True).items() if isinstance(v, str)}
+    if body.text_only is not None:
+        changes["text_only"] = "1" if body.text_only else ""
     record = await state.broker.providers.update(canonical_id(provider_id, "model provider"), changes)
     return render.provider(record, state.broker.workspace_id)
 

@@ -183,6 +183,39 @@ class OpenaiResponsesModel(Strict):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
 
 
+ToolChoice = Literal["auto", "required", "none"]
+
+
+class OpenaiChatModel(Strict):
+    """An extension format (docs/providers/openai-chat.md): any Chat Completions endpoint."""
+
+    format: Literal["openai_chat"]
+    model: Annotated[str, Field(min_length=1)]
+    max_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS), JSON_NUMBER]
+    context_window: Annotated[int, Field(ge=0, le=MAX_CONTEXT_WINDOW), JSON_NUMBER]
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    tool_choice: Annotated[
+        ToolChoice | None, Field(description="auto (the default), required (a tool every step) or none")
+    ] = None
+
+
+class GeminiModel(Strict):
+    """An extension format (docs/providers/gemini.md): Google's Gemini, by API key or on Vertex AI."""
+
+    format: Literal["gemini"]
+    model: Annotated[str, Field(min_length=1)]
+    max_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS), JSON_NUMBER]
+    thinking: AnthropicThinking | None = None
+    tool_choice: Annotated[
+        ToolChoice | None, Field(description="auto (the default), required (a tool every step) or none")
+    ] = None
+
+
+ModelBody = Annotated[
+    AnthropicModel | OpenaiResponsesModel | OpenaiChatModel | GeminiModel, Field(discriminator="format")
+]
+
+
 class Debounce(Strict):
     strategy: Literal["debounce"]
     debounce_ms: Annotated[int, Field(ge=0, le=60_000), JSON_NUMBER] = 750
@@ -212,7 +245,7 @@ class PublishAgentVersionBody(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [SCRIPTED_EXAMPLE]})
 
     model_provider_id: UUID
-    model: Annotated[AnthropicModel | OpenaiResponsesModel, Field(discriminator="format")]
+    model: ModelBody
     system_prompt: str | None = None
     mcp: Annotated[list[McpGrantBody] | None, Field(description=REPEATS), AfterValidator(last_of_each_name)] = None
     sandboxes: Annotated[

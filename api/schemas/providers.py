@@ -39,6 +39,8 @@ class ByokProviderBody(BaseModel):
     format: ProviderFormat
     id: UUID
     workspace_id: UUID
+    # An extension (docs/providers/index.md).
+    text_only: bool = False
 
 
 ProviderBody = Annotated[PlatformProviderBody | ByokProviderBody, Field(discriminator="type")]
@@ -78,6 +80,13 @@ class CreateProviderBody(Strict):
     description: Annotated[str, Field(max_length=1024)] = ""
     display_name: Annotated[str, Field(max_length=200)]
     format: ProviderFormat
+    text_only: Annotated[
+        bool,
+        Field(
+            description="An extension: the provider takes no images, so a tool result's images reach it as their"
+            " text placeholder (for a Chat Completions server whose model reads text only)"
+        ),
+    ] = False
 
 
 class UpdateProviderBody(Strict):
@@ -94,3 +103,10 @@ class UpdateProviderBody(Strict):
     base_url: BaseUrl | None = None
     description: Annotated[str | None, Field(max_length=1024)] = None
     display_name: Annotated[str | None, Field(max_length=200)] = None
+    text_only: Annotated[
+        bool | None,
+        Field(
+            description="An extension: the provider takes no images, so a tool result's images reach it as their"
+            " text placeholder (for a Chat Completions server whose model reads text only)"
+        ),
+    ] = None

@@ -19,7 +19,11 @@ from broker.transport import aio
 from common.addresses import ProviderAddresses
 from common.codec import now_ms
 
-ProviderFormat = Literal["anthropic", "openai_responses"]
+ProviderFormat = Literal["anthropic", "openai_responses", "openai_chat", "gemini"]
+PROVIDER_FORMATS: tuple[ProviderFormat, ...] = ("anthropic", "openai_responses", "openai_chat", "gemini")
+# The formats the Subako enum names. The others are Switchboard's extensions: the Subako SDK refuses a whole
+# page that holds one, so listings show them only to a caller that asks (`?include=extensions`).
+SUBAKO_FORMATS: frozenset[str] = frozenset({"anthropic", "openai_responses"})
 
 # Platform ids sort before every UUIDv7, so they close a newest-first listing.
 SCRIPTED_PROVIDER_ID = "00000000-0000-7000-8000-000000000001"
@@ -53,6 +57,8 @@ class Provider:
     models: tuple[PlatformModel, ...] = ()
     base_url: str = ""
     api_key: str = field(default="", repr=False)
+    # An extension: the provider takes no images (tool results' images reach it as their text placeholder).
+    text_only: bool = False
 
 
 def _workspace_born(workspace_id: str) -> int:
@@ -125,7 +131,15 @@ class Providers:
             raise NotFound(f"no model provider {provider_id}")
         return _byok(record)
 
-    async def page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Provider], str | None]:
+    async def page(
+        self, *, limit: int, after: str | None, ascending: bool, extensions: bool = True
+    ) -> tuple[list[Provider], str | None]:
+        """A page of providers, the platform's and the workspace's; without `extensions`, those of a format
+        the Subako enum does not name are left out (the cursor still counts them)."""
+        items, cursor = await self._page(limit=limit, after=after, ascending=ascending)
+        return [p for p in items if extensions or p.format in SUBAKO_FORMATS], cursor
+
+    async def _page(self, *, limit: int, after: str | None, ascending: bool) -> tuple[list[Provider], str | None]:
         platform = await self._platform()
         # Every platform id, offered now or not: a cursor the last page ended on stays one.
         platform_ids = _PLATFORM_IDS
@@ -155,6 +169,7 @@ class Providers:
         description: str,
         base_url: str,
         api_key: str,
+        text_only: bool = False,
     ) -> Provider:
         await self.addresses.check_base_url(base_url)
         keys = self._core.keys
@@ -165,6 +180,7 @@ class Providers:
             "description": description,
             "base_url": base_url,
             "api_key": api_key,
+            "text_only": "1" if text_only else "",
             "created_at": now_ms(),
         }
         # Record first, index after (written again by a retry): see Agents.create.
@@ -223,7 +239,7 @@ class Providers:
 
 def _byok(record: dict[bytes, bytes]) -> Provider:
     text = {k.decode(): v.decode() for k, v in record.items()}
-    fmt: ProviderFormat = "anthropic" if text["format"] == "anthropic" else "openai_responses"
+    fmt: ProviderFormat = next((f for f in PROVIDER_FORMATS if f == text["format"]), "openai_responses")
     return Provider(
         id=text["id"],
         type="byok",
@@ -233,4 +249,5 @@ def _byok(record: dict[bytes, bytes]) -> Provider:
         created_at=int(text["created_at"]),
         base_url=text["base_url"],
         api_key=text["api_key"],
+        text_only=text.get("text_only") == "1",
     )

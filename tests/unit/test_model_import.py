@@ -24,13 +24,13 @@ async def test_a_use_during_the_first_import_gets_the_class_once_it_is_defined(
     # The class is defined only after a pause, as in a large SDK whose import takes seconds.
     (tmp_path / f"{name}.py").write_text("import time\n\ntime.sleep(0.4)\n\n\nclass Model:\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(registry._MODEL_CLASSES, "slow", (name, "Model"))
+    monkeypatch.setitem(registry._MODEL_CLASSES, "gemini", (name, "Model"))
     models = ModelRegistry(cast("Broker[WorkerSettings]", SimpleNamespace(settings=WorkerSettings())))
     try:
-        first = asyncio.create_task(models._model_class("slow"))
+        first = asyncio.create_task(models._model_class("gemini"))
         while name not in sys.modules:
             await asyncio.sleep(0.01)
-        second = await models._model_class("slow")
+        second = await models._model_class("gemini")
         assert second is await first
         assert second.__name__ == "Model"
     finally:

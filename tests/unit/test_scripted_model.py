@@ -21,9 +21,13 @@ class Recorded:
     def __init__(self) -> None:
         self.text_pieces: list[str] = []
         self.tool_pieces: list[tuple[int, str, str, str]] = []
+        self.reasoning_pieces: list[str] = []
 
     def text(self, piece: str) -> None:
         self.text_pieces.append(piece)
+
+    def reasoning(self, piece: str) -> None:
+        self.reasoning_pieces.append(piece)
 
     def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
         self.tool_pieces.append((index, call_id, name, piece))
@@ -31,6 +35,7 @@ class Recorded:
     def restart(self) -> None:
         self.text_pieces.clear()
         self.tool_pieces.clear()
+        self.reasoning_pieces.clear()
 
 
 async def turn(

@@ -8,17 +8,19 @@ import anthropic
 import httpx2
 
 from broker.errors import AddressRefused
-from common.addresses import ProviderAddresses
 from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
 from workers.models.base import (
     DeltaSink,
+    Endpoint,
     Message,
     ModelError,
     ModelRequest,
     TransientModelError,
     Turn,
     TurnBuilder,
+    Usage,
+    count,
     provider_text,
 )
 from workers.models.retry import RetryLater
@@ -111,11 +113,15 @@ class _Accumulator:
         # Block index -> the tool call's place among the turn's calls (what a tool_call_delta's index says).
         self._calls: dict[int, int] = {}
         self.model: str | None = None
+        self._usage: dict[str, int | None] = {}
 
     def feed(self, event: Any) -> None:
         kind = event.type
         if kind == "message_start":
             self.model = event.message.model
+            self._count(getattr(event.message, "usage", None))
+        elif kind == "message_delta":
+            self._count(getattr(event, "usage", None))
         elif kind == "content_block_start":
             self._blocks[event.index] = event.content_block.model_dump()
             self._blocks[event.index].setdefault("partial", "")
@@ -135,6 +141,7 @@ class _Accumulator:
             self._deltas.tool_input(self._calls.get(index, 0), block["id"], name, delta.partial_json)
         elif delta.type == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta.thinking
+            self._deltas.reasoning(delta.thinking)
         elif delta.type == "signature_delta":
             block["signature"] = (block.get("signature") or "") + delta.signature
 
@@ -152,16 +159,36 @@ class _Accumulator:
                     parse_arguments(block["partial"]) if block["partial"] else (block.get("input") or {}, "")
                 )
                 built.call(block["id"], self._aliases.inward(block["name"]), arguments, invalid)
-        return built.turn(self.model)
+        return built.turn(self.model, self.usage())
+
+    def _count(self, usage: Any) -> None:
+        # message_start carries the input counts, message_delta the output so far (and, from some
+        # servers, the input again): the latest non-null count of each wins.
+        if usage is None:
+            return
+        for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+            value = count(getattr(usage, name, None))
+            if value is not None:
+                self._usage[name] = value
+
+    def usage(self) -> Usage | None:
+        """Anthropic counts cached input apart from `input_tokens`; here input includes it."""
+        if not self._usage:
+            return None
+        read, written = self._usage.get("cache_read_input_tokens"), self._usage.get("cache_creation_input_tokens")
+        fresh = self._usage.get("input_tokens")
+        total = None if fresh is None else fresh + (read or 0) + (written or 0)
+        return Usage(input_tokens=total, output_tokens=self._usage.get("output_tokens"), cached_input_tokens=read)
 
 
 class AnthropicMessages:
-    def __init__(self, base_url: str, api_key: str, timeout_s: float, addresses: ProviderAddresses | None) -> None:
+    def __init__(self, endpoint: Endpoint) -> None:
         # Retries are ours (models/retry.py), so the budget spans the whole step. A workspace provider's
         # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
+        base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
         http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
         self._client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s, http_client=http
+            base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
         )
 
     async def aclose(self) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from broker.services.runs import PlannedCall
+from common.addresses import ProviderAddresses
 from common.events import Block, text_block, thinking_block, tool_call_block
 
 if TYPE_CHECKING:
@@ -69,6 +71,31 @@ class ModelRequest:
     tools: list[ToolSpec]
 
 
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The tokens one model call used, as its provider counted them; None where it did not say.
+    `input_tokens` includes the cached ones, `output_tokens` the reasoning ones (as every provider here
+    counts them, or is made to)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    def fields(self) -> dict[str, int]:
+        """The counts the provider gave, by name."""
+        found = {name: getattr(self, name) for name in USAGE_FIELDS}
+        return {name: int(value) for name, value in found.items() if value is not None}
+
+
+def count(value: object) -> int | None:
+    """A provider's token count as an int, or None when it sent none (or nonsense)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """What one model step produced: the assistant message's blocks and the tool calls among them."""
@@ -76,6 +103,7 @@ class Turn:
     content: list[Block]
     calls: list[PlannedCall]
     model: str | None
+    usage: Usage | None = None
 
 
 class TurnBuilder:
@@ -96,14 +124,36 @@ class TurnBuilder:
         self.calls.append(PlannedCall(call_id, name, arguments, invalid))
         self.content.append(tool_call_block(call_id, name, arguments))
 
-    def turn(self, model: str | None) -> Turn:
-        return Turn(self.content, self.calls, model)
+    def turn(self, model: str | None, usage: Usage | None = None) -> Turn:
+        return Turn(self.content, self.calls, model, usage)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where and how a model client reaches its provider."""
+
+    base_url: str
+    api_key: str = field(repr=False)
+    timeout_s: float
+    # The address check every connection to a workspace provider goes through; None for the platform's
+    # own providers, whose URLs are the operator's.
+    addresses: ProviderAddresses | None = None
+    # A cloud the provider is bought through (docs/providers/clouds.md), with its non-secret options:
+    # {"type": "bedrock" | "vertex" | "azure", ...}; None for the provider's own API.
+    cloud: Mapping[str, Any] | None = None
+    # The cloud's credentials (write-only, never logged); None: the worker's environment's.
+    credentials: Mapping[str, str] | None = field(default=None, repr=False)
+    # The provider takes no images: a tool result's images reach it as their text placeholder.
+    text_only: bool = False
 
 
 class DeltaSink(Protocol):
     """Where a model sends what it streams, as it arrives: text, and each tool call's arguments."""
 
     def text(self, piece: str) -> None: ...
+
+    def reasoning(self, piece: str) -> None:
+        """A fragment of what the model reasons, where the provider streams it."""
 
     def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
         """A fragment of the arguments of the turn's `index`-th tool call (from 0), `name` the tool's

@@ -9,18 +9,20 @@ import httpx2
 import openai
 
 from broker.errors import AddressRefused
-from common.addresses import ProviderAddresses
 from common.codec import dumps
 from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
 from workers.models.base import (
     DeltaSink,
+    Endpoint,
     Message,
     ModelError,
     ModelRequest,
     TransientModelError,
     Turn,
     TurnBuilder,
+    Usage,
+    count,
     provider_text,
 )
 from workers.models.retry import RetryLater
@@ -89,7 +91,20 @@ def _field(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
-def _turn(output: list[Any], aliases: Aliases, model: str | None) -> Turn:
+def usage_of(usage: Any) -> Usage | None:
+    """The Responses API's counts (input includes the cached, output the reasoning)."""
+    if usage is None:
+        return None
+    inputs, outputs = _field(usage, "input_tokens_details"), _field(usage, "output_tokens_details")
+    return Usage(
+        input_tokens=count(_field(usage, "input_tokens")),
+        output_tokens=count(_field(usage, "output_tokens")),
+        cached_input_tokens=count(_field(inputs, "cached_tokens")) if inputs is not None else None,
+        reasoning_tokens=count(_field(outputs, "reasoning_tokens")) if outputs is not None else None,
+    )
+
+
+def _turn(output: list[Any], aliases: Aliases, model: str | None, usage: Usage | None = None) -> Turn:
     built = TurnBuilder()
     for item in output:
         kind = _field(item, "type")
@@ -102,16 +117,17 @@ def _turn(output: list[Any], aliases: Aliases, model: str | None) -> Turn:
         elif kind == "function_call":
             arguments, invalid = parse_arguments(_field(item, "arguments") or "{}")
             built.call(_field(item, "call_id"), aliases.inward(_field(item, "name")), arguments, invalid)
-    return built.turn(model)
+    return built.turn(model, usage)
 
 
 class OpenAIResponses:
-    def __init__(self, base_url: str, api_key: str, timeout_s: float, addresses: ProviderAddresses | None) -> None:
+    def __init__(self, endpoint: Endpoint) -> None:
         # Retries are ours (models/retry.py), so the budget spans the whole step. A workspace provider's
         # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
+        base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
         http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
         self._client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s, http_client=http
+            base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
         )
 
     async def aclose(self) -> None:
@@ -158,6 +174,8 @@ async def _read(stream: Any, aliases: Aliases, deltas: DeltaSink) -> Turn:
         kind = event.type
         if kind == "response.output_text.delta":
             deltas.text(event.delta)
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            deltas.reasoning(event.delta)
         elif kind == "response.output_item.added" and event.item.type == "function_call":
             item = event.item
             calls[item.id or item.call_id] = (len(calls), item.call_id, aliases.inward(item.name))
@@ -167,7 +185,8 @@ async def _read(stream: Any, aliases: Aliases, deltas: DeltaSink) -> Turn:
                 deltas.tool_input(*call, event.delta)
         elif kind in ("response.completed", "response.incomplete"):
             response = event.response
-            return _turn(list(response.output), aliases, getattr(response, "model", None))
+            model = getattr(response, "model", None)
+            return _turn(list(response.output), aliases, model, usage_of(getattr(response, "usage", None)))
         elif kind == "response.failed":
             failure = event.response.error
             raise _failure(_field(failure, "code"), _field(failure, "message") or "the response failed")

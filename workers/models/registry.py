@@ -17,23 +17,24 @@ from broker.services.providers import (
     SCRIPTED_PROVIDER_ID,
     ProviderFormat,
 )
-from common.addresses import ProviderAddresses
-from common.codec import sha256_hex
+from common.codec import dumps, sha256_hex
 from workers.config import RunConfig
-from workers.models.base import Model, ModelError
+from workers.models.base import Endpoint, Model, ModelError
 from workers.models.scripted import ScriptedModel
 
 # The provider SDKs take seconds to import (anthropic alone ~2.4 s on these machines): a worker imports
 # one, in a thread so the steps it runs go on meanwhile, when a session first needs it, and a deployment
 # that never calls a vendor never pays for it (worker start went from ~4 s to ~0.8 s).
-_MODEL_CLASSES = {
+_MODEL_CLASSES: dict[ProviderFormat, tuple[str, str]] = {
     "anthropic": ("workers.models.anthropic_messages", "AnthropicMessages"),
-    "openai": ("workers.models.openai_responses", "OpenAIResponses"),
+    "openai_responses": ("workers.models.openai_responses", "OpenAIResponses"),
+    "openai_chat": ("workers.models.openai_chat", "OpenAIChat"),
+    "gemini": ("workers.models.gemini", "Gemini"),
 }
 
 
-# A model class: (base_url, api_key, timeout_s, the address check or None for a platform provider).
-ModelClass = Callable[[str, str, float, ProviderAddresses | None], Model]
+# A model class: a client of one provider, made from where and how it is reached.
+ModelClass = Callable[[Endpoint], Model]
 
 
 class ModelRegistry:
@@ -84,7 +85,8 @@ class ModelRegistry:
             # The deployment's own provider: its URL is the operator's to choose, so no address check.
             provider_format, base_url, key = platform
             model = await self._model_class(provider_format)
-            return self._client(provider_id, provider_format, base_url, key.get_secret_value(), None, model)
+            endpoint = Endpoint(base_url, key.get_secret_value(), self._broker.settings.step_timeout_s)
+            return self._client(provider_id, provider_format, endpoint, model)
         if provider_id in KEYED_PROVIDERS:
             name = KEYED_PROVIDERS[provider_id][1]
             raise ModelError(f"this worker has no key for the platform provider {name}")
@@ -93,9 +95,15 @@ class ModelRegistry:
         except NotFound:
             raise ModelError(f"model provider {provider_id} was deleted") from None
         # A workspace's provider is reached only through the address check.
-        addresses = self._broker.providers.addresses
         model = await self._model_class(provider.format)
-        return self._client(provider.id, provider.format, provider.base_url, provider.api_key, addresses, model)
+        endpoint = Endpoint(
+            provider.base_url,
+            provider.api_key,
+            self._broker.settings.step_timeout_s,
+            self._broker.providers.addresses,
+            text_only=provider.text_only,
+        )
+        return self._client(provider.id, provider.format, endpoint, model)
 
     async def _version_of(self, session_id: str) -> tuple[str, RunConfig]:
         if session_id not in self._versions:
@@ -108,9 +116,9 @@ class ModelRegistry:
             self._versions[session_id] = (version.model_provider_id, config)
         return self._versions[session_id]
 
-    async def _model_class(self, provider_format: str) -> ModelClass:
-        """The model class serving `provider_format` (any other format speaks OpenAI's)."""
-        name, attribute = _MODEL_CLASSES.get(provider_format, _MODEL_CLASSES["openai"])
+    async def _model_class(self, provider_format: ProviderFormat) -> ModelClass:
+        """The model class serving `provider_format`."""
+        name, attribute = _MODEL_CLASSES[provider_format]
         if name not in self._classes:
             # import_module, not a look in sys.modules: while another step's thread imports the module it
             # is there half-initialized; import_module waits on the module's import lock instead.
@@ -118,17 +126,18 @@ class ModelRegistry:
             self._classes[name] = getattr(module, attribute)
         return self._classes[name]
 
-    def _client(
-        self,
-        provider_id: str,
-        provider_format: str,
-        base_url: str,
-        api_key: str,
-        addresses: ProviderAddresses | None,
-        model: ModelClass,
-    ) -> Model:
-        # A provider whose URL or key changed gets a new client; the old one is simply dropped.
-        identity = sha256_hex(f"{provider_id}\n{provider_format}\n{base_url}\n{api_key}")
+    def _client(self, provider_id: str, provider_format: str, endpoint: Endpoint, model: ModelClass) -> Model:
+        # A provider whose URL, key or options changed gets a new client; the old one is simply dropped.
+        reached = dumps(
+            [
+                endpoint.base_url,
+                endpoint.api_key,
+                dict(endpoint.cloud or {}),
+                dict(endpoint.credentials or {}),
+                endpoint.text_only,
+            ]
+        )
+        identity = sha256_hex(f"{provider_id}\n{provider_format}\n{reached}")
         if identity not in self._clients:
-            self._clients[identity] = model(base_url, api_key, self._broker.settings.step_timeout_s, addresses)
+            self._clients[identity] = model(endpoint)
         return self._clients[identity]
