@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
 import openai
 
 from broker.errors import AddressRefused
@@ -23,12 +22,8 @@ from workers.models.base import (
     TurnBuilder,
     Usage,
     count,
-    provider_text,
 )
-from workers.models.retry import RetryLater
-from workers.pinned import pinned_client, refused
-
-_TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
+from workers.models.openai_client import error_of, field_of, openai_client
 
 
 def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]]:
@@ -59,76 +54,38 @@ def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]
     return items
 
 
-def _failure(code: object, message: object, status: int | None = None, wait_s: float | None = None) -> ModelError:
-    where = f"{status} " if status else ""
-    kind = provider_text(code, "", limit=64)
-    text = provider_text(message, "no message")
-    if (status is not None and (status == 429 or status >= 500)) or kind in _TRANSIENT_CODES:
-        return RetryLater(f"the OpenAI API answered {where}{kind}: {text}".replace("  ", " "), wait_s)
-    return ModelError(f"the OpenAI API refused the request ({where}{kind or 'error'}): {text}".replace("( ", "("))
-
-
-def _error(error: openai.APIError) -> ModelError:
-    refusal = refused(error)
-    if refusal is not None:
-        return ModelError(refusal.message)
-    if isinstance(error, openai.APIConnectionError):
-        cause = f" ({error.__cause__})" if isinstance(error.__cause__, httpx2.ConnectError) else ""
-        return TransientModelError(f"the OpenAI API could not be reached: {error.message}{cause}")
-    body = error.body if isinstance(error.body, dict) else {}
-    detail: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else body
-    code = detail.get("code") or detail.get("type")
-    if isinstance(error, openai.APIStatusError):
-        # The status and the provider's own message; never the SDK's text, which holds the whole body.
-        header = error.response.headers.get("retry-after")
-        wait = float(header) if header and header.isdigit() else None
-        message = provider_text(detail.get("message"), error.response.reason_phrase or "no message")
-        return _failure(code, message, error.status_code, wait)
-    return _failure(code, detail.get("message") or error.message)
-
-
-def _field(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
-
-
 def usage_of(usage: Any) -> Usage | None:
     """The Responses API's counts (input includes the cached, output the reasoning)."""
     if usage is None:
         return None
-    inputs, outputs = _field(usage, "input_tokens_details"), _field(usage, "output_tokens_details")
+    inputs, outputs = field_of(usage, "input_tokens_details"), field_of(usage, "output_tokens_details")
     return Usage(
-        input_tokens=count(_field(usage, "input_tokens")),
-        output_tokens=count(_field(usage, "output_tokens")),
-        cached_input_tokens=count(_field(inputs, "cached_tokens")) if inputs is not None else None,
-        reasoning_tokens=count(_field(outputs, "reasoning_tokens")) if outputs is not None else None,
+        input_tokens=count(field_of(usage, "input_tokens")),
+        output_tokens=count(field_of(usage, "output_tokens")),
+        cached_input_tokens=count(field_of(inputs, "cached_tokens")) if inputs is not None else None,
+        reasoning_tokens=count(field_of(outputs, "reasoning_tokens")) if outputs is not None else None,
     )
 
 
 def _turn(output: list[Any], aliases: Aliases, model: str | None, usage: Usage | None = None) -> Turn:
     built = TurnBuilder()
     for item in output:
-        kind = _field(item, "type")
+        kind = field_of(item, "type")
         if kind == "reasoning":
-            summary = "".join(_field(part, "text") or "" for part in _field(item, "summary") or [])
+            summary = "".join(field_of(part, "text") or "" for part in field_of(item, "summary") or [])
             if summary:
                 built.thinking(summary)
         elif kind == "message":
-            built.text("".join(_field(part, "text") or "" for part in _field(item, "content") or []))
+            built.text("".join(field_of(part, "text") or "" for part in field_of(item, "content") or []))
         elif kind == "function_call":
-            arguments, invalid = parse_arguments(_field(item, "arguments") or "{}")
-            built.call(_field(item, "call_id"), aliases.inward(_field(item, "name")), arguments, invalid)
+            arguments, invalid = parse_arguments(field_of(item, "arguments") or "{}")
+            built.call(field_of(item, "call_id"), aliases.inward(field_of(item, "name")), arguments, invalid)
     return built.turn(model, usage)
 
 
 class OpenAIResponses:
     def __init__(self, endpoint: Endpoint) -> None:
-        # Retries are ours (models/retry.py), so the budget spans the whole step. A workspace provider's
-        # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
-        base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
-        http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
-        )
+        self._client = openai_client(endpoint)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -161,7 +118,7 @@ class OpenAIResponses:
         try:
             return await _read(await self._client.responses.create(**params), aliases, deltas)
         except openai.APIError as error:
-            raise _error(error) from error
+            raise error_of(error) from error
         except AddressRefused as refusal:
             # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
             raise ModelError(refusal.message) from None
@@ -189,7 +146,7 @@ async def _read(stream: Any, aliases: Aliases, deltas: DeltaSink) -> Turn:
             return _turn(list(response.output), aliases, model, usage_of(getattr(response, "usage", None)))
         elif kind == "response.failed":
             failure = event.response.error
-            raise _failure(_field(failure, "code"), _field(failure, "message") or "the response failed")
+            raise failure(field_of(failure, "code"), field_of(failure, "message") or "the response failed")
         elif kind == "error":
-            raise _failure(getattr(event, "code", None), getattr(event, "message", "") or "stream error")
+            raise failure(getattr(event, "code", None), getattr(event, "message", "") or "stream error")
     raise TransientModelError("the OpenAI API stream ended before the response was complete")
