@@ -145,8 +145,8 @@ async def _read(stream: Any, aliases: Aliases, deltas: DeltaSink) -> Turn:
             model = getattr(response, "model", None)
             return _turn(list(response.output), aliases, model, usage_of(getattr(response, "usage", None)))
         elif kind == "response.failed":
-            failure = event.response.error
-            raise failure(field_of(failure, "code"), field_of(failure, "message") or "the response failed")
+            detail = event.response.error
+            raise failure(field_of(detail, "code"), field_of(detail, "message") or "the response failed")
         elif kind == "error":
             raise failure(getattr(event, "code", None), getattr(event, "message", "") or "stream error")
     raise TransientModelError("the OpenAI API stream ended before the response was complete")
