@@ -23,7 +23,7 @@ from workers.models.base import (
     Usage,
     count,
 )
-from workers.models.openai_client import error_of, field_of, openai_client
+from workers.models.openai_client import error_of, failure, field_of, openai_client
 
 
 def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]]:
