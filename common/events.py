@@ -98,11 +98,16 @@ def has_images(data: bytes) -> bool:
     return _TOOL_RESULT in data[:96] and _IMAGE in data
 
 
+def image_text(media_type: str, data: str) -> str:
+    """What names an image where only text goes: `[image/png, 48 KB]` (`data` its base64)."""
+    size = len(data) * 3 // 4
+    return f"[{media_type}, {max(1, round(size / 1024))} KB]"
+
+
 def image_placeholder(block: Block) -> Block:
     """An image block as the Subako SDK can read it: a text block naming it (`[image/png, 48 KB]`)."""
     data = block["data"]
-    size = len(data.get("data", "")) * 3 // 4
-    return text_block(f"[{data.get('media_type', 'image')}, {max(1, round(size / 1024))} KB]")
+    return text_block(image_text(data.get("media_type", "image"), data.get("data", "")))
 
 
 # Made once per event, not once per reader: every stream of a session gets the same bytes from the hub

@@ -1,5 +1,6 @@
-"""Local HTTP servers that speak the Anthropic Messages and OpenAI Responses wire formats, streaming
-included, answering from a script the test writes; every request they get is kept for assertions."""
+"""Local HTTP servers that speak the Anthropic Messages, OpenAI Responses and Chat Completions wire
+formats (tests/fakes_chat.py builds the last's streams), streaming included, answering from a script the
+test writes; every request they get is kept for assertions."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     # An error answer's body as these bytes instead of `body` (text/plain), e.g. one that is not JSON.
     raw: bytes | None = None
+    # Chat Completions' stream: `data:` lines only (a frame's event name is left out), then `data: [DONE]`.
+    chat: bool = False
 
 
 @dataclass
@@ -49,7 +52,11 @@ class FakeProvider:
 
         async def stream() -> AsyncIterator[bytes]:
             for event, data in reply.frames:
-                yield f"event: {event}\ndata: {dumps(data)}\n\n".encode()
+                yield (
+                    f"data: {dumps(data)}\n\n" if reply.chat else f"event: {event}\ndata: {dumps(data)}\n\n"
+                ).encode()
+            if reply.chat:
+                yield b"data: [DONE]\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
@@ -61,6 +68,7 @@ async def fake_provider() -> AsyncIterator[FakeProvider]:
         routes=[
             Route("/v1/messages", fake._answer, methods=["POST"]),
             Route("/v1/responses", fake._answer, methods=["POST"]),
+            Route("/v1/chat/completions", fake._answer, methods=["POST"]),
         ]
     )
     async with serve_asgi(app) as url:

@@ -34,6 +34,11 @@ class WorkerMetrics:
             "switchboard_mcp_server_failures", "An agent's MCP server that a step could not use (left out)",
             registry=self.registry,
         )  # fmt: skip
+        self.model_tokens = Counter(
+            "switchboard_model_tokens", "Tokens model steps used, as the provider counted them, by kind (input,"
+            " output, cached_input, reasoning), provider id, model and agent id",
+            ["kind", "provider", "model", "agent"], registry=self.registry,
+        )  # fmt: skip
         self.running = Gauge("switchboard_worker_jobs_running", "Jobs this worker is running", registry=self.registry)
         self.redis_rtt = redis_rtt_histogram(self.registry)
         ProcessCollector(registry=self.registry)
@@ -57,6 +62,11 @@ class WorkerMetrics:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    def tokens(self, provider_id: str, model: str, agent_id: str, counts: dict[str, int]) -> None:
+        """Count a step's tokens (`counts`: Usage.fields())."""
+        for name, value in counts.items():
+            self.model_tokens.labels(name.removesuffix("_tokens"), provider_id, model, agent_id).inc(value)
 
     @contextlib.contextmanager
     def timed(self, histogram: Histogram) -> Iterator[None]:

@@ -22,6 +22,7 @@ from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
 from workers.mcp.hub import McpHub
+from workers.metrics import WorkerMetrics
 from workers.models.base import ModelError, ModelRequest, Turn
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
@@ -83,9 +84,17 @@ class _Hold:
 
 
 class StepRunner:
-    def __init__(self, broker: Broker[WorkerSettings], models: ModelRegistry, registry: Registry, hub: McpHub) -> None:
+    def __init__(
+        self,
+        broker: Broker[WorkerSettings],
+        models: ModelRegistry,
+        registry: Registry,
+        hub: McpHub,
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
         self._broker = broker
         self._models = models
+        self._metrics = metrics
         self._registry = registry
         self._hub = hub
         self._transcripts = Transcripts(broker.log.after, broker.settings.worker_transcript_cache_mb * 2**20)
@@ -176,11 +185,21 @@ class StepRunner:
         config: RunConfig,
         measured: dict[str, int],
     ) -> Committed:
-        payload = {"scope": "step", "run_id": run_id, "step": step, "attempt": attempt, **measured}
+        payload: dict[str, object] = {"scope": "step", "run_id": run_id, "step": step, "attempt": attempt, **measured}
+        counts = turn.usage.fields() if turn.usage is not None else {}
+        if counts:
+            # An extension: the tokens the step's model call counted, by the provider's own count.
+            payload["usage"] = counts
+            if self._metrics is not None:
+                provider_id, agent_id = self._models.billed_to(session_id)
+                self._metrics.tokens(provider_id, config.model, agent_id, counts)
         timing = dumps({"type": "custom", "kind": "timing", "payload": payload})
+        usage = dumps(counts) if counts else ""
         message = message_assistant(turn.content, turn.model)
         for _ in range(_COMMIT_ATTEMPTS):
-            committed = await self._broker.runs.commit(session_id, run_id, step, attempt, message, routed, timing)
+            committed = await self._broker.runs.commit(
+                session_id, run_id, step, attempt, message, routed, timing, usage
+            )
             if committed.outcome != "retry":
                 return committed
             # A registration came or went since the catalog was read: route against what is there now.

@@ -87,7 +87,10 @@ async def serve(
     metrics = WorkerMetrics()
     hub = McpHub(broker.providers.addresses, metrics)
     jobs = _Jobs(
-        broker, StepRunner(broker, models, registry, hub), ServerToolRunner(broker, registry, hub, models), metrics
+        broker,
+        StepRunner(broker, models, registry, hub, metrics),
+        ServerToolRunner(broker, registry, hub, models),
+        metrics,
     )
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs)
     timekeeper = Timekeeper(broker, worker_id, runner.run)

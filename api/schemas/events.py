@@ -97,9 +97,21 @@ class RunStarted(EventBase):
     run_id: str
 
 
+class TokenUsage(BaseModel):
+    """An extension: the tokens a run's model steps used, as the provider counted them (each count only
+    where the provider gave it; `input_tokens` includes the cached ones, `output_tokens` the reasoning)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
 class RunCompleted(EventBase):
     type: Literal["run_completed"]
     run_id: str
+    # An extension, absent when no step reported any (the scripted model's runs).
+    usage: TokenUsage | None = None
 
 
 class RunCancelled(EventBase):

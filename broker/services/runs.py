@@ -332,9 +332,11 @@ class Runs:
         message: str,
         calls: list[tuple[PlannedCall, Route]],
         timing: str,
+        usage: str = "",
     ) -> Committed:
         """Commit the step's message and route its calls in one script. 'retry' means a registered name
-        resolved differently when the script ran: route again and commit again."""
+        resolved differently when the script ran: route again and commit again. `usage`: the step's token
+        counts (a JSON object, '' for none), added to the run's."""
         s = self._core.keys.session(session_id)
         settings = self._core.settings
         planned = [StepCall.of(call, route) for call, route in calls]
@@ -358,6 +360,7 @@ class Runs:
                     "gone_text": RUN_GONE_CANCELLED,
                     "retention_ms": settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
                     "timing": timing,
+                    "usage": usage,
                     "calls": [c.encode() for c in planned],
                 },
                 {"clients": clients},

@@ -54,7 +54,8 @@ class ModelRegistry:
             for provider_id, (base_url, key) in keyed.items()
             if key is not None
         }
-        self._versions: dict[str, tuple[str, RunConfig]] = {}
+        # By session: its version's provider id, agent id and run config.
+        self._versions: dict[str, tuple[str, str, RunConfig]] = {}
         self._clients: dict[str, Model] = {}
         self._classes: dict[str, ModelClass] = {}
 
@@ -71,13 +72,18 @@ class ModelRegistry:
 
     async def config_for(self, session_id: str) -> RunConfig:
         """The run config of the session's agent version; ModelError when that version is gone."""
-        _, config = await self._version_of(session_id)
+        _, _, config = await self._version_of(session_id)
         return config
+
+    def billed_to(self, session_id: str) -> tuple[str, str]:
+        """The provider id and agent id of a session whose config was read (what its tokens count under)."""
+        provider_id, agent_id, _ = self._versions[session_id]
+        return provider_id, agent_id
 
     async def model_for(self, session_id: str) -> Model:
         """The session's model: the scripted one, or a client of its provider (whose SDK is imported on
         first use); ModelError when the provider was deleted."""
-        provider_id, _ = await self._version_of(session_id)
+        provider_id, _, _ = await self._version_of(session_id)
         if provider_id == SCRIPTED_PROVIDER_ID:
             return self._scripted
         platform = self._platform.get(provider_id)
@@ -105,7 +111,7 @@ class ModelRegistry:
         )
         return self._client(provider.id, provider.format, endpoint, model)
 
-    async def _version_of(self, session_id: str) -> tuple[str, RunConfig]:
+    async def _version_of(self, session_id: str) -> tuple[str, str, RunConfig]:
         if session_id not in self._versions:
             try:
                 session = await self._broker.sessions.get(session_id)
@@ -113,7 +119,7 @@ class ModelRegistry:
             except NotFound as error:
                 raise ModelError(f"the session's agent version is gone: {error.message}") from None
             config = RunConfig.of(version.config, self._broker.settings.max_steps, version.secrets)
-            self._versions[session_id] = (version.model_provider_id, config)
+            self._versions[session_id] = (version.model_provider_id, version.agent_id, config)
         return self._versions[session_id]
 
     async def _model_class(self, provider_format: ProviderFormat) -> ModelClass:

@@ -14,6 +14,8 @@
 --!arg gone_text     text for run_gone
 --!arg retention_ms  call stream retention (ms)
 --!arg timing        the step's timing (a custom event JSON, '' for none)
+--!arg usage         the step's token counts, a JSON object of the four SB_USAGE counts it has ('' for none):
+--                    added to the run's, which its end reports (sb_end_run)
 --!arg calls...      one per tool call, in order: a JSON object (`StepCall` in broker/services/runs.py), its fields
 --                    call_id; kind ('client' | 'server' | 'none'); tool, the raw tool name; policy
 --                    ('allow' | 'require_approval' | 'deny'); name, the model-visible tool name (a
@@ -75,6 +77,7 @@ end
 
 redis.call('ZREM', SB_P.steps, S.sid)
 sb_append(S, A.message)
+if A.usage ~= '' then sb_add_usage(S, cjson.decode(A.usage)) end
 local pending, k = 0, 1
 local seen = {}
 for _, c in ipairs(planned) do

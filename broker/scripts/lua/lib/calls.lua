@@ -160,12 +160,38 @@ local function sb_start_next(S)
   sb_start_run(S, last.run_id, last.scoped)
 end
 
+-- The token counts a run reports, in the order its end reads them; the run hash keeps each as `u:<name>`.
+local SB_USAGE = {'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens'}
+
+-- Adds a step's token counts (a table of SB_USAGE names to counts) to the run's.
+local function sb_add_usage(S, usage)
+  for _, name in ipairs(SB_USAGE) do
+    local n = tonumber(usage[name])
+    if n then redis.call('HINCRBY', S.run, 'u:' .. name, n) end
+  end
+end
+
+-- The run's token counts as a JSON object, or nil when no step reported any (the scripted model's runs).
+local function sb_usage_json(counts, first)
+  local parts = {}
+  for i, name in ipairs(SB_USAGE) do
+    local n = counts[first + i - 1]
+    if n then parts[#parts + 1] = '"' .. name .. '":' .. n end
+  end
+  if #parts == 0 then return nil end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
 -- Ends the active run with `outcome` (run_completed | run_failed | run_cancelled): its owed calls fail
 -- with `run_gone` first, then the terminal event and the run's timing; steering input not yet read goes
 -- with it; its run-scoped registrations are released; and whatever waits in the queue starts.
 -- Reads S.run, S.inbox and the fields of sb_settle and sb_start_next. Returns the run id.
 local function sb_end_run(S, outcome, err, gone_text)
-  local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'scoped', 'created_at', 'in_bytes')
+  local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'scoped', 'created_at', 'in_bytes',
+    'u:input_tokens', 'u:output_tokens', 'u:cached_input_tokens', 'u:reasoning_tokens')
+  -- An extension: what the run's model steps counted, on run_completed and the run's timing.
+  local usage = sb_usage_json(run, 7)
+  local used = usage and (',"usage":' .. usage) or ''
   local run_id = run[1]
   redis.call('HSET', S.run, 'state', 'ending')
   sb_count('runs_active', -1)
@@ -174,11 +200,13 @@ local function sb_end_run(S, outcome, err, gone_text)
   redis.call('ZREM', SB_P.steps, S.sid)
   if outcome == 'run_failed' then
     sb_append(S, '{"type":"run_failed","run_id":' .. sb_str(run_id) .. ',"error":' .. sb_str(err) .. '}')
+  elseif outcome == 'run_completed' then
+    sb_append(S, '{"type":"run_completed","run_id":' .. sb_str(run_id) .. used .. '}')
   else
     sb_append(S, sb_run_event(outcome, run_id))
   end
   sb_append(S, sb_custom('timing', '{"scope":"run","run_id":' .. sb_str(run_id) .. ',"outcome":"' .. outcome
-    .. '","steps":' .. (tonumber(run[2]) + 1) .. ',"total_ms":' .. (S.now - tonumber(run[5])) .. '}'))
+    .. '","steps":' .. (tonumber(run[2]) + 1) .. ',"total_ms":' .. (S.now - tonumber(run[5])) .. used .. '}'))
   sb_release_scoped(S, run[4])
   -- Steering input the run never read leaves with it.
   for _, raw in ipairs(redis.call('LRANGE', S.inbox, 0, -1)) do sb_add(S.meta, -(#raw + SB_ENTRY)) end

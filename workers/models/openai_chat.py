@@ -1,0 +1,329 @@
+"""OpenAI's Chat Completions wire, streamed, through the official `openai` package: OpenAI itself and the
+servers that speak it (vLLM, llama.cpp's server, LM Studio, Ollama, LiteLLM, OpenRouter, Groq, Together,
+DeepSeek, Mistral). Where those servers differ from OpenAI, the difference is handled here and named
+(docs/providers/openai-chat.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+
+from broker.errors import AddressRefused
+from common.codec import dumps, new_call_id
+from common.events import image_text
+from workers.arguments import parse_arguments
+from workers.models.aliases import Aliases
+from workers.models.base import (
+    DeltaSink,
+    Endpoint,
+    Message,
+    ModelError,
+    ModelRequest,
+    ToolOutcome,
+    TransientModelError,
+    Turn,
+    TurnBuilder,
+    Usage,
+    count,
+)
+from workers.models.openai_client import error_detail, error_of, field_of, openai_client
+
+# Optional request parameters some servers refuse with a 400 that names them: such a parameter is left
+# out (or, where the server names its replacement, renamed) and the request sent again at once, and the
+# client remembers it for its later steps. OpenAI's reasoning models take only `max_completion_tokens`;
+# most other servers know only `max_tokens`.
+_DROPPABLE = ("stream_options", "parallel_tool_calls")
+_RENAMED = {"max_tokens": "max_completion_tokens"}
+
+# finish_reason values that end a turn with nothing usable, as the servers spell them.
+_FILTERED = {"content_filter", "safety", "recitation"}
+
+
+def _image_part(media_type: str, data: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{data}"}}
+
+
+def _tool_message(result: ToolOutcome, text_only: bool) -> dict[str, Any]:
+    text = f"error: {result.text}" if result.is_error else result.text
+    if text_only and result.images:
+        # A model that reads no images still learns that they came, and what they were.
+        text = "\n".join([text, *(image_text(media_type, data) for media_type, data in result.images)]).strip()
+    return {"role": "tool", "tool_call_id": result.call_id, "content": text}
+
+
+def to_messages(
+    transcript: list[Message], aliases: Aliases, system: str | None, text_only: bool
+) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages. A tool message carries text only on this wire, so a
+    result's images follow as one user message with image parts, after the last tool message of their
+    batch (a tool message must directly follow the assistant message that made the call)."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    images: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if images:
+            messages.append({"role": "user", "content": [{"type": "text", "text": "The tools' images:"}, *images]})
+            images.clear()
+
+    for message in transcript:
+        if message.role == "tool" and message.result is not None:
+            messages.append(_tool_message(message.result, text_only))
+            if not text_only:
+                images.extend(_image_part(media_type, data) for media_type, data in message.result.images)
+            continue
+        flush()
+        if message.role == "user" and message.text:
+            messages.append({"role": "user", "content": message.text})
+        elif message.role == "assistant" and (message.text or message.calls):
+            # `content` is null beside tool calls with no text, as OpenAI writes it; some servers refuse "".
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            if message.calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.call_id,
+                        "type": "function",
+                        "function": {"name": aliases.outward(call.name), "arguments": dumps(call.arguments)},
+                    }
+                    for call in message.calls
+                ]
+            messages.append(entry)
+    flush()
+    return messages
+
+
+class _Call:
+    __slots__ = ("arguments", "call_id", "index", "name", "place")
+
+    def __init__(self, place: int, index: object, call_id: str, name: str) -> None:
+        self.place = place
+        self.index = index
+        self.call_id = call_id
+        self.name = name
+        self.arguments = ""
+
+
+class _Calls:
+    """A turn's tool calls, assembled from their streamed fragments.
+
+    OpenAI sends a call's id and name once, in its first fragment, then arguments under the same `index`.
+    The servers differ: vLLM sends parallel calls all with index 0 (a new id starts a new call), some
+    servers send no ids (one is made), some repeat the id and name in every fragment, and some send each
+    call's arguments whole in one fragment."""
+
+    def __init__(self, aliases: Aliases, deltas: DeltaSink) -> None:
+        self._aliases = aliases
+        self._deltas = deltas
+        self.calls: list[_Call] = []
+
+    def feed(self, fragment: Any) -> None:
+        call_id = field_of(fragment, "id")
+        index = field_of(fragment, "index")
+        function = field_of(fragment, "function")
+        name = field_of(function, "name") if function is not None else None
+        piece = (field_of(function, "arguments") if function is not None else None) or ""
+        call = self._target(call_id, index, name)
+        if call is None:
+            place = len(self.calls)
+            call = _Call(place, index, call_id or new_call_id(), self._aliases.inward(name or ""))
+            self.calls.append(call)
+        elif name and not call.name:
+            call.name = self._aliases.inward(name)
+        if piece:
+            call.arguments += piece
+            self._deltas.tool_input(call.place, call.call_id, call.name, piece)
+
+    def _target(self, call_id: object, index: object, name: object) -> _Call | None:
+        """The call a fragment continues; None when it starts one."""
+        if isinstance(call_id, str) and call_id:
+            return next((c for c in self.calls if c.call_id == call_id), None)
+        last = next((c for c in reversed(self.calls) if c.index == index), None)
+        if last is None:
+            return None
+        # No id: a name on a call that already has a name and whole arguments starts the next call (parallel
+        # calls from a server that sends neither ids nor distinct indexes).
+        if name and last.name and _whole(last.arguments):
+            return None
+        return last
+
+    def built(self, into: TurnBuilder) -> None:
+        for call in self.calls:
+            # A call with no parameters may come with no arguments at all.
+            arguments, invalid = parse_arguments(call.arguments or "{}")
+            into.call(call.call_id, call.name, arguments, invalid)
+
+
+def _whole(arguments: str) -> bool:
+    return bool(arguments) and not parse_arguments(arguments)[1]
+
+
+def usage_of(usage: Any) -> Usage | None:
+    """Chat Completions counts: prompt_tokens includes the cached, completion_tokens the reasoning."""
+    if usage is None:
+        return None
+    prompt, completion = field_of(usage, "prompt_tokens_details"), field_of(usage, "completion_tokens_details")
+    return Usage(
+        input_tokens=count(field_of(usage, "prompt_tokens")),
+        output_tokens=count(field_of(usage, "completion_tokens")),
+        cached_input_tokens=count(field_of(prompt, "cached_tokens")) if prompt is not None else None,
+        reasoning_tokens=count(field_of(completion, "reasoning_tokens")) if completion is not None else None,
+    )
+
+
+def _reasoning(delta: Any) -> str:
+    """The reasoning a server streams beside the text: `reasoning_content` (DeepSeek, vLLM, llama.cpp) or
+    `reasoning` (OpenRouter, Ollama); neither is in OpenAI's own schema, so both arrive as extra fields."""
+    for name in ("reasoning_content", "reasoning"):
+        value = field_of(delta, name)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+class _Reader:
+    def __init__(self, aliases: Aliases, deltas: DeltaSink) -> None:
+        self._deltas = deltas
+        self._calls = _Calls(aliases, deltas)
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self.model: str | None = None
+        self.usage: Usage | None = None
+        self.finish: str | None = None
+
+    def feed(self, chunk: Any) -> None:
+        self.model = field_of(chunk, "model") or self.model
+        # With include_usage the counts come in a last chunk with no choices; some servers send them in
+        # every chunk, growing: the last one wins.
+        self.usage = usage_of(field_of(chunk, "usage")) or self.usage
+        for choice in field_of(chunk, "choices") or ():
+            if field_of(choice, "index") not in (0, None):
+                continue
+            delta = field_of(choice, "delta")
+            if delta is not None:
+                self._delta(delta)
+            self.finish = field_of(choice, "finish_reason") or self.finish
+
+    def _delta(self, delta: Any) -> None:
+        reasoning = _reasoning(delta)
+        if reasoning:
+            self._reasoning.append(reasoning)
+            self._deltas.reasoning(reasoning)
+        text = field_of(delta, "content")
+        if isinstance(text, str) and text:
+            self._text.append(text)
+            self._deltas.text(text)
+        for fragment in field_of(delta, "tool_calls") or ():
+            self._calls.feed(fragment)
+
+    def turn(self) -> Turn:
+        if self.finish is None:
+            raise TransientModelError("the Chat Completions stream ended before the answer was complete")
+        text = "".join(self._text)
+        if self.finish in _FILTERED and not text and not self._calls.calls:
+            raise ModelError(f"the model's answer was withheld by the provider's filter (finish_reason {self.finish})")
+        built = TurnBuilder()
+        if self._reasoning:
+            built.thinking("".join(self._reasoning))
+        built.text(text)
+        self._calls.built(built)
+        return built.turn(self.model, self.usage)
+
+
+class OpenAIChat:
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._client = openai_client(endpoint)
+        self._text_only = endpoint.text_only
+        # What this provider refused (a parameter it does not know), kept for the steps after.
+        self._refused: set[str] = set()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _params(self, request: ModelRequest, aliases: Aliases) -> dict[str, Any]:
+        config = request.config
+        params: dict[str, Any] = {
+            "model": config.model,
+            "messages": to_messages(request.transcript, aliases, config.system_prompt, self._text_only),
+            "max_tokens": config.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if config.reasoning_effort:
+            params["reasoning_effort"] = config.reasoning_effort
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": aliases.outward(t.name),
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+            params["parallel_tool_calls"] = True
+            if config.tool_choice:
+                params["tool_choice"] = config.tool_choice
+        for name in self._refused:
+            _adapt(params, name)
+        return params
+
+    async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
+        aliases = Aliases(tool.name for tool in request.tools)
+        params = self._params(request, aliases)
+        while True:
+            reader = _Reader(aliases, deltas)
+            try:
+                async for chunk in await self._client.chat.completions.create(**params):
+                    reader.feed(chunk)
+                return reader.turn()
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as error:
+                refused = _refused_parameter(error, params)
+                if refused is None:
+                    raise error_of(error) from error
+                self._refused.add(refused)
+                _adapt(params, refused)
+            except openai.APIError as error:
+                raise error_of(error) from error
+            except AddressRefused as refusal:
+                # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
+                raise ModelError(refusal.message) from None
+
+
+def _adapt(params: dict[str, Any], name: str) -> None:
+    """`params` without the parameter a server refused: renamed where it has a replacement, else left out."""
+    if name not in params:
+        return
+    value = params.pop(name)
+    if name in _RENAMED:
+        params[_RENAMED[name]] = value
+
+
+# Words a server's 400 uses for a parameter it does not take (as opposed to a value it does not like:
+# "max_tokens is too large" is no reason to send max_completion_tokens instead).
+_UNKNOWN = ("unsupported", "not supported", "unrecognized", "unknown", "extra", "not permitted", "not allowed",
+            "unexpected", "does not support", "no longer supported")  # fmt: skip
+
+
+def _refused_parameter(error: openai.APIStatusError, params: dict[str, Any]) -> str | None:
+    """The optional parameter a 400 (or 422) says the server does not take, if it names one we sent (and
+    have not already adapted: a server refusing `max_completion_tokens` too is not asked a third time)."""
+    text = " ".join(_texts(error_detail(error))).lower()
+    if not any(word in text for word in _UNKNOWN):
+        return None
+    return next((name for name in (*_DROPPABLE, *_RENAMED) if name in params and name in text), None)
+
+
+def _texts(detail: dict[str, Any]) -> Iterator[str]:
+    # Servers name the parameter in the message, or in `param` (OpenAI), or in a pydantic error's `loc`
+    # (FastAPI-based servers answer 422 {"detail": [{"loc": [...], "msg": ...}]}).
+    yield str(detail.get("message") or "")
+    yield str(detail.get("param") or "")
+    items = detail.get("detail")
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict):
+            yield str(item.get("msg") or "")
+            yield str(item.get("type") or "")
+            yield " ".join(str(part) for part in item.get("loc") or ())
