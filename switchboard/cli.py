@@ -1,4 +1,4 @@
-"""`switchboard up | api | worker [--check] | keys mint | session new | tools serve | tools mcp`."""
+"""`switchboard up | api | worker [--check] | keys mint | session new | models try | tools serve | tools mcp`."""
 
 from __future__ import annotations
 
@@ -64,6 +64,14 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     _logging(settings)
     asyncio.run(serve(settings, url))
     return 0
+
+
+def _cmd_models_try(args: argparse.Namespace) -> int:
+    from switchboard.models_try import try_model
+
+    settings = _settings(WorkerSettings)
+    url = _redis_url(settings, "models try")
+    return asyncio.run(try_model(settings, url, args.provider, args.model, args.max_tokens))
 
 
 def _cmd_mint(args: argparse.Namespace) -> int:
@@ -335,6 +343,16 @@ def parser() -> argparse.ArgumentParser:
     new.add_argument("--url", help="the API (default: http://SWITCHBOARD_HOST:SWITCHBOARD_PORT)")
     new.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     new.set_defaults(run=_cmd_session_new)
+    models = commands.add_parser("models", help="model providers").add_subparsers(dest="models_command", required=True)
+    attempt = models.add_parser(
+        "try", help="send a provider one short request with one tool; print the answer, the call and the tokens"
+    )
+    attempt.add_argument("--provider", required=True, help="the provider's id (GET /v1/model-providers)")
+    attempt.add_argument("--model", required=True, help="the model's name, as the provider spells it")
+    attempt.add_argument(
+        "--max-tokens", type=_at_least(1, int), default=512, metavar="N", help="the answer's token limit (512)"
+    )
+    attempt.set_defaults(run=_cmd_models_try)
     _tools_parser(commands)
     return top
 

@@ -84,15 +84,21 @@ class ModelRegistry:
         """The session's model: the scripted one, or a client of its provider (whose SDK is imported on
         first use); ModelError when the provider was deleted."""
         provider_id, _, _ = await self._version_of(session_id)
+        _, model = await self.client_for(provider_id)
+        return model
+
+    async def client_for(self, provider_id: str) -> tuple[ProviderFormat, Model]:
+        """A provider's format and a client of it (the scripted model for the scripted provider); ModelError
+        when it is not there or this worker holds no key for it."""
         if provider_id == SCRIPTED_PROVIDER_ID:
-            return self._scripted
+            return "openai_responses", self._scripted
         platform = self._platform.get(provider_id)
         if platform is not None:
             # The deployment's own provider: its URL is the operator's to choose, so no address check.
             provider_format, base_url, key = platform
             model = await self._model_class(provider_format)
             endpoint = Endpoint(base_url, key.get_secret_value(), self._broker.settings.step_timeout_s)
-            return self._client(provider_id, provider_format, endpoint, model)
+            return provider_format, self._client(provider_id, provider_format, endpoint, model)
         if provider_id in KEYED_PROVIDERS:
             name = KEYED_PROVIDERS[provider_id][1]
             raise ModelError(f"this worker has no key for the platform provider {name}")
@@ -109,7 +115,7 @@ class ModelRegistry:
             self._broker.providers.addresses,
             text_only=provider.text_only,
         )
-        return self._client(provider.id, provider.format, endpoint, model)
+        return provider.format, self._client(provider.id, provider.format, endpoint, model)
 
     async def _version_of(self, session_id: str) -> tuple[str, str, RunConfig]:
         if session_id not in self._versions:
