@@ -1,5 +1,5 @@
 import { connect } from "/sdk/switchboard.js";
-import { readable, toEnd } from "/pages/transcript.js";
+import { readable, tokens, toEnd } from "/pages/transcript.js";
 
 const $ = (id) => document.getElementById(id);
 // The same store and key name as the demo (same origin), so a link from one opens the other signed in.
@@ -435,7 +435,12 @@ function see(event) {
       if (live) refreshClients(live.sessionId);
       break;
     case "run_started": state.running = true; note("run started"); break;
-    case "run_completed": state.running = false; note("run completed"); break;
+    case "run_completed": {
+      state.running = false;
+      const used = tokens(event.usage);
+      note(used ? `run completed · ${used}` : "run completed");
+      break;
+    }
     case "run_cancelled": state.running = false; note("run cancelled"); break;
     case "run_failed": state.running = false; transcript.append(el("p", { class: "note", style: "color: var(--bad)" }, `run failed: ${event.error}`)); break;
     case "error": transcript.append(el("p", { class: "note", style: "color: var(--bad)" }, event.message)); break;

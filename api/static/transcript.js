@@ -33,3 +33,15 @@ export function toEnd(box) {
   box.scrollTop = top ?? end;
   return box.scrollTop;
 }
+
+/** What a run's model steps used (run_completed's `usage`, an extension) as one phrase, or "" when the
+ * provider counted nothing: "1,234 tokens in (1,000 cached), 56 out (12 reasoning)". */
+export function tokens(usage) {
+  if (!usage || typeof usage !== "object") return "";
+  const n = (value) => (typeof value === "number" ? value.toLocaleString("en-US") : "?");
+  const { input_tokens: input, output_tokens: output, cached_input_tokens: cached, reasoning_tokens: reasoning } = usage;
+  if ([input, output, cached, reasoning].every((value) => value === undefined || value === null)) return "";
+  const inPart = `${n(input)} tokens in` + (typeof cached === "number" ? ` (${n(cached)} cached)` : "");
+  const outPart = `${n(output)} out` + (typeof reasoning === "number" ? ` (${n(reasoning)} reasoning)` : "");
+  return `${inPart}, ${outPart}`;
+}
