@@ -294,3 +294,23 @@ async def test_a_bad_model_block_is_refused_naming_the_field(
     answer = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
     assert answer.status_code == 400
     assert field in answer.text
+
+
+async def test_a_runs_usage_is_the_sum_of_its_steps(api: Api, fake: FakeProvider) -> None:
+    session = await chat_session(api, fake)
+    web = await api.register(session)
+    fake.replies = [
+        chat_stream("", ROW, usage=chat_usage(10, 2)),
+        chat_stream("Done.", usage=chat_usage(20, 3, cached=5, reasoning=1)),
+    ]
+    await api.send(session, "light")
+    await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
+    assert (await api.call(session, web["id"], "call_a", "result", text="lit")).status_code == 204
+    events = await api.wait_for(session, run_over)
+    total = {"input_tokens": 30, "output_tokens": 5, "cached_input_tokens": 5, "reasoning_tokens": 1}
+    assert of_type(events, "run_completed")[0]["usage"] == total
+    steps = timings(await logged(api, session, "timing"), "step")
+    assert [s["usage"] for s in steps] == [
+        {"input_tokens": 10, "output_tokens": 2},
+        {"input_tokens": 20, "output_tokens": 3, "cached_input_tokens": 5, "reasoning_tokens": 1},
+    ]
