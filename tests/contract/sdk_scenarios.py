@@ -576,6 +576,38 @@ async def front_doors_in_use(ctx: Context) -> str:
     return "an AG-UI and an AI SDK frontend's tools and the SDK's tool on one session, live and listed"
 
 
+async def extension_formats_listed(ctx: Context) -> str:
+    """Providers of the extension formats (`openai_chat`, `gemini`) and a version on one, in the workspace
+    the SDK lists: its listings stay valid (they hold only the formats it knows) and the extensions show
+    to a raw caller that asks for them."""
+    admin = ctx.admin
+    created: dict[str, str] = {}
+    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {KEY}"}) as key:
+        for extension in ("openai_chat", "gemini"):
+            body = {"format": extension, "display_name": f"ext {extension}", "api_key": "k",
+                    "base_url": "http://127.0.0.1:9/v1", "text_only": True}  # fmt: skip
+            answer = await key.post("/v1/model-providers", json=body)
+            assert answer.status_code == 201, answer.text
+            created[extension] = answer.json()["id"]
+        agent = await admin.agents.create(CreateAgentBody(name="extension formats"))
+        model = {"format": "openai_chat", "model": "qwen3", "max_tokens": 100, "context_window": 8000}
+        published = await key.post(
+            f"/v1/agents/{agent.id}/versions", json={"model_provider_id": created["openai_chat"], "model": model}
+        )
+        assert published.status_code == 201, published.text
+        providers = [p async for p in await admin.model_providers.list()]
+        assert not set(created.values()) & {str(p.id) for p in providers}
+        assert {p.format for p in providers} <= {"anthropic", "openai_responses"}
+        versions = [v async for v in await admin.agents.list_versions(agent.id)]
+        assert versions == []
+        raw = (await key.get("/v1/model-providers", params={"include": "extensions", "limit": 100})).json()
+        assert set(created.values()) <= {p["id"] for p in raw["items"]}
+        path = f"/v1/agents/{agent.id}/versions"
+        raw_versions = (await key.get(path, params={"include": "extensions"})).json()["items"]
+        assert [v["config"]["model"]["format"] for v in raw_versions] == ["openai_chat"]
+    return f"the SDK listed {len(providers)} providers and no version; raw listings showed the extensions"
+
+
 SCENARIOS: dict[str, Scenario] = {
     "admin_routes": admin_routes,
     "tool_round_trip": tool_round_trip,
@@ -590,6 +622,7 @@ SCENARIOS: dict[str, Scenario] = {
     "extensions_in_use": extensions_in_use,
     "mcp_in_use": mcp_in_use,
     "front_doors_in_use": front_doors_in_use,
+    "extension_formats_listed": extension_formats_listed,
 }
 
 
