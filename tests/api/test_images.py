@@ -143,3 +143,20 @@ async def test_openai_responses_gets_the_image_in_the_function_call_output(api: 
         "call_id": "fc_1",
         "output": [{"type": "input_image", "image_url": f"data:image/jpeg;base64,{PIXEL}"}],
     }
+
+
+async def test_a_text_only_provider_gets_each_image_as_its_placeholder(api: Api, fake: FakeProvider) -> None:
+    session = await provider_session(api, fake, CLAUDE, text_only=True)
+    web = await api.register(session)
+    use = {"type": "tool_use", "id": "toolu_1", "name": "client__web__highlight_row", "input": {"row_id": "1"}}
+    fake.replies = [
+        Reply(frames=anthropic_stream(use, stop="tool_use")),
+        Reply(frames=anthropic_stream({"type": "text", "text": "Noted."})),
+    ]
+    await api.send(session, "show me")
+    await dispatched_call(api, session)
+    content = [{"type": "text", "text": "here"}, image()]
+    assert (await api.call(session, web["id"], "toolu_1", "result", content=content)).status_code == 204
+    await api.wait_for(session, run_over)
+    result = fake.requests[1]["messages"][-1]["content"][0]
+    assert result["content"] == "here\n[image/png, 1 KB]"

@@ -43,9 +43,12 @@ async def fake() -> AsyncIterator[FakeProvider]:
         yield provider
 
 
-async def provider_session(api: Api, fake: FakeProvider, model: dict[str, Any], **config: Any) -> Session:
+async def provider_session(
+    api: Api, fake: FakeProvider, model: dict[str, Any], *, text_only: bool = False, **config: Any
+) -> Session:
     base_url = fake.url if model["format"] == "anthropic" else f"{fake.url}/v1"
     body = {"api_key": "test-key", "base_url": base_url, "display_name": "fake", "format": model["format"]}
+    body["text_only"] = text_only
     provider = (await api.key.post("/v1/model-providers", json=body)).json()
     agent = (await api.key.post("/v1/agents", json={"name": "real"})).json()
     version = {"model_provider_id": provider["id"], "model": model, **config}

@@ -183,6 +183,7 @@ class _Accumulator:
 
 class AnthropicMessages:
     def __init__(self, endpoint: Endpoint) -> None:
+        self._text_only = endpoint.text_only
         # Retries are ours (models/retry.py), so the budget spans the whole step. A workspace provider's
         # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
         base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
@@ -200,7 +201,7 @@ class AnthropicMessages:
         params: dict[str, Any] = {
             "model": config.model,
             "max_tokens": config.max_tokens,
-            "messages": to_messages(request.transcript, aliases),
+            "messages": to_messages(request.transcript_for(self._text_only), aliases),
             "stream": True,
         }
         if config.system_prompt:

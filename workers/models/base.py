@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from broker.services.runs import PlannedCall
 from common.addresses import ProviderAddresses
-from common.events import Block, text_block, thinking_block, tool_call_block
+from common.events import Block, image_text, text_block, thinking_block, tool_call_block
 
 if TYPE_CHECKING:
     from workers.config import RunConfig
@@ -64,11 +64,26 @@ class Message:
     result: ToolOutcome | None = None
 
 
+def without_images(transcript: list[Message]) -> list[Message]:
+    """The transcript for a provider marked text-only: each result's images as their text placeholders
+    (`[image/png, 48 KB]`) after its text, so the model still learns they came and what they were."""
+
+    def folded(result: ToolOutcome) -> ToolOutcome:
+        names = [image_text(media_type, data) for media_type, data in result.images]
+        return replace(result, text="\n".join([result.text, *names]).strip(), images=())
+
+    return [replace(m, result=folded(m.result)) if m.result is not None and m.result.images else m for m in transcript]
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     config: RunConfig
     transcript: list[Message]
     tools: list[ToolSpec]
+
+    def transcript_for(self, text_only: bool) -> list[Message]:
+        """The transcript as a provider takes it: with images folded to text where it reads none."""
+        return without_images(self.transcript) if text_only else self.transcript
 
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")

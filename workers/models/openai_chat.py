@@ -12,7 +12,6 @@ import openai
 
 from broker.errors import AddressRefused
 from common.codec import dumps, new_call_id
-from common.events import image_text
 from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
 from workers.models.base import (
@@ -45,17 +44,12 @@ def _image_part(media_type: str, data: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{data}"}}
 
 
-def _tool_message(result: ToolOutcome, text_only: bool) -> dict[str, Any]:
+def _tool_message(result: ToolOutcome) -> dict[str, Any]:
     text = f"error: {result.text}" if result.is_error else result.text
-    if text_only and result.images:
-        # A model that reads no images still learns that they came, and what they were.
-        text = "\n".join([text, *(image_text(media_type, data) for media_type, data in result.images)]).strip()
     return {"role": "tool", "tool_call_id": result.call_id, "content": text}
 
 
-def to_messages(
-    transcript: list[Message], aliases: Aliases, system: str | None, text_only: bool
-) -> list[dict[str, Any]]:
+def to_messages(transcript: list[Message], aliases: Aliases, system: str | None) -> list[dict[str, Any]]:
     """The conversation as Chat Completions messages. A tool message carries text only on this wire, so a
     result's images follow as one user message with image parts, after the last tool message of their
     batch (a tool message must directly follow the assistant message that made the call)."""
@@ -69,9 +63,8 @@ def to_messages(
 
     for message in transcript:
         if message.role == "tool" and message.result is not None:
-            messages.append(_tool_message(message.result, text_only))
-            if not text_only:
-                images.extend(_image_part(media_type, data) for media_type, data in message.result.images)
+            messages.append(_tool_message(message.result))
+            images.extend(_image_part(media_type, data) for media_type, data in message.result.images)
             continue
         flush()
         if message.role == "user" and message.text:
@@ -244,7 +237,7 @@ class OpenAIChat:
         config = request.config
         params: dict[str, Any] = {
             "model": config.model,
-            "messages": to_messages(request.transcript, aliases, config.system_prompt, self._text_only),
+            "messages": to_messages(request.transcript_for(self._text_only), aliases, config.system_prompt),
             "max_tokens": config.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},

@@ -86,6 +86,7 @@ def _turn(output: list[Any], aliases: Aliases, model: str | None, usage: Usage |
 class OpenAIResponses:
     def __init__(self, endpoint: Endpoint) -> None:
         self._client = openai_client(endpoint)
+        self._text_only = endpoint.text_only
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -95,7 +96,7 @@ class OpenAIResponses:
         aliases = Aliases(tool.name for tool in request.tools)
         params: dict[str, Any] = {
             "model": config.model,
-            "input": to_input(request.transcript, aliases),
+            "input": to_input(request.transcript_for(self._text_only), aliases),
             "max_output_tokens": config.max_tokens,
             "store": False,
             "stream": True,
