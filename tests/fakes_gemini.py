@@ -5,6 +5,7 @@ GenerateContentResponse; every request it gets is kept for assertions."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,16 +23,33 @@ GEMINI_PATH = "/v1beta/models/{model}:streamGenerateContent"
 VERTEX_PATH = "/v1beta1/projects/{project}/locations/{location}/publishers/google/models/{model}:streamGenerateContent"
 
 
+# Fields whose values are the caller's data, not the API's names: kept as sent.
+_DATA = {"args", "response", "parametersJsonSchema"}
+
+
+def camel(value: Any) -> Any:
+    """A request body with each API field named in lowerCamelCase. The API (a proto3 JSON parser) takes
+    a field by either name, and the SDK sends some under their proto names (`thinking_budget`,
+    `parameters_json_schema`, `inline_data`): the fake reads them as the API does."""
+    if isinstance(value, list):
+        return [camel(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    named = {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key): item for key, item in value.items()}
+    return {key: item if key in _DATA else camel(item) for key, item in named.items()}
+
+
 @dataclass
 class FakeGemini:
     url: str = ""
     replies: list[Reply] = field(default_factory=list)
-    # Each request: its path, query, headers and JSON body.
+    # Each request: its path, query, headers, and JSON body (`raw` as sent, `body` read as the API reads it).
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     async def _answer(self, request: Request) -> Response:
         seen = {"path": request.url.path, "query": request.url.query, "headers": dict(request.headers)}
-        self.requests.append({**seen, "body": await request.json()})
+        raw = await request.json()
+        self.requests.append({**seen, "raw": raw, "body": camel(raw)})
         if not self.replies:
             return JSONResponse(error(500, "INTERNAL", "no reply was scripted"), 500)
         reply = self.replies.pop(0)

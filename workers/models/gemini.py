@@ -68,6 +68,11 @@ def _name(value: object) -> str | None:
     return str(getattr(value, "value", value))
 
 
+def _said(message: str | None) -> str:
+    text = provider_text(message, "")
+    return f": {text}" if text else ""
+
+
 def _wait_s(error: errors.APIError) -> float | None:
     """How long the API asked to wait: a Retry-After header, else the RetryInfo of its error details."""
     headers = getattr(error.response, "headers", None)
@@ -160,14 +165,14 @@ class _Reader:
             (self.deltas.reasoning if kind == "thought" else self.deltas.text)(text)
 
     def turn(self) -> Turn:
+        # The Gemini API's reasons come without a message (the SDK reads one from Vertex AI only).
         if self.blocked is not None:
             reason, message = self.blocked
-            raise ModelError(f"the Gemini API blocked the prompt ({reason}): {provider_text(message, 'no message')}")
+            raise ModelError(f"the Gemini API blocked the prompt ({reason}){_said(message)}")
         if not self.candidates:
             raise ModelError("the Gemini API returned no candidates")
         if self.finish not in _ENDINGS and not any(s.text or s.call for s in self.segments):
-            message = provider_text(self.finish_message, "no message")
-            raise ModelError(f"the Gemini API stopped with no answer ({self.finish}): {message}")
+            raise ModelError(f"the Gemini API stopped with no answer ({self.finish}){_said(self.finish_message)}")
         built = TurnBuilder()
         for segment in self.segments:
             # A signature with no thought text of its own belongs to the part that follows it (an empty
