@@ -14,12 +14,13 @@ from broker.services.runs import PlannedCall
 from common.codec import dumps
 from common.events import text_block, thinking_block, tool_call_block
 from tests.fakes import Reply
-from tests.fakes_gemini import FakeGemini, chunk, fake_gemini, gemini_stream, text_stream, usage
+from tests.fakes_gemini import FakeGemini, chunk, error, fake_gemini, gemini_stream, text_stream, usage
 from workers.config import RunConfig
 from workers.models.aliases import Aliases
-from workers.models.base import Endpoint, Message, ModelError, ModelRequest, ToolOutcome, Usage
+from workers.models.base import Endpoint, Message, ModelError, ModelRequest, ToolOutcome, TransientModelError, Usage
 from workers.models.gemini import Gemini, usage_of
 from workers.models.gemini_wire import MADE_ID, to_contents
+from workers.models.retry import RetryLater
 
 CONFIG = RunConfig(format="gemini", model="gemini-2.5-flash", max_tokens=100)
 HELLO = ModelRequest(CONFIG, [Message("user", "hello")], [])
@@ -164,3 +165,42 @@ def test_signatures_go_back_on_their_parts_and_made_ids_are_not_sent() -> None:
     assert response is not None
     assert response.parts is None
     assert response.response == {"error": "nope\n[image/png, 1 KB]"}
+
+
+async def turn_against(fake: FakeGemini, endpoint: Endpoint | None = None) -> Any:
+    model = Gemini(endpoint or Endpoint(fake.url, "k", 10.0))
+    try:
+        return await model.turn(HELLO, Deltas())
+    finally:
+        await model.aclose()
+
+
+async def test_an_error_in_the_stream_and_a_retry_delay_in_the_details_are_read(fake: FakeGemini) -> None:
+    retry_info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2.5s"}
+    fake.replies = [
+        Reply(frames=[*text_stream("partial")[:1], ("", error(503, "UNAVAILABLE", "overloaded mid-stream"))]),
+        Reply(429, error(429, "RESOURCE_EXHAUSTED", "Quota exceeded", details=[retry_info])),
+    ]
+    with pytest.raises(RetryLater, match="the Gemini API answered 503 UNAVAILABLE: overloaded mid-stream"):
+        await turn_against(fake)
+    with pytest.raises(RetryLater) as limited:
+        await turn_against(fake)
+    assert str(limited.value) == "the Gemini API answered 429 RESOURCE_EXHAUSTED: Quota exceeded"
+    assert limited.value.wait_s == 2.5
+
+
+async def test_a_provider_that_cannot_be_reached_is_a_transient_failure(fake: FakeGemini) -> None:
+    # A port nothing listens on (the fake's own, once it is gone).
+    async with fake_gemini() as gone:
+        url = gone.url
+    with pytest.raises(TransientModelError, match="the Gemini API could not be reached"):
+        await turn_against(fake, Endpoint(url, "k", 5.0))
+
+
+async def test_vertex_ai_says_why_it_stopped_with_no_answer(fake: FakeGemini) -> None:
+    stopped = {"finishReason": "SAFETY", "finishMessage": "The response was blocked.", "index": 0}
+    fake.replies = [Reply(frames=gemini_stream({"candidates": [stopped]}))]
+    with pytest.raises(
+        ModelError, match=r"^the Gemini API stopped with no answer \(SAFETY\): The response was blocked\.$"
+    ):
+        await turn_against(fake, vertex(fake, {"access_token": "t"}))
