@@ -57,8 +57,9 @@ class FakeGemini:
             return JSONResponse(reply.body, reply.status, headers=reply.headers)
 
         async def stream() -> AsyncIterator[bytes]:
-            for _, data in reply.frames:
-                yield f"data: {dumps(data)}\r\n\r\n".encode()
+            for kind, data in reply.frames:
+                # A frame of kind "raw" sends its `raw` text as it is (one that is not JSON).
+                yield f"data: {data['raw'] if kind == 'raw' else dumps(data)}\r\n\r\n".encode()
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 

@@ -204,3 +204,20 @@ async def test_vertex_ai_says_why_it_stopped_with_no_answer(fake: FakeGemini) ->
         ModelError, match=r"^the Gemini API stopped with no answer \(SAFETY\): The response was blocked\.$"
     ):
         await turn_against(fake, vertex(fake, {"access_token": "t"}))
+
+
+async def test_max_tokens_ends_a_turn_with_what_came_and_fails_one_with_nothing(fake: FakeGemini) -> None:
+    fake.replies = [
+        Reply(frames=gemini_stream(chunk({"text": "cut sho"}, finish="MAX_TOKENS"))),
+        Reply(frames=gemini_stream(chunk(finish="MAX_TOKENS", usageMetadata=usage(5, 0, thoughts=100)))),
+    ]
+    assert (await turn_against(fake)).content == [text_block("cut sho")]
+    with pytest.raises(ModelError) as empty:
+        await turn_against(fake)
+    assert str(empty.value) == "the Gemini API stopped with no answer (MAX_TOKENS)"
+
+
+async def test_a_chunk_that_is_not_json_fails_the_turn(fake: FakeGemini) -> None:
+    fake.replies = [Reply(frames=[*gemini_stream(chunk({"text": "a"})), ("raw", {"raw": "{not json"})])]
+    with pytest.raises(ModelError, match="the Gemini API sent what could not be read"):
+        await turn_against(fake)

@@ -31,10 +31,14 @@ from workers.models.gemini_wire import MADE_ID, signature_text, to_contents
 from workers.models.retry import RetryLater
 from workers.pinned import pinned_client, refused
 
-_MODES = {"auto": types.FunctionCallingConfigMode.AUTO, "required": types.FunctionCallingConfigMode.ANY}
-_MODES["none"] = types.FunctionCallingConfigMode.NONE
+_MODES = {
+    "auto": types.FunctionCallingConfigMode.AUTO,
+    "required": types.FunctionCallingConfigMode.ANY,
+    "none": types.FunctionCallingConfigMode.NONE,
+}
 # A candidate that ends for one of these reasons with nothing in it is an answer of sorts (an empty one).
-_ENDINGS = {None, "STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED"}
+# Not MAX_TOKENS: with nothing in it, the model's unseen thinking took the whole of max_tokens.
+_ENDINGS = {None, "STOP", "FINISH_REASON_UNSPECIFIED"}
 _GEMINI_API = "https://generativelanguage.googleapis.com"
 
 
@@ -81,7 +85,8 @@ def _wait_s(error: errors.APIError) -> float | None:
         return float(header)
     body = error.details if isinstance(error.details, dict) else {}
     detail = body.get("error", body)
-    for item in detail.get("details") or [] if isinstance(detail, dict) else []:
+    items = detail.get("details") if isinstance(detail, dict) else None
+    for item in items if isinstance(items, list) else []:
         delay = item.get("retryDelay") if isinstance(item, dict) else None
         if isinstance(delay, str) and delay.endswith("s"):
             try:
@@ -282,6 +287,10 @@ class Gemini:
             if behind is not None:
                 raise ModelError(behind.message) from None
             raise TransientModelError(f"the Gemini API could not be reached: {error}") from error
+        except ValueError as error:
+            # A chunk that is not JSON, or not a GenerateContentResponse.
+            raise ModelError(f"the Gemini API sent what could not be read: {provider_text(str(error), '')}") from None
         except auth_errors.GoogleAuthError as error:
-            raise ModelError(f"Vertex AI refused the credentials: {provider_text(str(error), 'no message')}") from None
+            message = provider_text(str(error), "no message")
+            raise ModelError(f"the Vertex AI credentials could not be used: {message}") from None
         return reader.turn()
