@@ -266,6 +266,24 @@ async def test_a_workspace_gemini_provider_is_refused_when_its_name_rebinds_to_t
     assert fake.requests == []
 
 
+async def test_the_sdk_connects_only_through_the_pinned_client_to_the_checked_address(
+    settings: Settings, redis_url: str, api_key: str, fake: FakeGemini
+) -> None:
+    # rebind.example exists only in this test's table: the run reaches the fake only because the SDK's
+    # request went through the pinned client, which connects to the address the check saw.
+    port = fake.url.rsplit(":", 1)[1]
+    names = Names({"rebind.example": ["127.0.0.1"]})
+    fake.replies = [Reply(frames=text_stream("reached"))]
+    async with running_api(settings, redis_url, api_key, {}, resolver=names) as api:
+        session = await gemini_session(api, f"http://rebind.example:{port}")
+        await api.send(session, "hello")
+        events = await api.wait_for(session, run_over)
+    assert text_of(of_type(events, "message_assistant")[0]) == "reached"
+    (sent,) = fake.requests
+    assert sent["headers"]["host"] == f"rebind.example:{port}"
+    assert names.asked.count("rebind.example") >= 1
+
+
 @pytest.mark.parametrize(
     ("model", "field"),
     [
