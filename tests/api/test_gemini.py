@@ -141,6 +141,27 @@ async def test_parallel_calls_are_routed_and_answered_with_their_thought_signatu
     assert responses[1]["response"] == {"error": "row 2 is gone"}
 
 
+async def test_each_call_streams_as_one_tool_call_delta_of_its_whole_arguments(api: Api, fake: FakeGemini) -> None:
+    session = await gemini_session(api, fake.url)
+    await api.register(session)
+    calls = [{"functionCall": {"name": ROW, "args": {"row_id": row}, "id": f"fc-{row}"}} for row in ("7", "8")]
+    fake.replies = [Reply(frames=gemini_stream(chunk(calls[0]), chunk(calls[1], finish="STOP")))]
+    seen: list[Event] = []
+    async with api.stream(session, include="deltas") as frames:
+        await api.send(session, "light 7 and 8")
+        dispatched = 0
+        while dispatched < 2:
+            frame = await frames.next()
+            if frame.data and frame.id is None and frame.event["type"] == "tool_call_delta":
+                seen.append(frame.event)
+            elif frame.data and frame.id is not None and frame.event["type"] == "client_tool_dispatched":
+                dispatched += 1
+    assert [(d["index"], d["call_id"], d["name"], d["delta"]) for d in seen] == [
+        (0, "fc-7", ROW, '{"row_id":"7"}'),
+        (1, "fc-8", ROW, '{"row_id":"8"}'),
+    ]
+
+
 async def test_thought_parts_become_thinking_blocks_and_stream_as_thinking_deltas(api: Api, fake: FakeGemini) -> None:
     signature = b64(b"signed-answer")
     frames = gemini_stream(

@@ -17,7 +17,16 @@ from tests.fakes import Reply
 from tests.fakes_gemini import FakeGemini, chunk, error, fake_gemini, gemini_stream, text_stream, usage
 from workers.config import RunConfig
 from workers.models.aliases import Aliases
-from workers.models.base import Endpoint, Message, ModelError, ModelRequest, ToolOutcome, TransientModelError, Usage
+from workers.models.base import (
+    Endpoint,
+    Message,
+    ModelError,
+    ModelRequest,
+    ToolOutcome,
+    ToolSpec,
+    TransientModelError,
+    Usage,
+)
 from workers.models.gemini import Gemini, usage_of
 from workers.models.gemini_wire import MADE_ID, to_contents
 from workers.models.retry import RetryLater
@@ -57,8 +66,16 @@ def vertex(fake: FakeGemini, credentials: dict[str, str] | None) -> Endpoint:
 async def test_vertex_ai_is_reached_on_its_path_with_the_access_token(fake: FakeGemini) -> None:
     fake.replies = [Reply(frames=text_stream("from vertex"))]
     model = Gemini(vertex(fake, {"access_token": "ya29.token"}))
+    config = RunConfig(format="gemini", model="gemini-2.5-flash", max_tokens=100, thinking_budget=64)
+    call = tool_call_block("fc_1", "lookup", {"q": 1})
+    transcript = [
+        Message("user", "hello"),
+        Message("assistant", content=[call], calls=[PlannedCall("fc_1", "lookup", {"q": 1}, "")]),
+        Message("tool", result=ToolOutcome("fc_1", "seen", False, images=(("image/png", sig(b"png")),))),
+    ]
+    request = ModelRequest(config, transcript, [ToolSpec("lookup", "Look it up.", {"type": "object"})])
     try:
-        turn = await model.turn(HELLO, Deltas())
+        turn = await model.turn(request, Deltas())
     finally:
         await model.aclose()
     assert turn.content == [text_block("from vertex")]
@@ -67,7 +84,15 @@ async def test_vertex_ai_is_reached_on_its_path_with_the_access_token(fake: Fake
     assert (sent["path"], sent["query"]) == (f"{path}:streamGenerateContent", "alt=sse")
     assert sent["headers"]["authorization"] == "Bearer ya29.token"
     assert "x-goog-api-key" not in sent["headers"]
-    assert sent["body"]["contents"] == [{"role": "user", "parts": [{"text": "hello"}]}]
+    body = sent["body"]
+    assert body["contents"][0] == {"role": "user", "parts": [{"text": "hello"}]}
+    assert body["contents"][1]["parts"] == [{"functionCall": {"id": "fc_1", "name": "lookup", "args": {"q": 1}}}]
+    (answer,) = body["contents"][2]["parts"]
+    assert answer["functionResponse"]["response"] == {"output": "seen"}
+    assert answer["functionResponse"]["parts"][0]["inlineData"]["mimeType"] == "image/png"
+    assert body["tools"] == [{"functionDeclarations": [{"name": "lookup", "description": "Look it up.",
+                                                         "parametersJsonSchema": {"type": "object"}}]}]  # fmt: skip
+    assert body["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 64, "includeThoughts": True}
 
 
 @pytest.mark.parametrize(
