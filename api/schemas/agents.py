@@ -199,13 +199,25 @@ class OpenaiChatModel(Strict):
     ] = None
 
 
+# Gemini 2.5 Pro's largest thinking budget, the largest of the models that take one (Flash's is 24576).
+GEMINI_MAX_THINKING = 32_768
+
+
+class GeminiThinking(Strict):
+    budget_tokens: Annotated[
+        int,
+        Field(ge=0, le=GEMINI_MAX_THINKING, description="Tokens the model may think with; 0 turns thinking off"),
+        JSON_NUMBER,
+    ]
+
+
 class GeminiModel(Strict):
     """An extension format (docs/providers/gemini.md): Google's Gemini, by API key or on Vertex AI."""
 
     format: Literal["gemini"]
     model: Annotated[str, Field(min_length=1)]
     max_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS), JSON_NUMBER]
-    thinking: AnthropicThinking | None = None
+    thinking: GeminiThinking | None = None
     tool_choice: Annotated[
         ToolChoice | None, Field(description="auto (the default), required (a tool every step) or none")
     ] = None
