@@ -26,6 +26,7 @@ from workers.models.base import (
     ToolSpec,
     TransientModelError,
     Usage,
+    without_images,
 )
 from workers.models.gemini import Gemini, usage_of
 from workers.models.gemini_wire import MADE_ID, to_contents
@@ -185,7 +186,7 @@ def test_signatures_go_back_on_their_parts_and_made_ids_are_not_sent() -> None:
         ],
     }
     # A provider that takes no images gets their placeholders in the text.
-    text_only = to_contents(transcript, Aliases(["lookup"]), text_only=True)[2].parts or []
+    text_only = to_contents(without_images(transcript), Aliases(["lookup"]))[2].parts or []
     response = text_only[1].function_response
     assert response is not None
     assert response.parts is None

@@ -270,7 +270,7 @@ class Gemini:
     async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
         aliases = Aliases(tool.name for tool in request.tools)
         reader = _Reader(aliases, deltas, model=request.config.model)
-        contents = to_contents(request.transcript, aliases, self._text_only)
+        contents = to_contents(request.transcript_for(self._text_only), aliases)
         try:
             stream = await self._client.aio.models.generate_content_stream(
                 model=request.config.model, contents=contents, config=self._config(request, aliases)

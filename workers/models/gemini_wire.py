@@ -7,7 +7,6 @@ import binascii
 
 from google.genai import types
 
-from common.events import image_placeholder
 from workers.models.aliases import Aliases
 from workers.models.base import Message, ToolOutcome
 
@@ -69,13 +68,8 @@ def _model_parts(message: Message, aliases: Aliases) -> list[types.Part]:
     return parts
 
 
-def _response_part(result: ToolOutcome, name: str, text_only: bool) -> types.Part:
+def _response_part(result: ToolOutcome, name: str) -> types.Part:
     text, images = result.text, result.images
-    if text_only and images:
-        # What the SDK's readers see in place of an image (`[image/png, 48 KB]`).
-        shown = [image_placeholder({"type": "image", "data": {"media_type": m, "data": d}}) for m, d in images]
-        text = "\n".join(piece for piece in (text, *(block["data"]["text"] for block in shown)) if piece)
-        images = ()
     # The images go in the function response's own parts (multimodal function responses), so the model
     # sees them as what the call returned; an inline_data part beside the response would read as the
     # user's.
@@ -94,7 +88,7 @@ def _response_part(result: ToolOutcome, name: str, text_only: bool) -> types.Par
     return types.Part(function_response=response)
 
 
-def to_contents(transcript: list[Message], aliases: Aliases, text_only: bool = False) -> list[types.Content]:
+def to_contents(transcript: list[Message], aliases: Aliases) -> list[types.Content]:
     """The conversation as Gemini contents: roles alternate (user, model), tool results ride in user
     contents as function responses."""
     contents: list[types.Content] = []
@@ -120,5 +114,5 @@ def to_contents(transcript: list[Message], aliases: Aliases, text_only: bool = F
             add("model", _model_parts(message, aliases))
         elif message.role == "tool" and message.result is not None:
             result = message.result
-            add("user", [_response_part(result, names.get(result.call_id, "unknown"), text_only)])
+            add("user", [_response_part(result, names.get(result.call_id, "unknown"))])
     return contents
