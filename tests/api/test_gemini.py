@@ -181,6 +181,9 @@ async def test_thought_parts_become_thinking_blocks_and_stream_as_thinking_delta
                 reasoned.append(frame.event["delta"])
             elif frame.data and frame.id is not None and frame.event["type"] in ENDS:
                 assert frame.event["type"] == "run_completed", frame.event
+                # The run's tokens, by Gemini's count: output holds the thoughts, input the cached.
+                counts = {"input_tokens": 20, "output_tokens": 14, "cached_input_tokens": 4, "reasoning_tokens": 11}
+                assert frame.event["usage"] == counts
                 break
     assert "".join(reasoned) == "Weighing the options"
     content = of_type(await api.events(session), "message_assistant")[0]["message"]["content"]
