@@ -23,6 +23,7 @@ from workers.models.base import (
     count,
     provider_text,
 )
+from workers.models.clouds import AnthropicCloudClient, anthropic_on_cloud, cloud_failure
 from workers.models.retry import RetryLater
 from workers.pinned import pinned_client, refused
 
@@ -187,8 +188,14 @@ class AnthropicMessages:
         # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
         base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
         http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
-        self._client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
+        # On a cloud (Bedrock, Vertex) the `anthropic` package's client for it, with the cloud's credentials.
+        self._cloud = endpoint.cloud is not None
+        self._client: anthropic.AsyncAnthropic | AnthropicCloudClient = (
+            anthropic_on_cloud(endpoint, http)
+            if self._cloud
+            else anthropic.AsyncAnthropic(
+                base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
+            )
         )
 
     async def aclose(self) -> None:
@@ -222,6 +229,16 @@ class AnthropicMessages:
         except AddressRefused as refusal:
             # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
             raise ModelError(refusal.message) from None
-        except ValueError as error:
-            raise ModelError(f"Anthropic sent a tool call whose input is not JSON: {error}") from error
+        except Exception as error:
+            raise self._failure(error) from error
         return accumulator.turn()
+
+    def _failure(self, error: Exception) -> Exception:
+        """What an error the SDK let through means: a cloud identity that could not be resolved, a tool
+        call's input that is not JSON, or (anything else) itself."""
+        failure = cloud_failure(error) if self._cloud else None
+        if failure is not None:
+            return failure
+        if isinstance(error, ValueError):
+            return ModelError(f"Anthropic sent a tool call whose input is not JSON: {error}")
+        return error
