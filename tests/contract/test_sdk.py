@@ -41,6 +41,7 @@ SCENARIOS = [
     "extensions_in_use",
     "mcp_in_use",
     "front_doors_in_use",
+    "cloud_provider_listed",
 ]
 
 
