@@ -44,6 +44,13 @@ def bedrock_chunk(event: dict[str, Any]) -> bytes:
     return event_stream_message(BEDROCK_CHUNK_HEADERS, payload)
 
 
+def bedrock_exception(event: str, data: dict[str, Any]) -> bytes:
+    """A mid-stream exception as Bedrock sends it (`exception:<type>` in a script): its type in a header,
+    its message in the payload."""
+    headers = {":message-type": "exception", ":exception-type": event.removeprefix("exception:")}
+    return event_stream_message({**headers, ":content-type": "application/json"}, dumps(data).encode())
+
+
 @dataclass
 class FakeCloud:
     url: str = ""
@@ -68,8 +75,8 @@ class FakeCloud:
             return reply
 
         async def stream() -> AsyncIterator[bytes]:
-            for _, data in reply.frames:
-                yield bedrock_chunk(data)
+            for event, data in reply.frames:
+                yield bedrock_exception(event, data) if event.startswith("exception:") else bedrock_chunk(data)
 
         return StreamingResponse(stream(), media_type="application/vnd.amazon.eventstream")
 

@@ -230,7 +230,7 @@ class Providers:
             changes = {**changes, "cloud": encode_cloud(cloud)}
         if credentials is not None:
             changes = {**changes, "credentials": encode_credentials(credentials)}
-        secrets = {name for name in ("api_key", "credentials") if name in changes}
+        secrets = {name for name in ("api_key", "credentials", "cloud") if name in changes}
         moved = changes.get("base_url", provider.base_url) != provider.base_url
         if moved and "api_key" not in secrets:
             # The stored key was given for the stored address: sent to a new one it could reach anybody.
@@ -244,13 +244,15 @@ class Providers:
                 " credentials (and api_key) with the new base_url, or create a new provider"
             )
         if secrets:
-            # Secrets are written with the address they are for and with each other, in one HSET: a change
-            # read before a move made meanwhile would otherwise pair its secret with the moved address. Put
-            # back over such a move, the address keeps its own secrets (last writer wins, never a mix).
+            # Secrets are written with the address they are for, with each other and with the cloud they
+            # were checked against, in one HSET: a change read before a move made meanwhile would otherwise
+            # pair its secret with the moved address. Put back over such a move, the address keeps its own
+            # secrets (last writer wins, never a mix of two checked sets).
             stored = {
                 "base_url": provider.base_url,
                 "api_key": provider.api_key,
                 "credentials": encode_credentials(provider.credentials),
+                "cloud": encode_cloud(provider.cloud),
             }
             changes = {**stored, **changes}
         elif not moved:

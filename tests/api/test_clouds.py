@@ -110,6 +110,27 @@ async def test_bedrock_without_keys_sends_the_api_key_as_a_bedrock_api_key(api: 
     assert [r["headers"]["authorization"] for r in cloud.requests] == ["Bearer bedrock-api-key"] * 2
 
 
+async def test_bedrock_retries_a_throttled_stream_and_reports_a_refusal_with_its_message(
+    api: Api, cloud: FakeCloud
+) -> None:
+    throttled = ("exception:throttlingException", {"message": "Too many tokens, please wait"})
+    cloud.replies = [
+        Reply(frames=[anthropic_stream()[0], throttled]),
+        Reply(frames=anthropic_stream({"type": "text", "text": "second time"})),
+        Reply(400, {"message": "The provided model identifier is invalid."}),
+    ]
+    session = await session_on(api, provider(cloud.url, "anthropic", BEDROCK, credentials=AWS_KEYS), BEDROCK_MODEL)
+    await api.send(session, "hello")
+    events = await api.wait_for(session, run_over)
+    assert of_type(events, "message_assistant")[0]["message"]["content"][0]["data"]["text"] == "second time"
+    await api.send(session, "again")
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "run_failed")))
+    assert of_type(events, "run_failed")[0]["error"] == (
+        "Anthropic refused the request (400): The provided model identifier is invalid."
+    )
+    assert len(cloud.requests) == 3
+
+
 async def test_vertex_sends_the_access_token_and_a_run_completes(api: Api, cloud: FakeCloud) -> None:
     cloud.replies = claude_replies()
     body = provider(cloud.url, "anthropic", VERTEX, credentials={"access_token": "ya29.token-never-shown"})
@@ -274,6 +295,13 @@ async def test_a_move_needs_new_credentials_and_credentials_need_a_cloud(api: Ap
     wrong = await api.key.patch(path, json={"credentials": {"access_token": "t"}})
     assert wrong.status_code == 400
     assert wrong.json()["error"]["message"].startswith("credentials: Bedrock takes")
+    # The cloud's options may change; a cloud its stored credentials do not fit may not.
+    region = await api.key.patch(path, json={"cloud": {"type": "bedrock", "region": "eu-west-3"}})
+    assert region.status_code == 200, region.text
+    assert region.json()["cloud"] == {"type": "bedrock", "region": "eu-west-3"}
+    elsewhere = await api.key.patch(path, json={"cloud": {"type": "vertex", "project": "p-12345", "location": "us"}})
+    assert elsewhere.status_code == 400, elsewhere.text
+    assert elsewhere.json()["error"]["message"].startswith("credentials: Vertex takes")
     plain = {"api_key": "k", "base_url": "https://cloud.example", "display_name": "p", "format": "anthropic"}
     other = (await api.key.post("/v1/model-providers", json=plain)).json()
     refused = await api.key.patch(f"/v1/model-providers/{other['id']}", json={"credentials": AWS_KEYS})

@@ -27,8 +27,18 @@ from workers.models.clouds import AnthropicCloudClient, anthropic_on_cloud, clou
 from workers.models.retry import RetryLater
 from workers.pinned import pinned_client, refused
 
-# Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying.
-_TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+# Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying,
+# and Bedrock's names for the same (a mid-stream exception frame, which the SDK reports as an `error` event).
+_TRANSIENT_TYPES = {
+    "overloaded_error",
+    "api_error",
+    "rate_limit_error",
+    "timeout_error",
+    "throttlingException",
+    "serviceUnavailableException",
+    "internalServerException",
+    "modelStreamErrorException",
+}
 
 
 def _assistant_blocks(message: Message, aliases: Aliases) -> list[dict[str, Any]]:
@@ -230,15 +240,18 @@ class AnthropicMessages:
             # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
             raise ModelError(refusal.message) from None
         except Exception as error:
-            raise self._failure(error) from error
+            failure = self._failure(error)
+            if failure is None:
+                raise
+            raise failure from error
         return accumulator.turn()
 
-    def _failure(self, error: Exception) -> Exception:
-        """What an error the SDK let through means: a cloud identity that could not be resolved, a tool
-        call's input that is not JSON, or (anything else) itself."""
+    def _failure(self, error: Exception) -> ModelError | None:
+        """What an error the SDK let through means: a cloud identity that could not be resolved, or a tool
+        call's input that is not JSON; None for anything else."""
         failure = cloud_failure(error) if self._cloud else None
         if failure is not None:
             return failure
         if isinstance(error, ValueError):
             return ModelError(f"Anthropic sent a tool call whose input is not JSON: {error}")
-        return error
+        return None
