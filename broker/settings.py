@@ -3,7 +3,8 @@
 Each process reads only what its role needs, so no process holds a secret another role is for:
 
 - `BrokerSettings`: what the broker itself reads (broker/core.py, broker/services/): Redis, the key
-  prefix, deadlines, retention, storage, leases, idempotency, provider address rules, schema checks.
+  prefix, deadlines, retention, storage, leases, idempotency, provider address rules, the cloud identity
+  rule, schema checks.
   `switchboard keys mint` reads these alone.
 - `ProcessSettings`: those, and what both long-running processes have (bind address, logs, Redis probe).
 - `ApiSettings`: the API process (`switchboard api`): its port, bootstrap key, limits, proxies, streams.
