@@ -230,40 +230,16 @@ class Providers:
             changes = {**changes, "cloud": encode_cloud(cloud)}
         if credentials is not None:
             changes = {**changes, "credentials": encode_credentials(credentials)}
-        secrets = {name for name in ("api_key", "credentials", "cloud") if name in changes}
         moved = changes.get("base_url", provider.base_url) != provider.base_url
-        if moved and "api_key" not in secrets:
-            # The stored key was given for the stored address: sent to a new one it could reach anybody.
-            raise InvalidRequest(
-                "base_url: a provider's key goes only to the address it was stored for; send api_key (the key"
-                " for the new address) with the new base_url, or create a new provider"
+        changes = _written(provider, changes, moved)
+        if moved or cloud is not None or credentials is not None:
+            # What the provider will be, checked whole (a rename alone leaves a stored choice as it was).
+            self._check_cloud(
+                provider.format,
+                changes.get("base_url", provider.base_url),
+                cloud if cloud is not None else provider.cloud,
+                credentials if credentials is not None else provider.credentials,
             )
-        if moved and isinstance(provider.credentials, dict) and "credentials" not in secrets:
-            raise InvalidRequest(
-                "base_url: a provider's credentials go only to the address they were stored for; send"
-                " credentials (and api_key) with the new base_url, or create a new provider"
-            )
-        if secrets:
-            # Secrets are written with the address they are for, with each other and with the cloud they
-            # were checked against, in one HSET: a change read before a move made meanwhile would otherwise
-            # pair its secret with the moved address. Put back over such a move, the address keeps its own
-            # secrets (last writer wins, never a mix of two checked sets).
-            stored = {
-                "base_url": provider.base_url,
-                "api_key": provider.api_key,
-                "credentials": encode_credentials(provider.credentials),
-                "cloud": encode_cloud(provider.cloud),
-            }
-            changes = {**stored, **changes}
-        elif not moved:
-            # Written again without its key it could put back the old address over a move, under the new key.
-            changes = {name: value for name, value in changes.items() if name != "base_url"}
-        self._check_cloud(
-            provider.format,
-            changes.get("base_url", provider.base_url),
-            cloud if cloud is not None else provider.cloud,
-            credentials if credentials is not None else provider.credentials,
-        )
         if moved:
             await self.addresses.check_base_url(changes["base_url"])
         if changes:
@@ -304,6 +280,39 @@ class Providers:
     async def _records(self, ids: list[str]) -> list[Provider]:
         found = await records(self._core.redis, [self._core.keys.provider(provider_id) for provider_id in ids])
         return [_byok(r) for r in found if r]
+
+
+def _written(provider: Provider, changes: dict[str, str], moved: bool) -> dict[str, str]:
+    """The fields an update of `provider` writes: refused (InvalidRequest) when it moves the provider
+    without the secrets for the new address."""
+    secrets = {name for name in ("api_key", "credentials", "cloud") if name in changes}
+    if moved and "api_key" not in secrets:
+        # The stored key was given for the stored address: sent to a new one it could reach anybody.
+        raise InvalidRequest(
+            "base_url: a provider's key goes only to the address it was stored for; send api_key (the key"
+            " for the new address) with the new base_url, or create a new provider"
+        )
+    if moved and isinstance(provider.credentials, dict) and "credentials" not in secrets:
+        raise InvalidRequest(
+            "base_url: a provider's credentials go only to the address they were stored for; send"
+            " credentials (and api_key) with the new base_url, or create a new provider"
+        )
+    if secrets:
+        # Secrets are written with the address they are for, with each other and with the cloud they
+        # were checked against, in one HSET: a change read before a move made meanwhile would otherwise
+        # pair its secret with the moved address. Put back over such a move, the address keeps its own
+        # secrets (last writer wins, never a mix of two checked sets).
+        stored = {
+            "base_url": provider.base_url,
+            "api_key": provider.api_key,
+            "credentials": encode_credentials(provider.credentials),
+            "cloud": encode_cloud(provider.cloud),
+        }
+        return {**stored, **changes}
+    if not moved:
+        # Written again without its key it could put back the old address over a move, under the new key.
+        return {name: value for name, value in changes.items() if name != "base_url"}
+    return changes
 
 
 def _byok(record: dict[bytes, bytes]) -> Provider:

@@ -342,6 +342,11 @@ async def test_a_worker_whose_deployment_does_not_allow_the_environment_refuses_
         body = provider("https://bedrock-runtime.us-east-1.amazonaws.com", "anthropic", BEDROCK)
         session = await session_on(api, {**body, "credentials": "environment"}, BEDROCK_MODEL)
         monkeypatch.undo()
+        # What the provider already is stays as it was through a rename.
+        listed = (await api.key.get("/v1/model-providers")).json()["items"]
+        stored = next(item for item in listed if item["display_name"] == "cloud")
+        renamed = await api.key.patch(f"/v1/model-providers/{stored['id']}", json={"display_name": "renamed"})
+        assert renamed.status_code == 200, renamed.text
         await api.send(session, "hello")
         events = await api.wait_for(session, run_over)
         error = of_type(events, "run_failed")[0]["error"]
