@@ -352,3 +352,37 @@ async def test_a_worker_whose_deployment_does_not_allow_the_environment_refuses_
         error = of_type(events, "run_failed")[0]["error"]
         assert "uses the worker's own cloud identity" in error
         assert "SWITCHBOARD_CLOUD_ENVIRONMENT_CREDENTIALS is off" in error
+
+
+@pytest.mark.parametrize(
+    ("provider_format", "cloud_options", "credentials", "model"),
+    [
+        ("anthropic", BEDROCK, AWS_KEYS, BEDROCK_MODEL),
+        ("anthropic", VERTEX, {"access_token": "ya29.t"}, VERTEX_MODEL),
+        ("openai_responses", AZURE, None, "my-gpt-deployment"),
+    ],
+    ids=["bedrock", "vertex", "azure"],
+)
+async def test_every_cloud_client_connects_only_to_the_checked_address(
+    settings: Settings,
+    redis_url: str,
+    api_key: str,
+    cloud: FakeCloud,
+    provider_format: str,
+    cloud_options: dict[str, str],
+    credentials: dict[str, str] | None,
+    model: str,
+) -> None:
+    """The cloud clients send through the pinned transport: a name that rebinds to the loopback after its
+    check is refused on connection, and the credentials go nowhere."""
+    port = cloud.url.rsplit(":", 1)[1]
+    names = Names({"rebind.example": [PUBLIC]})
+    async with running_api(settings, redis_url, api_key, {"provider_allow_private": False}, resolver=names) as api:
+        body = provider(f"http://rebind.example:{port}", provider_format, cloud_options)
+        session = await session_on(api, {**body, "credentials": credentials}, model)
+        names.answers["rebind.example"] = ["127.0.0.1"]
+        await api.send(session, "hello")
+        events = await api.wait_for(session, run_over)
+    error = of_type(events, "run_failed")[0]["error"]
+    assert error.startswith("the model provider's address is refused: rebind.example resolves to 127.0.0.1"), error
+    assert cloud.requests == []

@@ -134,6 +134,40 @@ async def test_bedrock_with_the_workers_identity_signs_with_its_environments_key
     await client.close()
 
 
+class Adc:
+    """Application Default Credentials as google.auth.default hands them out, minting a token on refresh."""
+
+    token: str | None = None
+    expired = False
+
+    def refresh(self, request: object) -> None:
+        self.token = "ya29.from-adc"
+
+
+async def test_vertex_with_the_workers_identity_uses_application_default_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import google.auth
+
+    asked: list[object] = []
+
+    def default(scopes: list[str] | None = None, **_: object) -> tuple[Adc, str]:
+        asked.append(scopes)
+        return Adc(), "adc-project"
+
+    monkeypatch.setattr(google.auth, "default", default)
+    recorder = Recorder()
+    client = anthropic_on_cloud(endpoint(VERTEX, None), recorder.client)
+    with pytest.raises(Exception, match="recorded"):
+        await client.messages.create(model="claude-x@1", max_tokens=1, messages=[{"role": "user", "content": "hi"}])
+    (sent,) = recorder.requests
+    assert sent.headers["authorization"] == "Bearer ya29.from-adc"
+    # The provider's project, not the one the credentials came with.
+    assert sent.url.path.startswith("/v1/projects/my-project-1/locations/us-east5/publishers/anthropic/models/")
+    assert asked == [["https://www.googleapis.com/auth/cloud-platform"]]
+    await client.close()
+
+
 def test_a_worker_without_the_clouds_extra_fails_saying_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     found = importlib.util.find_spec
 
