@@ -160,6 +160,8 @@ def azure_openai(endpoint: Endpoint, http: httpx2.AsyncClient | None) -> openai.
     """The `openai` client for a provider on Azure: base_url is the resource's endpoint
     (https://<resource>.openai.azure.com), the provider's api_key its key."""
     cloud, credentials = _options(endpoint)
+    if cloud["type"] != "azure":
+        raise ModelError(f"the OpenAI formats are not served on {cloud['type']}")
     # None: the worker's environment's key (AZURE_OPENAI_API_KEY, or AZURE_OPENAI_AD_TOKEN), as the SDK reads it.
     api_key = None if credentials is None else endpoint.api_key
     try:
