@@ -70,7 +70,9 @@ def provider(record: Provider, workspace_id: str) -> PlatformProviderBody | Byok
             for m in record.models
         ]
         return PlatformProviderBody.model_validate({**shared, "type": "platform", "models": models})
-    return ByokProviderBody.model_validate({**shared, "type": "byok", "workspace_id": workspace_id})
+    # The non-secret options only: a cloud's credentials, like the api_key, are never rendered.
+    options = {"text_only": record.text_only, "cloud": record.cloud}
+    return ByokProviderBody.model_validate({**shared, "type": "byok", "workspace_id": workspace_id, **options})
 
 
 def session(record: Session) -> SessionBody:

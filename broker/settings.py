@@ -3,7 +3,8 @@
 Each process reads only what its role needs, so no process holds a secret another role is for:
 
 - `BrokerSettings`: what the broker itself reads (broker/core.py, broker/services/): Redis, the key
-  prefix, deadlines, retention, storage, leases, idempotency, provider address rules, schema checks.
+  prefix, deadlines, retention, storage, leases, idempotency, provider address rules, the cloud identity
+  rule, schema checks.
   `switchboard keys mint` reads these alone.
 - `ProcessSettings`: those, and what both long-running processes have (bind address, logs, Redis probe).
 - `ApiSettings`: the API process (`switchboard api`): its port, bootstrap key, limits, proxies, streams.
@@ -67,6 +68,11 @@ class BrokerSettings(BaseSettings):
     provider_allow_private: bool = False
     # How long resolving a provider's host name may take, when it is created or moved and on connecting.
     provider_resolve_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+    # A cloud provider (docs/providers/clouds.md) may use the worker's own cloud identity (boto's default
+    # chain, google.auth.default, AZURE_OPENAI_API_KEY) instead of credentials of its own only when this is
+    # true: otherwise anyone holding a key that may manage providers would spend the operator's cloud
+    # account. The API refuses such a provider when this is off, and so does the worker.
+    cloud_environment_credentials: bool = False
     # What checking one call's arguments against its tool's schema may cost (common/schema/): steps (a
     # keyword applied to a value, more for references and long texts) and time, whichever runs out
     # first; past either the call gets an error result saying so. A check of 1,000 rows of five fields

@@ -39,7 +39,8 @@ async def list_providers(caller: Authenticated, state: State, page: Page, includ
 async def create_provider(body: CreateProviderBody, request: Request, caller: Authenticated, state: State) -> Response:
     """A workspace provider; its key is write-only. A `base_url` whose host resolves to a loopback,
     private, link-local or metadata address is refused (400) unless the deployment sets
-    SWITCHBOARD_PROVIDER_ALLOW_PRIVATE; every connection checks the address again."""
+    SWITCHBOARD_PROVIDER_ALLOW_PRIVATE; every connection checks the address again. A `cloud` (an
+    extension: Bedrock, Vertex, Azure) takes its write-only `credentials` (docs/providers/clouds.md)."""
     caller.require(Permission.MODEL_PROVIDER_MANAGE)
 
     async def act(keyed_: Keyed) -> Answer:
@@ -51,6 +52,8 @@ async def create_provider(body: CreateProviderBody, request: Request, caller: Au
             base_url=body.base_url,
             api_key=body.api_key,
             text_only=body.text_only,
+            cloud=body.cloud.model_dump() if body.cloud is not None else None,
+            credentials=body.credentials,
         )
         return Answer(201, render.provider(record, state.broker.workspace_id).model_dump_json().encode())
 
@@ -71,14 +74,20 @@ async def update_provider(
     provider_id: str, body: UpdateProviderBody, caller: Authenticated, state: State
 ) -> PlatformProviderBody | ByokProviderBody:
     """Change what is given; an absent or null field stays as it was. A new `base_url` needs `api_key`
-    with it (400 otherwise): a stored key is never sent to an address it was not stored for. Addresses
-    that resolve to loopback, private, link-local or metadata addresses are refused (400) unless the
-    deployment sets SWITCHBOARD_PROVIDER_ALLOW_PRIVATE."""
+    with it (400 otherwise), and a cloud provider's new `credentials` too: a stored key is never sent to
+    an address it was not stored for. Addresses that resolve to loopback, private, link-local or metadata
+    addresses are refused (400) unless the deployment sets SWITCHBOARD_PROVIDER_ALLOW_PRIVATE."""
     caller.require(Permission.MODEL_PROVIDER_MANAGE)
-    changes = {k: v for k, v in body.model_dump(exclude_none=True).items() if isinstance(v, str)}
+    fields = body.model_dump(exclude_none=True, exclude={"credentials", "cloud"})
+    changes = {k: v for k, v in fields.items() if isinstance(v, str)}
     if body.text_only is not None:
         changes["text_only"] = "1" if body.text_only else ""
-    record = await state.broker.providers.update(canonical_id(provider_id, "model provider"), changes)
+    record = await state.broker.providers.update(
+        canonical_id(provider_id, "model provider"),
+        changes,
+        cloud=body.cloud.model_dump() if body.cloud is not None else None,
+        credentials=body.credentials,
+    )
     return render.provider(record, state.broker.workspace_id)
 
 

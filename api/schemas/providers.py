@@ -13,6 +13,56 @@ from api.schemas.common import Strict
 from broker.errors import InvalidRequest
 from broker.services.providers import ProviderFormat
 from common.addresses import split_base_url
+from common.clouds import CREDENTIAL_LIMIT, SERVICE_ACCOUNT_LIMIT
+
+
+class BedrockCloud(Strict):
+    """Anthropic on AWS Bedrock (format anthropic)."""
+
+    type: Literal["bedrock"]
+    region: Annotated[str, Field(max_length=32, pattern=r"^[a-z]{2}(-[a-z]+){1,2}-[0-9]{1,2}$", examples=["us-east-1"])]
+
+
+class VertexCloud(Strict):
+    """Anthropic (format anthropic) or Gemini (format gemini) on Google Vertex AI."""
+
+    type: Literal["vertex"]
+    project: Annotated[str, Field(max_length=30, pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
+    location: Annotated[
+        str, Field(max_length=32, pattern=r"^(global|us|eu|[a-z]+-[a-z]+[0-9]{1,2})$", examples=["us-east5"])
+    ]
+
+
+class AzureCloud(Strict):
+    """OpenAI on Azure (formats openai_responses and openai_chat)."""
+
+    type: Literal["azure"]
+    api_version: Annotated[
+        str, Field(max_length=32, pattern=r"^([0-9]{4}-[0-9]{2}-[0-9]{2}(-preview)?|preview|latest)$")
+    ]
+
+
+Cloud = Annotated[BedrockCloud | VertexCloud | AzureCloud, Field(discriminator="type")]
+
+_CLOUD_DESCRIPTION = (
+    "An extension (docs/providers/clouds.md): the cloud the provider is bought through, with its options."
+)
+_CREDENTIALS_DESCRIPTION = (
+    "An extension, write-only (never read back): the cloud's credentials, sent only to base_url. Bedrock:"
+    " {aws_access_key_id, aws_secret_access_key, aws_session_token?} (without them api_key is a Bedrock API"
+    ' key); Vertex: {access_token} or {service_account: "<the key JSON>"}; or "environment", the worker\'s own'
+    " cloud identity, where the deployment allows it (SWITCHBOARD_CLOUD_ENVIRONMENT_CREDENTIALS)."
+)
+_CredentialMap = Annotated[
+    dict[
+        Annotated[str, Field(max_length=64)],
+        Annotated[str, Field(min_length=1, max_length=max(SERVICE_ACCOUNT_LIMIT, CREDENTIAL_LIMIT))],
+    ],
+    Field(max_length=3),
+]
+CredentialsField = Annotated[
+    _CredentialMap | Literal["environment"] | None, Field(description=_CREDENTIALS_DESCRIPTION)
+]
 
 
 class PlatformModelBody(BaseModel):
@@ -39,8 +89,9 @@ class ByokProviderBody(BaseModel):
     format: ProviderFormat
     id: UUID
     workspace_id: UUID
-    # An extension (docs/providers/index.md).
+    # Extensions (docs/providers/index.md, docs/providers/clouds.md); a cloud's credentials never.
     text_only: bool = False
+    cloud: Annotated[Cloud | None, Field(description=_CLOUD_DESCRIPTION)] = None
 
 
 ProviderBody = Annotated[PlatformProviderBody | ByokProviderBody, Field(discriminator="type")]
@@ -87,6 +138,8 @@ class CreateProviderBody(Strict):
             " text placeholder (for a Chat Completions server whose model reads text only)"
         ),
     ] = False
+    cloud: Annotated[Cloud | None, Field(description=_CLOUD_DESCRIPTION)] = None
+    credentials: CredentialsField = None
 
 
 class UpdateProviderBody(Strict):
@@ -110,3 +163,5 @@ class UpdateProviderBody(Strict):
             " text placeholder (for a Chat Completions server whose model reads text only)"
         ),
     ] = None
+    cloud: Annotated[Cloud | None, Field(description=_CLOUD_DESCRIPTION)] = None
+    credentials: CredentialsField = None

@@ -17,6 +17,17 @@ from broker.errors import Conflict, InvalidRequest, NotFound, translate_redis_er
 from broker.services.pages import id_page, records
 from broker.transport import aio
 from common.addresses import ProviderAddresses
+from common.clouds import (
+    ENVIRONMENT,
+    Credentials,
+    check_credentials,
+    check_environment_base_url,
+    check_format,
+    decode_cloud,
+    decode_credentials,
+    encode_cloud,
+    encode_credentials,
+)
 from common.codec import now_ms
 
 ProviderFormat = Literal["anthropic", "openai_responses", "openai_chat", "gemini"]
@@ -59,6 +70,10 @@ class Provider:
     api_key: str = field(default="", repr=False)
     # An extension: the provider takes no images (tool results' images reach it as their text placeholder).
     text_only: bool = False
+    # Extensions (common/clouds.py): the cloud the provider is bought through, with its non-secret options,
+    # and that cloud's credentials (write-only, like api_key).
+    cloud: dict[str, str] | None = None
+    credentials: Credentials = field(default=None, repr=False)
 
 
 def _workspace_born(workspace_id: str) -> int:
@@ -170,7 +185,10 @@ class Providers:
         base_url: str,
         api_key: str,
         text_only: bool = False,
+        cloud: dict[str, str] | None = None,
+        credentials: Credentials = None,
     ) -> Provider:
+        self._check_cloud(format, base_url, cloud, credentials)
         await self.addresses.check_base_url(base_url)
         keys = self._core.keys
         record: aio.Fields = {
@@ -181,6 +199,8 @@ class Providers:
             "base_url": base_url,
             "api_key": api_key,
             "text_only": "1" if text_only else "",
+            "cloud": encode_cloud(cloud),
+            "credentials": encode_credentials(credentials),
             "created_at": now_ms(),
         }
         # Record first, index after (written again by a retry): see Agents.create.
@@ -192,24 +212,33 @@ class Providers:
                 await pipe.execute()
         return await self.get(provider_id)
 
-    async def update(self, provider_id: str, changes: dict[str, str]) -> Provider:
+    async def update(
+        self,
+        provider_id: str,
+        changes: dict[str, str],
+        *,
+        cloud: dict[str, str] | None = None,
+        credentials: Credentials = None,
+    ) -> Provider:
+        """Apply `changes` (record fields as text) and a new `cloud` or `credentials` (None: kept as they
+        are). A new base_url needs the secrets for it: a stored secret goes only to the address it was
+        stored for."""
         provider = await self.get(provider_id)
         if provider.type == "platform":
             raise Conflict(f"model provider {provider_id} is a platform provider; only workspace providers change")
-        if "api_key" in changes:
-            # A key is written with the address it is for, in the same HSET: a key-only change read before a
-            # move made meanwhile would otherwise pair this key with the moved address. Put back over such a
-            # move, the address keeps its own key (last writer wins, never a mixed pair).
-            changes = {"base_url": provider.base_url, **changes}
-        elif changes.get("base_url") == provider.base_url:
-            # Written again without its key it could put back the old address over a move, under the new key.
-            changes = {name: value for name, value in changes.items() if name != "base_url"}
+        if cloud is not None:
+            changes = {**changes, "cloud": encode_cloud(cloud)}
+        if credentials is not None:
+            changes = {**changes, "credentials": encode_credentials(credentials)}
         moved = changes.get("base_url", provider.base_url) != provider.base_url
-        if moved and "api_key" not in changes:
-            # The stored key was given for the stored address: sent to a new one it could reach anybody.
-            raise InvalidRequest(
-                "base_url: a provider's key goes only to the address it was stored for; send api_key (the key"
-                " for the new address) with the new base_url, or create a new provider"
+        changes = _written(provider, changes, moved)
+        if moved or cloud is not None or credentials is not None:
+            # What the provider will be, checked whole (a rename alone leaves a stored choice as it was).
+            self._check_cloud(
+                provider.format,
+                changes.get("base_url", provider.base_url),
+                cloud if cloud is not None else provider.cloud,
+                credentials if credentials is not None else provider.credentials,
             )
         if moved:
             await self.addresses.check_base_url(changes["base_url"])
@@ -219,6 +248,22 @@ class Providers:
             with translate_redis_errors():
                 await self._core.redis.hset(self._core.keys.provider(provider_id), mapping=fields)
         return await self.get(provider_id)
+
+    @property
+    def _environment_allowed(self) -> bool:
+        return self._core.settings.cloud_environment_credentials
+
+    def _check_cloud(
+        self, provider_format: str, base_url: str, cloud: dict[str, str] | None, credentials: Credentials
+    ) -> None:
+        if cloud is None:
+            if credentials is not None:
+                raise InvalidRequest("credentials: only a provider with a cloud takes credentials; set cloud too")
+            return
+        check_format(provider_format, cloud)
+        check_credentials(cloud, credentials, environment_allowed=self._environment_allowed)
+        if credentials == ENVIRONMENT:
+            check_environment_base_url(cloud, base_url)
 
     async def delete(self, provider_id: str) -> None:
         provider = await self.get(provider_id)
@@ -237,6 +282,39 @@ class Providers:
         return [_byok(r) for r in found if r]
 
 
+def _written(provider: Provider, changes: dict[str, str], moved: bool) -> dict[str, str]:
+    """The fields an update of `provider` writes: refused (InvalidRequest) when it moves the provider
+    without the secrets for the new address."""
+    secrets = {name for name in ("api_key", "credentials", "cloud") if name in changes}
+    if moved and "api_key" not in secrets:
+        # The stored key was given for the stored address: sent to a new one it could reach anybody.
+        raise InvalidRequest(
+            "base_url: a provider's key goes only to the address it was stored for; send api_key (the key"
+            " for the new address) with the new base_url, or create a new provider"
+        )
+    if moved and isinstance(provider.credentials, dict) and "credentials" not in secrets:
+        raise InvalidRequest(
+            "base_url: a provider's credentials go only to the address they were stored for; send"
+            " credentials (and api_key) with the new base_url, or create a new provider"
+        )
+    if secrets:
+        # Secrets are written with the address they are for, with each other and with the cloud they
+        # were checked against, in one HSET: a change read before a move made meanwhile would otherwise
+        # pair its secret with the moved address. Put back over such a move, the address keeps its own
+        # secrets (last writer wins, never a mix of two checked sets).
+        stored = {
+            "base_url": provider.base_url,
+            "api_key": provider.api_key,
+            "credentials": encode_credentials(provider.credentials),
+            "cloud": encode_cloud(provider.cloud),
+        }
+        return {**stored, **changes}
+    if not moved:
+        # Written again without its key it could put back the old address over a move, under the new key.
+        return {name: value for name, value in changes.items() if name != "base_url"}
+    return changes
+
+
 def _byok(record: dict[bytes, bytes]) -> Provider:
     text = {k.decode(): v.decode() for k, v in record.items()}
     fmt: ProviderFormat = next((f for f in PROVIDER_FORMATS if f == text["format"]), "openai_responses")
@@ -250,4 +328,6 @@ def _byok(record: dict[bytes, bytes]) -> Provider:
         base_url=text["base_url"],
         api_key=text["api_key"],
         text_only=text.get("text_only") == "1",
+        cloud=decode_cloud(text.get("cloud", "")),
+        credentials=decode_credentials(text.get("credentials", "")),
     )

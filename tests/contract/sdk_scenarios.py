@@ -608,6 +608,31 @@ async def extension_formats_listed(ctx: Context) -> str:
     return f"the SDK listed {len(providers)} providers and no version; raw listings showed the extensions"
 
 
+async def cloud_provider_listed(ctx: Context) -> str:
+    """A provider with a cloud (an extension, docs/providers/clouds.md) created raw: the SDK's listing and
+    get still parse it, and no body holds its credentials."""
+    body = {
+        "format": "anthropic",
+        "display_name": "Claude on Bedrock",
+        "base_url": "http://127.0.0.1:9",
+        "api_key": "unused",
+        "cloud": {"type": "bedrock", "region": "us-east-1"},
+        "credentials": {"aws_access_key_id": "AKIDCONTRACT", "aws_secret_access_key": "contract-secret"},
+    }
+    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {KEY}"}) as raw:
+        created = await raw.post("/v1/model-providers", json=body)
+        assert created.status_code == 201, created.text
+        assert created.json()["cloud"] == body["cloud"], created.text
+        provider_id = created.json()["id"]
+        assert "contract-secret" not in (await raw.get(f"/v1/model-providers/{provider_id}")).text
+    listed = [p async for p in await ctx.admin.model_providers.list()]
+    assert any(str(p.id) == provider_id and p.display_name == "Claude on Bedrock" for p in listed), listed
+    fetched = await ctx.admin.model_providers.get(provider_id)
+    assert fetched.display_name == "Claude on Bedrock"
+    assert "contract-secret" not in repr(fetched)
+    return f"listed among {len(listed)} providers and fetched"
+
+
 SCENARIOS: dict[str, Scenario] = {
     "admin_routes": admin_routes,
     "tool_round_trip": tool_round_trip,
@@ -623,6 +648,7 @@ SCENARIOS: dict[str, Scenario] = {
     "mcp_in_use": mcp_in_use,
     "front_doors_in_use": front_doors_in_use,
     "extension_formats_listed": extension_formats_listed,
+    "cloud_provider_listed": cloud_provider_listed,
 }
 
 

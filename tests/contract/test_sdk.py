@@ -42,6 +42,7 @@ SCENARIOS = [
     "mcp_in_use",
     "front_doors_in_use",
     "extension_formats_listed",
+    "cloud_provider_listed",
 ]
 
 

@@ -48,6 +48,12 @@ def test_the_build_and_the_runtime_are_separate_stages() -> None:
         assert build_tool not in run_lines
 
 
+def test_the_image_installs_the_clouds_extra() -> None:
+    # Anthropic on Bedrock and Vertex need botocore and google-auth (docs/providers/clouds.md).
+    installs = [args for name, args in stages()[0] if name == "RUN" and "pip install" in args]
+    assert any('".[clouds]"' in args for args in installs), installs
+
+
 def test_the_runtime_runs_as_an_unprivileged_user() -> None:
     runtime = stages()[-1]
     users = [args for name, args in runtime if name == "USER"]

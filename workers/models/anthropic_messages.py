@@ -23,11 +23,22 @@ from workers.models.base import (
     count,
     provider_text,
 )
+from workers.models.clouds import AnthropicCloudClient, anthropic_on_cloud, cloud_failure
 from workers.models.retry import RetryLater
 from workers.pinned import pinned_client, refused
 
-# Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying.
-_TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+# Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying,
+# and Bedrock's names for the same (a mid-stream exception frame, which the SDK reports as an `error` event).
+_TRANSIENT_TYPES = {
+    "overloaded_error",
+    "api_error",
+    "rate_limit_error",
+    "timeout_error",
+    "throttlingException",
+    "serviceUnavailableException",
+    "internalServerException",
+    "modelStreamErrorException",
+}
 
 
 def _assistant_blocks(message: Message, aliases: Aliases) -> list[dict[str, Any]]:
@@ -188,8 +199,14 @@ class AnthropicMessages:
         # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
         base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
         http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
-        self._client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
+        # On a cloud (Bedrock, Vertex) the `anthropic` package's client for it, with the cloud's credentials.
+        self._cloud = endpoint.cloud is not None
+        self._client: anthropic.AsyncAnthropic | AnthropicCloudClient = (
+            anthropic_on_cloud(endpoint, http)
+            if self._cloud
+            else anthropic.AsyncAnthropic(
+                base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
+            )
         )
 
     async def aclose(self) -> None:
@@ -223,6 +240,19 @@ class AnthropicMessages:
         except AddressRefused as refusal:
             # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
             raise ModelError(refusal.message) from None
-        except ValueError as error:
-            raise ModelError(f"Anthropic sent a tool call whose input is not JSON: {error}") from error
+        except Exception as error:
+            failure = self._failure(error)
+            if failure is None:
+                raise
+            raise failure from error
         return accumulator.turn()
+
+    def _failure(self, error: Exception) -> ModelError | None:
+        """What an error the SDK let through means: a cloud identity that could not be resolved, or a tool
+        call's input that is not JSON; None for anything else."""
+        failure = cloud_failure(error) if self._cloud else None
+        if failure is not None:
+            return failure
+        if isinstance(error, ValueError):
+            return ModelError(f"Anthropic sent a tool call whose input is not JSON: {error}")
+        return None

@@ -9,6 +9,7 @@ import httpx2
 import openai
 
 from workers.models.base import Endpoint, ModelError, TransientModelError, provider_text
+from workers.models.clouds import azure_openai
 from workers.models.retry import RetryLater
 from workers.pinned import pinned_client, refused
 
@@ -18,9 +19,11 @@ _TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded
 def openai_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
     """The `openai` client for an endpoint. Retries are ours (models/retry.py), so the budget spans the
     whole step. A workspace provider's requests go through the pinned client (`addresses`); the platform's
-    (None) are the operator's."""
+    (None) are the operator's. A provider on Azure gets the package's Azure client."""
     base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
     http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
+    if endpoint.cloud is not None:
+        return azure_openai(endpoint, http)
     return openai.AsyncOpenAI(
         base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
     )

@@ -15,8 +15,10 @@ from broker.services.providers import (
     KEYED_PROVIDERS,
     OPENAI_PROVIDER_ID,
     SCRIPTED_PROVIDER_ID,
+    Provider,
     ProviderFormat,
 )
+from common.clouds import ENVIRONMENT, ENVIRONMENT_SETTING
 from common.codec import dumps, sha256_hex
 from workers.config import RunConfig
 from workers.models.base import Endpoint, Model, ModelError
@@ -108,14 +110,27 @@ class ModelRegistry:
             raise ModelError(f"model provider {provider_id} was deleted") from None
         # A workspace's provider is reached only through the address check.
         model = await self._model_class(provider.format)
-        endpoint = Endpoint(
+        return provider.format, self._client(provider.id, provider.format, self._endpoint(provider), model)
+
+    def _endpoint(self, provider: Provider) -> Endpoint:
+        # A cloud's credentials: the stored ones, {} for none (the api_key serves), None for the worker's
+        # own identity, which the deployment must allow here as well as in the API (the setting may have
+        # been turned off since the provider was stored).
+        credentials = provider.credentials
+        if credentials == ENVIRONMENT and not self._broker.settings.cloud_environment_credentials:
+            raise ModelError(
+                f"model provider {provider.id} uses the worker's own cloud identity, which this deployment does"
+                f" not allow ({ENVIRONMENT_SETTING} is off)"
+            )
+        return Endpoint(
             provider.base_url,
             provider.api_key,
             self._broker.settings.step_timeout_s,
             self._broker.providers.addresses,
+            cloud=provider.cloud,
+            credentials=None if isinstance(credentials, str) else dict(credentials or {}),
             text_only=provider.text_only,
         )
-        return provider.format, self._client(provider.id, provider.format, endpoint, model)
 
     async def _version_of(self, session_id: str) -> tuple[str, str, RunConfig]:
         if session_id not in self._versions:
@@ -145,7 +160,8 @@ class ModelRegistry:
                 endpoint.base_url,
                 endpoint.api_key,
                 dict(endpoint.cloud or {}),
-                dict(endpoint.credentials or {}),
+                # None (the worker's own identity) differs from {} (the api_key alone).
+                None if endpoint.credentials is None else dict(endpoint.credentials),
                 endpoint.text_only,
             ]
         )
