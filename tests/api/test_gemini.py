@@ -326,3 +326,31 @@ async def test_a_gemini_model_block_out_of_bounds_is_400_naming_the_field(
     answer = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
     assert answer.status_code == 400, answer.text
     assert field in answer.json()["error"]["message"]
+
+
+async def test_gemini_on_vertex_through_the_providers_cloud_option(api: Api, fake: FakeGemini) -> None:
+    body = {
+        "format": "gemini",
+        "display_name": "gemini on vertex",
+        "base_url": fake.url,
+        "api_key": "unused-on-vertex",
+        "cloud": {"type": "vertex", "project": "proj-9", "location": "us-central1"},
+        "credentials": {"access_token": "ya29.stored"},
+    }
+    created = await api.key.post("/v1/model-providers", json=body)
+    assert created.status_code == 201, created.text
+    assert "credentials" not in created.json()
+    assert created.json()["cloud"] == body["cloud"]
+    agent = (await api.key.post("/v1/agents", json={"name": "vertex gemini"})).json()
+    version = {"model_provider_id": created.json()["id"], "model": GEMINI}
+    assert (await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
+    session = await api.session(agent["id"])
+    fake.replies = [Reply(frames=text_stream("from vertex"))]
+    await api.send(session, "hi")
+    events = await api.wait_for(session, run_over)
+    assert text_of(of_type(events, "message_assistant")[0]) == "from vertex"
+    (sent,) = fake.requests
+    path = f"/v1beta1/projects/proj-9/locations/us-central1/publishers/google/models/{GEMINI['model']}"
+    assert sent["path"] == f"{path}:streamGenerateContent"
+    assert sent["headers"]["authorization"] == "Bearer ya29.stored"
+    assert "unused-on-vertex" not in str(sent["headers"])
