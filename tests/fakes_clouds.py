@@ -87,7 +87,11 @@ class FakeCloud:
 
         async def stream() -> AsyncIterator[bytes]:
             for event, data in reply.frames:
-                yield f"event: {event}\ndata: {dumps(data)}\n\n".encode()
+                yield (
+                    f"data: {dumps(data)}\n\n" if reply.chat else f"event: {event}\ndata: {dumps(data)}\n\n"
+                ).encode()
+            if reply.chat:
+                yield b"data: [DONE]\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
@@ -105,6 +109,7 @@ async def fake_cloud() -> AsyncIterator[FakeCloud]:
                 methods=["POST"],
             ),
             Route("/openai/responses", fake.sse, methods=["POST"]),
+            Route("/openai/deployments/{deployment}/chat/completions", fake.sse, methods=["POST"]),
         ]
     )
     async with serve_asgi(app) as url:

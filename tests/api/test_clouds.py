@@ -17,6 +17,7 @@ from common.clouds import GOOGLE_TOKEN_URI
 from common.codec import dumps
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.fakes import Reply, anthropic_stream, openai_stream
+from tests.fakes_chat import ChatCall, chat_stream
 from tests.fakes_clouds import FakeCloud, fake_cloud
 from tests.resolver import PUBLIC, Names
 
@@ -386,3 +387,16 @@ async def test_every_cloud_client_connects_only_to_the_checked_address(
     error = of_type(events, "run_failed")[0]["error"]
     assert error.startswith("the model provider's address is refused: rebind.example resolves to 127.0.0.1"), error
     assert cloud.requests == []
+
+
+async def test_a_chat_completions_deployment_on_azure(api: Api, cloud: FakeCloud) -> None:
+    call = ChatCall("call_1", VISIBLE, {"room": "hall"})
+    cloud.replies = [chat_stream("", call), chat_stream("The hall is lit.")]
+    body = {**provider(cloud.url, "openai_chat", AZURE), "api_key": "azure-key-never-shown"}
+    await run_with_a_tool_call(api, await session_on(api, body, "my-chat-deployment"), "call_1")
+    first, second = cloud.requests
+    for sent in (first, second):
+        assert sent["path"] == "/openai/deployments/my-chat-deployment/chat/completions"
+        assert sent["query"] == {"api-version": "2025-04-01-preview"}
+        assert sent["headers"]["api-key"] == "azure-key-never-shown"
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "lit"}
