@@ -35,6 +35,7 @@ Credentials = dict[str, str] | Literal["environment"] | None
 
 # The only place a service account's signed assertion may be sent to be exchanged for a token: a key
 # naming another token_uri would have the worker post to an address of the key writer's choosing.
+PRIVATE_KEY_LIMIT = 4096
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"  # noqa: S105 (an address, not a secret)
 # A Google service account key is about 2.3 KB; this leaves room and no more.
 SERVICE_ACCOUNT_LIMIT = 16_384
@@ -110,7 +111,10 @@ def _check_vertex(credentials: dict[str, str] | None) -> None:
     if "access_token" in credentials:
         _bounded(credentials)
         return
-    text = credentials["service_account"]
+    _check_service_account(credentials["service_account"])
+
+
+def _check_service_account(text: str) -> None:
     if len(text) > SERVICE_ACCOUNT_LIMIT:
         raise InvalidRequest(f"credentials.service_account: at most {SERVICE_ACCOUNT_LIMIT} characters")
     try:
@@ -124,6 +128,9 @@ def _check_vertex(credentials: dict[str, str] | None) -> None:
     for name in ("client_email", "private_key"):
         if not isinstance(key.get(name), str) or not key[name]:
             raise InvalidRequest(f"credentials.service_account: the key has no {name}")
+    if len(key["private_key"]) > PRIVATE_KEY_LIMIT:
+        # Google's keys are RSA 2048 (about 1,700 characters); a huge one would be slow to load.
+        raise InvalidRequest(f"credentials.service_account: private_key: at most {PRIVATE_KEY_LIMIT} characters")
     if key.get("token_uri", GOOGLE_TOKEN_URI) != GOOGLE_TOKEN_URI:
         raise InvalidRequest(f"credentials.service_account: token_uri must be {GOOGLE_TOKEN_URI}")
 
@@ -150,10 +157,14 @@ def check_environment_base_url(cloud: Mapping[str, str], base_url: str) -> None:
     else:
         resource = next((host.removesuffix(end) for end in _AZURE_HOSTS if host.endswith(end)), "")
         ok, example = _AZURE_RESOURCE.fullmatch(resource) is not None, "https://<resource>.openai.azure.com"
-    if not ok or parts.scheme != "https" or parts.port not in (None, 443):
+    # The host alone would let the path or query aim the identity at another method of the cloud's API
+    # (the SDKs append theirs to base_url's path).
+    paths = ("", "/", "/v1", "/v1/") if kind == "vertex" else ("", "/")
+    plain = parts.path in paths and not parts.query and not parts.fragment and not base_url.endswith(("?", "#"))
+    if not ok or not plain or parts.scheme != "https" or parts.port not in (None, 443):
         raise InvalidRequest(
-            f"base_url: a provider using the worker's own cloud identity must use the cloud's own address,"
-            f" such as {example}"
+            f"base_url: a provider using the worker's own cloud identity must use the cloud's own address, with"
+            f" no path or query, such as {example}"
         )
 
 

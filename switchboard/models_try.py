@@ -5,6 +5,8 @@ platform providers), so what works here works in a run."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import sys
 from typing import TextIO
 
@@ -26,6 +28,16 @@ TOOL = ToolSpec(
 )
 
 
+# Control characters but the line break and tab: a provider's text reaches a terminal, where an escape
+# sequence could set its title, write its clipboard or hide lines.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe(text: str) -> str:
+    """`text` with each control character shown as its escape (`\x1b`), not sent to the terminal."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+
+
 class _Printer:
     """Prints what the model streams as it comes, each kind under its own heading."""
 
@@ -37,7 +49,7 @@ class _Printer:
         if kind != self._kind:
             self._out.write(("\n" if self._kind else "") + f"{kind}: ")
             self._kind = kind
-        self._out.write(piece)
+        self._out.write(safe(piece))
         self._out.flush()
 
     def text(self, piece: str) -> None:
@@ -47,7 +59,7 @@ class _Printer:
         self._write("reasoning", piece)
 
     def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
-        self._write(f"tool call {index} ({name})", piece)
+        self._write(f"tool call {index} ({safe(name)})", piece)
 
     def restart(self) -> None:
         self._write("retrying", "the attempt failed; again\n")
@@ -76,10 +88,10 @@ def usage_line(usage: Usage | None) -> str:
 def _summary(turn: Turn, out: TextIO) -> None:
     for call in turn.calls:
         problem = f" (unusable: {call.invalid})" if call.invalid else ""
-        out.write(f"tool call: {call.name} {call.arguments}{problem}\n")
+        out.write(safe(f"tool call: {call.name} {call.arguments}{problem}") + "\n")
     if not turn.calls:
         out.write("tool call: none (the model answered without the tool)\n")
-    out.write(f"model: {turn.model or '?'}\n{usage_line(turn.usage)}\n")
+    out.write(f"model: {safe(turn.model or '?')}\n{usage_line(turn.usage)}\n")
 
 
 async def try_model(
@@ -95,16 +107,19 @@ async def try_model(
         provider_format, client = await registry.client_for(provider_id)
         config = RunConfig(format=provider_format, model=model, max_tokens=max_tokens)
         request = ModelRequest(config, [Message(role="user", text=PROMPT)], [TOOL])
-        turn = await with_retries(
-            lambda: client.turn(request, printer),
-            printer,
-            attempts=settings.model_attempts,
-            backoff_s=settings.model_backoff_s,
-            budget_s=settings.model_retry_budget_s,
-        )
-    except ModelError as error:
+        # As long as a worker gives a step: a server that trickles bytes does not keep the terminal.
+        async with asyncio.timeout(settings.step_timeout_s):
+            turn = await with_retries(
+                lambda: client.turn(request, printer),
+                printer,
+                attempts=settings.model_attempts,
+                backoff_s=settings.model_backoff_s,
+                budget_s=settings.model_retry_budget_s,
+            )
+    except (ModelError, TimeoutError) as error:
         printer.end()
-        out.write(f"error: {error}\n")
+        reason = str(error) if isinstance(error, ModelError) else f"no answer within {settings.step_timeout_s:g} s"
+        out.write(f"error: {safe(reason)}\n")
         return 1
     finally:
         await registry.aclose()

@@ -16,6 +16,10 @@ from broker.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 
+# The token counter's bounds: its (provider, model, agent) label sets, and a model name's length in one.
+TOKEN_SERIES = 1000
+MODEL_LABEL_LIMIT = 128
+
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
@@ -39,6 +43,7 @@ class WorkerMetrics:
             " output, cached_input, reasoning), provider id, model and agent id",
             ["kind", "provider", "model", "agent"], registry=self.registry,
         )  # fmt: skip
+        self._token_labels: set[tuple[str, str, str]] = set()
         self.running = Gauge("switchboard_worker_jobs_running", "Jobs this worker is running", registry=self.registry)
         self.redis_rtt = redis_rtt_histogram(self.registry)
         ProcessCollector(registry=self.registry)
@@ -64,9 +69,16 @@ class WorkerMetrics:
             self._server.server_close()
 
     def tokens(self, provider_id: str, model: str, agent_id: str, counts: dict[str, int]) -> None:
-        """Count a step's tokens (`counts`: Usage.fields())."""
+        """Count a step's tokens (`counts`: Usage.fields()). An API key holder names models and makes agents
+        at will, so a worker keeps at most TOKEN_SERIES (provider, model, agent) label sets: the steps of
+        any further ones count under model and agent "other"."""
+        labels = (provider_id, model[:MODEL_LABEL_LIMIT], agent_id)
+        if labels not in self._token_labels:
+            if len(self._token_labels) >= TOKEN_SERIES:
+                labels = (provider_id, "other", "other")
+            self._token_labels.add(labels)
         for name, value in counts.items():
-            self.model_tokens.labels(name.removesuffix("_tokens"), provider_id, model, agent_id).inc(value)
+            self.model_tokens.labels(name.removesuffix("_tokens"), *labels).inc(value)
 
     @contextlib.contextmanager
     def timed(self, histogram: Histogram) -> Iterator[None]:

@@ -217,6 +217,16 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("a key that is not JSON", {"cloud": VERTEX, "credentials": {"service_account": "{"}}, "not JSON"),
     ("a key of another type", {"cloud": VERTEX, "credentials": {"service_account": '{"type":"user"}'}}, "type"),
     ("an oversized key", {"cloud": VERTEX, "credentials": {"service_account": "x" * 16385}}, "at most 16384"),
+    (
+        "an oversized private key",
+        {
+            "cloud": VERTEX,
+            "credentials": {
+                "service_account": dumps({"type": "service_account", "client_email": "a@b", "private_key": "k" * 4097})
+            },
+        },
+        "private_key: at most 4096",
+    ),
     ("azure with credentials", {"format": "openai_responses", "cloud": AZURE, "credentials": AWS_KEYS}, "api_key"),
     ("environment while it is off", {"cloud": BEDROCK, "credentials": "environment"}, "CLOUD_ENVIRONMENT_CREDENTIALS"),
     ("credentials of another kind", {"cloud": BEDROCK, "credentials": ["a"]}, "credentials"),

@@ -96,3 +96,15 @@ def test_bad_arguments_are_refused_before_anything_is_sent(capsys: pytest.Captur
             main(["models", "try", *args])
         assert exited.value.code == 2
     assert "--max-tokens: 0 is less than 1" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("environment")
+async def test_a_providers_escape_sequences_never_reach_the_terminal(
+    fake: FakeProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.replies = [chat_stream("\x1b]0;owned\x07Hi\x1b[2J", model="m\x1b[8m")]
+    assert await tried("--provider", PROVIDER_ID, "--model", "m") == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed
+    assert "\x07" not in printed
+    assert "answer: \\x1b]0;owned\\x07Hi\\x1b[2J" in printed

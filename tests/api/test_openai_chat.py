@@ -13,6 +13,7 @@ from broker import Settings
 from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
 from tests.fakes import FakeProvider, Reply, fake_provider
 from tests.fakes_chat import ChatCall, Style, chat_stream, chat_usage
+from workers.models.openai_chat import MAX_CALLS
 
 MODEL = {"format": "openai_chat", "model": "qwen-test", "max_tokens": 300, "context_window": 8000}
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 64).decode()
@@ -314,3 +315,43 @@ async def test_a_runs_usage_is_the_sum_of_its_steps(api: Api, fake: FakeProvider
         {"input_tokens": 10, "output_tokens": 2},
         {"input_tokens": 20, "output_tokens": 3, "cached_input_tokens": 5, "reasoning_tokens": 1},
     ]
+
+
+async def test_a_count_past_any_sane_size_is_left_out_and_the_run_completes(api: Api, fake: FakeProvider) -> None:
+    session = await chat_session(api, fake)
+    fake.replies = [chat_stream("fine", usage=chat_usage(10**17, 3))]
+    await api.send(session, "hi")
+    events = await api.wait_for(session, run_over)
+    assert of_type(events, "run_completed")[0]["usage"] == {"output_tokens": 3}
+
+
+async def test_a_server_that_streams_too_many_calls_fails_the_turn(api: Api, fake: FakeProvider) -> None:
+    session = await chat_session(api, fake)
+    await api.register(session)
+    calls = [ChatCall(f"call_{n}", "client__web__highlight_row", {"row_id": str(n)}) for n in range(MAX_CALLS + 1)]
+    fake.replies = [chat_stream("", *calls, style="whole")]
+    await api.send(session, "all of them")
+    events = await api.wait_for(session, run_over)
+    assert f"more than {MAX_CALLS} tool calls" in of_type(events, "run_failed")[0]["error"]
+    assert not of_type(events, "client_tool_dispatched")
+
+
+async def test_fields_of_the_wrong_type_are_not_written_into_the_log(api: Api, fake: FakeProvider) -> None:
+    session = await chat_session(api, fake)
+    await api.register(session)
+    reply = chat_stream("", ChatCall("x", "client__web__highlight_row", {"row_id": "1"}), style="whole")
+    for _, chunk in reply.frames:
+        chunk["model"] = {"not": "a name"}
+        for choice in chunk["choices"]:
+            for fragment in choice["delta"].get("tool_calls", ()):
+                # An id that is a number, and arguments sent as an object rather than its JSON text.
+                fragment["id"] = 7
+                fragment["function"]["arguments"] = {"row_id": "1"}
+    fake.replies = [reply]
+    await api.send(session, "light")
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
+    (call,) = of_type(events, "tool_call")
+    assert isinstance(call["call_id"], str)
+    assert call["call_id"] != "7"
+    assert call["arguments"] == {"row_id": "1"}
+    assert of_type(events, "message_assistant")[0]["message"]["model"] is None

@@ -59,6 +59,11 @@ def test_the_clouds_own_hosts_take_the_workers_identity(cloud: dict[str, str], b
         (AZURE, "https://my-resource.openai.azure.com.evil.example"),
         (AZURE, "https://a.b.openai.azure.com"),
         (AZURE, "https://llm.example"),
+        # The cloud's host, but a path or query that would aim the identity at another of its methods.
+        (VERTEX, "https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/l/models/m:rawPredict?x="),
+        (BEDROCK, "https://bedrock-runtime.us-east-1.amazonaws.com/model/other/invoke"),
+        (BEDROCK, "https://bedrock-runtime.us-east-1.amazonaws.com?x=1"),
+        (AZURE, "https://my-resource.openai.azure.com/#"),
     ],
 )
 def test_any_other_host_is_refused_the_workers_identity(cloud: dict[str, str], base_url: str) -> None:

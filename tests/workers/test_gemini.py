@@ -104,6 +104,8 @@ async def test_vertex_ai_is_reached_on_its_path_with_the_access_token(fake: Fake
         ({"service_account": "{not json"}, "is not JSON"),
         ({"service_account": dumps({"token_uri": "https://oauth2.googleapis.com/token"})}, "cannot be used"),
         ({"password": "x"}, "neither an access_token nor a service_account key"),
+        # None stored is not the worker's own identity (that is None, "environment", which the API gates).
+        ({}, "neither an access_token nor a service_account key"),
     ],
 )  # fmt: skip
 async def test_vertex_credentials_that_cannot_be_used_are_refused(

@@ -106,9 +106,16 @@ class Usage:
         return {name: int(value) for name, value in found.items() if value is not None}
 
 
+# Past this a count is nonsense, whoever sent it: a run's sum of counts stays far inside what Redis's
+# HINCRBY and Lua's doubles hold exactly (commit_step.lua adds them).
+COUNT_LIMIT = 2**40
+
+
 def count(value: object) -> int | None:
     """A provider's token count as an int, or None when it sent none (or nonsense)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < COUNT_LIMIT:
+        return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)

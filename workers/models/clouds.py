@@ -19,7 +19,7 @@ import anthropic
 import httpx2
 import openai
 
-from common.clouds import GOOGLE_TOKEN_URI
+from common.clouds import GOOGLE_TOKEN_URI, PRIVATE_KEY_LIMIT
 from common.codec import loads
 from workers.models.base import Endpoint, ModelError, provider_text
 
@@ -145,6 +145,9 @@ def service_account(text: str) -> GoogleCredentials:
         raise ModelError("the provider's service account key is not JSON") from None
     if not isinstance(info, dict) or info.get("token_uri", GOOGLE_TOKEN_URI) != GOOGLE_TOKEN_URI:
         raise ModelError(f"the provider's service account key must use the token_uri {GOOGLE_TOKEN_URI}")
+    if len(str(info.get("private_key", ""))) > PRIVATE_KEY_LIMIT:
+        # Loaded on the event loop: a key far past an RSA 4096 one would hold it.
+        raise ModelError(f"the provider's service account key is longer than {PRIVATE_KEY_LIMIT} characters")
     try:
         # google-auth declares this constructor without types.
         credentials: GoogleCredentials = accounts.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]

@@ -15,7 +15,7 @@ def vertex_credentials(given: dict[str, str] | None) -> Credentials | None:
     """The provider's credentials: an OAuth access token, or a service account key (its JSON text, read
     as the anthropic Vertex client's is); None: the worker's environment's (Application Default
     Credentials)."""
-    if not given:
+    if given is None:
         return None
     if given.get("access_token"):
         # A bare token: nothing to refresh it with, so the run fails when it expires.
@@ -31,7 +31,7 @@ def vertex_client_args(endpoint: Endpoint) -> tuple[dict[str, Any], str]:
     project, location = cloud.get("project"), cloud.get("location")
     if not isinstance(project, str) or not project or not isinstance(location, str) or not location:
         raise ModelError("a Vertex AI provider needs its cloud's project and location")
-    credentials = vertex_credentials(dict(endpoint.credentials) if endpoint.credentials else None)
+    credentials = vertex_credentials(None if endpoint.credentials is None else dict(endpoint.credentials))
     host = "aiplatform.googleapis.com" if location == "global" else f"{location}-aiplatform.googleapis.com"
     args = {"vertexai": True, "project": project, "location": location, "credentials": credentials}
     return args, f"https://{host}"

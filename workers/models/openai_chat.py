@@ -86,12 +86,25 @@ def to_messages(transcript: list[Message], aliases: Aliases, system: str | None)
     return messages
 
 
-class _Call:
-    __slots__ = ("arguments", "call_id", "index", "name", "place")
+# What one turn may hold: past these the server is not answering in good faith, and the turn fails
+# rather than have the worker keep whatever it sends.
+MAX_CALLS = 128
+_ID_LIMIT = 128
+_MODEL_LIMIT = 256
 
-    def __init__(self, place: int, index: object, call_id: str, name: str) -> None:
+
+def _text(value: object, limit: int | None = None) -> str | None:
+    """A field the wire gives as a string, or None when a server sent something else (or too much)."""
+    if not isinstance(value, str) or (limit is not None and len(value) > limit):
+        return None
+    return value
+
+
+class _Call:
+    __slots__ = ("arguments", "call_id", "name", "place")
+
+    def __init__(self, place: int, call_id: str, name: str) -> None:
         self.place = place
-        self.index = index
         self.call_id = call_id
         self.name = name
         self.arguments = ""
@@ -103,40 +116,47 @@ class _Calls:
     OpenAI sends a call's id and name once, in its first fragment, then arguments under the same `index`.
     The servers differ: vLLM sends parallel calls all with index 0 (a new id starts a new call), some
     servers send no ids (one is made), some repeat the id and name in every fragment, and some send each
-    call's arguments whole in one fragment."""
+    call's arguments whole in one fragment. Every fragment costs O(1) (a server may send many)."""
 
     def __init__(self, aliases: Aliases, deltas: DeltaSink) -> None:
         self._aliases = aliases
         self._deltas = deltas
         self.calls: list[_Call] = []
+        self._by_id: dict[str, _Call] = {}
+        # The latest call each index was seen on.
+        self._by_index: dict[object, _Call] = {}
 
     def feed(self, fragment: Any) -> None:
-        call_id = field_of(fragment, "id")
+        call_id = _text(field_of(fragment, "id"), _ID_LIMIT) or None
         index = field_of(fragment, "index")
+        index = index if isinstance(index, int) else None
         function = field_of(fragment, "function")
-        name = field_of(function, "name") if function is not None else None
-        piece = (field_of(function, "arguments") if function is not None else None) or ""
+        name = _text(field_of(function, "name")) if function is not None else None
+        piece = field_of(function, "arguments") if function is not None else None
+        # Arguments a server sent as an object rather than its JSON text.
+        piece = dumps(piece) if isinstance(piece, dict) else (_text(piece) or "")
         call = self._target(call_id, index, name)
         if call is None:
-            place = len(self.calls)
-            call = _Call(place, index, call_id or new_call_id(), self._aliases.inward(name or ""))
+            if len(self.calls) == MAX_CALLS:
+                raise ModelError(f"the model made more than {MAX_CALLS} tool calls in one step")
+            call = _Call(len(self.calls), call_id or new_call_id(), self._aliases.inward(name or ""))
             self.calls.append(call)
+            self._by_id[call.call_id] = call
         elif name and not call.name:
             call.name = self._aliases.inward(name)
+        self._by_index[index] = call
         if piece:
             call.arguments += piece
             self._deltas.tool_input(call.place, call.call_id, call.name, piece)
 
-    def _target(self, call_id: object, index: object, name: object) -> _Call | None:
+    def _target(self, call_id: str | None, index: int | None, name: str | None) -> _Call | None:
         """The call a fragment continues; None when it starts one."""
-        if isinstance(call_id, str) and call_id:
-            return next((c for c in self.calls if c.call_id == call_id), None)
-        last = next((c for c in reversed(self.calls) if c.index == index), None)
-        if last is None:
-            return None
-        # No id: a name on a call that already has a name and whole arguments starts the next call (parallel
-        # calls from a server that sends neither ids nor distinct indexes).
-        if name and last.name and _whole(last.arguments):
+        if call_id is not None:
+            return self._by_id.get(call_id)
+        last = self._by_index.get(index)
+        # No id: a name after a call that already has its name and arguments starts the next call
+        # (parallel calls from a server that sends neither ids nor distinct indexes sends each whole).
+        if last is None or (name and last.name and last.arguments):
             return None
         return last
 
@@ -145,10 +165,6 @@ class _Calls:
             # A call with no parameters may come with no arguments at all.
             arguments, invalid = parse_arguments(call.arguments or "{}")
             into.call(call.call_id, call.name, arguments, invalid)
-
-
-def _whole(arguments: str) -> bool:
-    return bool(arguments) and not parse_arguments(arguments)[1]
 
 
 def usage_of(usage: Any) -> Usage | None:
@@ -185,7 +201,7 @@ class _Reader:
         self.finish: str | None = None
 
     def feed(self, chunk: Any) -> None:
-        self.model = field_of(chunk, "model") or self.model
+        self.model = _text(field_of(chunk, "model"), _MODEL_LIMIT) or self.model
         # With include_usage the counts come in a last chunk with no choices; some servers send them in
         # every chunk, growing: the last one wins.
         self.usage = usage_of(field_of(chunk, "usage")) or self.usage
@@ -195,7 +211,7 @@ class _Reader:
             delta = field_of(choice, "delta")
             if delta is not None:
                 self._delta(delta)
-            self.finish = field_of(choice, "finish_reason") or self.finish
+            self.finish = _text(field_of(choice, "finish_reason"), _ID_LIMIT) or self.finish
 
     def _delta(self, delta: Any) -> None:
         reasoning = _reasoning(delta)

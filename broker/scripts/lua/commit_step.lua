@@ -75,9 +75,9 @@ if full then
   return sb_reply('failed')
 end
 
+if A.usage ~= '' then sb_add_usage(S, cjson.decode(A.usage)) end
 redis.call('ZREM', SB_P.steps, S.sid)
 sb_append(S, A.message)
-if A.usage ~= '' then sb_add_usage(S, cjson.decode(A.usage)) end
 local pending, k = 0, 1
 local seen = {}
 for _, c in ipairs(planned) do

@@ -163,11 +163,15 @@ end
 -- The token counts a run reports, in the order its end reads them; the run hash keeps each as `u:<name>`.
 local SB_USAGE = {'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens'}
 
--- Adds a step's token counts (a table of SB_USAGE names to counts) to the run's.
+-- Adds a step's token counts (a table of SB_USAGE names to counts) to the run's. The caller bounds
+-- each below 2^40 (workers/models/base.py); one that is not a whole number in that range is left out
+-- rather than fail HINCRBY midway through a step's writes.
 local function sb_add_usage(S, usage)
   for _, name in ipairs(SB_USAGE) do
     local n = tonumber(usage[name])
-    if n then redis.call('HINCRBY', S.run, 'u:' .. name, n) end
+    if n and n >= 0 and n < 1099511627776 and n == math.floor(n) then
+      redis.call('HINCRBY', S.run, 'u:' .. name, string.format('%d', n))
+    end
   end
 end
 
