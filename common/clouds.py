@@ -19,8 +19,6 @@ from urllib.parse import urlsplit
 from common.codec import dumps, loads
 from common.errors import InvalidRequest
 
-CloudType = Literal["bedrock", "vertex", "azure"]
-CLOUD_TYPES: tuple[CloudType, ...] = ("bedrock", "vertex", "azure")
 # The formats each cloud serves.
 CLOUD_FORMATS: dict[str, tuple[str, ...]] = {
     "bedrock": ("anthropic",),
@@ -35,10 +33,12 @@ Credentials = dict[str, str] | Literal["environment"] | None
 
 # The only place a service account's signed assertion may be sent to be exchanged for a token: a key
 # naming another token_uri would have the worker post to an address of the key writer's choosing.
-PRIVATE_KEY_LIMIT = 4096
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"  # noqa: S105 (an address, not a secret)
 # A Google service account key is about 2.3 KB; this leaves room and no more.
 SERVICE_ACCOUNT_LIMIT = 16_384
+# Its private key: Google's are RSA 2048 (about 1,700 characters); a far larger one would hold the
+# worker's event loop while it is loaded.
+PRIVATE_KEY_LIMIT = 4096
 # The longest any other credential may be (an AWS session token runs to about 1,500 characters, a Google
 # access token to about 2,000).
 CREDENTIAL_LIMIT = 8_192
@@ -129,7 +129,6 @@ def _check_service_account(text: str) -> None:
         if not isinstance(key.get(name), str) or not key[name]:
             raise InvalidRequest(f"credentials.service_account: the key has no {name}")
     if len(key["private_key"]) > PRIVATE_KEY_LIMIT:
-        # Google's keys are RSA 2048 (about 1,700 characters); a huge one would be slow to load.
         raise InvalidRequest(f"credentials.service_account: private_key: at most {PRIVATE_KEY_LIMIT} characters")
     if key.get("token_uri", GOOGLE_TOKEN_URI) != GOOGLE_TOKEN_URI:
         raise InvalidRequest(f"credentials.service_account: token_uri must be {GOOGLE_TOKEN_URI}")

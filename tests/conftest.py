@@ -72,7 +72,9 @@ def key_prefix() -> str:
 @pytest.fixture
 def settings(request: pytest.FixtureRequest, redis_url: str, key_prefix: str, tmp_path: Path) -> Settings:
     deadlines = SHORT_DEADLINES if request.node.get_closest_marker("short_deadlines") else {}
-    fast = {**FAST, **deadlines}
+    # The tests' fake providers and servers listen on 127.0.0.1, a loopback address: allowed where marked.
+    private = {"provider_allow_private": True} if request.node.get_closest_marker("private_providers") else {}
+    fast = {**FAST, **deadlines, **private}
     return Settings(redis_url=redis_url, key_prefix=key_prefix, data_dir=tmp_path, **fast)  # type: ignore[arg-type]
 
 

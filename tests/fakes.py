@@ -49,16 +49,19 @@ class FakeProvider:
             return Response(reply.raw, reply.status, headers=reply.headers, media_type="text/plain")
         if reply.status != 200:
             return JSONResponse(reply.body, reply.status, headers=reply.headers)
+        return event_stream(reply)
 
-        async def stream() -> AsyncIterator[bytes]:
-            for event, data in reply.frames:
-                yield (
-                    f"data: {dumps(data)}\n\n" if reply.chat else f"event: {event}\ndata: {dumps(data)}\n\n"
-                ).encode()
-            if reply.chat:
-                yield b"data: [DONE]\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream")
+def event_stream(reply: Reply) -> StreamingResponse:
+    """A scripted reply's frames as SSE: named events, or Chat Completions' `data:` lines and `[DONE]`."""
+
+    async def stream() -> AsyncIterator[bytes]:
+        for event, data in reply.frames:
+            yield (f"data: {dumps(data)}\n\n" if reply.chat else f"event: {event}\ndata: {dumps(data)}\n\n").encode()
+        if reply.chat:
+            yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
 
 
 @contextlib.asynccontextmanager

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from common.codec import dumps
-from tests.fakes import Reply
+from tests.fakes import Reply, event_stream
 from tests.stack import serve_asgi
 
 BEDROCK_CHUNK_HEADERS = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
@@ -82,18 +82,7 @@ class FakeCloud:
 
     async def sse(self, request: Request) -> Response:
         reply = await self._take(request)
-        if isinstance(reply, Response):
-            return reply
-
-        async def stream() -> AsyncIterator[bytes]:
-            for event, data in reply.frames:
-                yield (
-                    f"data: {dumps(data)}\n\n" if reply.chat else f"event: {event}\ndata: {dumps(data)}\n\n"
-                ).encode()
-            if reply.chat:
-                yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        return reply if isinstance(reply, Response) else event_stream(reply)
 
 
 @contextlib.asynccontextmanager

@@ -90,7 +90,7 @@ class StepRunner:
         models: ModelRegistry,
         registry: Registry,
         hub: McpHub,
-        metrics: WorkerMetrics | None = None,
+        metrics: WorkerMetrics,
     ) -> None:
         self._broker = broker
         self._models = models
@@ -190,9 +190,8 @@ class StepRunner:
         if counts:
             # An extension: the tokens the step's model call counted, by the provider's own count.
             payload["usage"] = counts
-            if self._metrics is not None:
-                provider_id, agent_id = self._models.billed_to(session_id)
-                self._metrics.tokens(provider_id, config.model, agent_id, counts)
+            provider_id, agent_id = self._models.billed_to(session_id)
+            self._metrics.tokens(provider_id, config.model, agent_id, counts)
         timing = dumps({"type": "custom", "kind": "timing", "payload": payload})
         usage = dumps(counts) if counts else ""
         message = message_assistant(turn.content, turn.model)

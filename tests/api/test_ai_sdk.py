@@ -11,10 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from broker import Settings
 from tests.api_client import Api, Session, of_type, run_over
 from tests.fakes import Reply, anthropic_stream, fake_provider
 from tests.js_clients import drive
+
+# The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
 
 PICK = {
     "name": "pick_color",
@@ -22,12 +24,6 @@ PICK = {
     "parameters": {"type": "object", "properties": {"color": {"type": "string"}}},
 }
 CALC: dict[str, Any] = {"server_tools": ["calculate"]}
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The fake provider listens on 127.0.0.1, a loopback address: allowed here only.
-    return settings.model_copy(update={"provider_allow_private": True})
 
 
 async def _drive(

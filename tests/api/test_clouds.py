@@ -21,6 +21,9 @@ from tests.fakes_chat import ChatCall, chat_stream
 from tests.fakes_clouds import FakeCloud, fake_cloud
 from tests.resolver import PUBLIC, Names
 
+# The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
+
 AWS_KEYS = {"aws_access_key_id": "AKIDCLOUDTEST", "aws_secret_access_key": "aws-secret-never-shown"}
 AWS_SESSION = {**AWS_KEYS, "aws_session_token": "aws-session-token-never-shown"}
 BEDROCK = {"type": "bedrock", "region": "us-east-1"}
@@ -30,12 +33,6 @@ BEDROCK_MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 VERTEX_MODEL = "claude-sonnet-4-5@20250929"
 TOOL = {"name": "lamp", "description": "Lights it", "parameters": {"type": "object"}}
 VISIBLE = "client__web__lamp"
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The fake clouds listen on 127.0.0.1, a loopback address: allowed here only.
-    return settings.model_copy(update={"provider_allow_private": True})
 
 
 @pytest.fixture

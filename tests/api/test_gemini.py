@@ -10,20 +10,18 @@ import pytest
 
 from broker import Settings
 from tests.api.test_images import PIXEL, image
+from tests.api.test_providers import text_of
 from tests.api_client import ENDS, Api, Event, Session, of_type, run_over, running_api
 from tests.fakes import Reply
 from tests.fakes_gemini import FakeGemini, chunk, error, fake_gemini, gemini_stream, text_stream, usage
 from tests.helpers import HIGHLIGHT
 from tests.resolver import PUBLIC, Names
 
+# The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
+
 GEMINI: dict[str, Any] = {"format": "gemini", "model": "gemini-2.5-flash", "max_tokens": 1024}
 ROW = "client__web__highlight_row"
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The fake listens on 127.0.0.1, a loopback address: allowed here only.
-    return settings.model_copy(update={"provider_allow_private": True})
 
 
 @pytest.fixture
@@ -42,10 +40,6 @@ async def gemini_session(api: Api, base_url: str, model: dict[str, Any] = GEMINI
     answer = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
     assert answer.status_code == 201, answer.text
     return await api.session(agent["id"])
-
-
-def text_of(event: Event) -> str:
-    return "".join(b["data"]["text"] for b in event["message"]["content"] if b["type"] == "text")
 
 
 def b64(raw: bytes) -> str:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from broker import Settings
 from tests.api.test_providers import CLAUDE, GPT, provider_session
 from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
-from tests.fakes import FakeProvider, Reply, anthropic_stream, fake_provider, openai_stream
+from tests.fakes import FakeProvider, Reply, anthropic_stream, openai_stream
+
+# The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
 
 CALL = '/call client__web__highlight_row {"row_id": "7"}'
 # A 1x1 PNG (one red pixel).
@@ -21,18 +22,6 @@ PIXEL = base64.b64encode(
         "0000000d49444154789c63f8cfc0f01f00050001ff89993d1d0000000049454e44ae426082"
     )
 ).decode()
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
-    return settings.model_copy(update={"provider_allow_private": True})
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
-    async with fake_provider() as provider:
-        yield provider
 
 
 async def dispatched_call(api: Api, session: Session) -> str:
@@ -104,8 +93,11 @@ async def test_bad_result_content_is_refused_and_nothing_is_recorded(
     assert not of_type(await api.events(session), "tool_result")
 
 
-async def test_anthropic_gets_the_image_in_the_tool_result(api: Api, fake: FakeProvider) -> None:
-    session = await provider_session(api, fake, CLAUDE)
+@pytest.mark.parametrize("text_only", [False, True])
+async def test_anthropic_gets_the_image_in_the_tool_result_or_as_its_placeholder(
+    api: Api, fake: FakeProvider, text_only: bool
+) -> None:
+    session = await provider_session(api, fake, CLAUDE, text_only=text_only)
     web = await api.register(session)
     use = {"type": "tool_use", "id": "toolu_1", "name": "client__web__highlight_row", "input": {"row_id": "1"}}
     fake.replies = [
@@ -118,10 +110,14 @@ async def test_anthropic_gets_the_image_in_the_tool_result(api: Api, fake: FakeP
     assert (await api.call(session, web["id"], "toolu_1", "result", content=content)).status_code == 204
     await api.wait_for(session, run_over)
     result = fake.requests[1]["messages"][-1]["content"][0]
-    assert result["content"] == [
-        {"type": "text", "text": "here"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}},
-    ]
+    if text_only:
+        # A provider that takes no images gets each as its placeholder.
+        assert result["content"] == "here\n[image/png, 1 KB]"
+    else:
+        assert result["content"] == [
+            {"type": "text", "text": "here"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}},
+        ]
 
 
 async def test_openai_responses_gets_the_image_in_the_function_call_output(api: Api, fake: FakeProvider) -> None:
@@ -143,20 +139,3 @@ async def test_openai_responses_gets_the_image_in_the_function_call_output(api: 
         "call_id": "fc_1",
         "output": [{"type": "input_image", "image_url": f"data:image/jpeg;base64,{PIXEL}"}],
     }
-
-
-async def test_a_text_only_provider_gets_each_image_as_its_placeholder(api: Api, fake: FakeProvider) -> None:
-    session = await provider_session(api, fake, CLAUDE, text_only=True)
-    web = await api.register(session)
-    use = {"type": "tool_use", "id": "toolu_1", "name": "client__web__highlight_row", "input": {"row_id": "1"}}
-    fake.replies = [
-        Reply(frames=anthropic_stream(use, stop="tool_use")),
-        Reply(frames=anthropic_stream({"type": "text", "text": "Noted."})),
-    ]
-    await api.send(session, "show me")
-    await dispatched_call(api, session)
-    content = [{"type": "text", "text": "here"}, image()]
-    assert (await api.call(session, web["id"], "toolu_1", "result", content=content)).status_code == 204
-    await api.wait_for(session, run_over)
-    result = fake.requests[1]["messages"][-1]["content"][0]
-    assert result["content"] == "here\n[image/png, 1 KB]"

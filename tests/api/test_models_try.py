@@ -13,13 +13,10 @@ from switchboard.cli import main
 from tests.fakes import FakeProvider, Reply, fake_provider
 from tests.fakes_chat import ChatCall, chat_stream, chat_usage
 
+# The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
+
 PROVIDER_ID = "0190a000-0000-7000-8000-00000000c4a7"
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The fake provider listens on 127.0.0.1, a loopback address: allowed here only.
-    return settings.model_copy(update={"provider_allow_private": True})
 
 
 @pytest.fixture

@@ -4,53 +4,32 @@ server that streams as OpenAI's reference writes it and as the servers that diff
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from broker import Settings
+from tests.api.test_providers import provider_session, text_of
 from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
-from tests.fakes import FakeProvider, Reply, fake_provider
+from tests.fakes import FakeProvider, Reply
 from tests.fakes_chat import ChatCall, Style, chat_stream, chat_usage
 from workers.models.openai_chat import MAX_CALLS
+
+# The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
 
 MODEL = {"format": "openai_chat", "model": "qwen-test", "max_tokens": 300, "context_window": 8000}
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 64).decode()
 
 
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The fake provider listens on 127.0.0.1, a loopback address: allowed here only.
-    return settings.model_copy(update={"provider_allow_private": True})
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
-    async with fake_provider() as provider:
-        yield provider
-
-
 async def chat_session(
     api: Api, fake: FakeProvider, *, text_only: bool = False, model: dict[str, Any] | None = None, **config: Any
 ) -> Session:
-    body = {"api_key": "test-key", "base_url": f"{fake.url}/v1", "display_name": "vllm", "format": "openai_chat"}
-    created = await api.key.post("/v1/model-providers", json={**body, "text_only": text_only})
-    assert created.status_code == 201, created.text
-    agent = (await api.key.post("/v1/agents", json={"name": "chat"})).json()
-    version = {"model_provider_id": created.json()["id"], "model": model or MODEL, **config}
-    answer = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
-    assert answer.status_code == 201, answer.text
-    return await api.session(agent["id"])
+    return await provider_session(api, fake, model or MODEL, text_only=text_only, **config)
 
 
 async def logged(api: Api, session: Session, include: str) -> list[Event]:
     path = f"/v1/sessions/{session.id}/events"
     return await whole_log(lambda params: api.key.get(path, params={**params, "include": include}))
-
-
-def text_of(event: Event) -> str:
-    return "".join(b["data"]["text"] for b in event["message"]["content"] if b["type"] == "text")
 
 
 def timings(events: list[Event], scope: str) -> list[dict[str, Any]]:

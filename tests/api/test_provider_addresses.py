@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -48,12 +47,6 @@ METADATA = [
     "http://[::ffff:169.254.169.254]/latest",
     "http://[::ffff:a9fe:a9fe]/latest",
 ]
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
-    async with fake_provider() as provider:
-        yield provider
 
 
 def body(base_url: str, api_key: str = "sk-test") -> dict[str, Any]:

@@ -20,12 +20,6 @@ MIB = 1_048_576
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
-    async with fake_provider() as provider:
-        yield provider
-
-
-@pytest.fixture
 async def local(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
     """A stack whose workspace providers may be the local fakes (on 127.0.0.1)."""
     async with running_api(settings, redis_url, api_key, {"provider_allow_private": True}) as api:

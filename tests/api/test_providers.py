@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from tests.fakes import (
     Reply,
     anthropic_error,
     anthropic_stream,
-    fake_provider,
     openai_failed,
     openai_stream,
 )
@@ -26,21 +24,12 @@ from tests.helpers import HIGHLIGHT
 from tests.stack import running_stack
 from workers.models.aliases import shorten
 
+# The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
+
 CLAUDE = {"format": "anthropic", "model": "claude-test", "max_tokens": 321, "thinking": {"budget_tokens": 1024}}
 GPT = {"format": "openai_responses", "model": "gpt-test", "max_tokens": 222, "context_window": 8000}
 GPT["reasoning_effort"] = "low"
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
-    return settings.model_copy(update={"provider_allow_private": True})
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
-    async with fake_provider() as provider:
-        yield provider
 
 
 async def provider_session(

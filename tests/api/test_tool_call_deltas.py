@@ -4,31 +4,21 @@ every model adapter, named as the model sees the tool; the log never keeps them.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from broker import Settings
 from tests.api_client import Api, Event, Session, of_type
-from tests.fakes import FakeProvider, Reply, anthropic_stream, fake_provider, openai_stream
+from tests.fakes import FakeProvider, Reply, anthropic_stream, openai_stream
 from tests.sse import Frames
 from workers.models.aliases import shorten
+
+# The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
 
 ROW = {"name": "highlight_row", "description": "Highlight a row.", "parameters": {"type": "object"}}
 LONG_TOOL = {**ROW, "name": "t" * 40}
 VISIBLE = f"client__{'a' * 32}__{'t' * 40}"
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return settings.model_copy(update={"provider_allow_private": True})
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
-    async with fake_provider() as provider:
-        yield provider
 
 
 async def _session(api: Api, fake: FakeProvider, form: str) -> Session:

@@ -70,33 +70,22 @@ def _bedrock(endpoint: Endpoint, http: httpx2.AsyncClient | None) -> anthropic.A
     # Bedrock streams in AWS's event-stream framing, which botocore decodes; boto3 signs (SigV4).
     _need("botocore", "Anthropic on Bedrock")
     _quiet_signer()
-    region, base_url, timeout_s = cloud["region"], endpoint.base_url, endpoint.timeout_s
+    # None: the worker's own AWS identity (boto's chain); keys: SigV4 with them; {}: the provider's api_key
+    # is a Bedrock API key, sent as a bearer token. What is left None is the SDK's default.
+    keys = credentials or {}
+    if credentials is None or keys:
+        _need("boto3", "Bedrock with the worker's own AWS identity" if credentials is None else "Bedrock with AWS keys")
     try:
-        if credentials is None:
-            _need("boto3", "Bedrock with the worker's own AWS identity")
-            return anthropic.AsyncAnthropicBedrock(
-                aws_region=region, base_url=base_url, http_client=http, max_retries=0, timeout=timeout_s
-            )
-        if credentials:
-            _need("boto3", "Bedrock with AWS keys")
-            return anthropic.AsyncAnthropicBedrock(
-                aws_access_key=credentials["aws_access_key_id"],
-                aws_secret_key=credentials["aws_secret_access_key"],
-                aws_session_token=credentials.get("aws_session_token") or None,
-                aws_region=region,
-                base_url=base_url,
-                http_client=http,
-                max_retries=0,
-                timeout=timeout_s,
-            )
-        # No keys: the provider's api_key is a Bedrock API key, sent as a bearer token.
         return anthropic.AsyncAnthropicBedrock(
-            api_key=endpoint.api_key,
-            aws_region=region,
-            base_url=base_url,
+            api_key=endpoint.api_key if credentials == {} else None,
+            aws_access_key=keys.get("aws_access_key_id"),
+            aws_secret_key=keys.get("aws_secret_access_key"),
+            aws_session_token=keys.get("aws_session_token") or None,
+            aws_region=cloud["region"],
+            base_url=endpoint.base_url,
             http_client=http,
             max_retries=0,
-            timeout=timeout_s,
+            timeout=endpoint.timeout_s,
         )
     except ValueError as error:
         # The SDK refuses AWS keys where the worker's environment sets AWS_BEARER_TOKEN_BEDROCK as well.

@@ -25,9 +25,8 @@ from workers.models.base import (
     Turn,
     TurnBuilder,
     Usage,
-    count,
 )
-from workers.models.openai_client import error_detail, error_of, field_of, openai_client
+from workers.models.openai_client import error_detail, error_of, field_of, openai_client, usage_of
 
 # Optional request parameters some servers refuse with a 400 that names them: such a parameter is left
 # out (or, where the server names its replacement, renamed) and the request sent again at once, and the
@@ -167,19 +166,6 @@ class _Calls:
             into.call(call.call_id, call.name, arguments, invalid)
 
 
-def usage_of(usage: Any) -> Usage | None:
-    """Chat Completions counts: prompt_tokens includes the cached, completion_tokens the reasoning."""
-    if usage is None:
-        return None
-    prompt, completion = field_of(usage, "prompt_tokens_details"), field_of(usage, "completion_tokens_details")
-    return Usage(
-        input_tokens=count(field_of(usage, "prompt_tokens")),
-        output_tokens=count(field_of(usage, "completion_tokens")),
-        cached_input_tokens=count(field_of(prompt, "cached_tokens")) if prompt is not None else None,
-        reasoning_tokens=count(field_of(completion, "reasoning_tokens")) if completion is not None else None,
-    )
-
-
 def _reasoning(delta: Any) -> str:
     """The reasoning a server streams beside the text: `reasoning_content` (DeepSeek, vLLM, llama.cpp) or
     `reasoning` (OpenRouter, Ollama); neither is in OpenAI's own schema, so both arrive as extra fields."""
@@ -204,7 +190,7 @@ class _Reader:
         self.model = _text(field_of(chunk, "model"), _MODEL_LIMIT) or self.model
         # With include_usage the counts come in a last chunk with no choices; some servers send them in
         # every chunk, growing: the last one wins.
-        self.usage = usage_of(field_of(chunk, "usage")) or self.usage
+        self.usage = usage_of(field_of(chunk, "usage"), "prompt_tokens", "completion_tokens") or self.usage
         for choice in field_of(chunk, "choices") or ():
             if field_of(choice, "index") not in (0, None):
                 continue

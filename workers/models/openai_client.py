@@ -8,7 +8,7 @@ from typing import Any
 import httpx2
 import openai
 
-from workers.models.base import Endpoint, ModelError, TransientModelError, provider_text
+from workers.models.base import Endpoint, ModelError, TransientModelError, Usage, count, provider_text
 from workers.models.clouds import azure_openai
 from workers.models.retry import RetryLater
 from workers.pinned import pinned_client, refused
@@ -26,6 +26,21 @@ def openai_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
         return azure_openai(endpoint, http)
     return openai.AsyncOpenAI(
         base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_s, http_client=http
+    )
+
+
+def usage_of(usage: Any, inputs: str, outputs: str) -> Usage | None:
+    """An OpenAI wire's counts, named `inputs` and `outputs` (Responses: input_tokens and output_tokens;
+    Chat Completions: prompt_tokens and completion_tokens), each with its `_details` (cached_tokens, and
+    reasoning_tokens); the input includes the cached, the output the reasoning."""
+    if usage is None:
+        return None
+    cached, reasoning = field_of(usage, f"{inputs}_details"), field_of(usage, f"{outputs}_details")
+    return Usage(
+        input_tokens=count(field_of(usage, inputs)),
+        output_tokens=count(field_of(usage, outputs)),
+        cached_input_tokens=count(field_of(cached, "cached_tokens")) if cached is not None else None,
+        reasoning_tokens=count(field_of(reasoning, "reasoning_tokens")) if reasoning is not None else None,
     )
 
 

@@ -21,9 +21,8 @@ from workers.models.base import (
     Turn,
     TurnBuilder,
     Usage,
-    count,
 )
-from workers.models.openai_client import error_of, failure, field_of, openai_client
+from workers.models.openai_client import error_of, failure, field_of, openai_client, usage_of
 
 
 def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]]:
@@ -52,19 +51,6 @@ def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]
                 ]
             items.append({"type": "function_call_output", "call_id": result.call_id, "output": output})
     return items
-
-
-def usage_of(usage: Any) -> Usage | None:
-    """The Responses API's counts (input includes the cached, output the reasoning)."""
-    if usage is None:
-        return None
-    inputs, outputs = field_of(usage, "input_tokens_details"), field_of(usage, "output_tokens_details")
-    return Usage(
-        input_tokens=count(field_of(usage, "input_tokens")),
-        output_tokens=count(field_of(usage, "output_tokens")),
-        cached_input_tokens=count(field_of(inputs, "cached_tokens")) if inputs is not None else None,
-        reasoning_tokens=count(field_of(outputs, "reasoning_tokens")) if outputs is not None else None,
-    )
 
 
 def _turn(output: list[Any], aliases: Aliases, model: str | None, usage: Usage | None = None) -> Turn:
@@ -144,7 +130,12 @@ async def _read(stream: Any, aliases: Aliases, deltas: DeltaSink) -> Turn:
         elif kind in ("response.completed", "response.incomplete"):
             response = event.response
             model = getattr(response, "model", None)
-            return _turn(list(response.output), aliases, model, usage_of(getattr(response, "usage", None)))
+            return _turn(
+                list(response.output),
+                aliases,
+                model,
+                usage_of(getattr(response, "usage", None), "input_tokens", "output_tokens"),
+            )
         elif kind == "response.failed":
             detail = event.response.error
             raise failure(field_of(detail, "code"), field_of(detail, "message") or "the response failed")
