@@ -26,6 +26,9 @@ def server_env(redis_url: str, **settings: str) -> tuple[dict[str, str], str]:
         "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
         # Workers of one test would share the default port; a test that reads one sets its own.
         "SWITCHBOARD_WORKER_METRICS_PORT": "0",
+        # No balancer stands in front of a test's API, so its 2 s drain grace would only hold every stop up;
+        # a test of draining sets its own.
+        "SWITCHBOARD_DRAIN_GRACE_S": "0",
     }
     env |= {f"SWITCHBOARD_{name.upper()}": value for name, value in settings.items()}
     return env, key

@@ -134,7 +134,7 @@ async def test_figures_count_every_call_by_outcome_and_logs_name_the_ids(
 async def test_a_stream_ended_by_sigterm_is_told_to_come_back_soon(
     redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    env, key = server_env(redis_url, drain_retry_ms="400")
+    env, key = server_env(redis_url, drain_grace_s="2", drain_retry_ms="400")
     processes = Processes(env, tmp_path_factory.mktemp("drain-logs"))
     try:
         api, url = processes.api()
