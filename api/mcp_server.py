@@ -111,7 +111,7 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
         return _error(f"no active client {client_name} serves a tool named {tool_name} in this session")
     # The agent's policy, by the name a model calls the tool by (a run-scoped registration's tools go by
     # their own names), decided before anything is checked or written: a denied call costs nothing.
-    visible = tool_name if client.scoped else name
+    visible = tool_name if client.scoped else f"{CLIENT_TOOL_PREFIX}{client.name}__{tool_name}"
     try:
         policies = await state.broker.policies.client_policies(session_id)
     except NotFound as gone:
