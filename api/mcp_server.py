@@ -1,10 +1,13 @@
 """Each session as an MCP server (`/v1/sessions/{sid}/mcp`, Streamable HTTP, stateless), through the
 official `mcp` package's server side: `tools/list` gives the session's active client tools under their
-model-visible names, and `tools/call` dispatches to the registration as a model's call is (bound to it,
-its ack and result deadlines and the tool's own, arguments checked first), logged as a call from an MCP
-client outside any run (`client_tool_dispatched` with `"from": "mcp"`). The caller waits for the call's
-outcome on the session's live feed, counted against the stream caps as an event stream is; its progress
-becomes MCP progress, and an MCP cancel (or the caller going away) cancels the call."""
+model-visible names, and `tools/call` goes as a model's call does: under the agent's policy for the tool
+(a deny answered at once, never dispatched; `require_approval` waits for the decision, or is decided by
+one remembered for the session), then to the registration (bound to it, its ack and result deadlines
+and the tool's own, arguments checked first), logged as a call from an MCP client outside any run
+(`client_tool_dispatched` and `approval_requested` with `"from": "mcp"`). The caller waits for the
+call's outcome on the session's live feed; every request holds one of the stream caps' slots while its
+answer is open. Progress becomes MCP progress, and an MCP cancel (or the caller going away) cancels the
+call."""
 
 from __future__ import annotations
 
@@ -21,14 +24,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from api.sse import open_stream
 from api.state import AppState
-from broker.errors import SwitchboardError
+from broker.errors import NotFound, SwitchboardError
 from broker.services.calls import CallState
 from broker.services.live import Signal
 from broker.services.runs import CLIENT_TOOL_PREFIX, parse_client_tool
 from common.codec import loads
 from common.events import is_logged
+from common.policies import client_policy, denied_text
 from common.schema.checks import Unchecked
 
 logger = logging.getLogger(__name__)
@@ -38,6 +41,8 @@ SCOPE_KEY = "switchboard.mcp"
 # How often a waiting call's record is read when the live feed is quiet (a lost pub/sub message).
 _CHECK_EVERY_S = 2.0
 CANCELLED_BY_CLIENT = "cancelled by the MCP client"
+# The reason a call's record gives once an approver denied it.
+DENIED = "denied"
 
 
 def _context(ctx: Any) -> tuple[AppState, str, str]:
@@ -85,14 +90,15 @@ def _result(event: dict[str, Any], settled: CallState | None) -> mt.CallToolResu
             content.append(mt.TextContent(type="text", text=str(data.get("text", ""))))
     is_error = bool(event.get("is_error"))
     reason = settled.reason if settled is not None else None
-    if is_error and reason and content and isinstance(content[0], mt.TextContent):
-        # The failure reason (client_gone, ack_timeout, result_timeout, run_gone) leads the text.
+    if is_error and reason and reason != DENIED and content and isinstance(content[0], mt.TextContent):
+        # The failure reason (client_gone, ack_timeout, result_timeout, run_gone) leads the text; a
+        # denial's text is the approver's, as a model reads it.
         content[0] = mt.TextContent(type="text", text=f"{reason}: {content[0].text}")
     return mt.CallToolResult(content=content, is_error=is_error)
 
 
 async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
-    state, session_id, credential = _context(ctx)
+    state, session_id, _ = _context(ctx)
     name, arguments = params.name, dict(params.arguments or {})
     parsed = parse_client_tool(name)
     if parsed is None:
@@ -103,38 +109,51 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
     tool = next((t for t in client.tools if t["name"] == tool_name), None) if client else None
     if client is None or tool is None:
         return _error(f"no active client {client_name} serves a tool named {tool_name} in this session")
+    # The agent's policy, by the name a model calls the tool by (a run-scoped registration's tools go by
+    # their own names), decided before anything is checked or written: a denied call costs nothing.
+    visible = tool_name if client.scoped else f"{CLIENT_TOOL_PREFIX}{client.name}__{tool_name}"
+    try:
+        policies = await state.broker.policies.client_policies(session_id)
+    except NotFound as gone:
+        return _error(f"{name} cannot be called: the session's agent version cannot be read ({gone.message})")
+    policy = client_policy(policies, visible, tool.get("annotations"))
+    if policy == "deny":
+        return _error(denied_text(visible))
     try:
         problem = await state.broker.arguments.problem(tool.get("parameters") or {}, arguments)
     except Unchecked as unchecked:
         return _error(f"the arguments of {name} could not be checked: {unchecked}")
     if problem:
         return _error(f"the arguments of {name} do not match its schema: {problem}")
-    try:
-        subscription, close = await open_stream(state, session_id, credential)
-    except SwitchboardError as refused:
-        return _error(refused.message)
+    # Subscribed before the call is written, so no event of it can be missed. The request's stream slot
+    # was taken by SessionMcp.handle.
+    subscription = await state.hub.subscribe_session(session_id)
     try:
         try:
-            call_id, seq = await state.broker.calls.dispatch(
+            sent = await state.broker.calls.dispatch(
                 session_id,
-                client.id,
+                (client.id, client.name),
                 tool_name,
                 arguments,
+                policy=policy,
+                name=visible,
                 timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
                 heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
             )
         except SwitchboardError as refused:
             return _error(refused.message)
+        if sent.denial is not None:
+            return _result(sent.denial, None)
         try:
-            return await _outcome(state, session_id, call_id, seq, subscription, ctx)
+            return await _outcome(state, session_id, sent.call_id, sent.seq, subscription, ctx)
         except asyncio.CancelledError:
-            # An MCP cancel, or the caller gone: no one waits for the call any more.
+            # An MCP cancel, or the caller gone: no one waits for the call any more. One still waiting
+            # for approval is resolved as denied, so no approver is left asked about it.
             with contextlib.suppress(SwitchboardError):
-                await asyncio.shield(state.broker.calls.cancel(session_id, call_id, CANCELLED_BY_CLIENT))
+                await asyncio.shield(state.broker.calls.cancel(session_id, sent.call_id, CANCELLED_BY_CLIENT))
             raise
     finally:
         state.hub.unsubscribe(subscription)
-        close()
 
 
 def _ours(item: bytes, call_id: str) -> dict[str, Any] | None:
@@ -214,5 +233,12 @@ class SessionMcp:
     async def handle(
         self, state: AppState, session_id: str, credential: str, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        scope[SCOPE_KEY] = (state, session_id, credential)
-        await self._manager.handle_request(scope, receive, send)
+        """Serve one request, counted as one of the session's and the credential's event streams for as
+        long as its answer is open (a call waits for its client's answer, or for an approval): past the
+        caps TooManyRequests, before anything of it is read or written."""
+        close = state.stream_caps.open(session_id, credential)
+        try:
+            scope[SCOPE_KEY] = (state, session_id, credential)
+            await self._manager.handle_request(scope, receive, send)
+        finally:
+            close()

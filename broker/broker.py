@@ -16,6 +16,7 @@ from broker.services.idempotency import Idempotency
 from broker.services.keepers import Keepers
 from broker.services.live import LiveHub
 from broker.services.log import EventLog
+from broker.services.policies import SessionPolicies
 from broker.services.pools import Pools
 from broker.services.providers import Providers
 from broker.services.retention import Retention
@@ -37,6 +38,7 @@ class Broker(Generic[S]):
         self.core = core
         self.credentials = Credentials(core)
         self.agents = Agents(core)
+        self.policies = SessionPolicies(core, self.agents)
         settings = core.settings
         addresses = ProviderAddresses(
             allow_private=settings.provider_allow_private,

@@ -3,9 +3,10 @@
 The bridge starts the MCP server (a child over stdio, or one over HTTP with `--server-url`), registers its
 tools (name, description, `inputSchema` as `parameters`, `annotations`), and serves their calls as a
 member of the registration's pool (`switchboard.tool_member`): ack, `tools/call`, the result mapped as a
-grant's is (`workers.mcp.results`). MCP progress becomes the call's progress; a call that fails while it
-runs is cancelled at the server; a changed tool list replaces the registration's tools; a child that
-exits is started again. Ctrl-C or SIGTERM leaves the registration.
+grant's is (`workers.mcp.results`); a call of a tool it did not declare is an error result, never sent
+to the server. MCP progress becomes the call's progress; a call that fails while it runs is cancelled at
+the server; a changed tool list replaces the registration's tools; a child that exits is started again.
+Ctrl-C or SIGTERM leaves the registration.
 """
 
 from __future__ import annotations
@@ -269,6 +270,14 @@ class Bridge:
         return True
 
     async def _run(self, name: str, arguments: dict[str, Any], call: Call) -> tuple[dict[str, Any], bool]:
+        # The registration's tools are the session token's to replace (PUT .../tools), so a call names
+        # whatever the token put there: only a tool this bridge declared reaches the server, never one it
+        # left out (a refused schema, a bad name, one past the 64) or one it never heard of.
+        if name not in self._declared():
+            mapped = failed(
+                f"{name} is not a tool this bridge declared for the MCP server, so the call was not sent to it"
+            )
+            return result_body(mapped), True
         try:
             mapped = map_result(await self._link.call(name, arguments, _progress(call)))
         except ServerGone as gone:
@@ -280,6 +289,9 @@ class Bridge:
         except Exception as error:
             mapped = failed(f"the call to the MCP server failed: {error or type(error).__name__}")
         return result_body(mapped), mapped.is_error
+
+    def _declared(self) -> set[str]:
+        return {str(tool["name"]) for tool in self._tools}
 
     async def _tools_seen(self, tools: list[mt.Tool]) -> None:
         """The server's list read again: the registration's tools replaced if they changed."""

@@ -154,16 +154,19 @@ async def _odd_list(ctx: Any, params: Any) -> mt.ListToolsResult:
     return mt.ListToolsResult(tools=_ODD_TOOLS)
 
 
-async def _odd_call(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
-    text = "x" * (20 * 1024 * 1024) if params.name == "too_big" else params.name
-    return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)])
-
-
-def odd_app() -> Starlette:
+def odd_app(seen: Seen | None = None) -> Starlette:
     """A server (the `mcp` package's low-level one, which declares any schema) whose tools a worker must
     not take as they are: a name no model may see, a description of 10,000 characters, a schema that
-    refers to a URL, and an answer of 20 MiB. Streamable HTTP at /mcp."""
-    manager = StreamableHTTPSessionManager(Server("odd", on_list_tools=_odd_list, on_call_tool=_odd_call))
+    refers to a URL, and an answer of 20 MiB. Streamable HTTP at /mcp; the calls it begins are noted in
+    `seen`."""
+    began = seen.began if seen is not None else []
+
+    async def odd_call(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+        began.append(params.name)
+        text = "x" * (20 * 1024 * 1024) if params.name == "too_big" else params.name
+        return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)])
+
+    manager = StreamableHTTPSessionManager(Server("odd", on_list_tools=_odd_list, on_call_tool=odd_call))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.services.providers import ProviderFormat
-from broker.services.runs import Policy
+from common.policies import Policy, client_policy, match_policy
 
 DEFAULT_MAX_STEPS = 25
 DEFAULT_MCP_TIMEOUT_S = 60.0
@@ -81,21 +81,8 @@ class RunConfig:
         return next((grant for grant in self.mcp if grant.name == name), None)
 
     def client_policy(self, name: str, annotations: dict[str, Any] | None = None) -> Policy:
-        """By the model-visible name: an exact entry, else the longest `prefix*` pattern, else `*`; a tool
-        no entry names is `require_approval` when its annotations say it is destructive (MCP's
-        `destructiveHint: true`, and not `readOnlyHint: true`), else `allow`."""
-        hints = annotations or {}
-        destructive = hints.get("destructiveHint") is True and hints.get("readOnlyHint") is not True
-        return _match(self.client_policies, name, "require_approval" if destructive else "allow")
+        """By the model-visible name (common/policies.py, the rules the session MCP endpoint applies too)."""
+        return client_policy(self.client_policies, name, annotations)
 
     def server_policy(self, name: str) -> Policy:
-        return _match(self.server_policies, name)
-
-
-def _match(policies: dict[str, Policy], name: str, default: Policy = "allow") -> Policy:
-    if name in policies:
-        return policies[name]
-    patterns = [p for p in policies if p.endswith("*") and name.startswith(p[:-1])]
-    if patterns:
-        return policies[max(patterns, key=len)]
-    return default
+        return match_policy(self.server_policies, name)

@@ -26,7 +26,10 @@ class _Handoff(Response):
 
 
 # Not in the OpenAPI document: the MCP transport answers its own way (JSON-RPC bodies, event streams).
-@router.api_route("", methods=["GET", "POST", "DELETE"], include_in_schema=False)
+# POST only: the transport is stateless, so a GET (a stream for messages the server starts, which a
+# stateless server never sends) and a DELETE (ending a session there is none of) are 405 from the router,
+# before the caller is read, holding nothing.
+@router.api_route("", methods=["POST"], include_in_schema=False)
 async def session_mcp(canonical: ManagedSession, request: Request, caller: Authenticated, state: State) -> Response:
     """A session token, or an API key with session.manage: tools/list and tools/call on the session's
     active client tools."""

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from api.schemas.common import JSON_NUMBER, Strict, last_of_each_name
 from api.schemas.providers import BaseUrl
 from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
-from broker.services.runs import Policy
+from common.policies import Policy
 
 # Far past any model's, and within what every JSON reader holds exactly.
 MAX_TOKENS = 10_000_000

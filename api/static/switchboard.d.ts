@@ -214,6 +214,8 @@ export interface ApprovalRequestedEvent extends LoggedEvent {
   tool: string;
   arguments: ToolArguments;
   args_hash: string;
+  /** Extension: where a call no run made came from (`mcp`: an MCP client of the session). */
+  from?: string;
 }
 
 export interface ApprovalResolvedEvent extends LoggedEvent {

@@ -57,7 +57,11 @@ class Approvals:
                 edited = dumps(arguments)
                 if record.get("kind") == "client":
                     await self._check(s.client(client_id), str(record.get("tool", "")), arguments)
-                    dispatch = events.client_tool_dispatched(client_id, call_id, str(record["tool"]), arguments)
+                    # A call an MCP client made says so again when it is sent with the edited arguments.
+                    source = record.get("src") or None
+                    dispatch = events.client_tool_dispatched(
+                        client_id, call_id, str(record["tool"]), arguments, source=source
+                    )
                 elif record.get("schema"):
                     # A server tool whose schema the step kept with the call (an MCP server's).
                     await self._check_against(loads(record["schema"]), str(record.get("tool", "")), arguments)

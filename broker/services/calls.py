@@ -4,17 +4,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from broker.core import Core
 from broker.errors import translate_redis_errors
 from broker.scripts.layouts import call_names
-from broker.services.runs import CALL_STREAM_RETENTION_FACTOR
+from broker.services.runs import CALL_STREAM_RETENTION_FACTOR, approval_requested
 from common import events
 from common.codec import loads, new_call_id
+from common.policies import Policy
 
 CANCELLED_TEXT = "the call was cancelled"
 SETTLED = frozenset({"answered", "failed", "denied"})
+# The extension field `from` of the events of a call no run made, and its record's `src`.
+MCP_SOURCE = "mcp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,18 @@ class CallRecord(CallState):
     step: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """What became of a call no run made: `dispatched` to its registration, `awaiting` a decision (`seq`
+    is that of its `client_tool_dispatched` or its `approval_requested`), or `denied` by a decision
+    remembered for the session (`denial` is its error `tool_result`, as logged)."""
+
+    call_id: str
+    outcome: Literal["dispatched", "awaiting", "denied"]
+    seq: int
+    denial: dict[str, Any] | None = None
+
+
 class Calls:
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -62,23 +77,30 @@ class Calls:
     async def dispatch(
         self,
         session_id: str,
-        client_id: str,
+        client: tuple[str, str],
         tool: str,
         arguments: dict[str, Any],
         *,
+        policy: Policy,
+        name: str,
         timeout_ms: int = 0,
         heartbeat_ms: int = 0,
-    ) -> tuple[str, int]:
-        """Send a call no run made to registration `client_id` (its ack and result deadlines, and the
-        tool's own, apply as to any call); its id and the seq of its `client_tool_dispatched`. NotFound
-        when the session is gone or the registration does not serve `tool`; Conflict when the session's
-        storage is full."""
+    ) -> Dispatched:
+        """Send a call no run made to registration `client` (its id and name) under the agent's `policy`
+        for the tool (`allow` or `require_approval`; the caller answers `deny` itself), as a step's call
+        is: its ack and result deadlines, and the tool's own, apply; `require_approval` is decided by a
+        decision remembered under the model-visible `name`, else waits for one. NotFound when the session
+        is gone or the registration does not serve `tool`; Conflict when the session's storage is full."""
         keys, settings = self._core.keys, self._core.settings
         s = keys.session(session_id)
+        client_id, client_name = client
         call_id = f"mcp_{new_call_id().removeprefix('call_')}"
-        dispatched = events.client_tool_dispatched(client_id, call_id, tool, arguments, source="mcp")
+        dispatched = events.client_tool_dispatched(client_id, call_id, tool, arguments, source=MCP_SOURCE)
+        approval = ""
+        if policy != "allow":
+            approval = approval_requested(call_id, f"client:{client_name}", tool, arguments, source=MCP_SOURCE)
         call, args = call_names(keys, session_id, call_id, client_id)
-        (seq,) = await self._core.scripts.run(
+        outcome, data = await self._core.scripts.run(
             "dispatch_call",
             {**call, "client": s.client(client_id), "stream": s.client_calls(client_id)},
             {
@@ -89,10 +111,15 @@ class Calls:
                 "retention_ms": settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
                 "timeout_ms": timeout_ms or "",
                 "heartbeat_ms": heartbeat_ms or "",
+                "policy": policy,
+                "name": name,
+                "approval": approval,
             },
             partition=s.partition,
         )
-        return call_id, int(seq)
+        if outcome == "denied":
+            return Dispatched(call_id, "denied", 0, loads(data))
+        return Dispatched(call_id, outcome, int(data))
 
     async def state(self, session_id: str, call_id: str) -> CallState | None:
         """The call's state as its record says (None when there is no such call, or no longer)."""

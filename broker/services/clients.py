@@ -75,6 +75,8 @@ class ActiveClient:
     expires_at: int | None
     created_at: int
     tools: list[dict[str, Any]]
+    # A run-scoped registration (a turn's own tools, which a model calls by their own names).
+    scoped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +176,7 @@ class Clients:
                     expires_at=int(expires) if expires else None,
                     created_at=int(record[b"created_at"]),
                     tools=loads(record[b"tools"]),
+                    scoped=bool(record.get(b"run")),
                 )
             )
         return sorted(found, key=lambda client: client.created_at)

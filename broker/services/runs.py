@@ -19,6 +19,7 @@ from broker.scripts.layouts import run_names
 from broker.services.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH, Caller, Receipt, receipt_names
 from common import events
 from common.codec import canonical_json, dumps, loads, sha256_hex
+from common.policies import Policy, denied_text
 
 CLIENT_TOOL_PREFIX = "client__"
 RUN_GONE_CANCELLED = "the run was cancelled before the client answered"
@@ -28,8 +29,6 @@ SCOPED_CLIENT_NAME = "turn"
 MAX_RECLAIMS = 3
 # Entries of a registration's call stream older than this are trimmed: their ack deadline is long past.
 CALL_STREAM_RETENTION_FACTOR = 2
-
-Policy = Literal["allow", "require_approval", "deny"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +111,17 @@ def args_hash(arguments: dict[str, Any]) -> str:
     return sha256_hex(canonical_json(arguments))
 
 
+def approval_requested(
+    call_id: str, server: str, tool: str, arguments: dict[str, Any], source: str | None = None
+) -> str:
+    """The `approval_requested` JSON of a call; `source` (an extension, as `client_tool_dispatched`'s
+    `from`): where a call no run made came from (`mcp`)."""
+    event: dict[str, Any] = {"type": "approval_requested", "call_id": call_id, "server": server, "tool": tool}
+    event["arguments"] = arguments
+    event["args_hash"] = args_hash(arguments)
+    return dumps(event | ({"from": source} if source else {}))
+
+
 @dataclass(frozen=True, slots=True)
 class StepCall:
     """One tool call of a step as commit_step.lua reads it: one argument, a JSON object by field name
@@ -155,17 +165,13 @@ class StepCall:
             payload = dumps(call.arguments)
         approval = None
         if route.policy == "require_approval" and route.kind != "none":
-            approval = dumps(
-                {
-                    "type": "approval_requested",
-                    "call_id": call.call_id,
-                    "server": route.server,
-                    "tool": route.tool,
-                    "arguments": call.arguments,
-                    "args_hash": args_hash(call.arguments),
-                }
-            )
-        error = route.error or f"the tool {call.name} is not available to this run"
+            approval = approval_requested(call.call_id, route.server, route.tool, call.arguments)
+        if route.error:
+            error = route.error
+        elif route.policy == "deny":
+            error = denied_text(call.name)
+        else:
+            error = f"the tool {call.name} is not available to this run"
         return cls(
             call_id=call.call_id,
             kind=route.kind,

@@ -226,3 +226,70 @@ async def test_a_body_past_the_limit_is_refused(api: Api) -> None:
     async with httpx2.AsyncClient(timeout=10) as http:
         answer = await http.post(f"{api.stack.url}/v1/sessions/{session.id}/mcp", content=big, headers=headers)
     assert answer.status_code == 413, answer.text
+
+
+async def test_a_call_waiting_for_approval_is_resolved_as_denied_when_its_caller_goes_away(api: Api) -> None:
+    session = await api.session(client_tool_policies={"client__web__lookup": "require_approval"})
+    await api.register(session, tools=[LOOKUP])
+    async with mcp_client(api, session) as client:
+        calling = asyncio.create_task(client.call_tool("client__web__lookup", {"word": "later"}))
+        events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_requested")), timeout=10)
+        (request,) = of_type(events, "approval_requested")
+        calling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await calling
+        events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_resolved")), timeout=10)
+    (resolved,) = of_type(events, "approval_resolved")
+    assert resolved == resolved | {"call_id": request["call_id"], "decision": "deny", "resolved_by": None}
+    (result,) = of_type(events, "tool_result")
+    assert (result["call_id"], result["is_error"]) == (request["call_id"], True)
+    assert not of_type(events, "client_tool_dispatched")
+    # The approver who comes late finds it decided.
+    async with api.as_session(session) as http:
+        late = await http.post(f"/v1/sessions/{session.id}/approvals/{request['call_id']}", json={"decision": "allow"})
+    assert late.status_code == 409
+
+
+async def test_a_destructive_tool_no_policy_names_waits_for_approval(api: Api) -> None:
+    erase = {"name": "erase", "parameters": {"type": "object"}, "annotations": {"destructiveHint": True}}
+    session = await api.session()
+    web = await api.register(session, tools=[erase])
+    async with mcp_client(api, session) as client:
+        calling = asyncio.create_task(client.call_tool("client__web__erase", {}))
+        events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_requested")), timeout=10)
+        assert not of_type(events, "client_tool_dispatched")
+        (request,) = of_type(events, "approval_requested")
+        async with api.as_session(session) as http:
+            path = f"/v1/sessions/{session.id}/approvals/{request['call_id']}"
+            assert (await http.post(path, json={"decision": "allow"})).status_code == 200
+        (event,) = await dispatched(api, session)
+        await api.call(session, web["id"], event["call_id"], "ack")
+        await api.call(session, web["id"], event["call_id"], "result", text="erased")
+        result = await asyncio.wait_for(calling, 10)
+    assert (result.is_error, text(result)) == (False, "erased")
+
+
+async def test_a_run_scoped_tool_takes_the_policy_of_its_own_name(api: Api) -> None:
+    session = await api.session(client_tool_policies={"lookup": "deny"})
+    await api.register(session, tools=[HIGHLIGHT])
+    # The run waits on the registered client's call, so the turn's own registration stays active.
+    await api.send(session, "/call client__web__highlight_row", client_tools=[LOOKUP])
+    await dispatched(api, session)
+    async with mcp_client(api, session) as client:
+        names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
+        assert "client__turn__lookup" in names
+        result = await asyncio.wait_for(client.call_tool("client__turn__lookup", {"word": "x"}), 10)
+    assert result.is_error is True
+    assert text(result) == "the agent's policy denies lookup, so it was not called"
+    assert len(of_type(await api.events(session), "client_tool_dispatched")) == 1
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+async def test_only_post_is_served_and_the_rest_are_405_holding_nothing(api: Api, method: str) -> None:
+    session = await api.session()
+    headers = {"Authorization": f"Bearer {session.token}", "Accept": "text/event-stream"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await http.request(method, f"{api.stack.url}/v1/sessions/{session.id}/mcp", headers=headers)
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "POST"
+    assert answer.json()["error"]["code"] == "method_not_allowed"

@@ -52,7 +52,7 @@ end
 
 -- Decides a call that needs approval by the decision remembered for its tool: `approval_resolved` with
 -- `remembered: true` (and who decided first), then the denial's error result for a deny. Returns the
--- outcome: 'allow', or 'denied' (settled here).
+-- outcome: 'allow', or 'denied' (settled here) and the denial's `tool_result` as stored.
 local function sb_remembered(S, call_id, remembered)
   local first = string.find(remembered, '|', 1, true)
   local second = string.find(remembered, '|', first + 1, true)
@@ -62,8 +62,7 @@ local function sb_remembered(S, call_id, remembered)
     .. '","deny_message":' .. ((decision == 'deny' and message ~= '') and sb_str(message) or 'null')
     .. ',"resolved_by":' .. sb_str(by) .. ',"remembered":true}')
   if decision == 'allow' then return 'allow' end
-  sb_append(S, sb_denial(call_id, message))
-  return 'denied'
+  return 'denied', (sb_append(S, sb_denial(call_id, message)))
 end
 
 -- A call's deadline (ack, result, or a server call's lease): its entry in the deadline index, which the
