@@ -102,6 +102,6 @@ async def expiry_lateness(url: str, count: int, spread_ms: int, wait_s: float = 
         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
         if message and message["data"] in expected:
             lateness.append((time.time() - expected.pop(message["data"])) * 1000)
-    await pubsub.aclose()  # type: ignore[no-untyped-call]
+    await pubsub.aclose()
     await redis.aclose()
     return lateness

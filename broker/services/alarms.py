@@ -50,7 +50,7 @@ class AlarmSubscription:
         return None
 
     async def close(self) -> None:
-        await self._pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+        await self._pubsub.aclose()
 
 
 class Alarms:
@@ -69,5 +69,5 @@ class Alarms:
                     if message is not None and message.get("type") == "psubscribe":
                         return AlarmSubscription(pubsub, self._core.keys)
         except BaseException:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await pubsub.aclose()
             raise

@@ -363,4 +363,4 @@ class LiveHub:
 
 
 async def _close(pubsub: PubSub) -> None:
-    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+    await pubsub.aclose()
