@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import subprocess
 import sys
@@ -20,12 +21,16 @@ def python() -> Path:
     it (`pip --python`, pip 22.3 or newer), which halves the time on a clean clone (CI's every run)."""
     interpreter = VENV / "bin" / "python"
     marker = VENV / "requirements.txt"
-    if not interpreter.exists() or not marker.exists() or marker.read_text() != "\n".join(REQUIREMENTS):
-        print(f"bench: making {VENV.relative_to(ROOT)} for the arq baseline", file=sys.stderr, flush=True)
-        subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(VENV)], check=True)
-        pip = [sys.executable, "-m", "pip", "--python", str(interpreter), "install", "--quiet"]
-        subprocess.run([*pip, "--disable-pip-version-check", *REQUIREMENTS], check=True)
-        marker.write_text("\n".join(REQUIREMENTS))
+    # Scenarios run at once (the suite runs each smoke scenario as a test of its own) would make it twice
+    # over each other: one makes it, the others wait and find it made.
+    with (VENV.parent / ".arq-venv.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not interpreter.exists() or not marker.exists() or marker.read_text() != "\n".join(REQUIREMENTS):
+            print(f"bench: making {VENV.relative_to(ROOT)} for the arq baseline", file=sys.stderr, flush=True)
+            subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(VENV)], check=True)
+            pip = [sys.executable, "-m", "pip", "--python", str(interpreter), "install", "--quiet"]
+            subprocess.run([*pip, "--disable-pip-version-check", *REQUIREMENTS], check=True)
+            marker.write_text("\n".join(REQUIREMENTS))
     return interpreter
 
 

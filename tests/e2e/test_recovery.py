@@ -193,8 +193,10 @@ async def kill_workers_until(processes: Processes, workers: list[Any], done: asy
 async def test_hundreds_of_runs_under_continuous_worker_kills_each_end_once(cluster: Cluster) -> None:
     processes, api = cluster.processes, cluster.api
     workers = [processes.worker(name=f"w{i}") for i in range(2)]
-    sessions, web = await queued_sessions(api, 10)
-    per_session = 20
+    # 200 runs: twenty sessions of ten queued runs each (the runs of a session go one after another, so
+    # the sessions are many and the queues short: the kills meet as many runs, in half the time).
+    sessions, web = await queued_sessions(api, 20)
+    per_session = 10
     text = '/call client__web__highlight_row {"row_id": "1"}\n/call client__web__highlight_row {"row_id": "2"}'
     text += '\n/call calculate {"expression": "6*7"}'
     stop, all_ended = asyncio.Event(), asyncio.Event()
