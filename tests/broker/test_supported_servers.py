@@ -72,6 +72,9 @@ async def test_a_server_without_functions_is_refused_at_start_naming_it(tmp_path
         assert "Redis 7.0 or newer, or Valkey 8 or newer" in message
         # The server names itself: its product and version.
         assert message.startswith(("Redis 7.", "Redis 8.", "Valkey ")), message
+        # As docs/operating.md quotes it.
+        operating = (Path(__file__).parents[2] / "docs" / "operating.md").read_text()
+        assert " does not run Functions" + message.split(" does not run Functions", 1)[1] in operating
         redis = create_redis(server.url)
         try:
             assert await redis.dbsize() == 0  # nothing written
