@@ -3,7 +3,7 @@
 Every API route is one EVALSHA (or a few), so the client path is most of what the API spends per route
 that is not HTTP. Two pieces of ours replace redis-py's: LeanPool (broker/transport/client.py: a checkout without
 redis-py's lock and socket probe, waiting rather than failing when all connections are busy) and the
-packed send (broker/scripts.evalsha: the command packed by hiredis and sent once, no retry wrapper, no
+packed send (`send_once` in broker/scripts/runner.py: the command packed by hiredis and sent once, no retry wrapper, no
 response callbacks). Each is measured on and off, in process, against the same Redis in the same run: the
 process's CPU per call and calls per second at 100 in flight over 16 connections. The baseline is
 redis-py's own path (BlockingConnectionPool, `Redis.evalsha`), so the ratios say what ours still buy on
@@ -20,13 +20,14 @@ import asyncio
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import redis as redis_py
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from bench.calls import many_in_flight, open_session
 from bench.harness import Figure, Size, cluster, cpu_seconds, figure, scripted_agent
-from broker.scripts.runner import evalsha
+from broker.scripts.runner import send_once
 from broker.transport.client import create_redis
 from broker.transport.embedded import EmbeddedRedis
 
@@ -34,6 +35,11 @@ from broker.transport.embedded import EmbeddedRedis
 SCRIPT = "local v = redis.call('HGET', KEYS[1], 'n') redis.call('HSET', KEYS[1], 'n', ARGV[1]) return v"
 CONNECTIONS = 16
 IN_FLIGHT = 100
+
+
+async def evalsha(redis: Redis, sha: str, keys: list[str], args: list[int]) -> Any:
+    """One EVALSHA packed and sent once on our pool, as every script call of the broker is sent."""
+    return await send_once(redis, ("EVALSHA", sha, len(keys), *keys, *args))
 
 
 def _stock(url: str) -> Redis:

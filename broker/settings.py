@@ -162,6 +162,9 @@ class ApiSettings(ProcessSettings):
     # After SIGTERM the API keeps serving this long with readiness failing and connections closed after
     # each response (api/server.py), then stops listening; 0 stops listening at once.
     drain_grace_s: float = Field(default=2.0, ge=0)
+    # Named in every /readyz answer when set: `switchboard up` sets a fresh one, so an API of another
+    # `up` (or anything else) answering on the port is never taken for the one it started.
+    instance_id: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
 
     @field_validator("bootstrap_api_key")
     @classmethod

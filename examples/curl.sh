@@ -16,15 +16,22 @@ KEY=${SWITCHBOARD_API_KEY:?is not set: give it the key that switchboard up print
 AGENT=scripted  # the agent `switchboard session new` makes; made here too if there is none
 command -v python3 >/dev/null || { echo "curl.sh: python3 reads the JSON answers; install it" >&2; exit 1; }
 
-# api METHOD PATH CREDENTIAL [BODY]: the answer's body, or the failure on stderr and exit 1.
+# curl's own error line is kept here, and told as part of the script's one line about the failure.
+curl_said=$(mktemp)
+trap 'rm -f "$curl_said"' EXIT
+
+# api METHOD PATH CREDENTIAL [BODY]: the answer's body; or one line on stderr, curl's reason (the status,
+# or no server on that port) and the server's answer, and exit 1.
 api() {
     local args=(--silent --show-error --fail-with-body -X "$1" -H "Authorization: Bearer $3")
     if [ $# -gt 3 ]; then
         args+=(-H "Content-Type: application/json" --data "$4")
     fi
     local answer
-    if ! answer=$(curl "${args[@]}" "$URL$2"); then
-        echo "curl.sh: $1 $2 failed: ${answer:-no answer}" >&2
+    if ! answer=$(curl "${args[@]}" "$URL$2" 2>"$curl_said"); then
+        local reason
+        reason=$(sed -n '1s/^curl: ([0-9]*) //p' "$curl_said")
+        echo "curl.sh: $1 $2 failed${reason:+ ($reason)}${answer:+: $answer}" >&2
         exit 1
     fi
     printf '%s' "$answer"

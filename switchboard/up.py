@@ -4,7 +4,9 @@
 alone, which stops the API and the worker before Redis (nothing logs a lost connection); SIGINT, SIGTERM
 and SIGHUP all stop them; and each is set to die with `up` (PR_SET_PDEATHSIG, Linux), so even a
 SIGKILLed `up` leaves nothing running. A lock on the data directory keeps a second `up` off the same
-files: it refuses at once, naming the running one's pid and URL, before it touches anything.
+files: it refuses at once, naming the running one's pid and URL, before it touches anything. The ports
+are tried next, before anything starts (switchboard/ports.py), and "is up" is said only once the API this
+`up` started answers readiness with the instance id `up` gave it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from types import FrameType
 from broker import ApiSettings, BrokerSettings, Settings, WorkerSettings
 from broker.settings import API_KEY_PREFIX, env_names
 from broker.transport.embedded import EmbeddedRedis, die_with_parent
+from switchboard.ports import check_ports
 
 _READY_WAIT_S = 30.0
 _STOP_WAIT_S = 30.0
@@ -78,19 +81,28 @@ def _lock(data_dir: Path, api_url: str) -> int:
     return descriptor
 
 
-def _wait_ready(url: str, children: list[_Child]) -> None:
-    deadline = time.monotonic() + _READY_WAIT_S
+def _answers_as(url: str, instance: str) -> bool:
+    """Whether the server at `url` is ready and is the API started with `instance` (whatever else
+    answers on the port, another `up` included, is not)."""
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=1) as answer:  # noqa: S310 (our own http URL)
+            body = json.loads(answer.read(4096))
+    except (OSError, ValueError):
+        return False
+    return isinstance(body, dict) and body.get("status") == "ready" and body.get("instance") == instance
+
+
+def wait_ready(url: str, instance: str, children: list[_Child], wait_s: float = _READY_WAIT_S) -> None:
+    """Until the API started with `instance` answers ready at `url`; SystemExit if a child exits first or
+    `wait_s` passes."""
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if any(child.process.poll() is not None for child in children):
             raise SystemExit("switchboard up: a process exited during start; see its output above")
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as answer:  # noqa: S310 (our own http URL)
-                if answer.status == 200:
-                    return
-        except OSError:
-            pass
+        if _answers_as(url, instance):
+            return
         time.sleep(0.2)
-    raise SystemExit(f"switchboard up: the API was not ready within {_READY_WAIT_S:g} s")
+    raise SystemExit(f"switchboard up: the API it started did not answer at {url} within {wait_s:g} s")
 
 
 def _stop(children: list[_Child]) -> None:
@@ -135,6 +147,14 @@ def _spawn(name: str, env: dict[str, str]) -> _Child:
 def run(settings: Settings) -> int:
     api_url = settings.local_api_url
     lock = _lock(settings.data_dir, api_url)
+    try:
+        ports = check_ports(settings)
+    except SystemExit:
+        os.close(lock)
+        raise
+    if ports.note:
+        print(ports.note, flush=True)
+    instance = secrets.token_hex(8)
     for stopping in _STOPPING:
         signal.signal(stopping, _on_signal)
     redis: EmbeddedRedis | None = None
@@ -152,9 +172,11 @@ def run(settings: Settings) -> int:
             **os.environ,
             "SWITCHBOARD_REDIS_URL": url,
             "SWITCHBOARD_BOOTSTRAP_API_KEY": key,
+            "SWITCHBOARD_INSTANCE_ID": instance,
+            "SWITCHBOARD_WORKER_METRICS_PORT": str(ports.metrics),
         }
         children = [_spawn("api", role_env(env, ApiSettings)), _spawn("worker", role_env(env, WorkerSettings))]
-        _wait_ready(api_url, children)
+        wait_ready(api_url, instance, children)
         where = f" (embedded, AOF under {Path(settings.data_dir) / 'redis'})" if redis else ""
         # Where the key is, for scripts run from any directory (SWITCHBOARD_API_KEY works as well).
         key_line = "" if settings.bootstrap_api_key else f"  Key file:     {settings.dev_key_path.resolve()}\n"

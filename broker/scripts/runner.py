@@ -1,5 +1,5 @@
-"""The Lua scripts (broker/scripts/source.py builds their text): loaded at start on every master, as one Redis
-Functions library or, on a Redis before 7.0, script by script; run by name."""
+"""The Lua scripts (broker/scripts/source.py builds their text): loaded at start on every master as one Redis
+Functions library (Redis 7.0 and newer; an older server is refused, naming itself); run by name."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.keys import PartitionKeys
 from broker.refusals import Outcome, refusal
 from broker.scripts.batching import Batcher
-from broker.scripts.source import BATCHED, SCRIPT_NAMES, Value, layout, library, script_sha, script_text, source
+from broker.scripts.source import BATCHED, SCRIPT_NAMES, Value, layout, library, script_text
 from broker.transport.client import LeanPool
 from broker.transport.slots import NotSent, SlotMap
 
-__all__ = ["SCRIPT_NAMES", "Scripts", "evalsha", "source"]
+__all__ = ["SCRIPT_NAMES", "Scripts"]
 
 
 def _text(value: Any) -> Any:
@@ -54,28 +54,18 @@ class Scripts:
 
     redis: Redis
     slots: SlotMap | None = None
-    functions: bool | None = None
-    """Whether the scripts run as a Redis Functions library (FCALL) or each by its SHA (EVALSHA, for a
-    Redis before 7.0). None: found out by the first `load`."""
     max_session_bytes: int = 0
     """SWITCHBOARD_MAX_SESSION_BYTES, handed to every script of a partition as its last argument (0: no
     bound), as the partition's keys are its last keys (lib/core.lua counts and checks it)."""
     _heads: dict[str, tuple[str, str]] = field(default_factory=dict)
     _partitioned: set[str] = field(default_factory=set)
     _batcher: Batcher | None = None
+    _loaded: bool = False
 
     def __post_init__(self) -> None:
         self._partitioned = {name for name in SCRIPT_NAMES if script_text(name).partitioned}
-        if self.functions is not None:
-            self._choose(self.functions)
-
-    def _choose(self, functions: bool) -> None:
-        self.functions = functions
-        if functions:
-            self._heads = {name: ("FCALL", function) for name, function in library().functions.items()}
-            self._batcher = Batcher(self._send, library().functions, library().batch)
-        else:
-            self._heads = {name: ("EVALSHA", script_sha(name)) for name in SCRIPT_NAMES}
+        self._heads = {name: ("FCALL", function) for name, function in library().functions.items()}
+        self._batcher = Batcher(self._send, library().functions, library().batch)
 
     def _masters(self) -> list[Redis]:
         if self.slots is None:
@@ -83,29 +73,26 @@ class Scripts:
         return [self.slots.client(address) for address in self.slots.masters()]
 
     async def load(self) -> None:
-        """Load the library (or every script, on a Redis without Functions) on every master, so a broken
-        script fails readiness rather than its first request. Loading the library again is harmless."""
+        """Load the library on every master, so a broken script fails readiness rather than its first
+        request; a server without Functions is refused. Loading the library again is harmless."""
         with translate_redis_errors():
             if self.slots is not None:
                 await self.slots.refresh()
             for client in self._masters():
-                if self.functions is None:
-                    self._choose(await _has_functions(client))
-                if self.functions:
+                try:
                     await client.function_load(library().text, replace=True)
-                else:
-                    for name in SCRIPT_NAMES:
-                        await client.script_load(source(name))
+                except ResponseError as error:
+                    if "unknown command" not in str(error).lower():
+                        raise
+                    raise BrokerUnavailable(await _without_functions(client)) from None
+        self._loaded = True
 
     async def loaded(self) -> bool:
         with translate_redis_errors():
             for client in self._masters():
-                if self.functions:
-                    if not await client.function_list(library=library().name):
-                        return False
-                elif not all(await client.script_exists(*(head[1] for head in self._heads.values()))):
+                if not await client.function_list(library=library().name):
                     return False
-        return self.functions is not None
+        return self._loaded
 
     async def raw(self, name: str, keys: Keys, args: Args, partition: PartitionKeys | None = None) -> Any:
         """Run a script and return its reply as text, without interpreting it. `keys` and `args` are given by
@@ -113,7 +100,7 @@ class Scripts:
         scripts that include lib/partition.lua."""
         if (name in self._partitioned) != (partition is not None):
             raise ValueError(f"script {name}: a partition must be given exactly when it includes lib/partition.lua")
-        if self.functions is None:
+        if not self._loaded:
             await self.load()
         key_list, arg_list = layout(name).positional(keys, args)
         if partition is not None:
@@ -160,21 +147,17 @@ def answered(name: str, reply: Any) -> list[Any]:
     raise refusal(str(reply[0]), str(reply[1]), reply[2:])
 
 
-async def _has_functions(client: Redis) -> bool:
-    try:
-        await client.function_list(library="-")
-    except ResponseError as error:
-        if "unknown command" in str(error).lower():
-            return False
-        raise
-    return True
-
-
-async def evalsha(
-    redis: Redis, sha: str, keys: list[str], args: Sequence[str | int | bytes], *, asking: bool = False
-) -> Any:
-    """One EVALSHA on a connection of `redis`'s pool, sent once (`send_once`)."""
-    return await send_once(redis, ("EVALSHA", sha, len(keys), *keys, *args), asking=asking)
+async def _without_functions(client: Redis) -> str:
+    """Why a server that does not know FUNCTION is refused, naming it: Redis before 7.0 (or one with the
+    command renamed away), which would run every script with its libraries on every call."""
+    info = await client.info("server")
+    name, version = (
+        ("Valkey", info["valkey_version"]) if "valkey_version" in info else ("Redis", info.get("redis_version"))
+    )
+    return (
+        f"{name} {version} does not run Functions (FUNCTION is an unknown command there): Switchboard needs "
+        "Redis 7.0 or newer, or Valkey 8 or newer (Operating, Supported servers)"
+    )
 
 
 async def send_once(redis: Redis, command: tuple[str | int | bytes, ...], *, asking: bool = False) -> Any:

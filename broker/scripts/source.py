@@ -1,5 +1,4 @@
-"""The Lua text Redis runs, built from `broker/scripts/lua`: one Redis Functions library holding every script, or
-(on a Redis without Functions, before 7.0) each script on its own for EVALSHA.
+"""The Lua text Redis runs, built from `broker/scripts/lua`: one Redis Functions library holding every script.
 
 A script file is a header comment, its `--!include lib/x.lua` lines, then its body. The header declares
 what the script is handed, by name, one per line, and the build is the only code that knows positions:
@@ -20,8 +19,9 @@ it held back as the call or batch ends, even when the script failed part way.
 
 The libraries are written once and shared: in the Functions library they are defined once at load and
 every script is a function registered over them, so a call runs only its own body. Running the whole
-text of a script (its libraries' definitions included) on every EVALSHA took about 6 µs of an ack's 45
-(timed inside Redis with TIME between the steps of the script).
+text of a script (its libraries' definitions included) on every call, as EVALSHA would, took about 6 µs
+of an ack's 45 (timed inside Redis with TIME between the steps of the script); servers without Functions
+(before Redis 7.0) are refused instead.
 """
 
 from __future__ import annotations
@@ -309,18 +309,6 @@ def _hooks(paths: Sequence[str]) -> str:
     return f"local function sb_begin()\n{setups}end\nlocal function sb_end()\n{teardowns}end\n"
 
 
-def source(name: str) -> str:
-    """A script whole, for EVALSHA: its header, the libraries it includes, and its body."""
-    script = script_text(name)
-    libraries = "".join(_read(path) for path in script.includes)
-    # KEYS and ARGV are the call's globals here; the libraries read K and A, the chunk's locals.
-    return (
-        f"{script.header}local KEYS, ARGV = KEYS, ARGV\nlocal K, A\n{libraries}"
-        f"local function sb_bind()\n{script.binder()}end\nlocal function sb_main()\n{script.body}\nend\n"
-        f"{_hooks(script.includes)}return sb_run_script(sb_main, sb_bind, sb_begin, sb_end)\n"
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Library:
     """The Functions library: its name (carrying its version) and text, and each script's function."""
@@ -361,14 +349,8 @@ def library() -> Library:
     return Library(library_name, f"#!lua name={library_name}\n{body}{registrations}", functions, f"sb_batch_{version}")
 
 
-def script_sha(name: str) -> str:
-    """The SHA1 EVALSHA runs a script by."""
-    return _sha(source(name))
-
-
 def names_by_id() -> dict[str, str]:
-    """Every script's name by what EVALSHA, FCALL, SLOWLOG and MONITOR show: its SHA1 and its function."""
-    found = {script_sha(name): name for name in SCRIPT_NAMES}
-    found.update({function: name for name, function in library().functions.items()})
+    """Every script's name by what FCALL, SLOWLOG and MONITOR show: its function."""
+    found = {function: name for name, function in library().functions.items()}
     found[library().batch] = "batch (" + ", ".join(BATCHED) + ")"
     return found

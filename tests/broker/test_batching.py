@@ -100,8 +100,6 @@ async def test_an_error_answers_its_own_call_only_and_a_cancelled_caller_is_not_
 @pytest.mark.both_redis
 async def test_the_batch_function_runs_each_call_alone_in_redis(broker: Broker) -> None:
     scripts = broker.core.scripts
-    if not scripts.functions:
-        pytest.skip("this redis-server predates Redis Functions (7.0): no batches there")
     session_id = await make_session(broker)
     keys = broker.core.keys
     partition = keys.session(session_id).partition

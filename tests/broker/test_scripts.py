@@ -1,11 +1,10 @@
-"""Scripts run by their SHA on a pooled connection, and survive Redis forgetting them."""
+"""Scripts run as Functions on a pooled connection, and survive Redis forgetting them."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from redis.asyncio import Redis
 
 from broker.keys import KeySpace, PartitionKeys
 from broker.scripts.runner import Scripts
@@ -21,34 +20,21 @@ return 1
 """
 
 
-async def skip_without_functions(redis: Redis) -> None:
-    if int(str((await redis.info("server"))["redis_version"]).split(".")[0]) < 7:
-        pytest.skip("this redis-server predates Redis Functions (7.0); the scripts run by EVALSHA there")
-
-
 async def next_due(scripts: Scripts, partition: PartitionKeys) -> int:
     """The partition's next due time as the sweep arms it (-1 for none), through one script call."""
     reply = await scripts.raw("sweep", {}, {"batch": 0}, partition)
     return int(reply[1])
 
 
-@pytest.mark.parametrize("functions", [True, False], ids=["functions", "evalsha"])
-async def test_scripts_forgotten_by_redis_are_loaded_again_on_first_use(
-    redis_url: str, key_prefix: str, functions: bool
-) -> None:
+async def test_scripts_forgotten_by_redis_are_loaded_again_on_first_use(redis_url: str, key_prefix: str) -> None:
     redis = create_redis(redis_url)
     partition = KeySpace(key_prefix).partition(0)
     try:
-        if functions:
-            await skip_without_functions(redis)
-        scripts = Scripts(redis, functions=functions)
+        scripts = Scripts(redis)
         await scripts.load()
         assert await scripts.loaded()
         assert await next_due(scripts, partition) == -1
-        if functions:
-            await redis.function_delete(library().name)
-        else:
-            await redis.script_flush()
+        await redis.function_delete(library().name)
         assert not await scripts.loaded()
         await redis.zadd(partition.deadlines, {"t": 5})
         assert await next_due(scripts, partition) == 5
@@ -60,10 +46,8 @@ async def test_scripts_forgotten_by_redis_are_loaded_again_on_first_use(
 async def test_a_redis_with_functions_runs_the_library_and_keeps_one_copy(redis_url: str, key_prefix: str) -> None:
     redis = create_redis(redis_url)
     try:
-        await skip_without_functions(redis)
         scripts = Scripts(redis)
         await scripts.load()
-        assert scripts.functions
         await scripts.load()
         listed = await redis.function_list(library=library().name)
         assert len(listed) == 1

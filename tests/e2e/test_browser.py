@@ -434,3 +434,27 @@ async def test_the_console_and_demo_share_a_key_follow_links_and_say_who_did_wha
     await page.click("#signin-form button")
     await expect(page.locator("#crumb")).to_contain_text(session_id)
     await stranger.close()
+
+
+async def test_the_printed_demo_link_opened_again_joins_its_session_as_web_2(served: Served, browser: Browser) -> None:
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    printed = f"{served.url}/demo#key={served.key}"  # the link `switchboard up` prints
+    first = await demo_tab(context, printed, "web")
+    session_id = first.url.split("session=")[1]
+    again = await demo_tab(context, printed, "web-2")
+    assert again.url.split("session=")[1] == session_id
+    # New session starts another; the printed link joins that one from then on.
+    await again.locator("#new-session").click()
+    await expect(again.locator("body")).to_have_attribute("data-client", "web", timeout=15_000)
+    other = again.url.split("session=")[1]
+    assert other not in (session_id, "")
+    third = await demo_tab(context, printed, "web-2")
+    assert third.url.split("session=")[1] == other
+    # A remembered session that is gone is not joined: the link starts a new one.
+    await third.close()
+    await again.close()
+    async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {served.key}"}) as admin:
+        assert (await admin.delete(f"/v1/sessions/{other}")).status_code in (200, 204)
+    fourth = await demo_tab(context, printed, "web")
+    assert fourth.url.split("session=")[1] not in (session_id, other)
+    await context.close()

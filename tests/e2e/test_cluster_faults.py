@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import secrets
+import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -165,6 +166,10 @@ async def sessions_with_clients(api: Api, count: int) -> list[tuple[Session, str
     return made
 
 
+@pytest.mark.skipif(
+    not (shutil.which("redis-cli") or shutil.which("valkey-cli")),
+    reason="the reshard is redis-cli's (--cluster reshard), and no redis-cli or valkey-cli is on PATH",
+)
 async def test_a_reshard_under_calls_in_flight_loses_and_repeats_nothing(
     three_masters: EmbeddedCluster, api_on: Any
 ) -> None:

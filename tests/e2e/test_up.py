@@ -1,5 +1,6 @@
 """`switchboard up` owns its children: every stopping signal stops them all, a killed `up` leaves nothing
-running, and a second `up` on the same data directory refuses without touching it."""
+running, and a second `up` on the same data directory refuses without touching it. A busy port stops it
+at once, naming the port and its setting; a busy default metrics port is swapped for a free one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,7 +33,7 @@ class Up:
         self.port = port
         self.output = data_dir.parent / f"up-{port}-{time.monotonic_ns()}.log"
         env = {**os.environ, "SWITCHBOARD_DATA_DIR": str(data_dir), "SWITCHBOARD_PORT": str(port)}
-        for name in ("SWITCHBOARD_REDIS_URL", "SWITCHBOARD_BOOTSTRAP_API_KEY"):
+        for name in ("SWITCHBOARD_REDIS_URL", "SWITCHBOARD_BOOTSTRAP_API_KEY", "SWITCHBOARD_WORKER_METRICS_PORT"):
             env.pop(name, None)
         env |= settings
         with self.output.open("wb") as sink:
@@ -129,6 +131,71 @@ def test_a_second_up_on_the_same_data_directory_refuses_at_once(up: Up, tmp_path
     # The first is untouched and still serves.
     assert up.process.poll() is None
     assert len(up.descendants()) >= 3
+
+
+@contextlib.contextmanager
+def held(port: int = 0) -> Iterator[int]:
+    """A port held by a listening socket for the block (`port`, or any free one); a port someone else
+    already holds is held all the same."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            assert port, "no free port to hold"
+        yield port or int(sock.getsockname()[1])
+
+
+def refused_at_once(up: Up) -> str:
+    """What an `up` expected to stop before starting anything printed; it stopped within 3 s."""
+    started = time.monotonic()
+    code = up.process.wait(timeout=30)
+    elapsed = time.monotonic() - started
+    assert code == 1, up.text
+    assert elapsed < 3, (elapsed, up.text)
+    assert "Switchboard is up." not in up.text
+    assert "Traceback" not in up.text
+    return up.text
+
+
+def test_a_busy_port_stops_up_within_3_s_naming_the_port_and_its_setting(tmp_path: Path) -> None:
+    with held() as port:
+        text = refused_at_once(Up(tmp_path / "data", port))
+    assert f"port {port} is in use (SWITCHBOARD_PORT)" in text, text
+    # A free port to try instead, as a command line.
+    assert re.search(r"e\.g\. SWITCHBOARD_PORT=\d+ switchboard up", text), text
+    # Nothing was started: no Redis data.
+    assert not (tmp_path / "data" / "redis").exists()
+
+
+def test_a_second_up_on_the_same_port_never_says_it_is_up(up: Up, tmp_path: Path) -> None:
+    second = Up(tmp_path / "other", up.port)
+    text = refused_at_once(second)
+    assert f"port {up.port} is in use (SWITCHBOARD_PORT)" in text, text
+    # The first is untouched and still serves.
+    assert httpx.get(f"http://127.0.0.1:{up.port}/readyz", timeout=10).status_code == 200
+
+
+def test_a_busy_metrics_port_the_user_named_stops_up_naming_its_setting(tmp_path: Path) -> None:
+    with held() as port:
+        text = refused_at_once(Up(tmp_path / "data", free_port(), SWITCHBOARD_WORKER_METRICS_PORT=str(port)))
+    assert f"port {port} is in use (SWITCHBOARD_WORKER_METRICS_PORT)" in text, text
+
+
+def test_a_busy_default_metrics_port_is_swapped_for_a_free_one_with_one_line_and_no_error(tmp_path: Path) -> None:
+    # 9101 is the default: held here, or by another `up` on this machine, which is the case at hand.
+    with held(9101), running_up(tmp_path) as up:
+        [moved] = re.findall(r"port 9101 \(SWITCHBOARD_WORKER_METRICS_PORT's default\) is in use, "
+                             r"so the worker serves /metrics on port (\d+)", up.text)  # fmt: skip
+
+        def served() -> bool:
+            try:
+                return "switchboard_worker_jobs_running" in httpx.get(f"http://127.0.0.1:{moved}/metrics").text
+            except httpx.HTTPError:
+                return False
+
+        wait_until("the worker's metrics on the port it was given", served, 10)
+        assert "ERROR" not in up.text, up.text
 
 
 def session_new(up: Up, cwd: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:

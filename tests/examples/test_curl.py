@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 
@@ -71,6 +72,9 @@ def test_a_wrong_key_stops_the_script_at_its_first_step_with_the_answer(served: 
     assert "401" in run.stderr
     assert "unauthorized" in run.stderr
     assert run.stdout == ""
+    # Its own line alone: the server's answer, not curl's `curl: (22) ...` before it.
+    assert run.stderr.startswith("curl.sh: GET /v1/agents"), run.stderr
+    assert len(run.stderr.splitlines()) == 1, run.stderr
     assert listed(served, "/v1/sessions") == before
 
 
@@ -83,6 +87,10 @@ def test_no_key_and_no_server_each_stop_the_script() -> None:
     assert run.returncode != 0
     assert "failed" in run.stderr
     assert run.stdout == ""
+    # One line, with curl's reason in it since no server answered.
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert run.stderr.startswith("curl.sh: GET /v1/agents"), run.stderr
+    assert "Failed to connect" in run.stderr or "Couldn't connect" in run.stderr, run.stderr
 
 
 def test_a_step_that_fails_midway_stops_the_script_there(served: Served) -> None:
@@ -96,3 +104,14 @@ def test_a_step_that_fails_midway_stops_the_script_there(served: Served) -> None
     assert list(printed(run)) == ["agent"]
     assert "POST /v1/sessions failed" in run.stderr
     assert "forbidden" in run.stderr
+
+
+def test_the_readmes_curl_summary_uses_the_client_and_tool_of_curl_sh() -> None:
+    script = SCRIPT.read_text()
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    summary = readme.split("## The same with curl", 1)[1].split("\n## ", 1)[0]
+    [client] = re.findall(r'\\"name\\": \\"(\w+)\\", \\"lifetime', script)
+    [tool] = re.findall(r"tool='\{\"name\": \"(\w+)\"", script)
+    assert f'"name": "{client}"' in summary, summary
+    assert f'"name": "{tool}"' in summary, summary
+    assert f"client__{client}__{tool}" in summary, summary
