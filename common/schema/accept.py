@@ -40,6 +40,7 @@ MAX_PATTERNS = 256
 # refer to `#/$defs/Name`: two segments.
 MAX_POINTER_SEGMENTS = 32
 MAX_SEGMENTS = 2 * MAX_NODES
+_SIMPLE_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
 
 class _Resolver(Protocol):
@@ -101,7 +102,7 @@ def _describes_an_object(schema: dict[str, Any], resolver: _Resolver) -> None:
     while isinstance(node, dict) and id(node) not in seen:
         seen.add(id(node))
         kind = node.get("type")
-        if kind is not None and kind != "object" and not (isinstance(kind, list) and "object" in kind):
+        if _types(kind) and "object" not in _types(kind):
             raise SchemaRefused(
                 f"{where}/type",
                 f"a tool's arguments are a JSON object, so its parameters must describe one: type is {kind!r} "
@@ -115,6 +116,12 @@ def _describes_an_object(schema: dict[str, Any], resolver: _Resolver) -> None:
         node, resolver, where = resolved.contents, resolved.resolver, f"{where}/$ref"
     if node is False:
         raise SchemaRefused(where, "a tool's parameters must describe a JSON object, and false allows none")
+
+
+def _types(kind: Any) -> list[str]:
+    """The JSON types a `type` keyword names; none for a value that is not one (the dialect refuses it)."""
+    kinds = kind if isinstance(kind, list) else [kind]
+    return kinds if kinds and all(k in _SIMPLE_TYPES for k in kinds) else []
 
 
 def _check_values(schema: dict[str, Any]) -> None:
