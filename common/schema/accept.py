@@ -38,8 +38,8 @@ MAX_PATTERNS = 256
 # Segments of a reference's JSON Pointer, and of all of a schema's: resolving one walks its segments (and
 # costs up to their square), several times what the same text costs as plain JSON. Schemas people write
 # refer to `#/$defs/Name`: two segments.
-MAX_POINTER_SEGMENTS = 32
-MAX_SEGMENTS = 2 * MAX_NODES
+MAX_POINTER_SEGMENTS = 16
+MAX_SEGMENTS = MAX_NODES
 _SIMPLE_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
 

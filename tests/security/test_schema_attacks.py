@@ -25,7 +25,7 @@ from tests.api_client import Api, Session, of_type, run_over
 
 # What an exception's class, repr or module shows as; none of it may reach a client.
 INTERNAL = re.compile(
-    r"_Wrapped|<class|Traceback|[A-Za-z]+(Error|Exception)\b[:(]|"
+    r"_Wrapped|<class|Traceback|\b[A-Z][A-Za-z]*(Error|Exception)\b|"
     r"\b(jsonschema|referencing|pydantic|pydantic_core|httpx|httpx2|anyio|mcp|builtins)\.[A-Za-z_]"
 )
 
@@ -322,14 +322,14 @@ def test_checking_arguments_against_anchors_does_not_index_the_schema_again(monk
 
 def test_a_long_pointer_is_charged_for_its_segments() -> None:
     # Each lookup walks the pointer's segments (and may cost their square): charged at 8 steps a
-    # reference, twenty such references fit in the loop's 200 steps.
+    # reference, fifteen such references fit in the loop's 200 steps.
     deep: dict[str, Any] = {"type": "string"}
     for _ in range(30):
         deep = {"not": deep}
     budgeted = Budgeted()
     validator = budgeted.compile({"$defs": {"d": deep}, "additionalProperties": {"$ref": "#/$defs/d" + "/not" * 30}})
     with pytest.raises(OverBudget):
-        budgeted.problem(validator, {f"x{i}": "s" for i in range(20)}, INLINE_STEPS, locate=False)
+        budgeted.problem(validator, {f"x{i}": "s" for i in range(15)}, INLINE_STEPS)
 
 
 # (route, method, path template, a body its model takes)
