@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import mcp.types as mt
 import pytest
 from referencing import Registry
 
@@ -22,6 +23,7 @@ from common.schema.accept import accept
 from common.schema.budget import Budgeted, OverBudget
 from common.schema.checks import INLINE_STEPS
 from tests.api_client import Api, Session, of_type, run_over
+from workers.mcp.hub import offered
 
 # What an exception's class, repr or module shows as; none of it may reach a client.
 INTERNAL = re.compile(
@@ -431,3 +433,16 @@ async def test_a_front_door_says_where_its_body_stops_being_json(api: Api, door:
         answer = await client.post(f"/v1/sessions/{session.id}/{door}", content=raw)
     assert answer.status_code == 400, answer.text
     assert clean(answer.json()["error"]["message"]).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"$ref": "#/defs/nope"}}},
+        {"type": "string"},
+        {"type": "object", "items": {"items": 5}},
+    ],
+)
+def test_an_mcp_grants_tool_whose_schema_a_registration_refuses_is_left_out(schema: dict[str, Any]) -> None:
+    assert offered(mt.Tool(name="t", input_schema=schema), "https://mcp.example") is None
+    assert offered(mt.Tool(name="t", input_schema={"type": "object"}), "https://mcp.example") is not None
