@@ -185,7 +185,7 @@ def install(app: FastAPI) -> None:
             message = f"{request.method} is not allowed on {request.url.path}" + (
                 f"; it takes {allowed}" if allowed else ""
             )
-        elif error.status_code == 400 and error.__cause__ is not None:
+        elif error.status_code == 400 and isinstance(error.__cause__, ValueError | RecursionError):
             # FastAPI's "There was an error parsing the body": what the parser could not read, in words.
             message = unreadable(error.__cause__)
         else:

@@ -111,8 +111,10 @@ def _describes_an_object(schema: dict[str, Any], resolver: _Resolver) -> None:
         reference = node.get("$ref")
         if not isinstance(reference, str):
             return
-        # Every reference resolved when the schema was accepted.
-        resolved = resolver.lookup(reference)
+        try:
+            resolved = resolver.lookup(reference)
+        except Exception:  # The walk resolved it, in the resource it is in: nothing more to tell here
+            return
         node, resolver, where = resolved.contents, resolved.resolver, f"{where}/$ref"
     if node is False:
         raise SchemaRefused(where, "a tool's parameters must describe a JSON object, and false allows none")
@@ -121,7 +123,7 @@ def _describes_an_object(schema: dict[str, Any], resolver: _Resolver) -> None:
 def _types(kind: Any) -> list[str]:
     """The JSON types a `type` keyword names; none for a value that is not one (the dialect refuses it)."""
     kinds = kind if isinstance(kind, list) else [kind]
-    return kinds if kinds and all(k in _SIMPLE_TYPES for k in kinds) else []
+    return kinds if kinds and all(isinstance(k, str) and k in _SIMPLE_TYPES for k in kinds) else []
 
 
 def _check_values(schema: dict[str, Any]) -> None:

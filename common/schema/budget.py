@@ -78,7 +78,7 @@ def _steps(keyword: str, value: Any, instance: Any, schema: dict[str, Any]) -> i
     if keyword in ("$ref", "$dynamicRef"):
         # A lookup and a fresh validator: about as long as eight plain keywords, more for a long JSON
         # Pointer (its lookup walks each segment, and may cost their square).
-        segments = unquote(value).count("/") if isinstance(value, str) else 0
+        segments = (unquote(value) if "%" in value else value).count("/") if isinstance(value, str) else 0
         return 8 + segments * segments // 8
     if keyword == "pattern":
         return 1 + (len(instance) >> 10 if isinstance(instance, str) else 0)
@@ -241,8 +241,9 @@ def _cannot_apply(schema: Any, broken: Exception) -> str:
 
 
 def _reference(unresolved: Unresolvable) -> str:
-    anchor = getattr(unresolved, "anchor", None)
+    # jsonschema raises its own wrapper from the `referencing` error that says what was looked up.
+    cause = unresolved.__cause__ if isinstance(unresolved.__cause__, Unresolvable) else unresolved
+    anchor = getattr(cause, "anchor", None)
     if isinstance(anchor, str):
         return f"#{anchor}"
-    ref = unresolved.ref
-    return f"#{ref}" if ref.startswith("/") else ref
+    return f"#{cause.ref}" if cause.ref.startswith("/") else cause.ref
