@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -112,14 +113,65 @@ def describe_validation(errors: Sequence[Any]) -> str:
     return "; ".join(parts) + more
 
 
+def invalid_json(doc: str, position: int, reason: str) -> str:
+    """A body that is not JSON, as `body: invalid JSON at line L column C (char N): reason`."""
+    line = doc.count("\n", 0, position) + 1
+    column = position - doc.rfind("\n", 0, position)
+    return f"body: invalid JSON at line {line} column {column} (char {position}): {reason}"
+
+
+def unreadable(cause: BaseException | None) -> str:
+    """Why a body the JSON parser could not even start on was refused."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"body: invalid JSON: it is not UTF-8 text (byte {cause.start} cannot start a character there)"
+    if isinstance(cause, RecursionError):
+        return "body: invalid JSON: it is nested deeper than the parser goes"
+    if isinstance(cause, json.JSONDecodeError):
+        return invalid_json(cause.doc, cause.pos, cause.msg)
+    return "body: invalid JSON"
+
+
+JSON_TYPE = "application/json"
+
+
+def _is_json(content_type: str) -> bool:
+    kind = content_type.split(";")[0].strip().lower()
+    return kind == JSON_TYPE or (kind.startswith("application/") and kind.endswith("+json"))
+
+
+def _not_sent_as_json(request: Request, errors: Sequence[Any]) -> str | None:
+    """The refusal of a body sent with a Content-Type that is not JSON (FastAPI then hands the route its
+    bytes, which no body model takes), or None. A body with no Content-Type is read as JSON."""
+    content_type = request.headers.get("content-type")
+    if content_type is None or _is_json(content_type):
+        return None
+    if not any(tuple(error.get("loc", ())) == ("body",) and error.get("type") != "missing" for error in errors):
+        return None
+    return (
+        f"body: the body must be JSON sent with Content-Type: {JSON_TYPE}; this request's Content-Type is "
+        f"{content_type[:100]!r} (curl -d sends application/x-www-form-urlencoded: add -H 'Content-Type: "
+        f"{JSON_TYPE}')"
+    )
+
+
+def _validation_message(request: Request, error: RequestValidationError) -> str:
+    errors = error.errors()
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid" and isinstance(error.body, str):
+        location = tuple(first.get("loc", ()))
+        position = location[1] if len(location) == 2 and isinstance(location[1], int) else 0
+        return invalid_json(error.body, position, str(first.get("ctx", {}).get("error", "not JSON")))
+    return _not_sent_as_json(request, errors) or describe_validation(errors)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(SwitchboardError)
     async def _switchboard(_: Request, error: SwitchboardError) -> Response:
         return error_response(error)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, error: RequestValidationError) -> Response:
-        return JSONResponse(envelope(ErrorCode.INVALID_REQUEST, describe_validation(error.errors())), status_code=400)
+    async def _validation(request: Request, error: RequestValidationError) -> Response:
+        return JSONResponse(envelope(ErrorCode.INVALID_REQUEST, _validation_message(request, error)), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> Response:
@@ -133,6 +185,9 @@ def install(app: FastAPI) -> None:
             message = f"{request.method} is not allowed on {request.url.path}" + (
                 f"; it takes {allowed}" if allowed else ""
             )
+        elif error.status_code == 400 and isinstance(error.__cause__, ValueError | RecursionError):
+            # FastAPI's "There was an error parsing the body": what the parser could not read, in words.
+            message = unreadable(error.__cause__)
         else:
             message = str(error.detail)
         code = _CODE_OF_STATUS.get(error.status_code, ErrorCode.INVALID_REQUEST)

@@ -38,11 +38,13 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
             **meta_schema(),
             "type": "object",
             "title": "Parameters",
-            "description": "The tool's arguments as a JSON Schema (Draft 2020-12) object, checked against it "
-            "before every dispatch. The top level's keywords are held to the dialect's meta-schema; a nested "
-            "schema must be an object or a boolean (a broken one shows as an error result when a call is "
-            "checked against it). Not checked: the deprecated `definitions`, `dependencies`, "
-            "`$recursiveAnchor`, `$recursiveRef`, and URI formats",
+            "description": "The tool's arguments as a JSON Schema (Draft 2020-12) object describing an object "
+            "(`type` left out, `object`, or a list including it), checked against it before every dispatch. "
+            "The top level's keywords are held to the dialect's meta-schema; every place a schema goes, at any "
+            "depth, holds an object or a boolean, and every `$ref` names a part of the schema (400 otherwise). "
+            "A nested keyword of the wrong kind shows as an error result, saying where, when a call is checked "
+            "against it. Not checked: the deprecated `dependencies`, `$recursiveAnchor`, `$recursiveRef`, and "
+            "URI formats",
         }
     _link(schema)
     return schema

@@ -24,7 +24,7 @@ import pydantic
 from mcp.shared.exceptions import MCPError
 
 from api.schemas.clients import MAX_ANNOTATIONS, MAX_PROGRESS_CHARS, MAX_TOOLS, ClientToolBody
-from common.schema.accept import SchemaRefused, accept
+from common.schema.accept import SchemaRefused, accept_parameters
 from switchboard.mcp_link import Link, LinkError, Progress, ServerGone, ServerSpec, StderrRelay
 from switchboard.tool_log import ToolLogFormat
 from switchboard.tool_member import Member, Target
@@ -96,17 +96,21 @@ def declarations(tools: list[mt.Tool], warned: set[str]) -> list[dict[str, Any]]
     once (`warned` holds the names already warned of)."""
     kept: list[dict[str, Any]] = []
     past: list[str] = []
+    names: set[str] = set()
     for tool in tools:
         why = None
         if not NAME.match(tool.name):
             why = "its name is not 1 to 64 letters, digits, '_' or '-'"
+        elif tool.name in names:
+            # A registration refuses two tools of one name: the server's first of them is the one served.
+            why = "the server lists another tool of this name before it"
         else:
             declared = _declaration(tool)
             try:
                 ClientToolBody.model_validate(declared)
-                accept(declared["parameters"])
+                accept_parameters(declared["parameters"])
             except pydantic.ValidationError as error:
-                why = f"a registration cannot carry it: {error.errors()[0]['msg']}"
+                why = f"a registration cannot carry it: {str(error.errors()[0]['msg']).removeprefix('Value error, ')}"
             except SchemaRefused as error:
                 why = f"its inputSchema is refused: {error}"
         if why is None and len(kept) == MAX_TOOLS:
@@ -118,6 +122,7 @@ def declarations(tools: list[mt.Tool], warned: set[str]) -> list[dict[str, Any]]
                 logger.warning("left out the tool %r: %s", tool.name[:100], why, extra={"event": "left_out"})
             continue
         kept.append(declared)
+        names.add(tool.name)
     if past and not set(past) <= warned:
         warned.update(past)
         logger.warning(
@@ -287,7 +292,9 @@ class Bridge:
         except pydantic.ValidationError as error:
             mapped = failed(f"the MCP server's answer is not a tool result: {error.errors()[0]['msg']}")
         except Exception as error:
-            mapped = failed(f"the call to the MCP server failed: {error or type(error).__name__}")
+            # The session reads the result: words, not the exception's class (the log has that).
+            logger.info("the call to %s of the MCP server failed: %r", name, error)
+            mapped = failed(f"the call to the MCP server failed: {str(error) or 'it failed without saying why'}")
         return result_body(mapped), mapped.is_error
 
     def _declared(self) -> set[str]:

@@ -120,14 +120,23 @@ class ServerToolRunner:
         try:
             args = tool.parameters.model_validate(arguments)
         except ValidationError as error:
-            return failed(f"the arguments were not valid: {error}")
+            # Field and rule, not pydantic's text, which names the tool's arguments class.
+            problems = "; ".join(
+                f"{'.'.join(map(str, problem['loc'])) or 'arguments'}: {problem['msg']}"
+                for problem in error.errors()[:3]
+            )
+            return failed(f"the arguments were not valid: {problems}")
         try:
             result = await asyncio.wait_for(tool.run(args), tool.timeout_s)
         except TimeoutError:
             return failed(f"the tool {name} did not finish within {tool.timeout_s:g} s")
-        except Exception as error:
+        except ValueError as error:
+            # How a server tool says what is wrong with what it was asked.
             logger.info("server tool %s failed: %r", name, error)
             return failed(str(error) or f"the tool {name} failed")
+        except Exception:
+            logger.exception("server tool %s failed unexpectedly", name)
+            return failed(f"the tool {name} failed unexpectedly; the worker logged why")
         return Mapped([text_block(result if isinstance(result, str) else dumps(result))], False)
 
     async def _renew(self, session_id: str, call_id: str, task: asyncio.Future[Mapped]) -> None:

@@ -35,6 +35,8 @@ T = TypeVar("T")
 
 _CANCEL_CHECK_S = 0.25
 _COMMIT_ATTEMPTS = 5
+# What run_failed says when a step failed in a way the worker did not foresee (a bug).
+UNEXPECTED_FAILURE = "internal: the step failed unexpectedly; the worker logged why"
 
 
 class StepCancelled(Exception):
@@ -107,10 +109,11 @@ class StepRunner:
             # Redis is out of reach: the step's lease (or, before it began, its entry's claim) lapses and
             # another try is made from the persisted log, up to the reclaim limit.
             logger.warning("step %s of run %s could not reach Redis: %s", step, run_id, error.message)
-        except Exception as error:
-            # A bug must not leave the run unfinished: it ends, and the log says why.
+        except Exception:
+            # A bug must not leave the run unfinished: it ends, and the log (never the session, which may
+            # be anyone's) has the exception.
             logger.exception("step %s of run %s failed", step, run_id)
-            await self._end(session_id, run_id, step, attempt, "run_failed", f"internal: {error!r}")
+            await self._end(session_id, run_id, step, attempt, "run_failed", UNEXPECTED_FAILURE)
 
     async def _end(self, session_id: str, run_id: str, step: int, attempt: int, outcome: str, error: str = "") -> None:
         await self._broker.runs.finish(session_id, run_id, step, attempt, outcome, error)

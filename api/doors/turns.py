@@ -5,6 +5,7 @@ results of the calls still owed to it, its approval answers decisions; and where
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -14,6 +15,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from api.auth import Principal
 from api.doors.follow import back
 from api.doors.view import RunView
+from api.errors import unreadable
 from api.keyed import Answer, Attempt, Keyed, keyed_as
 from api.schemas.clients import ClientCallResultBody, Tools
 from api.schemas.events import ApprovalDecisionForm
@@ -90,19 +92,32 @@ def frontend_tools(field: str, tools: list[dict[str, Any]]) -> list[dict[str, An
 
 
 def parsed(model: type[_Model], body: bytes) -> _Model:
-    """A request body as `model`; 400 naming the first field that is wrong ("body" when it is not JSON)."""
+    """A request body as `model`; 400 naming the first field that is wrong, or where the body stops
+    being JSON."""
     try:
         return model.model_validate_json(body)
     except ValidationError as error:
         problem = error.errors()[0]
+        if problem["type"] == "json_invalid":
+            raise InvalidRequest(_not_json(body, problem)) from None
         where = ".".join(str(part) for part in problem["loc"]) or "body"
         raise InvalidRequest(f"{where}: {problem['msg']}") from None
+
+
+def _not_json(body: bytes, problem: Any) -> str:
+    # pydantic's parser says where by line and column only; the standard one says the same with the offset.
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError) as error:
+        return unreadable(error)
+    return f"body: invalid JSON: {problem.get('ctx', {}).get('error', problem['msg'])}"
 
 
 def _first(error: ValidationError) -> str:
     problem = error.errors()[0]
     where = ".".join(str(part) for part in problem["loc"])
-    return f"{where}: {problem['msg']}" if where else str(problem["msg"])
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 def input_text(field: str, text: str, context: list[tuple[str, str]]) -> str:

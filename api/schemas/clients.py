@@ -7,9 +7,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from api.schemas.common import JSON_NUMBER, JsonBool, Strict, last_of_each_name
+from api.schemas.common import JSON_NUMBER, JsonBool, Strict
 from api.schemas.json_schema import check_json_schema
 from common.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS, image_block, text_block
 
@@ -41,10 +41,27 @@ def _annotations(hints: dict[str, bool | str | None] | None) -> dict[str, bool |
     return hints
 
 
+def _an_object(parameters: Any) -> Any:
+    if not isinstance(parameters, dict):
+        raise ValueError(
+            'must be a JSON object (an object schema, such as {"type": "object", "properties": {...}}), '
+            f"not {_json_kind(parameters)}"
+        )
+    return parameters
+
+
+def _json_kind(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string" if isinstance(value, str) else "an array"
+
+
 class ClientToolBody(Strict):
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
     description: Annotated[str, Field(max_length=4096)] = ""
-    parameters: Annotated[dict[str, Any], AfterValidator(check_json_schema)]
+    parameters: Annotated[dict[str, Any], BeforeValidator(_an_object), AfterValidator(check_json_schema)]
     timeout_s: Annotated[
         Annotated[int, Field(ge=MIN_TOOL_TIMEOUT_S, le=MAX_TOOL_TIMEOUT_S), JSON_NUMBER] | None,
         Field(
@@ -69,10 +86,22 @@ class ClientToolBody(Strict):
     ] = None
 
 
+def _distinct_names(tools: list[ClientToolBody]) -> list[ClientToolBody]:
+    # The model calls a tool by its name: two of one name would leave one of them unreachable.
+    first: dict[str, int] = {}
+    for index, tool in enumerate(tools):
+        earlier = first.setdefault(tool.name, index)
+        if earlier != index:
+            raise ValueError(
+                f"items {earlier} and {index} are both named {tool.name!r}: each tool needs a name of its own"
+            )
+    return tools
+
+
 Tools = Annotated[
     list[ClientToolBody],
-    Field(max_length=MAX_TOOLS, description="Tool names repeated: the last definition of each wins"),
-    AfterValidator(last_of_each_name),
+    Field(max_length=MAX_TOOLS, description="Each tool's name differs from the others' (a repeated name is 400)"),
+    AfterValidator(_distinct_names),
 ]
 
 

@@ -1,23 +1,32 @@
 """Whether a JSON Schema may be stored: it is data, so it may only refer to parts of itself.
 
-Every `$ref` and `$dynamicRef` that a Draft 2020-12 validator could follow is resolved here the way the
-validator resolves it (the `referencing` library, with a registry that holds this schema alone and
-retrieves nothing): one that names a URL, a file or any other schema is refused, instead of being fetched
-when a call is checked. One into this schema that names nothing in it (`#/$defs/missing`) is kept: the
-calls checked against it fail, saying so. Every `pattern` and `patternProperties` key such a validator could apply must
-compile on RE2 (`broker.schema.regex`). Numbers must be finite, and nesting is bounded.
+Every place a subschema goes holds an object or a boolean, at every depth, and every `$id` is a URI
+reference: else the schema cannot be indexed, and a validator fails on it. Every `$ref` and `$dynamicRef`
+that a Draft 2020-12 validator could follow is resolved here the way the validator resolves it (the
+`referencing` library, with a registry that holds this schema alone, indexed once, and retrieves
+nothing): one that names a URL, a file or any other schema is refused, instead of being fetched when a
+call is checked, and so is one into this schema that names nothing in it (`#/$defs/missing`), instead
+of failing every call. A reference's JSON Pointer has at most MAX_POINTER_SEGMENTS segments, and all of
+a schema's at most MAX_SEGMENTS (each lookup walks them). Every `pattern` and `patternProperties` key
+such a validator could apply must compile on RE2 (`common.schema.regex`). Numbers must be finite, and
+nesting is bounded.
+
+A tool's `parameters` (`accept_parameters`) also describe a JSON object, since a model's tool call
+arguments always are one: the schema's `type`, and that of the schema its top-level `$ref` names, is
+left out, `"object"`, or a list that includes `"object"`. `{}` (any object) is accepted.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from common.schema.places import escape, indexed, misplaced, misshapen, subschemas
 from common.schema.regex import PatternRefused, compiled, is_text
 
 # JSON containers nested in one schema; deeper is refused (a validator recurses once per level or more).
@@ -26,12 +35,12 @@ MAX_DEPTH = 128
 # bound on what registering, and checking, costs.
 MAX_NODES = 20_000
 MAX_PATTERNS = 256
-
-# Where a Draft 2020-12 validator finds subschemas it applies to an instance.
-_ONE = ("additionalProperties", "contains", "else", "if", "items", "not", "propertyNames", "then")
-_ONE_UNEVALUATED = ("unevaluatedItems", "unevaluatedProperties")
-_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_MAPS = ("$defs", "dependentSchemas", "patternProperties", "properties")
+# Segments of a reference's JSON Pointer, and of all of a schema's: resolving one walks its segments (and
+# costs up to their square), several times what the same text costs as plain JSON. Schemas people write
+# refer to `#/$defs/Name`: two segments.
+MAX_POINTER_SEGMENTS = 16
+MAX_SEGMENTS = MAX_NODES
+_SIMPLE_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
 
 class _Resolver(Protocol):
@@ -53,24 +62,68 @@ class SchemaRefused(ValueError):
 
 def accept(schema: dict[str, Any]) -> None:
     """Nothing when `schema` may be stored; SchemaRefused naming where and why when it may not."""
+    _accepted(schema)
+
+
+def accept_parameters(schema: dict[str, Any]) -> None:
+    """`accept`, for a tool's `parameters`: the schema must also describe a JSON object."""
+    _describes_an_object(schema, _accepted(schema))
+
+
+def _accepted(schema: dict[str, Any]) -> _Resolver:
     _check_values(schema)
+    misshape = misshapen(schema)
+    if misshape is not None:
+        raise SchemaRefused(*misshape)
+    registry = indexed(schema)
+    if registry is None:
+        raise SchemaRefused("", "the schema's parts cannot be indexed: an $id in it is not a URI reference")
+    resolver: _Resolver = _root_resolver(registry, schema)
     walk = _Walk()
-    walk.schema(schema, _root_resolver(schema), "")
+    walk.schema(schema, resolver, "")
     if walk.unevaluated_properties and walk.pattern_properties:
         # The validator works out which properties were evaluated with a backtracking engine of its own.
         raise SchemaRefused(
             walk.unevaluated_properties,
             "unevaluatedProperties is not accepted in a schema that also has patternProperties",
         )
+    return resolver
 
 
-def _root_resolver(schema: dict[str, Any]) -> _Resolver:
-    """The resolver a validator starts from; at the empty base when the schema's `$id` is no URI (the
-    validator cannot start at all then: every call checked against it fails)."""
-    try:
-        return Registry().resolver_with_root(DRAFT202012.create_resource(schema))
-    except Exception:
-        return Registry().resolver()
+def _root_resolver(registry: Registry[Any], schema: dict[str, Any]) -> Any:
+    """The resolver a validator starts from, given the indexed registry (as the budgeted validator is)."""
+    return registry.resolver_with_root(DRAFT202012.create_resource(schema))
+
+
+def _describes_an_object(schema: dict[str, Any], resolver: _Resolver) -> None:
+    node: Any = schema
+    where = ""
+    seen: set[int] = set()
+    while isinstance(node, dict) and id(node) not in seen:
+        seen.add(id(node))
+        kind = node.get("type")
+        if _types(kind) and "object" not in _types(kind):
+            raise SchemaRefused(
+                f"{where}/type",
+                f"a tool's arguments are a JSON object, so its parameters must describe one: type is {kind!r} "
+                '(give "object", or leave type out)',
+            )
+        reference = node.get("$ref")
+        if not isinstance(reference, str):
+            return
+        try:
+            resolved = resolver.lookup(reference)
+        except Exception:  # The walk resolved it, in the resource it is in: nothing more to tell here
+            return
+        node, resolver, where = resolved.contents, resolved.resolver, f"{where}/$ref"
+    if node is False:
+        raise SchemaRefused(where, "a tool's parameters must describe a JSON object, and false allows none")
+
+
+def _types(kind: Any) -> list[str]:
+    """The JSON types a `type` keyword names; none for a value that is not one (the dialect refuses it)."""
+    kinds = kind if isinstance(kind, list) else [kind]
+    return kinds if kinds and all(isinstance(k, str) and k in _SIMPLE_TYPES for k in kinds) else []
 
 
 def _check_values(schema: dict[str, Any]) -> None:
@@ -89,11 +142,7 @@ def _check_values(schema: dict[str, Any]) -> None:
             if depth > MAX_DEPTH:
                 raise SchemaRefused(where, f"the schema is nested more than {MAX_DEPTH} levels deep")
             items = value.items() if isinstance(value, dict) else enumerate(value)
-            stack.extend((child, f"{where}/{_escape(key)}", depth + 1) for key, child in items)
-
-
-def _escape(key: object) -> str:
-    return str(key).replace("~", "~0").replace("/", "~1")
+            stack.extend((child, f"{where}/{escape(key)}", depth + 1) for key, child in items)
 
 
 class _Walk:
@@ -104,6 +153,7 @@ class _Walk:
     def __init__(self) -> None:
         self._seen: set[int] = set()
         self._todo: list[tuple[Any, _Resolver, str]] = []
+        self._segments = 0
         self.patterns = 0
         self.unevaluated_properties = ""
         self.pattern_properties = ""
@@ -115,31 +165,49 @@ class _Walk:
             if not isinstance(node, dict) or id(node) in self._seen:
                 continue
             self._seen.add(id(node))
-            # An `$id` that is no URI (or no string): the validator cannot resolve against it either (the
-            # calls fail), and what is checked here against the outer base still refuses every remote one.
-            with contextlib.suppress(Exception):
-                resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+            # A part reached only by reference is applied as any other: it is held to the same shape.
+            misplace = misplaced(node)
+            if misplace is not None:
+                raise SchemaRefused(where + misplace[0], misplace[1])
+            if "$id" in node:
+                try:
+                    resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+                except ValueError:
+                    raise SchemaRefused(f"{where}/$id", f"$id {node['$id'][:100]!r} is not a URI reference") from None
             for keyword in ("$ref", "$dynamicRef"):
                 reference = node.get(keyword)
                 if isinstance(reference, str):
-                    self._follow(reference, resolver, f"{where}/{keyword}")
+                    self._follow(keyword, reference, resolver, f"{where}/{keyword}")
             self._patterns(node, where)
-            self._todo.extend((child, resolver, place) for child, place in _subschemas(node, where))
+            self._todo.extend((child, resolver, place) for child, place in subschemas(node, where))
 
-    def _follow(self, reference: str, resolver: _Resolver, where: str) -> None:
+    def _follow(self, keyword: str, reference: str, resolver: _Resolver, where: str) -> None:
+        resource, _, fragment = reference.partition("#")
+        segments = unquote(fragment).count("/") if fragment.startswith("/") else 0
+        if segments > MAX_POINTER_SEGMENTS:
+            raise SchemaRefused(
+                where,
+                f"{keyword} {reference[:100]!r} has a JSON Pointer of {segments} segments; "
+                f"at most {MAX_POINTER_SEGMENTS} are accepted",
+            )
+        self._segments += segments
+        if self._segments > MAX_SEGMENTS:
+            raise SchemaRefused(
+                where, f"the schema's references hold more than {MAX_SEGMENTS:,} JSON Pointer segments in all"
+            )
         try:
             resolved = resolver.lookup(reference)
-        except Exception:  # Unresolvable, or whatever a malformed part makes `referencing`'s crawl raise
-            resource = reference.partition("#")[0]
+        except Exception as error:  # Unresolvable, or whatever a malformed part makes `referencing` raise
             if resource and not self._own(resolver, resource):
                 raise SchemaRefused(
                     where,
                     f"{reference!r} does not name a part of this schema: references resolve only within the "
                     "schema itself (nothing is fetched, no file is read, no other schema is used)",
                 ) from None
-            # A reference into this schema that names nothing in it: a call checked against it fails,
-            # saying so (JSON Schema cannot state this, so the OpenAPI document could not either).
-            return
+            what = "points at nothing in the schema" if isinstance(error, Unresolvable) else "cannot be resolved"
+            raise SchemaRefused(
+                where, f"{keyword} {reference[:100]!r} {what} (a reference must name a part of the schema)"
+            ) from None
         if not isinstance(resolved.contents, dict | bool):
             raise SchemaRefused(where, f"{reference!r} names a part of this schema that is not a schema")
         # A part reached only by reference (under a keyword no validator applies) is checked too.
@@ -161,7 +229,7 @@ class _Walk:
         if isinstance(properties, dict):
             self.pattern_properties = self.pattern_properties or f"{where}/patternProperties"
             for key in properties:
-                self._compiles(key, f"{where}/patternProperties/{_escape(key)}")
+                self._compiles(key, f"{where}/patternProperties/{escape(key)}")
         if "unevaluatedProperties" in node:
             self.unevaluated_properties = self.unevaluated_properties or f"{where}/unevaluatedProperties"
 
@@ -181,17 +249,3 @@ class _Walk:
                 f"the pattern {pattern[:100]!r} cannot run on a linear-time regex engine ({refused}): "
                 "look-arounds, back-references and repetitions over 1,000 are not accepted",
             ) from None
-
-
-def _subschemas(node: dict[str, Any], where: str) -> Iterator[tuple[Any, str]]:
-    for keyword in (*_ONE, *_ONE_UNEVALUATED):
-        if keyword in node:
-            yield node[keyword], f"{where}/{keyword}"
-    for keyword in _LISTS:
-        if isinstance(node.get(keyword), list):
-            for index, child in enumerate(node[keyword]):
-                yield child, f"{where}/{keyword}/{index}"
-    for keyword in _MAPS:
-        if isinstance(node.get(keyword), dict):
-            for name, child in node[keyword].items():
-                yield child, f"{where}/{keyword}/{_escape(name)}"

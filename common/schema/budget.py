@@ -5,21 +5,32 @@ meter before it runs (one step, plus the size of the value it walks where its wo
 the meter stops the check once the budget is spent, so no schema, however its references fan out, costs
 more than the budget. The keywords whose stock implementations match with Python's backtracking `re` or
 compare items pairwise (`pattern`, `patternProperties`, `additionalProperties`, `uniqueItems`) are
-replaced by linear ones. References resolve in a registry that retrieves nothing.
+replaced by linear ones. References resolve in a registry that holds the schema alone, indexed once,
+and retrieves nothing.
+
+A schema the validator cannot apply (a nested keyword of the wrong kind, or a reference stored before
+registration resolved them all) fails the call with words saying where, never an exception's class.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
+from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 from referencing import Registry
+from referencing.exceptions import Unresolvable
 
+from common.schema.dialect import malformed
+from common.schema.places import indexed
 from common.schema.regex import PatternRefused, search
+
+logger = logging.getLogger(__name__)
 
 # A validator as keywords see it: `extend` builds a class of its own, which the stubs do not type.
 _Applying = Any
@@ -65,8 +76,10 @@ def _size(instance: Any) -> int:
 
 def _steps(keyword: str, value: Any, instance: Any, schema: dict[str, Any]) -> int:
     if keyword in ("$ref", "$dynamicRef"):
-        # A lookup and a fresh validator: about as long as eight plain keywords.
-        return 8
+        # A lookup and a fresh validator: about as long as eight plain keywords, more for a long JSON
+        # Pointer (its lookup walks each segment, and may cost their square).
+        segments = (unquote(value) if "%" in value else value).count("/") if isinstance(value, str) else 0
+        return 8 + segments * segments // 8
     if keyword == "pattern":
         return 1 + (len(instance) >> 10 if isinstance(instance, str) else 0)
     if keyword == "patternProperties":
@@ -185,11 +198,17 @@ class Budgeted:
         self._registry: Registry[Any] = Registry()
 
     def compile(self, schema: dict[str, Any]) -> Validator:
-        return self._class(schema, registry=self._registry)
+        # Indexed once: a resolver left to find an anchor by itself crawls the whole schema for each lookup.
+        # One that cannot be indexed (stored before registration refused it) is tried as it is.
+        registry = indexed(schema)
+        return self._class(schema, registry=registry if registry is not None else self._registry)
 
-    def problem(self, validator: _Applying, arguments: Any, steps: int, seconds: float = 0.0) -> str:
+    def problem(
+        self, validator: _Applying, arguments: Any, steps: int, seconds: float = 0.0, *, locate: bool = True
+    ) -> str:
         """'' when the arguments satisfy the schema; else the failing field, what failed, and the rule.
-        OverBudget when `steps` (or `seconds`) run out first."""
+        OverBudget when `steps` (or `seconds`) run out first, and when the schema cannot be applied but
+        `locate` is false (finding where takes time in proportion to the schema, not to the budget)."""
         self._meter.start(steps, seconds)
         try:
             error = best_match(validator.iter_errors(arguments))
@@ -198,9 +217,33 @@ class Budgeted:
         except PatternRefused as refused:
             return f"a pattern of the tool's parameters schema cannot be applied: {refused}"[:_RELEVANT]
         except Exception as broken:
-            # Only the top level of a stored schema is held to the meta-schema at registration: a nested
-            # schema that is not one fails here, for this call alone.
-            return f"the tool's parameters schema cannot be applied: {type(broken).__name__}: {broken}"[:_RELEVANT]
+            if not locate:
+                raise OverBudget from broken
+            return _cannot_apply(validator.schema, broken)[:_RELEVANT]
         if error is None:
             return ""
         return f"at {error.json_path}: {error.message} (rule: {error.validator})"[:_RELEVANT]
+
+
+def _cannot_apply(schema: Any, broken: Exception) -> str:
+    """Why a stored schema cannot be applied, in words (the exception itself goes to the log)."""
+    logger.warning("a tool's parameters schema cannot be applied: %s", repr(broken)[:500])
+    if isinstance(broken, Unresolvable):
+        # Registration resolves every reference: this one was stored before it did.
+        reference = _reference(broken)
+        return f"the tool's parameters schema cannot be applied: its reference {reference} names nothing in it"
+    # Only the top level of a stored schema is held to the meta-schema at registration: a nested schema
+    # with a keyword of the wrong kind fails here, for this call alone.
+    where = malformed(schema)
+    if where:
+        return f"the tool's parameters schema cannot be applied: it is not valid JSON Schema {where}"
+    return "the tool's parameters schema cannot be applied: a part of it is not valid JSON Schema (Draft 2020-12)"
+
+
+def _reference(unresolved: Unresolvable) -> str:
+    # jsonschema raises its own wrapper from the `referencing` error that says what was looked up.
+    cause = unresolved.__cause__ if isinstance(unresolved.__cause__, Unresolvable) else unresolved
+    anchor = getattr(cause, "anchor", None)
+    if isinstance(anchor, str):
+        return f"#{anchor}"
+    return f"#{cause.ref}" if cause.ref.startswith("/") else cause.ref

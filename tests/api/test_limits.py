@@ -60,7 +60,8 @@ REFUSED_REGISTRATIONS: list[tuple[str, dict[str, Any], str]] = [
     (
         "parameters not an object",
         {"name": "web", "lifetime": TTL, "tools": [tool(parameters=[1])]},
-        "tools[0].parameters: Input should be a valid dictionary",
+        'tools[0].parameters: must be a JSON object (an object schema, such as {"type": "object", '
+        '"properties": {...}}), not an array',
     ),
     ("unknown field", {"name": "web", "lifetime": TTL, "colour": "red"}, "colour: Extra inputs are not permitted"),
 ]

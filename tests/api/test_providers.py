@@ -83,6 +83,23 @@ async def test_anthropic_streams_text_keeps_thinking_and_gets_the_agents_setting
     assert "tools" not in sent
 
 
+async def test_anthropic_is_sent_an_object_type_for_parameters_that_leave_it_out_or_list_it(
+    api: Api, fake: FakeProvider
+) -> None:
+    # `{}` is any object, and a registration may say so; the Messages API takes only `"type": "object"`.
+    session = await provider_session(api, fake, CLAUDE)
+    nullable = {"type": ["object", "null"], "properties": {"a": {"type": "string"}}}
+    await api.register(session, tools=[{"name": "any", "parameters": {}}, {"name": "maybe", "parameters": nullable}])
+    fake.replies = [Reply(frames=anthropic_stream({"type": "text", "text": "ok"}))]
+    await api.send(session, "hi")
+    await api.wait_for(session, run_over)
+    [sent] = fake.requests
+    assert [tool["input_schema"] for tool in sent["tools"]] == [
+        {"type": "object"},
+        {"type": "object", "properties": {"a": {"type": "string"}}},
+    ]
+
+
 async def test_anthropic_tool_calls_with_long_names_go_out_aliased_and_come_back_real(
     api: Api, fake: FakeProvider
 ) -> None:

@@ -449,3 +449,26 @@ def test_names_a_registration_cannot_carry_and_tools_past_64_are_left_out(caplog
     assert len(lines) == 4, lines
     assert "left out the tool 'has space': its name is not 1 to 64 letters, digits, '_' or '-'" in lines
     assert "left out 6 tools past the 64 a registration holds: t64, t65, t66, t67, t68, t69" in lines
+
+
+def test_a_second_tool_of_one_name_and_a_schema_of_another_type_are_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A registration refuses both (400), which would refuse every tool of the server with them.
+    from switchboard.tool_mcp import declarations
+
+    listed = [
+        mt.Tool(name="same", description="first", input_schema={"type": "object"}),
+        mt.Tool(name="same", description="second", input_schema={"type": "object"}),
+        mt.Tool(name="text", description="d", input_schema={"type": "string"}),
+        mt.Tool(name="dangling", description="d", input_schema={"properties": {"a": {"$ref": "#/nope"}}}),
+    ]
+    with caplog.at_level(logging.WARNING, "switchboard.tools"):
+        kept = declarations(listed, set())
+    assert [(t["name"], t["description"]) for t in kept] == [("same", "first")]
+    lines = [record.getMessage() for record in caplog.records]
+    assert "left out the tool 'same': the server lists another tool of this name before it" in lines
+    assert any(
+        line.startswith("left out the tool 'text': a registration cannot carry it: not accepted") for line in lines
+    )
+    assert any("'dangling'" in line and "points at nothing in the schema" in line for line in lines), lines

@@ -26,9 +26,16 @@ def exponential(levels: int) -> dict[str, Any]:
         ({"properties": {"a": {"$ref": "file:///etc/passwd"}}}, "/properties/a/$ref", "nothing is fetched"),
         ({"items": {"$ref": "other.json#/x"}}, "/items/$ref", "does not name a part"),
         ({"$ref": "https://json-schema.org/draft/2020-12/schema"}, "/$ref", "no other schema"),
-        ({"$id": "http://[broken/", "items": {"$ref": "http://127.0.0.1/x"}}, "/items/$ref", "does not name"),
-        ({"dependentSchemas": {"": -1}, "$ref": "http://127.0.0.1/x"}, "/$ref", "does not name"),
-        ({"$id": {"not": "a string"}, "$ref": "http://127.0.0.1/x"}, "/$ref", "does not name"),
+        ({"$id": "not a uri ::: %%", "items": {"$ref": "http://127.0.0.1/x"}}, "/items/$ref", "does not name"),
+        # An `$id` or a subschema a validator cannot use is refused before any reference is looked at.
+        ({"$id": "http://[broken/", "items": {"$ref": "http://127.0.0.1/x"}}, "/$id", "not a URI reference"),
+        ({"dependentSchemas": {"": -1}, "$ref": "http://127.0.0.1/x"}, "/dependentSchemas/", "not a schema"),
+        ({"$id": {"not": "a string"}, "$ref": "http://127.0.0.1/x"}, "/$id", "must be a string"),
+        # Into the schema but naming nothing there.
+        ({"$defs": {"a": {}}, "$ref": "#/$defs/b"}, "/$ref", "points at nothing in the schema"),
+        ({"$id": "https://example.com/s", "$dynamicRef": "https://example.com/s#missing"}, "/$dynamicRef", "nothing"),
+        ({"$id": "http://[broken/", "$ref": "#/$defs/a"}, "/$id", "not a URI reference"),
+        ({"dependentSchemas": {"": -1}, "items": {"items": 5}, "$ref": "#/a"}, "/dependentSchemas/", "not a schema"),
         ({"$id": "https://example.com/s", "$ref": "https://example.com/t#/a"}, "/$ref", "does not name"),
         ({"$dynamicRef": "other#meta"}, "/$dynamicRef", "does not name a part"),
         # Reached only through a reference, under a keyword no validator applies: still checked.
@@ -76,14 +83,10 @@ def test_a_schema_that_reaches_out_or_cannot_run_linearly_is_refused_naming_wher
         {"properties": {"x": {"pattern": "^(a+)+$"}, "y": {"pattern": "^\\p{L}{2,}$"}}},
         {"patternProperties": {"^x-": {"type": "string"}}, "additionalProperties": False},
         {"unevaluatedProperties": False, "properties": {"a": {}}},
-        # Into the schema but naming nothing there: kept, and calls checked against it fail saying so.
-        {"$defs": {"a": {}}, "$ref": "#/$defs/b"},
-        {"$id": "https://example.com/s", "$dynamicRef": "https://example.com/s#missing"},
         # JSON can carry these, and the document cannot refuse them: kept, and their calls fail.
         {"pattern": "\ud8cc"},
-        {"$id": "http://[broken/", "$ref": "#/$defs/a"},
-        # Junk where a subschema goes (the top level alone is held to the meta-schema).
-        {"dependentSchemas": {"": -1}, "items": {"items": 5}, "$ref": "#/a"},
+        # A nested keyword of the wrong kind (the top level alone is held to the meta-schema).
+        {"properties": {"a": {"type": 5, "minimum": "x"}}, "$defs": {"b": {"required": 5}}, "$ref": "#/$defs/b"},
     ],
 )
 def test_schemas_people_write_are_accepted_unchanged(schema: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import anyio
 import httpx2
 import mcp.types as mt
+import pydantic
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -57,13 +58,24 @@ def leaf(error: BaseException) -> BaseException:
 
 
 def describe(error: BaseException) -> str:
-    """What went wrong, in words for a log line or an error result (at most 300 characters)."""
+    """What went wrong, in words for a log line or an error result (at most 300 characters): never an
+    exception's class, which says nothing to the session that reads it."""
     inner = leaf(error)
     if isinstance(inner, AddressRefused):
         return inner.message
     if isinstance(inner, MCPError) and inner.code == CONNECTION_CLOSED:
         return "the connection closed"
-    return (str(inner) or type(inner).__name__)[:300]
+    if isinstance(inner, pydantic.ValidationError):
+        # The `mcp` client's models refused what the server sent; their names are the package's.
+        return "the server answered something that is not MCP"
+    text = str(inner)
+    if text:
+        return text[:300]
+    if isinstance(inner, httpx2.TimeoutException | TimeoutError):
+        return "no answer in time"
+    if isinstance(inner, httpx2.TransportError | OSError | anyio.ClosedResourceError | anyio.EndOfStream):
+        return "the connection failed"
+    return "it failed without saying why"
 
 
 def _unreachable(error: BaseException) -> bool:

@@ -3,8 +3,9 @@ needs it and kept while it is used; each server's tool list cached until it says
 short time passes. A server that cannot be reached, times out or answers something that is not MCP gives
 no tools for that step, is logged and counted, and the run goes on.
 
-A server's tools are offered only if their schemas may be stored (common/schema/accept.py: no reference
-outside itself, RE2 patterns, bounded size), as a registration's are; the others are left out, logged."""
+A server's tools are offered only if their schemas may be stored as a registration's `parameters`
+(common/schema/accept.py: an object schema, every reference resolved within itself, RE2 patterns, bounded
+size); the others are left out, logged."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ import mcp.types as mt
 
 from common.addresses import ProviderAddresses
 from common.codec import dumps
-from common.schema.accept import SchemaRefused, accept
+from common.schema.accept import SchemaRefused, accept_parameters
 from workers.config import McpGrant
-from workers.mcp.connection import Connection, Progress, describe
+from workers.mcp.connection import Connection, Progress, describe, leaf
 from workers.mcp.results import Mapped, failed, map_result
 from workers.metrics import WorkerMetrics
 
@@ -73,7 +74,7 @@ def offered(tool: mt.Tool, server: str) -> McpTool | None:
     try:
         if len(dumps(schema)) > MAX_SCHEMA_CHARS:
             raise SchemaRefused("", f"the schema is larger than {MAX_SCHEMA_CHARS:,} characters")
-        accept(schema)
+        accept_parameters(schema)
     except (SchemaRefused, ValueError, TypeError) as refused:
         logger.warning("the MCP tool %s of %s is left out: its inputSchema is refused: %s", tool.name, server, refused)
         return None
@@ -175,6 +176,8 @@ class McpHub:
         except TimeoutError:
             return failed(f"the MCP tool {tool} of {grant.name} did not finish within {grant.timeout_s:g} s")
         except Exception as error:
+            # The result says what went wrong in words; the log keeps the exception itself.
+            logger.info("the MCP tool %s of grant %s failed: %r", tool, grant.name, leaf(error))
             if not connection.alive:
                 self._failed(grant, server, describe(error))
             return failed(f"the MCP tool {tool} of {grant.name} failed: {describe(error)}")

@@ -226,8 +226,14 @@ class AnthropicMessages:
         if config.thinking_budget is not None:
             params["thinking"] = {"type": "enabled", "budget_tokens": config.thinking_budget}
         if request.tools:
+            # The Messages API refuses an input_schema without `"type": "object"`; every tool's parameters
+            # describe an object (common/schema/accept.py), `{}` included, whether or not they say so.
             params["tools"] = [
-                {"name": aliases.outward(t.name), "description": t.description, "input_schema": t.parameters}
+                {
+                    "name": aliases.outward(t.name),
+                    "description": t.description,
+                    "input_schema": {**t.parameters, "type": "object"},
+                }
                 for t in request.tools
             ]
         accumulator = _Accumulator(aliases, deltas)

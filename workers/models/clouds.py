@@ -144,8 +144,16 @@ def service_account(text: str) -> GoogleCredentials:
         )
     except (ValueError, KeyError, TypeError) as error:
         # Never the key's text: the message says only what kind of thing is wrong with it.
-        raise ModelError(f"the provider's service account key cannot be used ({type(error).__name__})") from None
+        raise ModelError(f"the provider's service account key cannot be used: {_key_problem(error)}") from None
     return credentials
+
+
+def _key_problem(error: Exception) -> str:
+    if isinstance(error, KeyError):
+        return "a field it needs is missing"
+    if isinstance(error, TypeError):
+        return "a field holds a value of the wrong type"
+    return "a value in it is malformed (its private key, or a field's format)"
 
 
 def azure_openai(endpoint: Endpoint, http: httpx2.AsyncClient | None) -> openai.AsyncAzureOpenAI:
@@ -174,6 +182,6 @@ def cloud_failure(error: BaseException) -> ModelError | None:
     RuntimeError when neither found one) as run_failed tells it; None for anything else."""
     module = type(error).__module__
     if module.startswith(_AUTH_MODULES) or isinstance(error, RuntimeError):
-        reason = provider_text(str(error), "no reason", limit=200)
-        return ModelError(f"the cloud's credentials could not be used ({type(error).__name__}): {reason}")
+        reason = provider_text(str(error), "no reason given", limit=200)
+        return ModelError(f"the cloud's credentials could not be used: {reason}")
     return None

@@ -286,7 +286,11 @@ class Gemini:
             behind = refused(error)
             if behind is not None:
                 raise ModelError(behind.message) from None
-            raise TransientModelError(f"the Gemini API could not be reached: {error}") from error
+            # A timeout's text is often empty: say what kind of failure it was instead.
+            fallback = "no answer in time" if isinstance(error, httpx2.TimeoutException) else "the connection failed"
+            raise TransientModelError(
+                f"the Gemini API could not be reached: {provider_text(str(error), fallback)}"
+            ) from error
         except ValueError as error:
             # A chunk that is not JSON, or not a GenerateContentResponse.
             raise ModelError(f"the Gemini API sent what could not be read: {provider_text(str(error), '')}") from None

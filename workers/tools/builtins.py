@@ -70,6 +70,8 @@ async def calculate(args: CalculateArgs) -> str:
         return str(_evaluate(tree))
     except ZeroDivisionError:
         raise ValueError("division by zero") from None
+    except OverflowError:
+        raise ValueError("the result is too large for a floating-point number") from None
 
 
 BUILTINS = Registry(

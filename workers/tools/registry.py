@@ -12,7 +12,8 @@ from pydantic import BaseModel
 @dataclass(frozen=True, slots=True)
 class ServerTool:
     """One tool: its arguments are a pydantic model (its JSON Schema is what the model sees); it returns
-    text, or anything JSON can hold. An exception becomes an error result the model reads."""
+    text, or anything JSON can hold. A ValueError's text becomes the error result the model reads; any
+    other exception is logged, and the result says only that the tool failed."""
 
     name: str
     description: str
