@@ -161,12 +161,10 @@ class Flow:
             await asyncio.sleep(wait_s)
         self._standing_opened = time.monotonic()
 
-    async def spend(self, size: int, events: int) -> None:
-        """What one chunk of an answer cost; waits while either bucket is past its burst."""
+    def spend(self, size: int, events: int) -> float:
+        """What one chunk of an answer cost: how long to wait before reading more (0 within the bursts)."""
         self.events_read += events
-        wait_s = max(self._bytes.spend(size), self._events.spend(events) if events else 0.0)
-        if wait_s > 0:
-            await asyncio.sleep(wait_s)
+        return max(self._bytes.spend(size), self._events.spend(events) if events else 0.0)
 
     def close(self) -> None:
         if self._lingering is not None:

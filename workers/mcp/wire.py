@@ -64,9 +64,13 @@ class _Bounded(httpx2.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = aiter(self._stream)
-        read = 0
+        read, owed_s = 0, 0.0
         deadline = self._operation.deadline + CUT_GRACE_S if self._operation is not None else float("inf")
         while True:
+            # What the last chunk cost is waited for before the next is read (not before that one is
+            # handed on: what was read while the grant was in use is not left to arrive after it).
+            if owed_s > 0:
+                await anyio.sleep(owed_s)
             if self._standing:
                 await self._flow.wait_in_use()
             with anyio.CancelScope(deadline=deadline) as scope:
@@ -86,7 +90,7 @@ class _Bounded(httpx2.AsyncByteStream):
             read += len(chunk)
             if read > self._limit:
                 raise AnswerRefused(f"the MCP server's answer passed {self._limit:,} bytes")
-            await self._flow.spend(len(chunk), _events(chunk) if self.event_stream else 0)
+            owed_s = self._flow.spend(len(chunk), _events(chunk) if self.event_stream else 0)
             yield chunk
 
     async def aclose(self) -> None:
