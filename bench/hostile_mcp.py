@@ -123,8 +123,11 @@ class _Rss:
             self._task.cancel()
 
 
-async def _run(admin: httpx.AsyncClient, session_id: str, token: str, text: str, timeout_s: float = 120) -> None:
-    """Send `text` to a session and wait for its run to end (its log polled)."""
+async def _run(
+    admin: httpx.AsyncClient, session_id: str, token: str, text: str, expect: tuple[str, ...], timeout_s: float = 120
+) -> None:
+    """Send `text` to a session and wait for its run to end (its log polled); every tool result of the run
+    must hold one of `expect`, or the attack did not happen as meant (a server that could not be reached)."""
     headers = {"Authorization": f"Bearer {token}"}
     sent = await admin.post(f"/v1/sessions/{session_id}/events", json={"type": "input", "text": text}, headers=headers)
     sent.raise_for_status()
@@ -132,10 +135,20 @@ async def _run(admin: httpx.AsyncClient, session_id: str, token: str, text: str,
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         page = await admin.get(
-            f"/v1/sessions/{session_id}/events", params={"order": "desc", "limit": 20}, headers=headers
+            f"/v1/sessions/{session_id}/events", params={"order": "desc", "limit": 200}, headers=headers
         )
-        ends = ("run_completed", "run_failed", "run_cancelled")
-        if any(e["type"] in ends and e.get("run_id") == run_id for e in page.json()["items"]):
+        # Newest first, down to this run's start: the session runs nothing else meanwhile.
+        events = []
+        for event in page.json()["items"]:
+            events.append(event)
+            if event["type"] == "run_queued" and event.get("run_id") == run_id:
+                break
+        if any(
+            e["type"] in ("run_completed", "run_failed", "run_cancelled") and e.get("run_id") == run_id for e in events
+        ):
+            said = [b["data"]["text"] for e in events if e["type"] == "tool_result" for b in e["content"]]
+            if not said or any(not any(e in text for e in expect) for text in said):
+                raise RuntimeError(f"the attack went otherwise: results {said[:3]}, expected {expect!r}")
             return
         await asyncio.sleep(0.2)
     raise TimeoutError(f"the run {run_id} did not end within {timeout_s:g} s")
@@ -180,7 +193,10 @@ async def _keepalive(admin: httpx.AsyncClient, pid: int, other: Session, plan: P
         agent_id = await _agent(admin, url, timeout_s=plan.call_timeout_s)
         session_id, token = await new_session(admin, agent_id)
         text = "\n".join(["/call mcp__h__wait"] * plan.calls)
-        return await _attack(pid, other, plan, lambda: _run(admin, session_id, token, text), window_s=plan.window_s)
+        # Each call runs to its timeout or waits for a turn until then ("did not finish" / "did not start").
+        expect = (f"within {plan.call_timeout_s} s",)
+        harm = lambda: _run(admin, session_id, token, text, expect)  # noqa: E731
+        return await _attack(pid, other, plan, harm, window_s=plan.window_s)
 
 
 async def _listings(admin: httpx.AsyncClient, pid: int, other: Session, plan: Plan, mode: str) -> _Attack:
@@ -193,7 +209,8 @@ async def _listings(admin: httpx.AsyncClient, pid: int, other: Session, plan: Pl
             # Each run's step lists the server's tools (again once a failure's 5 s have passed, or
             # a listing's 30 s).
             while time.monotonic() < ends:
-                await _run(admin, session_id, token, "/call mcp__h__wait")
+                # The list refused (the server offers no tools), or taken.
+                await _run(admin, session_id, token, "/call mcp__h__wait", ("no tool named mcp__h__wait", "done"))
 
         async def harm() -> None:
             await asyncio.gather(*(loop(*s) for s in sessions))
@@ -208,7 +225,7 @@ async def _flood(admin: httpx.AsyncClient, pid: int, other: Session, plan: Plan)
         # their own): while a run's call keeps the grant in use, then from 5 s after the run's end.
         session_id, token = await new_session(admin, agent_id)
         began, cpu = time.monotonic(), cpu_seconds(pid)
-        await _run(admin, session_id, token, "/call mcp__h__wait")
+        await _run(admin, session_id, token, "/call mcp__h__wait", ("done",))
         during = (cpu_seconds(pid) - cpu) / (time.monotonic() - began)
         await asyncio.sleep(5.0)
         cpu = cpu_seconds(pid)
@@ -216,7 +233,7 @@ async def _flood(admin: httpx.AsyncClient, pid: int, other: Session, plan: Plan)
         after = (cpu_seconds(pid) - cpu) / plan.quiet_s
         # Then another session's round trips while a second run floods.
         session_id, token = await new_session(admin, agent_id)
-        harm = lambda: _run(admin, session_id, token, "/call mcp__h__wait")  # noqa: E731
+        harm = lambda: _run(admin, session_id, token, "/call mcp__h__wait", ("done",))  # noqa: E731
         attack = await _attack(pid, other, plan, harm, window_s=plan.flood_call_s)
     attack.cpu_during, attack.cpu_after = during, after
     return attack

@@ -176,9 +176,9 @@ class HostileServer:
 MODES: dict[str, Hostile] = {
     # 60 such calls in one run took another session's round trip from 0.03 s to 23.5 s (the red team's).
     "keepalive": Hostile(call="keepalive", keepalive_s=3.0),
-    # 11.6 MB of tools.
-    "many_tools": Hostile(tools=100_000),
-    "big_schemas": Hostile(tools=256, schema_chars=53_000),
+    # 11.6 MB of tools; `wait` answers at once, should a worker take the list.
+    "many_tools": Hostile(tools=100_000, call_s=0.01),
+    "big_schemas": Hostile(tools=256, schema_chars=53_000, call_s=0.01),
     # The flood runs while a call of `wait` takes 10 s.
     "flood": Hostile(flood=True, call_s=10.0),
 }

@@ -208,9 +208,11 @@ class Connection:
         request = mt.CallToolRequest(params=mt.CallToolRequestParams(name=name, arguments=arguments))
         # The session's own request, not Client.call_tool: that checks structured results against the
         # server's output schema with jsonschema, unbudgeted, on this loop; the result is only relayed.
+        # The client's own read timeout is a backstop a second later: the caller's timeout, which says why,
+        # comes first.
         with flow.operation("call", timeout_s):
             return await self._live().session.send_request(
-                request, mt.CallToolResult, request_read_timeout_seconds=timeout_s, progress_callback=progress
+                request, mt.CallToolResult, request_read_timeout_seconds=timeout_s + 1, progress_callback=progress
             )
 
     async def close(self) -> None:

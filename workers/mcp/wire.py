@@ -53,14 +53,21 @@ class _Bounded(httpx2.AsyncByteStream):
     """An answer's body read under its limit, its operation's deadline and its connection's pace."""
 
     def __init__(
-        self, stream: httpx2.AsyncByteStream, *, limit: int, flow: Flow, operation: Operation | None, standing: bool
+        self,
+        stream: httpx2.AsyncByteStream,
+        *,
+        limit: int,
+        flow: Flow,
+        operation: Operation | None,
+        standing: bool,
+        events: bool,
     ) -> None:
         self._stream = stream
         self._limit = limit
         self._flow = flow
         self._operation = operation
         self._standing = standing
-        self.event_stream = False
+        self._events = events
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = aiter(self._stream)
@@ -90,7 +97,7 @@ class _Bounded(httpx2.AsyncByteStream):
             read += len(chunk)
             if read > self._limit:
                 raise AnswerRefused(f"the MCP server's answer passed {self._limit:,} bytes")
-            owed_s = self._flow.spend(len(chunk), _events(chunk) if self.event_stream else 0)
+            owed_s = self._flow.spend(len(chunk), _events(chunk) if self._events else 0)
             yield chunk
 
     async def aclose(self) -> None:
@@ -116,15 +123,14 @@ class McpTransport(httpx2.AsyncBaseTransport):
         standing = (operation is None and request.method == "GET") or (
             operation is not None and operation.kind == "standing"
         )
-        timeouts = self._connect_timeout_s
         if standing:
             await self._flow.standing_turn()
             operation = None
-        if standing or operation is not None:
-            # Bounded by the operation (or, for a standing stream, by the connection), never by a pause.
-            request.extensions["timeout"] = {"connect": timeouts, "read": None, "write": timeouts, "pool": timeouts}
-        else:
-            request.extensions["timeout"] = {"connect": timeouts, "read": timeouts, "write": timeouts, "pool": timeouts}
+        short = self._connect_timeout_s
+        # A listing's or a call's exchange ends with its operation, a standing stream with its connection:
+        # no pause between two reads cuts either. The others (the handshake, notifications) are short.
+        read = None if standing or operation is not None else short
+        request.extensions["timeout"] = {"connect": short, "read": read, "write": short, "pool": short}
         limit = MAX_LISTING_BYTES if operation is not None and operation.kind == "list" else MAX_ANSWER_BYTES
         if operation is None:
             response = await self._pinned.handle_async_request(request)
@@ -138,9 +144,10 @@ class McpTransport(httpx2.AsyncBaseTransport):
             if scope.cancelled_caught:
                 return _no_answer(request, "the request ended before the MCP server answered")
         if isinstance(response.stream, httpx2.AsyncByteStream):
-            bounded = _Bounded(response.stream, limit=limit, flow=self._flow, operation=operation, standing=standing)
-            bounded.event_stream = response.headers.get("content-type", "").startswith("text/event-stream")
-            response.stream = bounded
+            events = response.headers.get("content-type", "").startswith("text/event-stream")
+            response.stream = _Bounded(
+                response.stream, limit=limit, flow=self._flow, operation=operation, standing=standing, events=events
+            )
         return response
 
     async def aclose(self) -> None:
