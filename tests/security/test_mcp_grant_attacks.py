@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from broker import Settings
+from broker import Settings, WorkerSettings
 from common.addresses import ProviderAddresses
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api
 from tests.helpers import SCRIPTED_CONFIG
@@ -92,6 +93,16 @@ async def test_a_version_with_33_grants_is_refused_naming_the_field_and_the_limi
         assert (await api.key.get(f"/v1/agents/{agent['id']}/versions")).json()["items"] == []
         accepted = await api.key.post(f"/v1/agents/{agent['id']}/versions", json={**version, "mcp": grants[:32]})
         assert accepted.status_code == 201, accepted.text
+
+
+@pytest.mark.parametrize("name", ["mcp_calls_per_grant", "mcp_calls_per_worker"])
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_the_bounds_on_mcp_calls_are_refused_when_they_bound_nothing(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(f"SWITCHBOARD_{name.upper()}", value)
+    with pytest.raises(ValidationError, match=name):
+        WorkerSettings()
 
 
 async def test_a_quiet_call_within_its_timeout_is_not_cut_at_the_connect_timeout(

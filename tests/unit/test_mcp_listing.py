@@ -10,7 +10,9 @@ import pytest
 from mcp.shared.message import SessionMessage
 
 from workers.mcp import guard as guard_module
+from workers.mcp import hub
 from workers.mcp.guard import Guard
+from workers.mcp.hub import accepted
 from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS, MAX_TOOLS, bounded, within
 
 
@@ -93,3 +95,12 @@ def test_the_answer_to_a_listing_is_cut_before_the_client_sees_it() -> None:
     # Another answer with that id is not a listing any more.
     again = SessionMessage(mt.JSONRPCResponse(jsonrpc="2.0", id=3, result={"tools": tools}))
     assert gate.admit(again) is again
+
+
+async def test_checking_a_lists_schemas_stops_at_its_cpu_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "pattern": f"^a{i}$"} for i in range(50)}}
+    listing = [mt.Tool(name=f"t{n}", input_schema=schema) for n in range(20)]
+    assert len(await accepted(listing, "server")) == 20
+    # Past the budget the rest are left out: with none, the first is checked and no other.
+    monkeypatch.setattr(hub, "ACCEPT_BUDGET_S", 0.0)
+    assert [tool.name for tool in await accepted(listing, "server")] == ["t0"]

@@ -81,6 +81,27 @@ def offered(tool: mt.Tool, server: str) -> McpTool | None:
     return McpTool(tool.name, (tool.description or "")[:MAX_DESCRIPTION_CHARS], schema)
 
 
+async def accepted(listing: list[mt.Tool], server: str) -> list[McpTool]:
+    """The tools of a listing a model may be offered, checked one at a time (the loop free in between)
+    within `ACCEPT_BUDGET_S` of CPU; those past it are left out, logged."""
+    kept: list[McpTool] = []
+    spent = 0.0
+    for number, tool in enumerate(listing):
+        if spent > ACCEPT_BUDGET_S:
+            logger.warning(
+                "%d tools of %s are left out: checking the schemas of the first %d took %.2f s of CPU",
+                len(listing) - number, server, number, spent,
+            )  # fmt: skip
+            break
+        began = time.thread_time()
+        if (found := offered(tool, server)) is not None:
+            kept.append(found)
+        spent += time.thread_time() - began
+        # One schema at a time: the other sessions' work runs between two.
+        await asyncio.sleep(0)
+    return kept
+
+
 class McpHub:
     def __init__(self, addresses: ProviderAddresses, metrics: WorkerMetrics | None = None) -> None:
         self._addresses = addresses
@@ -126,28 +147,9 @@ class McpHub:
             except Exception as error:
                 self._failed(grant, server, describe(error))
                 return None
-            server.tools = await self._accepted(listing, grant)
+            server.tools = await accepted(listing, grant.url)
             server.listed_at, server.failure = time.monotonic(), ""
             return server.tools
-
-    @staticmethod
-    async def _accepted(listing: list[mt.Tool], grant: McpGrant) -> list[McpTool]:
-        kept: list[McpTool] = []
-        spent = 0.0
-        for number, tool in enumerate(listing):
-            if spent > ACCEPT_BUDGET_S:
-                logger.warning(
-                    "%d tools of %s are left out: checking the schemas of the first %d took %.2f s of CPU",
-                    len(listing) - number, grant.url, number, spent,
-                )  # fmt: skip
-                break
-            began = time.thread_time()
-            if (found := offered(tool, grant.url)) is not None:
-                kept.append(found)
-            spent += time.thread_time() - began
-            # One schema at a time: the other sessions' work runs between two.
-            await asyncio.sleep(0)
-        return kept
 
     def _failed(self, grant: McpGrant, server: _Server, why: str) -> None:
         if not server.failure:
