@@ -1,6 +1,6 @@
 """`python -m bench [--quick | --smoke] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a
 worker, run each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
-instructions, apicpu) against its baseline measured in the same run, print one table, save JSON.
+instructions, apicpu, hostile_mcp) against its baseline measured in the same run, print one table, save JSON.
 `--quick` takes fewer samples; `--smoke` runs each scenario at its smallest size, to see that every one
 works (CI runs it): its figures are printed and saved, no target is judged. A scenario that raises fails
 the run (exit 1) at every size.
@@ -17,7 +17,20 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import api_cpu, calls, client_path, deadlines, failover, fanout, instructions, load, redis_cost, scale, state
+from bench import (
+    api_cpu,
+    calls,
+    client_path,
+    deadlines,
+    failover,
+    fanout,
+    hostile_mcp,
+    instructions,
+    load,
+    redis_cost,
+    scale,
+    state,
+)
 from bench.compare import compare
 from bench.harness import Figure, Size, cpu_count, default_out, save, table, unjudged
 from bench.schema_refs import run as schema_refs
@@ -38,6 +51,7 @@ SCENARIOS: dict[str, Scenario] = {
     "instructions": instructions.run,
     "apicpu": api_cpu.run,
     "schemas": schema_refs,
+    "hostile_mcp": hostile_mcp.run,
 }
 
 

@@ -217,6 +217,12 @@ class WorkerSettings(ProcessSettings):
     # behind alarms rung on pub/sub (a message lost with a dropped connection is caught by then).
     rescan_interval_s: Seconds = 30.0
     worker_max_jobs: int = Field(default=50, ge=1)
+    # A call of an agent's MCP server holds no job slot once begun (a slow server would otherwise hold
+    # the capacity other sessions' steps need): it runs beside the jobs, at most this many at once per
+    # server (a grant's URL and credentials) on one worker, the others waiting for their turn within
+    # their own timeout_s; and this many in all, running or waiting (past it a call's result says so).
+    mcp_calls_per_grant: int = Field(default=16, ge=1)
+    mcp_calls_per_worker: int = Field(default=256, ge=1)
     worker_transcript_cache_mb: int = Field(default=64, ge=0)
     # The worker's /metrics port (0: none; the API serves its own on its port).
     worker_metrics_port: int = Field(default=9101, ge=0, le=65535)

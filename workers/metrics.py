@@ -38,6 +38,18 @@ class WorkerMetrics:
             "switchboard_mcp_server_failures", "An agent's MCP server that a step could not use (left out)",
             registry=self.registry,
         )  # fmt: skip
+        self.mcp_notifications_dropped = Counter(
+            "switchboard_mcp_notifications_dropped", "Notifications (and requests) from agents' MCP servers past"
+            " the rate one connection reads, dropped", registry=self.registry,
+        )  # fmt: skip
+        self.mcp_calls = Gauge(
+            "switchboard_mcp_calls", "Calls of agents' MCP servers this worker holds, by state (running, waiting"
+            " for their server's bound)", ["state"], registry=self.registry,
+        )  # fmt: skip
+        self.mcp_calls_refused = Counter(
+            "switchboard_mcp_calls_refused", "MCP calls refused: the worker held SWITCHBOARD_MCP_CALLS_PER_WORKER"
+            " already", registry=self.registry,
+        )  # fmt: skip
         self.model_tokens = Counter(
             "switchboard_model_tokens", "Tokens model steps used, as the provider counted them, by kind (input,"
             " output, cached_input, reasoning), provider id, model and agent id",

@@ -1,14 +1,17 @@
 """A server tool call, as one work entry: take it, run the tool under a renewed lease, record the result.
 
-The tool is the deployment's own (a Python function) or an agent's MCP server's (`mcp:<grant>`). A call
-that stops running meanwhile (cancelled, or its lease lost) is stopped here too: the renewal that finds
-it settled cancels the tool, which for an MCP call sends `notifications/cancelled`."""
+The tool is the deployment's own (a Python function) or an agent's MCP server's (`mcp:<grant>`). The
+deployment's own tool runs in the job's slot; an MCP call, once begun, runs beside the jobs
+(workers/mcp/calls.py), so a slow server holds no slot. A call that stops running meanwhile (cancelled,
+or its lease lost) is stopped here too: the renewal that finds it settled cancels the tool, which for an
+MCP call ends its request at the server."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,6 +20,7 @@ from broker import Broker
 from common.codec import dumps
 from common.events import text_block, tool_progress
 from common.tasks import cancel_and_wait
+from workers.mcp.calls import McpCalls
 from workers.mcp.hub import McpHub
 from workers.mcp.results import Mapped, failed
 from workers.models.base import ModelError
@@ -68,22 +72,41 @@ class _Progress:
 
 
 class ServerToolRunner:
-    def __init__(self, broker: Broker, registry: Registry, hub: McpHub, models: ModelRegistry) -> None:
+    def __init__(
+        self, broker: Broker, registry: Registry, hub: McpHub, models: ModelRegistry, mcp_calls: McpCalls
+    ) -> None:
         self._broker = broker
         self._registry = registry
         self._hub = hub
         self._models = models
+        self._mcp_calls = mcp_calls
 
     async def run(self, session_id: str, call_id: str, entry: str = "") -> None:
-        """Run server call `call_id`; `entry` is the work entry that brought it."""
+        """Run server call `call_id`; `entry` is the work entry that brought it. An MCP call is handed to
+        the MCP calls once begun, and this returns (its job's slot free)."""
         calls = self._broker.server_calls
         call = await calls.begin(session_id, call_id, entry)
         if call is None:
             return
-        if call.source.startswith(MCP_SOURCE):
-            work = self._mcp(session_id, call_id, call.source.removeprefix(MCP_SOURCE), call.tool, call.arguments)
-        else:
-            work = self._execute(call.tool, call.arguments)
+        if not call.source.startswith(MCP_SOURCE):
+            await self._supervised(session_id, call_id, self._execute(call.tool, call.arguments))
+            return
+        if self._mcp_calls.full:
+            self._mcp_calls.refused()
+            limit = self._mcp_calls.per_worker
+            refused = failed(
+                f"this worker holds {limit} MCP calls already (SWITCHBOARD_MCP_CALLS_PER_WORKER={limit});"
+                " try the call again later"
+            )
+            await calls.result_blocks(session_id, call_id, refused.blocks, is_error=True)
+            return
+        grant = call.source.removeprefix(MCP_SOURCE)
+        work = self._mcp(session_id, call_id, grant, call.tool, call.arguments)
+        self._mcp_calls.start(self._supervised(session_id, call_id, work), f"mcp-call-{call_id}")
+
+    async def _supervised(self, session_id: str, call_id: str, work: Coroutine[Any, Any, Mapped]) -> None:
+        """Run `work` under the call's renewed lease and record what it gives."""
+        calls = self._broker.server_calls
         task = asyncio.ensure_future(work)
         renewal = asyncio.create_task(self._renew(session_id, call_id, task))
         try:
@@ -107,9 +130,18 @@ class ServerToolRunner:
         grant = config.grant(grant_name)
         if grant is None:
             return failed(f"the agent's version no longer grants the MCP server {grant_name}")
+        # The call's whole time, its wait for a turn at the server included, is the grant's timeout_s.
+        deadline = asyncio.get_running_loop().time() + grant.timeout_s
         progress = _Progress(self._broker, session_id, call_id, grant_name, tool)
         try:
-            return await self._hub.call(grant, tool, arguments, progress)
+            async with self._mcp_calls.turn(self._hub.key(grant), deadline) as turn:
+                if not turn:
+                    per_grant = self._mcp_calls.per_grant
+                    return failed(
+                        f"the MCP tool {tool} of {grant_name} did not start within {grant.timeout_s:g} s: its"
+                        f" server had {per_grant} calls running on this worker (SWITCHBOARD_MCP_CALLS_PER_GRANT)"
+                    )
+                return await self._hub.call(grant, tool, arguments, progress, deadline)
         finally:
             await progress.close()
 
@@ -138,6 +170,10 @@ class ServerToolRunner:
             logger.exception("server tool %s failed unexpectedly", name)
             return failed(f"the tool {name} failed unexpectedly; the worker logged why")
         return Mapped([text_block(result if isinstance(result, str) else dumps(result))], False)
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for the MCP calls running beside the jobs (then they are cancelled)."""
+        await self._mcp_calls.drain(timeout_s)
 
     async def _renew(self, session_id: str, call_id: str, task: asyncio.Future[Mapped]) -> None:
         while True:

@@ -24,6 +24,7 @@ from common.codec import uuid7
 from common.jsonlog import log_ids
 from common.runtime import settle_heap
 from workers.keeper import Keeper
+from workers.mcp.calls import McpCalls
 from workers.mcp.hub import McpHub
 from workers.metrics import WorkerMetrics
 from workers.models.registry import ModelRegistry
@@ -86,12 +87,9 @@ async def serve(
     models = ModelRegistry(broker)
     metrics = WorkerMetrics()
     hub = McpHub(broker.providers.addresses, metrics)
-    jobs = _Jobs(
-        broker,
-        StepRunner(broker, models, registry, hub, metrics),
-        ServerToolRunner(broker, registry, hub, models),
-        metrics,
-    )
+    mcp_calls = McpCalls(settings.mcp_calls_per_grant, settings.mcp_calls_per_worker, metrics)
+    server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls)
+    jobs = _Jobs(broker, StepRunner(broker, models, registry, hub, metrics), server_tools, metrics)
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs)
     timekeeper = Timekeeper(broker, worker_id, runner.run)
     host = socket.gethostname()
@@ -116,7 +114,7 @@ async def serve(
     finally:
         # Leave first: the others keep this worker's partitions at once, while its running work ends.
         await keeper.stop(leave=True)
-        await runner.drain(settings.step_timeout_s)
+        await asyncio.gather(runner.drain(settings.step_timeout_s), server_tools.drain(settings.step_timeout_s))
         metrics.stop()
         await hub.close()
         await models.aclose()

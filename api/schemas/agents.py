@@ -61,6 +61,7 @@ _TRANSPORT_HEADERS = frozenset(
 )  # fmt: skip
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
 MAX_GRANT_HEADERS = 16
+MAX_MCP_GRANTS = 32
 
 
 def _grant_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
@@ -259,7 +260,13 @@ class PublishAgentVersionBody(Strict):
     model_provider_id: UUID
     model: ModelBody
     system_prompt: str | None = None
-    mcp: Annotated[list[McpGrantBody] | None, Field(description=REPEATS), AfterValidator(last_of_each_name)] = None
+    # Each grant is a server a worker connects to for every step: 32 is far past what a model can choose
+    # among, and bounds what one version makes a worker hold.
+    mcp: Annotated[
+        list[McpGrantBody] | None,
+        Field(max_length=MAX_MCP_GRANTS, description=f"At most {MAX_MCP_GRANTS}. {REPEATS}"),
+        AfterValidator(last_of_each_name),
+    ] = None
     sandboxes: Annotated[
         list[SandboxGrantBody] | None, Field(description=REPEATS), AfterValidator(last_of_each_name)
     ] = None

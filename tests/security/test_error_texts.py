@@ -63,7 +63,7 @@ async def test_a_server_tool_failure_reads_as_words(tool: str, arguments: dict[s
             ServerTool("refuse", "", _Arguments, lambda _: _raising(ValueError("7 is not a row of this table"))),
         ]
     )
-    runner = ServerToolRunner(cast(Any, None), tools, cast(Any, None), cast(Any, None))
+    runner = ServerToolRunner(cast(Any, None), tools, cast(Any, None), cast(Any, None), cast(Any, None))
     mapped = await runner._execute(tool, arguments)
     assert mapped.is_error
     [block] = mapped.blocks

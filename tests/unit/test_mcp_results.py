@@ -12,7 +12,8 @@ import pytest
 from common.codec import dumps
 from common.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS
 from tests.mcp_servers import PIXEL
-from workers.mcp.hub import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS, offered
+from workers.mcp.hub import offered
+from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS
 from workers.mcp.results import EMPTY_TEXT, map_result
 
 

@@ -5,11 +5,17 @@ grant's origin, to an address checked for that connection, its credentials with 
 
 The `mcp` client is entered and left in one task (its cancel scopes require it), so a connection is a
 task that holds the client open until it is closed; calls from other tasks go through the client's
-session, which multiplexes them."""
+session, which multiplexes them.
+
+What the server sends is bounded on its way in: by the HTTP client (workers/mcp/wire.py: bytes, pace, the
+end of each request, standing streams read only while the grant is in use) and by a transport of ours
+around the `mcp` package's (workers/mcp/guard.py: list pages cut before they are validated,
+notifications at a bounded rate)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -27,19 +33,17 @@ from mcp.types.jsonrpc import CONNECTION_CLOSED
 from broker.errors import AddressRefused
 from common.addresses import ProviderAddresses
 from common.tasks import cancel_and_wait
-from workers.pinned import pinned_client
+from workers.mcp import flow
+from workers.mcp.flow import Flow
+from workers.mcp.guard import Guard, guarded
+from workers.mcp.listing import MAX_TOOLS
+from workers.mcp.wire import mcp_client
 
 logger = logging.getLogger(__name__)
 
 WHAT = "the MCP server"
-# A server's listing is read a page at a time; past these it is cut (a server cannot make a worker hold
-# an unbounded list).
+# A server's listing is read a page at a time (each page bounded as it is read); past these it is cut.
 MAX_PAGES = 10
-MAX_TOOLS = 256
-# Bytes of one answer (a JSON body, or an event stream in all) read from a grant's server: a result holds
-# at most 64 Ki characters of text and 5 MiB of images, so anything near this is not one to relay, and a
-# server cannot make a worker hold more.
-MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
 
 class Progress(Protocol):
@@ -95,12 +99,14 @@ class Connection:
         *,
         timeout_s: float,
         on_list_changed: Callable[[], None],
+        on_dropped: Callable[[], None] = lambda: None,
     ) -> None:
         self.url = url
         self._headers = headers
         self._addresses = addresses
         self._timeout_s = timeout_s
-        self._on_list_changed = on_list_changed
+        self.flow = Flow()
+        self.guard = Guard(url, on_list_changed, on_dropped)
         self._client: Client | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -114,16 +120,18 @@ class Connection:
     async def open(self) -> None:
         """Connect and negotiate within the timeout; McpUnavailable saying why when that fails."""
         sse_only = self.url.rstrip("/").endswith("/sse")
-        try:
-            await self._open(sse=sse_only)
-        except McpUnavailable:
-            if sse_only or self._error is None or _unreachable(self._error):
-                raise
-            first = self._error
+        # In use while it opens: an HTTP+SSE session's stream is a standing one, read only then.
+        with self.flow.using():
             try:
-                await self._open(sse=True)
+                await self._open(sse=sse_only)
             except McpUnavailable:
-                raise McpUnavailable(describe(first)) from None
+                if sse_only or self._error is None or _unreachable(self._error):
+                    raise
+                first = self._error
+                try:
+                    await self._open(sse=True)
+                except McpUnavailable:
+                    raise McpUnavailable(describe(first)) from None
 
     async def _open(self, *, sse: bool) -> None:
         self._ready, self._stop, self._error, self._client = asyncio.Event(), asyncio.Event(), None, None
@@ -137,9 +145,12 @@ class Connection:
             raise McpUnavailable(describe(self._error or RuntimeError("the connection closed")))
 
     def _http(self) -> httpx2.AsyncClient:
-        return pinned_client(self.url, self._addresses, self._timeout_s, WHAT, self._headers, MAX_ANSWER_BYTES)
+        return mcp_client(self.url, self._addresses, WHAT, self._headers, self.flow, self._timeout_s)
 
     async def _own(self, sse: bool) -> None:
+        # This task is the connection's own: the requests it sends (the handshake, the standing streams)
+        # are not those of the listing or call that happened to open it.
+        flow.detached()
         try:
             # The HTTP client is ours to close (a Streamable HTTP transport given one leaves it open), also
             # when connecting is cut off.
@@ -154,7 +165,7 @@ class Connection:
                     transport: Any = sse_client(self.url, httpx_client_factory=factory)
                 else:
                     transport = streamable_http_client(self.url, http_client=http)
-                async with Client(transport, message_handler=self._on_message, cache=None) as client:
+                async with Client(guarded(transport, self.guard), cache=None) as client:
                     self._client = client
                     self._ready.set()
                     async with anyio.create_task_group() as group:
@@ -171,28 +182,30 @@ class Connection:
 
     async def _listen(self, client: Client) -> None:
         # Servers of the 2026-07-28 protocol say a list changed on a `subscriptions/listen` stream; older
-        # ones send `notifications/tools/list_changed` on the session (_on_message). Either way the
-        # listing is read again at the next step; a server that says nothing is read again after a TTL.
+        # ones send `notifications/tools/list_changed` on the session. Either way the guard sees it and
+        # the listing is read again at the next step; a server that says nothing is read again after a TTL.
         try:
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _ in subscription:
-                    self._on_list_changed()
+            with flow.operation("standing"):
+                async with client.listen(tools_list_changed=True) as subscription:
+                    async for _ in subscription:
+                        pass
         except Exception as error:
             logger.debug("no list-change stream from %s: %s", self.url, describe(error))
-
-    async def _on_message(self, message: Any) -> None:
-        if isinstance(message, mt.ToolListChangedNotification):
-            self._on_list_changed()
 
     def _live(self) -> Client:
         if self._client is None:
             raise McpUnavailable(describe(self._error or RuntimeError("the connection closed")))
         return self._client
 
+    def using(self) -> contextlib.AbstractContextManager[None]:
+        """The grant is in use (its standing streams read) while the block runs."""
+        return self.flow.using()
+
     async def tools(self) -> list[mt.Tool]:
         client, found, cursor = self._live(), [], None
         for _ in range(MAX_PAGES):
-            page = await asyncio.wait_for(client.list_tools(cursor=cursor, cache_mode="refresh"), self._timeout_s)
+            with flow.operation("list", self._timeout_s):
+                page = await asyncio.wait_for(client.list_tools(cursor=cursor, cache_mode="refresh"), self._timeout_s)
             found += page.tools
             cursor = page.next_cursor
             if cursor is None or len(found) >= MAX_TOOLS:
@@ -202,15 +215,20 @@ class Connection:
     async def call(
         self, name: str, arguments: dict[str, Any], timeout_s: float, progress: Progress
     ) -> mt.CallToolResult:
-        """`tools/call`; cancelling the awaiting task (or the timeout) sends `notifications/cancelled`."""
+        """`tools/call` within `timeout_s`, whatever the server sends meanwhile; cancelling the awaiting task
+        (or the timeout) ends the request at the server (`notifications/cancelled`, or its stream closed)."""
         request = mt.CallToolRequest(params=mt.CallToolRequestParams(name=name, arguments=arguments))
         # The session's own request, not Client.call_tool: that checks structured results against the
         # server's output schema with jsonschema, unbudgeted, on this loop; the result is only relayed.
-        return await self._live().session.send_request(
-            request, mt.CallToolResult, request_read_timeout_seconds=timeout_s, progress_callback=progress
-        )
+        # The client's own read timeout is a backstop a second later: the caller's timeout, which says why,
+        # comes first.
+        with flow.operation("call", timeout_s):
+            return await self._live().session.send_request(
+                request, mt.CallToolResult, request_read_timeout_seconds=timeout_s + 1, progress_callback=progress
+            )
 
     async def close(self) -> None:
+        self.flow.close()
         self._stop.set()
         owner = self._owner
         if owner is None or owner.done():

@@ -5,7 +5,8 @@ no tools for that step, is logged and counted, and the run goes on.
 
 A server's tools are offered only if their schemas may be stored as a registration's `parameters`
 (common/schema/accept.py: an object schema, every reference resolved within itself, RE2 patterns, bounded
-size); the others are left out, logged."""
+size); the others are left out, logged. Checking them takes at most `ACCEPT_BUDGET_S` of CPU a listing, a
+tool at a time with the loop free in between, so no server's list holds up the other sessions' work."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from common.codec import dumps
 from common.schema.accept import SchemaRefused, accept_parameters
 from workers.config import McpGrant
 from workers.mcp.connection import Connection, Progress, describe, leaf
+from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS
 from workers.mcp.results import Mapped, failed, map_result
 from workers.metrics import WorkerMetrics
 
@@ -38,10 +40,8 @@ RETRY_AFTER_S = 5.0
 CONNECT_TIMEOUT_S = 10.0
 # Open connections per worker; the one unused longest is closed past this.
 MAX_CONNECTIONS = 64
-# Characters of one tool's schema (its JSON); a larger one is left out.
-MAX_SCHEMA_CHARS = 256 * 1024
-# A tool's description as a registration's may be; past it the description is cut.
-MAX_DESCRIPTION_CHARS = 4096
+# CPU one listing's schema checks may take; the tools past it are left out (logged).
+ACCEPT_BUDGET_S = 0.5
 # The names MCP asks servers to use; a tool named otherwise is left out (its name goes to the model).
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
@@ -81,6 +81,27 @@ def offered(tool: mt.Tool, server: str) -> McpTool | None:
     return McpTool(tool.name, (tool.description or "")[:MAX_DESCRIPTION_CHARS], schema)
 
 
+async def accepted(listing: list[mt.Tool], server: str) -> list[McpTool]:
+    """The tools of a listing a model may be offered, checked one at a time (the loop free in between)
+    within `ACCEPT_BUDGET_S` of CPU; those past it are left out, logged."""
+    kept: list[McpTool] = []
+    spent = 0.0
+    for number, tool in enumerate(listing):
+        if spent > ACCEPT_BUDGET_S:
+            logger.warning(
+                "%d tools of %s are left out: checking the schemas of the first %d took %.2f s of CPU",
+                len(listing) - number, server, number, spent,
+            )  # fmt: skip
+            break
+        began = time.thread_time()
+        if (found := offered(tool, server)) is not None:
+            kept.append(found)
+        spent += time.thread_time() - began
+        # One schema at a time: the other sessions' work runs between two.
+        await asyncio.sleep(0)
+    return kept
+
+
 class McpHub:
     def __init__(self, addresses: ProviderAddresses, metrics: WorkerMetrics | None = None) -> None:
         self._addresses = addresses
@@ -89,14 +110,15 @@ class McpHub:
         self._closing: set[asyncio.Task[None]] = set()
 
     @staticmethod
-    def _key(grant: McpGrant) -> str:
+    def key(grant: McpGrant) -> str:
+        """What identifies the grant's server and connection (the bound on its concurrent calls is per key)."""
         # The credentials are part of what the connection is: two grants of one URL with different tokens
         # are two connections (and no token is kept as a key in the clear).
         digest = hashlib.sha256(dumps(sorted(grant.headers.items())).encode()).hexdigest()[:16]
         return f"{grant.url} {digest}"
 
     def _server(self, grant: McpGrant) -> _Server:
-        key = self._key(grant)
+        key = self.key(grant)
         server = self._servers.get(key)
         if server is None:
             server = self._servers[key] = _Server()
@@ -120,11 +142,12 @@ class McpHub:
                 return None
             try:
                 connection = await self._connected(grant, server)
-                listing = await connection.tools()
+                with connection.using():
+                    listing = await connection.tools()
             except Exception as error:
                 self._failed(grant, server, describe(error))
                 return None
-            server.tools = [t for tool in listing if (t := offered(tool, grant.url)) is not None]
+            server.tools = await accepted(listing, grant.url)
             server.listed_at, server.failure = time.monotonic(), ""
             return server.tools
 
@@ -145,7 +168,12 @@ class McpHub:
             server.listed_at = 0.0
 
         server.connection = Connection(
-            grant.url, grant.headers, self._addresses, timeout_s=CONNECT_TIMEOUT_S, on_list_changed=changed
+            grant.url,
+            grant.headers,
+            self._addresses,
+            timeout_s=CONNECT_TIMEOUT_S,
+            on_list_changed=changed,
+            on_dropped=self._dropped,
         )
         await server.connection.open()
         return server.connection
@@ -160,21 +188,34 @@ class McpHub:
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)
 
-    async def call(self, grant: McpGrant, tool: str, arguments: dict[str, Any], progress: Progress) -> Mapped:
-        """`tools/call` on the grant's server within its timeout, the result mapped (an error result when
-        the server cannot be reached, fails, or takes too long)."""
+    def _dropped(self) -> None:
+        if self._metrics is not None:
+            self._metrics.mcp_notifications_dropped.inc()
+
+    async def call(
+        self, grant: McpGrant, tool: str, arguments: dict[str, Any], progress: Progress, deadline: float | None = None
+    ) -> Mapped:
+        """`tools/call` on the grant's server, the result mapped (an error result when the server cannot be
+        reached, fails, or has not answered by `deadline`: loop time, by default the grant's `timeout_s`
+        from now; connecting counts)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grant.timeout_s if deadline is None else deadline
+        late = f"the MCP tool {tool} of {grant.name} did not finish within {grant.timeout_s:g} s"
         server = self._server(grant)
         try:
-            async with server.lock:
+            async with asyncio.timeout_at(deadline), server.lock:
                 connection = await self._connected(grant, server)
+        except TimeoutError:
+            return failed(late)
         except Exception as error:
             self._failed(grant, server, describe(error))
             return failed(f"the MCP server of {grant.name} could not be reached: {describe(error)}")
         try:
-            async with asyncio.timeout(grant.timeout_s):
-                result = await connection.call(tool, arguments, grant.timeout_s, progress)
+            with connection.using():
+                async with asyncio.timeout_at(deadline):
+                    result = await connection.call(tool, arguments, max(0.001, deadline - loop.time()), progress)
         except TimeoutError:
-            return failed(f"the MCP tool {tool} of {grant.name} did not finish within {grant.timeout_s:g} s")
+            return failed(late)
         except Exception as error:
             # The result says what went wrong in words; the log keeps the exception itself.
             logger.info("the MCP tool %s of grant %s failed: %r", tool, grant.name, leaf(error))

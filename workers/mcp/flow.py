@@ -1,0 +1,172 @@
+"""What a grant's server may make one connection read, and when: the deadline of each of our requests, the
+pace of everything it sends, and whether its standing streams are read at all.
+
+- An `Operation` is one request of ours (a page of the tool list, a tool call) with its deadline. It is
+  made current (a context variable) while the request is sent: the `mcp` client sends each request from a
+  task that inherits the sender's context, so the HTTP layer (workers/mcp/wire.py) finds the operation of
+  each exchange and ends the exchange when the operation ends or its time is up, whatever the server
+  keeps sending (keep-alive comments included).
+- A `Flow` is one connection's: whether the grant is in use (a listing or a call running, or one that
+  ended within `LINGER_S`), and two token buckets, events and bytes, that every answer the server sends
+  spends from. Its standing streams (the GET stream, the HTTP+SSE stream, a `subscriptions/listen`
+  stream) are read only while the grant is in use: a server that floods them costs nothing while no step
+  or call needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+# After the last listing or call of a grant ends its standing streams are read this much longer, so a
+# list change the server announced with a call's answer is seen by the next step.
+LINGER_S = 1.0
+# Server-sent events (keep-alive comments included) one connection's answers are read at, on average,
+# and the burst allowed: past it reading waits, so a flood costs the worker at most this pace of parsing
+# (the server's writes wait in its socket).
+EVENTS_PER_S = 100.0
+EVENT_BURST = 200.0
+# Bytes the same, past a burst one whole answer fits in.
+BYTES_PER_S = 2 * 1024 * 1024
+BYTE_BURST = 16 * 1024 * 1024
+# A standing stream the server ends is opened again at most this often (its `retry:` is not obeyed below).
+STANDING_REOPEN_S = 1.0
+
+Kind = Literal["list", "call", "standing"]
+
+
+@dataclass(eq=False, slots=True)
+class Operation:
+    """One request of ours: its exchange is ended when this closes or at `deadline` (loop time)."""
+
+    kind: Kind
+    deadline: float = float("inf")
+    scopes: set[anyio.CancelScope] = field(default_factory=set)
+    closed: bool = False
+
+    def close(self) -> None:
+        self.closed = True
+        for scope in self.scopes:
+            scope.cancel()
+        self.scopes.clear()
+
+
+_CURRENT: contextvars.ContextVar[Operation | None] = contextvars.ContextVar("mcp_operation", default=None)
+
+
+def current() -> Operation | None:
+    """The operation the running code sends for, if it is still open."""
+    operation = _CURRENT.get()
+    return operation if operation is not None and not operation.closed else None
+
+
+@contextlib.contextmanager
+def operation(kind: Kind, timeout_s: float | None = None) -> Iterator[Operation]:
+    """Make an operation current for the block; it is closed (its exchanges ended) as the block ends."""
+    deadline = float("inf") if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
+    made = Operation(kind, deadline)
+    token = _CURRENT.set(made)
+    try:
+        yield made
+    finally:
+        _CURRENT.reset(token)
+        made.close()
+
+
+def detached() -> None:
+    """Start the running task (a connection's owner) with no operation of the one that made it."""
+    _CURRENT.set(None)
+
+
+class Bucket:
+    """A token bucket: `rate` a second, at most `burst` held."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self._rate = rate
+        self._burst = burst
+        self._tokens = burst
+        self._at = time.monotonic()
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+
+    def spend(self, amount: float) -> float:
+        """Take `amount`, into debt if need be; how long to wait before taking more (0 within the burst)."""
+        self._refill()
+        self._tokens -= amount
+        return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
+
+    def take(self) -> bool:
+        """Take one token if there is one."""
+        self._refill()
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+
+class Flow:
+    """One connection's pace and its grant's use (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._users = 0
+        self._in_use = asyncio.Event()
+        self._lingering: asyncio.TimerHandle | None = None
+        self._events = Bucket(EVENTS_PER_S, EVENT_BURST)
+        self._bytes = Bucket(BYTES_PER_S, BYTE_BURST)
+        self._standing_opened = 0.0
+        self.events_read = 0
+
+    @property
+    def in_use(self) -> bool:
+        return self._in_use.is_set()
+
+    @contextlib.contextmanager
+    def using(self) -> Iterator[None]:
+        """The grant is in use while the block runs (and `LINGER_S` after the last such block)."""
+        self._users += 1
+        if self._lingering is not None:
+            self._lingering.cancel()
+            self._lingering = None
+        self._in_use.set()
+        try:
+            yield
+        finally:
+            self._users -= 1
+            if self._users == 0:
+                self._lingering = asyncio.get_running_loop().call_later(LINGER_S, self._unused)
+
+    def _unused(self) -> None:
+        self._lingering = None
+        if self._users == 0:
+            self._in_use.clear()
+
+    async def wait_in_use(self) -> None:
+        await self._in_use.wait()
+
+    async def standing_turn(self) -> None:
+        """Before a standing stream is opened: wait until the grant is in use and the last one is old enough."""
+        await self._in_use.wait()
+        wait_s = self._standing_opened + STANDING_REOPEN_S - time.monotonic()
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        self._standing_opened = time.monotonic()
+
+    def spend(self, size: int, events: int) -> float:
+        """What one chunk of an answer cost: how long to wait before reading more (0 within the bursts)."""
+        self.events_read += events
+        return max(self._bytes.spend(size), self._events.spend(events) if events else 0.0)
+
+    def close(self) -> None:
+        if self._lingering is not None:
+            self._lingering.cancel()
+            self._lingering = None
