@@ -7,9 +7,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from api.auth import Principal
 from api.doors.follow import back
@@ -31,7 +31,6 @@ from common.events import is_timing
 # far above what a model calls in one step).
 MAX_ANSWERS = 128
 
-_Model = TypeVar("_Model", bound=BaseModel)
 _TOOLS: TypeAdapter[Any] = TypeAdapter(Tools)
 _DECISION: TypeAdapter[Any] = TypeAdapter(ApprovalDecisionForm)
 
@@ -87,16 +86,6 @@ def frontend_tools(field: str, tools: list[dict[str, Any]]) -> list[dict[str, An
     except ValidationError as error:
         raise InvalidRequest(f"{field}: {_first(error)}") from None
     return [tool.model_dump(exclude_none=True) for tool in checked]
-
-
-def parsed(model: type[_Model], body: bytes) -> _Model:
-    """A request body as `model`; 400 naming the first field that is wrong ("body" when it is not JSON)."""
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as error:
-        problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "body"
-        raise InvalidRequest(f"{where}: {problem['msg']}") from None
 
 
 def _first(error: ValidationError) -> str:

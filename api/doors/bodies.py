@@ -1,0 +1,120 @@
+"""A front door's request body, decoded once and only as far as the door reads it (docs/ag-ui.md,
+docs/ai-sdk.md).
+
+A frontend sends its whole conversation with every request, and a door acts on its end alone (the newest
+message, the newest assistant message and the tool results after it). Validating all of it as the
+protocol's models took 60 ms of the event loop for 11,000 messages before the body was refused. So a body
+is decoded with msgspec into structs holding only the fields a door reads: everything else is skipped
+over, never built. Every list a door reads is `Bounded`, refused at the first item past its limit, so a
+body is refused in time proportional to what it was read for, never to what it holds beyond a bound
+(bench/doors.py holds the cost of a refusal to that of a plain `/events` body of the same size).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from broker.errors import InvalidRequest
+
+# The bounds every door shares: messages in a body, and parts (or tool calls) in one message. A
+# conversation passes SWITCHBOARD_MAX_BODY_BYTES (1 MiB) long before it has this many of either.
+MAX_MESSAGES = 4_096
+MAX_PARTS = 4_096
+
+_T = TypeVar("_T")
+# Where a Bounded list ends: no JSON value decodes to this very object (an explicit `null` in the list
+# is a Raw of its own).
+_ABSENT = msgspec.Raw(b"null")
+NULL = msgspec.Raw(b"null")
+
+
+class Bounded(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A JSON array of at most as many items as the subclass has fields (`bounded`), each kept undecoded.
+
+    msgspec checks a list's `max_length` only once it has read the whole list, building every item; an
+    array-like struct with no room for another item refuses it as it meets it, so a list far past its
+    bound costs no more than one at it."""
+
+    def items(self) -> list[msgspec.Raw]:
+        """The list's items, in order, each a JSON value not yet decoded."""
+        fields = msgspec.structs.astuple(self)
+        # The fields past the list's end all hold _ABSENT: the first of them, by bisection.
+        low, high = 0, len(fields)
+        while low < high:
+            middle = (low + high) // 2
+            if fields[middle] is _ABSENT:
+                high = middle
+            else:
+                low = middle + 1
+        return list(fields[:low])
+
+
+@functools.cache
+def bounded(limit: int) -> type[Bounded]:
+    """The Bounded list of at most `limit` items."""
+    fields = [(f"item{n}", msgspec.Raw, _ABSENT) for n in range(limit)]
+    made = msgspec.defstruct(f"AtMost{limit}", fields, bases=(Bounded,), array_like=True, forbid_unknown_fields=True)
+    assert issubclass(made, Bounded)
+    return made
+
+
+_PATH = re.compile(r" - at `\$([^`]*)`$")
+_INDEX = re.compile(r"\[(\d+)\]")
+_MISSING = re.compile(r"^Object missing required field `([^`]+)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `([^`]+)`$")
+_TOO_MANY = re.compile(r"^Expected `array` of at most length (\d+)")
+
+
+def _join(*parts: str) -> str:
+    return ".".join(part for part in parts if part)
+
+
+def refusal(error: msgspec.ValidationError, where: str, limits: Mapping[int, str]) -> InvalidRequest:
+    """msgspec's refusal as a 400 naming the field (`where` is the decoded value's own place in the
+    body; `limits` names the Bounded list of each limit, since msgspec names no place for a list past
+    its bound)."""
+    text = str(error)
+    place = ""
+    found = _PATH.search(text)
+    if found is not None:
+        text = text[: found.start()]
+        place = _INDEX.sub(r".\1", found.group(1)).lstrip(".")
+    field = _join(where, place)
+    if missing := _MISSING.match(text):
+        return InvalidRequest(f"{_join(field, missing.group(1))}: required")
+    if unknown := _UNKNOWN.match(text):
+        return InvalidRequest(f"{_join(field, unknown.group(1))}: not a field it takes")
+    if too_many := _TOO_MANY.match(text):
+        limit = int(too_many.group(1))
+        field = _join(where, limits.get(limit, ""))
+        return InvalidRequest(f"{field or 'body'}: more than {limit:,} items; the limit is {limit:,}")
+    return InvalidRequest(f"{field or 'body'}: {text}")
+
+
+def decode(raw: bytes | msgspec.Raw, kind: type[_T], where: str = "", limits: Mapping[int, str] | None = None) -> _T:
+    """`raw` as `kind`; 400 naming the field that is wrong ("body" when the body is not JSON)."""
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError as error:
+        raise refusal(error, where, limits or {}) from None
+    except msgspec.DecodeError as error:
+        raise InvalidRequest(f"{where or 'body'}: not JSON ({error})") from None
+
+
+def decode_items(items: Bounded | list[msgspec.Raw] | None, kind: type[_T], where: str) -> list[_T]:
+    """A list's items as `kind`, read in one pass; 400 naming the item that is wrong."""
+    found = items.items() if isinstance(items, Bounded) else items or []
+    if not found:
+        return []
+    joined = b"[" + b",".join(found) + b"]"
+    return decode(joined, list[kind], where)  # type: ignore[valid-type]
+
+
+def value(raw: msgspec.Raw) -> Any:
+    """A JSON value the door reads whole (a tool's schema, a result's content, an approval's answer)."""
+    return msgspec.json.decode(raw)
