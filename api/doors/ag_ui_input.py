@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import msgspec
 
+from api.doors.answers import MAX_ANSWERS, result_body
 from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, bounded, decode, decode_items, value
-from api.doors.turns import MAX_ANSWERS, FrontendTurn, frontend_tools, input_text, result_body
+from api.doors.turns import FrontendTurn, frontend_tools, input_text
 from api.schemas.clients import MAX_TOOLS
 from broker.errors import InvalidRequest
 from common.events import MAX_RESULT_BLOCKS

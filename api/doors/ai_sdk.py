@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias
 import msgspec
 
 from api.doors import view as shown
+from api.doors.answers import MAX_ANSWERS, result_body
 from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, bounded, decode, decode_items, value
 from api.doors.follow import Quiet, SessionGone, shown_items
-from api.doors.turns import MAX_ANSWERS, FrontendTurn, frontend_tools, input_text, result_body
+from api.doors.turns import FrontendTurn, frontend_tools, input_text
 from api.schemas.clients import MAX_TOOLS, ClientCallResultBody
 from api.state import AppState
 from broker.errors import InvalidRequest
