@@ -22,6 +22,7 @@ from api.sse import open_stream
 from api.state import AppState
 from broker.errors import Conflict, InvalidRequest, NotFound, SwitchboardError
 from broker.services.clients import Caller
+from broker.services.idempotency import scope_digest
 from broker.services.live import Subscription
 from broker.services.runs import SCOPED_CLIENT_NAME
 from common.codec import dumps, loads, uuid7
@@ -125,13 +126,28 @@ async def post_input(
 
     seed = {"run_id": uuid7(), "input_id": uuid7(), "client_id": uuid7()}
     fingerprint = dumps({"text": text, "tools": tools}).encode()
-    attempt = Attempt("POST", f"/v1/sessions/{session_id}/{door}", f"message:{message_id}", fingerprint)
+    attempt = Attempt("POST", _door_path(session_id, door), _message_key(message_id), fingerprint)
     status, body = await keyed_as(broker, principal.id, attempt, act, seed=seed, session_id=session_id)
     answer = loads(body)
     if status != 200:
         error = answer.get("error", {})
         raise _replayed(status, str(error.get("message", "the input was refused")))
     return Started(str(answer["run_id"]), int(answer["after"]), bool(answer["inside"]), 0, str(answer["frontend"]))
+
+
+def _door_path(session_id: str, door: str) -> str:
+    return f"/v1/sessions/{session_id}/{door}"
+
+
+def _message_key(message_id: str) -> str:
+    return f"message:{message_id}"
+
+
+async def _posted_before(state: AppState, principal: Principal, session_id: str, door: str, message_id: str) -> bool:
+    """Whether the message was posted already (a resend, which post_input answers as it was answered
+    then, writing nothing)."""
+    digest = scope_digest(principal.id, "POST", _door_path(session_id, door), _message_key(message_id))
+    return await state.broker.idempotency.kept(digest, session_id)
 
 
 def _replayed(status: int, message: str) -> SwitchboardError:
@@ -231,7 +247,7 @@ async def open_turn(state: AppState, principal: Principal, session_id: str, door
     subscription, close = await open_stream(state, session_id, principal.id)
     try:
         answers = await read_answers(state, session_id, turn.results, turn.decisions)
-        need = answers.bytes_written() + (_input_bytes(turn) if turn.message_id is not None else 0)
+        need = answers.bytes_written() + await _input_bytes(state, principal, session_id, door, turn)
         full = await state.broker.clients.room(session_id, need) if need else None
         if full is not None:
             raise full
@@ -261,9 +277,12 @@ async def open_turn(state: AppState, principal: Principal, session_id: str, door
     return Opened(started, view, subscription, close)
 
 
-def _input_bytes(turn: FrontendTurn) -> int:
+async def _input_bytes(state: AppState, principal: Principal, session_id: str, door: str, turn: FrontendTurn) -> int:
     """At least what posting the turn's input stores (post_input.lua keeps its text twice until its run
-    starts; a run-scoped client keeps its tools in its registration and its event)."""
+    starts; a run-scoped client keeps its tools in its registration and its event): nothing for no input,
+    or for a message posted before, whose resend is answered as it was then."""
+    if turn.message_id is None or await _posted_before(state, principal, session_id, door, turn.message_id):
+        return 0
     tools = 2 * len(dumps(turn.tools)) + WRITE_OVERHEAD if turn.tools else 0
     return 2 * len(turn.text.encode()) + WRITE_OVERHEAD + tools
 
