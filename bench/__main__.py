@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench import api_cpu, calls, client_path, deadlines, failover, fanout, instructions, load, redis_cost, scale, state
 from bench.compare import compare
+from bench.doors import run as doors
 from bench.harness import Figure, Size, cpu_count, default_out, save, table, unjudged
 
 # Each scenario starts the Redis, API and worker it needs (some need several, set up differently).
@@ -36,6 +37,7 @@ SCENARIOS: dict[str, Scenario] = {
     "cost": redis_cost.run,
     "instructions": instructions.run,
     "apicpu": api_cpu.run,
+    "doors": doors,
 }
 
 
