@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import msgspec
 
 from api.doors.answers import MAX_ANSWERS, result_body
-from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, bounded, decode, decode_items, value
+from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, Skipped, bounded, decode, decode_items, value
 from api.doors.turns import FrontendTurn, frontend_tools, input_text
 from api.schemas.clients import MAX_TOOLS
 from broker.errors import InvalidRequest
@@ -29,17 +29,15 @@ if TYPE_CHECKING:
     _Tools: TypeAlias = Bounded
     _Context: TypeAlias = Bounded
     _Resume: TypeAlias = Bounded
-    _Calls: TypeAlias = Bounded
+    _CallList: TypeAlias = Bounded
     _Parts: TypeAlias = Bounded
 else:
     _Messages, _Tools, _Context = bounded(MAX_MESSAGES), bounded(MAX_TOOLS), bounded(MAX_CONTEXT)
-    _Resume, _Calls, _Parts = bounded(MAX_ANSWERS), bounded(MAX_TOOL_CALLS), bounded(MAX_PARTS)
+    _Resume, _CallList, _Parts = bounded(MAX_ANSWERS), bounded(MAX_TOOL_CALLS), bounded(MAX_PARTS)
 
 # msgspec names no place for a list past its bound, only the bound: within one struct, each is another.
 _LIMITS = {MAX_MESSAGES: "messages", MAX_TOOLS: "tools", MAX_CONTEXT: "context", MAX_ANSWERS: "resume"}
-_MESSAGE_LIMITS = {MAX_PARTS: "content", MAX_TOOL_CALLS: "toolCalls"}
 assert len(_LIMITS) == 4
-assert len(_MESSAGE_LIMITS) == 2
 
 
 class _Body(msgspec.Struct, rename="camel"):
@@ -63,15 +61,27 @@ class _ToolCall(msgspec.Struct):
 
 
 class _Message(msgspec.Struct, rename="camel"):
-    """A message of the conversation's end, whatever its role, as far as the door reads one: read once,
-    then held to what its role needs (`_needs`)."""
+    """A message of the conversation's end, whatever its role, as far as the door reads one (its lists
+    are read past, and read again from the messages the door uses them in: `_Content`, `_Calls`); then
+    held to what its role needs (`_needs`)."""
 
     role: str
     id: str | None = None
-    content: str | _Parts | None = None
+    content: str | Skipped | None = None
     tool_call_id: str | None = None
     error: str | None = None
-    tool_calls: _Calls | None = None
+
+
+class _Content(msgspec.Struct):
+    """The content of a message the door uses it in, read again when it is a list of parts."""
+
+    content: _Parts | str | None = None
+
+
+class _Calls(msgspec.Struct, rename="camel"):
+    """The tool calls of the newest assistant message."""
+
+    tool_calls: _CallList | None = None
 
 
 class _Part(msgspec.Struct):
@@ -108,20 +118,22 @@ class RunInput:
 def read(body: bytes) -> RunInput:
     """The request as a turn; 400 naming the field and the rule or limit otherwise."""
     run = decode(body, _Body, limits=_LIMITS)
-    assistant, tail = _end(run.messages.items())
+    messages = run.messages.items()
+    assistant, tail = _end(messages)
     results = []
     for i, message in tail:
         if message.role == "tool":
             call_id, content = _needs(i, message, "toolCallId", "content")
             if not isinstance(content, str):
-                content = [value(block) for block in content.items()]
+                content = [value(block) for block in _parts(messages, i)]
             results.append((call_id, result_body(f"messages.{i}.content", content, message.error)))
     known: dict[str, str] = {}
     seen = None
     if assistant is not None:
         i, message = assistant
         (message_id,) = _needs(i, message, "id")
-        calls = decode_items(message.tool_calls, _ToolCall, f"messages.{i}.toolCalls")
+        listed = decode(messages[i], _Calls, f"messages.{i}", {MAX_TOOL_CALLS: "toolCalls"})
+        calls = decode_items(listed.tool_calls, _ToolCall, f"messages.{i}.toolCalls")
         known = {call.id: call.function.name for call in calls}
         # The door names a step's message `<run id>.<step>`: the newest one is where the frontend is.
         run_id, _, step = message_id.rpartition(".")
@@ -132,7 +144,7 @@ def read(body: bytes) -> RunInput:
         i, message = tail[-1]
         input_id, content = _needs(i, message, "id", "content")
         context = [(entry.description, entry.value) for entry in decode_items(run.context, _ContextEntry, "context")]
-        text = input_text(f"messages.{i}.content", _text(i, content), context)
+        text = input_text(f"messages.{i}.content", _text(i, content, messages), context)
     tools = [
         {"name": tool.name, "description": tool.description, "parameters": value(tool.parameters)}
         for tool in decode_items(run.tools, _Tool, "tools")
@@ -152,7 +164,7 @@ def _end(messages: list[msgspec.Raw]) -> tuple[tuple[int, _Message] | None, list
     tail: list[tuple[int, _Message]] = []
     answers = 0
     for i in range(len(messages) - 1, -1, -1):
-        message = decode(messages[i], _Message, f"messages.{i}", _MESSAGE_LIMITS)
+        message = decode(messages[i], _Message, f"messages.{i}")
         if message.role == "assistant":
             return (i, message), tail[::-1]
         tail.append((i, message))
@@ -194,11 +206,17 @@ def _decisions(run: _Body) -> list[tuple[str, Any]]:
     return decisions
 
 
-def _text(index: int, content: str | Bounded) -> str:
+def _parts(messages: list[msgspec.Raw], index: int) -> list[msgspec.Raw]:
+    """The parts of a message whose content is a list of them (at most MAX_PARTS)."""
+    listed = decode(messages[index], _Content, f"messages.{index}", {MAX_PARTS: "content"})
+    return listed.content.items() if isinstance(listed.content, Bounded) else []
+
+
+def _text(index: int, content: str | Skipped, messages: list[msgspec.Raw]) -> str:
     if isinstance(content, str):
         return content
     parts = []
-    for number, part in enumerate(decode_items(content, _Part, f"messages.{index}.content")):
+    for number, part in enumerate(decode_items(_parts(messages, index), _Part, f"messages.{index}.content")):
         if part.type != "text" or part.text is None:
             raise InvalidRequest(f"messages.{index}.content.{number}: only text parts are taken as input")
         parts.append(part.text)

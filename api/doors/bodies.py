@@ -21,10 +21,11 @@ import msgspec
 
 from broker.errors import InvalidRequest
 
-# The bounds every door shares: messages in a body, and parts (or tool calls) in one message. A
-# conversation passes SWITCHBOARD_MAX_BODY_BYTES (1 MiB) long before it has this many of either.
+# The bounds every door shares: messages in a body, and parts in one message (an AI SDK assistant
+# message holds a whole run: a part per step, text and tool call). A conversation passes
+# SWITCHBOARD_MAX_BODY_BYTES (1 MiB) long before it has this many messages.
 MAX_MESSAGES = 4_096
-MAX_PARTS = 4_096
+MAX_PARTS = 1_024
 
 _T = TypeVar("_T")
 # Where a Bounded list ends: no JSON value decodes to this very object (an explicit `null` in the list
@@ -42,16 +43,22 @@ class Bounded(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
 
     def items(self) -> list[msgspec.Raw]:
         """The list's items, in order, each a JSON value not yet decoded."""
-        fields = msgspec.structs.astuple(self)
-        # The fields past the list's end all hold _ABSENT: the first of them, by bisection.
-        low, high = 0, len(fields)
+        names = self.__struct_fields__
+        # The fields past the list's end all hold _ABSENT: the first of them, by bisection (reading each
+        # of thousands of fields to find a list of three costs more than the list).
+        low, high = 0, len(names)
         while low < high:
             middle = (low + high) // 2
-            if fields[middle] is _ABSENT:
+            if getattr(self, names[middle]) is _ABSENT:
                 high = middle
             else:
                 low = middle + 1
-        return list(fields[:low])
+        return [getattr(self, name) for name in names[:low]]
+
+
+class Skipped(msgspec.Struct, array_like=True):
+    """Any JSON array, its items read past and never built: a list the door reads only in some messages
+    (it reads it again from that message, `Bounded`, where it does)."""
 
 
 @functools.cache
