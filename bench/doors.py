@@ -228,7 +228,7 @@ def run(size: Size) -> list[Figure]:
     loaded = statistics.median([len(latency.doors), len(latency.events)])
     figures += [
         figure("doors", f"another session's request p50, {SENDERS} senders of the AG-UI body",
-               percentile(latency.doors, 50), "ms", baseline=idle, baseline_name="idle",
+               percentile(latency.doors, 50), "ms", baseline=idle, baseline_name="idle", target="ratio <= 2",
                note=f"p99 {percentile(latency.doors, 99):.1f} ms (idle {percentile(latency.idle, 99):.1f}); "
                     f"{latency.sent_doors / rate:,.0f} bodies/s refused"),
         figure("doors", f"the same, {SENDERS} senders of the /events body of that size",
