@@ -2,19 +2,21 @@
 size refused the same way (a 400 before anything is written: its text is past 262,144 characters) in the
 same run; and another session's requests while four senders post such bodies, against idle.
 
-The bodies are the ones the door's refusals were measured with when they cost 60 ms each:
-- AG-UI: one user message and 11,000 tool messages (781 KB);
+The bodies:
+- the red team's: AG-UI, one user message and 11,000 tool messages (781 KB; 60 ms of CPU before its 400);
 - the AI SDK's equivalent: one assistant message holding 9,000 tool outputs (781 KB);
-- AG-UI one message past the bound (4,097 messages, 781 KB);
-- AG-UI whose newest message is one character past the input limit (262 KB).
-A body past SWITCHBOARD_MAX_BODY_BYTES (1 MiB) is not among them: the same middleware refuses it, with 413
-and unread, on every route.
+- just too large, the dearest a door's bounds refuse: AG-UI one message past the bound on messages
+  (4,097, 781 KB), and AG-UI whose newest message is one character past the input limit (262 KB).
+A body past SWITCHBOARD_MAX_BODY_BYTES (1 MiB) is not among them: one middleware refuses it, 413 and
+unread, on every route alike.
 
 CPU is read from /proc per block of requests (`bench.api_cpu.cpu_ns`); door and `/events` blocks take
 turns, each first in every other round, so a slow spell of the shared machine falls on both. Each figure
 is the round with the median ratio. The senders run in a process of their own (`python -m bench.doors`),
-each with a session of its own, back to back, so the client measuring another session's requests shares
-no event loop with them; they send `/events` bodies of the same size in a second run, for comparison.
+each with a session of its own, back to back, so the client measuring another session's requests (a page
+of its log, one at a time) shares no event loop with them; they send `/events` bodies of the same size in
+a second run, for comparison. The figure is the p50 (the red team's 4 ms went to 160 ms), p90 and p99
+beside it; none is held to a target: on a machine other work shares, a tail is mostly that work.
 """
 
 from __future__ import annotations
@@ -218,23 +220,27 @@ def run(size: Size) -> list[Figure]:
 
         found, latency = asyncio.run(measure())
     for case, measured in zip(cases, found, strict=True):
-        middle, spread = _median(measured)
+        middle, ratios = _median(measured)
         figures.append(
             figure("doors", f"API CPU per refused body: {case.name} ({len(case.body) / 1000:,.0f} KB)", middle.door,
                    "us", baseline=middle.events, baseline_name="a plain /events body of that size, refused (400)",
-                   target="ratio <= 1", note=f"{spread} of {block} requests each")
+                   target="ratio <= 1", note=f"{ratios} of {block} requests each")
         )  # fmt: skip
-    idle, rate = percentile(latency.idle, 50), seconds + 1
-    loaded = statistics.median([len(latency.doors), len(latency.events)])
+    rate = seconds + 1
+
+    def tails(found: list[float]) -> str:
+        return f"p90 {percentile(found, 90):.1f} ms, p99 {percentile(found, 99):.1f} ms"
+
     figures += [
         figure("doors", f"another session's request p50, {SENDERS} senders of the AG-UI body",
-               percentile(latency.doors, 50), "ms", baseline=idle, baseline_name="idle", target="ratio <= 2",
-               note=f"p99 {percentile(latency.doors, 99):.1f} ms (idle {percentile(latency.idle, 99):.1f}); "
+               percentile(latency.doors, 50), "ms", baseline=percentile(latency.idle, 50), baseline_name="idle",
+               note=f"{tails(latency.doors)} (idle {tails(latency.idle)}); "
                     f"{latency.sent_doors / rate:,.0f} bodies/s refused"),
         figure("doors", f"the same, {SENDERS} senders of the /events body of that size",
-               percentile(latency.events, 50), "ms", baseline=idle, baseline_name="idle",
-               note=f"p99 {percentile(latency.events, 99):.1f} ms; {latency.sent_events / rate:,.0f} bodies/s refused; "
-                    f"{len(latency.idle)} idle and {loaded:.0f} loaded requests"),
+               percentile(latency.events, 50), "ms", baseline=percentile(latency.idle, 50), baseline_name="idle",
+               note=f"{tails(latency.events)}; {latency.sent_events / rate:,.0f} bodies/s refused; "
+                    f"{len(latency.idle)} idle and {statistics.median([len(latency.doors), len(latency.events)]):.0f} "
+                    "loaded requests"),
     ]  # fmt: skip
     return figures
 
