@@ -17,7 +17,7 @@ import msgspec
 
 from api.doors import view as shown
 from api.doors.answers import MAX_ANSWERS, result_body
-from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, bounded, decode, decode_items, value
+from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, bounded, decode, value
 from api.doors.follow import Quiet, SessionGone, shown_items
 from api.doors.turns import FrontendTurn, frontend_tools, input_text
 from api.schemas.clients import MAX_TOOLS, ClientCallResultBody
@@ -30,39 +30,13 @@ HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
 _SETTLED = ("output-available", "output-error", "output-denied")
 
 
-# Each a Bounded list of its own length (the type checker knows them as what they all are).
-if TYPE_CHECKING:
-    _Messages: TypeAlias = Bounded
-    _Tools: TypeAlias = Bounded
-    _Parts: TypeAlias = Bounded
-else:
-    _Messages, _Tools, _Parts = bounded(MAX_MESSAGES), bounded(MAX_TOOLS), bounded(MAX_PARTS)
-
-
-class _Chat(msgspec.Struct, rename={"message_id": "messageId"}):
-    """What `DefaultChatTransport` sends (`id`, `messages`, `trigger`, `messageId`), plus `tools`; other
-    fields the transport's `body` adds are skipped."""
-
-    id: Annotated[str, msgspec.Meta(max_length=256)]
-    messages: _Messages
-    trigger: str = "submit-message"
-    message_id: str | None = None
-    tools: _Tools | None = None
-
-
-class _UIMessage(msgspec.Struct):
-    id: Annotated[str, msgspec.Meta(max_length=256)]
-    role: str
-    parts: _Parts | None = None
-
-
-class _Approval(msgspec.Struct):
+class _Approval(msgspec.Struct, gc=False):
     id: str | None = None
     approved: bool | None = None
     reason: str | None = None
 
 
-class _Part(msgspec.Struct, rename="camel"):
+class _Part(msgspec.Struct, rename="camel", gc=False):
     type: str = ""
     text: str = ""
     tool_call_id: str | None = None
@@ -74,10 +48,36 @@ class _Part(msgspec.Struct, rename="camel"):
     approval: _Approval | None = None
 
 
-class _FrontendTool(msgspec.Struct, forbid_unknown_fields=True):
+class _FrontendTool(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
     description: str = ""
     parameters: msgspec.Raw = NULL
+
+
+# Each a Bounded list of its own length (the type checker knows them as what they all are).
+if TYPE_CHECKING:
+    _Messages: TypeAlias = Bounded
+    _Tools: TypeAlias = Bounded
+    _Parts: TypeAlias = Bounded
+else:
+    _Messages, _Tools, _Parts = bounded(MAX_MESSAGES), bounded(MAX_TOOLS, _FrontendTool), bounded(MAX_PARTS, _Part)
+
+
+class _Chat(msgspec.Struct, rename={"message_id": "messageId"}, gc=False):
+    """What `DefaultChatTransport` sends (`id`, `messages`, `trigger`, `messageId`), plus `tools`; other
+    fields the transport's `body` adds are skipped."""
+
+    id: Annotated[str, msgspec.Meta(max_length=256)]
+    messages: _Messages
+    trigger: str = "submit-message"
+    message_id: str | None = None
+    tools: _Tools | None = None
+
+
+class _UIMessage(msgspec.Struct, gc=False):
+    id: Annotated[str, msgspec.Meta(max_length=256)]
+    role: str
+    parts: _Parts | None = None
 
 
 def read(body: bytes) -> tuple[FrontendTurn, str | None]:
@@ -85,19 +85,16 @@ def read(body: bytes) -> tuple[FrontendTurn, str | None]:
     400 naming the field and the rule or limit otherwise. Only the newest message is read: the
     transport sends the whole conversation, and the log has the rest."""
     chat = decode(body, _Chat, limits={MAX_MESSAGES: "messages", MAX_TOOLS: "tools"})
+    offered: list[_FrontendTool] = chat.tools.items() if chat.tools else []
     tools = frontend_tools(
-        "tools",
-        [
-            {"name": tool.name, "description": tool.description, "parameters": value(tool.parameters)}
-            for tool in decode_items(chat.tools, _FrontendTool, "tools")
-        ],
+        "tools", [{"name": t.name, "description": t.description, "parameters": value(t.parameters)} for t in offered]
     )
-    messages = chat.messages.items()
+    messages: list[msgspec.Raw] = chat.messages.items()
     if not messages:
         return FrontendTurn(None, "", tools, [], []), None
     index = len(messages) - 1
     newest = decode(messages[index], _UIMessage, f"messages.{index}", {MAX_PARTS: "parts"})
-    parts = decode_items(newest.parts, _Part, f"messages.{index}.parts")
+    parts: list[_Part] = newest.parts.items() if newest.parts else []
     if newest.role == "user":
         text = input_text(f"messages.{index}.parts", _text(index, parts), [])
         return FrontendTurn(newest.id, text, tools, [], []), None

@@ -28,28 +28,28 @@ MAX_MESSAGES = 4_096
 MAX_PARTS = 1_024
 
 _T = TypeVar("_T")
-# Where a Bounded list ends: no JSON value decodes to this very object (an explicit `null` in the list
-# is a Raw of its own).
-_ABSENT = msgspec.Raw(b"null")
+# A JSON null read as a value (a result's output, a resume entry's payload, a tool's parameters).
 NULL = msgspec.Raw(b"null")
 
 
-class Bounded(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """A JSON array of at most as many items as the subclass has fields (`bounded`), each kept undecoded.
+class Bounded(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """A JSON array of at most as many items as the subclass has fields (`bounded`), each decoded as the
+    subclass says (undecoded, by default).
 
     msgspec checks a list's `max_length` only once it has read the whole list, building every item; an
     array-like struct with no room for another item refuses it as it meets it, so a list far past its
-    bound costs no more than one at it."""
+    bound costs no more than one at it. Like every struct a door reads into, it holds only what JSON
+    decodes to, never a cycle, so the garbage collector need not track it (`gc=False`)."""
 
-    def items(self) -> list[msgspec.Raw]:
-        """The list's items, in order, each a JSON value not yet decoded."""
+    def items(self) -> list[Any]:
+        """The list's items, in order."""
         names = self.__struct_fields__
-        # The fields past the list's end all hold _ABSENT: the first of them, by bisection (reading each
-        # of thousands of fields to find a list of three costs more than the list).
+        # The fields past the list's end are all UNSET (no JSON value decodes to it): the first of them,
+        # by bisection (reading each of thousands of fields to find a list of three costs more than it).
         low, high = 0, len(names)
         while low < high:
             middle = (low + high) // 2
-            if getattr(self, names[middle]) is _ABSENT:
+            if getattr(self, names[middle]) is msgspec.UNSET:
                 high = middle
             else:
                 low = middle + 1
@@ -62,10 +62,12 @@ class Skipped(msgspec.Struct, array_like=True):
 
 
 @functools.cache
-def bounded(limit: int) -> type[Bounded]:
-    """The Bounded list of at most `limit` items."""
-    fields = [(f"item{n}", msgspec.Raw, _ABSENT) for n in range(limit)]
-    made = msgspec.defstruct(f"AtMost{limit}", fields, bases=(Bounded,), array_like=True, forbid_unknown_fields=True)
+def bounded(limit: int, item: Any = msgspec.Raw) -> type[Bounded]:
+    """The Bounded list of at most `limit` items, each decoded as `item` (a struct, or undecoded)."""
+    fields = [(f"item{n}", item | msgspec.UnsetType, msgspec.UNSET) for n in range(limit)]
+    made = msgspec.defstruct(
+        f"AtMost{limit}", fields, bases=(Bounded,), array_like=True, forbid_unknown_fields=True, gc=False
+    )
     assert issubclass(made, Bounded)
     return made
 
@@ -111,15 +113,6 @@ def decode(raw: bytes | msgspec.Raw, kind: type[_T], where: str = "", limits: Ma
         raise refusal(error, where, limits or {}) from None
     except msgspec.DecodeError as error:
         raise InvalidRequest(f"{where or 'body'}: not JSON ({error})") from None
-
-
-def decode_items(items: Bounded | list[msgspec.Raw] | None, kind: type[_T], where: str) -> list[_T]:
-    """A list's items as `kind`, read in one pass; 400 naming the item that is wrong."""
-    found = items.items() if isinstance(items, Bounded) else items or []
-    if not found:
-        return []
-    joined = b"[" + b",".join(found) + b"]"
-    return decode(joined, list[kind], where)  # type: ignore[valid-type]
 
 
 def value(raw: msgspec.Raw) -> Any:
