@@ -83,7 +83,7 @@ def _join(*parts: str) -> str:
     return ".".join(part for part in parts if part)
 
 
-def refusal(error: msgspec.ValidationError, where: str, limits: Mapping[int, str]) -> InvalidRequest:
+def _refusal(error: msgspec.ValidationError, where: str, limits: Mapping[int, str]) -> InvalidRequest:
     """msgspec's refusal as a 400 naming the field (`where` is the decoded value's own place in the
     body; `limits` names the Bounded list of each limit, since msgspec names no place for a list past
     its bound)."""
@@ -110,7 +110,7 @@ def decode(raw: bytes | msgspec.Raw, kind: type[_T], where: str = "", limits: Ma
     try:
         return msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as error:
-        raise refusal(error, where, limits or {}) from None
+        raise _refusal(error, where, limits or {}) from None
     except msgspec.DecodeError as error:
         raise InvalidRequest(f"{where or 'body'}: not JSON ({error})") from None
 
