@@ -32,6 +32,7 @@ from bench import (
     state,
 )
 from bench.compare import compare
+from bench.doors import run as doors
 from bench.harness import Figure, Size, cpu_count, default_out, save, table, unjudged
 from bench.schema_refs import run as schema_refs
 
@@ -52,6 +53,7 @@ SCENARIOS: dict[str, Scenario] = {
     "apicpu": api_cpu.run,
     "schemas": schema_refs,
     "hostile_mcp": hostile_mcp.run,
+    "doors": doors,
 }
 
 

@@ -41,8 +41,9 @@ class RawHttp:
         *,
         token: str | None = None,
     ) -> tuple[int, bytes]:
-        """One request on an idle connection; `token` stands in for the client's own credential."""
-        payload = b"" if body is None else json.dumps(body).encode()
+        """One request on an idle connection; `token` stands in for the client's own credential. A `bytes`
+        body is sent as it is (JSON already), anything else as its JSON."""
+        payload = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
         extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         kind = "Content-Type: application/json\r\n" if body is not None else ""
         auth = self._auth if token is None else f"Authorization: Bearer {token}\r\n"

@@ -1,8 +1,9 @@
 """AG-UI (docs/ag-ui.md): a RunAgentInput in, the session's run out as AG-UI events.
 
-The frontend's tools are the run's per-turn client tools. An AG-UI run ends where the frontend's turn
-begins (its tools called: `RUN_FINISHED` naming the pending calls; an approval asked for: an interrupt),
-and the next RunAgentInput's tool messages and `resume` answers continue the same Switchboard run.
+The request is read in api/doors/ag_ui_input.py. The frontend's tools are the run's per-turn client
+tools. An AG-UI run ends where the frontend's turn begins (its tools called: `RUN_FINISHED` naming the
+pending calls; an approval asked for: an interrupt), and the next RunAgentInput's tool messages and
+`resume` answers continue the same Switchboard run.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from ag_ui.core import (
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
     ReasoningStartEvent,
-    RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -31,7 +31,6 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
-    TextPart,
     ToolCall,
     ToolCallArgsEvent,
     ToolCallEndEvent,
@@ -46,10 +45,9 @@ from pydantic import TypeAdapter
 from api.doors import ag_ui_proto
 from api.doors import view as shown
 from api.doors.follow import Quiet, SessionGone, back, shown_items
-from api.doors.turns import FrontendTurn, Started, frontend_tools, hand_over, input_text, parsed, result_body
+from api.doors.turns import Started, hand_over
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
-from broker.errors import InvalidRequest
 from broker.services.live import Subscription
 from common.codec import dumps, loads
 
@@ -57,59 +55,6 @@ PROTOCOL_VERSION = "1.0"
 # The interrupt an approval becomes: what `resume[].payload` answers with (the approvals route's body).
 APPROVAL_REASON = "tool_approval"
 DECISION_SCHEMA: dict[str, Any] = TypeAdapter(ApprovalDecisionForm).json_schema()
-
-
-def parse(body: bytes) -> RunAgentInput:
-    """The request as the `ag-ui-protocol` package's RunAgentInput; 400 naming the field otherwise."""
-    return parsed(RunAgentInput, body)
-
-
-def plan(run: RunAgentInput) -> FrontendTurn:
-    messages = run.messages
-    last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
-    # The frontend sends the whole conversation each time: only what follows the newest assistant
-    # message is new (its tools' results, a new user message).
-    results = [
-        (m.tool_call_id, result_body(f"messages.{i}.content", m.content, m.error))
-        for i, m in enumerate(messages)
-        if i > last_assistant and isinstance(m, ToolMessage)
-    ]
-    known: dict[str, str] = {}
-    seen = None
-    if last_assistant >= 0:
-        assistant = messages[last_assistant]
-        assert isinstance(assistant, AssistantMessage)
-        known = {call.id: call.function.name for call in assistant.tool_calls or []}
-        # The door names a step's message `<run id>.<step>`: the newest one is where the frontend is.
-        run_id, _, step = assistant.id.rpartition(".")
-        if run_id and step.isdigit() and len(step) < 6:
-            seen = (run_id, int(step))
-    decisions = []
-    for entry in run.resume or []:
-        payload = entry.payload
-        if entry.status == "cancelled":
-            payload = {"decision": "deny", "message": "the user cancelled the approval"}
-        decisions.append((entry.interrupt_id, payload))
-    newest = messages[-1] if messages else None
-    message_id, text = None, ""
-    if isinstance(newest, UserMessage):
-        message_id = newest.id
-        context = [(c.description, c.value) for c in run.context or []]
-        text = input_text(f"messages.{len(messages) - 1}.content", _text(len(messages) - 1, newest), context)
-    tools = frontend_tools("tools", [tool.model_dump(by_alias=False) for tool in run.tools or []])
-    have = frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
-    return FrontendTurn(message_id, text, tools, results, decisions, known, have, seen)
-
-
-def _text(index: int, message: UserMessage) -> str:
-    if isinstance(message.content, str):
-        return message.content
-    parts = []
-    for number, part in enumerate(message.content):
-        if not isinstance(part, TextPart):
-            raise InvalidRequest(f"messages.{index}.content.{number}: only text parts are taken as input")
-        parts.append(part.text)
-    return "\n".join(parts)
 
 
 @dataclass
@@ -201,7 +146,8 @@ def finished(thread_id: str, run_id: str, item: shown.Paused | shown.RunEnded) -
 async def stream(
     state: AppState,
     session_id: str,
-    run: RunAgentInput,
+    thread_id: str,
+    run_id: str,
     started: Started | None,
     view: shown.RunView | None,
     subscription: Subscription,
@@ -209,7 +155,6 @@ async def stream(
 ) -> AsyncGenerator[bytes, None]:
     """The AG-UI run: RUN_STARTED, then the Switchboard run from `started` until the frontend's turn or
     the run's end; with nothing to follow (`started` None), the conversation as a MESSAGES_SNAPSHOT."""
-    thread_id, run_id = run.thread_id, run.run_id
     try:
         yield encoder.encode([RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION)])
         if started is None or view is None:

@@ -11,132 +11,162 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
 
 from api.doors import view as shown
+from api.doors.answers import MAX_ANSWERS, result_body
+from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, bounded, decode, value
 from api.doors.follow import Quiet, SessionGone, shown_items
-from api.doors.turns import FrontendTurn, frontend_tools, input_text, parsed, result_body
-from api.schemas.clients import ClientCallResultBody
+from api.doors.turns import FrontendTurn, frontend_tools, input_text
+from api.schemas.clients import MAX_TOOLS, ClientCallResultBody
 from api.state import AppState
 from broker.errors import InvalidRequest
 from broker.services.live import Subscription
 from common.codec import dumps
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
-MAX_TOOLS = 64
 _SETTLED = ("output-available", "output-error", "output-denied")
 
 
-class UIMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    id: str = Field(max_length=256)
-    role: str
-    parts: list[dict[str, Any]] = Field(default_factory=list)
+class _Approval(msgspec.Struct, gc=False):
+    id: str | None = None
+    approved: bool | None = None
+    reason: str | None = None
 
 
-class FrontendTool(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Part(msgspec.Struct, rename="camel", gc=False):
+    type: str = ""
+    text: str = ""
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    state: str | None = None
+    provider_executed: bool | None = None
+    output: msgspec.Raw = NULL
+    error_text: str | None = None
+    approval: _Approval | None = None
 
+
+class _FrontendTool(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
     description: str = ""
-    parameters: dict[str, Any] | None = None
+    parameters: msgspec.Raw = NULL
 
 
-class ChatRequest(BaseModel):
+# Each a Bounded list of its own length (the type checker knows them as what they all are).
+if TYPE_CHECKING:
+    _Messages: TypeAlias = Bounded
+    _Tools: TypeAlias = Bounded
+    _Parts: TypeAlias = Bounded
+else:
+    _Messages, _Tools, _Parts = bounded(MAX_MESSAGES), bounded(MAX_TOOLS, _FrontendTool), bounded(MAX_PARTS, _Part)
+
+
+class _Chat(msgspec.Struct, rename={"message_id": "messageId"}, gc=False):
     """What `DefaultChatTransport` sends (`id`, `messages`, `trigger`, `messageId`), plus `tools`; other
-    fields the transport's `body` adds are allowed and ignored."""
+    fields the transport's `body` adds are skipped."""
 
-    model_config = ConfigDict(extra="allow")
-
-    id: str = Field(max_length=256)
-    messages: list[UIMessage]
+    id: Annotated[str, msgspec.Meta(max_length=256)]
+    messages: _Messages
     trigger: str = "submit-message"
-    message_id: str | None = Field(default=None, alias="messageId")
-    tools: list[FrontendTool] = Field(default_factory=list, max_length=MAX_TOOLS)
+    message_id: str | None = None
+    tools: _Tools | None = None
 
 
-def parse(body: bytes) -> ChatRequest:
-    """The request as what the transport sends; 400 naming the field otherwise."""
-    return parsed(ChatRequest, body)
+class _UIMessage(msgspec.Struct, gc=False):
+    id: Annotated[str, msgspec.Meta(max_length=256)]
+    role: str
+    parts: _Parts | None = None
 
 
-def _tool_name(part: dict[str, Any]) -> str | None:
-    kind = str(part.get("type", ""))
-    if kind == "dynamic-tool":
-        return str(part.get("toolName", ""))
-    return kind.removeprefix("tool-") if kind.startswith("tool-") else None
-
-
-def plan(chat: ChatRequest) -> tuple[FrontendTurn, str | None]:
-    """The request as a turn, and the id of the assistant message it continues (None for new input)."""
-    tools = frontend_tools("tools", [tool.model_dump() for tool in chat.tools])
-    messages = chat.messages
-    newest = messages[-1] if messages else None
+def read(body: bytes) -> tuple[FrontendTurn, str | None]:
+    """The request as a turn, and the id of the assistant message it continues (None for new input);
+    400 naming the field and the rule or limit otherwise. Only the newest message is read: the
+    transport sends the whole conversation, and the log has the rest."""
+    chat = decode(body, _Chat, limits={MAX_MESSAGES: "messages", MAX_TOOLS: "tools"})
+    offered: list[_FrontendTool] = chat.tools.items() if chat.tools else []
+    tools = frontend_tools(
+        "tools", [{"name": t.name, "description": t.description, "parameters": value(t.parameters)} for t in offered]
+    )
+    messages: list[msgspec.Raw] = chat.messages.items()
+    if not messages:
+        return FrontendTurn(None, "", tools, [], []), None
     index = len(messages) - 1
-    if newest is not None and newest.role == "user":
-        text = input_text(f"messages.{index}.parts", _text(index, newest), [])
+    newest = decode(messages[index], _UIMessage, f"messages.{index}", {MAX_PARTS: "parts"})
+    parts: list[_Part] = newest.parts.items() if newest.parts else []
+    if newest.role == "user":
+        text = input_text(f"messages.{index}.parts", _text(index, parts), [])
         return FrontendTurn(newest.id, text, tools, [], []), None
-    if newest is None or newest.role != "assistant":
+    if newest.role != "assistant":
         return FrontendTurn(None, "", tools, [], []), None
     results: list[tuple[str, ClientCallResultBody]] = []
     decisions: list[tuple[str, Any]] = []
     known: dict[str, str] = {}
     have: set[str] = set()
-    for number, part in enumerate(newest.parts):
+    for number, part in enumerate(parts):
         name = _tool_name(part)
-        call_id = part.get("toolCallId")
-        if name is None or not isinstance(call_id, str):
+        call_id = part.tool_call_id
+        if name is None or call_id is None:
             continue
         known[call_id] = name
-        state = part.get("state")
-        if state in _SETTLED:
+        if part.state in _SETTLED:
             have.add(call_id)
         answer = _answer(f"messages.{index}.parts.{number}", part)
         if answer is not None:
             results.append((call_id, answer))
-        elif state == "approval-responded" and isinstance(part.get("approval"), dict):
-            decisions.append(_decision(call_id, part["approval"]))
+        elif part.state == "approval-responded" and part.approval is not None:
+            decisions.append(_decision(call_id, part.approval))
+        if len(results) > MAX_ANSWERS or len(decisions) > MAX_ANSWERS:
+            # Before the rest is read: a message of thousands of outputs is refused for the first past it.
+            raise InvalidRequest(
+                f"messages.{index}.parts: more than {MAX_ANSWERS} tool results or approval answers; "
+                f"the limit is {MAX_ANSWERS}"
+            )
     # One UI message per run, named by the run's id, a `step-start` part per step it was shown.
-    steps = sum(part.get("type") == "step-start" for part in newest.parts)
+    steps = sum(part.type == "step-start" for part in parts)
     seen = (newest.id.partition(".")[0], steps - 1) if steps else None
     return FrontendTurn(None, "", tools, results, decisions, known, frozenset(have), seen), newest.id
 
 
-def _answer(where: str, part: dict[str, Any]) -> ClientCallResultBody | None:
+def _tool_name(part: _Part) -> str | None:
+    if part.type == "dynamic-tool":
+        return part.tool_name or ""
+    return part.type.removeprefix("tool-") if part.type.startswith("tool-") else None
+
+
+def _answer(where: str, part: _Part) -> ClientCallResultBody | None:
     """A frontend tool's output (or error) as its call's result; None for a part that is neither, or a
     call the server ran."""
-    if part.get("providerExecuted"):
+    if part.provider_executed:
         return None
-    if part.get("state") == "output-available":
-        return result_body(f"{where}.output", _output(part.get("output")))
-    if part.get("state") == "output-error":
-        error = str(part.get("errorText") or "the tool failed")
+    if part.state == "output-available":
+        return result_body(f"{where}.output", _output(value(part.output)))
+    if part.state == "output-error":
+        error = part.error_text or "the tool failed"
         return result_body(f"{where}.errorText", error, error)
     return None
 
 
-def _decision(call_id: str, approval: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    decision: dict[str, Any] = {"decision": "allow" if approval.get("approved") else "deny"}
-    if not approval.get("approved") and approval.get("reason"):
-        decision["message"] = str(approval["reason"])
-    return str(approval.get("id") or call_id), decision
+def _decision(call_id: str, approval: _Approval) -> tuple[str, dict[str, Any]]:
+    decision: dict[str, Any] = {"decision": "allow" if approval.approved else "deny"}
+    if not approval.approved and approval.reason:
+        decision["message"] = approval.reason
+    return approval.id or call_id, decision
 
 
-def _output(value: Any) -> Any:
-    return value if isinstance(value, str) else dumps(value)
+def _output(output: Any) -> Any:
+    return output if isinstance(output, str) else dumps(output)
 
 
-def _text(index: int, message: UIMessage) -> str:
-    parts = []
-    for number, part in enumerate(message.parts):
-        if part.get("type") == "text":
-            parts.append(str(part.get("text", "")))
-        elif part.get("type") not in ("step-start", "reasoning") and not str(part.get("type", "")).startswith("data-"):
+def _text(index: int, parts: list[_Part]) -> str:
+    texts = []
+    for number, part in enumerate(parts):
+        if part.type == "text":
+            texts.append(part.text)
+        elif part.type not in ("step-start", "reasoning") and not part.type.startswith("data-"):
             raise InvalidRequest(f"messages.{index}.parts.{number}: only text parts are taken as input")
-    return "\n".join(parts)
+    return "\n".join(texts)
 
 
 @dataclass

@@ -5,37 +5,30 @@ results of the calls still owed to it, its approval answers decisions; and where
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from api.auth import Principal
+from api.doors.answers import MAX_ANSWERS, WRITE_OVERHEAD, Owed, first_problem, read_answers, record_answers
 from api.doors.follow import back
 from api.doors.view import RunView
-from api.errors import unreadable
 from api.keyed import Answer, Attempt, Keyed, keyed_as
 from api.schemas.clients import ClientCallResultBody, Tools
-from api.schemas.events import ApprovalDecisionForm
 from api.schemas.sessions import MAX_INPUT_CHARS
 from api.sse import open_stream
 from api.state import AppState
 from broker.errors import Conflict, InvalidRequest, NotFound, SwitchboardError
 from broker.services.clients import Caller
+from broker.services.idempotency import scope_digest
 from broker.services.live import Subscription
 from broker.services.runs import SCOPED_CLIENT_NAME
 from common.codec import dumps, loads, uuid7
 from common.events import is_timing
 
-# Results and decisions one request may carry (more than a step can owe: 32 clients of 64 tools each is
-# far above what a model calls in one step).
-MAX_ANSWERS = 128
-
-_Model = TypeVar("_Model", bound=BaseModel)
 _TOOLS: TypeAdapter[Any] = TypeAdapter(Tools)
-_DECISION: TypeAdapter[Any] = TypeAdapter(ApprovalDecisionForm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,37 +80,8 @@ def frontend_tools(field: str, tools: list[dict[str, Any]]) -> list[dict[str, An
     try:
         checked = _TOOLS.validate_python(shaped)
     except ValidationError as error:
-        raise InvalidRequest(f"{field}: {_first(error)}") from None
+        raise InvalidRequest(f"{field}: {first_problem(error)}") from None
     return [tool.model_dump(exclude_none=True) for tool in checked]
-
-
-def parsed(model: type[_Model], body: bytes) -> _Model:
-    """A request body as `model`; 400 naming the first field that is wrong, or where the body stops
-    being JSON."""
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as error:
-        problem = error.errors()[0]
-        if problem["type"] == "json_invalid":
-            raise InvalidRequest(_not_json(body, problem)) from None
-        where = ".".join(str(part) for part in problem["loc"]) or "body"
-        raise InvalidRequest(f"{where}: {problem['msg']}") from None
-
-
-def _not_json(body: bytes, problem: Any) -> str:
-    # pydantic's parser says where by line and column only; the standard one says the same with the offset.
-    try:
-        json.loads(body)
-    except (ValueError, RecursionError) as error:
-        return unreadable(error)
-    return f"body: invalid JSON: {problem.get('ctx', {}).get('error', problem['msg'])}"
-
-
-def _first(error: ValidationError) -> str:
-    problem = error.errors()[0]
-    where = ".".join(str(part) for part in problem["loc"])
-    message = str(problem["msg"]).removeprefix("Value error, ")
-    return f"{where}: {message}" if where else message
 
 
 def input_text(field: str, text: str, context: list[tuple[str, str]]) -> str:
@@ -162,7 +126,7 @@ async def post_input(
 
     seed = {"run_id": uuid7(), "input_id": uuid7(), "client_id": uuid7()}
     fingerprint = dumps({"text": text, "tools": tools}).encode()
-    attempt = Attempt("POST", f"/v1/sessions/{session_id}/{door}", f"message:{message_id}", fingerprint)
+    attempt = Attempt("POST", _door_path(session_id, door), _message_key(message_id), fingerprint)
     status, body = await keyed_as(broker, principal.id, attempt, act, seed=seed, session_id=session_id)
     answer = loads(body)
     if status != 200:
@@ -171,96 +135,27 @@ async def post_input(
     return Started(str(answer["run_id"]), int(answer["after"]), bool(answer["inside"]), 0, str(answer["frontend"]))
 
 
+def _door_path(session_id: str, door: str) -> str:
+    return f"/v1/sessions/{session_id}/{door}"
+
+
+def _message_key(message_id: str) -> str:
+    return f"message:{message_id}"
+
+
+async def _posted_before(state: AppState, principal: Principal, session_id: str, door: str, message_id: str) -> bool:
+    """Whether the message was posted already (a resend, which post_input answers as it was answered
+    then, writing nothing)."""
+    digest = scope_digest(principal.id, "POST", _door_path(session_id, door), _message_key(message_id))
+    return await state.broker.idempotency.kept(digest, session_id)
+
+
 def _replayed(status: int, message: str) -> SwitchboardError:
     if status == 404:
         return NotFound(message)
     if status == 409:
         return Conflict(message)
     return InvalidRequest(message)
-
-
-def result_body(field: str, content: Any, error: str | None = None) -> ClientCallResultBody:
-    """A frontend's tool result as a client's result: text, or text and image parts; 400 naming
-    `field` and the limit otherwise."""
-    try:
-        if isinstance(content, str):
-            return ClientCallResultBody(text=error or content, is_error=error is not None)
-        if isinstance(content, list):
-            return ClientCallResultBody.model_validate({"content": content, "is_error": error is not None})
-        return ClientCallResultBody(text=error or dumps(content), is_error=error is not None)
-    except ValidationError as problem:
-        raise InvalidRequest(f"{field}: {_first(problem)}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class Owed:
-    """A call the frontend answered that was still owed to it: its run, its step, its registration."""
-
-    call_id: str
-    run_id: str
-    step: int
-    client_id: str
-
-
-async def answer_calls(state: AppState, session_id: str, results: list[tuple[str, ClientCallResultBody]]) -> list[Owed]:
-    """Record each result whose call is still owed to a client (a result for a settled or unknown call
-    counts for nothing: a resent conversation answers nothing twice). The calls that were owed. The
-    count is bounded by open_turn, before anything is written."""
-    owed: list[Owed] = []
-    for call_id, body in results:
-        record = await state.broker.calls.record(session_id, call_id)
-        if record is None or record.kind != "client":
-            continue
-        owed.append(Owed(call_id, record.run_id, record.step, record.client_id))
-        if record.settled:
-            continue
-        try:
-            await state.broker.clients.answer(
-                session_id, record.client_id, call_id, body.result(), is_error=bool(body.is_error), caller=Caller()
-            )
-        except Conflict:
-            # Settled meanwhile (a deadline, a cancel): this result counts for nothing, as a resent one.
-            continue
-        except (NotFound, InvalidRequest) as refusal:
-            raise InvalidRequest(f"the result of call {call_id} was refused: {refusal.message}") from None
-    return owed
-
-
-def checked_decisions(decisions: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """Each approval answer as the approvals route's body (none means allow); 400 for the first that is
-    not one, before anything is written."""
-    if len(decisions) > MAX_ANSWERS:
-        raise InvalidRequest(f"resume: {len(decisions)} decisions; the limit is {MAX_ANSWERS}")
-    checked = []
-    for call_id, payload in decisions:
-        try:
-            checked.append(
-                (call_id, _DECISION.validate_python(payload if payload is not None else {"decision": "allow"}))
-            )
-        except ValidationError as error:
-            raise InvalidRequest(f"resume: {call_id}: {_first(error)}") from None
-    return checked
-
-
-async def decide(state: AppState, principal: Principal, session_id: str, call_id: str, decision: Any) -> Owed | None:
-    """Decide an approval the frontend answered (a checked decision), unless it was decided already. The
-    call, or None when there is no such call."""
-    record = await state.broker.calls.record(session_id, call_id)
-    if record is None:
-        return None
-    allow = decision.decision == "allow"
-    # Decided already (another tab, or this request resent): the first decision stands.
-    with contextlib.suppress(Conflict):
-        await state.broker.approvals.resolve(
-            session_id,
-            call_id,
-            decision.decision,
-            "" if allow else decision.message or "",
-            principal.id,
-            remember=decision.remember == "session",
-            arguments=decision.arguments if allow else None,
-        )
-    return Owed(call_id, record.run_id, record.step, record.client_id)
 
 
 async def continuation(
@@ -343,23 +238,27 @@ class Opened:
 
 
 async def open_turn(state: AppState, principal: Principal, session_id: str, door: str, turn: FrontendTurn) -> Opened:
-    """Record the turn's results and decisions, post its input, and open the stream it is answered on.
-    Everything is written before the stream starts, so a refusal is an HTTP error naming its field."""
-    decisions = checked_decisions(turn.decisions)
-    if len(turn.results) > MAX_ANSWERS:
-        raise InvalidRequest(f"messages: {len(turn.results)} tool results; the limit is {MAX_ANSWERS}")
-    answered = await answer_calls(state, session_id, turn.results)
-    decided = [await decide(state, principal, session_id, call_id, decision) for call_id, decision in decisions]
+    """Open the stream the turn is answered on, post its input and record its answers, before the stream
+    starts, so a refusal is an HTTP error naming its field. Every refusal the request can meet is
+    decided before anything is written (docs/ag-ui.md#refusals): the stream caps and the answers' checks
+    here, the session's room for all of its writes at once, then the input, whose own script decides the
+    concurrency policy and the run-scoped client's room in the step that writes it. The answers are
+    recorded last, when only a race with another writer could still refuse them."""
     subscription, close = await open_stream(state, session_id, principal.id)
     try:
-        going_on = [*answered, *(owed for owed in decided if owed is not None)]
-        # What the frontend's messages show it has counts only when it brings no new input.
-        seen = turn.seen if turn.message_id is None else None
-        started = await continuation(state, session_id, going_on, seen, turn.known)
+        answers = await read_answers(state, session_id, turn.results, turn.decisions)
+        need = answers.bytes_written() + await _input_bytes(state, principal, session_id, door, turn)
+        full = await state.broker.clients.room(session_id, need) if need else None
+        if full is not None:
+            raise full
+        posted = None
         if turn.message_id is not None:
             posted = await post_input(state, principal, session_id, door, turn.message_id, turn.text, turn.tools)
-            # New input while answering steers the run being continued; otherwise it starts its own.
-            started = started or posted
+        await record_answers(state, principal, session_id, answers)
+        # What the frontend's messages show it has counts only when it brings no new input.
+        seen = turn.seen if turn.message_id is None else None
+        # New input while answering steers the run being continued; otherwise it starts its own.
+        started = await continuation(state, session_id, answers.going_on, seen, turn.known) or posted
     except BaseException:
         state.hub.unsubscribe(subscription)
         close()
@@ -371,11 +270,21 @@ async def open_turn(state: AppState, principal: Principal, session_id: str, door
             started=started.inside,
             step=started.step,
             frontend=started.frontend,
-            have=frozenset(owed.call_id for owed in answered) | turn.have,
+            have=frozenset(owed.call_id for owed in answers.answered) | turn.have,
             known=turn.known,
             owed=started.owed,
         )
     return Opened(started, view, subscription, close)
+
+
+async def _input_bytes(state: AppState, principal: Principal, session_id: str, door: str, turn: FrontendTurn) -> int:
+    """At least what posting the turn's input stores (post_input.lua keeps its text twice until its run
+    starts; a run-scoped client keeps its tools in its registration and its event): nothing for no input,
+    or for a message posted before, whose resend is answered as it was then."""
+    if turn.message_id is None or await _posted_before(state, principal, session_id, door, turn.message_id):
+        return 0
+    tools = 2 * len(dumps(turn.tools)) + WRITE_OVERHEAD if turn.tools else 0
+    return 2 * len(turn.text.encode()) + WRITE_OVERHEAD + tools
 
 
 async def _queued(state: AppState, session_id: str, run_id: str, seq: int) -> Started:

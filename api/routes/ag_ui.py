@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from api.deps import Authenticated, ManagedSession
-from api.doors import ag_ui
+from api.doors import ag_ui, ag_ui_input
 from api.doors.turns import open_turn
 from api.schemas.common import ErrorBody
 from api.sse import EventStreamResponse
@@ -38,9 +38,11 @@ async def run_agent(
     events. The newest user message is the input, `tools` its per-turn client tools; tool messages and
     `resume` entries answer what the previous AG-UI run ended on, and the same run goes on. An `Accept`
     naming application/vnd.ag-ui.event+proto gets AG-UI's binary encoding instead of SSE."""
-    run = ag_ui.parse(await request.body())
-    opened = await open_turn(state, caller, canonical, "ag-ui", ag_ui.plan(run))
+    run = ag_ui_input.read(await request.body())
+    opened = await open_turn(state, caller, canonical, "ag-ui", run.turn)
     encoder = ag_ui.Encoder.for_accept(request.headers.get("accept", ""))
-    frames = ag_ui.stream(state, canonical, run, opened.started, opened.view, opened.subscription, encoder)
+    frames = ag_ui.stream(
+        state, canonical, run.thread_id, run.run_id, opened.started, opened.view, opened.subscription, encoder
+    )
     headers = {"Content-Type": encoder.media_type}
     return EventStreamResponse(frames, opened.subscription, headers=headers, on_close=opened.close)

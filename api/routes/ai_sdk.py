@@ -55,8 +55,7 @@ async def chat(canonical: ManagedSession, request: Request, caller: Authenticate
     message stream (v1). The newest user message is the input and `tools` its per-turn client tools; a
     resubmitted assistant message's tool outputs and approval responses continue the same run. 204 when
     there is nothing to do."""
-    body = ai_sdk.parse(await request.body())
-    turn, continues = ai_sdk.plan(body)
+    turn, continues = ai_sdk.read(await request.body())
     opened = await open_turn(state, caller, canonical, "ai-sdk", turn)
     tools = frozenset(tool["name"] for tool in turn.tools or [])
     # One UI message per run, named by the run; input that steered a run already going gets a message

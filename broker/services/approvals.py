@@ -55,16 +55,13 @@ class Approvals:
             edited, dispatch = "", ""
             if arguments is not None and decision == "allow":
                 edited = dumps(arguments)
+                await self._check_record(session_id, record, arguments)
                 if record.get("kind") == "client":
-                    await self._check(s.client(client_id), str(record.get("tool", "")), arguments)
                     # A call an MCP client made says so again when it is sent with the edited arguments.
                     source = record.get("src") or None
                     dispatch = events.client_tool_dispatched(
                         client_id, call_id, str(record["tool"]), arguments, source=source
                     )
-                elif record.get("schema"):
-                    # A server tool whose schema the step kept with the call (an MCP server's).
-                    await self._check_against(loads(record["schema"]), str(record.get("tool", "")), arguments)
             call, args = call_names(keys, session_id, call_id, "")
             reply = await self._core.scripts.run(
                 "resolve_approval",
@@ -86,6 +83,22 @@ class Approvals:
             if reply[0] != "retry":
                 return Resolved(reply[0])
         raise BrokerUnavailable(f"call {call_id} kept changing while it was decided")
+
+    async def check_arguments(self, session_id: str, call_id: str, arguments: dict[str, Any]) -> None:
+        """Check an approver's edited arguments as `resolve` would, deciding nothing: InvalidRequest
+        naming the rule they fail (nothing to check when the session has no such call)."""
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(self._core.keys.session(session_id).calls, call_id)
+        if raw is not None:
+            await self._check_record(session_id, loads(raw), arguments)
+
+    async def _check_record(self, session_id: str, record: dict[str, Any], arguments: dict[str, Any]) -> None:
+        if record.get("kind") == "client":
+            client = self._core.keys.session(session_id).client(str(record.get("client", "")))
+            await self._check(client, str(record.get("tool", "")), arguments)
+        elif record.get("schema"):
+            # A server tool whose schema the step kept with the call (an MCP server's).
+            await self._check_against(loads(record["schema"]), str(record.get("tool", "")), arguments)
 
     async def _check(self, client_key: str, tool: str, arguments: dict[str, Any]) -> None:
         """Edited arguments must satisfy the schema the client declared for the tool (as it stands now: a

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.core import Core
-from broker.errors import BrokerUnavailable, Conflict
+from broker.errors import BrokerUnavailable, Conflict, translate_redis_errors
 from common.codec import dumps, loads, sha256_hex
 
 
@@ -84,6 +84,12 @@ class Idempotency:
                 raise Conflict("a request with this Idempotency-Key is still being processed; retry later")
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.1)
+
+    async def kept(self, digest: str, session_id: str) -> bool:
+        """Whether the key scoped by `digest` has a receipt in `session_id`'s slot (an attempt acted, or is
+        acting, under it: `begin` will replay its answer), read without claiming anything."""
+        with translate_redis_errors():
+            return bool(await self._core.redis.exists(self._core.keys.session(session_id).idempotency(digest)))
 
     async def finish(self, claim: Claim, outcome: str, body: str) -> None:
         """Keep the answer under the key: how it ended, as the caller names outcomes, and its body."""
