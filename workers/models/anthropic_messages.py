@@ -265,7 +265,7 @@ class AnthropicMessages:
                 {"name": aliases.outward(t.name), "description": t.description, "input_schema": t.parameters}
                 for t in request.tools
             ]
-        with StreamBounds(request.limits, deltas) as stream:
+        async with StreamBounds(request.limits, deltas) as stream:
             accumulator = _Accumulator(aliases, stream)
             try:
                 response = await self._client.messages.create(**params)

@@ -10,12 +10,15 @@ in the turn, and whatever else of the turn it keeps. The moment a bound is passe
 run_failed naming the limit and its setting, not tried again (the same server would send the same).
 
 What a provider SDK reads whole before the adapter sees it (one event) is bounded on the wire by
-workers/models/wire.py, against the same attempt's `Tally`.
+workers/models/wire.py, against the same attempt's `Tally`; every response the attempt opened is closed
+as it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
 
@@ -111,35 +114,48 @@ class Tally:
 
 
 # The attempt running in this task: the wire guard (workers/models/wire.py) counts each response's bytes
-# against it. A context variable, since the SDK sends the request from the adapter's own task.
-_ACTIVE: ContextVar[Tally | None] = ContextVar("switchboard_model_stream", default=None)
+# against its tally, and hands it the response to close. A context variable, since the SDKs send their
+# requests from the adapter's own task.
+_ACTIVE: ContextVar[StreamBounds | None] = ContextVar("switchboard_model_stream", default=None)
 
 
-def active_tally() -> Tally | None:
-    """The tally of the model attempt running in this task, if any."""
+def active_stream() -> StreamBounds | None:
+    """The model attempt running in this task, if any."""
     return _ACTIVE.get()
 
 
 class StreamBounds:
     """One attempt at a model step's stream, as an adapter reads it: each fragment counted, each piece
-    counted before it goes on to the step's DeltaSink. Used as a context manager around the request, so
-    the wire guard counts its responses against the same tally."""
+    counted before it goes on to the step's DeltaSink. Used as an async context manager around the
+    request: the wire guard counts its responses against the same tally, and every response the attempt
+    opened is closed as it ends, whatever ended it (an SDK may leave its own to the garbage collector,
+    and a connection left open lets the server go on sending into it)."""
 
     def __init__(self, limits: StreamLimits, sink: DeltaSink) -> None:
         self.tally = Tally(limits)
         self._sink = sink
-        self._token: Token[Tally | None] | None = None
+        self._token: Token[StreamBounds | None] | None = None
+        self._opened: list[Callable[[], Awaitable[None]]] = []
 
-    def __enter__(self) -> StreamBounds:
-        self._token = _ACTIVE.set(self.tally)
+    async def __aenter__(self) -> StreamBounds:
+        self._token = _ACTIVE.set(self)
         return self
 
-    def __exit__(
+    async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         if self._token is not None:
             _ACTIVE.reset(self._token)
             self._token = None
+        opened, self._opened = self._opened, []
+        for close in opened:
+            # Closing an answer already closed does nothing; one that fails to close is gone anyway.
+            with contextlib.suppress(Exception):
+                await close()
+
+    def opened(self, close: Callable[[], Awaitable[None]]) -> None:
+        """A response of this attempt opened; `close` closes it."""
+        self._opened.append(close)
 
     async def fragment(self) -> None:
         """One fragment of any kind arrived (before the adapter reads it); every PACE fragments the loop

@@ -282,7 +282,7 @@ class Gemini:
     async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
         aliases = Aliases(tool.name for tool in request.tools)
         contents = to_contents(request.transcript_for(self._text_only), aliases)
-        with StreamBounds(request.limits, deltas) as stream:
+        async with StreamBounds(request.limits, deltas) as stream:
             reader = _Reader(aliases, stream, model=request.config.model)
             try:
                 chunks = await self._client.aio.models.generate_content_stream(
@@ -293,8 +293,8 @@ class Gemini:
                         await stream.fragment()
                         reader.feed(chunk)
                 finally:
-                    # Closed whatever ends the loop (a bound passed stops reading at once): the SDK's
-                    # generator closes its response as it ends.
+                    # Whatever ends the loop (a bound passed stops reading at once). The generator's inner
+                    # ones are left to the garbage collector: StreamBounds closes the response itself.
                     if isinstance(chunks, AsyncGenerator):
                         await chunks.aclose()
             except ModelError:

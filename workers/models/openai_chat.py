@@ -273,7 +273,7 @@ class OpenAIChat:
         aliases = Aliases(tool.name for tool in request.tools)
         params = self._params(request, aliases)
         while True:
-            with StreamBounds(request.limits, deltas) as stream:
+            async with StreamBounds(request.limits, deltas) as stream:
                 reader = _Reader(aliases, stream)
                 try:
                     response = await self._client.chat.completions.create(**params)

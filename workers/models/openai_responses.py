@@ -114,7 +114,7 @@ class OpenAIResponses:
                 }
                 for t in request.tools
             ]
-        with StreamBounds(request.limits, deltas) as stream:
+        async with StreamBounds(request.limits, deltas) as stream:
             try:
                 response = await self._client.responses.create(**params)
                 # Closed on the way out, whatever ends the read: a bound passed stops reading at once.

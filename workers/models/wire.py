@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import httpx2
 
 from workers.models.base import StreamLimits
-from workers.models.bounds import StreamBoundPassed, Tally, active_tally, size_text
+from workers.models.bounds import StreamBoundPassed, Tally, active_stream, size_text
 
 # Bedrock frames its stream in AWS's binary event-stream encoding, where no blank line ends an event;
 # botocore bounds each of its messages itself. The response bound still applies.
@@ -38,7 +38,10 @@ def guarded(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
 
 async def _guard(response: httpx2.Response) -> None:
     # Outside a model attempt (none of the adapters' requests are) the defaults apply to the response alone.
-    tally = active_tally() or Tally(StreamLimits())
+    stream = active_stream()
+    tally = stream.tally if stream is not None else Tally(StreamLimits())
+    if stream is not None:
+        stream.opened(response.aclose)
     encoding = response.headers.get("content-encoding", "").strip().lower()
     if encoding not in ("", "identity"):
         await response.aclose()
