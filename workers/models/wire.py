@@ -14,6 +14,7 @@ counted before it is inflated, and a few kilobytes of gzip inflate to gigabytes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import httpx2
@@ -26,6 +27,7 @@ from workers.models.bounds import StreamBoundPassed, Tally, active_stream, size_
 _BINARY_FRAMING = "application/vnd.amazon.eventstream"
 # What ends an SSE event: a blank line, after LF, CR or CRLF line ends (CRLF CRLF holds LF CR LF).
 _EVENT_ENDS = (b"\n\n", b"\r\r", b"\n\r\n")
+_EVENT_END = re.compile(b"|".join(re.escape(mark) for mark in _EVENT_ENDS))
 
 
 def guarded(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
@@ -84,16 +86,33 @@ class _Counted(httpx2.AsyncByteStream):
                 await chunks.aclose()
 
     def _count(self, chunk: bytes) -> None:
-        seen = self._tail + chunk
-        end = -1
-        for mark in _EVENT_ENDS:
-            found = seen.rfind(mark)
-            if found >= 0:
-                end = max(end, found + len(mark))
-        self._event = len(seen) - end if end >= 0 else self._event + len(chunk)
-        self._tail = seen[-2:]
         limit = self._tally.limits.event_bytes
-        if self._event > limit:
+        seen = self._tail + chunk
+        # What of `seen` the running count already holds (the tail of the chunk before).
+        counted = len(self._tail)
+        first = _EVENT_END.search(seen)
+        if first is None:
+            self._event += len(chunk)
+        else:
+            self._check(self._event + first.end() - counted, limit)
+            last = first.end()
+            if len(seen) - last > limit:
+                # A chunk longer than the bound may hold a whole event longer than it: each is measured.
+                for found in _EVENT_END.finditer(seen, last):
+                    self._check(found.end() - last, limit)
+                    last = found.end()
+            else:
+                for mark in _EVENT_ENDS:
+                    at = seen.rfind(mark)
+                    if at >= 0:
+                        last = max(last, at + len(mark))
+            self._event = len(seen) - last
+        self._check(self._event, limit)
+        self._tail = seen[-2:]
+
+    @staticmethod
+    def _check(event: int, limit: int) -> None:
+        if event > limit:
             raise StreamBoundPassed(
                 f"the model's stream sent an event of more than {size_text(limit)} (twice"
                 " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
