@@ -1,6 +1,6 @@
 """`python -m bench [--quick | --smoke] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a
 worker, run each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
-instructions, apicpu) against its baseline measured in the same run, print one table, save JSON.
+instructions, apicpu, hostile_model) against its baseline measured in the same run, print one table, save JSON.
 `--quick` takes fewer samples; `--smoke` runs each scenario at its smallest size, to see that every one
 works (CI runs it): its figures are printed and saved, no target is judged. A scenario that raises fails
 the run (exit 1) at every size.
@@ -20,6 +20,7 @@ from pathlib import Path
 from bench import api_cpu, calls, client_path, deadlines, failover, fanout, instructions, load, redis_cost, scale, state
 from bench.compare import compare
 from bench.harness import Figure, Size, cpu_count, default_out, save, table, unjudged
+from bench.hostile_model import run as hostile_model_run
 
 # Each scenario starts the Redis, API and worker it needs (some need several, set up differently).
 Scenario = Callable[[Size], list[Figure]]
@@ -36,6 +37,7 @@ SCENARIOS: dict[str, Scenario] = {
     "cost": redis_cost.run,
     "instructions": instructions.run,
     "apicpu": api_cpu.run,
+    "hostile_model": hostile_model_run,
 }
 
 
