@@ -1,8 +1,8 @@
 """`python -m bench [--quick | --smoke] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a
 worker, run each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
-instructions, apicpu, hostile_mcp) against its baseline measured in the same run, print one table, save JSON.
-`--quick` takes fewer samples; `--smoke` runs each scenario at its smallest size, to see that every one
-works (CI runs it): its figures are printed and saved, no target is judged. A scenario that raises fails
+instructions, apicpu, schemas, hostile_mcp, doors, hostile_model) against its baseline measured in the same
+run, print one table, save JSON. `--quick` takes fewer samples; `--smoke` runs each scenario at its smallest
+size, to see that every one works (CI runs each, tests/e2e/test_bench_smoke.py): its figures are printed and saved, no target is judged. A scenario that raises fails
 the run (exit 1) at every size.
 `python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
@@ -22,19 +22,20 @@ from bench import (
     calls,
     client_path,
     deadlines,
+    doors,
     failover,
     fanout,
     hostile_mcp,
+    hostile_model,
     instructions,
     load,
     redis_cost,
     scale,
+    schema_refs,
     state,
 )
 from bench.compare import compare
-from bench.doors import run as doors
 from bench.harness import Figure, Size, cpu_count, default_out, save, table, unjudged
-from bench.schema_refs import run as schema_refs
 
 # Each scenario starts the Redis, API and worker it needs (some need several, set up differently).
 Scenario = Callable[[Size], list[Figure]]
@@ -51,9 +52,10 @@ SCENARIOS: dict[str, Scenario] = {
     "cost": redis_cost.run,
     "instructions": instructions.run,
     "apicpu": api_cpu.run,
-    "schemas": schema_refs,
+    "schemas": schema_refs.run,
     "hostile_mcp": hostile_mcp.run,
-    "doors": doors,
+    "doors": doors.run,
+    "hostile_model": hostile_model.run,
 }
 
 

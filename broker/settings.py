@@ -9,8 +9,9 @@ Each process reads only what its role needs, so no process holds a secret anothe
 - `ProcessSettings`: those, and what both long-running processes have (bind address, logs, Redis probe).
 - `ApiSettings`: the API process (`switchboard api`): its port, bootstrap key, limits, proxies, streams.
 - `WorkerSettings`: a worker (`switchboard worker`): the model providers' keys and URLs, steps, retries,
-  jobs, its metrics port, its lease among the workers. The API never reads these, the keys least of all:
-  it lists the platform providers the live workers offer (broker/services/providers.py).
+  the bounds of a model's stream, jobs, its metrics port, its lease among the workers. The API never
+  reads these, the keys least of all: it lists the platform providers the live workers offer
+  (broker/services/providers.py).
 - `LocalSettings`: where `switchboard up` keeps its embedded Redis and development key.
 - `Settings`: all of them, for `switchboard up` and the rest of the command line; `up` hands each child
   process the variables of its own role (switchboard/up.py). docs/configuration.md lists each field once.
@@ -210,6 +211,13 @@ class WorkerSettings(ProcessSettings):
     model_backoff_s: Seconds = 0.5
     model_retry_budget_s: Seconds = 60.0
     step_timeout_s: Seconds = 120.0
+    # What one step's model stream may carry, counted as it arrives (workers/models/bounds.py): UTF-8 bytes
+    # of text and reasoning (and, apart, of all its calls' arguments), bytes of one call's arguments,
+    # fragments of any kind. A provider's server may be hostile; past a bound the step stops with
+    # run_failed, never after buffering what it sent.
+    model_max_text_bytes: int = Field(default=8_388_608, ge=1_024, le=67_108_864)
+    model_max_argument_bytes: int = Field(default=1_048_576, ge=1_024, le=16_777_216)
+    model_max_fragments: int = Field(default=20_000, ge=100, le=1_000_000)
     # A worker that stops renewing its place among the live workers for this long loses its partitions
     # (their timers and work) to the others.
     keeper_lease_s: Seconds = 5.0

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from broker import Broker, WorkerSettings
 from workers.config import RunConfig
-from workers.models.base import Message, ModelError, ModelRequest, ToolSpec, Turn, Usage
+from workers.models.base import Message, ModelError, ModelRequest, StreamLimits, ToolSpec, Turn, Usage
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
 
@@ -106,7 +106,7 @@ async def try_model(
     try:
         provider_format, client = await registry.client_for(provider_id)
         config = RunConfig(format=provider_format, model=model, max_tokens=max_tokens)
-        request = ModelRequest(config, [Message(role="user", text=PROMPT)], [TOOL])
+        request = ModelRequest(config, [Message(role="user", text=PROMPT)], [TOOL], StreamLimits.of(settings))
         # As long as a worker gives a step: a server that trickles bytes does not keep the terminal.
         async with asyncio.timeout(settings.step_timeout_s):
             turn = await with_retries(

@@ -23,7 +23,7 @@ from workers.config import RunConfig
 from workers.deltas import DeltaStream
 from workers.mcp.hub import McpHub
 from workers.metrics import WorkerMetrics
-from workers.models.base import ModelError, ModelRequest, Turn
+from workers.models.base import ModelError, ModelRequest, StreamLimits, Turn
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
 from workers.tools import Registry
@@ -165,8 +165,8 @@ class StepRunner:
         model = await self._models.model_for(session_id)
         catalog = await self._catalog(session_id, config)
         transcript = await self._transcripts.read(session_id)
-        request = ModelRequest(config, transcript, catalog.tools)
         settings = self._broker.settings
+        request = ModelRequest(config, transcript, catalog.tools, StreamLimits.of(settings))
         turn: Turn = await with_retries(
             lambda: model.turn(request, deltas),
             deltas,

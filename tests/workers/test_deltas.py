@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from broker import Broker
-from workers.deltas import FLUSH_EVERY_S, DeltaStream
+from workers.deltas import FLUSH_AT_CHARS, FLUSH_EVERY_S, DeltaStream
 
 
 @dataclass
@@ -76,3 +76,24 @@ async def test_a_restart_voids_what_came_before_and_says_so_first() -> None:
         ("message_delta", True, ""),
         ("tool_call_delta", False, "{}"),
     ]
+
+
+async def test_a_stream_faster_than_the_ticks_goes_out_in_bounded_messages_in_order() -> None:
+    # 2 MiB of text, each piece handed over as a model adapter does (yielding the loop after each), and
+    # then the same again in one burst that gives the loop no turn: no message past FLUSH_AT_CHARS, and
+    # the text whole and in order.
+    log = _SlowLog(delay_s=0.0)
+    deltas = DeltaStream(cast(Broker, _Broker(log)), "s", "r", 1)
+    pieces = [f"{number:04d}" * 1_024 for number in range(512)]
+    for piece in pieces:
+        deltas.text(piece)
+        await asyncio.sleep(0)
+    for piece in pieces:
+        deltas.tool_input(0, "c1", "client__web__find", piece)
+    await deltas.close()
+    text = [p["delta"] for p in log.published if p["type"] == "message_delta"]
+    arguments = [p["delta"] for p in log.published if p["type"] == "tool_call_delta"]
+    assert ("".join(text), "".join(arguments)) == ("".join(pieces), "".join(pieces))
+    assert max(len(json.dumps(p)) for p in log.published) < FLUSH_AT_CHARS + 1_024
+    # Text as it came went out well before the step ended, not in one message at the end.
+    assert len(text) >= 8

@@ -8,6 +8,7 @@ import anthropic
 import httpx2
 
 from broker.errors import AddressRefused
+from common.codec import dumps
 from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
 from workers.models.base import (
@@ -23,8 +24,10 @@ from workers.models.base import (
     count,
     provider_text,
 )
+from workers.models.bounds import StreamBounds, passed_bound
 from workers.models.clouds import AnthropicCloudClient, anthropic_on_cloud, cloud_failure
 from workers.models.retry import RetryLater
+from workers.models.wire import guarded
 from workers.pinned import pinned_client, refused
 
 # Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying,
@@ -91,6 +94,10 @@ def to_messages(transcript: list[Message], aliases: Aliases) -> list[dict[str, A
 
 
 def _error(error: anthropic.APIError) -> ModelError:
+    # The wire guard's bound, which the SDK reports as a connection error (that would be retried).
+    passed = passed_bound(error)
+    if passed is not None:
+        return passed
     refusal = refused(error)
     if refusal is not None:
         return ModelError(refusal.message)
@@ -115,12 +122,15 @@ def _error(error: anthropic.APIError) -> ModelError:
 
 
 class _Accumulator:
-    """Blocks of one streamed message, built from its content_block events."""
+    """Blocks of one streamed message, built from its content_block events. A block's streamed pieces are
+    kept as lists and joined once at the end: a server may send many, and each costs O(1)."""
 
-    def __init__(self, aliases: Aliases, deltas: DeltaSink) -> None:
+    def __init__(self, aliases: Aliases, stream: StreamBounds) -> None:
         self._aliases = aliases
-        self._deltas = deltas
+        self._stream = stream
         self._blocks: dict[int, dict[str, Any]] = {}
+        # Block index -> what its deltas streamed, by field (text, thinking, partial, signature).
+        self._pieces: dict[int, dict[str, list[str]]] = {}
         # Block index -> the tool call's place among the turn's calls (what a tool_call_delta's index says).
         self._calls: dict[int, int] = {}
         self.model: str | None = None
@@ -134,41 +144,61 @@ class _Accumulator:
         elif kind == "message_delta":
             self._count(getattr(event, "usage", None))
         elif kind == "content_block_start":
-            self._blocks[event.index] = event.content_block.model_dump()
-            self._blocks[event.index].setdefault("partial", "")
-            if event.content_block.type == "tool_use":
-                self._calls[event.index] = len(self._calls)
+            self._start(event.index, event.content_block)
         elif kind == "content_block_delta":
             self._delta(event.index, event.delta)
+
+    def _start(self, index: int, content: Any) -> None:
+        block = content.model_dump()
+        # What a block opens with is kept, so it is counted as what its deltas would have sent.
+        if content.type == "tool_use":
+            place = self._calls.setdefault(index, len(self._calls))
+            self._stream.kept_call(place, block.get("name") or "")
+            if block.get("input"):
+                self._stream.kept_call(place, dumps(block["input"]))
+        for name in ("text", "thinking", "signature", "data"):
+            value = block.get(name)
+            if isinstance(value, str):
+                self._stream.kept(value)
+        self._blocks[index] = block
+        self._pieces[index] = {}
+
+    def _piece(self, index: int, name: str, piece: str) -> None:
+        self._pieces[index].setdefault(name, []).append(piece)
 
     def _delta(self, index: int, delta: Any) -> None:
         block = self._blocks[index]
         if delta.type == "text_delta":
-            block["text"] = block.get("text", "") + delta.text
-            self._deltas.text(delta.text)
+            self._stream.text(delta.text)
+            self._piece(index, "text", delta.text)
         elif delta.type == "input_json_delta":
-            block["partial"] += delta.partial_json
             name = self._aliases.inward(block["name"])
-            self._deltas.tool_input(self._calls.get(index, 0), block["id"], name, delta.partial_json)
+            self._stream.tool_input(self._calls.get(index, 0), block["id"], name, delta.partial_json)
+            self._piece(index, "partial", delta.partial_json)
         elif delta.type == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.thinking
-            self._deltas.reasoning(delta.thinking)
+            self._stream.reasoning(delta.thinking)
+            self._piece(index, "thinking", delta.thinking)
         elif delta.type == "signature_delta":
-            block["signature"] = (block.get("signature") or "") + delta.signature
+            self._stream.kept(delta.signature)
+            self._piece(index, "signature", delta.signature)
+
+    def _field(self, index: int, block: dict[str, Any], name: str) -> str:
+        """A field of a block: what it opened with, then what its deltas streamed."""
+        return (block.get(name) or "") + "".join(self._pieces[index].get(name, ()))
 
     def turn(self) -> Turn:
         built = TurnBuilder()
-        for _, block in sorted(self._blocks.items()):
+        for index, block in sorted(self._blocks.items()):
             if block["type"] == "text":
-                built.text(block.get("text", ""))
+                built.text(self._field(index, block, "text"))
             elif block["type"] == "thinking":
-                built.thinking(block.get("thinking", ""), signature=block.get("signature"))
+                signature = self._field(index, block, "signature") or block.get("signature")
+                built.thinking(self._field(index, block, "thinking"), signature=signature)
             elif block["type"] == "redacted_thinking":
                 built.thinking(block.get("data", ""), redacted=True)
             elif block["type"] == "tool_use":
-                arguments, invalid = (
-                    parse_arguments(block["partial"]) if block["partial"] else (block.get("input") or {}, "")
-                )
+                partial = self._field(index, block, "partial")
+                arguments, invalid = parse_arguments(partial) if partial else (block.get("input") or {}, "")
                 built.call(block["id"], self._aliases.inward(block["name"]), arguments, invalid)
         return built.turn(self.model, self.usage())
 
@@ -198,7 +228,12 @@ class AnthropicMessages:
         # Retries are ours (models/retry.py), so the budget spans the whole step. A workspace provider's
         # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
         base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
-        http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
+        # Either way its responses are counted on the wire (workers/models/wire.py).
+        http = guarded(
+            pinned_client(base_url, addresses, timeout_s)
+            if addresses is not None
+            else anthropic.DefaultAsyncHttpxClient(timeout=timeout_s)
+        )
         # On a cloud (Bedrock, Vertex) the `anthropic` package's client for it, with the cloud's credentials.
         self._cloud = endpoint.cloud is not None
         self._client: anthropic.AsyncAnthropic | AnthropicCloudClient = (
@@ -236,21 +271,27 @@ class AnthropicMessages:
                 }
                 for t in request.tools
             ]
-        accumulator = _Accumulator(aliases, deltas)
-        try:
-            stream = await self._client.messages.create(**params)
-            async for event in stream:
-                accumulator.feed(event)
-        except anthropic.APIError as error:
-            raise _error(error) from error
-        except AddressRefused as refusal:
-            # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
-            raise ModelError(refusal.message) from None
-        except Exception as error:
-            failure = self._failure(error)
-            if failure is None:
+        async with StreamBounds(request.limits, deltas) as stream:
+            accumulator = _Accumulator(aliases, stream)
+            try:
+                response = await self._client.messages.create(**params)
+                # Closed on the way out, whatever ends the loop: a bound passed stops reading at once.
+                async with response:
+                    async for event in response:
+                        await stream.fragment()
+                        accumulator.feed(event)
+            except ModelError:
                 raise
-            raise failure from error
+            except anthropic.APIError as error:
+                raise _error(error) from error
+            except AddressRefused as refusal:
+                # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
+                raise ModelError(refusal.message) from None
+            except Exception as error:
+                failure = self._failure(error)
+                if failure is None:
+                    raise
+                raise failure from error
         return accumulator.turn()
 
     def _failure(self, error: Exception) -> ModelError | None:

@@ -11,6 +11,7 @@ from common.addresses import ProviderAddresses
 from common.events import Block, image_text, text_block, thinking_block, tool_call_block
 
 if TYPE_CHECKING:
+    from broker import WorkerSettings
     from workers.config import RunConfig
 
 
@@ -75,11 +76,52 @@ def without_images(transcript: list[Message]) -> list[Message]:
     return [replace(m, result=folded(m.result)) if m.result is not None and m.result.images else m for m in transcript]
 
 
+KIB = 1_024
+MIB = 1_048_576
+# Room for one event's envelope (its ids, names, the SSE framing) beside the arguments it may carry.
+_ENVELOPE = 64 * KIB
+# On the wire a fragment carries more than its text: ids, names, the JSON around them, and the padding
+# some servers add (OpenAI's `obfuscation`).
+_FRAGMENT_WIRE = KIB
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLimits:
+    """What one step's model stream may carry (docs/configuration.md): `text_bytes` of text and reasoning
+    (and, apart, of all its calls' arguments together), `argument_bytes` of one call's arguments, and
+    `fragments` of any kind."""
+
+    text_bytes: int = 8 * MIB
+    argument_bytes: int = MIB
+    fragments: int = 20_000
+
+    @classmethod
+    def of(cls, settings: WorkerSettings) -> StreamLimits:
+        """The limits a worker's settings name."""
+        return cls(settings.model_max_text_bytes, settings.model_max_argument_bytes, settings.model_max_fragments)
+
+    @property
+    def event_bytes(self) -> int:
+        """The most one event may hold on the wire: the largest a server sends whole is one call's
+        arguments (a Chat Completions or Gemini call in one fragment), escaped as a JSON string (up to
+        twice their size), in its envelope."""
+        return 2 * self.argument_bytes + _ENVELOPE
+
+    @property
+    def response_bytes(self) -> int:
+        """The most one attempt's responses may hold on the wire: what the text and argument bounds let
+        through, with room for servers that repeat it (the Responses API sends an item's text again when
+        it is done, and the whole output once more at the end) and for each fragment's envelope."""
+        return 4 * (self.text_bytes + self.event_bytes) + _FRAGMENT_WIRE * self.fragments
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     config: RunConfig
     transcript: list[Message]
     tools: list[ToolSpec]
+    # What the model's stream may carry (workers/models/bounds.py counts it as it arrives).
+    limits: StreamLimits = StreamLimits()
 
     def transcript_for(self, text_only: bool) -> list[Message]:
         """The transcript as a provider takes it: with images folded to text where it reads none."""

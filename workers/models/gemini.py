@@ -4,6 +4,7 @@ Vertex AI (docs/providers/gemini.md)."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,9 +27,11 @@ from workers.models.base import (
     count,
     provider_text,
 )
+from workers.models.bounds import StreamBounds
 from workers.models.gemini_cloud import vertex_client_args
 from workers.models.gemini_wire import MADE_ID, signature_text, to_contents
 from workers.models.retry import RetryLater
+from workers.models.wire import guarded
 from workers.pinned import pinned_client, refused
 
 _MODES = {
@@ -110,18 +113,23 @@ def error_of(error: errors.APIError) -> ModelError:
 @dataclass
 class _Segment:
     """A run of parts of one kind (text, thought, or one call); a part carrying a thought signature
-    starts one, so the signature goes back on the part it came with."""
+    starts one, so the signature goes back on the part it came with. Its text is kept as the pieces that
+    came, joined once at the end (a server may send many)."""
 
     kind: str
-    text: str = ""
+    pieces: list[str] = field(default_factory=list)
     signature: str | None = None
     call: tuple[str, str, dict[str, Any]] | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
 
 
 @dataclass
 class _Reader:
     aliases: Aliases
-    deltas: DeltaSink
+    stream: StreamBounds
     segments: list[_Segment] = field(default_factory=list)
     calls: int = 0
     candidates: bool = False
@@ -147,6 +155,8 @@ class _Reader:
 
     def _part(self, part: types.Part) -> None:
         signature = signature_text(part.thought_signature)
+        if signature is not None:
+            self.stream.kept(signature)
         if part.function_call is not None:
             call = part.function_call
             name = self.aliases.inward(call.name or "")
@@ -154,20 +164,21 @@ class _Reader:
             # and order): one is made, unique in the session since the broker keys calls by it.
             call_id = call.id or f"{MADE_ID}{secrets.token_hex(8)}"
             arguments = dict(call.args or {})
-            self.deltas.tool_input(self.calls, call_id, name, dumps(arguments))
+            self.stream.kept_call(self.calls, name)
+            self.stream.tool_input(self.calls, call_id, name, dumps(arguments))
             self.calls += 1
             self.segments.append(_Segment("call", signature=signature, call=(call_id, name, arguments)))
             return
         if part.text is None and signature is None:
             return  # a kind of part this adapter does not ask for (code execution, inline data)
         kind, text = ("thought" if part.thought else "text"), part.text or ""
+        if text:
+            (self.stream.reasoning if kind == "thought" else self.stream.text)(text)
         last = self.segments[-1] if self.segments else None
         if last is not None and last.kind == kind and signature is None:
-            last.text += text
+            last.pieces.append(text)
         else:
-            self.segments.append(_Segment(kind, text, signature))
-        if text:
-            (self.deltas.reasoning if kind == "thought" else self.deltas.text)(text)
+            self.segments.append(_Segment(kind, [text], signature))
 
     def turn(self) -> Turn:
         # The Gemini API's reasons come without a message (the SDK reads one from Vertex AI only).
@@ -213,7 +224,8 @@ class Gemini:
         # Every request of a workspace provider goes through the pinned client (`addresses`); the SDK
         # opens no connection of its own: given its async client, it uses neither its own nor aiohttp,
         # and its sync client (never used here) refuses. Retries are ours (models/retry.py).
-        self._http = (
+        # Either way its responses are counted on the wire (workers/models/wire.py).
+        self._http = guarded(
             pinned_client(base_url, addresses, timeout_s)
             if addresses is not None
             else httpx2.AsyncClient(timeout=timeout_s, follow_redirects=False)
@@ -269,32 +281,44 @@ class Gemini:
 
     async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
         aliases = Aliases(tool.name for tool in request.tools)
-        reader = _Reader(aliases, deltas, model=request.config.model)
         contents = to_contents(request.transcript_for(self._text_only), aliases)
-        try:
-            stream = await self._client.aio.models.generate_content_stream(
-                model=request.config.model, contents=contents, config=self._config(request, aliases)
-            )
-            async for chunk in stream:
-                reader.feed(chunk)
-        except AddressRefused as refusal:
-            # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
-            raise ModelError(refusal.message) from None
-        except errors.APIError as error:
-            raise error_of(error) from error
-        except (httpx2.TransportError, auth_errors.TransportError) as error:
-            behind = refused(error)
-            if behind is not None:
-                raise ModelError(behind.message) from None
-            # A timeout's text is often empty: say what kind of failure it was instead.
-            fallback = "no answer in time" if isinstance(error, httpx2.TimeoutException) else "the connection failed"
-            raise TransientModelError(
-                f"the Gemini API could not be reached: {provider_text(str(error), fallback)}"
-            ) from error
-        except ValueError as error:
-            # A chunk that is not JSON, or not a GenerateContentResponse.
-            raise ModelError(f"the Gemini API sent what could not be read: {provider_text(str(error), '')}") from None
-        except auth_errors.GoogleAuthError as error:
-            message = provider_text(str(error), "no message")
-            raise ModelError(f"the Vertex AI credentials could not be used: {message}") from None
+        async with StreamBounds(request.limits, deltas) as stream:
+            reader = _Reader(aliases, stream, model=request.config.model)
+            try:
+                chunks = await self._client.aio.models.generate_content_stream(
+                    model=request.config.model, contents=contents, config=self._config(request, aliases)
+                )
+                try:
+                    async for chunk in chunks:
+                        await stream.fragment()
+                        reader.feed(chunk)
+                finally:
+                    # Whatever ends the loop (a bound passed stops reading at once). The generator's inner
+                    # ones are left to the garbage collector: StreamBounds closes the response itself.
+                    if isinstance(chunks, AsyncGenerator):
+                        await chunks.aclose()
+            except ModelError:
+                raise
+            except AddressRefused as refusal:
+                # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
+                raise ModelError(refusal.message) from None
+            except errors.APIError as error:
+                raise error_of(error) from error
+            except (httpx2.TransportError, auth_errors.TransportError) as error:
+                behind = refused(error)
+                if behind is not None:
+                    raise ModelError(behind.message) from None
+                # A timeout's text is often empty: say what kind of failure it was instead.
+                timeout = isinstance(error, httpx2.TimeoutException)
+                fallback = "no answer in time" if timeout else "the connection failed"
+                raise TransientModelError(
+                    f"the Gemini API could not be reached: {provider_text(str(error), fallback)}"
+                ) from error
+            except ValueError as error:
+                # A chunk that is not JSON, or not a GenerateContentResponse.
+                message = provider_text(str(error), "")
+                raise ModelError(f"the Gemini API sent what could not be read: {message}") from None
+            except auth_errors.GoogleAuthError as error:
+                message = provider_text(str(error), "no message")
+                raise ModelError(f"the Vertex AI credentials could not be used: {message}") from None
         return reader.turn()

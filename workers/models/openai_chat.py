@@ -26,6 +26,7 @@ from workers.models.base import (
     TurnBuilder,
     Usage,
 )
+from workers.models.bounds import StreamBounds
 from workers.models.openai_client import error_detail, error_of, field_of, openai_client, usage_of
 
 # Optional request parameters some servers refuse with a 400 that names them: such a parameter is left
@@ -90,6 +91,8 @@ def to_messages(transcript: list[Message], aliases: Aliases, system: str | None)
 MAX_CALLS = 128
 _ID_LIMIT = 128
 _MODEL_LIMIT = 256
+# Longer than any tool name a provider takes (OpenAI's limit is 64 characters): read as no name at all.
+_NAME_LIMIT = 1_024
 
 
 def _text(value: object, limit: int | None = None) -> str | None:
@@ -100,13 +103,14 @@ def _text(value: object, limit: int | None = None) -> str | None:
 
 
 class _Call:
-    __slots__ = ("arguments", "call_id", "name", "place")
+    __slots__ = ("call_id", "name", "pieces", "place")
 
     def __init__(self, place: int, call_id: str, name: str) -> None:
         self.place = place
         self.call_id = call_id
         self.name = name
-        self.arguments = ""
+        # The arguments as streamed, joined once at the end (a server may send many pieces).
+        self.pieces: list[str] = []
 
 
 class _Calls:
@@ -117,9 +121,9 @@ class _Calls:
     servers send no ids (one is made), some repeat the id and name in every fragment, and some send each
     call's arguments whole in one fragment. Every fragment costs O(1) (a server may send many)."""
 
-    def __init__(self, aliases: Aliases, deltas: DeltaSink) -> None:
+    def __init__(self, aliases: Aliases, stream: StreamBounds) -> None:
         self._aliases = aliases
-        self._deltas = deltas
+        self._stream = stream
         self.calls: list[_Call] = []
         self._by_id: dict[str, _Call] = {}
         # The latest call each index was seen on.
@@ -130,7 +134,7 @@ class _Calls:
         index = field_of(fragment, "index")
         index = index if isinstance(index, int) else None
         function = field_of(fragment, "function")
-        name = _text(field_of(function, "name")) if function is not None else None
+        name = _text(field_of(function, "name"), _NAME_LIMIT) if function is not None else None
         piece = field_of(function, "arguments") if function is not None else None
         # Arguments a server sent as an object rather than its JSON text.
         piece = dumps(piece) if isinstance(piece, dict) else (_text(piece) or "")
@@ -145,8 +149,8 @@ class _Calls:
             call.name = self._aliases.inward(name)
         self._by_index[index] = call
         if piece:
-            call.arguments += piece
-            self._deltas.tool_input(call.place, call.call_id, call.name, piece)
+            self._stream.tool_input(call.place, call.call_id, call.name, piece)
+            call.pieces.append(piece)
 
     def _target(self, call_id: str | None, index: int | None, name: str | None) -> _Call | None:
         """The call a fragment continues; None when it starts one."""
@@ -155,14 +159,14 @@ class _Calls:
         last = self._by_index.get(index)
         # No id: a name after a call that already has its name and arguments starts the next call
         # (parallel calls from a server that sends neither ids nor distinct indexes sends each whole).
-        if last is None or (name and last.name and last.arguments):
+        if last is None or (name and last.name and last.pieces):
             return None
         return last
 
     def built(self, into: TurnBuilder) -> None:
         for call in self.calls:
             # A call with no parameters may come with no arguments at all.
-            arguments, invalid = parse_arguments(call.arguments or "{}")
+            arguments, invalid = parse_arguments("".join(call.pieces) or "{}")
             into.call(call.call_id, call.name, arguments, invalid)
 
 
@@ -177,9 +181,9 @@ def _reasoning(delta: Any) -> str:
 
 
 class _Reader:
-    def __init__(self, aliases: Aliases, deltas: DeltaSink) -> None:
-        self._deltas = deltas
-        self._calls = _Calls(aliases, deltas)
+    def __init__(self, aliases: Aliases, stream: StreamBounds) -> None:
+        self._stream = stream
+        self._calls = _Calls(aliases, stream)
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self.model: str | None = None
@@ -202,12 +206,12 @@ class _Reader:
     def _delta(self, delta: Any) -> None:
         reasoning = _reasoning(delta)
         if reasoning:
+            self._stream.reasoning(reasoning)
             self._reasoning.append(reasoning)
-            self._deltas.reasoning(reasoning)
         text = field_of(delta, "content")
         if isinstance(text, str) and text:
+            self._stream.text(text)
             self._text.append(text)
-            self._deltas.text(text)
         for fragment in field_of(delta, "tool_calls") or ():
             self._calls.feed(fragment)
 
@@ -269,22 +273,29 @@ class OpenAIChat:
         aliases = Aliases(tool.name for tool in request.tools)
         params = self._params(request, aliases)
         while True:
-            reader = _Reader(aliases, deltas)
-            try:
-                async for chunk in await self._client.chat.completions.create(**params):
-                    reader.feed(chunk)
-                return reader.turn()
-            except (openai.BadRequestError, openai.UnprocessableEntityError) as error:
-                refused = _refused_parameter(error, params)
-                if refused is None:
+            async with StreamBounds(request.limits, deltas) as stream:
+                reader = _Reader(aliases, stream)
+                try:
+                    response = await self._client.chat.completions.create(**params)
+                    # Closed on the way out, whatever ends the loop: a bound passed stops reading at once.
+                    async with response:
+                        async for chunk in response:
+                            await stream.fragment()
+                            reader.feed(chunk)
+                    return reader.turn()
+                except ModelError:
+                    raise
+                except (openai.BadRequestError, openai.UnprocessableEntityError) as error:
+                    refused = _refused_parameter(error, params)
+                    if refused is None:
+                        raise error_of(error) from error
+                    self._refused.add(refused)
+                    _adapt(params, refused)
+                except openai.APIError as error:
                     raise error_of(error) from error
-                self._refused.add(refused)
-                _adapt(params, refused)
-            except openai.APIError as error:
-                raise error_of(error) from error
-            except AddressRefused as refusal:
-                # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
-                raise ModelError(refusal.message) from None
+                except AddressRefused as refusal:
+                    # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
+                    raise ModelError(refusal.message) from None
 
 
 def _adapt(params: dict[str, Any], name: str) -> None:

@@ -9,8 +9,10 @@ import httpx2
 import openai
 
 from workers.models.base import Endpoint, ModelError, TransientModelError, Usage, count, provider_text
+from workers.models.bounds import passed_bound
 from workers.models.clouds import azure_openai
 from workers.models.retry import RetryLater
+from workers.models.wire import guarded
 from workers.pinned import pinned_client, refused
 
 _TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
@@ -21,7 +23,12 @@ def openai_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
     whole step. A workspace provider's requests go through the pinned client (`addresses`); the platform's
     (None) are the operator's. A provider on Azure gets the package's Azure client."""
     base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
-    http = pinned_client(base_url, addresses, timeout_s) if addresses is not None else None
+    # Either way its responses are counted on the wire (workers/models/wire.py).
+    http = guarded(
+        pinned_client(base_url, addresses, timeout_s)
+        if addresses is not None
+        else openai.DefaultAsyncHttpxClient(timeout=timeout_s)
+    )
     if endpoint.cloud is not None:
         return azure_openai(endpoint, http)
     return openai.AsyncOpenAI(
@@ -62,6 +69,9 @@ def failure(code: object, message: object, status: int | None = None, wait_s: fl
 def error_of(error: openai.APIError) -> ModelError:
     """The `openai` package's error as ours: the status and the provider's own message, never the SDK's
     text (which holds the whole body)."""
+    passed = passed_bound(error)
+    if passed is not None:
+        return passed
     refusal = refused(error)
     if refusal is not None:
         return ModelError(refusal.message)

@@ -17,11 +17,13 @@ from workers.models.base import (
     Message,
     ModelError,
     ModelRequest,
+    StreamLimits,
     TransientModelError,
     Turn,
     TurnBuilder,
     Usage,
 )
+from workers.models.bounds import StreamBounds, Tally
 from workers.models.openai_client import error_of, failure, field_of, openai_client, usage_of
 
 
@@ -53,18 +55,28 @@ def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]
     return items
 
 
-def _turn(output: list[Any], aliases: Aliases, model: str | None, usage: Usage | None = None) -> Turn:
+def _turn(output: list[Any], aliases: Aliases, limits: StreamLimits, model: str | None, usage: Usage | None) -> Turn:
+    """The turn from the response's whole output (its last event). That event repeats what was streamed,
+    but a server may put there what it never streamed: what the turn keeps is counted again, afresh."""
     built = TurnBuilder()
+    kept = Tally(limits)
+    calls = 0
     for item in output:
         kind = field_of(item, "type")
         if kind == "reasoning":
             summary = "".join(field_of(part, "text") or "" for part in field_of(item, "summary") or [])
+            kept.text(summary)
             if summary:
                 built.thinking(summary)
         elif kind == "message":
-            built.text("".join(field_of(part, "text") or "" for part in field_of(item, "content") or []))
+            text = "".join(field_of(part, "text") or "" for part in field_of(item, "content") or [])
+            kept.text(text)
+            built.text(text)
         elif kind == "function_call":
-            arguments, invalid = parse_arguments(field_of(item, "arguments") or "{}")
+            raw = field_of(item, "arguments") or "{}"
+            kept.arguments(calls, raw)
+            calls += 1
+            arguments, invalid = parse_arguments(raw)
             built.call(field_of(item, "call_id"), aliases.inward(field_of(item, "name")), arguments, invalid)
     return built.turn(model, usage)
 
@@ -102,40 +114,45 @@ class OpenAIResponses:
                 }
                 for t in request.tools
             ]
-        try:
-            return await _read(await self._client.responses.create(**params), aliases, deltas)
-        except openai.APIError as error:
-            raise error_of(error) from error
-        except AddressRefused as refusal:
-            # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
-            raise ModelError(refusal.message) from None
+        async with StreamBounds(request.limits, deltas) as stream:
+            try:
+                response = await self._client.responses.create(**params)
+                # Closed on the way out, whatever ends the read: a bound passed stops reading at once.
+                async with response:
+                    return await _read(response, aliases, stream, request.limits)
+            except ModelError:
+                raise
+            except openai.APIError as error:
+                raise error_of(error) from error
+            except AddressRefused as refusal:
+                # The transport's refusal, let through by the SDK: not worth retrying, and it says why.
+                raise ModelError(refusal.message) from None
 
 
-async def _read(stream: Any, aliases: Aliases, deltas: DeltaSink) -> Turn:
+async def _read(events: Any, aliases: Aliases, stream: StreamBounds, limits: StreamLimits) -> Turn:
     # Output item id -> (the call's place among the turn's calls, its call_id, its model-visible name).
     calls: dict[str, tuple[int, str, str]] = {}
-    async for event in stream:
+    async for event in events:
+        await stream.fragment()
         kind = event.type
         if kind == "response.output_text.delta":
-            deltas.text(event.delta)
+            stream.text(event.delta)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            deltas.reasoning(event.delta)
+            stream.reasoning(event.delta)
         elif kind == "response.output_item.added" and event.item.type == "function_call":
             item = event.item
-            calls[item.id or item.call_id] = (len(calls), item.call_id, aliases.inward(item.name))
+            place = len(calls)
+            stream.kept_call(place, item.name or "")
+            calls[item.id or item.call_id] = (place, item.call_id, aliases.inward(item.name))
         elif kind == "response.function_call_arguments.delta":
             call = calls.get(event.item_id)
             if call is not None:
-                deltas.tool_input(*call, event.delta)
+                stream.tool_input(*call, event.delta)
         elif kind in ("response.completed", "response.incomplete"):
             response = event.response
             model = getattr(response, "model", None)
-            return _turn(
-                list(response.output),
-                aliases,
-                model,
-                usage_of(getattr(response, "usage", None), "input_tokens", "output_tokens"),
-            )
+            usage = usage_of(getattr(response, "usage", None), "input_tokens", "output_tokens")
+            return _turn(list(response.output), aliases, limits, model, usage)
         elif kind == "response.failed":
             detail = event.response.error
             raise failure(field_of(detail, "code"), field_of(detail, "message") or "the response failed")

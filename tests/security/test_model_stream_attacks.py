@@ -1,0 +1,231 @@
+"""A hostile model server (a compromised provider endpoint, a self-hosted one) streams far more than any
+bound: each bound, in each provider format, ends the run with run_failed naming the limit and its
+setting, without a retry, and the worker hangs up long before the server is done sending
+(docs/security.md, "A model's stream is bounded")."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from broker import Settings
+from broker.services.providers import OPENAI_PROVIDER_ID
+from tests.api_client import Api, Event, Session, of_type, run_over, running_api
+from tests.fakes_hostile import (
+    FORMATS,
+    MODELS,
+    STREAMS,
+    Attack,
+    Format,
+    HostileServer,
+    Sent,
+    hostile_server,
+    junk,
+    one_endless_event,
+)
+from workers.models.base import StreamLimits
+from workers.models.bounds import size_text
+
+# The fake listens on 127.0.0.1, a loopback address: allowed here only.
+pytestmark = pytest.mark.private_providers
+
+# Small bounds, so each attack passes one within a few hundred kilobytes of a stream of tens of megabytes.
+LIMITS = StreamLimits(text_bytes=65_536, argument_bytes=16_384, fragments=500)
+BOUNDED = {
+    "model_max_text_bytes": LIMITS.text_bytes,
+    "model_max_argument_bytes": LIMITS.argument_bytes,
+    "model_max_fragments": LIMITS.fragments,
+}
+TEXT = "the model's stream passed 64 KiB of text and reasoning in one step (SWITCHBOARD_MODEL_MAX_TEXT_BYTES)"
+ARGUMENTS = "the model's stream passed 16 KiB of arguments in one tool call (SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES)"
+FRAGMENTS = "the model's stream passed 500 fragments in one step (SWITCHBOARD_MODEL_MAX_FRAGMENTS)"
+KIB_PIECE = "a" * 1_024
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[HostileServer]:
+    async with hostile_server() as hostile:
+        yield hostile
+
+
+# The tests' one-second step lease, on a machine loaded enough, can lapse while the attack is read, and
+# the step is then taken over and tried afresh: a retry these tests would see. Nothing here needs it short.
+LEASE = {"step_lease_s": 10.0}
+
+
+@pytest.fixture
+async def bounded(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
+    async with running_api(settings, redis_url, api_key, {**BOUNDED, **LEASE}) as api:
+        yield api
+
+
+@pytest.fixture
+async def defaults(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
+    async with running_api(settings, redis_url, api_key, dict(LEASE)) as api:
+        yield api
+
+
+async def hostile_session(api: Api, server: HostileServer, provider_format: Format) -> Session:
+    body = {"api_key": "test-key", "base_url": server.base_url(provider_format), "display_name": "hostile"}
+    created = await api.key.post("/v1/model-providers", json={**body, "format": provider_format})
+    assert created.status_code == 201, created.text
+    return await agent_session(api, created.json()["id"], MODELS[provider_format])
+
+
+async def agent_session(api: Api, provider_id: str, model: dict[str, Any]) -> Session:
+    agent = (await api.key.post("/v1/agents", json={"name": "hostile"})).json()
+    version = {"model_provider_id": provider_id, "model": model}
+    answer = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
+    assert answer.status_code == 201, answer.text
+    session = await api.session(agent["id"])
+    await api.register(session)
+    return session
+
+
+def size(events: Iterable[bytes]) -> int:
+    return sum(len(event) for event in events)
+
+
+async def hung_up(sent: Sent) -> Sent:
+    """The answer once the server knows how it ended (it learns of a hang-up on its next write)."""
+    async with asyncio.timeout(10):
+        while not (sent.cut or sent.finished):
+            await asyncio.sleep(0.02)
+    return sent
+
+
+async def failed_with(api: Api, session: Session, server: HostileServer) -> tuple[str, list[Event]]:
+    await api.send(session, "go")
+    events = await api.wait_for(session, run_over, timeout=30)
+    (failed,) = of_type(events, "run_failed")
+    return failed["error"], events
+
+
+async def assert_cut_short(api: Api, session: Session, server: HostileServer, whole: int, error: str) -> None:
+    """The run failed with `error`, kept nothing of the answer, was not tried again, and hung up before
+    a quarter of the answer's `whole` bytes were sent (the rest of what went out sat in socket buffers)."""
+    found, events = await failed_with(api, session, server)
+    assert found == error
+    assert not of_type(events, "message_assistant")
+    assert not of_type(events, "tool_call")
+    (sent,) = server.sent
+    await hung_up(sent)
+    assert sent.cut
+    assert not sent.finished
+    assert sent.bytes < whole / 4, (sent.bytes, whole)
+
+
+# What each bound is passed by: the fragments' kind, the piece each carries, how many (Gemini sends a
+# call whole, so its arguments bound is passed by one call of 40 pieces), and the message.
+ATTACKS = {
+    "text": ("text", KIB_PIECE, 50_000, TEXT),
+    "reasoning": ("reasoning", KIB_PIECE, 50_000, TEXT),
+    "arguments": ("arguments", KIB_PIECE, 50_000, ARGUMENTS),
+    "fragments": ("arguments", "a", 200_000, FRAGMENTS),
+}
+
+
+@pytest.mark.parametrize("bound", list(ATTACKS))
+@pytest.mark.parametrize("provider_format", FORMATS)
+async def test_each_bound_stops_the_run_naming_it_and_the_stream_is_not_read_past_it(
+    bounded: Api, server: HostileServer, provider_format: Format, bound: str
+) -> None:
+    kind, piece, count, error = ATTACKS[bound]
+    if provider_format == "gemini" and bound == "arguments":
+        count = 40
+    if provider_format == "gemini" and bound == "fragments":
+        kind = "text"
+    stream = STREAMS[provider_format]
+    server.attacks = [Attack(lambda: stream(kind, piece, count))]
+    session = await hostile_session(bounded, server, provider_format)
+    await assert_cut_short(bounded, session, server, size(stream(kind, piece, count)), error)
+
+
+@pytest.mark.parametrize("provider_format", FORMATS)
+async def test_one_endless_event_is_not_read_whole(
+    bounded: Api, server: HostileServer, provider_format: Format
+) -> None:
+    whole = 50 * 2**20
+    server.attacks = [Attack(lambda: one_endless_event(provider_format, whole))]
+    session = await hostile_session(bounded, server, provider_format)
+    error = (
+        f"the model's stream sent an event of more than {size_text(LIMITS.event_bytes)} (twice"
+        " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
+    )
+    assert error.startswith("the model's stream sent an event of more than 96 KiB")
+    await assert_cut_short(bounded, session, server, whole, error)
+
+
+@pytest.mark.parametrize("provider_format", FORMATS)
+async def test_events_that_carry_nothing_are_bounded_on_the_wire(
+    bounded: Api, server: HostileServer, provider_format: Format
+) -> None:
+    # 10 KiB events (under the event bound) with no text and no call, 100 MB of them: the Anthropic SDK
+    # drops events with no name before the adapter sees them; the others are fragments, but the wire
+    # bound comes first.
+    server.attacks = [Attack(lambda: junk(provider_format, 10_240, 10_000))]
+    session = await hostile_session(bounded, server, provider_format)
+    error = (
+        f"the model's stream passed {size_text(LIMITS.response_bytes)} on the wire in one step (four times"
+        " SWITCHBOARD_MODEL_MAX_TEXT_BYTES and the event bound, and 1 KiB for each of"
+        " SWITCHBOARD_MODEL_MAX_FRAGMENTS)"
+    )
+    assert error.startswith("the model's stream passed 1.1 MiB on the wire")
+    await assert_cut_short(bounded, session, server, size(junk(provider_format, 10_240, 10_000)), error)
+
+
+@pytest.mark.parametrize("provider_format", FORMATS)
+async def test_a_compressed_answer_is_refused_before_it_is_inflated(
+    bounded: Api, server: HostileServer, provider_format: Format
+) -> None:
+    stream = STREAMS[provider_format]
+    server.attacks = [Attack(lambda: stream("text", KIB_PIECE, 20_000), gzipped=True)]
+    session = await hostile_session(bounded, server, provider_format)
+    error, _ = await failed_with(bounded, session, server)
+    assert error == (
+        "the model provider compressed its answer (gzip) though the worker asked for none: a compressed"
+        " stream cannot be bounded as it arrives"
+    )
+    assert server.headers[0]["accept-encoding"] == "identity"
+    assert len(server.sent) == 1
+
+
+async def test_the_platform_providers_stream_is_bounded_too(
+    settings: Settings, redis_url: str, api_key: str, server: HostileServer
+) -> None:
+    # The deployment's own provider is reached without the address check, through the SDK's own kind of
+    # client: its responses are counted all the same.
+    update = {
+        **BOUNDED,
+        **LEASE,
+        "provider_allow_private": False,
+        "bootstrap_api_key": SecretStr(api_key),
+        "openai_api_key": SecretStr("sk-platform"),
+        "openai_base_url": server.base_url("openai_responses"),
+    }
+    whole = 50 * 2**20
+    server.attacks = [Attack(lambda: one_endless_event("openai_responses", whole))]
+    async with running_api(settings, redis_url, api_key, update) as api:
+        async with asyncio.timeout(10):
+            while OPENAI_PROVIDER_ID not in {
+                p["id"] for p in (await api.key.get("/v1/model-providers")).json()["items"]
+            }:
+                await asyncio.sleep(0.05)
+        session = await agent_session(api, OPENAI_PROVIDER_ID, MODELS["openai_responses"])
+        error = f"the model's stream sent an event of more than {size_text(LIMITS.event_bytes)}"
+        found, _ = await failed_with(api, session, server)
+        assert found.startswith(error)
+    assert server.sent[0].cut
+
+
+async def test_at_the_default_bounds_a_200_mb_text_stream_stops_at_8_mib(defaults: Api, server: HostileServer) -> None:
+    pieces = 51_200
+    server.attacks = [Attack(lambda: STREAMS["openai_chat"]("text", "a" * 4_096, pieces))]
+    session = await hostile_session(defaults, server, "openai_chat")
+    error = "the model's stream passed 8 MiB of text and reasoning in one step (SWITCHBOARD_MODEL_MAX_TEXT_BYTES)"
+    whole = size(STREAMS["openai_chat"]("text", "a" * 4_096, pieces))
+    await assert_cut_short(defaults, session, server, whole, error)

@@ -1,0 +1,166 @@
+"""The bounds of a model's stream on their own: the settings that set them, how the tally counts, and the
+wire guard's reading of where an SSE event ends (docs/security.md, "A model's stream is bounded")."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Iterator
+
+import httpx2
+import pytest
+from pydantic import ValidationError
+
+from broker.settings import WorkerSettings
+from workers.models.base import StreamLimits
+from workers.models.bounds import StreamBoundPassed, StreamBounds, Tally, size_text
+from workers.models.wire import guarded
+
+SMALL = StreamLimits(text_bytes=64, argument_bytes=16, fragments=3)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("model_max_text_bytes", 0),
+        ("model_max_text_bytes", -1),
+        ("model_max_text_bytes", 2**40),
+        ("model_max_argument_bytes", 0),
+        ("model_max_argument_bytes", 2**30),
+        ("model_max_fragments", 0),
+        ("model_max_fragments", 10**9),
+        ("model_max_fragments", "many"),
+    ],
+)
+def test_a_bound_that_is_not_positive_and_sane_stops_the_worker_naming_it(field: str, value: object) -> None:
+    with pytest.raises(ValidationError) as refused:
+        WorkerSettings(**{field: value})  # type: ignore[arg-type]
+    assert field in str(refused.value)
+
+
+def test_the_defaults_are_the_documented_ones_and_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert StreamLimits.of(WorkerSettings()) == StreamLimits(8 * 2**20, 2**20, 20_000) == StreamLimits()
+    monkeypatch.setenv("SWITCHBOARD_MODEL_MAX_FRAGMENTS", "500")
+    assert StreamLimits.of(WorkerSettings()).fragments == 500
+
+
+def test_text_is_counted_in_utf8_bytes_and_reasoning_with_it() -> None:
+    tally = Tally(SMALL)
+    tally.text("é" * 20)  # 40 bytes
+    tally.text("ü" * 12)  # 64 in all: at the bound, not past it
+    with pytest.raises(StreamBoundPassed, match=r"passed 64 bytes of text and reasoning in one step"):
+        tally.text("a")
+
+
+def test_each_calls_arguments_and_all_of_them_together_are_bounded() -> None:
+    tally = Tally(SMALL)
+    with pytest.raises(StreamBoundPassed, match=r"passed 16 bytes of arguments in one tool call"):
+        tally.arguments(0, "x" * 17)
+    tally = Tally(SMALL)
+    for place in range(4):
+        tally.arguments(place, "x" * 16)
+    with pytest.raises(StreamBoundPassed, match=r"passed 64 bytes of tool-call arguments in one step"):
+        tally.arguments(4, "x")
+
+
+def test_fragments_of_any_kind_are_counted() -> None:
+    tally = Tally(SMALL)
+    assert [tally.fragment() for _ in range(3)] == [1, 2, 3]
+    with pytest.raises(StreamBoundPassed, match=r"passed 3 fragments in one step \(SWITCHBOARD_MODEL_MAX_FRAGMENTS\)"):
+        tally.fragment()
+
+
+def test_sizes_read_as_a_person_writes_them() -> None:
+    assert [size_text(n) for n in (8 * 2**20, 3 * 2**19, 98_304, 1_000)] == [
+        "8 MiB",
+        "1.5 MiB",
+        "96 KiB",
+        "1,000 bytes",
+    ]
+
+
+class _Sink:
+    def text(self, piece: str) -> None: ...
+
+    def reasoning(self, piece: str) -> None: ...
+
+    def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None: ...
+
+    def restart(self) -> None: ...
+
+
+# On the wire: events of at most 66 KiB, 380 KiB in all.
+WIRE = StreamLimits(text_bytes=4_096, argument_bytes=1_024, fragments=100)
+
+
+def served(chunks: Iterable[bytes], headers: dict[str, str] | None = None) -> httpx2.AsyncClient:
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream", **(headers or {})}, content=body())
+
+    return guarded(httpx2.AsyncClient(transport=httpx2.MockTransport(answer)))
+
+
+async def read(client: httpx2.AsyncClient) -> int:
+    """What a model attempt at the WIRE limits reads of the client's one answer."""
+    received = 0
+    endpoint = "http://model.test/v1/chat/completions"
+    async with StreamBounds(WIRE, _Sink()), client, client.stream("POST", endpoint) as response:
+        async for chunk in response.aiter_bytes():
+            received += len(chunk)
+    return received
+
+
+@pytest.mark.parametrize("end", [b"\n\n", b"\r\n\r\n", b"\r\r"])
+async def test_many_events_each_under_the_bound_pass_however_the_chunks_cut_them(end: bytes) -> None:
+    # Each event all but at the bound, five of them (far past it together), in chunks a little shorter
+    # than an event, so the blank lines fall cut in two and anywhere in a chunk: no event is past it.
+    near = WIRE.event_bytes - len(b"data: ") - len(end)
+    event = b"data: " + b"x" * near + end
+    stream = event * 5
+    size = len(event) - len(end) // 2 - 1
+    chunks = [stream[start : start + size] for start in range(0, len(stream), size)]
+    assert await read(served(chunks)) == len(stream)
+    with pytest.raises(StreamBoundPassed, match=r"an event of more than 66 KiB"):
+        await read(served([b"data: " + b"x" * (near + 1) + end]))
+
+
+async def test_one_endless_event_is_not_read_on() -> None:
+    fed: list[int] = []
+
+    def chunks() -> Iterator[bytes]:
+        yield b"data: {"
+        for number in range(1_000):
+            fed.append(number)
+            yield b"a" * 4_096
+
+    with pytest.raises(StreamBoundPassed, match=r"an event of more than 66 KiB"):
+        await read(served(chunks()))
+    assert len(fed) < 20
+
+
+async def test_answers_are_bounded_in_all_and_bedrocks_binary_framing_there_only() -> None:
+    framing = {"content-type": "application/vnd.amazon.eventstream"}
+    under = [b"\x00" * 4_096] * (WIRE.response_bytes // 4_096)
+    assert await read(served(under, framing)) == sum(map(len, under))
+    with pytest.raises(StreamBoundPassed, match=r"passed 380 KiB on the wire in one step"):
+        await read(served([*under, b"\x00" * 4_096], framing))
+    small = [b"data: x\n\n" * 512] * (WIRE.response_bytes // 4_608 + 1)
+    with pytest.raises(StreamBoundPassed, match=r"passed 380 KiB on the wire in one step"):
+        await read(served(small))
+
+
+async def test_what_the_worker_asks_for_and_a_compressed_answer() -> None:
+    asked: list[str] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        asked.append(request.headers["accept-encoding"])
+        return httpx2.Response(200, headers={"content-encoding": "br"}, content=b"...")
+
+    client = guarded(httpx2.AsyncClient(transport=httpx2.MockTransport(answer)))
+    with pytest.raises(StreamBoundPassed, match=r"compressed its answer \(br\) though the worker asked for none"):
+        await read(client)
+    assert asked == ["identity"]

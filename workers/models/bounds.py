@@ -1,0 +1,204 @@
+"""A model's stream, bounded as it arrives (docs/security.md, "A model's stream is bounded").
+
+A provider's server may be hostile (a compromised endpoint, a self-hosted one): what it streams is counted
+fragment by fragment, before an adapter keeps or forwards any of it, against the step's `StreamLimits`
+(workers/models/base.py).
+Every adapter feeds one `StreamBounds` per attempt: each fragment (an SSE event, a chunk) as it arrives,
+the text and reasoning (their UTF-8 bytes together), each tool call's argument pieces by the call's place
+in the turn, and whatever else of the turn it keeps. The moment a bound is passed it raises
+`StreamBoundPassed`: the adapter abandons the stream (its HTTP response is closed), and the step ends with
+run_failed naming the limit and its setting, not tried again (the same server would send the same).
+
+What a provider SDK reads whole before the adapter sees it (one event) is bounded on the wire by
+workers/models/wire.py, against the same attempt's `Tally`; every response the attempt opened is closed
+as it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar, Token
+from types import TracebackType
+
+from workers.models.base import KIB, MIB, DeltaSink, ModelError, StreamLimits
+
+TEXT_SETTING = "SWITCHBOARD_MODEL_MAX_TEXT_BYTES"
+ARGUMENT_SETTING = "SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES"
+FRAGMENT_SETTING = "SWITCHBOARD_MODEL_MAX_FRAGMENTS"
+
+
+def size_text(count: int) -> str:
+    """A byte count as a message names it: `8 MiB`, `1.5 MiB`, `64 KiB`, `1,000 bytes`."""
+    if count >= MIB:
+        return f"{count // MIB} MiB" if count % MIB == 0 else f"{count / MIB:.1f} MiB"
+    if count >= KIB and count % KIB == 0:
+        return f"{count // KIB} KiB"
+    return f"{count:,} bytes"
+
+
+def utf8_size(piece: str) -> int:
+    """The UTF-8 bytes of `piece` (a lone surrogate a server escaped into its JSON counts as three)."""
+    return len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+
+
+class StreamBoundPassed(ModelError):
+    """The model's stream passed one of the step's bounds: the step ends with this message (the limit
+    and the setting that moves it), and is not tried again."""
+
+
+class Tally:
+    """One attempt's counts, each checked the moment it grows. Every count is O(1) a fragment (bar the
+    UTF-8 size of a piece that is not ASCII)."""
+
+    __slots__ = ("_arguments", "_calls", "_fragments", "_text", "_wire", "limits")
+
+    def __init__(self, limits: StreamLimits) -> None:
+        self.limits = limits
+        self._text = 0
+        self._arguments = 0
+        self._calls: dict[int, int] = {}
+        self._fragments = 0
+        self._wire = 0
+
+    def fragment(self) -> int:
+        """One fragment of any kind arrived; how many so far."""
+        self._fragments += 1
+        if self._fragments > self.limits.fragments:
+            raise StreamBoundPassed(
+                f"the model's stream passed {self.limits.fragments:,} fragments in one step ({FRAGMENT_SETTING})"
+            )
+        return self._fragments
+
+    def text(self, piece: str) -> None:
+        """Text or reasoning of the turn (or anything the turn keeps beside them: a signature)."""
+        self._text += utf8_size(piece)
+        if self._text > self.limits.text_bytes:
+            limit = size_text(self.limits.text_bytes)
+            raise StreamBoundPassed(
+                f"the model's stream passed {limit} of text and reasoning in one step ({TEXT_SETTING})"
+            )
+
+    def arguments(self, place: int, piece: str) -> None:
+        """A piece of the arguments (or the name) of the turn's `place`-th tool call."""
+        grown = utf8_size(piece)
+        call = self._calls.get(place, 0) + grown
+        self._calls[place] = call
+        if call > self.limits.argument_bytes:
+            limit = size_text(self.limits.argument_bytes)
+            raise StreamBoundPassed(
+                f"the model's stream passed {limit} of arguments in one tool call ({ARGUMENT_SETTING})"
+            )
+        self._arguments += grown
+        if self._arguments > self.limits.text_bytes:
+            limit = size_text(self.limits.text_bytes)
+            raise StreamBoundPassed(
+                f"the model's stream passed {limit} of tool-call arguments in one step ({TEXT_SETTING})"
+            )
+
+    def received(self, count: int) -> None:
+        """`count` bytes of the attempt's responses came off the wire."""
+        self._wire += count
+        if self._wire > self.limits.response_bytes:
+            limit = size_text(self.limits.response_bytes)
+            raise StreamBoundPassed(
+                f"the model's stream passed {limit} on the wire in one step (four times {TEXT_SETTING} and"
+                f" the event bound, and 1 KiB for each of {FRAGMENT_SETTING})"
+            )
+
+
+# The attempt running in this task: the wire guard (workers/models/wire.py) counts each response's bytes
+# against its tally, and hands it the response to close. A context variable, since the SDKs send their
+# requests from the adapter's own task.
+_ACTIVE: ContextVar[StreamBounds | None] = ContextVar("switchboard_model_stream", default=None)
+
+
+def active_stream() -> StreamBounds | None:
+    """The model attempt running in this task, if any."""
+    return _ACTIVE.get()
+
+
+class StreamBounds:
+    """One attempt at a model step's stream, as an adapter reads it: each fragment counted, each piece
+    counted before it goes on to the step's DeltaSink. Used as an async context manager around the
+    request: the wire guard counts its responses against the same tally, and every response the attempt
+    opened is closed as it ends, whatever ended it (an SDK may leave its own to the garbage collector,
+    and a connection left open lets the server go on sending into it)."""
+
+    def __init__(self, limits: StreamLimits, sink: DeltaSink) -> None:
+        self.tally = Tally(limits)
+        self._sink = sink
+        self._token: Token[StreamBounds | None] | None = None
+        self._opened: list[Callable[[], Awaitable[None]]] = []
+
+    async def __aenter__(self) -> StreamBounds:
+        self._token = _ACTIVE.set(self)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._token is not None:
+            _ACTIVE.reset(self._token)
+            self._token = None
+        opened, self._opened = self._opened, []
+        for close in opened:
+            # Closing an answer already closed does nothing; one that fails to close is gone anyway.
+            with contextlib.suppress(Exception):
+                await close()
+
+    def opened(self, close: Callable[[], Awaitable[None]]) -> None:
+        """A response of this attempt opened; `close` closes it."""
+        self._opened.append(close)
+
+    async def fragment(self) -> None:
+        """One fragment of any kind arrived (before the adapter reads it): counted, then the loop is given
+        to the other tasks. A server that sends as fast as the worker reads would otherwise hold the loop
+        for as long as the SDK has parsed fragments in hand (tens of microseconds each), and another
+        session's step waits a turn at each of its awaits: yielding every 16 fragments left its round
+        trip at 15-40x its idle median, yielding at each at about 2.5x (bench scenario hostile_model)."""
+        self.tally.fragment()
+        await asyncio.sleep(0)
+
+    def text(self, piece: str) -> None:
+        if piece:
+            self.tally.text(piece)
+            self._sink.text(piece)
+
+    def reasoning(self, piece: str) -> None:
+        if piece:
+            self.tally.text(piece)
+            self._sink.reasoning(piece)
+
+    def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
+        """A piece of the `index`-th call's arguments, counted, then streamed."""
+        if piece:
+            self.tally.arguments(index, piece)
+            self._sink.tool_input(index, call_id, name, piece)
+
+    def kept(self, piece: str) -> None:
+        """Text or reasoning the turn keeps that live readers are not streamed (a thinking block's
+        signature, a block's opening text): counted as text."""
+        if piece:
+            self.tally.text(piece)
+
+    def kept_call(self, index: int, piece: str) -> None:
+        """Something of the `index`-th call the turn keeps that is not streamed (its name, arguments a
+        call opened with): counted as its arguments."""
+        if piece:
+            self.tally.arguments(index, piece)
+
+
+def passed_bound(error: BaseException) -> StreamBoundPassed | None:
+    """The bound behind an SDK's error, if that is what it was: an SDK may wrap what the wire guard
+    raised while it read the body (the anthropic package makes it a connection error, which would be
+    retried)."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, StreamBoundPassed):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
