@@ -2,8 +2,8 @@
 worker, run each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
 instructions, apicpu, schemas, hostile_mcp, doors, hostile_model) against its baseline measured in the same
 run, print one table, save JSON. `--quick` takes fewer samples; `--smoke` runs each scenario at its smallest
-size, to see that every one works (CI runs each, tests/e2e/test_bench_smoke.py): its figures are printed and saved, no target is judged. A scenario that raises fails
-the run (exit 1) at every size.
+size, to see that every one works (CI runs each, tests/e2e/test_bench_smoke.py): its figures are printed
+and saved, no target is judged. A scenario that raises fails the run (exit 1) at every size.
 `python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
 from __future__ import annotations
