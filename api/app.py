@@ -218,11 +218,6 @@ def create_app(
 
     app = SwitchboardApp(
         settings=settings,
-        # A body without Content-Type is read as JSON, as the fast lane reads a result: credentials travel in
-        # Authorization, never a cookie, and another origin is refused before it acts (api/cors.py), so the
-        # cross-site form post FastAPI's strict default guards against cannot act as anyone. A Content-Type
-        # that is not JSON is refused, naming the header (api/errors.py).
-        strict_content_type=False,
         title="Switchboard",
         version="0.1.0",
         description="Routes an agent's client tool calls to the apps that serve them (the Subako /v1 API).",

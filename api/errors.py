@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
-from broker.errors import ErrorCode, RedisUnreachable, SwitchboardError, TooManyRequests
+from broker.errors import ErrorCode, InvalidRequest, RedisUnreachable, SwitchboardError, TooManyRequests
 from broker.refusals import Outcome
 
 logger = logging.getLogger(__name__)
@@ -139,19 +139,32 @@ def _is_json(content_type: str) -> bool:
     return kind == JSON_TYPE or (kind.startswith("application/") and kind.endswith("+json"))
 
 
-def _not_sent_as_json(request: Request, errors: Sequence[Any]) -> str | None:
-    """The refusal of a body sent with a Content-Type that is not JSON (FastAPI then hands the route its
-    bytes, which no body model takes), or None. A body with no Content-Type is read as JSON."""
-    content_type = request.headers.get("content-type")
-    if content_type is None or _is_json(content_type):
+def not_json_type(content_type: str | None) -> str | None:
+    """Why a body sent with `content_type` (None: no Content-Type at all) is not read as JSON, or None when
+    it is JSON's."""
+    if content_type is not None and _is_json(content_type):
         return None
+    sent = "has no Content-Type" if content_type is None else f"has Content-Type {content_type[:100]!r}"
+    curl = "" if content_type is None else " (curl -d sends application/x-www-form-urlencoded)"
+    return (
+        f"body: the body must be JSON sent with Content-Type: {JSON_TYPE}; this request {sent}{curl}: add "
+        f"-H 'Content-Type: {JSON_TYPE}'"
+    )
+
+
+def require_json_type(request: Request) -> None:
+    """For a route that reads its body itself (the front doors): InvalidRequest unless it was sent as JSON."""
+    refusal = not_json_type(request.headers.get("content-type"))
+    if refusal is not None:
+        raise InvalidRequest(refusal)
+
+
+def _not_sent_as_json(request: Request, errors: Sequence[Any]) -> str | None:
+    """The refusal of a body sent with no Content-Type, or one that is not JSON (FastAPI then hands the
+    route its bytes, which no body model takes), or None."""
     if not any(tuple(error.get("loc", ())) == ("body",) and error.get("type") != "missing" for error in errors):
         return None
-    return (
-        f"body: the body must be JSON sent with Content-Type: {JSON_TYPE}; this request's Content-Type is "
-        f"{content_type[:100]!r} (curl -d sends application/x-www-form-urlencoded: add -H 'Content-Type: "
-        f"{JSON_TYPE}')"
-    )
+    return not_json_type(request.headers.get("content-type"))
 
 
 def _validation_message(request: Request, error: RequestValidationError) -> str:

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from api import hot
 from api.asgi import replay_body, send_json
-from api.errors import STATUS, UNEXPECTED, error_headers, refused
+from api.errors import STATUS, UNEXPECTED, error_headers, not_json_type, refused
 from api.hot import HotRequest
 from api.schemas.clients import ClientCallResultBody
 from api.state import AppState
@@ -88,8 +88,8 @@ def _hot_headers(scope: Scope) -> dict[str, str]:
 
 
 def _result_body(headers: dict[str, str], body: bytes) -> ClientCallResultBody | None:
-    kind = headers.get("content-type")
-    if kind is not None and kind.split(";")[0].strip().lower() != "application/json":
+    # A body not sent as JSON goes the routed way, whose refusal names the header it needs.
+    if not_json_type(headers.get("content-type")) is not None:
         return None
     try:
         return ClientCallResultBody.model_validate_json(body)

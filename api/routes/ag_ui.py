@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from api.deps import Authenticated, ManagedSession
 from api.doors import ag_ui, ag_ui_input
 from api.doors.turns import open_turn
+from api.errors import require_json_type
 from api.schemas.common import ErrorBody
 from api.sse import EventStreamResponse
 from api.state import State
@@ -38,6 +39,7 @@ async def run_agent(
     events. The newest user message is the input, `tools` its per-turn client tools; tool messages and
     `resume` entries answer what the previous AG-UI run ended on, and the same run goes on. An `Accept`
     naming application/vnd.ag-ui.event+proto gets AG-UI's binary encoding instead of SSE."""
+    require_json_type(request)
     run = ag_ui_input.read(await request.body())
     opened = await open_turn(state, caller, canonical, "ag-ui", run.turn)
     encoder = ag_ui.Encoder.for_accept(request.headers.get("accept", ""))

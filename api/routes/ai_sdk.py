@@ -10,6 +10,7 @@ from api.deps import Authenticated, ManagedSession
 from api.doors import ai_sdk
 from api.doors.turns import Opened, Started, active_run, hand_over, open_turn
 from api.doors.view import Paused, RunView
+from api.errors import require_json_type
 from api.schemas.common import ErrorBody
 from api.sse import EventStreamResponse, open_stream
 from api.state import AppState, State
@@ -55,6 +56,7 @@ async def chat(canonical: ManagedSession, request: Request, caller: Authenticate
     message stream (v1). The newest user message is the input and `tools` its per-turn client tools; a
     resubmitted assistant message's tool outputs and approval responses continue the same run. 204 when
     there is nothing to do."""
+    require_json_type(request)
     turn, continues = ai_sdk.read(await request.body())
     opened = await open_turn(state, caller, canonical, "ai-sdk", turn)
     tools = frozenset(tool["name"] for tool in turn.tools or [])

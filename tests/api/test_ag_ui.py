@@ -20,6 +20,8 @@ PICK = {
 }
 CALC: dict[str, Any] = {"server_tools": ["calculate"]}
 
+JSON = {"Content-Type": "application/json"}
+
 
 def _door(api: Api, session: Session) -> str:
     return f"{api.stack.url}/v1/sessions/{session.id}/ag-ui"
@@ -208,7 +210,7 @@ async def test_a_frontend_that_never_answers_gets_the_usual_failure_and_the_run_
 async def _post(api: Api, session: Session, body: Any, token: str | None = None) -> Any:
     async with api.stack.client(token or session.token) as client:
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return await client.post(f"/v1/sessions/{session.id}/ag-ui", content=content)
+        return await client.post(f"/v1/sessions/{session.id}/ag-ui", content=content, headers=JSON)
 
 
 def _input(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:

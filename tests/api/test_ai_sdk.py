@@ -25,6 +25,8 @@ PICK = {
 }
 CALC: dict[str, Any] = {"server_tools": ["calculate"]}
 
+JSON = {"Content-Type": "application/json"}
+
 
 async def _drive(
     api: Api, session: Session, *runs: dict[str, Any], tools: list[Any] | None = None
@@ -258,7 +260,7 @@ async def test_bad_input_is_400_naming_the_field_and_writes_nothing(api: Api, bo
     before = await api.events(session)
     async with api.as_session(session) as client:
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        answer = await client.post(f"/v1/sessions/{session.id}/ai-sdk/chat", content=content)
+        answer = await client.post(f"/v1/sessions/{session.id}/ai-sdk/chat", content=content, headers=JSON)
     assert answer.status_code == 400, answer.text
     assert field in answer.json()["error"]["message"], answer.json()
     assert await api.events(session) == before

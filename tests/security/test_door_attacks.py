@@ -225,7 +225,7 @@ async def test_bodies_past_the_doors_bounds_are_400_naming_the_limit_and_write_n
             path = _ag_ui(session) if door == "ag-ui" else _ai_sdk(session)
             content = json.dumps(body).encode()
             assert len(content) < 1_048_576, (door, named, len(content))
-            refused = await tab.post(path, content=content)
+            refused = await tab.post(path, content=content, headers={"Content-Type": "application/json"})
             assert refused.status_code == 400, (door, named, refused.text)
             assert named in refused.json()["error"]["message"], (door, refused.text)
             assert await api.events(session) == before, (door, named)

@@ -1,7 +1,7 @@
 """Request bodies as a client sends them (issue 11): one that is not JSON is 400 saying where it stops
-being JSON (line, column, offset, reason) on every route and front door; one sent as another type is
-400 naming the header it needs; one sent with no Content-Type is read as JSON. Neither lane (the fast
-lane of results, FastAPI's) answers otherwise."""
+being JSON (line, column, offset, reason) on every route and front door; one sent as another type, or
+with no Content-Type at all, is 400 naming the header it needs. Neither lane (the fast lane of results,
+FastAPI's) answers otherwise."""
 
 from __future__ import annotations
 
@@ -49,18 +49,18 @@ async def test_a_body_that_is_not_json_is_400_saying_where(
     reason: str | None,
 ) -> None:
     session = await api.session()
-    for headers in ({"Content-Type": "application/json"}, {}):
-        answer = await api.key.request(method, _path(template, session), content=raw, headers=headers)
-        assert answer.status_code == 400, answer.text
-        message = clean(answer.json()["error"]["message"])
-        if line is None:
-            assert message.startswith("body: "), message
-        else:
-            assert message == f"body: invalid JSON at line {line} column {column} (char {char}): {reason}"
+    headers = {"Content-Type": "application/json"}
+    answer = await api.key.request(method, _path(template, session), content=raw, headers=headers)
+    assert answer.status_code == 400, answer.text
+    message = clean(answer.json()["error"]["message"])
+    if line is None:
+        assert message.startswith("body: "), message
+    else:
+        assert message == f"body: invalid JSON at line {line} column {column} (char {char}): {reason}"
 
 
 @pytest.mark.parametrize(("route", "method", "template", "body"), ROUTES, ids=[r[0] for r in ROUTES])
-async def test_a_body_sent_as_another_type_is_400_naming_the_header_and_one_without_a_type_is_read_as_json(
+async def test_a_body_sent_as_another_type_or_none_is_400_naming_the_header(
     api: Api, route: str, method: str, template: str, body: dict[str, Any]
 ) -> None:
     session = await api.session()
@@ -73,10 +73,17 @@ async def test_a_body_sent_as_another_type_is_400_naming_the_header_and_one_with
         assert repr(kind) in message
     # What `requests.post(url, data=text)` and httpx's `content=` send: no Content-Type at all.
     answer = await api.key.request(method, path, content=json.dumps(body).encode())
+    assert answer.status_code == 400, answer.text
+    message = clean(answer.json()["error"]["message"])
+    assert message.startswith("body: the body must be JSON sent with Content-Type: application/json"), message
+    assert "this request has no Content-Type" in message
+    answer = await api.key.request(
+        method, path, content=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     assert answer.status_code < 300, answer.text
 
 
-async def test_a_result_sent_as_another_type_is_refused_by_either_lane(api: Api) -> None:
+async def test_a_result_sent_as_another_type_or_none_is_refused_by_either_lane(api: Api) -> None:
     session = await api.session()
     web = await api.register(session)
     await api.send(session, "/call client__web__highlight_row")
@@ -90,7 +97,10 @@ async def test_a_result_sent_as_another_type_is_refused_by_either_lane(api: Api)
         broken = await client.post(path, content=b'{"text": "done"', headers={"Content-Type": "application/json"})
         assert broken.status_code == 400, broken.text
         assert clean(broken.json()["error"]["message"]).startswith("body: invalid JSON at line 1 column 16 (char 15)")
-        answered = await client.post(path, content=b'{"text": "done"}')
+        untyped = await client.post(path, content=b'{"text": "done"}')
+        assert untyped.status_code == 400, untyped.text
+        assert "this request has no Content-Type" in clean(untyped.json()["error"]["message"])
+        answered = await client.post(path, content=b'{"text": "done"}', headers={"Content-Type": "application/json"})
         assert answered.status_code == 204, answered.text
 
 
@@ -110,6 +120,11 @@ async def test_a_result_sent_as_another_type_is_refused_by_either_lane(api: Api)
 async def test_a_front_door_says_where_its_body_stops_being_json(api: Api, door: str, raw: bytes, message: str) -> None:
     session = await api.session()
     async with api.as_session(session) as client:
-        answer = await client.post(f"/v1/sessions/{session.id}/{door}", content=raw)
-    assert answer.status_code == 400, answer.text
-    assert clean(answer.json()["error"]["message"]).startswith(message)
+        path = f"/v1/sessions/{session.id}/{door}"
+        answer = await client.post(path, content=raw, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 400, answer.text
+        assert clean(answer.json()["error"]["message"]).startswith(message)
+        # Sent with no Content-Type, the door names the header first, as every route does.
+        untyped = await client.post(path, content=raw)
+    assert untyped.status_code == 400, untyped.text
+    assert "this request has no Content-Type" in clean(untyped.json()["error"]["message"])
