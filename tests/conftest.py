@@ -58,7 +58,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     for marker, kinds in KINDS.items():
         if metafunc.definition.get_closest_marker(marker):
-            metafunc.parametrize("redis_url", kinds, indirect=True, scope="session")
+            # A module's fixtures of one kind (the contract's whole SDK run) are made once, on one worker of a
+            # run across cores (`--dist loadgroup`), while the kinds spread over the workers.
+            group = f"{metafunc.module.__name__}:{{}}"
+            params = [pytest.param(kind, marks=pytest.mark.xdist_group(group.format(kind))) for kind in kinds]
+            metafunc.parametrize("redis_url", params, indirect=True, scope="session")
             return
 
 

@@ -20,6 +20,9 @@ from tests.tls import TlsCluster, TlsUnsupported, make_certificates
 
 WEB = "0190f2a0-0000-7000-8000-00000000000a"
 
+# The module's Cluster is made once, on one worker of a run across cores.
+pytestmark = pytest.mark.xdist_group("tls_cluster")
+
 
 @pytest.fixture(scope="module")
 def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:

@@ -29,7 +29,7 @@ from tests.deploy.shared import (
 )
 from workers.metrics import WorkerMetrics
 
-pytestmark = pytest.mark.deploy
+pytestmark = [pytest.mark.deploy, pytest.mark.xdist_group("compose")]
 
 COMPOSE = DEPLOY / "compose"
 REQUIRED = {

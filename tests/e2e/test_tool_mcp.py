@@ -31,7 +31,7 @@ from tests.e2e.served import Served, api_and_worker, scripted_session
 from tests.e2e.test_tool_server import alive, children, wait_until
 from tests.mcp_servers import ERASE_HINTS, NOTES_ENV, PIXEL, Seen, serving
 
-pytestmark = pytest.mark.processes
+pytestmark = [pytest.mark.processes, pytest.mark.xdist_group("tool_mcp")]
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = (sys.executable, "-m", "tests.mcp_servers")

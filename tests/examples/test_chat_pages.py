@@ -18,7 +18,12 @@ from tests.examples.support import EXAMPLES, of_type, session_log, text_of
 from tests.examples.test_page import browser, open_page, session_for, static_site
 from tests.js_clients import ROOT, need_node_packages
 
-pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.browser,
+    pytest.mark.timeout(120),
+    pytest.mark.xdist_group("chat_pages"),
+]
 __all__ = ["browser"]
 
 

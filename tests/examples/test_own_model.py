@@ -15,7 +15,7 @@ from tests.examples.support import EXAMPLES
 from tests.fakes import fake_provider
 from tests.fakes_chat import chat_stream, chat_usage
 
-pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120), pytest.mark.xdist_group("own_model")]
 
 
 @pytest.fixture(scope="module")

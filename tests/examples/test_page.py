@@ -21,7 +21,7 @@ from tests.e2e.browser import chromium
 from tests.e2e.served import Served, scripted_session
 from tests.examples.support import ENDS, EXAMPLES, admin, of_type, session_log, text_of
 
-pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120), pytest.mark.xdist_group("page")]
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
