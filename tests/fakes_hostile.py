@@ -120,7 +120,8 @@ def sse(data: Any, event: str | None = None, end: bytes = b"\n\n") -> bytes:
 
 
 # Each format's stream: a head (what opens the answer), then `count` fragments of one kind, each
-# carrying `piece` (text or reasoning, or a piece of one call's arguments). The answer never ends well.
+# carrying `piece` (text or reasoning, or a piece of one call's arguments), or (`calls`) opening a call
+# of its own. The answer never ends well.
 
 
 def anthropic_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
@@ -139,6 +140,11 @@ def anthropic_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
             {"type": "input_json_delta", "partial_json": piece},
         ),
     }
+    if kind == "calls":
+        for index in range(count):
+            opened = {"type": "tool_use", "id": f"toolu_{index}", "name": CALL, "input": {}}
+            yield sse({"type": "content_block_start", "index": index, "content_block": opened}, "content_block_start")
+        return
     block, delta = blocks[kind]
     yield sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start")
     event = sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
@@ -150,6 +156,14 @@ def responses_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
                 "status": "in_progress", "output": [], "parallel_tool_calls": True, "tool_choice": "auto",
                 "tools": []}  # fmt: skip
     yield sse({"type": "response.created", "sequence_number": 0, "response": response}, "response.created")
+    if kind == "calls":
+        for index in range(count):
+            item = {"type": "function_call", "id": f"fc_{index}", "call_id": f"call_{index}", "name": CALL,
+                    "arguments": "", "status": "in_progress"}  # fmt: skip
+            added = {"type": "response.output_item.added", "output_index": index, "sequence_number": index + 1,
+                     "item": item}  # fmt: skip
+            yield sse(added, "response.output_item.added")
+        return
     if kind == "arguments":
         item = {"type": "function_call", "id": "fc_0", "call_id": "call_1", "name": CALL, "arguments": "",
                 "status": "in_progress"}  # fmt: skip
@@ -172,6 +186,12 @@ def chat_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
                     "choices": [choice]})  # fmt: skip
 
     yield chunk({"role": "assistant", "content": ""})
+    if kind == "calls":
+        for index in range(count):
+            call = {"index": index, "id": f"call_{index}", "type": "function",
+                    "function": {"name": CALL, "arguments": "{}"}}  # fmt: skip
+            yield chunk({"tool_calls": [call]})
+        return
     if kind == "arguments":
         yield chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
                                      "function": {"name": CALL, "arguments": ""}}]})  # fmt: skip
@@ -187,6 +207,12 @@ def gemini_chunk(*parts: dict[str, Any], **fields: Any) -> bytes:
 
 
 def gemini_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
+    if kind == "calls":
+        # All of them in one chunk (each part is a few bytes toward the step's arguments), then text.
+        calls = ({"functionCall": {"name": CALL, "args": {}, "id": f"fc_{index}"}} for index in range(count))
+        yield gemini_chunk(*calls)
+        yield from itertools.repeat(gemini_chunk({"text": "x"}), 100_000)
+        return
     if kind == "arguments":
         # Gemini sends each call whole: one call whose arguments hold `count` pieces, then text after it.
         arguments = {"rows": [piece] * count}

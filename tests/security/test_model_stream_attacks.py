@@ -34,15 +34,17 @@ from workers.models.bounds import size_text
 pytestmark = pytest.mark.private_providers
 
 # Small bounds, so each attack passes one within a few hundred kilobytes of a stream of tens of megabytes.
-LIMITS = StreamLimits(text_bytes=65_536, argument_bytes=16_384, fragments=500)
+LIMITS = StreamLimits(text_bytes=65_536, argument_bytes=16_384, fragments=500, calls=8)
 BOUNDED = {
     "model_max_text_bytes": LIMITS.text_bytes,
     "model_max_argument_bytes": LIMITS.argument_bytes,
     "model_max_fragments": LIMITS.fragments,
+    "model_max_calls": LIMITS.calls,
 }
 TEXT = "the model's stream passed 64 KiB of text and reasoning in one step (SWITCHBOARD_MODEL_MAX_TEXT_BYTES)"
 ARGUMENTS = "the model's stream passed 16 KiB of arguments in one tool call (SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES)"
 FRAGMENTS = "the model's stream passed 500 fragments in one step (SWITCHBOARD_MODEL_MAX_FRAGMENTS)"
+CALLS = "the model's stream passed 8 tool calls in one step (SWITCHBOARD_MODEL_MAX_CALLS)"
 KIB_PIECE = "a" * 1_024
 
 
@@ -120,12 +122,14 @@ async def assert_cut_short(api: Api, session: Session, server: HostileServer, wh
 
 
 # What each bound is passed by: the fragments' kind, the piece each carries, how many (Gemini sends a
-# call whole, so its arguments bound is passed by one call of 40 pieces), and the message.
+# call whole, so its arguments bound is passed by one call of 40 pieces, and its calls bound by one chunk
+# of 1,000 calls), and the message.
 ATTACKS = {
     "text": ("text", KIB_PIECE, 50_000, TEXT),
     "reasoning": ("reasoning", KIB_PIECE, 50_000, TEXT),
     "arguments": ("arguments", KIB_PIECE, 50_000, ARGUMENTS),
     "fragments": ("arguments", "a", 200_000, FRAGMENTS),
+    "calls": ("calls", "", 50_000, CALLS),
 }
 
 
@@ -137,6 +141,8 @@ async def test_each_bound_stops_the_run_naming_it_and_the_stream_is_not_read_pas
     kind, piece, count, error = ATTACKS[bound]
     if provider_format == "gemini" and bound == "arguments":
         count = 40
+    if provider_format == "gemini" and bound == "calls":
+        count = 1_000
     if provider_format == "gemini" and bound == "fragments":
         kind = "text"
     stream = STREAMS[provider_format]
@@ -229,3 +235,17 @@ async def test_at_the_default_bounds_a_200_mb_text_stream_stops_at_8_mib(default
     error = "the model's stream passed 8 MiB of text and reasoning in one step (SWITCHBOARD_MODEL_MAX_TEXT_BYTES)"
     whole = size(STREAMS["openai_chat"]("text", "a" * 4_096, pieces))
     await assert_cut_short(defaults, session, server, whole, error)
+
+
+async def test_at_the_default_bounds_one_chunk_of_thousands_of_calls_stops_at_128(
+    defaults: Api, server: HostileServer
+) -> None:
+    # Gemini sends each call whole, and one chunk (within the event bound) may carry tens of thousands
+    # of them, each a few bytes toward the step's arguments: every one would have been a call record,
+    # a dispatch and an event, written by one script while Redis waits.
+    calls = 25_000
+    server.attacks = [Attack(lambda: STREAMS["gemini"]("calls", "", calls))]
+    session = await hostile_session(defaults, server, "gemini")
+    error = "the model's stream passed 128 tool calls in one step (SWITCHBOARD_MODEL_MAX_CALLS)"
+    assert StreamLimits().calls == 128
+    await assert_cut_short(defaults, session, server, size(STREAMS["gemini"]("calls", "", calls)), error)

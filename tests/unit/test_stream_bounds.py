@@ -28,6 +28,8 @@ SMALL = StreamLimits(text_bytes=64, argument_bytes=16, fragments=3)
         ("model_max_fragments", 0),
         ("model_max_fragments", 10**9),
         ("model_max_fragments", "many"),
+        ("model_max_calls", 0),
+        ("model_max_calls", 1_025),
     ],
 )
 def test_a_bound_that_is_not_positive_and_sane_stops_the_worker_naming_it(field: str, value: object) -> None:
@@ -42,6 +44,9 @@ def test_the_defaults_are_the_documented_ones_and_are_read_from_the_environment(
     assert StreamLimits.of(WorkerSettings()) == StreamLimits(8 * 2**20, 2**20, 20_000) == StreamLimits()
     monkeypatch.setenv("SWITCHBOARD_MODEL_MAX_FRAGMENTS", "500")
     assert StreamLimits.of(WorkerSettings()).fragments == 500
+    assert StreamLimits().calls == 128
+    monkeypatch.setenv("SWITCHBOARD_MODEL_MAX_CALLS", "16")
+    assert StreamLimits.of(WorkerSettings()).calls == 16
 
 
 def test_text_is_counted_in_utf8_bytes_and_reasoning_with_it() -> None:
@@ -61,6 +66,16 @@ def test_each_calls_arguments_and_all_of_them_together_are_bounded() -> None:
         tally.arguments(place, "x" * 16)
     with pytest.raises(StreamBoundPassed, match=r"passed 64 bytes of tool-call arguments in one step"):
         tally.arguments(4, "x")
+
+
+def test_each_call_is_counted_as_it_appears_whatever_it_carries() -> None:
+    tally = Tally(StreamLimits(text_bytes=64, argument_bytes=16, fragments=3, calls=2))
+    tally.arguments(0, "")
+    tally.arguments(0, "x")
+    tally.arguments(1, "")
+    tally.arguments(1, "y")
+    with pytest.raises(StreamBoundPassed, match=r"passed 2 tool calls in one step \(SWITCHBOARD_MODEL_MAX_CALLS\)"):
+        tally.arguments(2, "")
 
 
 def test_fragments_of_any_kind_are_counted() -> None:

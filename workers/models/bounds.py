@@ -27,6 +27,7 @@ from workers.models.base import KIB, MIB, DeltaSink, ModelError, StreamLimits
 TEXT_SETTING = "SWITCHBOARD_MODEL_MAX_TEXT_BYTES"
 ARGUMENT_SETTING = "SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES"
 FRAGMENT_SETTING = "SWITCHBOARD_MODEL_MAX_FRAGMENTS"
+CALL_SETTING = "SWITCHBOARD_MODEL_MAX_CALLS"
 
 
 def size_text(count: int) -> str:
@@ -81,9 +82,18 @@ class Tally:
             )
 
     def arguments(self, place: int, piece: str) -> None:
-        """A piece of the arguments (or the name) of the turn's `place`-th tool call."""
+        """A piece of the arguments (or the name) of the turn's `place`-th tool call; the first of a place
+        is a new call, counted before anything of it is kept (a call costs the step's commit far more
+        than its bytes: a block, a record, a dispatch, an event)."""
         grown = utf8_size(piece)
-        call = self._calls.get(place, 0) + grown
+        known = self._calls.get(place)
+        if known is None:
+            if len(self._calls) == self.limits.calls:
+                raise StreamBoundPassed(
+                    f"the model's stream passed {self.limits.calls:,} tool calls in one step ({CALL_SETTING})"
+                )
+            known = 0
+        call = known + grown
         self._calls[place] = call
         if call > self.limits.argument_bytes:
             limit = size_text(self.limits.argument_bytes)
@@ -172,9 +182,10 @@ class StreamBounds:
             self._sink.reasoning(piece)
 
     def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
-        """A piece of the `index`-th call's arguments, counted, then streamed."""
+        """A piece of the `index`-th call's arguments, counted (a new call among the step's calls), then
+        streamed."""
+        self.tally.arguments(index, piece)
         if piece:
-            self.tally.arguments(index, piece)
             self._sink.tool_input(index, call_id, name, piece)
 
     def kept(self, piece: str) -> None:
@@ -185,9 +196,9 @@ class StreamBounds:
 
     def kept_call(self, index: int, piece: str) -> None:
         """Something of the `index`-th call the turn keeps that is not streamed (its name, arguments a
-        call opened with): counted as its arguments."""
-        if piece:
-            self.tally.arguments(index, piece)
+        call opened with): counted as its arguments. An adapter calls it as each call appears, its name
+        empty or not, so the call is counted among the step's calls before the turn keeps it."""
+        self.tally.arguments(index, piece)
 
 
 def passed_bound(error: BaseException) -> StreamBoundPassed | None:
