@@ -14,7 +14,9 @@ from pydantic import SecretStr
 
 from broker import Settings
 from broker.services.providers import OPENAI_PROVIDER_ID
+from tests.api.test_providers import provider_session, text_of
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api
+from tests.fakes import FakeProvider, Reply, fake_provider, openai_message_as_sent
 from tests.fakes_hostile import (
     FORMATS,
     MODELS,
@@ -57,6 +59,12 @@ async def server() -> AsyncIterator[HostileServer]:
 # The tests' one-second step lease, on a machine loaded enough, can lapse while the attack is read, and
 # the step is then taken over and tried afresh: a retry these tests would see. Nothing here needs it short.
 LEASE = {"step_lease_s": 10.0}
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeProvider]:
+    async with fake_provider() as provider:
+        yield provider
 
 
 @pytest.fixture
@@ -163,7 +171,15 @@ async def test_one_endless_event_is_not_read_whole(
         " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
     )
     assert error.startswith("the model's stream sent an event of more than 96 KiB")
-    await assert_cut_short(bounded, session, server, whole, error)
+    await assert_cut_short(bounded, session, server, whole, error + SENT_BACK.get(provider_format, ""))
+
+
+# The Responses API sends back the request's tools and instructions and what it streamed: its bounds are
+# widened by those (and say so), never by what the server chooses.
+SENT_BACK = {
+    "openai_responses": ", beyond what the server sends back of the request's tools and instructions and of"
+    " the step's stream"
+}
 
 
 @pytest.mark.parametrize("provider_format", FORMATS)
@@ -181,6 +197,7 @@ async def test_events_that_carry_nothing_are_bounded_on_the_wire(
         " SWITCHBOARD_MODEL_MAX_FRAGMENTS)"
     )
     assert error.startswith("the model's stream passed 1.1 MiB on the wire")
+    error += SENT_BACK.get(provider_format, "")
     await assert_cut_short(bounded, session, server, size(junk(provider_format, 10_240, 10_000)), error)
 
 
@@ -249,3 +266,76 @@ async def test_at_the_default_bounds_one_chunk_of_thousands_of_calls_stops_at_12
     error = "the model's stream passed 128 tool calls in one step (SWITCHBOARD_MODEL_MAX_CALLS)"
     assert StreamLimits().calls == 128
     await assert_cut_short(defaults, session, server, size(STREAMS["gemini"]("calls", "", calls)), error)
+
+
+def catalogue(count: int, size: int) -> list[dict[str, Any]]:
+    """`count` tools of about `size` bytes each: a description, and a schema whose parameter holds the rest."""
+    words = "Find the rows whose value lies within the range given, in the order <asked> & sorted. " * (size // 90)
+    return [
+        {
+            "name": f"tool_{number}",
+            "description": words[:4_000],
+            "parameters": {"type": "object", "properties": {"value": {"type": "string", "description": words[4_000:]}}},
+        }
+        for number in range(count)
+    ]
+
+
+async def echoed_answer(api: Api, fake: FakeProvider, tools: list[dict[str, Any]], system: str, text: str) -> Event:
+    """A Responses step whose server sends back its `tools` and `system` prompt in three events and its
+    `text` again in four (as OpenAI's does), to its end."""
+    session = await provider_session(api, fake, MODELS["openai_responses"], system_prompt=system)
+    for start in range(0, len(tools), 60):
+        await api.register(session, name=f"c{start}", tools=tools[start : start + 60])
+    fake.replies = [Reply(frames=openai_message_as_sent(text), echo=True)]
+    await api.send(session, "go")
+    events = await api.wait_for(session, run_over, timeout=30)
+    assert not of_type(events, "run_failed"), [failed["error"] for failed in of_type(events, "run_failed")]
+    (answer,) = of_type(events, "message_assistant")
+    (sent,) = fake.requests
+    assert len(sent.get("tools", [])) == len(tools)
+    return answer
+
+
+async def test_a_tool_catalogue_and_instructions_the_responses_api_sends_back_are_not_refused(
+    bounded: Api, fake: FakeProvider
+) -> None:
+    # 20 tools of 8 KB and 40 KB of instructions: response.created, .in_progress and .completed each
+    # hold 200 KB, twice the event bound of these limits (96 KiB).
+    answer = await echoed_answer(bounded, fake, catalogue(20, 8_000), "Be brief. " * 4_000, "fine")
+    assert text_of(answer) == "fine"
+
+
+async def test_an_answer_the_responses_api_sends_again_whole_is_not_refused(bounded: Api, fake: FakeProvider) -> None:
+    # 60 KiB of text, under the text bound (64 KiB), written again whole in four events, each character
+    # escaped (a quote, a line end): each event 120 KiB, past the event bound of these limits (96 KiB).
+    text = '"\n' * 30_720
+    answer = await echoed_answer(bounded, fake, [], "", text)
+    assert text_of(answer) == text
+
+
+async def test_at_the_default_bounds_a_catalogue_of_300_tools_of_8_kb_is_not_refused(
+    defaults: Api, fake: FakeProvider
+) -> None:
+    # What the review found refused: response.created of 2.4 MB, its tools sent back.
+    answer = await echoed_answer(defaults, fake, catalogue(300, 8_000), "", "fine")
+    assert text_of(answer) == "fine"
+
+
+async def test_a_hostile_server_with_a_large_catalogue_is_still_cut_at_what_the_request_sent(
+    bounded: Api, server: HostileServer
+) -> None:
+    # The widened bound is the request's own tools, not what the server says: an endless event is cut
+    # past them, long before its end.
+    whole = 50 * 2**20
+    server.attacks = [Attack(lambda: one_endless_event("openai_responses", whole))]
+    session = await hostile_session(bounded, server, "openai_responses")
+    await bounded.register(session, name="big", tools=catalogue(20, 8_000))
+    error = f"the model's stream sent an event of more than {size_text(LIMITS.event_bytes)}"
+    found, _ = await failed_with(bounded, session, server)
+    assert found.startswith(error)
+    assert found.endswith(SENT_BACK["openai_responses"])
+    (sent,) = server.sent
+    await hung_up(sent)
+    assert sent.cut
+    assert sent.bytes < 2 * 2**20, sent.bytes

@@ -3,6 +3,7 @@ wire guard's reading of where an SSE event ends (docs/security.md, "A model's st
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 import httpx2
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 
 from broker.settings import WorkerSettings
 from workers.models.base import StreamLimits
-from workers.models.bounds import StreamBoundPassed, StreamBounds, Tally, size_text
+from workers.models.bounds import StreamBoundPassed, StreamBounds, Tally, json_bytes, size_text
 from workers.models.wire import guarded
 
 SMALL = StreamLimits(text_bytes=64, argument_bytes=16, fragments=3)
@@ -83,6 +84,30 @@ def test_fragments_of_any_kind_are_counted() -> None:
     assert [tally.fragment() for _ in range(3)] == [1, 2, 3]
     with pytest.raises(StreamBoundPassed, match=r"passed 3 fragments in one step \(SWITCHBOARD_MODEL_MAX_FRAGMENTS\)"):
         tally.fragment()
+
+
+def test_what_a_server_sends_back_widens_the_wire_bounds_by_what_the_worker_holds() -> None:
+    plain = Tally(WIRE)
+    plain.text("x" * 1_000)
+    assert plain.event_bytes == WIRE.event_bytes
+    echoing = Tally(WIRE, echoed=5_000, repeats=True)
+    assert echoing.event_bytes == WIRE.event_bytes + 5_000
+    echoing.text("x" * 1_000)
+    echoing.arguments(0, "y" * 500)
+    assert echoing.event_bytes == WIRE.event_bytes + 5_000 + 3_000
+    echoing.event(echoing.event_bytes)
+    with pytest.raises(StreamBoundPassed, match=r"an event of more than 66 KiB .*, beyond what the server sends back"):
+        echoing.event(echoing.event_bytes + 1)
+    echoing.received(WIRE.response_bytes + 4 * 5_000 + 8 * 1_500)
+    with pytest.raises(StreamBoundPassed, match=r"passed 380 KiB on the wire .*, beyond what the server sends back"):
+        echoing.received(1)
+
+
+@pytest.mark.parametrize("value", ["plain", "é ü ß", "日本語", "🙂", "<b>&amp;</b>", '\x01\t"', [{"a": "é<"}, 1]])
+def test_json_bytes_is_at_least_any_servers_writing(value: object) -> None:
+    ascii_only = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    go_style = ascii_only.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    assert json_bytes(value) >= max(len(ascii_only), len(go_style), len(json.dumps(value, ensure_ascii=False).encode()))
 
 
 def test_sizes_read_as_a_person_writes_them() -> None:

@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import httpx2
 
 from workers.models.base import StreamLimits
-from workers.models.bounds import StreamBoundPassed, Tally, active_stream, size_text
+from workers.models.bounds import StreamBoundPassed, Tally, active_stream
 
 # Bedrock frames its stream in AWS's binary event-stream encoding, where no blank line ends an event;
 # botocore bounds each of its messages itself. The response bound still applies.
@@ -86,7 +86,7 @@ class _Counted(httpx2.AsyncByteStream):
                 await chunks.aclose()
 
     def _count(self, chunk: bytes) -> None:
-        limit = self._tally.limits.event_bytes
+        limit = self._tally.event_bytes
         seen = self._tail + chunk
         # What of `seen` the running count already holds (the tail of the chunk before).
         counted = len(self._tail)
@@ -94,12 +94,12 @@ class _Counted(httpx2.AsyncByteStream):
         if first is None:
             self._event += len(chunk)
         else:
-            self._check(self._event + first.end() - counted, limit)
+            self._tally.event(self._event + first.end() - counted)
             last = first.end()
             if len(seen) - last > limit:
                 # A chunk longer than the bound may hold a whole event longer than it: each is measured.
                 for found in _EVENT_END.finditer(seen, last):
-                    self._check(found.end() - last, limit)
+                    self._tally.event(found.end() - last)
                     last = found.end()
             else:
                 for mark in _EVENT_ENDS:
@@ -107,16 +107,8 @@ class _Counted(httpx2.AsyncByteStream):
                     if at >= 0:
                         last = max(last, at + len(mark))
             self._event = len(seen) - last
-        self._check(self._event, limit)
+        self._tally.event(self._event)
         self._tail = seen[-2:]
-
-    @staticmethod
-    def _check(event: int, limit: int) -> None:
-        if event > limit:
-            raise StreamBoundPassed(
-                f"the model's stream sent an event of more than {size_text(limit)} (twice"
-                " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
-            )
 
     async def aclose(self) -> None:
         await self._stream.aclose()
