@@ -3,6 +3,8 @@ wire guard's reading of where an SSE event ends (docs/security.md, "A model's st
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator
 
@@ -11,9 +13,10 @@ import pytest
 from pydantic import ValidationError
 
 from broker.settings import WorkerSettings
+from common.addresses import ProviderAddresses
 from workers.models.base import StreamLimits
 from workers.models.bounds import StreamBoundPassed, StreamBounds, Tally, json_bytes, size_text
-from workers.models.wire import guarded
+from workers.models.wire import WireGuard, model_client
 
 SMALL = StreamLimits(text_bytes=64, argument_bytes=16, fragments=3)
 
@@ -141,7 +144,7 @@ def served(chunks: Iterable[bytes], headers: dict[str, str] | None = None) -> ht
     def answer(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(200, headers={"content-type": "text/event-stream", **(headers or {})}, content=body())
 
-    return guarded(httpx2.AsyncClient(transport=httpx2.MockTransport(answer)))
+    return httpx2.AsyncClient(transport=WireGuard(httpx2.MockTransport(answer)))
 
 
 async def read(client: httpx2.AsyncClient) -> int:
@@ -193,14 +196,65 @@ async def test_answers_are_bounded_in_all_and_bedrocks_binary_framing_there_only
         await read(served(small))
 
 
-async def test_what_the_worker_asks_for_and_a_compressed_answer() -> None:
-    asked: list[str] = []
+@contextlib.asynccontextmanager
+async def answering(answer: bytes) -> AsyncIterator[tuple[str, list[bytes]]]:
+    """A server on 127.0.0.1 that answers every request with `answer` and keeps each request's head."""
+    heads: list[bytes] = []
 
-    def answer(request: httpx2.Request) -> httpx2.Response:
-        asked.append(request.headers["accept-encoding"])
-        return httpx2.Response(200, headers={"content-encoding": "br"}, content=b"...")
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
 
-    client = guarded(httpx2.AsyncClient(transport=httpx2.MockTransport(answer)))
-    with pytest.raises(StreamBoundPassed, match=r"compressed its answer \(br\) though the worker asked for none"):
-        await read(client)
-    assert asked == ["identity"]
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    async with server:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", heads
+
+
+EVENTS = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 9\r\n\r\ndata: x\n\n"
+PINNED = ProviderAddresses(allow_private=True, timeout_s=5)
+
+
+@pytest.mark.parametrize("addresses", [None, PINNED], ids=["platform", "pinned"])
+async def test_what_the_worker_asks_for_and_a_compressed_answer(addresses: ProviderAddresses | None) -> None:
+    brotli = b"HTTP/1.1 200 OK\r\ncontent-encoding: br\r\ncontent-length: 3\r\n\r\n..."
+    async with answering(brotli) as (url, heads):
+        client = model_client(url, addresses, 5)
+        with pytest.raises(StreamBoundPassed, match=r"compressed its answer \(br\) though the worker asked for none"):
+            async with StreamBounds(WIRE, _Sink()), client, client.stream("POST", f"{url}/v1/chat/completions"):
+                pass
+    assert [b"accept-encoding: identity" in head.lower() for head in heads] == [True]
+
+
+@pytest.mark.parametrize("addresses", [None, PINNED], ids=["platform", "pinned"])
+async def test_a_counted_answer_is_closed_with_the_attempt_and_keeps_what_httpx_says_of_it(
+    addresses: ProviderAddresses | None,
+) -> None:
+    async with answering(EVENTS) as (url, _):
+        async with model_client(url, addresses, 5) as client, StreamBounds(WIRE, _Sink()):
+            response = await client.send(client.build_request("POST", f"{url}/v1/responses"), stream=True)
+        # The attempt closed it on its way out, whatever its reader did.
+        assert response.is_closed
+        assert response.elapsed.total_seconds() > 0
+        async with model_client(url, addresses, 5) as client:
+            answer = await client.post(f"{url}/v1/responses")
+        assert answer.content == b"data: x\n\n"
+        assert answer.elapsed.total_seconds() > 0
+
+
+async def test_the_platforms_client_goes_through_the_environments_proxy_for_its_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What the SDKs' own clients did (a client given its transport reads no proxy of the environment).
+    async with answering(EVENTS) as (proxy, heads):
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        monkeypatch.setenv("NO_PROXY", "elsewhere.test")
+        async with model_client("http://model.test/v1", None, 5) as client:
+            assert (await client.post("http://model.test/v1/responses")).content == b"data: x\n\n"
+        assert heads[0].startswith(b"POST http://model.test/v1/responses HTTP/1.1")
+        monkeypatch.setenv("NO_PROXY", "model.test")
+        async with model_client("http://model.test/v1", None, 5) as client:
+            with pytest.raises(httpx2.ConnectError):
+                await client.post("http://model.test/v1/responses")
+        assert len(heads) == 1
