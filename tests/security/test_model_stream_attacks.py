@@ -12,12 +12,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from broker import Settings
-from broker.services.providers import OPENAI_PROVIDER_ID
-from tests.api.test_providers import provider_session, text_of
-from tests.api_client import Api, Event, Session, of_type, run_over, running_api
-from tests.fakes import FakeProvider, Reply, fake_provider, openai_message_as_sent
-from tests.fakes_hostile import (
+from bench.hostile_model_server import (
     FORMATS,
     MODELS,
     STREAMS,
@@ -29,6 +24,11 @@ from tests.fakes_hostile import (
     junk,
     one_endless_event,
 )
+from broker import Settings
+from broker.services.providers import OPENAI_PROVIDER_ID
+from tests.api.test_providers import provider_session, text_of
+from tests.api_client import Api, Event, Session, of_type, run_over, running_api
+from tests.fakes import FakeProvider, Reply, fake_provider, openai_message_as_sent
 from workers.models.base import StreamLimits
 from workers.models.bounds import size_text
 

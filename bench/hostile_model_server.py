@@ -1,27 +1,28 @@
-"""A hostile model server: each wire format's stream made as it is sent (never held whole), far longer than
-any bound, and a record of how much of it went out and whether the worker hung up before its end."""
+"""A hostile model server, for the attack tests (tests/security/test_model_stream_attacks.py) and the
+bench scenario hostile_model alike: each wire format's stream made as it is sent (never held whole), far
+longer than any bound, and a record of how much of each answer went out and whether the worker hung up
+before its end.
+
+HTTP/1.1 by hand: each answer's body is ended by closing the connection, written until the peer hangs
+up. An answer is the next of the server's `attacks`, or the one its `named` function makes of the path's
+first segment (the bench's server, in a process of its own, is told its attacks by the base_url).
+`GET /stats` answers the records as JSON.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import itertools
+import json
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
-
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
-
-from common.codec import dumps
-from tests.fakes_gemini import GEMINI_PATH
-from tests.stack import serve_asgi
 
 Format = Literal["anthropic", "openai_responses", "openai_chat", "gemini"]
 FORMATS: tuple[Format, ...] = ("anthropic", "openai_responses", "openai_chat", "gemini")
-# What each format's model is told it is (a version's `model`), and its provider's base_url under the fake.
+# What each format's model is told it is (a version's `model`).
 MODELS: dict[Format, dict[str, Any]] = {
     "anthropic": {"format": "anthropic", "model": "claude-test", "max_tokens": 100},
     "openai_responses": {"format": "openai_responses", "model": "gpt-test", "max_tokens": 100, "context_window": 8000},
@@ -30,13 +31,14 @@ MODELS: dict[Format, dict[str, Any]] = {
 }
 CALL = "client__web__highlight_row"
 # Events are sent in writes of about this many bytes.
-_WRITE = 65_536
+WRITE = 65_536
 
 
 @dataclass
 class Sent:
-    """One answer: the bytes it was made of so far, and how it ended."""
+    """One answer: which, the bytes it was made of so far, and how it ended."""
 
+    attack: str = ""
     bytes: int = 0
     finished: bool = False
     # The worker hung up (or the server stopped) before the answer's end.
@@ -57,66 +59,107 @@ class Attack:
 class HostileServer:
     url: str = ""
     attacks: list[Attack] = field(default_factory=list)
+    # The attack a path's first segment names, when the server is not handed its attacks in order.
+    named: Callable[[str], Attack] | None = None
     sent: list[Sent] = field(default_factory=list)
-    # Each request's headers, as received.
+    # Each request's headers, as received (names in lower case).
     headers: list[dict[str, str]] = field(default_factory=list)
 
     def base_url(self, provider_format: Format) -> str:
         return self.url if provider_format in ("anthropic", "gemini") else f"{self.url}/v1"
 
-    async def _answer(self, request: Request) -> Response:
-        await request.body()
-        self.headers.append(dict(request.headers))
-        attack = self.attacks.pop(0)
-        sent = Sent()
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            headers = {
+                name.strip().lower(): value.strip()
+                for name, _, value in (line.partition(":") for line in lines[1:] if line)
+            }
+            await reader.readexactly(int(headers.get("content-length", "0")))
+            if method == "GET" and path == "/stats":
+                body = json.dumps([asdict(sent) for sent in self.sent]).encode()
+                writer.write(f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+                             "connection: close\r\n\r\n".encode() + body)  # fmt: skip
+                await writer.drain()
+                return
+            self.headers.append(headers)
+            name = path.strip("/").split("/")[0]
+            attack = self.named(name) if self.named is not None else self.attacks.pop(0)
+            await self._answer(attack, Sent(attack=name), reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer(
+        self, attack: Attack, sent: Sent, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.sent.append(sent)
+        extra = {**attack.headers, **({"content-encoding": "gzip"} if attack.gzipped else {})}
+        head = "".join(f"{name}: {value}\r\n" for name, value in extra.items())
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{head}connection: close\r\n\r\n".encode())
+        try:
+            for write in writes(attack.events()):
+                # The worker's hang-up is seen before the next write, not after the kernel's buffers fill.
+                if reader.at_eof() or writer.is_closing():
+                    return
+                out = gzip.compress(write) if attack.gzipped else write
+                writer.write(out)
+                sent.bytes += len(out)
+                await writer.drain()
+                await asyncio.sleep(0)
+            sent.finished = True
+        finally:
+            sent.cut = not sent.finished
 
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                for write in _writes(attack.events()):
-                    # uvicorn drops what is sent after a hang-up without a word: ask before each write.
-                    if await request.is_disconnected():
-                        return
-                    out = gzip.compress(write) if attack.gzipped else write
-                    sent.bytes += len(out)
-                    yield out
-                sent.finished = True
-            finally:
-                sent.cut = not sent.finished
 
-        headers = {**attack.headers, **({"content-encoding": "gzip"} if attack.gzipped else {})}
-        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+@contextlib.asynccontextmanager
+async def hostile_server(named: Callable[[str], Attack] | None = None) -> AsyncIterator[HostileServer]:
+    """The server on a free port of 127.0.0.1, in this loop, for the length of the block."""
+    server = HostileServer(named=named)
+    listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    async with listening:
+        server.url = f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}"
+        yield server
 
 
-def _writes(events: Iterable[bytes]) -> Iterator[bytes]:
-    """Events joined into writes of about _WRITE bytes (one event longer than that goes in pieces)."""
+def serve(port: int, named: Callable[[str], Attack]) -> None:
+    """Run the server on 127.0.0.1:`port` until killed, each answer the attack its path names."""
+
+    async def main() -> None:
+        server = HostileServer(named=named)
+        listening = await asyncio.start_server(server.handle, "127.0.0.1", port)
+        async with listening:
+            await listening.serve_forever()
+
+    asyncio.run(main())
+
+
+def writes(events: Iterable[bytes]) -> Iterator[bytes]:
+    """Events joined into writes of about WRITE bytes (one event longer than that goes in pieces)."""
     buffer: list[bytes] = []
     held = 0
     for event in events:
-        for start in range(0, len(event), _WRITE):
-            piece = event[start : start + _WRITE]
+        for start in range(0, len(event), WRITE):
+            piece = event[start : start + WRITE]
             buffer.append(piece)
             held += len(piece)
-            if held >= _WRITE:
+            if held >= WRITE:
                 yield b"".join(buffer)
                 buffer, held = [], 0
     if buffer:
         yield b"".join(buffer)
 
 
-@contextlib.asynccontextmanager
-async def hostile_server() -> AsyncIterator[HostileServer]:
-    server = HostileServer()
-    paths = ["/v1/messages", "/v1/responses", "/v1/chat/completions", GEMINI_PATH]
-    app = Starlette(routes=[Route(path, server._answer, methods=["POST"]) for path in paths])
-    async with serve_asgi(app) as url:
-        server.url = url
-        yield server
+def _json(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def sse(data: Any, event: str | None = None, end: bytes = b"\n\n") -> bytes:
     named = f"event: {event}\n".encode() if event else b""
-    return named + b"data: " + (data if isinstance(data, bytes) else dumps(data).encode()) + end
+    return named + b"data: " + (data if isinstance(data, bytes) else _json(data)) + end
 
 
 # Each format's stream: a head (what opens the answer), then `count` fragments of one kind, each
@@ -179,26 +222,34 @@ def responses_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
     yield from itertools.repeat(sse({**delta, "sequence_number": 2}, name), count)
 
 
-def chat_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
-    def chunk(delta: dict[str, Any]) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
-        return sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "chat-test",
-                    "choices": [choice]})  # fmt: skip
+def _chat_chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    return sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "chat-test",
+                "choices": [choice]})  # fmt: skip
 
-    yield chunk({"role": "assistant", "content": ""})
+
+def chat_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
+    yield _chat_chunk({"role": "assistant", "content": ""})
     if kind == "calls":
         for index in range(count):
             call = {"index": index, "id": f"call_{index}", "type": "function",
                     "function": {"name": CALL, "arguments": "{}"}}  # fmt: skip
-            yield chunk({"tool_calls": [call]})
+            yield _chat_chunk({"tool_calls": [call]})
         return
     if kind == "arguments":
-        yield chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                     "function": {"name": CALL, "arguments": ""}}]})  # fmt: skip
-        event = chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        yield _chat_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                           "function": {"name": CALL, "arguments": ""}}]})  # fmt: skip
+        event = _chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
     else:
-        event = chunk({"content": piece} if kind == "text" else {"reasoning_content": piece})
+        event = _chat_chunk({"content": piece} if kind == "text" else {"reasoning_content": piece})
     yield from itertools.repeat(event, count)
+
+
+def chat_benign() -> Iterator[bytes]:
+    """A Chat Completions answer in good faith: `fine`, then the end."""
+    yield _chat_chunk({"role": "assistant", "content": "fine"})
+    yield _chat_chunk({}, "stop")
+    yield b"data: [DONE]\n\n"
 
 
 def gemini_chunk(*parts: dict[str, Any], **fields: Any) -> bytes:
@@ -243,7 +294,7 @@ def one_endless_event(provider_format: Format, size: int) -> Iterator[bytes]:
         "gemini": b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"',
     }[provider_format]
     yield opening
-    yield from itertools.repeat(b"a" * _WRITE, size // _WRITE)
+    yield from itertools.repeat(b"a" * WRITE, size // WRITE)
 
 
 def junk(provider_format: Format, size: int, count: int) -> Iterator[bytes]:
