@@ -274,6 +274,12 @@ def gemini_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
     yield from itertools.repeat(gemini_chunk(part), count)
 
 
+def ended_with(events: Iterable[bytes], end: bytes) -> Iterator[bytes]:
+    """`events` (each ended by a blank line after LF) each ended by `end` instead."""
+    for event in events:
+        yield event.removesuffix(b"\n\n") + end
+
+
 STREAMS: dict[Format, Callable[[str, str, int], Iterator[bytes]]] = {
     "anthropic": anthropic_stream,
     "openai_responses": responses_stream,

@@ -20,6 +20,7 @@ from bench.hostile_model_server import (
     Format,
     HostileServer,
     Sent,
+    ended_with,
     hostile_server,
     junk,
     one_endless_event,
@@ -180,6 +181,23 @@ SENT_BACK = {
     "openai_responses": ", beyond what the server sends back of the request's tools and instructions and of"
     " the step's stream"
 }
+
+
+@pytest.mark.parametrize("end", [b"\n\r\n", b"\r\r\n", b"\n\r"])
+async def test_line_ends_one_sdk_reads_as_no_end_of_an_event_are_no_end_to_the_bound(
+    bounded: Api, server: HostileServer, end: bytes
+) -> None:
+    # Anthropic's SDK ends an event only where what it holds ends with LF LF, CR CR or CRLF CRLF: with
+    # events of 1 KiB ended by `end` it reads on and holds the whole stream, copying it at every line
+    # (8 MB of them took it 26 s of CPU). Those bytes are one event to the bound too.
+    whole = size(ended_with(STREAMS["anthropic"]("text", KIB_PIECE, 50_000), end))
+    server.attacks = [Attack(lambda: ended_with(STREAMS["anthropic"]("text", KIB_PIECE, 50_000), end))]
+    session = await hostile_session(bounded, server, "anthropic")
+    error = (
+        f"the model's stream sent an event of more than {size_text(LIMITS.event_bytes)} (twice"
+        " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
+    )
+    await assert_cut_short(bounded, session, server, whole, error)
 
 
 @pytest.mark.parametrize("provider_format", FORMATS)

@@ -17,14 +17,14 @@ with a byte stream of its own (as a transport makes any response).
 
 from __future__ import annotations
 
-import re
 import urllib.request
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 import httpx2
 
 from common.addresses import ProviderAddresses
+from workers.bounded_stream import CountedStream, EventEnds
 from workers.models.base import StreamLimits
 from workers.models.bounds import StreamBoundPassed, Tally, active_stream
 from workers.pinned import PinnedTransport
@@ -32,9 +32,6 @@ from workers.pinned import PinnedTransport
 # Bedrock frames its stream in AWS's binary event-stream encoding, where no blank line ends an event;
 # botocore bounds each of its messages itself. The response bound still applies.
 _BINARY_FRAMING = "application/vnd.amazon.eventstream"
-# What ends an SSE event: a blank line, after LF, CR or CRLF line ends (CRLF CRLF holds LF CR LF).
-_EVENT_ENDS = (b"\n\n", b"\r\r", b"\n\r\n")
-_EVENT_END = re.compile(b"|".join(re.escape(mark) for mark in _EVENT_ENDS))
 # Set on the client, not by the transport: a cloud's client signs the request's headers (SigV4) after the
 # client has merged its own, and before the transport sees it.
 _NO_ENCODING = {"Accept-Encoding": "identity"}
@@ -107,54 +104,24 @@ class WireGuard(httpx2.AsyncBaseTransport):
         await self._transport.aclose()
 
 
-class _Counted(httpx2.AsyncByteStream):
+class _Counted(CountedStream):
     """A response's bytes, counted as they arrive: in all against the attempt's tally, and (for SSE) the
-    bytes since the last event ended against the event bound."""
+    bytes of each event, from the end of the one before, against the event bound."""
 
     def __init__(self, stream: httpx2.AsyncByteStream, tally: Tally, *, events: bool) -> None:
-        self._stream = stream
+        super().__init__(stream, events=EventEnds() if events else None)
         self._tally = tally
         self._events = events
+        # Bytes of the event under way, before this chunk.
         self._event = 0
-        # The last bytes of the chunk before, where a blank line split across two chunks begins.
-        self._tail = b""
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks = self._stream.__aiter__()
-        try:
-            async for chunk in chunks:
-                self._tally.received(len(chunk))
-                if self._events:
-                    self._count(chunk)
-                yield chunk
-        finally:
-            if isinstance(chunks, AsyncGenerator):
-                await chunks.aclose()
-
-    def _count(self, chunk: bytes) -> None:
-        limit = self._tally.event_bytes
-        seen = self._tail + chunk
-        # What of `seen` the running count already holds (the tail of the chunk before).
-        counted = len(self._tail)
-        first = _EVENT_END.search(seen)
-        if first is None:
-            self._event += len(chunk)
-        else:
-            self._tally.event(self._event + first.end() - counted)
-            last = first.end()
-            if len(seen) - last > limit:
-                # A chunk longer than the bound may hold a whole event longer than it: each is measured.
-                for found in _EVENT_END.finditer(seen, last):
-                    self._tally.event(found.end() - last)
-                    last = found.end()
-            else:
-                for mark in _EVENT_ENDS:
-                    at = seen.rfind(mark)
-                    if at >= 0:
-                        last = max(last, at + len(mark))
-            self._event = len(seen) - last
-        self._tally.event(self._event)
-        self._tail = seen[-2:]
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
+    def passed(self, chunk: bytes, ends: Sequence[int]) -> bytes:
+        self._tally.received(len(chunk))
+        if self._events:
+            start = 0
+            for end in ends:
+                self._tally.event(self._event + end - start)
+                self._event, start = 0, end
+            self._event += len(chunk) - start
+            self._tally.event(self._event)
+        return chunk
