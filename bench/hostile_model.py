@@ -1,8 +1,9 @@
 """Scenario hostile_model: a hostile Chat Completions server against a worker (docs/security.md, "A model's
 stream is bounded").
 
-A local server, in a process of its own, answers each model call with an attack: 50 MB and 200 MB of
-streamed text (4 KiB a chunk), and 200,000 one-character tool-argument deltas. For each: the worker's peak
+A local server (bench/hostile_model_server.py, the attack tests' own), in a process of its own, answers
+each model call with an attack: 50 MB and 200 MB of streamed text (4 KiB a chunk), and 200,000
+one-character tool-argument deltas. For each: the worker's peak
 RSS against its idle RSS, and another session's plain client-call round trip (scripted model: input, the
 call dispatched, acked and answered, the run completed) while the attack runs, against its idle figure;
 all measured in the same run. Targets: peak RSS within 100 MB of idle; every round trip during an attack
@@ -17,8 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import json
 import statistics
 import subprocess
 import sys
@@ -30,123 +29,32 @@ from pathlib import Path
 
 import httpx
 
+from bench import hostile_model_server
 from bench.calls import Session, kind, open_session, until
 from bench.harness import Cluster, Figure, Size, calls_text, cluster, cpu_seconds, figure, rss_kb, scripted_agent
+from bench.hostile_model_server import Attack, chat_benign, chat_stream, writes
 from bench.sse import RawStream
 from broker.transport.embedded import free_port
 
 SCENARIO = "hostile_model"
 MB = 1_000_000
-_WRITE = 65_536
 # How often the sampler reads the worker's and Redis's RSS during an attack.
 _SAMPLE_S = 0.005
 
 
-def _sse(chunk: dict[str, object]) -> bytes:
-    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
-
-
-def _chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
-    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-    return _sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "hostile",
-                 "choices": [choice]})  # fmt: skip
-
-
-def _benign() -> Iterator[bytes]:
-    yield _chunk({"role": "assistant", "content": "fine"})
-    yield _chunk({}, "stop")
-    yield b"data: [DONE]\n\n"
-
-
-def _text(total: int) -> Iterator[bytes]:
-    piece = _chunk({"content": "a" * 4_096})
-    yield _chunk({"role": "assistant", "content": ""})
-    yield from itertools.repeat(piece, total // 4_096)
-
-
-def _deltas(count: int) -> Iterator[bytes]:
-    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "client__web__x", "arguments": ""}}
-    yield _chunk({"role": "assistant", "content": None, "tool_calls": [call]})
-    yield from itertools.repeat(_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "a"}}]}), count)
-
-
-def _attack(name: str) -> Iterator[bytes]:
-    """The stream a path's first segment names: `benign`, `text-<bytes>` or `deltas-<count>`."""
+def _attack(name: str) -> Attack:
+    """The attack a path's first segment names: `benign`, `text-<bytes>` or `deltas-<count>`."""
     what, _, number = name.partition("-")
     if what == "text":
-        return _text(int(number))
+        return Attack(lambda: chat_stream("text", "a" * 4_096, int(number) // 4_096))
     if what == "deltas":
-        return _deltas(int(number))
-    return _benign()
-
-
-def _writes(events: Iterator[bytes]) -> Iterator[bytes]:
-    buffer: list[bytes] = []
-    held = 0
-    for event in events:
-        buffer.append(event)
-        held += len(event)
-        if held >= _WRITE:
-            yield b"".join(buffer)
-            buffer, held = [], 0
-    if buffer:
-        yield b"".join(buffer)
-
-
-class _Server:
-    """HTTP/1.1 by hand: each answer is a body ended by closing the connection, written until the peer
-    hangs up; what each sent is kept for `GET /stats`."""
-
-    def __init__(self) -> None:
-        self.stats: list[dict[str, object]] = []
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            method, path, _ = lines[0].split(" ", 2)
-            length = next(
-                (int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:")), 0
-            )
-            await reader.readexactly(length)
-            if method == "GET" and path == "/stats":
-                body = json.dumps(self.stats).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
-                writer.write(f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
-                await writer.drain()
-                return
-            await self._stream(path.strip("/").split("/")[0], writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
-
-    async def _stream(self, attack: str, writer: asyncio.StreamWriter) -> None:
-        record: dict[str, object] = {"attack": attack, "sent": 0, "finished": False}
-        self.stats.append(record)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
-        sent = 0
-        try:
-            for write in _writes(_attack(attack)):
-                writer.write(write)
-                sent += len(write)
-                record["sent"] = sent
-                await writer.drain()
-            record["finished"] = True
-        except ConnectionError:
-            record["hung_up"] = True
+        return Attack(lambda: chat_stream("arguments", "a", int(number)))
+    return Attack(chat_benign)
 
 
 def serve(port: int) -> None:
-    """Run the hostile server on 127.0.0.1:`port` until killed."""
-
-    async def main() -> None:
-        server = _Server()
-        listening = await asyncio.start_server(server.handle, "127.0.0.1", port)
-        async with listening:
-            await listening.serve_forever()
-
-    asyncio.run(main())
+    """Run the hostile server (bench/hostile_model_server.py) on 127.0.0.1:`port` until killed."""
+    hostile_model_server.serve(port, _attack)
 
 
 @contextlib.contextmanager
@@ -252,7 +160,7 @@ class _Attack:
     @property
     def size(self) -> float:
         """What the whole attack would be, MB."""
-        return sum(len(write) for write in _writes(_attack(self.path))) / MB
+        return sum(len(write) for write in writes(_attack(self.path).events())) / MB
 
 
 def run(size: Size) -> list[Figure]:
@@ -336,7 +244,7 @@ async def _measure(
     during = trips.during(windows)
     async with httpx.AsyncClient() as client:
         stats = [s for s in (await client.get(f"{hostile}/stats")).json() if s["attack"] == attack.path]
-    sent = max(float(s["sent"]) for s in stats) / MB
+    sent = max(float(s["bytes"]) for s in stats) / MB
     finished = sum(1 for s in stats if s["finished"])
     took = max(b - a for a, b in windows)
     worst = max(during) if during else 0.0

@@ -213,11 +213,14 @@ class WorkerSettings(ProcessSettings):
     step_timeout_s: Seconds = 120.0
     # What one step's model stream may carry, counted as it arrives (workers/models/bounds.py): UTF-8 bytes
     # of text and reasoning (and, apart, of all its calls' arguments), bytes of one call's arguments,
-    # fragments of any kind. A provider's server may be hostile; past a bound the step stops with
-    # run_failed, never after buffering what it sent.
+    # fragments of any kind, tool calls. A provider's server may be hostile; past a bound the step stops
+    # with run_failed, never after buffering what it sent.
     model_max_text_bytes: int = Field(default=8_388_608, ge=1_024, le=67_108_864)
     model_max_argument_bytes: int = Field(default=1_048_576, ge=1_024, le=16_777_216)
     model_max_fragments: int = Field(default=20_000, ge=100, le=1_000_000)
+    # Each call of a step is a block, a call record, a dispatch and an event, all written by the one
+    # script that commits the step, which holds Redis for every session while it runs.
+    model_max_calls: int = Field(default=128, ge=1, le=1_024)
     # A worker that stops renewing its place among the live workers for this long loses its partitions
     # (their timers and work) to the others.
     keeper_lease_s: Seconds = 5.0

@@ -32,6 +32,9 @@ class Reply:
     raw: bytes | None = None
     # Chat Completions' stream: `data:` lines only (a frame's event name is left out), then `data: [DONE]`.
     chat: bool = False
+    # The Responses API's echo: each frame's `response` carries the request's tools and instructions, as
+    # OpenAI's own server sends them back.
+    echo: bool = False
 
 
 @dataclass
@@ -41,7 +44,8 @@ class FakeProvider:
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     async def _answer(self, request: Request) -> Response:
-        self.requests.append({"path": request.url.path, "headers": dict(request.headers), **(await request.json())})
+        sent = await request.json()
+        self.requests.append({"path": request.url.path, "headers": dict(request.headers), **sent})
         if not self.replies:
             return JSONResponse({"error": {"type": "test_error", "message": "no reply was scripted"}}, 500)
         reply = self.replies.pop(0)
@@ -49,14 +53,23 @@ class FakeProvider:
             return Response(reply.raw, reply.status, headers=reply.headers, media_type="text/plain")
         if reply.status != 200:
             return JSONResponse(reply.body, reply.status, headers=reply.headers)
-        return event_stream(reply)
+        return event_stream(reply, sent)
 
 
-def event_stream(reply: Reply) -> StreamingResponse:
-    """A scripted reply's frames as SSE: named events, or Chat Completions' `data:` lines and `[DONE]`."""
+def _echoing(data: dict[str, Any], sent: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(data.get("response"), dict):
+        return data
+    echo = {"tools": sent.get("tools", []), "instructions": sent.get("instructions")}
+    return {**data, "response": {**data["response"], **echo}}
+
+
+def event_stream(reply: Reply, sent: dict[str, Any] | None = None) -> StreamingResponse:
+    """A scripted reply's frames as SSE: named events, or Chat Completions' `data:` lines and `[DONE]`;
+    with the request `sent` echoed where the reply says so."""
 
     async def stream() -> AsyncIterator[bytes]:
-        for event, data in reply.frames:
+        for event, frame in reply.frames:
+            data = _echoing(frame, sent or {}) if reply.echo else frame
             yield (f"data: {dumps(data)}\n\n" if reply.chat else f"event: {event}\ndata: {dumps(data)}\n\n").encode()
         if reply.chat:
             yield b"data: [DONE]\n\n"
@@ -173,6 +186,37 @@ def openai_stream(*items: dict[str, Any], model: str = "gpt-test") -> list[Frame
         "response": _response(output, model, "completed"),
     }
     frames.append(("response.completed", done))
+    return frames
+
+
+def openai_message_as_sent(text: str, model: str = "gpt-test") -> list[Frame]:
+    """One message as OpenAI's server streams it, every event: the response created and in progress, the
+    item and its part added, the text in deltas, then the text again whole in `output_text.done`,
+    `content_part.done`, `output_item.done` and `response.completed`."""
+    part = {"type": "output_text", "text": text, "annotations": []}
+    item = _output(0, {"type": "message", "text": text})
+    head = {"item_id": "msg_0", "output_index": 0}
+    frames: list[Frame] = [
+        ("response.created", {"type": "response.created", "response": _response([], model, "in_progress")}),
+        ("response.in_progress", {"type": "response.in_progress", "response": _response([], model, "in_progress")}),
+        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+                                        "item": {**item, "content": [], "status": "in_progress"}}),
+        ("response.content_part.added", {"type": "response.content_part.added", **head, "content_index": 0,
+                                         "part": {**part, "text": ""}}),
+    ]  # fmt: skip
+    for start in range(0, len(text), 1_000):
+        delta = {"type": "response.output_text.delta", **head, "content_index": 0, "delta": text[start : start + 1_000]}
+        frames.append(("response.output_text.delta", {**delta, "logprobs": []}))
+    frames += [
+        ("response.output_text.done", {"type": "response.output_text.done", **head, "content_index": 0,
+                                       "text": text, "logprobs": []}),
+        ("response.content_part.done", {"type": "response.content_part.done", **head, "content_index": 0,
+                                        "part": part}),
+        ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}),
+        ("response.completed", {"type": "response.completed", "response": _response([item], model, "completed")}),
+    ]  # fmt: skip
+    for number, (_, data) in enumerate(frames):
+        data["sequence_number"] = number
     return frames
 
 

@@ -6,12 +6,13 @@ prompt anywhere else."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Sequence
 
 import httpx2
 
 from broker.errors import AddressRefused
 from common.addresses import ProviderAddresses
+from workers.bounded_stream import CountedStream
 
 # An error answer is read for its status and message only: past this the rest of its body is not read,
 # so whatever answers cannot make the worker hold a body of any size (an error JSON with a message of a
@@ -19,21 +20,14 @@ from common.addresses import ProviderAddresses
 ERROR_BODY_LIMIT = 2 * 1_048_576
 
 
-class _Capped(httpx2.AsyncByteStream):
+class _Capped(CountedStream):
     def __init__(self, stream: httpx2.AsyncByteStream, limit: int) -> None:
-        self._stream = stream
+        super().__init__(stream)
         self._limit = limit
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        left = self._limit
-        async for chunk in self._stream:
-            yield chunk[:left]
-            left -= len(chunk)
-            if left <= 0:
-                return
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
+    def passed(self, chunk: bytes, ends: Sequence[int]) -> bytes:
+        self.ended = self.read >= self._limit
+        return chunk[: len(chunk) - max(0, self.read - self._limit)]
 
 
 def _port(url: httpx2.URL) -> int:

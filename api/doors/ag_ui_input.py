@@ -21,7 +21,7 @@ MAX_CONTEXT = 256
 # Messages after the newest assistant message: the results of its calls (MAX_ANSWERS at most) and what
 # the user wrote since.
 MAX_TAIL = 256
-# Tool calls in one assistant message (a model's step: the Chat Completions adapter takes 128 at most).
+# Tool calls in one assistant message (a model's step holds SWITCHBOARD_MODEL_MAX_CALLS, 1,024 at most).
 MAX_TOOL_CALLS = 1_024
 
 

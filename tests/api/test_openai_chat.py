@@ -12,7 +12,7 @@ from tests.api.test_providers import provider_session, text_of
 from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
 from tests.fakes import FakeProvider, Reply
 from tests.fakes_chat import ChatCall, Style, chat_stream, chat_usage
-from workers.models.openai_chat import MAX_CALLS
+from workers.models.base import StreamLimits
 
 # The fake providers listen on 127.0.0.1, a loopback address: allowed here only.
 pytestmark = pytest.mark.private_providers
@@ -307,11 +307,13 @@ async def test_a_count_past_any_sane_size_is_left_out_and_the_run_completes(api:
 async def test_a_server_that_streams_too_many_calls_fails_the_turn(api: Api, fake: FakeProvider) -> None:
     session = await chat_session(api, fake)
     await api.register(session)
-    calls = [ChatCall(f"call_{n}", "client__web__highlight_row", {"row_id": str(n)}) for n in range(MAX_CALLS + 1)]
+    most = StreamLimits().calls
+    calls = [ChatCall(f"call_{n}", "client__web__highlight_row", {"row_id": str(n)}) for n in range(most + 1)]
     fake.replies = [chat_stream("", *calls, style="whole")]
     await api.send(session, "all of them")
     events = await api.wait_for(session, run_over)
-    assert f"more than {MAX_CALLS} tool calls" in of_type(events, "run_failed")[0]["error"]
+    error = f"the model's stream passed {most} tool calls in one step (SWITCHBOARD_MODEL_MAX_CALLS)"
+    assert of_type(events, "run_failed")[0]["error"] == error
     assert not of_type(events, "client_tool_dispatched")
 
 

@@ -12,10 +12,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from broker import Settings
-from broker.services.providers import OPENAI_PROVIDER_ID
-from tests.api_client import Api, Event, Session, of_type, run_over, running_api
-from tests.fakes_hostile import (
+from bench.hostile_model_server import (
     FORMATS,
     MODELS,
     STREAMS,
@@ -23,10 +20,16 @@ from tests.fakes_hostile import (
     Format,
     HostileServer,
     Sent,
+    ended_with,
     hostile_server,
     junk,
     one_endless_event,
 )
+from broker import Settings
+from broker.services.providers import OPENAI_PROVIDER_ID
+from tests.api.test_providers import provider_session, text_of
+from tests.api_client import Api, Event, Session, of_type, run_over, running_api
+from tests.fakes import FakeProvider, Reply, fake_provider, openai_message_as_sent
 from workers.models.base import StreamLimits
 from workers.models.bounds import size_text
 
@@ -34,15 +37,17 @@ from workers.models.bounds import size_text
 pytestmark = pytest.mark.private_providers
 
 # Small bounds, so each attack passes one within a few hundred kilobytes of a stream of tens of megabytes.
-LIMITS = StreamLimits(text_bytes=65_536, argument_bytes=16_384, fragments=500)
+LIMITS = StreamLimits(text_bytes=65_536, argument_bytes=16_384, fragments=500, calls=8)
 BOUNDED = {
     "model_max_text_bytes": LIMITS.text_bytes,
     "model_max_argument_bytes": LIMITS.argument_bytes,
     "model_max_fragments": LIMITS.fragments,
+    "model_max_calls": LIMITS.calls,
 }
 TEXT = "the model's stream passed 64 KiB of text and reasoning in one step (SWITCHBOARD_MODEL_MAX_TEXT_BYTES)"
 ARGUMENTS = "the model's stream passed 16 KiB of arguments in one tool call (SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES)"
 FRAGMENTS = "the model's stream passed 500 fragments in one step (SWITCHBOARD_MODEL_MAX_FRAGMENTS)"
+CALLS = "the model's stream passed 8 tool calls in one step (SWITCHBOARD_MODEL_MAX_CALLS)"
 KIB_PIECE = "a" * 1_024
 
 
@@ -55,6 +60,12 @@ async def server() -> AsyncIterator[HostileServer]:
 # The tests' one-second step lease, on a machine loaded enough, can lapse while the attack is read, and
 # the step is then taken over and tried afresh: a retry these tests would see. Nothing here needs it short.
 LEASE = {"step_lease_s": 10.0}
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeProvider]:
+    async with fake_provider() as provider:
+        yield provider
 
 
 @pytest.fixture
@@ -120,12 +131,14 @@ async def assert_cut_short(api: Api, session: Session, server: HostileServer, wh
 
 
 # What each bound is passed by: the fragments' kind, the piece each carries, how many (Gemini sends a
-# call whole, so its arguments bound is passed by one call of 40 pieces), and the message.
+# call whole, so its arguments bound is passed by one call of 40 pieces, and its calls bound by one chunk
+# of 1,000 calls), and the message.
 ATTACKS = {
     "text": ("text", KIB_PIECE, 50_000, TEXT),
     "reasoning": ("reasoning", KIB_PIECE, 50_000, TEXT),
     "arguments": ("arguments", KIB_PIECE, 50_000, ARGUMENTS),
     "fragments": ("arguments", "a", 200_000, FRAGMENTS),
+    "calls": ("calls", "", 50_000, CALLS),
 }
 
 
@@ -137,6 +150,8 @@ async def test_each_bound_stops_the_run_naming_it_and_the_stream_is_not_read_pas
     kind, piece, count, error = ATTACKS[bound]
     if provider_format == "gemini" and bound == "arguments":
         count = 40
+    if provider_format == "gemini" and bound == "calls":
+        count = 1_000
     if provider_format == "gemini" and bound == "fragments":
         kind = "text"
     stream = STREAMS[provider_format]
@@ -157,6 +172,31 @@ async def test_one_endless_event_is_not_read_whole(
         " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
     )
     assert error.startswith("the model's stream sent an event of more than 96 KiB")
+    await assert_cut_short(bounded, session, server, whole, error + SENT_BACK.get(provider_format, ""))
+
+
+# The Responses API sends back the request's tools and instructions and what it streamed: its bounds are
+# widened by those (and say so), never by what the server chooses.
+SENT_BACK = {
+    "openai_responses": ", beyond what the server sends back of the request's tools and instructions and of"
+    " the step's stream"
+}
+
+
+@pytest.mark.parametrize("end", [b"\n\r\n", b"\r\r\n", b"\n\r"])
+async def test_line_ends_one_sdk_reads_as_no_end_of_an_event_are_no_end_to_the_bound(
+    bounded: Api, server: HostileServer, end: bytes
+) -> None:
+    # Anthropic's SDK ends an event only where what it holds ends with LF LF, CR CR or CRLF CRLF: with
+    # events of 1 KiB ended by `end` it reads on and holds the whole stream, copying it at every line
+    # (8 MB of them took it 26 s of CPU). Those bytes are one event to the bound too.
+    whole = size(ended_with(STREAMS["anthropic"]("text", KIB_PIECE, 50_000), end))
+    server.attacks = [Attack(lambda: ended_with(STREAMS["anthropic"]("text", KIB_PIECE, 50_000), end))]
+    session = await hostile_session(bounded, server, "anthropic")
+    error = (
+        f"the model's stream sent an event of more than {size_text(LIMITS.event_bytes)} (twice"
+        " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
+    )
     await assert_cut_short(bounded, session, server, whole, error)
 
 
@@ -175,6 +215,7 @@ async def test_events_that_carry_nothing_are_bounded_on_the_wire(
         " SWITCHBOARD_MODEL_MAX_FRAGMENTS)"
     )
     assert error.startswith("the model's stream passed 1.1 MiB on the wire")
+    error += SENT_BACK.get(provider_format, "")
     await assert_cut_short(bounded, session, server, size(junk(provider_format, 10_240, 10_000)), error)
 
 
@@ -229,3 +270,90 @@ async def test_at_the_default_bounds_a_200_mb_text_stream_stops_at_8_mib(default
     error = "the model's stream passed 8 MiB of text and reasoning in one step (SWITCHBOARD_MODEL_MAX_TEXT_BYTES)"
     whole = size(STREAMS["openai_chat"]("text", "a" * 4_096, pieces))
     await assert_cut_short(defaults, session, server, whole, error)
+
+
+async def test_at_the_default_bounds_one_chunk_of_thousands_of_calls_stops_at_128(
+    defaults: Api, server: HostileServer
+) -> None:
+    # Gemini sends each call whole, and one chunk (within the event bound) may carry tens of thousands
+    # of them, each a few bytes toward the step's arguments: every one would have been a call record,
+    # a dispatch and an event, written by one script while Redis waits.
+    calls = 25_000
+    server.attacks = [Attack(lambda: STREAMS["gemini"]("calls", "", calls))]
+    session = await hostile_session(defaults, server, "gemini")
+    error = "the model's stream passed 128 tool calls in one step (SWITCHBOARD_MODEL_MAX_CALLS)"
+    assert StreamLimits().calls == 128
+    await assert_cut_short(defaults, session, server, size(STREAMS["gemini"]("calls", "", calls)), error)
+
+
+def catalogue(count: int, size: int) -> list[dict[str, Any]]:
+    """`count` tools of about `size` bytes each: a description, and a schema whose parameter holds the rest."""
+    words = "Find the rows whose value lies within the range given, in the order <asked> & sorted. " * (size // 90)
+    return [
+        {
+            "name": f"tool_{number}",
+            "description": words[:4_000],
+            "parameters": {"type": "object", "properties": {"value": {"type": "string", "description": words[4_000:]}}},
+        }
+        for number in range(count)
+    ]
+
+
+async def echoed_answer(api: Api, fake: FakeProvider, tools: list[dict[str, Any]], system: str, text: str) -> Event:
+    """A Responses step whose server sends back its `tools` and `system` prompt in three events and its
+    `text` again in four (as OpenAI's does), to its end."""
+    session = await provider_session(api, fake, MODELS["openai_responses"], system_prompt=system)
+    for start in range(0, len(tools), 60):
+        await api.register(session, name=f"c{start}", tools=tools[start : start + 60])
+    fake.replies = [Reply(frames=openai_message_as_sent(text), echo=True)]
+    await api.send(session, "go")
+    events = await api.wait_for(session, run_over, timeout=30)
+    assert not of_type(events, "run_failed"), [failed["error"] for failed in of_type(events, "run_failed")]
+    (answer,) = of_type(events, "message_assistant")
+    (sent,) = fake.requests
+    assert len(sent.get("tools", [])) == len(tools)
+    return answer
+
+
+async def test_a_tool_catalogue_and_instructions_the_responses_api_sends_back_are_not_refused(
+    bounded: Api, fake: FakeProvider
+) -> None:
+    # 20 tools of 8 KB and 40 KB of instructions: response.created, .in_progress and .completed each
+    # hold 200 KB, twice the event bound of these limits (96 KiB).
+    answer = await echoed_answer(bounded, fake, catalogue(20, 8_000), "Be brief. " * 4_000, "fine")
+    assert text_of(answer) == "fine"
+
+
+async def test_an_answer_the_responses_api_sends_again_whole_is_not_refused(bounded: Api, fake: FakeProvider) -> None:
+    # 60 KiB of text, under the text bound (64 KiB), written again whole in four events, each character
+    # escaped (a quote, a line end): each event 120 KiB, past the event bound of these limits (96 KiB).
+    text = '"\n' * 30_720
+    answer = await echoed_answer(bounded, fake, [], "", text)
+    assert text_of(answer) == text
+
+
+async def test_at_the_default_bounds_a_catalogue_of_300_tools_of_8_kb_is_not_refused(
+    defaults: Api, fake: FakeProvider
+) -> None:
+    # What the review found refused: response.created of 2.4 MB, its tools sent back.
+    answer = await echoed_answer(defaults, fake, catalogue(300, 8_000), "", "fine")
+    assert text_of(answer) == "fine"
+
+
+async def test_a_hostile_server_with_a_large_catalogue_is_still_cut_at_what_the_request_sent(
+    bounded: Api, server: HostileServer
+) -> None:
+    # The widened bound is the request's own tools, not what the server says: an endless event is cut
+    # past them, long before its end.
+    whole = 50 * 2**20
+    server.attacks = [Attack(lambda: one_endless_event("openai_responses", whole))]
+    session = await hostile_session(bounded, server, "openai_responses")
+    await bounded.register(session, name="big", tools=catalogue(20, 8_000))
+    error = f"the model's stream sent an event of more than {size_text(LIMITS.event_bytes)}"
+    found, _ = await failed_with(bounded, session, server)
+    assert found.startswith(error)
+    assert found.endswith(SENT_BACK["openai_responses"])
+    (sent,) = server.sent
+    await hung_up(sent)
+    assert sent.cut
+    assert sent.bytes < 2 * 2**20, sent.bytes

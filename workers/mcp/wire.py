@@ -19,6 +19,7 @@ import anyio
 import httpx2
 
 from common.addresses import ProviderAddresses
+from workers.bounded_stream import CountedStream, EventEnds
 from workers.mcp import flow
 from workers.mcp.flow import Flow, Operation
 from workers.pinned import PinnedTransport
@@ -43,13 +44,7 @@ class AnswerRefused(httpx2.StreamError):
         self.message = message
 
 
-def _events(chunk: bytes) -> int:
-    # Blank lines end server-sent events; one split across two chunks is not counted, which only
-    # matters to a pace, never to a bound.
-    return chunk.count(b"\n\n") + chunk.count(b"\r\n\r\n")
-
-
-class _Bounded(httpx2.AsyncByteStream):
+class _Bounded(CountedStream):
     """An answer's body read under its limit, its operation's deadline and its connection's pace."""
 
     def __init__(
@@ -62,16 +57,15 @@ class _Bounded(httpx2.AsyncByteStream):
         standing: bool,
         events: bool,
     ) -> None:
-        self._stream = stream
+        super().__init__(stream, events=EventEnds(every=True) if events else None)
         self._limit = limit
         self._flow = flow
         self._operation = operation
         self._standing = standing
-        self._events = events
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = aiter(self._stream)
-        read, owed_s = 0, 0.0
+        owed_s = 0.0
         deadline = self._operation.deadline + CUT_GRACE_S if self._operation is not None else float("inf")
         while True:
             # What the last chunk cost is waited for before the next is read (not before that one is
@@ -94,14 +88,11 @@ class _Bounded(httpx2.AsyncByteStream):
                         self._operation.scopes.discard(scope)
             if scope.cancelled_caught:
                 raise AnswerRefused("the MCP server's answer was cut: its request ended")
-            read += len(chunk)
-            if read > self._limit:
+            ends = self.count(chunk)
+            if self.read > self._limit:
                 raise AnswerRefused(f"the MCP server's answer passed {self._limit:,} bytes")
-            owed_s = self._flow.spend(len(chunk), _events(chunk) if self._events else 0)
+            owed_s = self._flow.spend(len(chunk), len(ends))
             yield chunk
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
 
 
 def _no_answer(request: httpx2.Request, why: str) -> httpx2.Response:

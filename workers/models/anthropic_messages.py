@@ -27,8 +27,8 @@ from workers.models.base import (
 from workers.models.bounds import StreamBounds, passed_bound
 from workers.models.clouds import AnthropicCloudClient, anthropic_on_cloud, cloud_failure
 from workers.models.retry import RetryLater
-from workers.models.wire import guarded
-from workers.pinned import pinned_client, refused
+from workers.models.wire import model_client
+from workers.pinned import refused
 
 # Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying,
 # and Bedrock's names for the same (a mid-stream exception frame, which the SDK reports as an `error` event).
@@ -229,10 +229,8 @@ class AnthropicMessages:
         # requests go through the pinned client (`addresses`); the platform's (None) are the operator's.
         base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
         # Either way its responses are counted on the wire (workers/models/wire.py).
-        http = guarded(
-            pinned_client(base_url, addresses, timeout_s)
-            if addresses is not None
-            else anthropic.DefaultAsyncHttpxClient(timeout=timeout_s)
+        http = model_client(
+            base_url, addresses, timeout_s, anthropic.DefaultAsyncHttpxClient, anthropic.DEFAULT_CONNECTION_LIMITS
         )
         # On a cloud (Bedrock, Vertex) the `anthropic` package's client for it, with the cloud's credentials.
         self._cloud = endpoint.cloud is not None

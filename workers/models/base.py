@@ -88,17 +88,23 @@ _FRAGMENT_WIRE = KIB
 @dataclass(frozen=True, slots=True)
 class StreamLimits:
     """What one step's model stream may carry (docs/configuration.md): `text_bytes` of text and reasoning
-    (and, apart, of all its calls' arguments together), `argument_bytes` of one call's arguments, and
-    `fragments` of any kind."""
+    (and, apart, of all its calls' arguments together), `argument_bytes` of one call's arguments,
+    `fragments` of any kind, and `calls` tool calls."""
 
     text_bytes: int = 8 * MIB
     argument_bytes: int = MIB
     fragments: int = 20_000
+    calls: int = 128
 
     @classmethod
     def of(cls, settings: WorkerSettings) -> StreamLimits:
         """The limits a worker's settings name."""
-        return cls(settings.model_max_text_bytes, settings.model_max_argument_bytes, settings.model_max_fragments)
+        return cls(
+            settings.model_max_text_bytes,
+            settings.model_max_argument_bytes,
+            settings.model_max_fragments,
+            settings.model_max_calls,
+        )
 
     @property
     def event_bytes(self) -> int:

@@ -22,11 +22,13 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
 
+from common.codec import dumps
 from workers.models.base import KIB, MIB, DeltaSink, ModelError, StreamLimits
 
 TEXT_SETTING = "SWITCHBOARD_MODEL_MAX_TEXT_BYTES"
 ARGUMENT_SETTING = "SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES"
 FRAGMENT_SETTING = "SWITCHBOARD_MODEL_MAX_FRAGMENTS"
+CALL_SETTING = "SWITCHBOARD_MODEL_MAX_CALLS"
 
 
 def size_text(count: int) -> str:
@@ -43,24 +45,51 @@ def utf8_size(piece: str) -> int:
     return len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
 
 
+# Bytes past 0x7f: a server may write each character they make up as `\uXXXX` (up to three times its
+# UTF-8 bytes); Go's encoder writes each of <, > and & as six bytes.
+_WIDE = bytes(range(0x80, 0x100))
+
+
+def json_bytes(value: object) -> int:
+    """The most bytes `value` takes as JSON, however a server writes it (its escaping of characters past
+    ASCII, of <, > and &; not its indentation)."""
+    raw = dumps(value).encode()
+    wide = len(raw) - len(raw.translate(None, _WIDE))
+    return len(raw) + 2 * wide + 5 * (raw.count(b"<") + raw.count(b">") + raw.count(b"&"))
+
+
 class StreamBoundPassed(ModelError):
     """The model's stream passed one of the step's bounds: the step ends with this message (the limit
     and the setting that moves it), and is not tried again."""
 
 
+# Past the event bound and the wire bound, what a format's server sends back (docs/security.md, "A
+# model's stream is bounded"): the request's own tools and instructions, and what it streamed.
+_SENT_BACK = ", beyond what the server sends back of the request's tools and instructions and of the step's stream"
+
+
 class Tally:
     """One attempt's counts, each checked the moment it grows. Every count is O(1) a fragment (bar the
-    UTF-8 size of a piece that is not ASCII)."""
+    UTF-8 size of a piece that is not ASCII).
 
-    __slots__ = ("_arguments", "_calls", "_fragments", "_text", "_wire", "limits")
+    Some formats' servers send back what the worker sent (the Responses API repeats the request's tools
+    and instructions in three events) or what they streamed (the Responses API's `.done` events and
+    `response.completed` hold the text and arguments again, JSON-escaped): `echoed` is the most the
+    request's part takes in one event, and `repeats` says the stream's own is sent again. Both widen the
+    wire's bounds by what the worker already holds, never by what the server chooses: the request it
+    built, the text and arguments it counted."""
 
-    def __init__(self, limits: StreamLimits) -> None:
+    __slots__ = ("_arguments", "_calls", "_echoed", "_fragments", "_repeats", "_text", "_wire", "limits")
+
+    def __init__(self, limits: StreamLimits, *, echoed: int = 0, repeats: bool = False) -> None:
         self.limits = limits
         self._text = 0
         self._arguments = 0
         self._calls: dict[int, int] = {}
         self._fragments = 0
         self._wire = 0
+        self._echoed = echoed
+        self._repeats = repeats
 
     def fragment(self) -> int:
         """One fragment of any kind arrived; how many so far."""
@@ -81,9 +110,18 @@ class Tally:
             )
 
     def arguments(self, place: int, piece: str) -> None:
-        """A piece of the arguments (or the name) of the turn's `place`-th tool call."""
+        """A piece of the arguments (or the name) of the turn's `place`-th tool call; the first of a place
+        is a new call, counted before anything of it is kept (a call costs the step's commit far more
+        than its bytes: a block, a record, a dispatch, an event)."""
         grown = utf8_size(piece)
-        call = self._calls.get(place, 0) + grown
+        known = self._calls.get(place)
+        if known is None:
+            if len(self._calls) == self.limits.calls:
+                raise StreamBoundPassed(
+                    f"the model's stream passed {self.limits.calls:,} tool calls in one step ({CALL_SETTING})"
+                )
+            known = 0
+        call = known + grown
         self._calls[place] = call
         if call > self.limits.argument_bytes:
             limit = size_text(self.limits.argument_bytes)
@@ -97,14 +135,38 @@ class Tally:
                 f"the model's stream passed {limit} of tool-call arguments in one step ({TEXT_SETTING})"
             )
 
+    def _streamed(self) -> int:
+        """What a server that repeats its stream may send again of it: its text and arguments so far."""
+        return self._text + self._arguments if self._repeats else 0
+
+    @property
+    def event_bytes(self) -> int:
+        """The most one event may hold on the wire now: the limits' bound, the request's part a server
+        sends back, and twice (its JSON escaping) the text and arguments it may send again. A repeat
+        comes after what it repeats, so what it may hold is known before its first byte is read."""
+        return self.limits.event_bytes + self._echoed + 2 * self._streamed()
+
+    def event(self, size: int) -> None:
+        """One event has come to `size` bytes on the wire so far."""
+        if size > self.event_bytes:
+            limit = size_text(self.limits.event_bytes)
+            raise StreamBoundPassed(
+                f"the model's stream sent an event of more than {limit} (twice {ARGUMENT_SETTING}, and 64 KiB)"
+                + (_SENT_BACK if self._echoed or self._repeats else "")
+            )
+
     def received(self, count: int) -> None:
-        """`count` bytes of the attempt's responses came off the wire."""
+        """`count` bytes of the attempt's responses came off the wire: at most the limits' bound, with
+        room for the request's part sent back four times (the Responses API sends it three) and for the
+        stream's text and arguments sent again four times, escaped (a message's text is in three `.done`
+        events and in `response.completed`)."""
         self._wire += count
-        if self._wire > self.limits.response_bytes:
+        if self._wire > self.limits.response_bytes + 4 * self._echoed + 8 * self._streamed():
             limit = size_text(self.limits.response_bytes)
             raise StreamBoundPassed(
                 f"the model's stream passed {limit} on the wire in one step (four times {TEXT_SETTING} and"
                 f" the event bound, and 1 KiB for each of {FRAGMENT_SETTING})"
+                + (_SENT_BACK if self._echoed or self._repeats else "")
             )
 
 
@@ -126,8 +188,8 @@ class StreamBounds:
     opened is closed as it ends, whatever ended it (an SDK may leave its own to the garbage collector,
     and a connection left open lets the server go on sending into it)."""
 
-    def __init__(self, limits: StreamLimits, sink: DeltaSink) -> None:
-        self.tally = Tally(limits)
+    def __init__(self, limits: StreamLimits, sink: DeltaSink, *, echoed: int = 0, repeats: bool = False) -> None:
+        self.tally = Tally(limits, echoed=echoed, repeats=repeats)
         self._sink = sink
         self._token: Token[StreamBounds | None] | None = None
         self._opened: list[Callable[[], Awaitable[None]]] = []
@@ -172,9 +234,10 @@ class StreamBounds:
             self._sink.reasoning(piece)
 
     def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
-        """A piece of the `index`-th call's arguments, counted, then streamed."""
+        """A piece of the `index`-th call's arguments, counted (a new call among the step's calls), then
+        streamed."""
+        self.tally.arguments(index, piece)
         if piece:
-            self.tally.arguments(index, piece)
             self._sink.tool_input(index, call_id, name, piece)
 
     def kept(self, piece: str) -> None:
@@ -185,9 +248,9 @@ class StreamBounds:
 
     def kept_call(self, index: int, piece: str) -> None:
         """Something of the `index`-th call the turn keeps that is not streamed (its name, arguments a
-        call opened with): counted as its arguments."""
-        if piece:
-            self.tally.arguments(index, piece)
+        call opened with): counted as its arguments. An adapter calls it as each call appears, its name
+        empty or not, so the call is counted among the step's calls before the turn keeps it."""
+        self.tally.arguments(index, piece)
 
 
 def passed_bound(error: BaseException) -> StreamBoundPassed | None:

@@ -31,8 +31,8 @@ from workers.models.bounds import StreamBounds
 from workers.models.gemini_cloud import vertex_client_args
 from workers.models.gemini_wire import MADE_ID, signature_text, to_contents
 from workers.models.retry import RetryLater
-from workers.models.wire import guarded
-from workers.pinned import pinned_client, refused
+from workers.models.wire import model_client
+from workers.pinned import refused
 
 _MODES = {
     "auto": types.FunctionCallingConfigMode.AUTO,
@@ -225,11 +225,7 @@ class Gemini:
         # opens no connection of its own: given its async client, it uses neither its own nor aiohttp,
         # and its sync client (never used here) refuses. Retries are ours (models/retry.py).
         # Either way its responses are counted on the wire (workers/models/wire.py).
-        self._http = guarded(
-            pinned_client(base_url, addresses, timeout_s)
-            if addresses is not None
-            else httpx2.AsyncClient(timeout=timeout_s, follow_redirects=False)
-        )
+        self._http = model_client(base_url, addresses, timeout_s)
         self._sync = httpx2.Client(transport=_NoSyncRequests())
         options = types.HttpOptions(
             base_url=base_url,

@@ -86,9 +86,8 @@ def to_messages(transcript: list[Message], aliases: Aliases, system: str | None)
     return messages
 
 
-# What one turn may hold: past these the server is not answering in good faith, and the turn fails
-# rather than have the worker keep whatever it sends.
-MAX_CALLS = 128
+# Past these a field is not one a server in good faith sends, and is read as no value at all (how many
+# calls one turn may hold is the stream's bound, workers/models/bounds.py).
 _ID_LIMIT = 128
 _MODEL_LIMIT = 256
 # Longer than any tool name a provider takes (OpenAI's limit is 64 characters): read as no name at all.
@@ -140,12 +139,12 @@ class _Calls:
         piece = dumps(piece) if isinstance(piece, dict) else (_text(piece) or "")
         call = self._target(call_id, index, name)
         if call is None:
-            if len(self.calls) == MAX_CALLS:
-                raise ModelError(f"the model made more than {MAX_CALLS} tool calls in one step")
+            self._stream.kept_call(len(self.calls), name or "")
             call = _Call(len(self.calls), call_id or new_call_id(), self._aliases.inward(name or ""))
             self.calls.append(call)
             self._by_id[call.call_id] = call
         elif name and not call.name:
+            self._stream.kept_call(call.place, name)
             call.name = self._aliases.inward(name)
         self._by_index[index] = call
         if piece:

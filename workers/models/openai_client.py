@@ -12,8 +12,8 @@ from workers.models.base import Endpoint, ModelError, TransientModelError, Usage
 from workers.models.bounds import passed_bound
 from workers.models.clouds import azure_openai
 from workers.models.retry import RetryLater
-from workers.models.wire import guarded
-from workers.pinned import pinned_client, refused
+from workers.models.wire import model_client
+from workers.pinned import refused
 
 _TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
 
@@ -24,10 +24,8 @@ def openai_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
     (None) are the operator's. A provider on Azure gets the package's Azure client."""
     base_url, addresses, timeout_s = endpoint.base_url, endpoint.addresses, endpoint.timeout_s
     # Either way its responses are counted on the wire (workers/models/wire.py).
-    http = guarded(
-        pinned_client(base_url, addresses, timeout_s)
-        if addresses is not None
-        else openai.DefaultAsyncHttpxClient(timeout=timeout_s)
+    http = model_client(
+        base_url, addresses, timeout_s, openai.DefaultAsyncHttpxClient, openai.DEFAULT_CONNECTION_LIMITS
     )
     if endpoint.cloud is not None:
         return azure_openai(endpoint, http)

@@ -23,8 +23,11 @@ from workers.models.base import (
     TurnBuilder,
     Usage,
 )
-from workers.models.bounds import StreamBounds, Tally
+from workers.models.bounds import StreamBounds, Tally, json_bytes
 from workers.models.openai_client import error_of, failure, field_of, openai_client, usage_of
+
+# What a server may add to each tool it sends back: the fields it fills in that the request left out.
+_TOOL_ECHO = 256
 
 
 def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]]:
@@ -114,7 +117,11 @@ class OpenAIResponses:
                 }
                 for t in request.tools
             ]
-        async with StreamBounds(request.limits, deltas) as stream:
+        # The API sends the request's tools and instructions back in three events (response.created,
+        # .in_progress, .completed), and the text and arguments again when each item is done.
+        echoed = json_bytes(params.get("tools", [])) + json_bytes(params.get("instructions", ""))
+        echoed += _TOOL_ECHO * len(params.get("tools", []))
+        async with StreamBounds(request.limits, deltas, echoed=echoed, repeats=True) as stream:
             try:
                 response = await self._client.responses.create(**params)
                 # Closed on the way out, whatever ends the read: a bound passed stops reading at once.

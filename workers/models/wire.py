@@ -3,120 +3,125 @@ bounded").
 
 The SDKs read a whole SSE event (and the Gemini SDK a whole JSON line) before an adapter sees any of it,
 and some copy a growing event at every chunk: so one event of 200 MB would be held, and parsed, before
-workers/models/bounds.py could count a byte of it. Every model client's responses therefore go through a
-guard that counts their bytes as they come off the socket: no event longer than the attempt's
-`event_bytes`, no more than its `response_bytes` in all (junk events that carry no text, which the adapter
-would never count, included). Past either, reading stops with StreamBoundPassed and the response is closed.
+workers/models/bounds.py could count a byte of it. Every model client therefore sends through a transport
+that counts its responses' bytes as they come off the socket: no event longer than the attempt's
+`event_bytes`, no more than its wire bound in all (junk events that carry no text, which the adapter would
+never count, included). Past either, reading stops with StreamBoundPassed and the response is closed.
 
 The worker asks for no content encoding and refuses a compressed answer: a compressed body would be
 counted before it is inflated, and a few kilobytes of gzip inflate to gigabytes.
+
+Everything here is httpx2's public API: a transport wrapping another, and the response it hands back made
+with a byte stream of its own (as a transport makes any response).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import AsyncGenerator, AsyncIterator
+import urllib.request
+from collections.abc import Callable, Sequence
+from urllib.parse import urlsplit
 
 import httpx2
 
+from common.addresses import ProviderAddresses
+from workers.bounded_stream import CountedStream, EventEnds
 from workers.models.base import StreamLimits
-from workers.models.bounds import StreamBoundPassed, Tally, active_stream, size_text
+from workers.models.bounds import StreamBoundPassed, Tally, active_stream
+from workers.pinned import PinnedTransport
 
 # Bedrock frames its stream in AWS's binary event-stream encoding, where no blank line ends an event;
 # botocore bounds each of its messages itself. The response bound still applies.
 _BINARY_FRAMING = "application/vnd.amazon.eventstream"
-# What ends an SSE event: a blank line, after LF, CR or CRLF line ends (CRLF CRLF holds LF CR LF).
-_EVENT_ENDS = (b"\n\n", b"\r\r", b"\n\r\n")
-_EVENT_END = re.compile(b"|".join(re.escape(mark) for mark in _EVENT_ENDS))
+# Set on the client, not by the transport: a cloud's client signs the request's headers (SigV4) after the
+# client has merged its own, and before the transport sees it.
+_NO_ENCODING = {"Accept-Encoding": "identity"}
 
 
-def guarded(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
-    """`client` with every response it gets counted on the wire, and no compressed answer asked for."""
-    client.headers["Accept-Encoding"] = "identity"
-    hooks = client.event_hooks
-    client.event_hooks = {"request": hooks["request"], "response": [*hooks["response"], _guard]}
-    return client
-
-
-async def _guard(response: httpx2.Response) -> None:
-    # Outside a model attempt (none of the adapters' requests are) the defaults apply to the response alone.
-    stream = active_stream()
-    tally = stream.tally if stream is not None else Tally(StreamLimits())
-    if stream is not None:
-        stream.opened(response.aclose)
-    encoding = response.headers.get("content-encoding", "").strip().lower()
-    if encoding not in ("", "identity"):
-        await response.aclose()
-        raise StreamBoundPassed(
-            f"the model provider compressed its answer ({encoding[:32]}) though the worker asked for none:"
-            " a compressed stream cannot be bounded as it arrives"
+def model_client(
+    base_url: str,
+    addresses: ProviderAddresses | None,
+    timeout_s: float,
+    own: Callable[..., httpx2.AsyncClient] = httpx2.AsyncClient,
+    limits: httpx2.Limits | None = None,
+) -> httpx2.AsyncClient:
+    """The HTTP client a model SDK sends through, every response counted on the wire. A workspace
+    provider's (`addresses`) is pinned (workers/pinned.py), follows no redirect and reads nothing of the
+    environment; the platform's (None) is `own` (the SDK's kind of client, which keeps its defaults), its
+    connection through the proxy the worker's environment names for `base_url`, if any, as the SDK's
+    would be, with `limits` on its pool."""
+    if addresses is not None:
+        transport = WireGuard(PinnedTransport(base_url, addresses))
+        return httpx2.AsyncClient(
+            transport=transport, follow_redirects=False, timeout=timeout_s, trust_env=False, headers=_NO_ENCODING
         )
-    if isinstance(response.stream, httpx2.AsyncByteStream):
-        framed = response.headers.get("content-type", "").startswith(_BINARY_FRAMING)
-        response.stream = _Counted(response.stream, tally, events=not framed)
+    direct = httpx2.AsyncHTTPTransport(limits=limits or httpx2.Limits(), proxy=_environment_proxy(base_url))
+    return own(timeout=timeout_s, transport=WireGuard(direct), headers=_NO_ENCODING)
 
 
-class _Counted(httpx2.AsyncByteStream):
-    """A response's bytes, counted as they arrive: in all against the attempt's tally, and (for SSE) the
-    bytes since the last event ended against the event bound."""
+def _environment_proxy(base_url: str) -> str | None:
+    # A client given its transport reads no proxy from the environment: read here, for the one origin
+    # the platform's client talks to (`*_proxy` and `no_proxy`, as urllib reads them).
+    url = urlsplit(base_url)
+    if not url.hostname or urllib.request.proxy_bypass(url.hostname):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(url.scheme) or proxies.get("all") or None
 
-    def __init__(self, stream: httpx2.AsyncByteStream, tally: Tally, *, events: bool) -> None:
-        self._stream = stream
-        self._tally = tally
-        self._events = events
-        self._event = 0
-        # The last bytes of the chunk before, where a blank line split across two chunks begins.
-        self._tail = b""
 
-    @property
-    def elapsed(self) -> object:
-        """What the stream underneath says of the response's time (httpx reads it from the stream)."""
-        return getattr(self._stream, "elapsed", None)
+class WireGuard(httpx2.AsyncBaseTransport):
+    """Sends through `transport`, and hands back each response with its body counted as it arrives
+    against the model attempt running in this task (outside one, the default bounds for that response
+    alone); a compressed answer is refused unread."""
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks = self._stream.__aiter__()
-        try:
-            async for chunk in chunks:
-                self._tally.received(len(chunk))
-                if self._events:
-                    self._count(chunk)
-                yield chunk
-        finally:
-            if isinstance(chunks, AsyncGenerator):
-                await chunks.aclose()
+    def __init__(self, transport: httpx2.AsyncBaseTransport) -> None:
+        self._transport = transport
 
-    def _count(self, chunk: bytes) -> None:
-        limit = self._tally.limits.event_bytes
-        seen = self._tail + chunk
-        # What of `seen` the running count already holds (the tail of the chunk before).
-        counted = len(self._tail)
-        first = _EVENT_END.search(seen)
-        if first is None:
-            self._event += len(chunk)
-        else:
-            self._check(self._event + first.end() - counted, limit)
-            last = first.end()
-            if len(seen) - last > limit:
-                # A chunk longer than the bound may hold a whole event longer than it: each is measured.
-                for found in _EVENT_END.finditer(seen, last):
-                    self._check(found.end() - last, limit)
-                    last = found.end()
-            else:
-                for mark in _EVENT_ENDS:
-                    at = seen.rfind(mark)
-                    if at >= 0:
-                        last = max(last, at + len(mark))
-            self._event = len(seen) - last
-        self._check(self._event, limit)
-        self._tail = seen[-2:]
-
-    @staticmethod
-    def _check(event: int, limit: int) -> None:
-        if event > limit:
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._transport.handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
             raise StreamBoundPassed(
-                f"the model's stream sent an event of more than {size_text(limit)} (twice"
-                " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
+                f"the model provider compressed its answer ({encoding[:32]}) though the worker asked for none:"
+                " a compressed stream cannot be bounded as it arrives"
             )
+        if not isinstance(response.stream, httpx2.AsyncByteStream):
+            return response
+        stream = active_stream()
+        tally = stream.tally if stream is not None else Tally(StreamLimits())
+        framed = response.headers.get("content-type", "").startswith(_BINARY_FRAMING)
+        counted = httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Counted(response.stream, tally, events=not framed),
+            extensions=response.extensions,
+        )
+        if stream is not None:
+            stream.opened(counted.aclose)
+        return counted
 
     async def aclose(self) -> None:
-        await self._stream.aclose()
+        await self._transport.aclose()
+
+
+class _Counted(CountedStream):
+    """A response's bytes, counted as they arrive: in all against the attempt's tally, and (for SSE) the
+    bytes of each event, from the end of the one before, against the event bound."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream, tally: Tally, *, events: bool) -> None:
+        super().__init__(stream, events=EventEnds() if events else None)
+        self._tally = tally
+        self._events = events
+        # Bytes of the event under way, before this chunk.
+        self._event = 0
+
+    def passed(self, chunk: bytes, ends: Sequence[int]) -> bytes:
+        self._tally.received(len(chunk))
+        if self._events:
+            start = 0
+            for end in ends:
+                self._tally.event(self._event + end - start)
+                self._event, start = 0, end
+            self._event += len(chunk) - start
+            self._tally.event(self._event)
+        return chunk
