@@ -18,7 +18,7 @@ from broker.errors import NotFound, translate_redis_errors
 from broker.scripts.layouts import run_names
 from broker.services.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH, Caller, Receipt, receipt_names
 from common import events
-from common.codec import canonical_json, dumps, loads, sha256_hex
+from common.codec import dumps, loads
 from common.policies import Policy, denied_text
 
 CLIENT_TOOL_PREFIX = "client__"
@@ -106,22 +106,6 @@ def parse_client_tool(name: str) -> tuple[str, str] | None:
     return client, tool
 
 
-def args_hash(arguments: dict[str, Any]) -> str:
-    """SHA-256 hex of the canonical JSON of the arguments (docs/architecture.md, Decisions the code relies on)."""
-    return sha256_hex(canonical_json(arguments))
-
-
-def approval_requested(
-    call_id: str, server: str, tool: str, arguments: dict[str, Any], source: str | None = None
-) -> str:
-    """The `approval_requested` JSON of a call; `source` (an extension, as `client_tool_dispatched`'s
-    `from`): where a call no run made came from (`mcp`)."""
-    event: dict[str, Any] = {"type": "approval_requested", "call_id": call_id, "server": server, "tool": tool}
-    event["arguments"] = arguments
-    event["args_hash"] = args_hash(arguments)
-    return dumps(event | ({"from": source} if source else {}))
-
-
 @dataclass(frozen=True, slots=True)
 class StepCall:
     """One tool call of a step as commit_step.lua reads it: one argument, a JSON object by field name
@@ -165,7 +149,7 @@ class StepCall:
             payload = dumps(call.arguments)
         approval = None
         if route.policy == "require_approval" and route.kind != "none":
-            approval = approval_requested(call.call_id, route.server, route.tool, call.arguments)
+            approval = events.approval_requested(call.call_id, route.server, route.tool, call.arguments)
         if route.error:
             error = route.error
         elif route.policy == "deny":
