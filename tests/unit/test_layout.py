@@ -96,7 +96,7 @@ def test_every_lua_file_is_a_registered_script_or_a_library() -> None:
 def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
     script = script_text(name)
     assert "Returns" in script.header
-    # Every script runs through lib/core.lua's sb_run_script, in both forms.
+    # lib/core.lua runs every call (sb_run_script; lib/batch.lua for a batched one), so every script includes it.
     assert script.includes[:1] == ("lib/core.lua",)
     layout(name)  # its declarations hold together: names, layouts, rest lists
     # What runs for it: its body and the libraries it includes.
