@@ -106,6 +106,18 @@ def parse_client_tool(name: str) -> tuple[str, str] | None:
     return client, tool
 
 
+def client_tools(offered: Sequence[OfferedClient]) -> dict[str, tuple[OfferedClient, dict[str, Any]]]:
+    """Each tool of the offered registrations by the name a model calls it by: a registered client's as
+    `client__<name>__<tool>`, a run-scoped registration's (the run's own tools) as its own name. A
+    registered client's tool wins a name both give."""
+    named: dict[str, tuple[OfferedClient, dict[str, Any]]] = {}
+    for client in sorted(offered, key=lambda c: not c.scoped):
+        for tool in client.tools:
+            visible = tool["name"] if client.scoped else f"{CLIENT_TOOL_PREFIX}{client.name}__{tool['name']}"
+            named[visible] = (client, tool)
+    return named
+
+
 @dataclass(frozen=True, slots=True)
 class StepCall:
     """One tool call of a step as commit_step.lua reads it: one argument, a JSON object by field name
