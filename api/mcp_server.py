@@ -1,13 +1,14 @@
 """Each session as an MCP server (`/v1/sessions/{sid}/mcp`, Streamable HTTP, stateless), through the
-official `mcp` package's server side: `tools/list` gives the session's active client tools under their
-model-visible names, and `tools/call` goes as a model's call does: under the agent's policy for the tool
-(a deny answered at once, never dispatched; `require_approval` waits for the decision, or is decided by
-one remembered for the session), then to the registration (bound to it, its ack and result deadlines
-and the tool's own, arguments checked first), logged as a call from an MCP client outside any run
-(`client_tool_dispatched` and `approval_requested` with `"from": "mcp"`). The caller waits for the
-call's outcome on the session's live feed; every request holds one of the stream caps' slots while its
-answer is open. Progress becomes MCP progress, and an MCP cancel (or the caller going away) cancels the
-call."""
+official `mcp` package's server side: `tools/list` gives the client tools a step of the session's active
+run offers its model, under the names the model sees (a registered client's `client__<name>__<tool>`, the
+run's own run-scoped tools their own names), and `tools/call` goes as a model's call does: under the
+agent's policy for the tool (a deny answered at once, never dispatched; `require_approval` waits for the
+decision, or is decided by one remembered for the session), then to the registration (bound to it, its
+ack and result deadlines and the tool's own, arguments checked first), logged as a call from an MCP
+client outside any run (`client_tool_dispatched` and `approval_requested` with `"from": "mcp"`). The
+caller waits for the call's outcome on the session's live feed; every request holds one of the stream
+caps' slots while its answer is open. Progress becomes MCP progress, and an MCP cancel (or the caller
+going away) cancels the call."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from api.state import AppState
 from broker.errors import NotFound, SwitchboardError
 from broker.services.calls import CallState
 from broker.services.live import Signal
-from broker.services.runs import CLIENT_TOOL_PREFIX, parse_client_tool
+from broker.services.runs import client_tools, parse_client_tool
 from common.codec import loads
 from common.events import is_logged
 from common.policies import client_policy, denied_text
@@ -65,13 +66,12 @@ async def _list_tools(ctx: Any, _params: mt.PaginatedRequestParams | None) -> mt
     state, session_id, _ = _context(ctx)
     tools = [
         mt.Tool(
-            name=f"{CLIENT_TOOL_PREFIX}{client.name}__{tool['name']}",
+            name=visible,
             description=tool.get("description") or None,
             input_schema=tool.get("parameters") or {"type": "object"},
             annotations=_annotations(tool),
         )
-        for client in await state.broker.clients.active(session_id)
-        for tool in client.tools
+        for visible, (_, tool) in client_tools(await state.broker.runs.offered(session_id)).items()
     ]
     return mt.ListToolsResult(tools=tools)
 
@@ -100,25 +100,25 @@ def _result(event: dict[str, Any], settled: CallState | None) -> mt.CallToolResu
 async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
     state, session_id, _ = _context(ctx)
     name, arguments = params.name, dict(params.arguments or {})
-    parsed = parse_client_tool(name)
-    if parsed is None:
-        return _error(f"no tool named {name} in this session (tools are client__<client name>__<tool>)")
-    client_name, tool_name = parsed
-    clients = await state.broker.clients.active(session_id)
-    client = next((c for c in clients if c.name == client_name), None)
-    tool = next((t for t in client.tools if t["name"] == tool_name), None) if client else None
-    if client is None or tool is None:
-        return _error(f"no active client {client_name} serves a tool named {tool_name} in this session")
-    # The agent's policy, by the name a model calls the tool by (a run-scoped registration's tools go by
-    # their own names), decided before anything is checked or written: a denied call costs nothing.
-    visible = tool_name if client.scoped else f"{CLIENT_TOOL_PREFIX}{client.name}__{tool_name}"
+    # Found as a model's step finds it, by the name the model calls it by (the name its policy goes by).
+    found = client_tools(await state.broker.runs.offered(session_id)).get(name)
+    if found is None:
+        parsed = parse_client_tool(name)
+        if parsed is not None:
+            return _error(f"no active client {parsed[0]} serves a tool named {parsed[1]} in this session")
+        return _error(
+            f"no tool named {name} in this session (a client's tools are client__<client name>__<tool>; "
+            "the active run's own tools go by their own names)"
+        )
+    client, tool = found
+    # The agent's policy, decided before anything is checked or written: a denied call costs nothing.
     try:
         policies = await state.broker.policies.client_policies(session_id)
     except NotFound as gone:
         return _error(f"{name} cannot be called: the session's agent version cannot be read ({gone.message})")
-    policy = client_policy(policies, visible, tool.get("annotations"))
+    policy = client_policy(policies, name, tool.get("annotations"))
     if policy == "deny":
-        return _error(denied_text(visible))
+        return _error(denied_text(name))
     try:
         problem = await state.broker.arguments.problem(tool.get("parameters") or {}, arguments)
     except Unchecked as unchecked:
@@ -132,11 +132,11 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
         try:
             sent = await state.broker.calls.dispatch(
                 session_id,
-                (client.id, client.name),
-                tool_name,
+                (client.client_id, client.name),
+                str(tool["name"]),
                 arguments,
                 policy=policy,
-                name=visible,
+                name=name,
                 timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
                 heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
             )

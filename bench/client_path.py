@@ -1,13 +1,15 @@
 """Scenario 9: what the client side of one script call costs the calling process, by the way it is sent.
 
-Every API route is one EVALSHA (or a few), so the client path is most of what the API spends per route
-that is not HTTP. Two pieces of ours replace redis-py's: LeanPool (broker/transport/client.py: a checkout without
-redis-py's lock and socket probe, waiting rather than failing when all connections are busy) and the
-packed send (`send_once` in broker/scripts/runner.py: the command packed by hiredis and sent once, no retry wrapper, no
-response callbacks). Each is measured on and off, in process, against the same Redis in the same run: the
-process's CPU per call and calls per second at 100 in flight over 16 connections. The baseline is
-redis-py's own path (BlockingConnectionPool, `Redis.evalsha`), so the ratios say what ours still buy on
-the redis-py this build runs.
+Every API route is one script call (or a few), an FCALL of the scripts' Functions library, so the client path
+is most of what the API spends per route that is not HTTP. Two pieces of ours replace redis-py's: LeanPool
+(broker/transport/client.py: a checkout without redis-py's lock and socket probe, waiting rather than failing
+when all connections are busy) and the packed send (`send_once` in broker/scripts/runner.py: the command
+packed by hiredis and sent once, no retry wrapper, no response callbacks). Each is measured on and off, in
+process, against the same Redis in the same run: the process's CPU per call and calls per second at 100 in
+flight over 16 connections. The baseline is redis-py's own path (BlockingConnectionPool, `Redis.evalsha`), so
+the ratios say what ours still buy on the redis-py this build runs. Both sides call one small script by
+EVALSHA, which needs no library loaded: what the client does to pack, send and read a script call is the same
+for an FCALL.
 
 Then the fast lane (api/fastlane.py: acks, results and pings served ahead of FastAPI's routing), on and
 off, in a whole deployment each (Redis, one API, one worker): calls per second of 100-wide batches of
@@ -38,7 +40,7 @@ IN_FLIGHT = 100
 
 
 async def evalsha(redis: Redis, sha: str, keys: list[str], args: list[int]) -> Any:
-    """One EVALSHA packed and sent once on our pool, as every script call of the broker is sent."""
+    """One EVALSHA packed and sent once on our pool, as every script call of the broker (an FCALL) is sent."""
     return await send_once(redis, ("EVALSHA", sha, len(keys), *keys, *args))
 
 

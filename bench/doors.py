@@ -1,6 +1,7 @@
-"""Doors: the API process's CPU per refused front door body, against a plain `/events` body of the same byte
-size refused the same way (a 400 before anything is written: its text is past 262,144 characters) in the
-same run; and another session's requests while four senders post such bodies, against idle.
+"""Scenario 16, doors: the API process's CPU per refused front door body, against a plain `/events` body of
+the same byte size refused the same way (a 400 before anything is written: its text is past 262,144
+characters) in the same run; and another session's requests while four senders post such bodies, against
+idle.
 
 The bodies:
 - the red team's: AG-UI, one user message and 11,000 tool messages (781 KB; 60 ms of CPU before its 400);

@@ -1,4 +1,4 @@
-"""Scenario 14: hostile MCP servers an agent's version grants (docs/mcp.md#limits), each the red team's:
+"""Scenario 15: hostile MCP servers an agent's version grants (docs/mcp.md#limits), each the red team's:
 
 - `keepalive`: 60 calls (one run) of a tool its server answers with a keep-alive comment every 3 s and
   never a result (the grant's `timeout_s` 25);

@@ -1,5 +1,5 @@
-"""Scenario hostile_model: a hostile Chat Completions server against a worker (docs/security.md, "A model's
-stream is bounded").
+"""Scenario 17: a hostile Chat Completions server against a worker (docs/security.md, "A model's stream
+is bounded").
 
 A local server (bench/hostile_model_server.py, the attack tests' own), in a process of its own, answers
 each model call with an attack: 50 MB and 200 MB of streamed text (4 KiB a chunk), and 200,000

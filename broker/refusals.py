@@ -17,6 +17,7 @@ from broker.errors import (
     ErrorCode,
     InvalidRequest,
     NotFound,
+    SessionFull,
     SwitchboardError,
     Unauthorized,
 )
@@ -73,6 +74,9 @@ _ERRORS: dict[str, type[SwitchboardError]] = {
     ErrorCode.NOT_FOUND: NotFound,
     ErrorCode.CONFLICT: Conflict,
 }
+# Refusals a caller must tell from the others of their outcome: a conflict for want of room is no answer
+# about the thing written (a result refused for it leaves its call owed), as a settled call's is.
+_BY_REASON: dict[tuple[str, str], type[SwitchboardError]] = {(ErrorCode.CONFLICT, "session_full"): SessionFull}
 
 
 def message(reason: str, values: Sequence[object]) -> str:
@@ -85,7 +89,7 @@ def message(reason: str, values: Sequence[object]) -> str:
 
 def refusal(outcome: str, reason: str, values: Sequence[object]) -> SwitchboardError:
     """The error a script's refusal stands for."""
-    error = _ERRORS.get(outcome)
+    error = _BY_REASON.get((outcome, reason)) or _ERRORS.get(outcome)
     if error is None:
         return BrokerUnavailable(f"a script answered the outcome {outcome!r} ({reason})")
     return error(message(reason, values))

@@ -8,6 +8,7 @@ broker/errors.py).
     ├── Forbidden                    forbidden       a credential without the permission, or another workspace
     ├── NotFound                     not_found       nothing there that this credential may see
     ├── Conflict                     conflict        the state does not allow it (a settled call, a reused key)
+    │   └── SessionFull              conflict        the session's storage has no room for the write
     ├── TooManyRequests              too_many_requests
     └── BrokerUnavailable            internal        Redis answered with an error (or could not be reached:)
         └── RedisUnreachable         unavailable     the Redis holding this request's data did not answer
@@ -67,6 +68,12 @@ class NotFound(SwitchboardError):
 
 class Conflict(SwitchboardError):
     code = ErrorCode.CONFLICT
+
+
+class SessionFull(Conflict):
+    """The session's storage has no room for the write (SWITCHBOARD_MAX_SESSION_BYTES), and nothing of
+    it was stored. Unlike the other conflicts it says nothing of the thing written (a call may still be
+    owed, an approval undecided): the same write is taken once there is room."""
 
 
 class TooManyRequests(SwitchboardError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Literal
 
-from common.codec import dumps, loads
+from common.codec import canonical_json, dumps, loads, sha256_hex
 
 SDK_EVENT_TYPES = frozenset(
     {
@@ -132,6 +132,22 @@ def client_tool_dispatched(
     return dumps(event | ({"from": source} if source else {}))
 
 
+def args_hash(arguments: dict[str, Any]) -> str:
+    """SHA-256 hex of the canonical JSON of the arguments (docs/architecture.md, Decisions the code relies on)."""
+    return sha256_hex(canonical_json(arguments))
+
+
+def approval_requested(
+    call_id: str, server: str, tool: str, arguments: dict[str, Any], source: str | None = None
+) -> str:
+    """The `approval_requested` JSON of a call; `source` (an extension, as `client_tool_dispatched`'s
+    `from`): where a call no run made came from (`mcp`)."""
+    event: dict[str, Any] = {"type": "approval_requested", "call_id": call_id, "server": server, "tool": tool}
+    event["arguments"] = arguments
+    event["args_hash"] = args_hash(arguments)
+    return dumps(event | ({"from": source} if source else {}))
+
+
 def event_seq(data: bytes) -> int:
     """The seq of a stored event, read from the prefix every stored event starts with (`{"seq":N,`)."""
     return int(data[7 : data.index(b",", 7)])
@@ -147,6 +163,11 @@ def extra_shown(item: bytes, include: frozenset[str]) -> bool:
     """Whether a live extra (a delta) goes to a reader: one that asked for `deltas`, and for a
     `thinking_delta` (what the model reasons, as it streams) one that asked for `thinking` too."""
     return "deltas" in include and ("thinking" in include or not item.startswith(_THINKING_DELTA))
+
+
+def step_timing(payload: dict[str, object]) -> str:
+    """A step's timing event: shown only to readers that ask (`is_timing`)."""
+    return dumps({"type": "custom", "kind": "timing", "payload": payload})
 
 
 def is_timing(data: bytes) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.services.runs import OfferedClient, PlannedCall, Route, parse_client_tool
+from broker.services.runs import OfferedClient, PlannedCall, Route, client_tools, parse_client_tool
 from common.schema.checks import ArgumentChecks, Unchecked
 from workers.config import RunConfig
 from workers.mcp.hub import McpTool
@@ -63,20 +63,18 @@ class Catalog:
                     source=f"mcp:{grant.name}",
                     schema=mcp_tool.parameters,
                 )
-        for client in sorted(offered, key=lambda c: not c.scoped):
-            for tool in client.tools:
-                visible = tool["name"] if client.scoped else f"client__{client.name}__{tool['name']}"
-                specs[visible] = ToolSpec(visible, tool.get("description", ""), tool["parameters"])
-                routes[visible] = Route(
-                    "client",
-                    tool["name"],
-                    config.client_policy(visible, tool.get("annotations")),
-                    client_name="" if client.scoped else client.name,
-                    client_id=client.client_id,
-                    server=f"client:{client.name}",
-                    timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
-                    heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
-                )
+        for visible, (client, tool) in client_tools(offered).items():
+            specs[visible] = ToolSpec(visible, tool.get("description", ""), tool["parameters"])
+            routes[visible] = Route(
+                "client",
+                tool["name"],
+                config.client_policy(visible, tool.get("annotations")),
+                client_name="" if client.scoped else client.name,
+                client_id=client.client_id,
+                server=f"client:{client.name}",
+                timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
+                heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
+            )
         registered = {c.name: c.client_id for c in offered if not c.scoped}
         return cls(specs, routes, registered, checks)
 

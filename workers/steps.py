@@ -16,7 +16,7 @@ from broker import Broker, WorkerSettings
 from broker.errors import BrokerUnavailable
 from broker.services.runs import Committed
 from common.codec import dumps
-from common.events import message_assistant
+from common.events import message_assistant, step_timing
 from common.tasks import cancel_and_wait
 from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
@@ -195,7 +195,7 @@ class StepRunner:
             payload["usage"] = counts
             provider_id, agent_id = self._models.billed_to(session_id)
             self._metrics.tokens(provider_id, config.model, agent_id, counts)
-        timing = dumps({"type": "custom", "kind": "timing", "payload": payload})
+        timing = step_timing(payload)
         usage = dumps(counts) if counts else ""
         message = message_assistant(turn.content, turn.model)
         for _ in range(_COMMIT_ATTEMPTS):

@@ -71,10 +71,6 @@ else:
     _Calls, _Parts = bounded(MAX_TOOL_CALLS, _ToolCall), bounded(MAX_PARTS, _Part)
     _Blocks = bounded(MAX_RESULT_BLOCKS)
 
-# msgspec names no place for a list past its bound, only the bound: within one struct, each is another.
-_LIMITS = {MAX_MESSAGES: "messages", MAX_TOOLS: "tools", MAX_CONTEXT: "context", MAX_ANSWERS: "resume"}
-assert len(_LIMITS) == 4
-
 
 class _Body(msgspec.Struct, rename="camel", gc=False):
     """The fields the door reads (`state`, `forwardedProps` and the rest are skipped, never built)."""
@@ -129,7 +125,7 @@ class RunInput:
 
 def read(body: bytes) -> RunInput:
     """The request as a turn; 400 naming the field and the rule or limit otherwise."""
-    run = decode(body, _Body, limits=_LIMITS)
+    run = decode(body, _Body)
     messages: list[msgspec.Raw] = run.messages.items()
     newest_assistant, tail = _end(messages)
     results = []
@@ -138,14 +134,14 @@ def read(body: bytes) -> RunInput:
             call_id, content = _needs(i, message, "toolCallId", "content")
             if not isinstance(content, str):
                 where = f"messages.{i}"
-                blocks = decode(messages[i], _Results, where, {MAX_RESULT_BLOCKS: "content"}).content.items()
+                blocks = decode(messages[i], _Results, where).content.items()
                 content = [value(block) for block in blocks]
             results.append((call_id, result_body(f"messages.{i}.content", content, message.error)))
     known: dict[str, str] = {}
     seen = None
     if newest_assistant >= 0:
         where = f"messages.{newest_assistant}"
-        assistant = decode(messages[newest_assistant], _Assistant, where, {MAX_TOOL_CALLS: "toolCalls"})
+        assistant = decode(messages[newest_assistant], _Assistant, where)
         calls: list[_ToolCall] = assistant.tool_calls.items() if assistant.tool_calls else []
         known = {call.id: call.function.name for call in calls}
         # The door names a step's message `<run id>.<step>`: the newest one is where the frontend is.
@@ -176,7 +172,7 @@ def _end(messages: list[msgspec.Raw]) -> tuple[int, list[tuple[int, _Message | _
     answers = 0
     for i in range(len(messages) - 1, -1, -1):
         kind: type[_Message | _Newest] = _Newest if i == len(messages) - 1 else _Message
-        message = decode(messages[i], kind, f"messages.{i}", {MAX_PARTS: "content"})
+        message = decode(messages[i], kind, f"messages.{i}")
         if message.role == "assistant":
             return i, tail[::-1]
         tail.append((i, message))

@@ -84,7 +84,7 @@ def read(body: bytes) -> tuple[FrontendTurn, str | None]:
     """The request as a turn, and the id of the assistant message it continues (None for new input);
     400 naming the field and the rule or limit otherwise. Only the newest message is read: the
     transport sends the whole conversation, and the log has the rest."""
-    chat = decode(body, _Chat, limits={MAX_MESSAGES: "messages", MAX_TOOLS: "tools"})
+    chat = decode(body, _Chat)
     offered: list[_FrontendTool] = chat.tools.items() if chat.tools else []
     tools = frontend_tools(
         "tools", [{"name": t.name, "description": t.description, "parameters": value(t.parameters)} for t in offered]
@@ -93,7 +93,7 @@ def read(body: bytes) -> tuple[FrontendTurn, str | None]:
     if not messages:
         return FrontendTurn(None, "", tools, [], []), None
     index = len(messages) - 1
-    newest = decode(messages[index], _UIMessage, f"messages.{index}", {MAX_PARTS: "parts"})
+    newest = decode(messages[index], _UIMessage, f"messages.{index}")
     parts: list[_Part] = newest.parts.items() if newest.parts else []
     if newest.role == "user":
         text = input_text(f"messages.{index}.parts", _text(index, parts), [])

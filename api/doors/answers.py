@@ -5,7 +5,6 @@ every refusal the request can meet has been decided (`record_answers`, last in a
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +14,7 @@ from api.auth import Principal
 from api.schemas.clients import ClientCallResultBody
 from api.schemas.events import AllowDecision, ApprovalDecisionForm, DenyDecision
 from api.state import AppState
-from broker.errors import Conflict, InvalidRequest, NotFound
+from broker.errors import Conflict, InvalidRequest, NotFound, SessionFull
 from broker.services.clients import Caller
 from common.codec import dumps
 
@@ -152,7 +151,8 @@ async def read_answers(
 
 async def record_answers(state: AppState, principal: Principal, session_id: str, answers: Answers) -> None:
     """Record each result whose call is still owed, and each decision not made already (the first
-    decision stands: another tab's, or this request's when it is resent)."""
+    decision stands: another tab's, or this request's when it is resent). SessionFull naming the call
+    when the session has no room for one: another request took the room this one was checked for."""
     for result in answers.results:
         if result.settled:
             continue
@@ -161,6 +161,9 @@ async def record_answers(state: AppState, principal: Principal, session_id: str,
             await state.broker.clients.answer(
                 session_id, result.owed.client_id, call_id, body.result(), is_error=bool(body.is_error), caller=Caller()
             )
+        except SessionFull as full:
+            # The call is still owed: a 200 would leave the frontend sure it answered.
+            raise _not_recorded(f"the result of call {call_id}", full) from None
         except Conflict:
             # Settled meanwhile (a deadline, a cancel): this result counts for nothing, as a resent one.
             continue
@@ -168,7 +171,7 @@ async def record_answers(state: AppState, principal: Principal, session_id: str,
             raise InvalidRequest(f"the result of call {call_id} was refused: {refusal.message}") from None
     for decided in answers.decisions:
         decision = decided.decision
-        with contextlib.suppress(Conflict):
+        try:
             await state.broker.approvals.resolve(
                 session_id,
                 decided.owed.call_id,
@@ -178,3 +181,14 @@ async def record_answers(state: AppState, principal: Principal, session_id: str,
                 remember=decision.remember == "session",
                 arguments=decision.arguments if isinstance(decision, AllowDecision) else None,
             )
+        except SessionFull as full:
+            raise _not_recorded(f"the decision on call {decided.owed.call_id}", full) from None
+        except Conflict:
+            # Decided already (another tab, or this request resent): the first decision stands.
+            continue
+
+
+def _not_recorded(what: str, full: SessionFull) -> SessionFull:
+    # What the request wrote before it stays (its input, its earlier answers): its resend writes only
+    # the rest, since the input is keyed by its message id and an answered call counts for nothing.
+    return SessionFull(f"{what} was not recorded, and nothing after it: {full.message}")

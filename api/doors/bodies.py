@@ -15,8 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import msgspec
 
@@ -85,10 +84,9 @@ def _join(*parts: str) -> str:
     return ".".join(part for part in parts if part)
 
 
-def _refusal(error: msgspec.ValidationError, where: str, limits: Mapping[int, str]) -> InvalidRequest:
-    """msgspec's refusal as a 400 naming the field (`where` is the decoded value's own place in the
-    body; `limits` names the Bounded list of each limit, since msgspec names no place for a list past
-    its bound)."""
+def _refusal(error: msgspec.ValidationError, raw: bytes | msgspec.Raw, kind: type, where: str) -> InvalidRequest:
+    """msgspec's refusal of `raw` as `kind`, a 400 naming the field (`where` is the decoded value's own
+    place in the body)."""
     text = str(error)
     place = ""
     found = _PATH.search(text)
@@ -102,13 +100,52 @@ def _refusal(error: msgspec.ValidationError, where: str, limits: Mapping[int, st
         return InvalidRequest(f"{_join(field, unknown.group(1))}: not a field it takes")
     if too_many := _TOO_MANY.match(text):
         limit = int(too_many.group(1))
-        field = _join(where, limits.get(limit, ""))
+        field = _join(where, _past_its_bound(raw, kind, limit))
         return InvalidRequest(f"{field or 'body'}: more than {limit:,} items; the limit is {limit:,}")
     return InvalidRequest(f"{field or 'body'}: {text}")
 
 
-def decode(raw: bytes | msgspec.Raw, kind: type[_T], where: str = "", limits: Mapping[int, str] | None = None) -> _T:
-    """`raw` as `kind`; 400 naming the field that is wrong ("body" when the body is not JSON)."""
+def _past_its_bound(raw: bytes | msgspec.Raw, kind: type, limit: int) -> str:
+    """The field of `kind` (its name in the body) whose list in `raw` runs past `limit` items: msgspec
+    names no place for a list past its bound, only the bound, so when two of the struct's lists have
+    that bound each is read again alone to see which (a refusal's cost, paid only then). A door's
+    lists are fields of the struct it decodes into, never inside their items (it decodes an item that
+    holds one by itself); "" when none has that bound."""
+    named = [name for name, field in _lists(kind).items() if len(field.__struct_fields__) == limit]
+    if len(named) > 1:
+        named = [name for name in named if _overflows(raw, _alone(kind, name))]
+    return named[0] if named else ""
+
+
+@functools.cache
+def _lists(kind: type) -> dict[str, type[Bounded]]:
+    """Each Bounded list `kind` reads, by its field's name in the body."""
+    found: dict[str, type[Bounded]] = {}
+    for field in msgspec.structs.fields(kind):
+        for option in get_args(field.type) or (field.type,):
+            if isinstance(option, type) and issubclass(option, Bounded):
+                found[field.encode_name] = option
+    return found
+
+
+@functools.cache
+def _alone(kind: type, name: str) -> type:
+    """A struct reading only the field of `kind` named `name` in the body (every other one skipped)."""
+    (field,) = [field for field in msgspec.structs.fields(kind) if field.encode_name == name]
+    return msgspec.defstruct(f"Only{name}", [(field.name, field.type, None)], rename={field.name: name}, gc=False)
+
+
+def _overflows(raw: bytes | msgspec.Raw, alone: type) -> bool:
+    try:
+        msgspec.json.decode(raw, type=alone)
+    except msgspec.ValidationError as error:
+        return _TOO_MANY.match(str(error)) is not None
+    return False
+
+
+def decode(raw: bytes | msgspec.Raw, kind: type[_T], where: str = "") -> _T:
+    """`raw` as `kind`; 400 naming the field that is wrong ("body" when the body is not JSON), a list
+    past its bound included."""
     try:
         return msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as error:
@@ -118,7 +155,7 @@ def decode(raw: bytes | msgspec.Raw, kind: type[_T], where: str = "", limits: Ma
             msgspec.json.decode(raw, type=msgspec.Raw)
         except (msgspec.DecodeError, UnicodeDecodeError):
             raise InvalidRequest(_not_json(raw)) from None
-        raise _refusal(error, where, limits or {}) from None
+        raise _refusal(error, raw, kind, where) from None
     except (msgspec.DecodeError, UnicodeDecodeError):
         raise InvalidRequest(_not_json(raw)) from None
 

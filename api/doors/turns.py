@@ -243,11 +243,16 @@ async def open_turn(state: AppState, principal: Principal, session_id: str, door
     decided before anything is written (docs/ag-ui.md#refusals): the stream caps and the answers' checks
     here, the session's room for all of its writes at once, then the input, whose own script decides the
     concurrency policy and the run-scoped client's room in the step that writes it. The answers are
-    recorded last, when only a race with another writer could still refuse them."""
+    recorded last, when only a race with another writer could still refuse them: for room, a 409 naming
+    the limit (record_answers); for a call settled or decided meanwhile, nothing."""
     subscription, close = await open_stream(state, session_id, principal.id)
     try:
         answers = await read_answers(state, session_id, turn.results, turn.decisions)
         need = answers.bytes_written() + await _input_bytes(state, principal, session_id, door, turn)
+        # The room is checked, not held: holding it would take one script doing the input's, each
+        # result's and each decision's writes (three scripts' work, with the input's idempotency
+        # receipt), or a reservation every script of the session would have to count. A request that
+        # loses the room to another meanwhile is refused by the write itself.
         full = await state.broker.clients.room(session_id, need) if need else None
         if full is not None:
             raise full

@@ -78,9 +78,9 @@ SCRIPT_NAMES = (
     "update_tools",
 )
 
-# Every library, each after those it uses (a local function is visible only below its definition). A
-# script includes a subsequence of this (tests/unit/test_layout.py checks it), so it sees the same
-# definitions in both forms.
+# Every library, each after those it uses (a local function is visible only below its definition), in
+# the order the Functions library defines them. A script includes a subsequence of this
+# (tests/unit/test_layout.py checks it), so what its includes say it sees is what the library gives it.
 LIBRARIES = (
     "lib/core.lua",
     "lib/partition.lua",

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from broker.core import Core
 from broker.errors import translate_redis_errors
 from broker.scripts.layouts import call_names
-from broker.services.runs import CALL_STREAM_RETENTION_FACTOR, approval_requested
+from broker.services.runs import CALL_STREAM_RETENTION_FACTOR
 from common import events
 from common.codec import loads, new_call_id
 from common.policies import Policy
@@ -98,7 +98,7 @@ class Calls:
         dispatched = events.client_tool_dispatched(client_id, call_id, tool, arguments, source=MCP_SOURCE)
         approval = ""
         if policy != "allow":
-            approval = approval_requested(call_id, f"client:{client_name}", tool, arguments, source=MCP_SOURCE)
+            approval = events.approval_requested(call_id, f"client:{client_name}", tool, arguments, source=MCP_SOURCE)
         call, args = call_names(keys, session_id, call_id, client_id)
         outcome, data = await self._core.scripts.run(
             "dispatch_call",

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from broker.core import Core
-from broker.errors import Conflict, NotFound, Unauthorized, translate_redis_errors
+from broker.errors import NotFound, SessionFull, Unauthorized, translate_redis_errors
 from broker.keys import POOL_GROUP
 from broker.refusals import Outcome
 from broker.scripts.layouts import Named, call_names, client_names
@@ -274,11 +274,11 @@ class Clients:
         )
         return str(body)
 
-    async def room(self, session_id: str, need: int, caller: Caller = Caller()) -> Conflict | None:
-        """The Conflict naming SWITCHBOARD_MAX_SESSION_BYTES that a write of `need` more bytes would get,
-        else None (room, storage not bounded, or a token or session that is not good, which the write
-        itself is refused for). For a large write, before it is sent: its own script checks again,
-        exactly."""
+    async def room(self, session_id: str, need: int, caller: Caller = Caller()) -> SessionFull | None:
+        """The SessionFull naming SWITCHBOARD_MAX_SESSION_BYTES that a write of `need` more bytes would
+        get, else None (room, storage not bounded, or a token or session that is not good, which the
+        write itself is refused for). For a large write, before it is sent: its own script checks again,
+        exactly (this reserves nothing)."""
         cap = self._core.settings.max_session_bytes
         if not cap:
             return None
@@ -289,7 +289,7 @@ class Clients:
                 {"meta": s.meta, "tokens": s.tokens},
                 {"sid": session_id, "token": caller.token_sha, "need": need, "cap": cap},
             )
-        except Conflict as full:
+        except SessionFull as full:
             return full
         except (NotFound, Unauthorized):
             return None

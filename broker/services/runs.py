@@ -18,7 +18,7 @@ from broker.errors import NotFound, translate_redis_errors
 from broker.scripts.layouts import run_names
 from broker.services.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH, Caller, Receipt, receipt_names
 from common import events
-from common.codec import canonical_json, dumps, loads, sha256_hex
+from common.codec import dumps, loads
 from common.policies import Policy, denied_text
 
 CLIENT_TOOL_PREFIX = "client__"
@@ -106,20 +106,16 @@ def parse_client_tool(name: str) -> tuple[str, str] | None:
     return client, tool
 
 
-def args_hash(arguments: dict[str, Any]) -> str:
-    """SHA-256 hex of the canonical JSON of the arguments (docs/architecture.md, Decisions the code relies on)."""
-    return sha256_hex(canonical_json(arguments))
-
-
-def approval_requested(
-    call_id: str, server: str, tool: str, arguments: dict[str, Any], source: str | None = None
-) -> str:
-    """The `approval_requested` JSON of a call; `source` (an extension, as `client_tool_dispatched`'s
-    `from`): where a call no run made came from (`mcp`)."""
-    event: dict[str, Any] = {"type": "approval_requested", "call_id": call_id, "server": server, "tool": tool}
-    event["arguments"] = arguments
-    event["args_hash"] = args_hash(arguments)
-    return dumps(event | ({"from": source} if source else {}))
+def client_tools(offered: Sequence[OfferedClient]) -> dict[str, tuple[OfferedClient, dict[str, Any]]]:
+    """Each tool of the offered registrations by the name a model calls it by: a registered client's as
+    `client__<name>__<tool>`, a run-scoped registration's (the run's own tools) as its own name. A
+    registered client's tool wins a name both give."""
+    named: dict[str, tuple[OfferedClient, dict[str, Any]]] = {}
+    for client in sorted(offered, key=lambda c: not c.scoped):
+        for tool in client.tools:
+            visible = tool["name"] if client.scoped else f"{CLIENT_TOOL_PREFIX}{client.name}__{tool['name']}"
+            named[visible] = (client, tool)
+    return named
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +161,7 @@ class StepCall:
             payload = dumps(call.arguments)
         approval = None
         if route.policy == "require_approval" and route.kind != "none":
-            approval = approval_requested(call.call_id, route.server, route.tool, call.arguments)
+            approval = events.approval_requested(call.call_id, route.server, route.tool, call.arguments)
         if route.error:
             error = route.error
         elif route.policy == "deny":

@@ -277,11 +277,29 @@ async def test_a_run_scoped_tool_takes_the_policy_of_its_own_name(api: Api) -> N
     await dispatched(api, session)
     async with mcp_client(api, session) as client:
         names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
-        assert "client__turn__lookup" in names
-        result = await asyncio.wait_for(client.call_tool("client__turn__lookup", {"word": "x"}), 10)
+        assert "lookup" in names
+        result = await asyncio.wait_for(client.call_tool("lookup", {"word": "x"}), 10)
     assert result.is_error is True
     assert text(result) == "the agent's policy denies lookup, so it was not called"
     assert len(of_type(await api.events(session), "client_tool_dispatched")) == 1
+
+
+async def test_a_run_scoped_tool_is_listed_and_called_by_its_own_name_as_the_model_sees_it(api: Api) -> None:
+    session = await api.session()
+    await api.register(session, tools=[HIGHLIGHT])
+    # The run waits on the registered client's call, so the turn's own registration stays active.
+    await api.send(session, "/call client__web__highlight_row", client_tools=[LOOKUP])
+    await dispatched(api, session)
+    async with mcp_client(api, session) as client:
+        names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
+        assert sorted(names) == ["client__web__highlight_row", "lookup"]
+        calling = asyncio.create_task(client.call_tool("lookup", {"word": "x"}))
+        event = (await dispatched(api, session, 2))[1]
+        assert (event["from"], event["tool"]) == ("mcp", "lookup")
+        answered = await api.call(session, event["client_id"], event["call_id"], "result", text="found")
+        assert answered.status_code == 204, answered.text
+        result = await asyncio.wait_for(calling, 10)
+    assert (result.is_error, text(result)) == (False, "found")
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])

@@ -1,4 +1,4 @@
-"""Fixtures of the browser tests (test_browser.py, test_pages.py)."""
+"""Fixtures of the browser tests (test_browser.py, test_browser_console.py, test_pages.py)."""
 
 from __future__ import annotations
 

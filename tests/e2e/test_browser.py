@@ -1,5 +1,6 @@
 """The demo and the console in a real browser (Playwright with Debian's chromium): two tabs of one session,
-calls landing in the right tab, the console following along, a tab closed and a tab reloaded."""
+calls landing in the right tab, the console following along, a tab closed and a tab reloaded (the
+console's own ways and the API's pages: tests/e2e/test_browser_console.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Dialog, Route, expect
+from playwright.async_api import Browser, expect
 
 from tests.e2e.browser import demo_tab, say, served_for_browser
-from tests.e2e.served import Served, scripted_session
-from tests.helpers import HIGHLIGHT
+from tests.e2e.served import Served
 
 pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -84,50 +84,6 @@ async def test_two_tabs_one_session_calls_land_in_their_tab_and_the_console_foll
     await context.close()
 
 
-async def test_the_console_refuses_a_bad_credential_and_a_token_sees_only_its_session(
-    served: Served, browser: Browser
-) -> None:
-    url, key = served.url, served.key
-    context = await browser.new_context(viewport={"width": 390, "height": 844})
-    demo = await demo_tab(context, f"{url}/demo#key={key}", "web")
-    session_id = demo.url.split("session=")[1]
-    token = await demo.evaluate(f"localStorage.getItem('switchboard.demo.token.{session_id}')")
-    console = await context.new_page()
-    await console.goto(f"{url}/console")
-    # The demo's key is the console's too (one store, one origin): sign out of it to use the token.
-    await expect(console.locator("#signout")).to_be_visible()
-    await console.click("#signout")
-    await console.fill('input[name="credential"]', token)
-    await console.click("#signin-form button")
-    await expect(console.locator("#signin-error")).to_contain_text("Give the session id")
-    await console.fill('input[name="session"]', session_id)
-    await console.click("#signin-form button")
-    await expect(console.locator("#conn")).to_have_text("open")
-    await expect(console.locator('#clients [data-client="web"]')).to_be_visible()
-    await console.fill("#say", "hello from the console")
-    await console.press("#say", "Enter")
-    await expect(console.locator(".msg.assistant")).to_contain_text("You said: hello from the console")
-    await expect(demo.locator("#transcript")).to_contain_text("You said: hello from the console")
-    # A run that would take a while is cancelled from the console.
-    await expect(console.locator("#cancel")).to_be_disabled()
-    await console.fill("#say", "/sleep 30")
-    await console.press("#say", "Enter")
-    await expect(console.locator("#cancel")).to_be_enabled()
-    # Cancel asks first.
-    asked: list[str] = []
-
-    async def confirm(dialog: Dialog) -> None:
-        asked.append(dialog.message)
-        await dialog.accept()
-
-    console.once("dialog", confirm)
-    await console.click("#cancel")
-    await expect(console.locator("#transcript")).to_contain_text("run cancelled")
-    assert [message.split("?")[0] for message in asked] == ["Cancel the run"]
-    await expect(console.locator("#cancel")).to_be_disabled()
-    await context.close()
-
-
 ADD_GO_TOOL = """() => {
   const tab = window.switchboardDemo.tab;
   const extra = { description: "Added by go", parameters: { type: "object" }, execute: () => "extra" };
@@ -190,46 +146,6 @@ async def test_the_sdk_orders_tool_changes_resumes_across_an_api_restart_and_reg
     await say(tab, '/call client__web__highlight_row {"row_id": "1"}')
     await expect(tab.locator('#rows tr.highlighted[data-row-id="1"]')).to_be_visible()
     await context.close()
-
-
-async def test_approvals_are_decided_in_the_console(served: Served, browser: Browser) -> None:
-    policy = {"client__web__highlight_row": "require_approval"}
-    session_id, token = await scripted_session(served.url, served.key, "careful", client_tool_policies=policy)
-    path = f"/v1/sessions/{session_id}"
-    async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {token}"}) as app:
-        body = {"name": "web", "lifetime": {"type": "never"}, "tools": [HIGHLIGHT]}
-        web = (await app.post(f"{path}/clients", json=body)).json()
-        context = await browser.new_context()
-        console = await context.new_page()
-        console.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept("not during the audit")))
-        await console.goto(f"{served.url}/console#key={served.key}&session={session_id}")
-        await expect(console.locator("#conn")).to_have_text("open")
-
-        async def ask(row: str) -> None:
-            text = f'/call client__web__highlight_row {{"row_id": "{row}"}}'
-            assert (await app.post(f"{path}/events", json={"type": "input", "text": text})).status_code == 200
-
-        await ask("1")
-        pending = console.locator("#approvals .approval")
-        await expect(pending).to_contain_text('{"row_id":"1"}')
-        await expect(console.locator(".call.awaiting")).to_be_visible()
-        await pending.get_by_role("button", name="Allow").click()
-        await expect(console.locator(".call.dispatched")).to_be_visible()
-        # The card says who decided: this console's key.
-        await expect(console.locator(".call.dispatched .decision")).to_contain_text("allowed by you (")
-        await expect(console.locator("#approvals")).to_contain_text("None.")
-        events = (await app.get(f"{path}/events", params={"order": "desc", "limit": 20})).json()["items"]
-        [dispatched] = [e for e in events if e["type"] == "client_tool_dispatched"]
-        calls = f"{path}/clients/{web['id']}/calls/{dispatched['call_id']}"
-        assert (await app.post(f"{calls}/result", json={"text": "row 1 lit"})).status_code == 204
-        await expect(console.locator(".call.answered")).to_contain_text("row 1 lit")
-        await expect(console.locator(".msg.assistant")).to_contain_text("client__web__highlight_row: row 1 lit")
-
-        await ask("2")
-        await console.locator("#approvals .approval").get_by_role("button", name="Deny").click()
-        await expect(console.locator(".call.denied")).to_contain_text("not during the audit")
-        await expect(console.locator(".msg.assistant").last).to_contain_text("failed")
-        await context.close()
 
 
 async def test_page_tools_read_highlight_click_and_navigate(served: Served, browser: Browser) -> None:
@@ -364,76 +280,6 @@ async def test_progress_cancel_images_and_per_turn_tools_in_the_browser(served: 
     await tab.evaluate(PER_TURN)
     await expect(tab.locator("#transcript")).to_contain_text("lookup: found call_")
     await context.close()
-
-
-async def test_the_docs_work_with_no_other_host_reachable(served: Served, browser: Browser) -> None:
-    context = await browser.new_context()
-    outside: list[str] = []
-
-    async def only_the_api(route: Route) -> None:
-        if route.request.url.startswith(served.url):
-            await route.continue_()
-        else:
-            outside.append(route.request.url)
-            await route.abort()
-
-    await context.route("**/*", only_the_api)
-    page = await context.new_page()
-    await page.goto(f"{served.url}/docs")
-    await expect(page.locator(".swagger-ui .info .title")).to_contain_text("Switchboard", timeout=15_000)
-    await expect(page.get_by_role("button", name="Authorize")).to_be_visible()
-    await page.goto(f"{served.url}/redoc")
-    await expect(page.locator("h1", has_text="Switchboard")).to_be_visible(timeout=15_000)
-    # The side menu, which carries ReDoc's own logo, has been drawn too.
-    await expect(page.get_by_text("API docs by Redocly")).to_be_visible()
-    await page.wait_for_load_state("networkidle")
-    assert outside == []
-    await context.close()
-
-
-async def test_the_console_and_demo_share_a_key_follow_links_and_say_who_did_what(
-    served: Served, browser: Browser
-) -> None:
-    context = await browser.new_context(viewport={"width": 1280, "height": 800})
-    landing = await context.new_page()
-    await landing.goto(f"{served.url}/")
-    for card, href in (("#demo", "/demo"), ("#console", "/console"), ("#docs", "/docs")):
-        assert await landing.locator(card).get_attribute("href") == href
-    await expect(landing.locator("main")).to_contain_text("switchboard session new")
-
-    first = await demo_tab(context, f"{served.url}/demo#key={served.key}", "web")
-    session_id = first.url.split("session=")[1]
-    second = await demo_tab(context, first.url, "web-2")
-    # The demo's own link opens the console on its session, signed in with the same key.
-    link = await first.locator("#console-link").get_attribute("href")
-    linked = await context.new_page()
-    await linked.goto(f"{served.url}{link}")
-    await expect(linked.locator("#crumb")).to_contain_text(session_id)
-    await expect(linked.locator("#conn")).to_have_text("open")
-    await expect(linked.locator('#clients [data-client="web-2"]')).to_be_visible()
-    labels = [await linked.locator(f'#clients [data-client="{name}"] code').inner_text() for name in ("web", "web-2")]
-    assert labels[0] != labels[1], labels  # two tabs told apart by the ends of their ids
-    # A page result reads as fields, not escaped JSON.
-    await say(second, '/call client__web-2__read_page {"max_chars": 200}')
-    await expect(second.locator("#transcript .ev", has_text="result ←").last).to_contain_text("title: Switchboard demo")
-
-    # The session list follows new sessions by itself.
-    console = await context.new_page()
-    await console.goto(f"{served.url}/console")
-    await expect(console.locator("#session-rows tr.clickable").first).to_be_visible()
-    fresh, _ = await scripted_session(served.url, served.key, "fresh")
-    await expect(console.locator("#session-rows")).to_contain_text(fresh, timeout=10_000)
-    await context.close()
-
-    # A link to a session from a browser that is not signed in opens that session once signed in.
-    stranger = await browser.new_context(viewport={"width": 390, "height": 844})
-    page = await stranger.new_page()
-    await page.goto(f"{served.url}/console#session={session_id}")
-    await expect(page.locator("#signin-error")).to_contain_text("Sign in to open the session the link named")
-    await page.fill('input[name="credential"]', served.key)
-    await page.click("#signin-form button")
-    await expect(page.locator("#crumb")).to_contain_text(session_id)
-    await stranger.close()
 
 
 async def test_the_printed_demo_link_opened_again_joins_its_session_as_web_2(served: Served, browser: Browser) -> None:

@@ -1,6 +1,7 @@
 """What a session token can make the front doors (AG-UI, the AI SDK's UI message stream) do with a refused
 request: nothing. A request refused at the stream caps records none of the tool results it carries, and a
-body past the doors' bounds is a 400 naming the field and the limit, with nothing written.
+body past the doors' bounds is a 400 naming the field and the limit, with nothing written. An answer whose
+room in the session another request took meanwhile is a 409 naming the limit, its call still owed.
 
 The cost of refusing such bodies is measured by the benchmark (`python -m bench --only doors`)."""
 
@@ -18,6 +19,8 @@ import pytest
 from api.doors.ag_ui_input import MAX_CONTEXT, MAX_TAIL
 from api.doors.answers import MAX_ANSWERS
 from api.doors.bodies import MAX_MESSAGES, MAX_PARTS
+from broker.errors import Conflict
+from broker.services.clients import MAX_ACTIVE_CLIENTS, Clients
 from broker.settings import Settings
 from tests.api_client import Api, Session, of_type, running_api
 from tests.sse import Frames
@@ -287,3 +290,71 @@ async def test_an_answer_with_a_decision_its_tools_schema_refuses_records_nothin
     events = await api.events(session)
     assert _owed(events, noted), [e["type"] for e in events]
     assert not of_type(events, "approval_resolved")
+
+
+def _room_taken_meanwhile(monkeypatch: pytest.MonkeyPatch, api: Api, session: Session) -> None:
+    """The next check of the session's room passes, and then, before the door writes, another request
+    takes that room (the check reserves nothing): registrations of 12 KB of tools until the session
+    refuses one, which leaves less room than the door's request needs."""
+    checked = Clients.room
+
+    async def room(self: Clients, *args: Any, **kwargs: Any) -> Conflict | None:
+        full = await checked(self, *args, **kwargs)
+        monkeypatch.setattr(Clients, "room", checked)
+        tools = [{"name": f"filler{n}", "description": "d" * 4_000, "parameters": {"type": "object"}} for n in range(3)]
+        async with api.as_session(session) as other:
+            for number in range(MAX_ACTIVE_CLIENTS):
+                body = {"name": f"filler{number}", "lifetime": {"type": "never"}, "tools": tools}
+                taken = await other.post(f"/v1/sessions/{session.id}/clients", json=body)
+                if taken.status_code == 409:
+                    return full
+                assert taken.status_code == 201, taken.text
+        raise AssertionError("the session still had room")
+
+    monkeypatch.setattr(Clients, "room", room)
+
+
+async def _refusal(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, str]:
+    """The door's status and, for a refusal, its error message; a stream is closed at once, unread (one
+    that answers a lost result would wait for the call's deadline)."""
+    async with client.stream("POST", path, json=body) as answer:
+        if answer.status_code == 200:
+            return 200, ""
+        await answer.aread()
+        return answer.status_code, str(answer.json()["error"]["message"])
+
+
+async def test_an_answer_whose_room_another_request_took_is_409_and_the_call_stays_owed(
+    settings: Settings, redis_url: str, api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running_api(settings, redis_url, api_key, {"max_session_bytes": 300_000}) as api:
+        session = await api.session()
+        async with api.as_session(session) as tab:
+            call_id = await _ag_ui_call(tab, session)
+            _room_taken_meanwhile(monkeypatch, api, session)
+            result = {"id": "t1", "role": "tool", "toolCallId": call_id, "content": "r" * 60_000}
+            status, message = await _refusal(tab, _ag_ui(session), _run_input(_user(CALL_PICK), result))
+            assert status == 409, message
+            assert call_id in message, message
+            assert "SWITCHBOARD_MAX_SESSION_BYTES" in message, message
+            events = await api.events(session)
+            assert _owed(events, call_id), [e["type"] for e in events]
+
+
+async def test_a_decision_whose_room_another_request_took_is_409_and_the_call_stays_undecided(
+    settings: Settings, redis_url: str, api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running_api(settings, redis_url, api_key, {"max_session_bytes": 300_000}) as api:
+        session = await api.session(client_tool_policies={"pick_color": "require_approval"})
+        async with api.as_session(session) as tab:
+            events = await _stream(tab, _ag_ui(session), _run_input(_user(CALL_PICK), tools=[PICK]))
+            (interrupt,) = events[-1]["outcome"]["interrupts"]
+            _room_taken_meanwhile(monkeypatch, api, session)
+            denied = {"decision": "deny", "message": "m" * 30_000}
+            answer = {"interruptId": interrupt["id"], "status": "resolved", "payload": denied}
+            body = _run_input(_user(CALL_PICK), resume=[answer], tools=[PICK])
+            status, message = await _refusal(tab, _ag_ui(session), body)
+            assert status == 409, message
+            assert interrupt["id"] in message, message
+            assert "SWITCHBOARD_MAX_SESSION_BYTES" in message, message
+            assert not of_type(await api.events(session), "approval_resolved")

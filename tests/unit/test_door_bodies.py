@@ -4,7 +4,7 @@ naming the field and the limit, every field a door reads is checked, and what it
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import msgspec
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from api.doors import ag_ui_input, ai_sdk
 from api.doors.ag_ui_input import MAX_CONTEXT, MAX_TAIL, MAX_TOOL_CALLS
 from api.doors.answers import MAX_ANSWERS
-from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, bounded
+from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, Bounded, bounded, decode
 from api.schemas.clients import MAX_TOOLS
 from broker.errors import InvalidRequest
 
@@ -139,3 +139,24 @@ def test_a_bounded_list_keeps_every_item_it_holds_explicit_nulls_included() -> N
     assert len(msgspec.json.decode(b"[1, 2, 3, 4]", type=kind).items()) == 4
     with pytest.raises(msgspec.ValidationError):
         msgspec.json.decode(b"[1, 2, 3, 4, 5]", type=kind)
+
+
+if TYPE_CHECKING:
+    _Two: TypeAlias = Bounded
+else:
+    _Two = bounded(2)
+
+
+class _Twins(msgspec.Struct, rename="camel"):
+    """Two lists of one bound (no door has such a pair yet)."""
+
+    first_list: _Two
+    second_list: _Two | None = None
+
+
+@pytest.mark.parametrize("field", ["firstList", "secondList"])
+def test_a_list_past_its_bound_is_named_as_itself_when_another_has_the_same_bound(field: str) -> None:
+    body = json.dumps({"firstList": [1], "secondList": [2], field: [1, 2, 3]}).encode()
+    with pytest.raises(InvalidRequest) as refused:
+        decode(body, _Twins, "messages.3")
+    assert refused.value.message == f"messages.3.{field}: more than 2 items; the limit is 2"

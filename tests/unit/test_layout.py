@@ -12,6 +12,7 @@ from broker.keys import WORK_GROUP
 from broker.scripts.runner import SCRIPT_NAMES
 from broker.scripts.source import LIBRARIES, layout, library_declared, script_text
 from broker.services.telemetry import MS_BUCKETS
+from common.events import SDK_EVENT_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = ROOT / "broker" / "scripts" / "lua"
@@ -95,7 +96,7 @@ def test_every_lua_file_is_a_registered_script_or_a_library() -> None:
 def test_scripts_document_their_interface_and_never_scan(name: str) -> None:
     script = script_text(name)
     assert "Returns" in script.header
-    # Every script runs through lib/core.lua's sb_run_script, in both forms.
+    # lib/core.lua runs every call (sb_run_script; lib/batch.lua for a batched one), so every script includes it.
     assert script.includes[:1] == ("lib/core.lua",)
     layout(name)  # its declarations hold together: names, layouts, rest lists
     # What runs for it: its body and the libraries it includes.
@@ -222,3 +223,23 @@ def test_the_work_group_is_named_alike_in_python_and_lua() -> None:
     named = re.search(r"^local SB_WORK_GROUP = '([^']*)'", (LUA / "lib" / "partition.lua").read_text(), re.MULTILINE)
     assert named is not None
     assert named.group(1) == WORK_GROUP
+
+
+# Session events' names that other protocols' objects share (an AI SDK chunk, an Anthropic block).
+_SHARED_NAMES = {"error", "tool_result"}
+
+
+def test_the_session_events_are_built_in_common_only() -> None:
+    # Each is built once, in common/events.py (or by a script), so its fields cannot drift apart.
+    events = SDK_EVENT_TYPES - _SHARED_NAMES
+    built = []
+    for package in ("api", "broker", "workers", "switchboard"):
+        for path in (ROOT / package).rglob("*.py"):
+            dicts = (node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Dict))
+            for node in dicts:
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if not isinstance(key, ast.Constant) or key.value != "type" or not isinstance(value, ast.Constant):
+                        continue
+                    if value.value in events:
+                        built.append(f"{path.relative_to(ROOT)}:{node.lineno} {value.value}")
+    assert not built
