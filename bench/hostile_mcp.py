@@ -11,7 +11,7 @@ measured sequentially, is held to 2x its idle figure or 1 s, whichever is larger
 measured in the same run, before any attack); the worker's RSS at its peak to 300 MB above what it was
 before that attack, and 60 s after the attack to 100 MB above it; during the flood the worker's CPU to
 under 10% of a core, and from 5 s after the run's end (for 5 s) to what it uses idle (measured first)
-plus 2% of a core. Each server runs as a process of its own (tests/hostile_mcp.py), so what it costs
+plus 2% of a core. Each server runs as a process of its own (bench/hostile_servers.py), so what it costs
 is not counted against the worker.
 """
 
@@ -64,7 +64,7 @@ def _plan(size: Size) -> Plan:
 def _server(mode: str, call_s: float = 0.0) -> Iterator[str]:
     """The hostile server `mode` as a process of its own; its endpoint URL."""
     port = free_port()
-    args = [sys.executable, "-m", "tests.hostile_mcp", mode, str(port)] + ([str(call_s)] if call_s else [])
+    args = [sys.executable, "-m", "bench.hostile_servers", mode, str(port)] + ([str(call_s)] if call_s else [])
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
     try:
         deadline = time.monotonic() + 60
