@@ -53,8 +53,12 @@ class Hostile:
     flood: bool = False
     flood_limit: int = 0
     flood_event_bytes: int = 60
-    # The HTTP+SSE transport: one GET stream a session carries every answer and notification.
+    # The HTTP+SSE transport: one GET stream a session carries every answer and notification (a POST of
+    # Streamable HTTP is refused after `init_s`, as `initialize` is answered after it).
     sse: bool = False
+    init_s: float = 0.0
+    # `initialize` answered with instructions of this many characters.
+    instructions: int = 0
 
 
 @dataclass
@@ -72,6 +76,8 @@ class Seen:
     list_bytes: int = 0
     notified: int = 0
     sessions: int = 0
+    # The `_meta` of each listing and call asked for.
+    metas: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _tool(name: str, schema_chars: int) -> dict[str, Any]:
@@ -126,12 +132,17 @@ class HostileServer:
             if self.hostile.sse:
                 return self._session()
             return self._flood() if self.hostile.flood else Response(status_code=405)
-        if request.method == "DELETE" or self.hostile.sse:
-            return Response(status_code=200 if request.method == "DELETE" else 405)
+        if request.method == "DELETE":
+            return Response(status_code=200)
+        if self.hostile.sse:
+            await asyncio.sleep(self.hostile.init_s)
+            return Response(status_code=405)
         body = await request.json()
         request_id, method = body.get("id"), body.get("method")
         if request_id is None:
             return Response(status_code=202)
+        if method in ("tools/list", "tools/call"):
+            self.seen.metas.append((body.get("params") or {}).get("_meta") or {})
         if method == "initialize":
             answer = await self._answer(request_id, method, body.get("params") or {})
             return JSONResponse(answer, headers={"mcp-session-id": secrets.token_hex(8)})
@@ -144,11 +155,14 @@ class HostileServer:
     async def _answer(self, request_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The answer of a request whose answer is plain JSON."""
         if method == "initialize":
+            await asyncio.sleep(self.hostile.init_s)
             result = {
                 "protocolVersion": "2025-06-18",
                 "capabilities": {"tools": {"listChanged": True}, "logging": {}},
                 "serverInfo": {"name": "hostile", "version": "1"},
             }
+            if self.hostile.instructions:
+                result["instructions"] = "x" * self.hostile.instructions
             return _envelope(request_id, result)
         if method == "ping":
             return _envelope(request_id, {})
@@ -277,6 +291,8 @@ class HostileServer:
             return Response(status_code=404)
         body = await request.json()
         request_id, method, params = body.get("id"), body.get("method"), body.get("params") or {}
+        if method in ("tools/list", "tools/call"):
+            self.seen.metas.append(params.get("_meta") or {})
         if request_id is not None and method is not None:
             asyncio.get_running_loop().create_task(self._sse_answer(queue, request_id, method, params))
         return Response(status_code=202)

@@ -1,0 +1,77 @@
+"""What a grant's server sends, told from its bytes as they arrive, without parsing them: where the events
+of an event stream end, and how many JSON values a message holds.
+
+The `mcp` client parses each message whole, and what it makes of one is far larger than its text for
+some texts: 16 MB of empty lists (`[],[],...`) became about 1.8 GB at the peak of parsing, about 330 bytes
+a value. So a message is held to a number of values as it is read (workers/mcp/budget.py), counted
+conservatively: every `,`, `[` and `{` outside a string (each value after the first in an array or an
+object follows one of them), found by C-speed searches of each chunk, a few a chunk whatever it holds.
+
+Strings are told apart exactly for valid JSON: escapes are dropped first, then each quote opens or closes
+one. A JSON string never holds a raw line break, so a line's end closes whatever a stray quote opened (a
+comment line of an event stream, a line that is not valid JSON), and the count of the next line is
+exact again; a message that is not valid JSON fails in the client's parser at its first error, and
+what comes before that point was counted right."""
+
+from __future__ import annotations
+
+import re
+
+_ESCAPE = re.compile(rb"\\[^\r\n]")
+_STRING = re.compile(rb'"[^"\r\n]*"')
+# A quote left once the strings are gone opens a string that runs to its line's end (or past the chunk).
+_OPENED = re.compile(rb'"[^\r\n]*')
+_STRING_END = re.compile(rb'["\r\n]')
+# An event ends at a blank line: a byte of its last line, that line's end and an empty line's end (a line
+# ends at CRLF, CR or LF). An empty event (blank lines after blank lines) is not one.
+_EVENT_END = re.compile(rb"[^\r\n](?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
+# The most bytes of a match that a chunk's end may cut off: kept to be looked at again with the next one.
+_CARRIED = 4
+
+
+class EventEnds:
+    """Where the events of one event stream end, chunk by chunk (a blank line split across two chunks is
+    found in the second). A CR ending a chunk is taken for a line's end: if the next chunk starts with
+    LF the event is found to end one byte early, which moves no bound."""
+
+    def __init__(self) -> None:
+        self._carried = b""
+
+    def feed(self, chunk: bytes) -> list[int]:
+        """The offsets in `chunk` just past each event it ends."""
+        text = self._carried + chunk
+        offset = len(self._carried)
+        ends = [max(0, match.end() - offset) for match in _EVENT_END.finditer(text)]
+        last = ends[-1] + offset if ends else 0
+        self._carried = text[max(last, len(text) - _CARRIED) :]
+        return ends
+
+
+class JsonValues:
+    """The JSON values in the text fed so far (see the module's docstring); `count` is the total."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._in_string = False
+        # A backslash that ended the last chunk: what it escapes is in the next one.
+        self._held = b""
+
+    def feed(self, chunk: bytes) -> int:
+        """Count `chunk`'s values; how many it held."""
+        text = _ESCAPE.sub(b"", self._held + chunk)
+        self._held = b""
+        if text.endswith(b"\\"):
+            self._held, text = b"\\", text[:-1]
+        if self._in_string:
+            closed = _STRING_END.search(text)
+            if closed is None:
+                return 0
+            text = text[closed.end() :]
+            self._in_string = False
+        outside = _STRING.sub(b"", text)
+        line = max(outside.rfind(b"\n"), outside.rfind(b"\r")) + 1
+        self._in_string = b'"' in outside[line:]
+        outside = _OPENED.sub(b"", outside)
+        found = outside.count(b",") + outside.count(b"[") + outside.count(b"{")
+        self.count += found
+        return found
