@@ -114,6 +114,7 @@ class HostileServer:
         self.seen = seen if seen is not None else Seen()
         tools = [json.dumps(_tool(f"t{number:06d}", hostile.schema_chars)) for number in range(hostile.tools)]
         self._tools = ",".join([json.dumps(WAIT), *tools]).encode()
+        self._padding: bytes | None = None
         # HTTP+SSE sessions: what each one's stream has yet to carry.
         self._streams: dict[str, asyncio.Queue[bytes]] = {}
 
@@ -234,8 +235,9 @@ class HostileServer:
                     await self._held()
                     yield _event(_done(request_id))
                 else:
-                    head, tail = self._big(request_id)
+                    head, padding, tail = self._big(request_id)
                     yield head
+                    yield padding
                     await self._held()
                     yield tail
             finally:
@@ -245,14 +247,18 @@ class HostileServer:
         media = "application/json" if hostile.call == "big" else "text/event-stream"
         return StreamingResponse(streamed(), media_type=media)
 
-    def _big(self, request_id: Any) -> tuple[bytes, bytes]:
-        """A call's answer of about `answer_bytes`, as all but its end, and its end."""
+    def _big(self, request_id: Any) -> tuple[bytes, bytes, bytes]:
+        """A call's answer of about `answer_bytes`: its start, its padding (made once, so that hundreds of
+        them cost this process little) and its end."""
         size = max(0, self.hostile.answer_bytes - 120)
+        start = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":{"content":'
         if self.hostile.answer_values:
-            head = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":{"content":[],"x":['
-            return head + b"[]," * (size // 3), b'[]],"isError":false}}'
-        head = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":{"content":[{"type":"text"'
-        return head + b',"text":"' + b"x" * size, b'"}],"isError":false}}'
+            if self._padding is None:
+                self._padding = b"[]," * (size // 3)
+            return start + b'[],"x":[', self._padding, b'[]],"isError":false}}'
+        if self._padding is None:
+            self._padding = b"x" * size
+        return start + b'[{"type":"text","text":"', self._padding, b'"}],"isError":false}}'
 
     def _flood(self) -> Response:
         seen, limit = self.seen, self.hostile.flood_limit
@@ -327,9 +333,11 @@ MODES: dict[str, Hostile] = {
     "flood": Hostile(flood=True, call_s=10.0),
     # Pages of the list, without end, each answered after 9.9 s.
     "slow_pages": Hostile(pages=0, page_s=9.9, call_s=0.01),
-    # Every call answered with 16 MB (the most one answer may be) of empty lists, the answer's end
-    # after 30 s; grants at many URLs of this one host each hold their calls' answers.
-    "big_answers": Hostile(call="big", answer_bytes=16_000_000, answer_values=True, call_s=30.0),
+    # Every call answered with 16 MB of text (about the most one answer may be), its end held back 30 s;
+    # grants at many URLs of this one host each hold their calls' answers.
+    "big_answers": Hostile(call="big", answer_bytes=16_000_000, call_s=30.0),
+    # Every call answered at once with 16 MB of empty lists: a JSON value every 3 bytes.
+    "many_values": Hostile(call="big", answer_bytes=16_000_000, answer_values=True, call_s=0.01),
 }
 
 

@@ -106,6 +106,9 @@ async def test_the_answers_a_worker_holds_in_flight_share_one_budget_across_its_
     server = Hostile(call="big", answer_bytes=1_500_000, call_s=2.0)
     async with served(server) as (url, _, mcp):
         results = await asyncio.gather(*(call(mcp, grant(url, f"/mcp/{n}")) for n in range(6)))
+        # Given back as each answer ended, read whole or refused.
+        assert mcp.budget.held == 0
+        assert mcp.budget.peak <= budget.WORKER_ANSWER_BYTES
     done = [r for r in results if not r.is_error]
     refused = [r.text() for r in results if r.is_error]
     assert 1 <= len(done) <= 2, [r.text()[:200] for r in results]

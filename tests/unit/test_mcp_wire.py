@@ -55,6 +55,8 @@ def test_events_end_where_the_stream_says_however_it_is_cut(seed: int) -> None:
     for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
         found += [at + offset for offset in ends.feed(stream[start:end])]
         at = end
+    # Blank lines after an event's end end empty events (counted, for the pace); the others are the events'.
+    found = [end for start, end in zip([0, *found], found, strict=False) if stream[start:end].strip(b"\r\n")]
     # A CR ending a chunk is taken for a line's end, so an end may be found one byte early.
     assert len(found) == len(expected)
     assert all(abs(e - f) <= 1 for f, e in zip(found, expected, strict=True)), (found, expected)
@@ -81,9 +83,11 @@ def test_json_values_are_counted_outside_strings_whatever_the_chunks(text: bytes
 
 def test_a_message_of_too_many_values_is_refused_as_it_arrives() -> None:
     reading = Reading(Budget(), message_limit=16 * 2**20, events=False)
+    chunk = b"[],[],[]," * 1000  # 6,000 values
+    for _ in range(MAX_VALUES // 6000):
+        reading.feed(chunk)
     with pytest.raises(Refused, match="JSON values"):
-        for _ in range(MAX_VALUES):
-            reading.feed(b"[],[],[],")
+        reading.feed(chunk)
 
 
 def test_each_event_is_a_message_of_its_own_and_given_back_when_whole() -> None:

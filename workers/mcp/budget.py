@@ -19,8 +19,8 @@ import itertools
 from workers.mcp.scan import EventEnds, JsonValues
 
 # Bytes of answers being read that a worker holds at once, across all its connections: a call's answer
-# is at most 16 MiB, so three of the largest fit.
-WORKER_ANSWER_BYTES = 48 * 1024 * 1024
+# is at most 16 MiB, so two of the largest fit (and any number of ordinary ones).
+WORKER_ANSWER_BYTES = 32 * 1024 * 1024
 # JSON values in one message: a page of 256 tools with their schemas holds a few tens of thousands.
 MAX_VALUES = 100_000
 

@@ -26,10 +26,9 @@ EVENT_BURST = 200.0
 # Bytes the same, past a burst one whole answer fits in.
 BYTES_PER_S = 2 * 1024 * 1024
 BYTE_BURST = 16 * 1024 * 1024
-# What a connection may owe, in seconds of either pace: one chunk that counts for many events (64 KiB of
-# keep-alive comments is 21,000) costs at most this wait, never minutes. A chunk holds at most about
-# 1,100 events the client parses (the shortest notification takes some 60 bytes), so past the cap only
-# comments and blank lines go uncounted, which cost the client next to nothing.
+# What a connection may owe, in seconds of either pace. A chunk of many events is handed on a burst of them
+# at a time (workers/mcp/wire.py), so a debt stays within a burst's wait; this cap is what holds if one
+# chunk ever counts for more (64 KiB of blank lines is 32,768 events, some 325 s at 100 a second).
 MAX_OWED_S = 10.0
 # A standing stream the server ends is opened again at most this often (its `retry:` is not obeyed below).
 STANDING_REOPEN_S = 1.0

@@ -21,17 +21,18 @@ _ESCAPE = re.compile(rb"\\[^\r\n]")
 _STRING = re.compile(rb'"[^"\r\n]*"')
 # A quote left once the strings are gone opens a string that runs to its line's end (or past the chunk).
 _OPENED = re.compile(rb'"[^\r\n]*')
-_STRING_END = re.compile(rb'["\r\n]')
-# An event ends at a blank line: a byte of its last line, that line's end and an empty line's end (a line
-# ends at CRLF, CR or LF). An empty event (blank lines after blank lines) is not one.
-_EVENT_END = re.compile(rb"[^\r\n](?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
+# An event ends at a blank line: two line ends in a row (a line ends at CRLF, CR or LF). A pattern that
+# starts with its line ends is searched at about 2.5 ns a byte; one that starts with a byte of the
+# event's last line, at about 19.
+_BLANK_LINE = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
 # The most bytes of a match that a chunk's end may cut off: kept to be looked at again with the next one.
-_CARRIED = 4
+_CARRIED = 3
 
 
 class EventEnds:
     """Where the events of one event stream end, chunk by chunk (a blank line split across two chunks is
-    found in the second). A CR ending a chunk is taken for a line's end: if the next chunk starts with
+    found in the second). Every blank line counts, an empty event's too (a flood of blank lines is paced
+    as a flood of events). A CR ending a chunk is taken for a line's end: if the next chunk starts with
     LF the event is found to end one byte early, which moves no bound."""
 
     def __init__(self) -> None:
@@ -41,7 +42,7 @@ class EventEnds:
         """The offsets in `chunk` just past each event it ends."""
         text = self._carried + chunk
         offset = len(self._carried)
-        ends = [max(0, match.end() - offset) for match in _EVENT_END.finditer(text)]
+        ends = [max(0, match.end() - offset) for match in _BLANK_LINE.finditer(text)]
         last = ends[-1] + offset if ends else 0
         self._carried = text[max(last, len(text) - _CARRIED) :]
         return ends
@@ -63,10 +64,12 @@ class JsonValues:
         if text.endswith(b"\\"):
             self._held, text = b"\\", text[:-1]
         if self._in_string:
-            closed = _STRING_END.search(text)
-            if closed is None:
+            # Where the open string ends: its closing quote, or (not valid JSON) its line's end. Found by
+            # `find`, at memory speed: a message that is one long string is most of what a call's is.
+            closed = [at for at in (text.find(b'"'), text.find(b"\n"), text.find(b"\r")) if at >= 0]
+            if not closed:
                 return 0
-            text = text[closed.end() :]
+            text = text[min(closed) + 1 :]
             self._in_string = False
         outside = _STRING.sub(b"", text)
         line = max(outside.rfind(b"\n"), outside.rfind(b"\r")) + 1
