@@ -41,7 +41,7 @@ def _port(url: httpx2.URL) -> int:
     return url.port or (443 if url.scheme == "https" else 80)
 
 
-class PinnedTransport(httpx2.AsyncBaseTransport):
+class _PinnedTransport(httpx2.AsyncBaseTransport):
     """Sends to the origin of `base_url` only, connecting to the address its check approved; `what` names
     the destination in refusals ("the model provider", "the MCP server")."""
 
@@ -95,7 +95,7 @@ def pinned_client(
     would carry the credential's header to wherever it points). `what` names the destination in refusals,
     `headers` go with every request (a grant's credentials), and `around` wraps the pinned transport in
     one of the caller's."""
-    transport: httpx2.AsyncBaseTransport = PinnedTransport(base_url, addresses, what)
+    transport: httpx2.AsyncBaseTransport = _PinnedTransport(base_url, addresses, what)
     if around is not None:
         transport = around(transport)
     return httpx2.AsyncClient(

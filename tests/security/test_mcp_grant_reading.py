@@ -115,6 +115,15 @@ async def test_the_answers_a_worker_holds_in_flight_share_one_budget_across_its_
     assert all("answers in flight" in text for text in refused), refused
 
 
+async def test_a_calls_exchange_is_known_for_the_calls_by_its_message_alone() -> None:
+    # 2 MB of text: past the 1 MiB of an exchange of no request of ours, within a call's 16 MiB. Should the
+    # `mcp` client stop carrying a request's `_meta` to the wire, this answer would be refused.
+    async with served(Hostile(call="big", answer_bytes=2_000_000, call_s=0.01)) as (url, _, mcp):
+        result = await call(mcp, grant(url))
+    assert not result.is_error, result.text()[:300]
+    assert result.text().startswith("x" * 1000)
+
+
 async def test_a_listing_or_a_call_carries_nothing_of_ours_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
     async with served(Hostile(call_s=0.01)) as (url, seen, mcp):
         the_grant = grant(url)
