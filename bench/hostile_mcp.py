@@ -4,15 +4,22 @@
   never a result (the grant's `timeout_s` 25);
 - `many_tools`: a `tools/list` of 100,000 tools (11.6 MB), listed by the steps of three sessions in a loop;
 - `big_schemas`: 256 tools of 53 KB schemas, the same;
-- `flood`: a GET stream of `notifications/message` without pause, while a call of the grant runs.
+- `flood`: a GET stream of `notifications/message` without pause, while a call of the grant runs;
+- `slow_pages`: a `tools/list` whose pages come 9.9 s apart, each with a next cursor, for fifty sessions
+  of that agent at once (each step waits for the server's first list: one listing, within its 10 s);
+- `big_answers`: 32 grants at 32 URLs of one host, each call (8 a grant) answered with 16 MB of text
+  whose end is held back 30 s (the worker's budget of answers in flight holds two);
+- `many_values`: 16 calls each answered with 16 MB of empty lists (a value every 3 bytes).
 
 Under each, another session's plain round trip (input, a client tool call answered, the run's end),
 measured sequentially, is held to 2x its idle figure or 1 s, whichever is larger (the idle figure
 measured in the same run, before any attack); the worker's RSS at its peak to 300 MB above what it was
 before that attack, and 60 s after the attack to 100 MB above it; during the flood the worker's CPU to
 under 10% of a core, and from 5 s after the run's end (for 5 s) to what it uses idle (measured first)
-plus 2% of a core. Each server runs as a process of its own (tests/hostile_mcp.py), so what it costs
-is not counted against the worker.
+plus 2% of a core; under `slow_pages` a waiting step to the listing's deadline (10 s) plus 2 s, and
+another session's round trip the same (the fifty steps hold every job slot while they wait). Each
+server runs as a process of its own (bench/hostile_servers.py), so what it costs is not counted against
+the worker.
 """
 
 from __future__ import annotations
@@ -35,13 +42,16 @@ from bench.harness import Cluster, Figure, Size, cluster, cpu_seconds, figure, n
 from broker.transport.embedded import free_port
 
 SCENARIO = "14 hostile MCP"
-MODES = ("keepalive", "many_tools", "big_schemas", "flood")
+MODES = ("keepalive", "many_tools", "big_schemas", "flood", "slow_pages", "big_answers", "many_values")
+# What a step needing a server's first list may wait for it: the listing's deadline (workers/mcp/hub.py).
+_LISTING_S = 10.0
 
 
 @dataclass(frozen=True)
 class Plan:
     """The sizes of one run: round trips idle, each attack's window (s), the keep-alive calls and their
-    timeout, the flood's call, how long after an attack its RSS is read, and the CPU windows."""
+    timeout, the flood's call, how long after an attack its RSS is read, the CPU windows, the sessions
+    waiting for slow pages, and the grants and calls a grant of the large answers."""
 
     idle_trips: int
     window_s: float
@@ -50,11 +60,27 @@ class Plan:
     flood_call_s: float
     settle_s: float
     quiet_s: float
+    slow_sessions: int = 50
+    big_grants: int = 32
+    big_calls: int = 8
+    big_hold_s: float = 30.0
 
 
 def _plan(size: Size) -> Plan:
     return size.pick(
-        smoke=Plan(idle_trips=3, window_s=3, calls=10, call_timeout_s=5, flood_call_s=3, settle_s=2, quiet_s=2),
+        smoke=Plan(
+            idle_trips=3,
+            window_s=3,
+            calls=10,
+            call_timeout_s=5,
+            flood_call_s=3,
+            settle_s=2,
+            quiet_s=2,
+            slow_sessions=5,
+            big_grants=4,
+            big_calls=2,
+            big_hold_s=3,
+        ),
         quick=Plan(idle_trips=10, window_s=12, calls=60, call_timeout_s=25, flood_call_s=10, settle_s=60, quiet_s=5),
         full=Plan(idle_trips=20, window_s=20, calls=60, call_timeout_s=25, flood_call_s=15, settle_s=60, quiet_s=5),
     )
@@ -64,7 +90,7 @@ def _plan(size: Size) -> Plan:
 def _server(mode: str, call_s: float = 0.0) -> Iterator[str]:
     """The hostile server `mode` as a process of its own; its endpoint URL."""
     port = free_port()
-    args = [sys.executable, "-m", "tests.hostile_mcp", mode, str(port)] + ([str(call_s)] if call_s else [])
+    args = [sys.executable, "-m", "bench.hostile_servers", mode, str(port)] + ([str(call_s)] if call_s else [])
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
     try:
         deadline = time.monotonic() + 60
@@ -124,7 +150,13 @@ class _Rss:
 
 
 async def _run(
-    admin: httpx.AsyncClient, session_id: str, token: str, text: str, expect: tuple[str, ...], timeout_s: float = 120
+    admin: httpx.AsyncClient,
+    session_id: str,
+    token: str,
+    text: str,
+    expect: tuple[str, ...],
+    timeout_s: float = 120,
+    poll_s: float = 0.2,
 ) -> None:
     """Send `text` to a session and wait for its run to end (its log polled); every tool result of the run
     must hold one of `expect`, or the attack did not happen as meant (a server that could not be reached)."""
@@ -150,7 +182,7 @@ async def _run(
             if not said or any(not any(e in text for e in expect) for text in said):
                 raise RuntimeError(f"the attack went otherwise: results {said[:3]}, expected {expect!r}")
             return
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(poll_s)
     raise TimeoutError(f"the run {run_id} did not end within {timeout_s:g} s")
 
 
@@ -162,6 +194,7 @@ class _Attack:
     rss_after_kb: int
     cpu_during: float = 0.0
     cpu_after: float = 0.0
+    waited_s: float = 0.0
 
 
 async def _attack(
@@ -239,15 +272,62 @@ async def _flood(admin: httpx.AsyncClient, pid: int, other: Session, plan: Plan)
     return attack
 
 
-def _figures(mode: str, attack: _Attack, idle_ms: float) -> list[Figure]:
-    limit_ms = max(2 * idle_ms, 1000.0)
+async def _slow_pages(admin: httpx.AsyncClient, pid: int, other: Session, plan: Plan) -> _Attack:
+    with _server("slow_pages") as url:
+        agent_id = await _agent(admin, url)
+        sessions = [await new_session(admin, agent_id) for _ in range(plan.slow_sessions)]
+        waited: list[float] = []
+
+        async def step(session_id: str, token: str) -> None:
+            began = time.monotonic()
+            # The list is cut at its deadline, so the step has no such tool (before: the list was read
+            # whole after ten pages, some 100 s, and the call answered).
+            expect = ("no tool named mcp__h__wait", "done")
+            await _run(admin, session_id, token, "/call mcp__h__wait", expect, timeout_s=300, poll_s=1.0)
+            waited.append(time.monotonic() - began)
+
+        async def harm() -> None:
+            await asyncio.gather(*(step(*s) for s in sessions))
+
+        attack = await _attack(pid, other, plan, harm, window_s=300)
+    attack.waited_s = max(waited)
+    return attack
+
+
+async def _big_answers(admin: httpx.AsyncClient, pid: int, other: Session, plan: Plan) -> _Attack:
+    with _server("big_answers", plan.big_hold_s) as url:
+        grants = [
+            {"name": f"h{n}", "url": f"{url}/{n}", "default_policy": "allow", "timeout_s": int(plan.big_hold_s) + 30}
+            for n in range(plan.big_grants)
+        ]
+        agent_id = await scripted_agent(admin, mcp=grants)
+        session_id, token = await new_session(admin, agent_id)
+        text = "\n".join(f"/call mcp__h{n}__wait" for n in range(plan.big_grants) for _ in range(plan.big_calls))
+        # Past the worker's budget an answer is refused; those within it are cut to a result's text.
+        expect = ("in flight already", "x" * 100)
+        harm = lambda: _run(admin, session_id, token, text, expect)  # noqa: E731
+        return await _attack(pid, other, plan, harm, window_s=plan.window_s)
+
+
+async def _many_values(admin: httpx.AsyncClient, pid: int, other: Session, plan: Plan) -> _Attack:
+    with _server("many_values") as url:
+        agent_id = await _agent(admin, url, timeout_s=60)
+        session_id, token = await new_session(admin, agent_id)
+        text = "\n".join(["/call mcp__h__wait"] * 16)
+        harm = lambda: _run(admin, session_id, token, text, ("JSON values",))  # noqa: E731
+        return await _attack(pid, other, plan, harm, window_s=plan.window_s)
+
+
+def _figures(mode: str, attack: _Attack, idle_ms: float, limit_ms: float | None = None) -> list[Figure]:
+    why = "2x idle or 1 s, the larger" if limit_ms is None else "a listing's deadline + 2 s"
+    limit_ms = max(2 * idle_ms, 1000.0) if limit_ms is None else limit_ms
     worst = max(attack.trips)
     peak_mb = (attack.rss_peak_kb - attack.rss_before_kb) / 1024
     after_mb = (attack.rss_after_kb - attack.rss_before_kb) / 1024
     return [
         figure(SCENARIO, f"{mode}: another session's round trip, worst", worst, "ms", baseline=idle_ms,
                baseline_name="idle p50, same run", target=f"value <= {limit_ms:.0f}",
-               note=f"{len(attack.trips)} trips; 2x idle or 1 s, the larger"),
+               note=f"{len(attack.trips)} trips; {why}"),
         figure(SCENARIO, f"{mode}: worker RSS at its peak, above before", peak_mb, "MB", target="value <= 300",
                note=f"before {attack.rss_before_kb / 1024:.0f} MB"),
         figure(SCENARIO, f"{mode}: worker RSS after the attack, above before", after_mb, "MB", target="value <= 100"),
@@ -273,6 +353,15 @@ async def _measure(running: Cluster, size: Size) -> list[Figure]:
             figures += _figures("keepalive", await _keepalive(admin, worker_pid, other, plan), idle_ms)
             for mode in ("many_tools", "big_schemas"):
                 figures += _figures(mode, await _listings(admin, worker_pid, other, plan, mode), idle_ms)
+            slow = await _slow_pages(admin, worker_pid, other, plan)
+            slow_ms = (_LISTING_S + 2) * 1000
+            figures += _figures("slow_pages", slow, idle_ms, slow_ms)
+            figures.append(
+                figure(SCENARIO, "slow_pages: a step waiting for the list, worst", slow.waited_s, "s",
+                       target=f"value <= {_LISTING_S + 2:g}", note=f"{plan.slow_sessions} sessions at once")
+            )  # fmt: skip
+            figures += _figures("big_answers", await _big_answers(admin, worker_pid, other, plan), idle_ms)
+            figures += _figures("many_values", await _many_values(admin, worker_pid, other, plan), idle_ms)
             flood = await _flood(admin, worker_pid, other, plan)
             figures += _figures("flood", flood, idle_ms)
             figures += [

@@ -1,12 +1,13 @@
-"""The HTTP client a workspace provider's SDK, or an agent's MCP grant, sends through (both model SDKs and
-the `mcp` client take an `http_client`): every request goes to the origin the credential was stored for,
-to an address resolved and checked for that very connection (common/addresses.py), so neither a redirect
-nor a name whose answer changes after a check (DNS rebinding) takes the key, the transcript or the system
-prompt anywhere else."""
+"""The HTTP client a workspace provider's SDK, or an agent's MCP grant, sends through (the model SDKs and
+the `mcp` client each take an `http_client`; an MCP grant's wraps the pinned transport in its bounds,
+workers/mcp/wire.py): every request goes to the origin the credential was stored for, to an address
+resolved and checked for that very connection (common/addresses.py), so neither a redirect nor a name
+whose answer changes after a check (DNS rebinding) takes the key, the transcript or the system prompt
+anywhere else."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import httpx2
 
@@ -34,19 +35,15 @@ def _port(url: httpx2.URL) -> int:
     return url.port or (443 if url.scheme == "https" else 80)
 
 
-class PinnedTransport(httpx2.AsyncBaseTransport):
+class _PinnedTransport(httpx2.AsyncBaseTransport):
     """Sends to the origin of `base_url` only, connecting to the address its check approved; `what` names
     the destination in refusals ("the model provider", "the MCP server")."""
 
-    def __init__(
-        self, base_url: str, addresses: ProviderAddresses, what: str = "the model provider", body_limit: int = 0
-    ) -> None:
+    def __init__(self, base_url: str, addresses: ProviderAddresses, what: str = "the model provider") -> None:
         url = httpx2.URL(base_url)
         self._origin = (url.scheme, url.raw_host, _port(url))
         self._addresses = addresses
         self._what = what
-        # Past this (0: no limit) no answer's body is read, whatever its status.
-        self._body_limit = body_limit
         self._http = httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -72,9 +69,8 @@ class PinnedTransport(httpx2.AsyncBaseTransport):
             extensions={**request.extensions, "sni_hostname": host},
         )
         response = await self._http.handle_async_request(pinned)
-        limit = self._body_limit or (ERROR_BODY_LIMIT if response.status_code >= 400 else 0)
-        if limit and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _Capped(response.stream, limit)
+        if response.status_code >= 400 and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _Capped(response.stream, ERROR_BODY_LIMIT)
         return response
 
     async def aclose(self) -> None:
@@ -87,11 +83,15 @@ def pinned_client(
     timeout_s: float,
     what: str = "the model provider",
     headers: dict[str, str] | None = None,
-    body_limit: int = 0,
+    around: Callable[[httpx2.AsyncBaseTransport], httpx2.AsyncBaseTransport] | None = None,
 ) -> httpx2.AsyncClient:
     """A client for a workspace provider or an MCP grant: pinned, and no redirects followed (a redirect
-    would carry the credential's header to wherever it points). `body_limit`: bytes of any answer read."""
-    transport = PinnedTransport(base_url, addresses, what, body_limit)
+    would carry the credential's header to wherever it points). `what` names the destination in refusals,
+    `headers` go with every request (a grant's credentials), and `around` wraps the pinned transport in
+    one of the caller's."""
+    transport: httpx2.AsyncBaseTransport = _PinnedTransport(base_url, addresses, what)
+    if around is not None:
+        transport = around(transport)
     return httpx2.AsyncClient(
         transport=transport, follow_redirects=False, timeout=timeout_s, trust_env=False, headers=headers
     )

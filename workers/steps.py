@@ -21,7 +21,7 @@ from common.tasks import cancel_and_wait
 from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
-from workers.mcp.hub import McpHub
+from workers.mcp.hub import McpHub, McpTool
 from workers.metrics import WorkerMetrics
 from workers.models.base import ModelError, ModelRequest, StreamLimits, Turn
 from workers.models.registry import ModelRegistry
@@ -32,6 +32,8 @@ from workers.transcript import Transcripts
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# A step's MCP grants' tools, by grant name (those whose servers answered).
+McpTools = dict[str, list[McpTool]]
 
 _CANCEL_CHECK_S = 0.25
 _COMMIT_ATTEMPTS = 5
@@ -138,7 +140,7 @@ class StepRunner:
             return
         deltas = DeltaStream(broker, session_id, run_id, step)
         try:
-            turn, routed = await _Hold(broker, session_id, run_id, step, attempt).run(
+            turn, routed, mcp_tools = await _Hold(broker, session_id, run_id, step, attempt).run(
                 self._call(session_id, config, deltas)
             )
         except StepCancelled:
@@ -153,17 +155,18 @@ class StepRunner:
         finally:
             await deltas.close()
         timing = {"step_ms": round((time.monotonic() - started) * 1000), "started_at_us": started_at_us}
-        await self._commit(session_id, run_id, step, attempt, turn, routed, config, timing)
+        await self._commit(session_id, run_id, step, attempt, turn, routed, mcp_tools, config, timing)
 
-    async def _catalog(self, session_id: str, config: RunConfig) -> Catalog:
-        mcp_tools = await self._hub.tools(config.mcp) if config.mcp else {}
+    async def _catalog(self, session_id: str, config: RunConfig, mcp_tools: McpTools) -> Catalog:
         return Catalog.build(
             await self._broker.runs.offered(session_id), self._registry, config, self._broker.arguments, mcp_tools
         )
 
-    async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Routed]:
+    async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Routed, McpTools]:
         model = await self._models.model_for(session_id)
-        catalog = await self._catalog(session_id, config)
+        # Once a step: a catalog built again for the commit uses these (a listing may hold the step's slot).
+        mcp_tools = await self._hub.tools(config.mcp) if config.mcp else {}
+        catalog = await self._catalog(session_id, config, mcp_tools)
         transcript = await self._transcripts.read(session_id)
         settings = self._broker.settings
         request = ModelRequest(config, transcript, catalog.tools, StreamLimits.of(settings))
@@ -175,7 +178,7 @@ class StepRunner:
             budget_s=settings.model_retry_budget_s,
         )
         # Under the step's lease: checking the calls' arguments may take a while (common/schema/).
-        return turn, await catalog.routed(turn.calls)
+        return turn, await catalog.routed(turn.calls), mcp_tools
 
     async def _commit(
         self,
@@ -185,6 +188,7 @@ class StepRunner:
         attempt: int,
         turn: Turn,
         routed: Routed,
+        mcp_tools: McpTools,
         config: RunConfig,
         measured: dict[str, int],
     ) -> Committed:
@@ -205,5 +209,5 @@ class StepRunner:
             if committed.outcome != "retry":
                 return committed
             # A registration came or went since the catalog was read: route against what is there now.
-            routed = await (await self._catalog(session_id, config)).routed(turn.calls)
+            routed = await (await self._catalog(session_id, config, mcp_tools)).routed(turn.calls)
         raise BrokerUnavailable("client names kept changing while the step was committed")

@@ -1,4 +1,4 @@
-"""Hostile MCP servers an agent's version grants (tests/hostile_mcp.py), each reproducing a red team's
+"""Hostile MCP servers an agent's version grants (bench/hostile_servers.py), each reproducing a red team's
 finding: calls that hold every worker slot, timeouts that keep-alives stretch or a quiet server cuts
 short, lists and notifications without a bound, grants without number."""
 
@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from bench.hostile_servers import Hostile, HostileServer, Seen
 from broker import Settings, WorkerSettings
 from common.addresses import ProviderAddresses
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api
 from tests.helpers import SCRIPTED_CONFIG
-from tests.hostile_mcp import Hostile, HostileServer, Seen
 from tests.stack import serve_asgi
 from workers.config import McpGrant
 from workers.mcp import flow, guard, hub

@@ -14,7 +14,7 @@ import pytest
 
 from common.addresses import ProviderAddresses
 from workers.bounded_stream import EventEnds
-from workers.pinned import pinned_client
+from workers.pinned import ERROR_BODY_LIMIT, pinned_client
 
 # Every end a reader may see, read off the whole body at once: a terminator, then one ending an empty
 # line (CRLF is one terminator; a CR at the very end is not yet known to be one).
@@ -84,7 +84,7 @@ async def erring(body: bytes) -> AsyncIterator[str]:
 
 async def test_an_error_body_is_read_up_to_its_limit_and_no_further() -> None:
     addresses = ProviderAddresses(allow_private=True, timeout_s=5)
-    async with erring(b"x" * 300_000) as url, pinned_client(url, addresses, 5, body_limit=100_000) as client:
+    async with erring(b"x" * (ERROR_BODY_LIMIT + 300_000)) as url, pinned_client(url, addresses, 5) as client:
         answer = await client.get(f"{url}/v1/models")
     assert answer.status_code == 500
-    assert answer.content == b"x" * 100_000
+    assert answer.content == b"x" * ERROR_BODY_LIMIT

@@ -83,6 +83,13 @@ def test_api_and_workers_stay_apart() -> None:
     assert "api" not in imports("workers")
 
 
+def test_the_benchmark_uses_nothing_of_the_tests() -> None:
+    # The tests may use the bench's hostile servers; the bench runs without the test suite.
+    assert "tests" not in imports("bench")
+    mentioned = [p.name for p in (ROOT / "bench").rglob("*.py") if re.search(r"""['"]tests\.""", p.read_text())]
+    assert not mentioned
+
+
 def test_the_delegation_helper_is_a_pure_http_client() -> None:
     assert not imports("delegate") & {"api", "workers", "broker", "switchboard"}
 

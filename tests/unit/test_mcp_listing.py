@@ -11,6 +11,7 @@ from mcp.shared.message import SessionMessage
 
 from workers.mcp import guard as guard_module
 from workers.mcp import hub
+from workers.mcp.exchanges import Exchanges
 from workers.mcp.guard import Guard
 from workers.mcp.hub import accepted
 from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS, MAX_TOOLS, bounded, within
@@ -69,7 +70,7 @@ def _notification(method: str) -> SessionMessage:
 def test_notifications_pass_at_a_bounded_rate_the_rest_dropped_and_counted() -> None:
     changed: list[bool] = []
     dropped: list[bool] = []
-    gate = Guard("server", lambda: changed.append(True), lambda: dropped.append(True))
+    gate = Guard("server", Exchanges(), lambda: changed.append(True), lambda: dropped.append(True))
     flood = 1_000
     passed = sum(gate.admit(_notification("notifications/message")) is not None for _ in range(flood))
     # Within the burst (and what the bucket refilled meanwhile, a few at most).
@@ -84,7 +85,7 @@ def test_notifications_pass_at_a_bounded_rate_the_rest_dropped_and_counted() -> 
 
 
 def test_the_answer_to_a_listing_is_cut_before_the_client_sees_it() -> None:
-    gate = Guard("server", lambda: None, lambda: None)
+    gate = Guard("server", Exchanges(), lambda: None, lambda: None)
     gate.sent(SessionMessage(mt.JSONRPCRequest(jsonrpc="2.0", id=3, method="tools/list")))
     tools = [tool(f"t{n}") for n in range(MAX_TOOLS + 50)]
     # A server may answer id 3 as "3": the client takes it for the same request, and so does the guard.

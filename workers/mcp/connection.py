@@ -7,10 +7,13 @@ The `mcp` client is entered and left in one task (its cancel scopes require it),
 task that holds the client open until it is closed; calls from other tasks go through the client's
 session, which multiplexes them.
 
-What the server sends is bounded on its way in: by the HTTP client (workers/mcp/wire.py: bytes, pace, the
-end of each request, standing streams read only while the grant is in use) and by a transport of ours
-around the `mcp` package's (workers/mcp/guard.py: list pages cut before they are validated,
-notifications at a bounded rate)."""
+What the server sends is bounded on its way in: by the HTTP client (workers/mcp/wire.py: bytes, JSON
+values, the worker's budget, pace, the end of each request, standing streams read only while the grant is
+in use) and by a transport of ours around the `mcp` package's (workers/mcp/guard.py: which request each
+exchange carries, list pages cut before they are validated, notifications at a bounded rate).
+
+A listing has one deadline, its connecting (both transports, if the first fails) and every page within
+it; a call has its own."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 import httpx2
@@ -33,7 +36,8 @@ from mcp.types.jsonrpc import CONNECTION_CLOSED
 from broker.errors import AddressRefused
 from common.addresses import ProviderAddresses
 from common.tasks import cancel_and_wait
-from workers.mcp import flow
+from workers.mcp.budget import Budget
+from workers.mcp.exchanges import Exchanges
 from workers.mcp.flow import Flow
 from workers.mcp.guard import Guard, guarded
 from workers.mcp.listing import MAX_TOOLS
@@ -82,6 +86,11 @@ def describe(error: BaseException) -> str:
     return "it failed without saying why"
 
 
+def _meta(marked: dict[str, Any]) -> mt.RequestParamsMeta:
+    # The `_meta` of a request is an open mapping; the client carries it to the wire as it is given.
+    return cast(mt.RequestParamsMeta, marked)
+
+
 def _unreachable(error: BaseException) -> bool:
     # No answer at all: trying the other transport would only wait again.
     inner = leaf(error)
@@ -96,6 +105,7 @@ class Connection:
         url: str,
         headers: dict[str, str],
         addresses: ProviderAddresses,
+        budget: Budget,
         *,
         timeout_s: float,
         on_list_changed: Callable[[], None],
@@ -104,9 +114,12 @@ class Connection:
         self.url = url
         self._headers = headers
         self._addresses = addresses
+        self._budget = budget
+        # The read timeout of short exchanges (the handshake, notifications).
         self._timeout_s = timeout_s
         self.flow = Flow()
-        self.guard = Guard(url, on_list_changed, on_dropped)
+        self.exchanges = Exchanges()
+        self.guard = Guard(url, self.exchanges, on_list_changed, on_dropped)
         self._client: Client | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -117,40 +130,40 @@ class Connection:
     def alive(self) -> bool:
         return self._client is not None and self._owner is not None and not self._owner.done()
 
-    async def open(self) -> None:
-        """Connect and negotiate within the timeout; McpUnavailable saying why when that fails."""
+    async def open(self, deadline: float) -> None:
+        """Connect and negotiate by `deadline` (loop time), trying HTTP+SSE after Streamable HTTP within the
+        same time; McpUnavailable saying why when that fails."""
         sse_only = self.url.rstrip("/").endswith("/sse")
         # In use while it opens: an HTTP+SSE session's stream is a standing one, read only then.
         with self.flow.using():
             try:
-                await self._open(sse=sse_only)
+                await self._open(deadline, sse=sse_only)
             except McpUnavailable:
                 if sse_only or self._error is None or _unreachable(self._error):
                     raise
                 first = self._error
                 try:
-                    await self._open(sse=True)
+                    await self._open(deadline, sse=True)
                 except McpUnavailable:
                     raise McpUnavailable(describe(first)) from None
 
-    async def _open(self, *, sse: bool) -> None:
+    async def _open(self, deadline: float, *, sse: bool) -> None:
         self._ready, self._stop, self._error, self._client = asyncio.Event(), asyncio.Event(), None, None
         self._owner = asyncio.create_task(self._own(sse), name=f"mcp {self.url}")
         try:
-            await asyncio.wait_for(self._ready.wait(), self._timeout_s)
+            async with asyncio.timeout_at(deadline):
+                await self._ready.wait()
         except TimeoutError:
             await cancel_and_wait([self._owner])
-            self._error = TimeoutError(f"no answer within {self._timeout_s:g} s")
+            self._error = TimeoutError("no answer in time")
         if self._client is None:
             raise McpUnavailable(describe(self._error or RuntimeError("the connection closed")))
 
     def _http(self) -> httpx2.AsyncClient:
-        return mcp_client(self.url, self._addresses, WHAT, self._headers, self.flow, self._timeout_s)
+        parts = (self.flow, self.exchanges, self._budget)
+        return mcp_client(self.url, self._addresses, WHAT, self._headers, parts, self._timeout_s)
 
     async def _own(self, sse: bool) -> None:
-        # This task is the connection's own: the requests it sends (the handshake, the standing streams)
-        # are not those of the listing or call that happened to open it.
-        flow.detached()
         try:
             # The HTTP client is ours to close (a Streamable HTTP transport given one leaves it open), also
             # when connecting is cut off.
@@ -185,10 +198,9 @@ class Connection:
         # ones send `notifications/tools/list_changed` on the session. Either way the guard sees it and
         # the listing is read again at the next step; a server that says nothing is read again after a TTL.
         try:
-            with flow.operation("standing"):
-                async with client.listen(tools_list_changed=True) as subscription:
-                    async for _ in subscription:
-                        pass
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    pass
         except Exception as error:
             logger.debug("no list-change stream from %s: %s", self.url, describe(error))
 
@@ -201,15 +213,17 @@ class Connection:
         """The grant is in use (its standing streams read) while the block runs."""
         return self.flow.using()
 
-    async def tools(self) -> list[mt.Tool]:
+    async def tools(self, deadline: float) -> list[mt.Tool]:
+        """The server's tools, every page read by `deadline` (loop time); TimeoutError past it."""
         client, found, cursor = self._live(), [], None
-        for _ in range(MAX_PAGES):
-            with flow.operation("list", self._timeout_s):
-                page = await asyncio.wait_for(client.list_tools(cursor=cursor, cache_mode="refresh"), self._timeout_s)
-            found += page.tools
-            cursor = page.next_cursor
-            if cursor is None or len(found) >= MAX_TOOLS:
-                break
+        with self.exchanges.operation("list", deadline) as meta:
+            async with asyncio.timeout_at(deadline):
+                for _ in range(MAX_PAGES):
+                    page = await client.list_tools(cursor=cursor, meta=_meta(meta), cache_mode="refresh")
+                    found += page.tools
+                    cursor = page.next_cursor
+                    if cursor is None or len(found) >= MAX_TOOLS:
+                        break
         return found[:MAX_TOOLS]
 
     async def call(
@@ -217,14 +231,18 @@ class Connection:
     ) -> mt.CallToolResult:
         """`tools/call` within `timeout_s`, whatever the server sends meanwhile; cancelling the awaiting task
         (or the timeout) ends the request at the server (`notifications/cancelled`, or its stream closed)."""
-        request = mt.CallToolRequest(params=mt.CallToolRequestParams(name=name, arguments=arguments))
+        deadline = asyncio.get_running_loop().time() + timeout_s
         # The session's own request, not Client.call_tool: that checks structured results against the
         # server's output schema with jsonschema, unbudgeted, on this loop; the result is only relayed.
         # The client's own read timeout is a backstop a second later: the caller's timeout, which says why,
         # comes first.
-        with flow.operation("call", timeout_s):
+        with self.exchanges.operation("call", deadline) as meta:
+            params = mt.CallToolRequestParams(name=name, arguments=arguments, meta=_meta(meta))
             return await self._live().session.send_request(
-                request, mt.CallToolResult, request_read_timeout_seconds=timeout_s + 1, progress_callback=progress
+                mt.CallToolRequest(params=params),
+                mt.CallToolResult,
+                request_read_timeout_seconds=timeout_s + 1,
+                progress_callback=progress,
             )
 
     async def close(self) -> None:

@@ -1,29 +1,19 @@
-"""What a grant's server may make one connection read, and when: the deadline of each of our requests, the
-pace of everything it sends, and whether its standing streams are read at all.
+"""What a grant's server may make one connection read, and when: the pace of everything it sends, and
+whether its standing streams are read at all.
 
-- An `Operation` is one request of ours (a page of the tool list, a tool call) with its deadline. It is
-  made current (a context variable) while the request is sent: the `mcp` client sends each request from a
-  task that inherits the sender's context, so the HTTP layer (workers/mcp/wire.py) finds the operation of
-  each exchange and ends the exchange when the operation ends or its time is up, whatever the server
-  keeps sending (keep-alive comments included).
-- A `Flow` is one connection's: whether the grant is in use (a listing or a call running, or one that
-  ended within `LINGER_S`), and two token buckets, events and bytes, that every answer the server sends
-  spends from. Its standing streams (the GET stream, the HTTP+SSE stream, a `subscriptions/listen`
-  stream) are read only while the grant is in use: a server that floods them costs nothing while no step
-  or call needs it.
+A `Flow` is one connection's: whether the grant is in use (a listing or a call running, or one that ended
+within `LINGER_S`), and two token buckets, events and bytes, that every answer the server sends spends
+from. Its standing streams (the GET stream, the HTTP+SSE stream, a `subscriptions/listen` stream) are read
+only while the grant is in use: a server that floods them costs nothing while no step or call needs it.
+Which request an exchange carries, and its deadline, is workers/mcp/exchanges.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Literal
-
-import anyio
 
 # After the last listing or call of a grant ends its standing streams are read this much longer, so a
 # list change the server announced with a call's answer is seen by the next step.
@@ -36,61 +26,21 @@ EVENT_BURST = 200.0
 # Bytes the same, past a burst one whole answer fits in.
 BYTES_PER_S = 2 * 1024 * 1024
 BYTE_BURST = 16 * 1024 * 1024
+# What a connection may owe, in seconds of either pace. A chunk of many events is handed on a burst of them
+# at a time (workers/mcp/wire.py), so a debt stays within a burst's wait; this cap is what holds if one
+# chunk ever counts for more (64 KiB of blank lines is 32,768 events, some 325 s at 100 a second).
+MAX_OWED_S = 10.0
 # A standing stream the server ends is opened again at most this often (its `retry:` is not obeyed below).
 STANDING_REOPEN_S = 1.0
-
-Kind = Literal["list", "call", "standing"]
-
-
-@dataclass(eq=False, slots=True)
-class Operation:
-    """One request of ours: its exchange is ended when this closes or at `deadline` (loop time)."""
-
-    kind: Kind
-    deadline: float = float("inf")
-    scopes: set[anyio.CancelScope] = field(default_factory=set)
-    closed: bool = False
-
-    def close(self) -> None:
-        self.closed = True
-        for scope in self.scopes:
-            scope.cancel()
-        self.scopes.clear()
-
-
-_CURRENT: contextvars.ContextVar[Operation | None] = contextvars.ContextVar("mcp_operation", default=None)
-
-
-def current() -> Operation | None:
-    """The operation the running code sends for, if it is still open."""
-    operation = _CURRENT.get()
-    return operation if operation is not None and not operation.closed else None
-
-
-@contextlib.contextmanager
-def operation(kind: Kind, timeout_s: float | None = None) -> Iterator[Operation]:
-    """Make an operation current for the block; it is closed (its exchanges ended) as the block ends."""
-    deadline = float("inf") if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
-    made = Operation(kind, deadline)
-    token = _CURRENT.set(made)
-    try:
-        yield made
-    finally:
-        _CURRENT.reset(token)
-        made.close()
-
-
-def detached() -> None:
-    """Start the running task (a connection's owner) with no operation of the one that made it."""
-    _CURRENT.set(None)
 
 
 class Bucket:
     """A token bucket: `rate` a second, at most `burst` held."""
 
-    def __init__(self, rate: float, burst: float) -> None:
+    def __init__(self, rate: float, burst: float, max_owed_s: float = MAX_OWED_S) -> None:
         self._rate = rate
         self._burst = burst
+        self._floor = -max_owed_s * rate
         self._tokens = burst
         self._at = time.monotonic()
 
@@ -100,9 +50,10 @@ class Bucket:
         self._at = now
 
     def spend(self, amount: float) -> float:
-        """Take `amount`, into debt if need be; how long to wait before taking more (0 within the burst)."""
+        """Take `amount`, into debt if need be (at most `max_owed_s` of it); how long to wait before taking
+        more (0 within the burst)."""
         self._refill()
-        self._tokens -= amount
+        self._tokens = max(self._floor, self._tokens - amount)
         return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
 
     def take(self) -> bool:

@@ -4,6 +4,8 @@ stream):
 
 - a page of the tool list is cut to its bounds (workers/mcp/listing.py) before the client validates it;
 - `notifications/tools/list_changed` marks the listing stale here, at no cost, and goes no further;
+- each request the client sends is noted against the operation its `_meta` marks (workers/mcp/exchanges.py),
+  and goes on without the mark;
 - every other notification, and every request the server makes of the worker, passes at most
   `NOTIFICATIONS_PER_S` a second (a burst of `NOTIFICATION_BURST`): the rest are dropped and counted
   (`switchboard_mcp_notifications_dropped`), so a flood spawns nothing in the client;
@@ -12,7 +14,6 @@ stream):
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ import mcp.types as mt
 from mcp.client import Transport
 from mcp.shared.message import SessionMessage
 
+from workers.mcp.exchanges import Exchanges
 from workers.mcp.flow import Bucket
 from workers.mcp.listing import bounded
 
@@ -49,27 +51,48 @@ class _Write(Protocol):
 class Guard:
     """One connection's gate (see the module's docstring)."""
 
-    def __init__(self, server: str, on_list_changed: Callable[[], None], on_dropped: Callable[[], None]) -> None:
+    def __init__(
+        self, server: str, exchanges: Exchanges, on_list_changed: Callable[[], None], on_dropped: Callable[[], None]
+    ) -> None:
         self._server = server
+        self._exchanges = exchanges
         self._on_list_changed = on_list_changed
         self._on_dropped = on_dropped
         self._bucket = Bucket(NOTIFICATIONS_PER_S, NOTIFICATION_BURST)
         self._listings: set[str] = set()
         self.dropped = 0
 
-    def sent(self, item: SessionMessage) -> None:
+    def sent(self, item: SessionMessage) -> SessionMessage:
+        """The item as it goes to the server."""
         message = item.message
-        if isinstance(message, mt.JSONRPCRequest) and message.method == "tools/list":
+        if not isinstance(message, mt.JSONRPCRequest):
+            return item
+        # As text: a server may answer id 3 as "3", which the client takes for the same request.
+        request_id = str(message.id)
+        if message.method == "tools/list":
             if len(self._listings) >= _MAX_LISTINGS:
                 self._listings.clear()
-            # As text: a server may answer id 3 as "3", which the client takes for the same request.
-            self._listings.add(str(message.id))
+            self._listings.add(request_id)
+        params = message.params or {}
+        meta = self._exchanges.sent(request_id, message.method, params.get("_meta"))
+        if meta is None:
+            return item
+        # `params` left out rather than sent empty, as the client itself does (JSON-RPC has no null params).
+        rest = {key: value for key, value in params.items() if key != "_meta"} | ({"_meta": meta} if meta else {})
+        unmarked = (
+            mt.JSONRPCRequest(jsonrpc="2.0", id=message.id, method=message.method, params=rest)
+            if rest
+            else mt.JSONRPCRequest(jsonrpc="2.0", id=message.id, method=message.method)
+        )
+        return SessionMessage(unmarked, item.metadata)
 
     def admit(self, item: Item) -> Item | None:
         """The item as the client may see it, or None when it goes no further."""
         if isinstance(item, Exception):
             return item
         message = item.message
+        if isinstance(message, mt.JSONRPCResponse | mt.JSONRPCError):
+            self._exchanges.answered(str(message.id))
         if isinstance(message, mt.JSONRPCResponse):
             if str(message.id) not in self._listings:
                 return item
@@ -95,12 +118,6 @@ class _GuardedRead:
     def __init__(self, inner: _Read, guard: Guard) -> None:
         self._inner = inner
         self._guard = guard
-
-    @property
-    def last_context(self) -> contextvars.Context | None:
-        # The client runs what a message sets off in its sender's context, when the stream carries one.
-        context = getattr(self._inner, "last_context", None)
-        return context if isinstance(context, contextvars.Context) else None
 
     async def receive(self) -> Item:
         while True:
@@ -135,8 +152,7 @@ class _GuardedWrite:
         self._guard = guard
 
     async def send(self, item: SessionMessage, /) -> None:
-        self._guard.sent(item)
-        await self._inner.send(item)
+        await self._inner.send(self._guard.sent(item))
 
     async def aclose(self) -> None:
         await self._inner.aclose()

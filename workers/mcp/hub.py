@@ -3,6 +3,12 @@ needs it and kept while it is used; each server's tool list cached until it says
 short time passes. A server that cannot be reached, times out or answers something that is not MCP gives
 no tools for that step, is logged and counted, and the run goes on.
 
+A server's tools are read by one listing at a time, with one deadline for connecting and every page
+(`CONNECT_TIMEOUT_S`): a step that needs a list while none is kept waits for the one being read (every
+such step shares it, its result and its deadline, never one after another); a step that finds its list
+stale goes on with it while a listing reads it again beside the steps. So a slow server holds a step's
+job slot for one listing's deadline at most, once, and only while the worker has no list of it at all.
+
 A server's tools are offered only if their schemas may be stored as a registration's `parameters`
 (common/schema/accept.py: an object schema, every reference resolved within itself, RE2 patterns, bounded
 size); the others are left out, logged. Checking them takes at most `ACCEPT_BUDGET_S` of CPU a listing, a
@@ -25,6 +31,7 @@ from common.addresses import ProviderAddresses
 from common.codec import dumps
 from common.schema.accept import SchemaRefused, accept_parameters
 from workers.config import McpGrant
+from workers.mcp.budget import Budget
 from workers.mcp.connection import Connection, Progress, describe, leaf
 from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS
 from workers.mcp.results import Mapped, failed, map_result
@@ -36,7 +43,8 @@ logger = logging.getLogger(__name__)
 LIST_TTL_S = 30.0
 # How long a server that failed is left alone before a step tries it again.
 RETRY_AFTER_S = 5.0
-# How long connecting, negotiating and listing may take, per server, before a step goes on without it.
+# How long connecting (both transports, when the first fails), negotiating and every page of a listing may
+# take in all, per server, before the steps waiting for it go on without it.
 CONNECT_TIMEOUT_S = 10.0
 # Open connections per worker; the one unused longest is closed past this.
 MAX_CONNECTIONS = 64
@@ -60,7 +68,10 @@ class _Server:
     listed_at: float = 0.0
     failed_at: float = 0.0
     failure: str = ""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The one listing of this server in flight, if any.
+    listing: asyncio.Task[list[McpTool] | None] | None = None
+    # Held while a connection is opened, so a listing and calls open one.
+    opening: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def offered(tool: mt.Tool, server: str) -> McpTool | None:
@@ -106,8 +117,11 @@ class McpHub:
     def __init__(self, addresses: ProviderAddresses, metrics: WorkerMetrics | None = None) -> None:
         self._addresses = addresses
         self._metrics = metrics
+        # What every connection of the worker holds of its servers' answers while it reads them.
+        self.budget = Budget()
         self._servers: OrderedDict[str, _Server] = OrderedDict()
         self._closing: set[asyncio.Task[None]] = set()
+        self._listings: set[asyncio.Task[list[McpTool] | None]] = set()
 
     @staticmethod
     def key(grant: McpGrant) -> str:
@@ -133,23 +147,44 @@ class McpHub:
 
     async def _tools(self, grant: McpGrant) -> list[McpTool] | None:
         server = self._server(grant)
-        async with server.lock:
-            now = time.monotonic()
-            fresh = server.tools is not None and now - server.listed_at < LIST_TTL_S
-            if fresh and server.connection is not None and server.connection.alive:
-                return server.tools
+        now = time.monotonic()
+        alive = server.connection is not None and server.connection.alive
+        if server.tools is not None and alive and now - server.listed_at < LIST_TTL_S:
+            return server.tools
+        listing = server.listing
+        if listing is None:
             if server.failure and now - server.failed_at < RETRY_AFTER_S:
                 return None
+            listing = server.listing = asyncio.create_task(self._list(grant, server), name=f"mcp list {grant.url}")
+            self._listings.add(listing)
+            listing.add_done_callback(self._listings.discard)
+        if server.tools is not None:
+            # Stale (or its connection gone): the step goes on with it while it is read again.
+            return server.tools
+        # A step's own cancellation leaves the listing to the others waiting for it.
+        await asyncio.wait([listing])
+        return None if listing.cancelled() else listing.result()
+
+    async def _list(self, grant: McpGrant, server: _Server) -> list[McpTool] | None:
+        """One listing of the server, connecting first if need be, within `CONNECT_TIMEOUT_S` in all."""
+        deadline = asyncio.get_running_loop().time() + CONNECT_TIMEOUT_S
+        try:
             try:
-                connection = await self._connected(grant, server)
-                with connection.using():
-                    listing = await connection.tools()
+                async with asyncio.timeout_at(deadline):
+                    connection = await self._connected(grant, server, deadline)
+                    with connection.using():
+                        listing = await connection.tools(deadline)
+            except TimeoutError:
+                self._failed(grant, server, f"no answer to connecting and listing within {CONNECT_TIMEOUT_S:g} s")
+                return None
             except Exception as error:
                 self._failed(grant, server, describe(error))
                 return None
             server.tools = await accepted(listing, grant.url)
             server.listed_at, server.failure = time.monotonic(), ""
             return server.tools
+        finally:
+            server.listing = None
 
     def _failed(self, grant: McpGrant, server: _Server, why: str) -> None:
         if not server.failure:
@@ -158,31 +193,36 @@ class McpHub:
         if self._metrics is not None:
             self._metrics.mcp_failures.inc()
 
-    async def _connected(self, grant: McpGrant, server: _Server) -> Connection:
-        if server.connection is not None and server.connection.alive:
+    async def _connected(self, grant: McpGrant, server: _Server, deadline: float) -> Connection:
+        """The server's open connection, opened by `deadline` (loop time) if need be."""
+        async with server.opening:
+            if server.connection is not None and server.connection.alive:
+                return server.connection
+            if server.connection is not None:
+                await server.connection.close()
+
+            def changed() -> None:
+                server.listed_at = 0.0
+
+            server.connection = Connection(
+                grant.url,
+                grant.headers,
+                self._addresses,
+                self.budget,
+                timeout_s=CONNECT_TIMEOUT_S,
+                on_list_changed=changed,
+                on_dropped=self._dropped,
+            )
+            await server.connection.open(deadline)
             return server.connection
-        if server.connection is not None:
-            await server.connection.close()
-
-        def changed() -> None:
-            server.listed_at = 0.0
-
-        server.connection = Connection(
-            grant.url,
-            grant.headers,
-            self._addresses,
-            timeout_s=CONNECT_TIMEOUT_S,
-            on_list_changed=changed,
-            on_dropped=self._dropped,
-        )
-        await server.connection.open()
-        return server.connection
 
     def _evict(self) -> None:
         # Every grant a step names is remembered (its listing, its failure), so the servers held are
         # bounded: the one used longest ago goes, its connection closed in the background.
         while len(self._servers) > MAX_CONNECTIONS:
             _, oldest = self._servers.popitem(last=False)
+            if oldest.listing is not None:
+                oldest.listing.cancel()
             if oldest.connection is not None:
                 closing = asyncio.create_task(oldest.connection.close())
                 self._closing.add(closing)
@@ -203,8 +243,9 @@ class McpHub:
         late = f"the MCP tool {tool} of {grant.name} did not finish within {grant.timeout_s:g} s"
         server = self._server(grant)
         try:
-            async with asyncio.timeout_at(deadline), server.lock:
-                connection = await self._connected(grant, server)
+            async with asyncio.timeout_at(deadline):
+                opened_by = min(deadline, loop.time() + CONNECT_TIMEOUT_S)
+                connection = await self._connected(grant, server, opened_by)
         except TimeoutError:
             return failed(late)
         except Exception as error:
@@ -225,6 +266,10 @@ class McpHub:
         return map_result(result)
 
     async def close(self) -> None:
+        for listing in list(self._listings):
+            listing.cancel()
+        if self._listings:
+            await asyncio.gather(*self._listings, return_exceptions=True)
         for server in self._servers.values():
             if server.connection is not None:
                 await server.connection.close()

@@ -27,7 +27,7 @@ from common.addresses import ProviderAddresses
 from workers.bounded_stream import CountedStream, EventEnds
 from workers.models.base import StreamLimits
 from workers.models.bounds import StreamBoundPassed, Tally, active_stream
-from workers.pinned import PinnedTransport
+from workers.pinned import pinned_client
 
 # Bedrock frames its stream in AWS's binary event-stream encoding, where no blank line ends an event;
 # botocore bounds each of its messages itself. The response bound still applies.
@@ -50,10 +50,7 @@ def model_client(
     connection through the proxy the worker's environment names for `base_url`, if any, as the SDK's
     would be, with `limits` on its pool."""
     if addresses is not None:
-        transport = WireGuard(PinnedTransport(base_url, addresses))
-        return httpx2.AsyncClient(
-            transport=transport, follow_redirects=False, timeout=timeout_s, trust_env=False, headers=_NO_ENCODING
-        )
+        return pinned_client(base_url, addresses, timeout_s, headers=_NO_ENCODING, around=WireGuard)
     direct = httpx2.AsyncHTTPTransport(limits=limits or httpx2.Limits(), proxy=_environment_proxy(base_url))
     return own(timeout=timeout_s, transport=WireGuard(direct), headers=_NO_ENCODING)
 
