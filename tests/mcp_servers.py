@@ -11,8 +11,10 @@ import asyncio
 import base64
 import contextlib
 import os
+import queue
 import sys
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -186,6 +188,34 @@ async def serving(transport: Transport = "http", seen: Seen | None = None) -> As
     app = server.streamable_http_app() if transport == "http" else server.sse_app()
     async with serve_asgi(app) as url:
         yield f"{url}/mcp" if transport == "http" else f"{url}/sse"
+
+
+@contextlib.asynccontextmanager
+async def serving_odd(seen: Seen | None = None) -> AsyncIterator[str]:
+    """The odd server (odd_app) on a free port; its endpoint URL."""
+    async with serve_asgi(odd_app(seen)) as url:
+        yield f"{url}/mcp"
+
+
+@contextlib.contextmanager
+def in_thread(serve: Callable[[], contextlib.AbstractAsyncContextManager[str]]) -> Iterator[str]:
+    """A server of `serve` (serving, serving_odd) in a thread with a loop of its own, for a test that is
+    sync or whose loop must stay free; its endpoint URL."""
+    urls: queue.Queue[str] = queue.Queue()
+    done = threading.Event()
+
+    async def main() -> None:
+        async with serve() as url:
+            urls.put(url)
+            await asyncio.to_thread(done.wait)
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    try:
+        yield urls.get(timeout=20)
+    finally:
+        done.set()
+        thread.join(timeout=20)
 
 
 def main(argv: list[str]) -> None:

@@ -10,11 +10,9 @@ import asyncio
 import contextlib
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ import pytest
 from tests.api_client import ENDS, Event, of_type, whole_log
 from tests.e2e.served import Served, api_and_worker, scripted_session
 from tests.e2e.test_tool_server import alive, children, wait_until
-from tests.mcp_servers import ERASE_HINTS, NOTES_ENV, PIXEL, Seen, serving
+from tests.mcp_servers import ERASE_HINTS, NOTES_ENV, PIXEL, Seen, in_thread, serving
 
 pytestmark = [pytest.mark.processes, pytest.mark.xdist_group("tool_mcp")]
 
@@ -344,24 +342,9 @@ def test_a_call_in_hand_on_stop_finishes_before_the_registration_is_left(served:
     assert said[-1].startswith("stopped: drained 1 call, left the registration "), said
 
 
-@contextlib.contextmanager
-def kit_over_http(seen: Seen) -> Iterator[str]:
+def kit_over_http(seen: Seen) -> contextlib.AbstractContextManager[str]:
     """The kit over Streamable HTTP in a thread with a loop of its own (these tests are sync)."""
-    urls: queue.Queue[str] = queue.Queue()
-    done = threading.Event()
-
-    async def main() -> None:
-        async with serving("http", seen) as url:
-            urls.put(url)
-            await asyncio.to_thread(done.wait)
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    try:
-        yield urls.get(timeout=20)
-    finally:
-        done.set()
-        thread.join(timeout=20)
+    return in_thread(lambda: serving("http", seen))
 
 
 def test_a_server_over_http_with_headers_and_json_lines(served: Served, tmp_path: Path) -> None:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import queue
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +25,7 @@ from tests.api.test_session_mcp import dispatched, mcp_client, text
 from tests.api_client import Api, Session, of_type, running_api
 from tests.e2e.served import api_and_worker
 from tests.e2e.test_tool_mcp import bridge
-from tests.mcp_servers import Seen, odd_app
-from tests.stack import serve_asgi
+from tests.mcp_servers import Seen, in_thread, serving_odd
 
 DANGER = {"name": "danger", "description": "Does something the agent forbids", "parameters": {"type": "object"}}
 ASK = {
@@ -218,25 +215,10 @@ async def test_mcp_get_streams_hold_nothing_and_calls_past_the_caps_are_429(
             assert again.status_code == 200
 
 
-@contextlib.contextmanager
-def odd_over_http(seen: Seen) -> Iterator[str]:
+def odd_over_http(seen: Seen) -> contextlib.AbstractContextManager[str]:
     """tests/mcp_servers.py's odd server (one tool a registration cannot carry) over Streamable HTTP, in a
     thread with a loop of its own; its endpoint URL."""
-    urls: queue.Queue[str] = queue.Queue()
-    done = threading.Event()
-
-    async def main() -> None:
-        async with serve_asgi(odd_app(seen)) as url:
-            urls.put(f"{url}/mcp")
-            await asyncio.to_thread(done.wait)
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    try:
-        yield urls.get(timeout=20)
-    finally:
-        done.set()
-        thread.join(timeout=20)
+    return in_thread(lambda: serving_odd(seen))
 
 
 async def call_over_mcp(url: str, sid: str, token: str, name: str) -> mt.CallToolResult:
