@@ -274,6 +274,15 @@ def gemini_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
     yield from itertools.repeat(gemini_chunk(part), count)
 
 
+def held_lines(size: int, line: bytes = b"{a") -> Iterator[bytes]:
+    """About `size` bytes of `line`, which is not a `data:` line and opens a brace it never closes, each
+    its own event (a blank line after it): tiny events to the event bound, and one buffer to
+    google-genai's reader, which holds such lines across events until their braces balance."""
+    event = line + b"\n\n"
+    block = event * (WRITE // len(event))
+    yield from itertools.repeat(block, size // len(block))
+
+
 def ended_with(events: Iterable[bytes], end: bytes) -> Iterator[bytes]:
     """`events` (each ended by a blank line after LF) each ended by `end` instead."""
     for event in events:
