@@ -257,6 +257,12 @@ def gemini_chunk(*parts: dict[str, Any], **fields: Any) -> bytes:
     return sse({"candidates": [candidate], "modelVersion": "gemini-2.5-flash-001", **fields}, end=b"\r\n\r\n")
 
 
+def gemini_benign() -> Iterator[bytes]:
+    """A Gemini answer in good faith: `fine`, then the end."""
+    candidate = {"content": {"role": "model", "parts": [{"text": "fine"}]}, "index": 0, "finishReason": "STOP"}
+    yield sse({"candidates": [candidate], "modelVersion": "gemini-2.5-flash-001"}, end=b"\r\n\r\n")
+
+
 def gemini_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
     if kind == "calls":
         # All of them in one chunk (each part is a few bytes toward the step's arguments), then text.
