@@ -1,12 +1,12 @@
 """Scenario 17: a hostile model server against a worker (docs/security.md, "A model's stream is bounded").
 
 A local server (bench/hostile_model_server.py, the attack tests' own), in a process of its own, answers
-each model call with an attack: as a Chat Completions server, 50 MB and 200 MB of streamed text (4 KiB a
-chunk) and 200,000 one-character tool-argument deltas; as a Gemini one, 100 MB of `{a` lines, each its own
-event, which google-genai would hold across events. For each: the worker's peak
-RSS against its idle RSS, and another session's plain client-call round trip (scripted model: input, the
-call dispatched, acked and answered, the run completed) while the attack runs, against its idle figure;
-all measured in the same run. Targets: peak RSS within 100 MB of idle; every round trip during an attack
+each model call with an attack: as a Gemini server, 100 MB of `{a` lines, each its own event, which
+google-genai would hold across events; then as a Chat Completions server, 50 MB and 200 MB of streamed
+text (4 KiB a chunk) and 200,000 one-character tool-argument deltas. For each: the worker's peak RSS (the
+run's so far) against its idle RSS, and another session's plain client-call round trip (scripted model:
+input, the call dispatched, acked and answered, the run completed) while the attack runs, against its
+idle figure; all measured in the same run. Targets: peak RSS within 100 MB of idle; every round trip during an attack
 at most 2x the idle median, or 1 s. Also noted: how long the run took to fail, how much of the attack the
 server sent before the worker hung up, the worker's CPU, and Redis's RSS.
 
@@ -195,14 +195,15 @@ async def _run(running: Cluster, hostile: str, size: Size) -> list[Figure]:
         full=(50 * MB, 200 * MB, 200_000, 100 * MB),
     )
     repeats, idle_trips = size.pick(smoke=(1, 5), quick=(2, 20), full=(3, 50))
+    # The Gemini attack first: each peak is the run's so far, and its own is the one to see.
     attacks = [
+        _Attack(f"Gemini: {held // MB} MB of held lines", f"held-{held}", "gemini"),
         _Attack(f"text {text_small // MB} MB", f"text-{text_small}"),
         _Attack(f"text {text_large // MB} MB", f"text-{text_large}"),
         _Attack(f"{deltas:,} argument deltas", f"deltas-{deltas}"),
-        _Attack(f"Gemini: {held // MB} MB of held lines", f"held-{held}", "gemini"),
     ]
     if text_small == text_large:
-        attacks.pop(1)
+        attacks.pop(2)
     worker_pid = next(p.pid for p in running.processes.running if p.pid != running.api_pid)
     redis_pid = running.redis.pid or 0
     figures: list[Figure] = []
