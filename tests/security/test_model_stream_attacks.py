@@ -208,7 +208,7 @@ async def test_lines_the_gemini_sdk_holds_across_events_are_bounded_at_what_hold
 ) -> None:
     # google-genai holds a line that is neither blank nor `data: ` until its braces balance, across blank
     # lines: `{a` and a blank line, repeated, are 4-byte events to the event bound and one buffer there,
-    # each line a str of its own (16 MB of them were held as 248 MB).
+    # each line a str of its own.
     whole = 50 * 2**20
     server.attacks = [Attack(lambda: held_lines(whole))]
     session = await hostile_session(bounded, server, "gemini")
@@ -226,8 +226,8 @@ async def test_lines_the_gemini_sdk_holds_across_events_are_bounded_at_what_hold
     finally:
         tracemalloc.stop()
     # The peak of all this process allocated meanwhile (the API, the worker, this test, the server). Were
-    # only the wire bound to stop them, the SDK would hold some seventeen times what it lets through
-    # (19.6 MB here); it holds the event bound of them at most, beside the one chunk it splits at a time.
+    # only the wire bound to stop them, the SDK would hold many times what it lets through (this test saw
+    # 19.6 MB without the bound); it holds the event bound of them at most, beside the chunk it splits.
     assert peak < 4 * LIMITS.response_bytes, peak
 
 

@@ -76,8 +76,8 @@ class WireGuard(httpx2.AsyncBaseTransport):
     """Sends through `transport`, and hands back each response with its body counted as it arrives
     against the model attempt running in this task (outside one, the default bounds for that response
     alone); a compressed answer is refused unread. `held_lines`: a 200 answer's lines outside its events
-    are counted as google-genai's reader holds them (the one answer it reads by lines; any other it reads
-    whole, under the event bound)."""
+    are counted as google-genai's reader holds them (the one answer it reads by lines: any other it reads
+    whole)."""
 
     def __init__(self, transport: httpx2.AsyncBaseTransport, *, held_lines: bool = False) -> None:
         self._transport = transport
