@@ -23,8 +23,7 @@ import re
 
 _DATA = b"data: "
 # A line the SDK holds, after the line end before it, in a chunk whose CRs are made LFs: not blank, not
-# a `data: ` line. (Sought from each LF, not with `^`: the scan of a stream in good faith is six times
-# faster.)
+# a `data: ` line. (Sought from each LF: `^` in multi-line mode is tried at every byte of the chunk.)
 _HELD = re.compile(rb"\n((?!data: )[^\n]+)")
 # What a held line costs beyond its characters: a str object's header and terminator (up to 80 bytes)
 # and its place in the SDK's list.
