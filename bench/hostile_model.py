@@ -1,16 +1,16 @@
-"""Scenario 17: a hostile Chat Completions server against a worker (docs/security.md, "A model's stream
-is bounded").
+"""Scenario 17: a hostile model server against a worker (docs/security.md, "A model's stream is bounded").
 
 A local server (bench/hostile_model_server.py, the attack tests' own), in a process of its own, answers
-each model call with an attack: 50 MB and 200 MB of streamed text (4 KiB a chunk), and 200,000
-one-character tool-argument deltas. For each: the worker's peak
-RSS against its idle RSS, and another session's plain client-call round trip (scripted model: input, the
-call dispatched, acked and answered, the run completed) while the attack runs, against its idle figure;
-all measured in the same run. Targets: peak RSS within 100 MB of idle; every round trip during an attack
+each model call with an attack: as a Gemini server, 100 MB of `{a` lines, each its own event, which
+google-genai would hold across events; then as a Chat Completions server, 50 MB and 200 MB of streamed
+text (4 KiB a chunk) and 200,000 one-character tool-argument deltas. For each: the worker's peak RSS (the
+run's so far) against its idle RSS, and another session's plain client-call round trip (scripted model:
+input, the call dispatched, acked and answered, the run completed) while the attack runs, against its
+idle figure; all measured in the same run. Targets: peak RSS within 100 MB of idle; every round trip during an attack
 at most 2x the idle median, or 1 s. Also noted: how long the run took to fail, how much of the attack the
 server sent before the worker hung up, the worker's CPU, and Redis's RSS.
 
-`--smoke` runs small attacks (2 MB, 20,000 deltas) against small bounds, in seconds.
+`--smoke` runs small attacks (2 MB, 20,000 deltas, 2 MB of lines) against small bounds, in seconds.
 `python -c "import bench.hostile_model as h; h.serve(PORT)"` runs the server alone.
 """
 
@@ -32,7 +32,16 @@ import httpx
 from bench import hostile_model_server
 from bench.calls import Session, kind, open_session, until
 from bench.harness import Cluster, Figure, Size, calls_text, cluster, cpu_seconds, figure, rss_kb, scripted_agent
-from bench.hostile_model_server import Attack, chat_benign, chat_stream, writes
+from bench.hostile_model_server import (
+    MODELS,
+    Attack,
+    Format,
+    chat_benign,
+    chat_stream,
+    gemini_benign,
+    held_lines,
+    writes,
+)
 from bench.sse import RawStream
 from broker.transport.embedded import free_port
 
@@ -43,13 +52,16 @@ _SAMPLE_S = 0.005
 
 
 def _attack(name: str) -> Attack:
-    """The attack a path's first segment names: `benign`, `text-<bytes>` or `deltas-<count>`."""
+    """The attack a path's first segment names: `benign`, `text-<bytes>`, `deltas-<count>`, and Gemini's
+    `gemini` (benign) and `held-<bytes>`."""
     what, _, number = name.partition("-")
     if what == "text":
         return Attack(lambda: chat_stream("text", "a" * 4_096, int(number) // 4_096))
     if what == "deltas":
         return Attack(lambda: chat_stream("arguments", "a", int(number)))
-    return Attack(chat_benign)
+    if what == "held":
+        return Attack(lambda: held_lines(int(number)))
+    return Attack(gemini_benign if what == "gemini" else chat_benign)
 
 
 def serve(port: int) -> None:
@@ -127,12 +139,13 @@ class _Trips:
         return [end - start for start, end in self.done if any(start < b and end > a for a, b in windows)]
 
 
-async def _provider_agent(admin: httpx.AsyncClient, base_url: str) -> str:
-    body = {"format": "openai_chat", "base_url": base_url, "api_key": "sk-hostile", "display_name": "hostile"}
+async def _provider_agent(admin: httpx.AsyncClient, hostile: str, path: str, provider_format: Format) -> str:
+    # The Gemini SDK puts its own path (/v1beta/models/...) after the base URL.
+    base_url = f"{hostile}/{path}" if provider_format == "gemini" else f"{hostile}/{path}/v1"
+    body = {"format": provider_format, "base_url": base_url, "api_key": "sk-hostile", "display_name": "hostile"}
     provider = (await admin.post("/v1/model-providers", json=body)).json()
     agent = (await admin.post("/v1/agents", json={"name": "hostile"})).json()
-    model = {"format": "openai_chat", "model": "hostile", "max_tokens": 100, "context_window": 8000}
-    version = {"model_provider_id": provider["id"], "model": model}
+    version = {"model_provider_id": provider["id"], "model": MODELS[provider_format]}
     (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).raise_for_status()
     return str(agent["id"])
 
@@ -156,6 +169,7 @@ async def _run_once(running: Cluster, admin: httpx.AsyncClient, agent_id: str) -
 class _Attack:
     label: str
     path: str
+    provider_format: Format = "openai_chat"
 
     @property
     def size(self) -> float:
@@ -175,32 +189,41 @@ def run(size: Size) -> list[Figure]:
 
 
 async def _run(running: Cluster, hostile: str, size: Size) -> list[Figure]:
-    text_small, text_large, deltas = size.pick(
-        smoke=(2 * MB, 2 * MB, 20_000), quick=(50 * MB, 200 * MB, 200_000), full=(50 * MB, 200 * MB, 200_000)
+    text_small, text_large, deltas, held = size.pick(
+        smoke=(2 * MB, 2 * MB, 20_000, 2 * MB),
+        quick=(50 * MB, 200 * MB, 200_000, 100 * MB),
+        full=(50 * MB, 200 * MB, 200_000, 100 * MB),
     )
     repeats, idle_trips = size.pick(smoke=(1, 5), quick=(2, 20), full=(3, 50))
+    # The Gemini attack first: each peak is the run's so far, and its own is the one to see.
     attacks = [
+        _Attack(f"Gemini: {held // MB} MB of held lines", f"held-{held}", "gemini"),
         _Attack(f"text {text_small // MB} MB", f"text-{text_small}"),
         _Attack(f"text {text_large // MB} MB", f"text-{text_large}"),
         _Attack(f"{deltas:,} argument deltas", f"deltas-{deltas}"),
     ]
     if text_small == text_large:
-        attacks.pop(1)
+        attacks.pop(2)
     worker_pid = next(p.pid for p in running.processes.running if p.pid != running.api_pid)
     redis_pid = running.redis.pid or 0
     figures: list[Figure] = []
     async with running.client() as admin:
-        benign = await _provider_agent(admin, f"{hostile}/benign/v1")
-        agents = {a.path: await _provider_agent(admin, f"{hostile}/{a.path}/v1") for a in attacks}
+        benign = [
+            await _provider_agent(admin, hostile, "benign", "openai_chat"),
+            await _provider_agent(admin, hostile, "gemini", "gemini"),
+        ]
+        agents = {a.path: await _provider_agent(admin, hostile, a.path, a.provider_format) for a in attacks}
         scripted = await scripted_agent(admin)
         other = await open_session(running, admin, scripted)
         # The first three warm the path; the idle figure is of the rest.
         trips = _Trips(other, wanted=idle_trips + 3)
         try:
-            # Warm: the worker imports the openai package and opens its pools; the other session's path runs.
-            outcome, _, _ = await _run_once(running, admin, benign)
-            if not outcome.startswith("run_completed"):
-                raise RuntimeError(f"the benign model run ended {outcome}")
+            # Warm: the worker imports the openai and google-genai packages and opens their pools; the other
+            # session's path runs.
+            for agent_id in benign:
+                outcome, _, _ = await _run_once(running, admin, agent_id)
+                if not outcome.startswith("run_completed"):
+                    raise RuntimeError(f"the benign model run ended {outcome}")
             stop = asyncio.Event()
             tripping = asyncio.create_task(trips.run(stop))
             await trips.enough.wait()

@@ -257,6 +257,12 @@ def gemini_chunk(*parts: dict[str, Any], **fields: Any) -> bytes:
     return sse({"candidates": [candidate], "modelVersion": "gemini-2.5-flash-001", **fields}, end=b"\r\n\r\n")
 
 
+def gemini_benign() -> Iterator[bytes]:
+    """A Gemini answer in good faith: `fine`, then the end."""
+    candidate = {"content": {"role": "model", "parts": [{"text": "fine"}]}, "index": 0, "finishReason": "STOP"}
+    yield sse({"candidates": [candidate], "modelVersion": "gemini-2.5-flash-001"}, end=b"\r\n\r\n")
+
+
 def gemini_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
     if kind == "calls":
         # All of them in one chunk (each part is a few bytes toward the step's arguments), then text.
@@ -272,6 +278,15 @@ def gemini_stream(kind: str, piece: str, count: int) -> Iterator[bytes]:
         return
     part = {"text": piece, **({"thought": True} if kind == "reasoning" else {})}
     yield from itertools.repeat(gemini_chunk(part), count)
+
+
+def held_lines(size: int, line: bytes = b"{a") -> Iterator[bytes]:
+    """About `size` bytes of `line`, which is not a `data:` line and opens a brace it never closes, each
+    its own event (a blank line after it): tiny events to the event bound, and one buffer to
+    google-genai's reader, which holds such lines across events until their braces balance."""
+    event = line + b"\n\n"
+    block = event * (WRITE // len(event))
+    yield from itertools.repeat(block, size // len(block))
 
 
 def ended_with(events: Iterable[bytes], end: bytes) -> Iterator[bytes]:

@@ -58,7 +58,11 @@ class FakeGemini:
 
         async def stream() -> AsyncIterator[bytes]:
             for kind, data in reply.frames:
-                # A frame of kind "raw" sends its `raw` text as it is (one that is not JSON).
+                # A frame of kind "raw" sends its `raw` text as it is (one that is not JSON); of kind "bare",
+                # its `raw` text alone, no `data: ` and no blank line (as Vertex AI sends an error mid-stream).
+                if kind == "bare":
+                    yield data["raw"].encode()
+                    continue
                 yield f"data: {data['raw'] if kind == 'raw' else dumps(data)}\r\n\r\n".encode()
 
         return StreamingResponse(stream(), media_type="text/event-stream")

@@ -6,6 +6,8 @@ setting, without a retry, and the worker hangs up long before the server is done
 from __future__ import annotations
 
 import asyncio
+import importlib
+import tracemalloc
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -21,6 +23,7 @@ from bench.hostile_model_server import (
     HostileServer,
     Sent,
     ended_with,
+    held_lines,
     hostile_server,
     junk,
     one_endless_event,
@@ -198,6 +201,34 @@ async def test_line_ends_one_sdk_reads_as_no_end_of_an_event_are_no_end_to_the_b
         " SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
     )
     await assert_cut_short(bounded, session, server, whole, error)
+
+
+async def test_lines_the_gemini_sdk_holds_across_events_are_bounded_at_what_holding_them_costs(
+    bounded: Api, server: HostileServer
+) -> None:
+    # google-genai holds a line that is neither blank nor `data: ` until its braces balance, across blank
+    # lines: `{a` and a blank line, repeated, are 4-byte events to the event bound and one buffer there,
+    # each line a str of its own.
+    whole = 50 * 2**20
+    server.attacks = [Attack(lambda: held_lines(whole))]
+    session = await hostile_session(bounded, server, "gemini")
+    error = (
+        f"the model's stream sent more than {size_text(LIMITS.event_bytes)} of lines outside its events, which"
+        " the SDK holds across them (the event bound: twice SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES, and 64 KiB)"
+    )
+    # The worker imports google-genai at its first Gemini step (tens of megabytes): imported first, so the
+    # peak below is the attack's.
+    importlib.import_module("workers.models.gemini")
+    tracemalloc.start()
+    try:
+        await assert_cut_short(bounded, session, server, whole, error)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The peak of all this process allocated meanwhile (the API, the worker, this test, the server). Were
+    # only the wire bound to stop them, the SDK would hold many times what it lets through (this test saw
+    # 19.6 MB without the bound); it holds the event bound of them at most, beside the chunk it splits.
+    assert peak < 4 * LIMITS.response_bytes, peak
 
 
 @pytest.mark.parametrize("provider_format", FORMATS)

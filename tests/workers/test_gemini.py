@@ -4,6 +4,7 @@ mapping back to parts (thought signatures on the parts they came with)."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -215,6 +216,16 @@ async def test_an_error_in_the_stream_and_a_retry_delay_in_the_details_are_read(
         await turn_against(fake)
     assert str(limited.value) == "the Gemini API answered 429 RESOURCE_EXHAUSTED: Quota exceeded"
     assert limited.value.wait_s == 2.5
+
+
+async def test_an_error_vertex_ai_sends_over_lines_mid_stream_is_read_as_the_providers(fake: FakeGemini) -> None:
+    # Pretty-printed, with no `data: `: the SDK holds such lines across blank ones until their braces
+    # balance, and the wire guard counts them (workers/models/gemini_lines.py) without refusing a real one.
+    lines = json.dumps(error(429, "RESOURCE_EXHAUSTED", "Resource exhausted. Please try again later."), indent=2)
+    bare = lines.replace("\n", "\r\n\r\n", 2) + "\r\n"
+    fake.replies = [Reply(frames=[*text_stream("partial")[:1], ("bare", {"raw": bare})])]
+    with pytest.raises(RetryLater, match=r"^the Gemini API answered 429 RESOURCE_EXHAUSTED: Resource exhausted\."):
+        await turn_against(fake, vertex(fake, {"access_token": "t"}))
 
 
 async def test_a_provider_that_cannot_be_reached_is_a_transient_failure(fake: FakeGemini) -> None:

@@ -155,6 +155,16 @@ class Tally:
                 + (_SENT_BACK if self._echoed or self._repeats else "")
             )
 
+    def held(self, cost: int) -> None:
+        """The lines outside its events that the SDK holds across them (workers/models/gemini_lines.py)
+        have come to `cost` bytes, as holding them costs: at most the limits' event bound."""
+        if cost > self.limits.event_bytes:
+            limit = size_text(self.limits.event_bytes)
+            raise StreamBoundPassed(
+                f"the model's stream sent more than {limit} of lines outside its events, which the SDK holds"
+                f" across them (the event bound: twice {ARGUMENT_SETTING}, and 64 KiB)"
+            )
+
     def received(self, count: int) -> None:
         """`count` bytes of the attempt's responses came off the wire: at most the limits' bound, with
         room for the request's part sent back four times (the Responses API sends it three) and for the

@@ -224,8 +224,9 @@ class Gemini:
         # Every request of a workspace provider goes through the pinned client (`addresses`); the SDK
         # opens no connection of its own: given its async client, it uses neither its own nor aiohttp,
         # and its sync client (never used here) refuses. Retries are ours (models/retry.py).
-        # Either way its responses are counted on the wire (workers/models/wire.py).
-        self._http = model_client(base_url, addresses, timeout_s)
+        # Either way its responses are counted on the wire (workers/models/wire.py), with the lines its
+        # reader holds outside events (workers/models/gemini_lines.py).
+        self._http = model_client(base_url, addresses, timeout_s, held_lines=True)
         self._sync = httpx2.Client(transport=_NoSyncRequests())
         options = types.HttpOptions(
             base_url=base_url,

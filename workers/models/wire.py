@@ -17,6 +17,7 @@ with a byte stream of its own (as a transport makes any response).
 
 from __future__ import annotations
 
+import functools
 import urllib.request
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
@@ -27,6 +28,7 @@ from common.addresses import ProviderAddresses
 from workers.bounded_stream import CountedStream, EventEnds
 from workers.models.base import StreamLimits
 from workers.models.bounds import StreamBoundPassed, Tally, active_stream
+from workers.models.gemini_lines import HeldLines
 from workers.pinned import pinned_client
 
 # Bedrock frames its stream in AWS's binary event-stream encoding, where no blank line ends an event;
@@ -43,16 +45,20 @@ def model_client(
     timeout_s: float,
     own: Callable[..., httpx2.AsyncClient] = httpx2.AsyncClient,
     limits: httpx2.Limits | None = None,
+    *,
+    held_lines: bool = False,
 ) -> httpx2.AsyncClient:
     """The HTTP client a model SDK sends through, every response counted on the wire. A workspace
     provider's (`addresses`) is pinned (workers/pinned.py), follows no redirect and reads nothing of the
     environment; the platform's (None) is `own` (the SDK's kind of client, which keeps its defaults), its
     connection through the proxy the worker's environment names for `base_url`, if any, as the SDK's
-    would be, with `limits` on its pool."""
+    would be, with `limits` on its pool. `held_lines`: the SDK is google-genai, whose reader holds lines
+    outside its events across them (workers/models/gemini_lines.py), and those are bounded too."""
     if addresses is not None:
-        return pinned_client(base_url, addresses, timeout_s, headers=_NO_ENCODING, around=WireGuard)
+        guarded = functools.partial(WireGuard, held_lines=held_lines)
+        return pinned_client(base_url, addresses, timeout_s, headers=_NO_ENCODING, around=guarded)
     direct = httpx2.AsyncHTTPTransport(limits=limits or httpx2.Limits(), proxy=_environment_proxy(base_url))
-    return own(timeout=timeout_s, transport=WireGuard(direct), headers=_NO_ENCODING)
+    return own(timeout=timeout_s, transport=WireGuard(direct, held_lines=held_lines), headers=_NO_ENCODING)
 
 
 def _environment_proxy(base_url: str) -> str | None:
@@ -68,10 +74,13 @@ def _environment_proxy(base_url: str) -> str | None:
 class WireGuard(httpx2.AsyncBaseTransport):
     """Sends through `transport`, and hands back each response with its body counted as it arrives
     against the model attempt running in this task (outside one, the default bounds for that response
-    alone); a compressed answer is refused unread."""
+    alone); a compressed answer is refused unread. `held_lines`: a 200 answer's lines outside its events
+    are counted as google-genai's reader holds them (the one answer it reads by lines: any other it reads
+    whole)."""
 
-    def __init__(self, transport: httpx2.AsyncBaseTransport) -> None:
+    def __init__(self, transport: httpx2.AsyncBaseTransport, *, held_lines: bool = False) -> None:
         self._transport = transport
+        self._held_lines = held_lines
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._transport.handle_async_request(request)
@@ -87,10 +96,11 @@ class WireGuard(httpx2.AsyncBaseTransport):
         stream = active_stream()
         tally = stream.tally if stream is not None else Tally(StreamLimits())
         framed = response.headers.get("content-type", "").startswith(_BINARY_FRAMING)
+        held = HeldLines() if self._held_lines and response.status_code == 200 else None
         counted = httpx2.Response(
             response.status_code,
             headers=response.headers,
-            stream=_Counted(response.stream, tally, events=not framed),
+            stream=_Counted(response.stream, tally, events=not framed, held=held),
             extensions=response.extensions,
         )
         if stream is not None:
@@ -102,13 +112,17 @@ class WireGuard(httpx2.AsyncBaseTransport):
 
 
 class _Counted(CountedStream):
-    """A response's bytes, counted as they arrive: in all against the attempt's tally, and (for SSE) the
-    bytes of each event, from the end of the one before, against the event bound."""
+    """A response's bytes, counted as they arrive: in all against the attempt's tally, (for SSE) the
+    bytes of each event, from the end of the one before, against the event bound, and (`held`) the
+    lines an SDK holds outside its events against it too."""
 
-    def __init__(self, stream: httpx2.AsyncByteStream, tally: Tally, *, events: bool) -> None:
+    def __init__(
+        self, stream: httpx2.AsyncByteStream, tally: Tally, *, events: bool, held: HeldLines | None = None
+    ) -> None:
         super().__init__(stream, events=EventEnds() if events else None)
         self._tally = tally
         self._events = events
+        self._held = held
         # Bytes of the event under way, before this chunk.
         self._event = 0
 
@@ -121,4 +135,6 @@ class _Counted(CountedStream):
                 self._event, start = 0, end
             self._event += len(chunk) - start
             self._tally.event(self._event)
+        if self._held is not None:
+            self._tally.held(self._held.feed(chunk))
         return chunk
