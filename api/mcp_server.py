@@ -31,7 +31,7 @@ from broker.services.calls import CallState
 from broker.services.live import Signal
 from broker.services.runs import client_tools, parse_client_tool
 from common.codec import loads
-from common.events import is_logged
+from common.events.build import is_logged
 from common.policies import client_policy, denied_text
 from common.schema.checks import Unchecked
 

@@ -13,7 +13,7 @@ from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 from broker.services.runs import Committed, PlannedCall
 from broker.transport import aio
 from common.codec import loads, uuid7
-from common.events import message_assistant, tool_call_block
+from common.events.build import message_assistant, tool_call_block
 from workers.catalog import Catalog
 from workers.config import RunConfig
 from workers.tools.builtins import BUILTINS

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from broker import Broker
 from common.codec import dumps
-from common.events import text_block, tool_progress
+from common.events.build import text_block, tool_progress
 from common.tasks import cancel_and_wait
 from workers.mcp.calls import McpCalls
 from workers.mcp.hub import McpHub

@@ -16,7 +16,7 @@ from broker import Broker, WorkerSettings
 from broker.errors import BrokerUnavailable
 from broker.services.runs import Committed
 from common.codec import dumps
-from common.events import message_assistant, step_timing
+from common.events.build import message_assistant, step_timing
 from common.tasks import cancel_and_wait
 from workers.catalog import Catalog, Routed
 from workers.config import RunConfig

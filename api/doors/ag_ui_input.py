@@ -14,7 +14,7 @@ from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, Skipped, bo
 from api.doors.turns import FrontendTurn, frontend_tools, input_text
 from api.schemas.clients import MAX_TOOLS
 from broker.errors import InvalidRequest
-from common.events import MAX_RESULT_BLOCKS
+from common.events.build import MAX_RESULT_BLOCKS
 
 # Context entries in one request: each becomes a line of the input, which is bounded as a whole too.
 MAX_CONTEXT = 256

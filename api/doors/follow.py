@@ -12,7 +12,7 @@ from api.doors.view import Paused, RunView, Shown
 from api.state import AppState
 from broker.services.live import Signal, Subscription
 from common.codec import loads
-from common.events import event_seq, is_logged
+from common.events.build import event_seq, is_logged
 
 _PAGE = 200
 # A look back through the log (a continuation's start, a resumed run, a snapshot) reads at most this many

@@ -26,7 +26,7 @@ from broker.services.idempotency import scope_digest
 from broker.services.live import Subscription
 from broker.services.runs import SCOPED_CLIENT_NAME
 from common.codec import dumps, loads, uuid7
-from common.events import is_timing
+from common.events.build import is_timing
 
 _TOOLS: TypeAdapter[Any] = TypeAdapter(Tools)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from common.codec import dumps
-from common.events import image_placeholder
+from common.events.build import image_placeholder
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from api.schemas.common import JSON_NUMBER, JsonBool, Strict
 from api.schemas.json_schema import check_json_schema
-from common.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS, image_block, text_block
+from common.events.build import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS, image_block, text_block
 
 MAX_TOOLS = 64
 MAX_PROGRESS_CHARS = 1_000

@@ -9,8 +9,8 @@ from broker.core import Core
 from broker.errors import BrokerUnavailable, InvalidRequest, NotFound, translate_redis_errors
 from broker.refusals import message as refusal_message
 from broker.scripts.layouts import call_names
-from common import events
 from common.codec import dumps, loads
+from common.events import build as events
 from common.schema.checks import ArgumentChecks, Unchecked
 
 _ATTEMPTS = 3

@@ -10,8 +10,8 @@ from broker.core import Core
 from broker.errors import translate_redis_errors
 from broker.scripts.layouts import call_names
 from broker.services.runs import CALL_STREAM_RETENTION_FACTOR
-from common import events
 from common.codec import loads, new_call_id
+from common.events import build as events
 from common.policies import Policy
 
 CANCELLED_TEXT = "the call was cancelled"

@@ -13,8 +13,8 @@ from broker.refusals import Outcome
 from broker.scripts.layouts import Named, call_names, client_names
 from broker.scripts.runner import answered
 from broker.transport import aio
-from common import events
 from common.codec import dumps, loads
+from common.events import build as events
 
 MAX_ACTIVE_CLIENTS = 32
 MAX_NAME_LENGTH = 32

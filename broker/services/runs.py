@@ -17,8 +17,8 @@ from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.scripts.layouts import run_names
 from broker.services.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH, Caller, Receipt, receipt_names
-from common import events
 from common.codec import dumps, loads
+from common.events import build as events
 from common.policies import Policy, denied_text
 
 CLIENT_TOOL_PREFIX = "client__"

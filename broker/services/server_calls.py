@@ -7,8 +7,8 @@ from typing import Any
 
 from broker.core import Core
 from broker.scripts.layouts import call_names
-from common import events
 from common.codec import loads
+from common.events import build as events
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from common.events import args_hash
+from common.events.build import args_hash
 from tests.api_client import Api, Event, Session, of_type, run_over
 from tests.helpers import held_work
 from tests.sse import Frames

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from common.events import SDK_EVENT_TYPES
+from common.events.build import SDK_EVENT_TYPES
 from tests.api_client import Api, run_over
 from tests.sse import Frames
 

@@ -16,7 +16,7 @@ from broker.services.clients import LARGE_WRITE_BYTES, Caller, Receipt
 from broker.services.retention import Retention
 from broker.settings import Settings
 from broker.transport import aio
-from common.events import message_assistant, text_block
+from common.events.build import message_assistant, text_block
 from tests.helpers import (
     HIGHLIGHT,
     SCRIPTED_CONFIG,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from common.events import SDK_EVENT_TYPES
+from common.events.build import SDK_EVENT_TYPES
 from tests.api_client import Api
 from tests.examples.support import EXAMPLES
 from tests.js_clients import ROOT, need_node_packages

@@ -12,7 +12,7 @@ from broker.keys import WORK_GROUP
 from broker.scripts.runner import SCRIPT_NAMES
 from broker.scripts.source import LIBRARIES, layout, library_declared, script_text
 from broker.services.telemetry import MS_BUCKETS
-from common.events import SDK_EVENT_TYPES
+from common.events.build import SDK_EVENT_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = ROOT / "broker" / "scripts" / "lua"
@@ -237,7 +237,7 @@ _SHARED_NAMES = {"error", "tool_result"}
 
 
 def test_the_session_events_are_built_in_common_only() -> None:
-    # Each is built once, in common/events.py (or by a script), so its fields cannot drift apart.
+    # Each is built once, in common/events/build.py (or by a script), so its fields cannot drift apart.
     events = SDK_EVENT_TYPES - _SHARED_NAMES
     built = []
     for package in ("api", "broker", "workers", "switchboard"):

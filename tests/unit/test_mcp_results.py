@@ -10,7 +10,7 @@ import mcp.types as mt
 import pytest
 
 from common.codec import dumps
-from common.events import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS
+from common.events.build import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS
 from tests.mcp_servers import PIXEL
 from workers.mcp.hub import offered
 from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS

@@ -13,7 +13,7 @@ from google.genai import types
 
 from broker.services.runs import PlannedCall
 from common.codec import dumps
-from common.events import text_block, thinking_block, tool_call_block
+from common.events.build import text_block, thinking_block, tool_call_block
 from tests.fakes import Reply
 from tests.fakes_gemini import FakeGemini, chunk, error, fake_gemini, gemini_stream, text_stream, usage
 from workers.config import RunConfig

@@ -12,7 +12,7 @@ from typing import Any
 import mcp.types as mt
 
 from common.codec import dumps, loads
-from common.events import (
+from common.events.build import (
     IMAGE_TYPES,
     MAX_IMAGE_BYTES,
     MAX_RESULT_BLOCKS,

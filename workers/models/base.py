@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from broker.services.runs import PlannedCall
 from common.addresses import ProviderAddresses
-from common.events import Block, image_text, text_block, thinking_block, tool_call_block
+from common.events.build import Block, image_text, text_block, thinking_block, tool_call_block
 
 if TYPE_CHECKING:
     from broker import WorkerSettings

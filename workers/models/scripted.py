@@ -8,7 +8,7 @@ import math
 from broker.services.providers import SCRIPTED_MODEL
 from broker.services.runs import PlannedCall
 from common.codec import new_call_id
-from common.events import Block, text_block, tool_call_block
+from common.events.build import Block, text_block, tool_call_block
 from workers.arguments import parse_arguments
 from workers.models.base import DeltaSink, Message, ModelError, ModelRequest, ToolOutcome, Turn
 

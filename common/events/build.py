@@ -2,7 +2,8 @@
 
 The scripts splice `seq` and `created_at` in front. Events that only a script can know the content of
 (`client_left`, `client_tool_failed`, `run_*`, ...) are built in `lua/lib/core.lua` and `lua/lib/calls.lua`.
-The 20 types the SDK knows are listed in `SDK_EVENT_TYPES`; the default stream carries nothing else.
+The 20 types the SDK knows are `SDK_EVENT_TYPES` (common.events.catalogue declares every type); the
+default stream carries nothing else.
 """
 
 from __future__ import annotations
@@ -11,31 +12,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from common.codec import canonical_json, dumps, loads, sha256_hex
-
-SDK_EVENT_TYPES = frozenset(
-    {
-        "session_created",
-        "message_user",
-        "message_assistant",
-        "tool_call",
-        "tool_result",
-        "run_queued",
-        "run_started",
-        "run_completed",
-        "run_failed",
-        "run_cancelled",
-        "error",
-        "approval_requested",
-        "approval_resolved",
-        "client_registered",
-        "client_tools_updated",
-        "client_left",
-        "client_tool_dispatched",
-        "client_tool_acked",
-        "client_tool_failed",
-        "custom",
-    }
-)
+from common.events.catalogue import SDK_EVENT_TYPES as SDK_EVENT_TYPES
 
 InputSource = Literal["client", "steer", "external"]
 Block = dict[str, Any]

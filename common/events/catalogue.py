@@ -1,0 +1,394 @@
+"""The session events: every type Switchboard stores or streams, declared once.
+
+Each event is a record here, its fields in the order they are written: a script or the Python side appends
+`{"type":...,<fields in this order>}` and the log splices `seq` and `created_at` in front. Everything else
+about an event is derived from these declarations (`common.events.generate` writes it, and a test fails when
+a written copy drifts): the Lua builders the scripts call to append one, the pydantic models of the OpenAPI
+document, the byte marks that pick events out of a stream without decoding them, the TypeScript types of
+`switchboard.d.ts` and the table of docs/events.md.
+
+A field is required unless it has a default. A nullable field (`X | None`, no default) is always written,
+`null` when it has no value; a field whose default is `UNSET` is written only when it has one. A field
+or an event marked `EXT` is an extension of Switchboard's: the Subako SDK ignores it (or, for an event, the
+default stream does not carry it: `Shown.include` names what a reader asks for to get it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+# An extension of Switchboard's (not in the Subako wire): a field the SDK ignores.
+EXT = msgspec.Meta(extra={"extension": True})
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """Who sees events of a type. `logged`: stored in the log with a seq (otherwise a live frame that is
+    never stored); `include`: the word of `?include=` a reader needs to see it (None: every reader);
+    `sdk`: one of the 20 types the Subako SDK knows."""
+
+    logged: bool = True
+    include: str | None = None
+    sdk: bool = True
+
+
+class Record(msgspec.Struct, frozen=True, tag_field="type"):
+    """A tagged JSON object of the wire (an event, a content block): its `type` first."""
+
+
+# --- content blocks ----------------------------------------------------------------------------------
+
+
+class TextData(msgspec.Struct, frozen=True):
+    text: str
+
+
+class TextBlock(Record, tag="text", frozen=True):
+    data: TextData
+
+
+class ToolCallData(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+    arguments: JsonObject
+
+
+class ToolCallBlock(Record, tag="tool_call", frozen=True):
+    data: ToolCallData
+
+
+class ThinkingData(msgspec.Struct, frozen=True):
+    thinking: str
+    redacted: bool
+    signature: str | None
+
+
+class ThinkingBlock(Record, tag="thinking", frozen=True):
+    data: ThinkingData
+
+
+ImageMediaType = Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
+
+
+class ImageData(msgspec.Struct, frozen=True):
+    media_type: str
+    # Base64; decoded, at most MAX_IMAGE_BYTES (common.events.build).
+    data: str
+
+
+class ImageBlock(Record, tag="image", frozen=True):
+    """An image of a tool result: shown as it is only to readers that ask (`?include=images`), otherwise
+    as a text block naming it."""
+
+    data: ImageData
+
+
+MessageBlock = TextBlock | ToolCallBlock | ThinkingBlock
+ResultBlock = TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock
+
+
+class Message(msgspec.Struct, frozen=True):
+    role: Literal["user", "assistant", "tool_result"]
+    content: list[MessageBlock]
+    # An assistant message names the model that wrote it; a user message has no model.
+    model: str | UnsetType | None = UNSET
+
+
+class TokenUsage(msgspec.Struct, frozen=True):
+    """The tokens a run's model steps used, as the provider counted them (each only where the provider gave
+    it; `input_tokens` includes the cached ones, `output_tokens` the reasoning ones)."""
+
+    input_tokens: int | UnsetType = UNSET
+    output_tokens: int | UnsetType = UNSET
+    cached_input_tokens: int | UnsetType = UNSET
+    reasoning_tokens: int | UnsetType = UNSET
+
+
+class ToolDescriptor(msgspec.Struct, frozen=True):
+    name: str
+    description: str
+    parameters: JsonObject
+    timeout_s: Annotated[float, EXT] | UnsetType = UNSET
+    heartbeat_s: Annotated[float, EXT] | UnsetType = UNSET
+
+
+class NeverLifetime(Record, tag="never", frozen=True):
+    pass
+
+
+class TtlData(msgspec.Struct, frozen=True):
+    seconds: int
+
+
+class TtlLifetime(Record, tag="ttl", frozen=True):
+    data: TtlData
+
+
+Lifetime = NeverLifetime | TtlLifetime
+
+# --- events --------------------------------------------------------------------------------------------
+
+
+class Event(Record, frozen=True, kw_only=True, omit_defaults=True):
+    """A session event. `seq` and `created_at` are the log's (a live frame has neither): they are spliced in
+    front of the fields as the event is appended, so a body built here has neither (their defaults are not
+    written; every other field with a default is `UNSET`, and a nullable one has none)."""
+
+    shown: ClassVar[Shown] = Shown()
+    seq: int = 0
+    created_at: str = ""
+
+
+class SessionCreated(Event, tag="session_created", frozen=True):
+    agent_id: str
+    agent_version_id: str
+
+
+class MessageUser(Event, tag="message_user", frozen=True):
+    message: Message
+    source: Literal["client", "steer", "external"]
+
+
+class MessageAssistant(Event, tag="message_assistant", frozen=True):
+    message: Message
+
+
+class ToolCall(Event, tag="tool_call", frozen=True):
+    """The model called a tool, by its model-visible name (such as `client__web__highlight_row`)."""
+
+    call_id: str
+    name: str
+    arguments: JsonObject
+
+
+class ToolResult(Event, tag="tool_result", frozen=True):
+    call_id: str
+    content: list[ResultBlock]
+    is_error: bool
+
+
+class RunQueued(Event, tag="run_queued", frozen=True):
+    run_id: str
+
+
+class RunStarted(Event, tag="run_started", frozen=True):
+    run_id: str
+
+
+class RunCompleted(Event, tag="run_completed", frozen=True):
+    run_id: str
+    # Absent when no step reported any (the scripted model's runs).
+    usage: Annotated[TokenUsage, EXT] | UnsetType = UNSET
+
+
+class RunCancelled(Event, tag="run_cancelled", frozen=True):
+    run_id: str
+
+
+class RunFailed(Event, tag="run_failed", frozen=True):
+    run_id: str
+    error: str
+
+
+class SessionError(Event, tag="error", frozen=True):
+    """An error of the session."""
+
+    message: str
+
+
+class ApprovalRequested(Event, tag="approval_requested", frozen=True):
+    call_id: str
+    server: str
+    tool: str
+    arguments: JsonObject
+    args_hash: str
+    # Where a call no run made came from (`mcp`: an MCP client of the session).
+    from_: Annotated[str, EXT] | UnsetType = msgspec.field(default=UNSET, name="from")
+
+
+class ApprovalResolved(Event, tag="approval_resolved", frozen=True):
+    call_id: str
+    decision: Literal["allow", "deny"]
+    deny_message: str | None
+    resolved_by: str | None
+    # The decision is remembered for later calls of the same tool in this session.
+    remember: Annotated[Literal["session"], EXT] | UnsetType = UNSET
+    # Decided by a remembered decision.
+    remembered: Annotated[bool, EXT] | UnsetType = UNSET
+    # The arguments the call runs with instead of the model's.
+    arguments: Annotated[JsonObject, EXT] | UnsetType = UNSET
+
+
+class ClientRegistered(Event, tag="client_registered", frozen=True):
+    client_id: str
+    name: str
+    lifetime: Lifetime
+    tools: list[ToolDescriptor]
+
+
+class ClientToolsUpdated(Event, tag="client_tools_updated", frozen=True):
+    client_id: str
+    tools: list[ToolDescriptor]
+
+
+class ClientLeft(Event, tag="client_left", frozen=True):
+    client_id: str
+    reason: Literal["departed", "timed_out"]
+
+
+class ClientToolDispatched(Event, tag="client_tool_dispatched", frozen=True):
+    """A call sent to a client; `tool` is the tool's own name, as the client declared it."""
+
+    client_id: str
+    call_id: str
+    tool: str
+    arguments: JsonObject
+    from_: Annotated[str, EXT] | UnsetType = msgspec.field(default=UNSET, name="from")
+
+
+class ClientToolAcked(Event, tag="client_tool_acked", frozen=True):
+    client_id: str
+    call_id: str
+
+
+class ClientToolFailed(Event, tag="client_tool_failed", frozen=True):
+    """A client call that cannot be answered any more."""
+
+    client_id: str
+    call_id: str
+    reason: Literal["client_gone", "ack_timeout", "result_timeout", "run_gone"]
+    # `cancelled` when the call was cancelled on its own.
+    detail: Annotated[str, EXT] | UnsetType = UNSET
+
+
+class Custom(Event, tag="custom", frozen=True):
+    """An event of a kind of its own. Of Switchboard's kinds, `timing` (a run's or a step's) is shown only
+    to readers that ask (`?include=timing`)."""
+
+    kind: str
+    payload: JsonObject
+
+
+class ClientToolProgress(Event, tag="client_tool_progress", frozen=True):
+    """Progress on a client call."""
+
+    shown: ClassVar[Shown] = Shown(include="progress", sdk=False)
+    client_id: str
+    call_id: str
+    message: str | None
+    fraction: float | None
+
+
+class ToolProgress(Event, tag="tool_progress", frozen=True):
+    """An MCP server's progress on a server call: `server` the grant's name, `tool` the MCP tool's."""
+
+    shown: ClassVar[Shown] = Shown(include="progress", sdk=False)
+    call_id: str
+    server: str
+    tool: str
+    message: str | None
+    fraction: float | None
+
+
+class MessageDelta(Event, tag="message_delta", frozen=True):
+    """Text the model is writing, as it streams; `reset` voids the step's deltas so far."""
+
+    shown: ClassVar[Shown] = Shown(logged=False, include="deltas", sdk=False)
+    run_id: str
+    step: int
+    delta: str
+    reset: Annotated[bool, EXT] | UnsetType = UNSET
+
+
+class ThinkingDelta(Event, tag="thinking_delta", frozen=True):
+    """What the model reasons, as it streams (where the provider shows it); with `deltas` and `thinking`."""
+
+    shown: ClassVar[Shown] = Shown(logged=False, include="thinking", sdk=False)
+    run_id: str
+    step: int
+    delta: str
+
+
+class ToolCallDelta(Event, tag="tool_call_delta", frozen=True):
+    """A fragment of a tool call's arguments' JSON text, as the model writes it; `index` is the call's place
+    among the step's calls, from 0, and `name` its model-visible name."""
+
+    shown: ClassVar[Shown] = Shown(logged=False, include="deltas", sdk=False)
+    run_id: str
+    step: int
+    call_id: str
+    index: int
+    name: str
+    delta: str
+
+
+SdkEvent = (
+    SessionCreated
+    | MessageUser
+    | MessageAssistant
+    | ToolCall
+    | ToolResult
+    | RunQueued
+    | RunStarted
+    | RunCompleted
+    | RunCancelled
+    | RunFailed
+    | SessionError
+    | ApprovalRequested
+    | ApprovalResolved
+    | ClientRegistered
+    | ClientToolsUpdated
+    | ClientLeft
+    | ClientToolDispatched
+    | ClientToolAcked
+    | ClientToolFailed
+    | Custom
+)
+ExtensionEvent = ClientToolProgress | ToolProgress | MessageDelta | ThinkingDelta | ToolCallDelta
+AnyEvent = SdkEvent | ExtensionEvent
+
+# Every event type, in the order the docs list them.
+EVENTS: tuple[type[Event], ...] = (
+    SessionCreated,
+    MessageUser,
+    MessageAssistant,
+    ToolCall,
+    ToolResult,
+    RunQueued,
+    RunStarted,
+    RunCompleted,
+    RunCancelled,
+    RunFailed,
+    SessionError,
+    ApprovalRequested,
+    ApprovalResolved,
+    ClientRegistered,
+    ClientToolsUpdated,
+    ClientLeft,
+    ClientToolDispatched,
+    ClientToolAcked,
+    ClientToolFailed,
+    Custom,
+    ClientToolProgress,
+    ToolProgress,
+    MessageDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+)
+
+
+def type_name(cls: type[Record]) -> str:
+    """The `type` an event or block class is written with."""
+    tag = cls.__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+BY_TYPE: dict[str, type[Event]] = {type_name(cls): cls for cls in EVENTS}
+SDK_EVENT_TYPES = frozenset(name for name, cls in BY_TYPE.items() if cls.shown.sdk)
