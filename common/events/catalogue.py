@@ -275,6 +275,16 @@ class Custom(Event, tag="custom", frozen=True):
     payload: JsonObject
 
 
+class StepTiming(msgspec.Struct, frozen=True, tag_field="scope", tag="step"):
+    """The payload of a step's `timing` event (a `custom` of kind `timing`, scope `step`; written by
+    workers/steps.py) as far as a reader needs it: which run and step it ends (the doors' view of a run
+    closes the step there). Its figures (the attempt, durations, usage) are read by no consumer, and a run's
+    timing (scope `run`) is not one."""
+
+    run_id: str
+    step: int
+
+
 class ClientToolProgress(Event, tag="client_tool_progress", frozen=True):
     """Progress on a client call."""
 
