@@ -153,6 +153,9 @@ Shown = (
 )
 
 _ENDS: dict[type[Event], str] = {RunCompleted: "completed", RunFailed: "failed", RunCancelled: "cancelled"}
+# Tuples, not unions: isinstance takes a tuple faster, and the view asks of every event of a run.
+_ENDINGS = (RunCompleted, RunFailed, RunCancelled)
+_DELTAS = (MessageDelta, ThinkingDelta, ToolCallDelta)
 
 
 def result_text(content: Sequence[ResultBlock]) -> str:
@@ -229,7 +232,7 @@ class RunView:
 
     def logged(self, event: Event) -> Iterator[Shown]:
         """What a logged event of the session shows (nothing, for most)."""
-        if isinstance(event, RunCompleted | RunFailed | RunCancelled):
+        if isinstance(event, _ENDINGS):
             if event.run_id == self.run_id:
                 yield from self._close_step()
                 self._done = True
@@ -267,9 +270,7 @@ class RunView:
 
     def live(self, event: Event) -> Iterator[Shown]:
         """What a live extra (a delta of the step being written) shows."""
-        if not isinstance(event, MessageDelta | ThinkingDelta | ToolCallDelta):
-            return
-        if not self.started or event.run_id != self.run_id:
+        if not isinstance(event, _DELTAS) or not self.started or event.run_id != self.run_id:
             return
         step = event.step
         if step > self.step and not self._step_open:
