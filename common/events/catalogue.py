@@ -276,10 +276,8 @@ class Custom(Event, tag="custom", frozen=True):
 
 
 class StepTiming(msgspec.Struct, frozen=True, tag_field="scope", tag="step"):
-    """The payload of a step's `timing` event (a `custom` of kind `timing`, scope `step`; written by
-    workers/steps.py) as far as a reader needs it: which run and step it ends (the doors' view of a run
-    closes the step there). Its figures (the attempt, durations, usage) are read by no consumer, and a run's
-    timing (scope `run`) is not one."""
+    """What a reader needs of a step's timing payload (a `custom` of kind `timing`, scope `step`): the run
+    and step it ends. Its figures are left unread; a run's timing (scope `run`) is not one."""
 
     run_id: str
     step: int
