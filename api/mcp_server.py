@@ -30,8 +30,9 @@ from broker.errors import NotFound, SwitchboardError
 from broker.services.calls import CallState
 from broker.services.live import Signal
 from broker.services.runs import client_tools, parse_client_tool
-from common.codec import loads
 from common.events.build import is_logged
+from common.events.catalogue import ClientToolProgress, ImageBlock, TextBlock, TextData, ToolResult
+from common.events.read import decode_known, from_values
 from common.policies import client_policy, denied_text
 from common.schema.checks import Unchecked
 
@@ -44,6 +45,7 @@ _CHECK_EVERY_S = 2.0
 CANCELLED_BY_CLIENT = "cancelled by the MCP client"
 # The reason a call's record gives once an approver denied it.
 DENIED = "denied"
+_NO_RESULT = "the call ended with no result logged"
 
 
 def _context(ctx: Any) -> tuple[AppState, str, str]:
@@ -80,15 +82,15 @@ def _error(text: str) -> mt.CallToolResult:
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], is_error=True)
 
 
-def _result(event: dict[str, Any], settled: CallState | None) -> mt.CallToolResult:
+def _result(event: ToolResult, settled: CallState | None) -> mt.CallToolResult:
     content: list[Any] = []
-    for block in event.get("content") or []:
-        data = block.get("data") or {}
-        if block.get("type") == "image":
-            content.append(mt.ImageContent(type="image", data=data["data"], mime_type=data["media_type"]))
+    for block in event.content:
+        if isinstance(block, ImageBlock):
+            content.append(mt.ImageContent(type="image", data=block.data.data, mime_type=block.data.media_type))
         else:
-            content.append(mt.TextContent(type="text", text=str(data.get("text", ""))))
-    is_error = bool(event.get("is_error"))
+            text = block.data.text if isinstance(block, TextBlock) else ""
+            content.append(mt.TextContent(type="text", text=text))
+    is_error = event.is_error
     reason = settled.reason if settled is not None else None
     if is_error and reason and reason != DENIED and content and isinstance(content[0], mt.TextContent):
         # The failure reason (client_gone, ack_timeout, result_timeout, run_gone) leads the text; a
@@ -143,7 +145,9 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
         except SwitchboardError as refused:
             return _error(refused.message)
         if sent.denial is not None:
-            return _result(sent.denial, None)
+            denial = from_values(sent.denial)
+            assert isinstance(denial, ToolResult)
+            return _result(denial, None)
         try:
             return await _outcome(state, session_id, sent.call_id, sent.seq, subscription, ctx)
         except asyncio.CancelledError:
@@ -156,13 +160,13 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
         state.hub.unsubscribe(subscription)
 
 
-def _ours(item: bytes, call_id: str) -> dict[str, Any] | None:
-    """The logged event of call `call_id`, or None for anything else of the session (another call's
-    event, a delta): nothing to read for those."""
+def _ours(item: bytes, call_id: str) -> ClientToolProgress | ToolResult | None:
+    """The progress or the result of call `call_id`, or None for anything else of the session (another
+    call's event, a delta): nothing to decode for those."""
     if not is_logged(item) or call_id.encode() not in item:
         return None
-    event: dict[str, Any] = loads(item)
-    return event if event.get("call_id") == call_id else None
+    event = decode_known(item)
+    return event if isinstance(event, ClientToolProgress | ToolResult) and event.call_id == call_id else None
 
 
 async def _outcome(
@@ -181,14 +185,14 @@ async def _outcome(
             event = _ours(item, call_id)
             if event is None:
                 continue
-            if event["type"] == "client_tool_progress":
+            if isinstance(event, ClientToolProgress):
                 progressed += 1
                 # A fraction is progress out of 1; without one, progress counts the reports. Sent only
                 # when the caller asked for progress (a token on its request).
-                fraction = event.get("fraction")
+                fraction = event.fraction
                 done, total = (fraction, 1.0) if fraction is not None else (float(progressed), None)
-                await ctx.session.report_progress(done, total, event.get("message"))
-            elif event["type"] == "tool_result":
+                await ctx.session.report_progress(done, total, event.message)
+            else:
                 return _result(event, await state.broker.calls.state(session_id, call_id))
             continue
         # A quiet spell or a lag: the record says whether the feed missed the call's end.
@@ -199,19 +203,18 @@ async def _outcome(
             return _result(await _logged_result(state, session_id, call_id, seq), settled)
 
 
-async def _logged_result(state: AppState, session_id: str, call_id: str, after: int) -> dict[str, Any]:
+async def _logged_result(state: AppState, session_id: str, call_id: str, after: int) -> ToolResult:
     last = after
     while True:
         rows = await state.broker.log.after(session_id, last, 200)
         for row_seq, data in rows:
             last = row_seq
             if b'"type":"tool_result"' in data[:96] and call_id.encode() in data:
-                event: dict[str, Any] = loads(data)
-                if event.get("call_id") == call_id:
+                event = decode_known(data)
+                if isinstance(event, ToolResult) and event.call_id == call_id:
                     return event
         if len(rows) < 200:
-            return {"content": [{"type": "text", "data": {"text": "the call ended with no result logged"}}],
-                    "is_error": True}  # fmt: skip
+            return ToolResult(call_id=call_id, content=[TextBlock(TextData(_NO_RESULT))], is_error=True)
 
 
 class SessionMcp:

@@ -12,11 +12,27 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
+import msgspec
 
-_ENDS: dict[str, Literal["completed", "failed", "cancelled"]] = {
-    "run_completed": "completed",
-    "run_failed": "failed",
-    "run_cancelled": "cancelled",
+from common.events.catalogue import (
+    AnyEvent,
+    ClientToolDispatched,
+    ClientToolFailed,
+    Event,
+    Message,
+    MessageAssistant,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    TextBlock,
+)
+from common.events.read import decode_known
+
+_ENDS: dict[type[Event], Literal["completed", "failed", "cancelled"]] = {
+    RunCompleted: "completed",
+    RunFailed: "failed",
+    RunCancelled: "cancelled",
 }
 _RECONNECT_S = 0.5
 # The lease of the run-scoped client serving a chat()'s tools: its calls fail this soon after a crash.
@@ -56,6 +72,15 @@ class ChatResult:
 ToolCallback = Callable[[ToolCallRequest], Any]
 
 
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """One event of the stream: as the caller is handed it (`on_event`, `ChatResult.events`: the JSON the
+    stream sent, as a dict) and as chat() reads it, typed (None for one this release does not read)."""
+
+    sent: dict[str, Any]
+    event: AnyEvent | None
+
+
 def _answer(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {"text": value}
@@ -73,21 +98,21 @@ class _Turn:
         self._serving: dict[str, asyncio.Task[None]] = {}
         self._stopped: set[str] = set()
 
-    async def serve(self, client_id: str, event: dict[str, Any]) -> None:
+    async def serve(self, client_id: str, event: ClientToolDispatched) -> None:
         """Ack the call, run the callback, post what it returned; errors become error results."""
         if self._on_call is None:
             return
-        call = f"{self._base}/clients/{client_id}/calls/{event['call_id']}"
+        call = f"{self._base}/clients/{client_id}/calls/{event.call_id}"
         if (await self._http.post(f"{call}/ack")).status_code != 200:
             return
-        request = ToolCallRequest(event["tool"], event["arguments"], event["call_id"])
+        request = ToolCallRequest(event.tool, event.arguments, event.call_id)
         try:
             value = self._on_call(request)
             if inspect.isawaitable(value):
                 value = await value
             body = _answer(value)
         except asyncio.CancelledError:
-            if event["call_id"] not in self._stopped:
+            if event.call_id not in self._stopped:
                 raise
             return  # the call failed while its callback ran (cancelled, timed out, the run gone)
         except Exception as error:
@@ -95,8 +120,8 @@ class _Turn:
         # A run cancelled meanwhile refuses the result (409): nothing is owed to anyone then.
         await self._http.post(f"{call}/result", json=body)
 
-    def spawn(self, client_id: str, event: dict[str, Any]) -> None:
-        call_id = event["call_id"]
+    def spawn(self, client_id: str, event: ClientToolDispatched) -> None:
+        call_id = event.call_id
         task = asyncio.create_task(self.serve(client_id, event))
         self._serving[call_id] = task
         task.add_done_callback(lambda _: self._serving.pop(call_id, None))
@@ -113,7 +138,7 @@ class _Turn:
             await asyncio.wait(set(self._serving.values()))
 
 
-async def _events(http: httpx.AsyncClient, path: str, opened: asyncio.Event) -> AsyncGenerator[dict[str, Any], None]:
+async def _events(http: httpx.AsyncClient, path: str, opened: asyncio.Event) -> AsyncGenerator[_Seen, None]:
     """The session's events from the head at the first open, across dropped connections."""
     position: int | None = None
     while True:
@@ -129,18 +154,20 @@ async def _events(http: httpx.AsyncClient, path: str, opened: asyncio.Event) -> 
                     elif line.startswith("data: "):
                         data.append(line[6:])
                     elif line == "" and data:
-                        event = json.loads("\n".join(data))
+                        text = "\n".join(data)
                         data = []
-                        position = max(position or 0, int(event["seq"]))
-                        yield event
+                        event = decode_known(text)
+                        if event is not None:
+                            position = max(position or 0, event.seq)
+                        yield _Seen(json.loads(text), event)
         except httpx.TransportError:
             await asyncio.sleep(_RECONNECT_S)
 
 
-def _text(message: dict[str, Any] | None) -> str:
+def _text(message: Message | None) -> str:
     if message is None:
         return ""
-    return "".join(block["data"]["text"] for block in message["content"] if block["type"] == "text")
+    return "".join(block.data.text for block in message.content if isinstance(block, TextBlock))
 
 
 async def chat(
@@ -211,36 +238,37 @@ async def chat(
 
 async def _follow(
     turn: _Turn,
-    first: asyncio.Future[dict[str, Any]],
-    events: AsyncIterator[dict[str, Any]],
+    first: asyncio.Future[_Seen],
+    events: AsyncIterator[_Seen],
     run_id: str,
     scoped: str | None,
     on_event: Callable[[dict[str, Any]], None] | None,
     started: bool,
 ) -> ChatResult:
     seen: list[dict[str, Any]] = []
-    last: dict[str, Any] | None = None
+    last: Message | None = None
     # Runs of a session go one at a time, so the assistant messages between this run's start and its
     # end are this run's (a queued run's predecessor may still be talking when the input is posted).
     mine = started
-    event = await first
+    got = await first
     while True:
-        seen.append(event)
+        seen.append(got.sent)
         if on_event is not None:
-            on_event(event)
-        kind = event["type"]
-        if kind == "run_started" and event["run_id"] == run_id:
-            mine = True
-        elif kind == "client_tool_dispatched" and scoped is not None and event["client_id"] == scoped:
-            turn.spawn(scoped, event)
-        elif kind == "client_tool_failed" and scoped is not None and event["client_id"] == scoped:
-            turn.stop(event["call_id"])
-        elif kind == "message_assistant" and mine:
-            last = event["message"]
-        elif kind in _ENDS and event["run_id"] == run_id:
-            outcome: Literal["completed", "failed", "cancelled"] = _ENDS[kind]
-            return ChatResult(run_id, outcome, _text(last), last, event.get("error"), seen)
-        event = await anext(events)
+            on_event(got.sent)
+        match event := got.event:
+            case RunStarted() if event.run_id == run_id:
+                mine = True
+            case ClientToolDispatched() if scoped is not None and event.client_id == scoped:
+                turn.spawn(scoped, event)
+            case ClientToolFailed() if scoped is not None and event.client_id == scoped:
+                turn.stop(event.call_id)
+            case MessageAssistant() if mine:
+                last = event.message
+            case RunCompleted() | RunFailed() | RunCancelled() if event.run_id == run_id:
+                error = event.error if isinstance(event, RunFailed) else None
+                message = msgspec.to_builtins(last) if last is not None else None
+                return ChatResult(run_id, _ENDS[type(event)], _text(last), message, error, seen)
+        got = await anext(events)
 
 
 async def _keep_leased(http: httpx.AsyncClient, path: str, lease_s: int) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
@@ -24,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from common.events.catalogue import ClientToolDispatched, ClientToolFailed
+from common.events.read import decode_known
 from switchboard.tool_log import detail, duration
 from switchboard.typed_tools import Call, TypedTool
 
@@ -78,13 +79,13 @@ class Target:
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=httpx.Timeout(30.0, read=None))
 
 
-async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON `data` of each frame of an event stream (comments, ids and retry hints skipped)."""
+async def sse_events(response: httpx.Response) -> AsyncIterator[str]:
+    """The `data` of each frame of an event stream (comments, ids and retry hints skipped)."""
     data: list[str] = []
     async for line in response.aiter_lines():
         if line == "":
             if data:
-                yield json.loads("\n".join(data))
+                yield "\n".join(data)
             data = []
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
@@ -143,9 +144,12 @@ class Member:
                     stream.raise_for_status()
                     member = stream.headers[MEMBER_HEADER]
                     delay = 0.2
-                    async for event in sse_events(stream):
-                        if event.get("type") == "client_tool_failed":
-                            self._stop_call(str(event.get("call_id")))
+                    async for data in sse_events(stream):
+                        # A call stream's frames are its calls and their failures (api/pool_stream.py).
+                        event = decode_known(data)
+                        if isinstance(event, ClientToolFailed):
+                            self._stop_call(event.call_id)
+                        if not isinstance(event, ClientToolDispatched):
                             continue
                         await self._slots.acquire()
                         task = asyncio.create_task(self._handle(http, member, event))
@@ -203,14 +207,14 @@ class Member:
         if sent.status_code != 200:
             logger.info("progress %s refused: %s", path, sent.text)
 
-    async def _handle(self, http: httpx.AsyncClient, member: str, event: dict[str, Any]) -> None:
-        call_id = event["call_id"]
+    async def _handle(self, http: httpx.AsyncClient, member: str, event: ClientToolDispatched) -> None:
+        call_id = event.call_id
         calls = f"{self._target.path}/calls/{call_id}"
         if not await self._ack(http, f"{calls}/ack", call_id, member):
             return
         started = time.monotonic()
-        name = str(event["tool"])
-        ran = await self._run(http, calls, call_id, name, event.get("arguments") or {})
+        name = event.tool
+        ran = await self._run(http, calls, call_id, name, event.arguments)
         said: str | None
         if ran is None:
             self.cancelled += 1

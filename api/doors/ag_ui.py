@@ -8,7 +8,7 @@ pending calls; an approval asked for: an interrupt), and the next RunAgentInput'
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,9 @@ from api.doors.turns import Started, hand_over
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
 from broker.services.live import Subscription
-from common.codec import dumps, loads
+from common.codec import dumps
+from common.events.catalogue import MessageAssistant, MessageUser, TextBlock, ToolCallBlock, ToolResult
+from common.events.read import decode_known
 
 PROTOCOL_VERSION = "1.0"
 # The interrupt an approval becomes: what `resume[].payload` answers with (the approvals route's body).
@@ -181,29 +183,40 @@ async def stream(
 
 async def history(state: AppState, session_id: str) -> list[Any]:
     """The conversation as AG-UI messages, from as much of the newest log as a look back reads."""
-    events = [loads(raw) async for _, raw in back(state, session_id) if _in_history(raw)]
+    events = [event async for event in _history_events(state, session_id)]
     messages: list[Any] = []
     for event in reversed(events):
-        kind, seq = event.get("type"), event.get("seq")
-        if kind == "message_user":
-            text = shown.result_text(event["message"].get("content") or [])
-            messages.append(UserMessage(id=f"sb-{seq}", content=text))
-        elif kind == "message_assistant":
-            blocks = event["message"].get("content") or []
-            text = "".join(b["data"].get("text", "") for b in blocks if b.get("type") == "text")
-            calls = [
-                ToolCall(
-                    id=b["data"]["id"],
-                    function=FunctionCall(name=b["data"]["name"], arguments=dumps(b["data"]["arguments"])),
-                )
-                for b in blocks
-                if b.get("type") == "tool_call"
-            ]
-            messages.append(AssistantMessage(id=f"sb-{seq}", content=text or None, tool_calls=calls or None))
-        else:
-            text = shown.result_text(event.get("content") or [])
-            messages.append(ToolMessage(id=f"{event['call_id']}.result", tool_call_id=event["call_id"], content=text))
+        match event:
+            case MessageUser():
+                messages.append(UserMessage(id=f"sb-{event.seq}", content=shown.result_text(event.message.content)))
+            case MessageAssistant():
+                blocks = event.message.content
+                text = "".join(block.data.text for block in blocks if isinstance(block, TextBlock))
+                calls = [
+                    ToolCall(
+                        id=block.data.id,
+                        function=FunctionCall(name=block.data.name, arguments=dumps(block.data.arguments)),
+                    )
+                    for block in blocks
+                    if isinstance(block, ToolCallBlock)
+                ]
+                messages.append(AssistantMessage(id=f"sb-{event.seq}", content=text or None, tool_calls=calls or None))
+            case ToolResult():
+                text = shown.result_text(event.content)
+                messages.append(ToolMessage(id=f"{event.call_id}.result", tool_call_id=event.call_id, content=text))
     return messages
+
+
+async def _history_events(
+    state: AppState, session_id: str
+) -> AsyncIterator[MessageUser | MessageAssistant | ToolResult]:
+    """The newest log's messages and results, newest first (only those are decoded)."""
+    async for _, raw in back(state, session_id):
+        if not _in_history(raw):
+            continue
+        event = decode_known(raw)
+        if isinstance(event, MessageUser | MessageAssistant | ToolResult):
+            yield event
 
 
 _HISTORY = (b'"type":"message_user"', b'"type":"message_assistant"', b'"type":"tool_result"')

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from api.doors.view import Paused, RunView, Shown
 from api.state import AppState
 from broker.services.live import Signal, Subscription
-from common.codec import loads
 from common.events.build import event_seq, is_logged
+from common.events.read import decode_known
 
 _PAGE = 200
 # A look back through the log (a continuation's start, a resumed run, a snapshot) reads at most this many
@@ -25,15 +24,18 @@ _BACK_PAGE_BYTES = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class Logged:
+    """A logged event, as stored."""
+
     seq: int
-    event: dict[str, Any]
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class Live:
-    """A live extra (`message_delta`, `tool_call_delta`): no seq, never in the log."""
+    """A live extra (`message_delta`, `thinking_delta`, `tool_call_delta`), as published: no seq, never in
+    the log."""
 
-    event: dict[str, Any]
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +66,14 @@ async def follow(
                     yield Quiet()
                 break  # quiet, or lagged: the log says what was missed
             if not is_logged(item):
-                yield Live(loads(item))
+                yield Live(item)
                 continue
             seq = event_seq(item)
             if seq > last + 1:
                 break  # a gap: read it from the log
             if seq == last + 1:
                 last = seq
-                yield Logged(seq, loads(item))
+                yield Logged(seq, item)
 
 
 async def back(state: AppState, session_id: str) -> AsyncIterator[tuple[int, bytes]]:
@@ -101,7 +103,7 @@ async def _backlog(state: AppState, session_id: str, after: int) -> AsyncIterato
         rows = await state.broker.log.after(session_id, after, _PAGE)
         for seq, data in rows:
             after = seq
-            yield Logged(seq, loads(data))
+            yield Logged(seq, data)
         if len(rows) < _PAGE:
             return
 
@@ -119,7 +121,10 @@ async def shown_items(
         if isinstance(got, Quiet):
             yield got
             continue
-        for item in view.logged(got.event) if isinstance(got, Logged) else view.live(got.event):
+        event = decode_known(got.data)
+        if event is None:
+            continue
+        for item in view.logged(event) if isinstance(got, Logged) else view.live(event):
             if isinstance(item, Paused):
                 still = await _still_owed(state, session_id, item)
                 if still is None:

@@ -27,6 +27,16 @@ from broker.services.live import Subscription
 from broker.services.runs import SCOPED_CLIENT_NAME
 from common.codec import dumps, loads, uuid7
 from common.events.build import is_timing
+from common.events.catalogue import (
+    ClientRegistered,
+    Custom,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunQueued,
+    StepTiming,
+)
+from common.events.read import decode_known, step_timing
 
 _TOOLS: TypeAdapter[Any] = TypeAdapter(Tools)
 
@@ -194,8 +204,8 @@ async def _step_end(state: AppState, session_id: str, run_id: str, step: int) ->
     than a look back reaches (api.doors.follow.back)."""
     async for seq, raw in back(state, session_id):
         if is_timing(raw):
-            payload = loads(raw).get("payload") or {}
-            if payload.get("scope") == "step" and payload.get("run_id") == run_id and payload.get("step") == step:
+            timing = _step_timing(raw)
+            if timing is not None and (timing.run_id, timing.step) == (run_id, step):
                 return seq
     return await state.broker.log.head(session_id)
 
@@ -216,12 +226,11 @@ async def active_run(state: AppState, session_id: str) -> Started | None:
     async for seq, raw in back(state, session_id):
         if b'"type":"run_' not in raw[:128]:
             continue
-        event = loads(raw)
-        kind, run_id = event.get("type"), str(event.get("run_id"))
-        if kind in ("run_completed", "run_failed", "run_cancelled"):
-            ended.add(run_id)
-        elif kind == "run_queued":
-            return None if run_id in ended else await _queued(state, session_id, run_id, seq)
+        event = decode_known(raw)
+        if isinstance(event, RunCompleted | RunFailed | RunCancelled):
+            ended.add(event.run_id)
+        elif isinstance(event, RunQueued):
+            return None if event.run_id in ended else await _queued(state, session_id, event.run_id, seq)
     return None
 
 
@@ -297,8 +306,13 @@ async def _queued(state: AppState, session_id: str, run_id: str, seq: int) -> St
     registration, the input and `run_queued` together, in that order."""
     frontend, tools = "", frozenset[str]()
     for _, raw in await state.broker.log.after(session_id, max(0, seq - 3), 2):
-        event = loads(raw)
-        if event.get("type") == "client_registered" and event.get("name") == SCOPED_CLIENT_NAME:
-            frontend = str(event.get("client_id"))
-            tools = frozenset(str(tool.get("name")) for tool in event.get("tools") or [])
+        event = decode_known(raw)
+        if isinstance(event, ClientRegistered) and event.name == SCOPED_CLIENT_NAME:
+            frontend = event.client_id
+            tools = frozenset(tool.name for tool in event.tools)
     return Started(run_id, seq, False, 0, frontend, tools)
+
+
+def _step_timing(raw: bytes) -> StepTiming | None:
+    event = decode_known(raw)
+    return step_timing(event) if isinstance(event, Custom) else None

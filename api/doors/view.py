@@ -10,12 +10,37 @@ sees the same calls under the same ids and never makes one twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
+
+from msgspec import UNSET
 
 from common.codec import dumps
-from common.events.build import image_placeholder
+from common.events.build import image_text
+from common.events.catalogue import (
+    ApprovalRequested,
+    ClientToolDispatched,
+    Custom,
+    Event,
+    ImageBlock,
+    Message,
+    MessageAssistant,
+    MessageDelta,
+    ResultBlock,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    StepTiming,
+    TextBlock,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResult,
+)
+from common.events.read import step_timing
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,17 +152,20 @@ Shown = (
     | RunEnded
 )
 
-_ENDS = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
+_ENDS: dict[type[Event], str] = {RunCompleted: "completed", RunFailed: "failed", RunCancelled: "cancelled"}
+# Tuples, not unions: isinstance takes a tuple faster, and the view asks of every event of a run.
+_ENDINGS = (RunCompleted, RunFailed, RunCancelled)
+_DELTAS = (MessageDelta, ThinkingDelta, ToolCallDelta)
 
 
-def result_text(content: list[dict[str, Any]]) -> str:
+def result_text(content: Sequence[ResultBlock]) -> str:
     """A result's blocks as text: text blocks as they are, an image as the placeholder naming it."""
     parts = []
     for block in content:
-        if block.get("type") == "text":
-            parts.append(str(block.get("data", {}).get("text", "")))
-        elif block.get("type") == "image":
-            parts.append(image_placeholder(block)["data"]["text"])
+        if isinstance(block, TextBlock):
+            parts.append(block.data.text)
+        elif isinstance(block, ImageBlock):
+            parts.append(image_text(block.data.media_type, block.data.data))
     return "\n".join(parts)
 
 
@@ -202,52 +230,56 @@ class RunView:
         """The id of a step's assistant message: the same in every view of the run."""
         return f"{self.run_id}.{self.step if step is None else step}"
 
-    def logged(self, event: dict[str, Any]) -> Iterator[Shown]:
-        kind = str(event.get("type"))
-        if kind in _ENDS:
-            if event.get("run_id") == self.run_id:
+    def logged(self, event: Event) -> Iterator[Shown]:
+        """What a logged event of the session shows (nothing, for most)."""
+        if isinstance(event, _ENDINGS):
+            if event.run_id == self.run_id:
                 yield from self._close_step()
                 self._done = True
-                yield RunEnded(self.run_id, _ENDS[kind], str(event.get("error") or ""))
-        elif kind == "run_started":
-            if event.get("run_id") == self.run_id and not self.started:
+                yield RunEnded(self.run_id, _ENDS[type(event)], event.error if isinstance(event, RunFailed) else "")
+        elif isinstance(event, RunStarted):
+            if event.run_id == self.run_id and not self.started:
                 self.started, self.step = True, 0
         elif self.started:
-            handler = self._HANDLERS.get(kind)
-            if handler is not None:
-                yield from handler(self, event)
+            yield from self._inside(event)
 
-    def _assistant(self, event: dict[str, Any]) -> Iterator[Shown]:
-        yield from self._message(event.get("message") or {})
+    def _inside(self, event: Event) -> Iterator[Shown]:
+        match event:
+            case MessageAssistant():
+                yield from self._message(event.message)
+            case ClientToolDispatched():
+                self._dispatched(event)
+            case ApprovalRequested():
+                self._approval(event)
+            case ToolResult():
+                yield from self._result(event)
+            case Custom():
+                timing = step_timing(event)
+                if timing is not None:
+                    yield from self._timing(timing)
 
-    def _dispatched(self, event: dict[str, Any]) -> Iterator[Shown]:
-        call_id = str(event.get("call_id"))
-        if event.get("from") is None and call_id in self._calls and event.get("client_id") == self.frontend:
+    def _dispatched(self, event: ClientToolDispatched) -> None:
+        call_id = event.call_id
+        if event.from_ is UNSET and call_id in self._calls and event.client_id == self.frontend:
             self._frontend_calls.add(call_id)
             self._owed.append(call_id)
-        return iter(())
 
-    def _approval(self, event: dict[str, Any]) -> Iterator[Shown]:
-        call_id = str(event.get("call_id"))
-        if call_id in self._calls:
-            self._approvals.append(Approval(call_id, self._calls[call_id].name, event.get("arguments") or {}))
-        return iter(())
+    def _approval(self, event: ApprovalRequested) -> None:
+        if event.call_id in self._calls:
+            self._approvals.append(Approval(event.call_id, self._calls[event.call_id].name, event.arguments))
 
-    def _custom(self, event: dict[str, Any]) -> Iterator[Shown]:
-        if event.get("kind") == "timing":
-            yield from self._timing(event.get("payload") or {})
-
-    def live(self, event: dict[str, Any]) -> Iterator[Shown]:
-        if not self.started or event.get("run_id") != self.run_id:
+    def live(self, event: Event) -> Iterator[Shown]:
+        """What a live extra (a delta of the step being written) shows."""
+        if not isinstance(event, _DELTAS) or not self.started or event.run_id != self.run_id:
             return
-        step = event.get("step")
-        if isinstance(step, int) and step > self.step and not self._step_open:
+        step = event.step
+        if step > self.step and not self._step_open:
             # A view that began inside a run it had not seen start (input that steered it) learns the
             # step from the first one it sees.
             self.step = step
         if step != self.step:
             return
-        if event.get("reset"):
+        if isinstance(event, MessageDelta) and event.reset:
             # A retried attempt: what streamed is void. A frontend cannot take text back, so the rest of
             # this step's text comes whole with its message (a new run of text), and tool input likewise.
             yield from self._end_text()
@@ -255,11 +287,10 @@ class RunView:
             return
         if self._reset:
             return
-        delta = str(event.get("delta") or "")
-        if event.get("type") == "message_delta" and delta:
-            yield from self._text_delta(delta)
-        elif event.get("type") == "tool_call_delta":
-            yield from self._tool_delta(str(event.get("call_id")), str(event.get("name")), delta)
+        if isinstance(event, MessageDelta) and event.delta:
+            yield from self._text_delta(event.delta)
+        elif isinstance(event, ToolCallDelta):
+            yield from self._tool_delta(event.call_id, event.name, event.delta)
 
     def _text_delta(self, delta: str) -> Iterator[Shown]:
         yield from self._open_step()
@@ -297,24 +328,23 @@ class RunView:
             yield TextEnded(self.message_id(), self._text)
             self._text = ""
 
-    def _message(self, message: dict[str, Any]) -> Iterator[Shown]:
+    def _message(self, message: Message) -> Iterator[Shown]:
         yield from self._open_step()
         streamed = self._streamed_text and not self._reset
-        for block in message.get("content") or []:
-            data = block.get("data") or {}
-            kind = block.get("type")
-            if kind == "thinking" and not data.get("redacted"):
-                self._texts += 1
-                yield Reasoning(self.message_id(), f"{self.message_id()}.r{self._texts}", str(data.get("thinking", "")))
-            elif kind == "text" and not streamed and data.get("text"):
-                self._texts += 1
-                part = f"{self.message_id()}.t{self._texts}"
-                yield TextStarted(self.message_id(), part)
-                yield TextDelta(self.message_id(), part, str(data["text"]))
-                yield TextEnded(self.message_id(), part)
-            elif kind == "tool_call":
-                yield from self._end_text()
-                yield from self._call(str(data.get("id")), str(data.get("name")), data.get("arguments") or {})
+        for block in message.content:
+            match block:
+                case ThinkingBlock() if not block.data.redacted:
+                    self._texts += 1
+                    yield Reasoning(self.message_id(), f"{self.message_id()}.r{self._texts}", block.data.thinking)
+                case TextBlock() if not streamed and block.data.text:
+                    self._texts += 1
+                    part = f"{self.message_id()}.t{self._texts}"
+                    yield TextStarted(self.message_id(), part)
+                    yield TextDelta(self.message_id(), part, block.data.text)
+                    yield TextEnded(self.message_id(), part)
+                case ToolCallBlock():
+                    yield from self._end_text()
+                    yield from self._call(block.data.id, block.data.name, block.data.arguments)
         yield from self._end_text()
 
     def _call(self, call_id: str, name: str, arguments: dict[str, Any]) -> Iterator[Shown]:
@@ -331,24 +361,22 @@ class RunView:
         call.ended = True
         yield ToolEnded(call_id, name, arguments)
 
-    def _result(self, event: dict[str, Any]) -> Iterator[Shown]:
-        call_id = str(event.get("call_id"))
+    def _result(self, event: ToolResult) -> Iterator[Shown]:
+        call_id = event.call_id
         self._resulted.add(call_id)
         call = self._calls.get(call_id)
         name = call.name if call is not None else self.known.get(call_id)
         if call_id not in self.have and name is not None:
-            yield ShownResult(call_id, name, result_text(event.get("content") or []), bool(event.get("is_error")))
+            yield ShownResult(call_id, name, result_text(event.content), event.is_error)
         if self._pause is not None and call_id in self._waiting:
             self._waiting.discard(call_id)
             if not self._waiting:
                 self._done = True
                 yield self._pause
 
-    def _timing(self, payload: dict[str, Any]) -> Iterator[Shown]:
-        step = payload.get("step")
-        if payload.get("scope") != "step" or payload.get("run_id") != self.run_id or not isinstance(step, int):
-            return
-        if step < self.step:
+    def _timing(self, timing: StepTiming) -> Iterator[Shown]:
+        step = timing.step
+        if timing.run_id != self.run_id or step < self.step:
             return
         self.step = step
         # The last event a step's commit appends: every call of the step, and what became of it, is known.
@@ -367,11 +395,3 @@ class RunView:
         else:
             self._done = True
             yield pause
-
-    _HANDLERS: ClassVar[dict[str, Callable[[RunView, dict[str, Any]], Iterator[Shown]]]] = {
-        "message_assistant": _assistant,
-        "client_tool_dispatched": _dispatched,
-        "approval_requested": _approval,
-        "tool_result": lambda view, event: view._result(event),
-        "custom": _custom,
-    }

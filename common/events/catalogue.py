@@ -275,6 +275,14 @@ class Custom(Event, tag="custom", frozen=True):
     payload: JsonObject
 
 
+class StepTiming(msgspec.Struct, frozen=True, tag_field="scope", tag="step"):
+    """What a reader needs of a step's timing payload (a `custom` of kind `timing`, scope `step`): the run
+    and step it ends. Its figures are left unread; a run's timing (scope `run`) is not one."""
+
+    run_id: str
+    step: int
+
+
 class ClientToolProgress(Event, tag="client_tool_progress", frozen=True):
     """Progress on a client call."""
 
