@@ -20,8 +20,9 @@ Only public interfaces are used, each for what it is documented to do:
 - uvicorn's `http=` setting, which takes an `asyncio.Protocol` class and builds one per connection; the
   arguments it builds ours with are handed on to uvicorn's protocol as they are, unread;
 - uvicorn's protocol for its documented `http=` name (`httptools`), found in the table through which
-  uvicorn's `Config` itself resolves that name; it is composed, not subclassed, and driven only through
-  asyncio's `Protocol` methods;
+  uvicorn's `Config` itself resolves that name (`uvicorn.config.HTTP_PROTOCOLS`: public by name, though
+  not documented; a uvicorn without it fails at start); it is composed, not subclassed, and driven only
+  through asyncio's `Protocol` methods;
 - asyncio's `Protocol` and `Transport`: this wrapper is the transport's protocol, so it sees every byte,
   every pause and resumption of writing, and the connection's end, as uvicorn's protocol does;
 - httptools' parser, the same one uvicorn reads requests with, so both see the same request boundaries;
