@@ -10,7 +10,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.header_deadline import header_deadline
+from api.connection import connection_protocol
 from broker import ApiSettings
 
 # In-flight requests get this long to finish once the drain is over and uvicorn stops listening.
@@ -46,10 +46,11 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_options(settings: ApiSettings) -> dict[str, Any]:
-    """What every uvicorn serving the app is given, in a process of its own or inside the tests: the
-    header deadline, and no proxy handling of uvicorn's own (it would believe 127.0.0.1 by default; the
-    app believes the proxies `SWITCHBOARD_TRUSTED_PROXIES` names, `api.proxies`)."""
-    return {"http": header_deadline(settings.header_timeout_s), "proxy_headers": False}
+    """What every uvicorn serving the app is given, in a process of its own or inside the tests: its
+    connections' protocol (the header deadline and the hub's writes, `api.connection`), and no proxy
+    handling of uvicorn's own (it would believe 127.0.0.1 by default; the app believes the proxies
+    `SWITCHBOARD_TRUSTED_PROXIES` names, `api.proxies`)."""
+    return {"http": connection_protocol(settings.header_timeout_s), "proxy_headers": False}
 
 
 def serve(settings: ApiSettings, redis_url: str) -> None:

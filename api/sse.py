@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from api.chunk_writer import chunk, chunk_writer
+from api.connection import chunk, chunk_writer
 from api.state import AppState
 from broker.services.live import Published, Signal, Subscription
 from common.events.build import event_seq, extra_shown, has_images, is_logged, is_progress, is_timing, without_images
@@ -38,7 +38,7 @@ class EventStreamResponse(Response):
     is written once per stream, and the middleware's wrappers cost more per frame than the write. One
     task watches for the client going away and ends the stream (Starlette's StreamingResponse runs a
     task group of two per stream). Given the stream's `cursor`, the hub writes its live events itself
-    while the stream waits for them (`LiveCursor`), where the server lets it (`api.chunk_writer`)."""
+    while the stream waits for them (`LiveCursor`), where the server lets it (`api.connection`)."""
 
     media_type = "text/event-stream"
 
@@ -63,9 +63,9 @@ class EventStreamResponse(Response):
         watcher = asyncio.create_task(self._watch(receive))
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            writer = chunk_writer(direct)
+            writer = chunk_writer(scope)
             if self._cursor is not None and writer is not None:
-                self._cursor.write = writer.write
+                self._cursor.write = writer
                 self._subscription.direct = self._cursor.offer
             async for frames in self._frames:
                 if frames:

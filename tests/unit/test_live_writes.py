@@ -4,15 +4,9 @@ the same frames the stream's task would send, and anything unusual left to the t
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
-from typing import Any, cast
 
-from starlette.types import Send
-from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
-
-from api.chunk_writer import chunk, chunk_writer
+from api.connection import chunk, chunk_writer
 from api.sse import _CHUNK, LiveCursor, _burst
 from broker.services.live import Published, Subscription
 
@@ -116,11 +110,8 @@ def test_a_stream_with_no_writer_is_left_to_its_task() -> None:
     assert live.last == 0
 
 
-def test_no_writer_for_a_send_that_is_not_uvicorns() -> None:
-    async def send(message: object) -> None:
-        del message
-
-    assert chunk_writer(send) is None
+def test_no_writer_for_a_request_that_came_through_no_connection_of_ours() -> None:
+    assert chunk_writer({"type": "http", "http_version": "1.1", "method": "GET"}) is None
 
 
 async def test_the_hub_writes_only_to_a_reader_waiting_with_nothing_queued() -> None:
@@ -159,67 +150,3 @@ async def test_a_woken_reader_is_not_written_to_before_it_runs() -> None:
     # Queued events come first, then the nudge's keep-alive.
     assert await waiting == b"a"
     assert await subscription.get() is None
-
-
-class Transport:
-    """What uvicorn's cycle writes, as written."""
-
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-        self.closing = False
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-
-def uvicorn_cycle(transport: Transport) -> RequestResponseCycle:
-    scope: Any = {"type": "http", "method": "GET", "path": "/", "headers": []}
-    return RequestResponseCycle(
-        scope=scope,
-        transport=cast(asyncio.Transport, transport),
-        flow=FlowControl(cast(asyncio.Transport, transport)),
-        logger=logging.getLogger("test"),
-        access_logger=logging.getLogger("test"),
-        access_log=False,
-        default_headers=[],
-        message_event=asyncio.Event(),
-        expect_100_continue=False,
-        keep_alive=True,
-        on_response=lambda: None,
-    )
-
-
-async def test_the_writer_writes_what_uvicorns_send_writes_and_only_when_it_would() -> None:
-    """Against the installed uvicorn: its own chunk framing, its flow control and its disconnect."""
-    transport = Transport()
-    cycle = uvicorn_cycle(transport)
-    assert chunk_writer(cast(Send, cycle.send)) is None
-    await cycle.send({"type": "http.response.start", "status": 200, "headers": []})
-    writer = chunk_writer(cast(Send, cycle.send))
-    assert writer is not None
-    transport.written.clear()
-    body = b"id: 7\ndata: {}\n\n"
-    await cycle.send({"type": "http.response.body", "body": body, "more_body": True})
-    assert writer.write(chunk(body))
-    assert transport.written == [chunk(body), chunk(body)]
-    for stop in ("pause", "closing", "disconnected", "complete"):
-        transport.written.clear()
-        cycle = uvicorn_cycle(transport)
-        await cycle.send({"type": "http.response.start", "status": 200, "headers": []})
-        writer = chunk_writer(cast(Send, cycle.send))
-        assert writer is not None
-        if stop == "pause":
-            cycle.flow.pause_writing()
-        elif stop == "closing":
-            transport.closing = True
-        elif stop == "disconnected":
-            cycle.disconnected = True
-        else:
-            await cycle.send({"type": "http.response.body", "body": b"", "more_body": False})
-        transport.written.clear()
-        assert not writer.write(chunk(body))
-        assert transport.written == []
-        transport.closing = False
