@@ -22,8 +22,8 @@ from broker.transport.slots import SlotMap
 from common.codec import uuid7
 
 T = TypeVar("T")
-# The settings of the process's role (broker/settings.py): the services read the broker's alone (a bare
-# `Core` is `Core[BrokerSettings]`); the API's and a worker's facades carry their role's.
+# The settings of the process's role (a subclass of BrokerSettings): the services read the broker's alone
+# (a bare `Core` is `Core[BrokerSettings]`); the API's and a worker's facades carry their role's.
 S = TypeVar("S", bound=BrokerSettings, default=BrokerSettings, covariant=True)
 R = TypeVar("R", bound=BrokerSettings)
 

@@ -20,10 +20,11 @@ from starlette.types import ASGIApp
 
 from api.app import create_app
 from api.server import uvicorn_options
-from broker import Broker, Settings
+from broker import Broker
 from broker.transport.aio import command
 from broker.transport.embedded import EmbeddedRedis, free_port
 from common.addresses import Resolver
+from switchboard.settings import Settings
 from tests.resolver import Names
 from workers.worker import serve as serve_worker
 

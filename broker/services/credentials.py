@@ -18,9 +18,18 @@ from typing import Any
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.services.pages import id_page, records
-from broker.settings import API_KEY_PREFIX, SESSION_TOKEN_PREFIX
 from broker.transport import aio
 from common.codec import dumps, loads, now_ms, sha256_hex, uuid7
+
+API_KEY_PREFIX = "swb_ak_"
+SESSION_TOKEN_PREFIX = "swb_st_"  # noqa: S105 (a marker, not a secret)
+_URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def looks_like_api_key(value: str) -> bool:
+    """Whether `value` has an API key's shape: `swb_ak_` and at least 32 url-safe characters."""
+    secret = value.removeprefix(API_KEY_PREFIX)
+    return value.startswith(API_KEY_PREFIX) and len(secret) >= 32 and set(secret) <= _URL_SAFE
 
 
 class Permission(StrEnum):

@@ -7,7 +7,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.helpers import Exposition
 

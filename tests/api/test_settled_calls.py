@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, of_type, running_api
 
 KEEP_S = 1.0

@@ -14,9 +14,9 @@ from broker import Broker
 from broker.errors import Conflict, NotFound, Unauthorized
 from broker.services.clients import LARGE_WRITE_BYTES, Caller, Receipt
 from broker.services.retention import Retention
-from broker.settings import Settings
 from broker.transport import aio
 from common.events.build import message_assistant, text_block
+from switchboard.settings import Settings
 from tests.helpers import (
     HIGHLIGHT,
     SCRIPTED_CONFIG,

@@ -11,9 +11,9 @@ import pytest
 from redis.asyncio import Redis
 from redis.asyncio.connection import SSLConnection
 
-from broker.settings import Settings
 from broker.transport.connect import open_redis
 from broker.transport.slots import SlotMap, node_url
+from switchboard.settings import Settings
 from tests.helpers import HIGHLIGHT, aw, make_session, types
 from tests.stack import hang_report, opened_broker
 from tests.tls import TlsCluster, TlsUnsupported, make_certificates

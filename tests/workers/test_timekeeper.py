@@ -11,12 +11,13 @@ from typing import cast
 
 import pytest
 
-from broker import Broker, Settings
+from broker import Broker
 from broker.errors import NotFound
 from broker.partitions import PARTITIONS
 from broker.services.keepers import owned
 from broker.services.work import Entry
 from common.codec import loads
+from switchboard.settings import Settings
 from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types, work_entries
 from tests.stack import run_worker
 from workers.keeper import Keeper
