@@ -86,4 +86,4 @@ async def test_zero_keeps_sessions_for_ever(settings: Settings, redis_url: str, 
         await asyncio.sleep(1.0)
         assert (await api.key.get(f"/v1/sessions/{session.id}")).status_code == 200
         part = api.stack.broker.core.keys.session(session.id).partition
-        assert await api.stack.broker.core.redis.zscore(part.purges, f"r|{session.id}") is None
+        assert await api.stack.broker.core.client_for(part.purges).zscore(part.purges, f"r|{session.id}") is None
