@@ -2,7 +2,7 @@
 
 `Commands` declares each command the services use, with its reply as these clients give it (bytes: every
 client is built with decode_responses=False), and `Batch` the ones they pipeline. Where a command goes is
-its `Route`'s business: `OneRedis` sends everything to the one client; on a Cluster, `SlotRoute`
+its `CommandRoute`'s business: `OneRedis` sends everything to the one client; on a Cluster, `SlotRoute`
 (broker/transport/routed.py) sends each to the master of its key's slot through the slot map's one
 redirect loop. Each command is written once, as a call of redis-py's typed client method, so mypy checks
 every one on both kinds.
@@ -32,7 +32,7 @@ class Queued:
     call: Callable[[Redis], Awaitable[Any]]
 
 
-class Route(Protocol):
+class CommandRoute(Protocol):
     """Where commands go: the one Redis, or each to the node of its key's slot."""
 
     async def run(self, key: str | None, call: Callable[[Redis], Awaitable[T]]) -> T:
@@ -65,7 +65,7 @@ class Commands:
     """The commands the broker's services send besides their scripts (those go by
     broker/scripts/runner.py); `pipeline()` queues some and sends them at once."""
 
-    def __init__(self, route: Route) -> None:
+    def __init__(self, route: CommandRoute) -> None:
         self._route = route
 
     def pipeline(self) -> Batch:
@@ -156,7 +156,7 @@ class Batch:
     """Commands queued, then sent with `execute()` in one round trip per node; replies in the order queued
     (as redis-py types them: the caller knows what it queued)."""
 
-    def __init__(self, route: Route) -> None:
+    def __init__(self, route: CommandRoute) -> None:
         self._route = route
         self._queued: list[Queued] = []
 
