@@ -38,7 +38,7 @@ class ApiSettings(BrokerSettings, ProcessSettings):
     # dodge the per-address brake, or claim https and pass the same-origin check.
     trusted_proxies: str = ""
     # A connection that has not sent a request's whole header block this long after it opened (or after
-    # the request's first byte) is closed (api/header_deadline.py): a slow sender holds no connection.
+    # the request's first byte) is closed (api/connection.py): a slow sender holds no connection.
     header_timeout_s: Seconds = 10.0
     stream_keepalive_s: Seconds = 15.0
     # Event streams (and pool call streams) one session, and one credential, may hold open on one API
