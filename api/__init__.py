@@ -1,5 +1,4 @@
-"""The HTTP API: FastAPI over the broker. Stateless; any number of replicas."""
+"""The HTTP API: FastAPI over the broker (`api.app.create_app`). Stateless; any number of replicas.
 
-from api.app import create_app
-
-__all__ = ["create_app"]
+Importing the package imports nothing else, so the command line reads the API's settings
+(`api/settings.py`) without loading the app."""

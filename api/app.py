@@ -37,10 +37,11 @@ from api.routes import (
     web,
 )
 from api.schemas.common import ErrorBody
+from api.settings import ApiSettings
 from api.sse import DIRECT_SEND
 from api.state import AppState
 from api.stream_caps import StreamCaps
-from broker import ApiSettings, Broker
+from broker import Broker
 from broker.services.telemetry import probe_redis
 from common.addresses import Resolver
 from common.jsonlog import pop_ids, push_ids

@@ -13,8 +13,7 @@ from api.state import broker_of
 from broker import Broker
 from broker.errors import Forbidden, NotFound, Unauthorized
 from broker.services.clients import Caller
-from broker.services.credentials import Permission, TokenState, token_session
-from broker.settings import API_KEY_PREFIX, SESSION_TOKEN_PREFIX
+from broker.services.credentials import API_KEY_PREFIX, SESSION_TOKEN_PREFIX, Permission, TokenState, token_session
 from common.codec import canonical_uuid, sha256_hex
 
 WORKSPACE_HEADER = "kikuvi-workspace"

@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.asgi import header, send_refusal
 from api.auth import bearer_token
-from broker.settings import ApiSettings
+from api.settings import ApiSettings
 from common.codec import sha256_hex
 
 _TRACKED = 100_000

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from api.connection import connection_protocol
-from broker import ApiSettings
+from api.settings import ApiSettings
 
 # In-flight requests get this long to finish once the drain is over and uvicorn stops listening.
 GRACEFUL_SHUTDOWN_S = 10

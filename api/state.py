@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.metrics import Metrics
+from api.settings import ApiSettings
 from api.stream_caps import StreamCaps
-from broker import ApiSettings, Broker
+from broker import Broker
 from broker.services.live import LiveHub
 
 

@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel
 
 from api.server import uvicorn_options
-from broker.settings import ApiSettings
+from api.settings import ApiSettings
 
 PREFIX = "/v1/sessions/{session_id}/clients/{client_id}/calls/{call_id:path}"
 

@@ -10,8 +10,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
-
 from bench import baselines
 from bench.harness import (
     Cluster,
@@ -26,6 +24,7 @@ from bench.harness import (
     summary,
 )
 from broker.keys import KeySpace
+from broker.transport.commands import Commands
 from broker.transport.connect import open_redis
 
 RESULT_TIMEOUT_S = 2
@@ -35,19 +34,19 @@ UNRELATED_TTL_S = 86_400
 
 async def _unrelated_keys(url: str, count: int) -> None:
     connected = await open_redis(url)
-    redis = connected.redis
+    redis = connected.commands
     try:
         for start in range(0, count, 10_000):
-            async with redis.pipeline(transaction=False) as pipe:
+            async with redis.pipeline() as pipe:
                 for i in range(start, min(start + 10_000, count)):
-                    pipe.set(f"unrelated:{i}", b"x" * 32, ex=UNRELATED_TTL_S + i % 3600)
+                    pipe.set(f"unrelated:{i}", b"x" * 32, px=(UNRELATED_TTL_S + i % 3600) * 1000)
                 await pipe.execute()
     finally:
         await connected.aclose()
 
 
-async def _pending(redis: Redis, keys: KeySpace) -> int:
-    async with redis.pipeline(transaction=False) as pipe:
+async def _pending(redis: Commands, keys: KeySpace) -> int:
+    async with redis.pipeline() as pipe:
         for partition in keys.partitions():
             pipe.zcard(partition.deadlines)
         return sum(await pipe.execute())
@@ -57,7 +56,7 @@ async def _wait_for(url: str, keys: KeySpace, count: int, timeout_s: float = 120
     connected = await open_redis(url)
     try:
         until = time.monotonic() + timeout_s
-        while await _pending(connected.redis, keys) < count:
+        while await _pending(connected.commands, keys) < count:
             if time.monotonic() > until:
                 raise TimeoutError(f"the deadline indexes never held {count}")
             await asyncio.sleep(0.1)

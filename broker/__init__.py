@@ -2,6 +2,6 @@
 
 from broker.broker import Broker
 from broker.errors import SwitchboardError
-from broker.settings import ApiSettings, BrokerSettings, Settings, WorkerSettings
+from broker.settings import BrokerSettings
 
-__all__ = ["ApiSettings", "Broker", "BrokerSettings", "Settings", "SwitchboardError", "WorkerSettings"]
+__all__ = ["Broker", "BrokerSettings", "SwitchboardError"]

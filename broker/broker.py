@@ -32,7 +32,8 @@ from common.schema.checks import ArgumentChecks
 
 class Broker(Generic[S]):
     """Everything above Redis goes through one of these services. `Broker[ApiSettings]` in the API,
-    `Broker[WorkerSettings]` in a worker: `settings` is the process's role (broker/settings.py)."""
+    `Broker[WorkerSettings]` in a worker: `settings` is the process's role (api/settings.py,
+    workers/settings.py)."""
 
     def __init__(self, core: Core[S], *, resolver: Resolver | None = None) -> None:
         self.core = core

@@ -17,13 +17,14 @@ from broker.partitions import PARTITIONS
 from broker.scripts.runner import Scripts
 from broker.settings import BrokerSettings
 from broker.transport import aio
+from broker.transport.commands import Commands
 from broker.transport.connect import Connected, open_redis
 from broker.transport.slots import SlotMap
 from common.codec import uuid7
 
 T = TypeVar("T")
-# The settings of the process's role (broker/settings.py): the services read the broker's alone (a bare
-# `Core` is `Core[BrokerSettings]`); the API's and a worker's facades carry their role's.
+# The settings of the process's role (a subclass of BrokerSettings): the services read the broker's alone
+# (a bare `Core` is `Core[BrokerSettings]`); the API's and a worker's facades carry their role's.
 S = TypeVar("S", bound=BrokerSettings, default=BrokerSettings, covariant=True)
 R = TypeVar("R", bound=BrokerSettings)
 
@@ -39,8 +40,9 @@ class Core(Generic[S]):
     workspace_id: str
 
     @property
-    def redis(self) -> Redis:
-        return self.connected.redis
+    def redis(self) -> Commands:
+        """The commands the services send besides their scripts, on one Redis or a Cluster alike."""
+        return self.connected.commands
 
     @property
     def slots(self) -> SlotMap | None:
@@ -53,13 +55,7 @@ class Core(Generic[S]):
     def client_for(self, key: str) -> Redis:
         """The client of the node serving `key` (the one client, for one Redis): commands sent through it
         reach that node alone, so a node that is down fails only what it holds."""
-        slots = self.connected.slots
-        if slots is None:
-            return self.redis
-        address = slots.address(slots.slot(key))
-        if address is None:
-            raise RedisUnreachable(f"no Redis node serves {key} now; retry shortly")
-        return slots.client(address)
+        return self.connected.client_for(key)
 
     def node_of(self, partition: int) -> str:
         """The address of the node serving `partition` as last read ('' for one Redis; 'unserved' when no
@@ -74,15 +70,17 @@ class Core(Generic[S]):
     ) -> list[tuple[list[int], T | BrokerUnavailable]]:
         """`read(client, numbers)` once per node, for the partitions that node serves, all at once: a
         reader sends one pipeline per node, and a node that does not answer costs only its own partitions
-        (their group comes back with the BrokerUnavailable it raised; any other error is raised). A
-        partition whose slot no node serves is grouped with the seed client and fails as that slot's
-        reads would."""
+        (their group comes back with the BrokerUnavailable it raised; any other error is raised). The
+        partitions whose slot no node serves come back as one group with the RedisUnreachable a read of
+        that slot would raise, unread."""
         groups: dict[int, tuple[Redis, list[int]]] = {}
+        unserved: list[int] = []
         for number in partitions:
             try:
                 client = self.client_for(self.keys.partition(number).alarm)
-            except BrokerUnavailable:
-                client = self.redis
+            except RedisUnreachable:
+                unserved.append(number)
+                continue
             groups.setdefault(id(client), (client, []))[1].append(number)
         done = await asyncio.gather(*(read(*group) for group in groups.values()), return_exceptions=True)
         found: list[tuple[list[int], T | BrokerUnavailable]] = []
@@ -90,6 +88,8 @@ class Core(Generic[S]):
             if isinstance(result, BaseException) and not isinstance(result, BrokerUnavailable):
                 raise result
             found.append((numbers, result))
+        if unserved:
+            found.append((unserved, RedisUnreachable("no Redis node serves these partitions now; retry shortly")))
         return found
 
     @classmethod
@@ -98,9 +98,9 @@ class Core(Generic[S]):
         (or fix, on first start) the workspace id. `role` names the connections (`switchboard-api`,
         `switchboard-worker`) in Redis's CLIENT LIST."""
         connected = await open_redis(url, name=role, max_connections=settings.redis_max_connections)
-        redis = connected.redis
+        redis = connected.commands
         keys = KeySpace(settings.key_prefix)
-        scripts = Scripts(redis, connected.slots, max_session_bytes=settings.max_session_bytes)
+        scripts = Scripts(connected.nodes, max_session_bytes=settings.max_session_bytes)
         try:
             await scripts.load()
             with translate_redis_errors():

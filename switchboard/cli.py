@@ -13,16 +13,20 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from broker import ApiSettings, BrokerSettings, Settings, WorkerSettings
+from api.settings import ApiSettings
+from broker import BrokerSettings
 from broker.services.credentials import PERMISSIONS
-from broker.settings import ProcessSettings
+from common.settings import ProcessSettings
+from switchboard.settings import LocalApiSettings, Settings
+from workers.settings import WorkerSettings
 
 Role = TypeVar("Role", bound=BrokerSettings)
 
 
 def _settings(role: type[Role]) -> Role:
-    """The settings of the command's role, read from the environment: `switchboard api` reads the API's
-    alone (none of the model providers' keys), a worker its own (broker/settings.py)."""
+    """The settings of the command's role, read from the environment once and passed down: `switchboard
+    api` reads the API's alone (api/settings.py, none of the model providers' keys), a worker its own
+    (workers/settings.py), `keys mint` the broker's (switchboard/settings.py composes them)."""
     try:
         return role()
     except ValidationError as error:
@@ -194,7 +198,7 @@ def _cmd_tools_mcp(args: argparse.Namespace) -> int:
 def _cmd_session_new(args: argparse.Namespace) -> int:
     from switchboard.session_new import SessionError, api_key, new_session
 
-    settings = _settings(Settings)
+    settings = _settings(LocalApiSettings)
     url = args.url or settings.local_api_url
     try:
         made = new_session(url, api_key(settings, dict(os.environ)), args.agent)

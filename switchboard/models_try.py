@@ -10,11 +10,12 @@ import re
 import sys
 from typing import TextIO
 
-from broker import Broker, WorkerSettings
+from broker import Broker
 from workers.config import RunConfig
 from workers.models.base import Message, ModelError, ModelRequest, StreamLimits, ToolSpec, Turn, Usage
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
+from workers.settings import WorkerSettings
 
 PROMPT = "What time is it in Tokyo? Use the get_time tool, then say what you will do with its answer."
 TOOL = ToolSpec(

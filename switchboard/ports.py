@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from broker import Settings
+from switchboard.settings import Settings
 
 # How far past a busy port to look for a free one to suggest.
 _SUGGEST_WITHIN = 20

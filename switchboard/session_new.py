@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from broker import Settings
 from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+from switchboard.settings import LocalApiSettings
 
 API_KEY_ENV = "SWITCHBOARD_API_KEY"
 SCRIPTED = {"format": "openai_responses", "model": SCRIPTED_MODEL, "max_tokens": 1000, "context_window": 8000}
@@ -31,7 +31,7 @@ class NewSession:
     created_agent: bool
 
 
-def api_key(settings: Settings, environ: dict[str, str]) -> str:
+def api_key(settings: LocalApiSettings, environ: dict[str, str]) -> str:
     given = environ.get(API_KEY_ENV)
     if given:
         return given

@@ -24,10 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from broker import ApiSettings, BrokerSettings, Settings, WorkerSettings
-from broker.settings import API_KEY_PREFIX, env_names
+from api.settings import ApiSettings
+from broker import BrokerSettings
+from broker.services.credentials import API_KEY_PREFIX
 from broker.transport.embedded import EmbeddedRedis, die_with_parent
+from common.settings import env_names
 from switchboard.ports import check_ports
+from switchboard.settings import Settings
+from workers.settings import WorkerSettings
 
 _READY_WAIT_S = 30.0
 _STOP_WAIT_S = 30.0

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from broker.settings import Settings
 from common.addresses import Resolver
+from switchboard.settings import Settings
 from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG
 from tests.sse import Frames
 from tests.stack import Stack, running_stack

@@ -13,8 +13,8 @@ import pytest
 from pydantic import SecretStr
 
 from broker import Broker
-from broker.settings import Settings
 from broker.transport.embedded import EmbeddedCluster, wheel_server_binary
+from switchboard.settings import Settings
 from tests.api_client import Api
 from tests.stack import Stack, hang_report, opened_broker, running_stack, started_redis
 

@@ -11,7 +11,6 @@ from broker import Broker
 from broker.services.credentials import operator_actor
 from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 from broker.services.runs import Committed, PlannedCall
-from broker.transport import aio
 from common.codec import loads, uuid7
 from common.events.build import message_assistant, tool_call_block
 from workers.catalog import Catalog
@@ -92,9 +91,7 @@ async def types(broker: Broker, session_id: str) -> list[str]:
 async def work_entries(broker: Broker, session_id: str) -> list[tuple[str, str]]:
     """The work entries on the session's partition stream for this session: (entry id, member)."""
     stream = broker.core.keys.session(session_id).partition.work
-    entries = [
-        (bytes(i).decode(), bytes(f[b"w"]).decode()) for i, f in aio.entries(await broker.core.redis.xrange(stream))
-    ]
+    entries = [(bytes(i).decode(), bytes(f[b"w"]).decode()) for i, f in await broker.core.redis.xrange(stream)]
     return [(entry, member) for entry, member in entries if member.split("|")[1] == session_id]
 
 
@@ -102,8 +99,8 @@ async def held_work(broker: Broker, session_id: str) -> list[str]:
     """What holds a worker for the session: work entries not begun, claims, a running step's lease."""
     partition = broker.core.keys.session(session_id).partition
     held = await owed_work(broker, session_id)
-    held += [bytes(c).decode() for c in aio.members(await broker.core.redis.zrange(partition.claims, 0, -1))]
-    if await broker.core.redis.zscore(partition.steps, session_id) is not None:
+    held += [bytes(c).decode() for c in await broker.core.redis.zrange(partition.claims, 0, -1)]
+    if await broker.core.client_for(partition.steps).zscore(partition.steps, session_id) is not None:
         held.append(f"step lease of {session_id}")
     return held
 

@@ -20,10 +20,12 @@ from starlette.types import ASGIApp
 
 from api.app import create_app
 from api.server import uvicorn_options
-from broker import Broker, Settings
+from broker import Broker
 from broker.transport.aio import command
+from broker.transport.commands import Commands
 from broker.transport.embedded import EmbeddedRedis, free_port
 from common.addresses import Resolver
+from switchboard.settings import Settings
 from tests.resolver import Names
 from workers.worker import serve as serve_worker
 
@@ -156,18 +158,17 @@ async def opened_broker(settings: Settings, redis_url: str) -> AsyncIterator[Bro
 async def drop_prefix(broker: Broker, prefix: str) -> None:
     """Remove one test's keys, on every master of a Cluster (SCAN is fine here: this is teardown, not a
     request path)."""
-    slots = broker.core.slots
-    clients = [broker.core.redis] if slots is None else [slots.client(address) for address in slots.masters()]
-    for client in clients:
+    one_slot = broker.core.slots is None
+    for client in broker.core.connected.masters():
         try:
-            await _drop_on(client, broker.core.redis, prefix, one_slot=slots is None)
+            await _drop_on(client, broker.core.redis, prefix, one_slot=one_slot)
         except RedisConnectionError:
             # A node a fault test killed: its keys went with it.
-            if slots is None:
+            if one_slot:
                 raise
 
 
-async def _drop_on(node: Redis, routed: Redis, prefix: str, *, one_slot: bool) -> None:
+async def _drop_on(node: Redis, routed: Commands, prefix: str, *, one_slot: bool) -> None:
     cursor = 0
     while True:
         cursor, keys = await command(node, "SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 1000)
@@ -176,9 +177,9 @@ async def _drop_on(node: Redis, routed: Redis, prefix: str, *, one_slot: bool) -
         elif keys:
             # The keys a Cluster node holds sit in many slots (some maybe moved since): one UNLINK each,
             # routed by key.
-            async with routed.pipeline(transaction=False) as pipe:
+            async with routed.pipeline() as pipe:
                 for key in keys:
-                    pipe.unlink(key)
+                    pipe.unlink(key.decode())
                 await pipe.execute()
         if int(cursor) == 0:
             return

@@ -20,11 +20,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from broker import Broker, WorkerSettings
+from broker import Broker
 from broker.services.alarms import Alarm, AlarmSubscription
 from broker.services.keepers import owned
 from common.tasks import cancel_and_wait
 from workers.backoff import Backoff
+from workers.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 

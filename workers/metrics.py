@@ -12,7 +12,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 
 from broker.services.telemetry import probe_redis, redis_rtt_histogram
-from broker.settings import WorkerSettings
+from workers.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 

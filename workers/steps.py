@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from broker import Broker, WorkerSettings
+from broker import Broker
 from broker.errors import BrokerUnavailable
 from broker.services.runs import Committed
 from common.codec import dumps
@@ -26,6 +26,7 @@ from workers.metrics import WorkerMetrics
 from workers.models.base import ModelError, ModelRequest, StreamLimits, Turn
 from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
+from workers.settings import WorkerSettings
 from workers.tools import Registry
 from workers.transcript import Transcripts
 

@@ -15,7 +15,7 @@ import logging
 import signal
 import socket
 
-from broker import Broker, WorkerSettings
+from broker import Broker
 from broker.errors import NotFound, SwitchboardError
 from broker.services.keepers import host_healthy
 from broker.services.work import Entry
@@ -30,6 +30,7 @@ from workers.metrics import WorkerMetrics
 from workers.models.registry import ModelRegistry
 from workers.runner import Runner
 from workers.server_tools import ServerToolRunner
+from workers.settings import WorkerSettings
 from workers.steps import StepRunner
 from workers.timekeeper import Timekeeper
 from workers.tools import load_registry

@@ -19,6 +19,7 @@ from broker.refusals import Outcome, refusal
 from broker.scripts.batching import Batcher
 from broker.scripts.source import BATCHED, SCRIPT_NAMES, Value, layout, library, script_text
 from broker.transport.client import LeanPool
+from broker.transport.connect import masters
 from broker.transport.slots import NotSent, SlotMap
 
 __all__ = ["SCRIPT_NAMES", "Scripts"]
@@ -52,8 +53,8 @@ class Scripts:
     On a Cluster each script goes to its slot's node on that node's own pool (`broker/transport/slots.py`). The hot
     routes' scripts go by group commit, per partition (`broker/scripts/batching.py`)."""
 
-    redis: Redis
-    slots: SlotMap | None = None
+    nodes: Redis | SlotMap
+    """The one Redis's client, or the Cluster's slot map."""
     max_session_bytes: int = 0
     """SWITCHBOARD_MAX_SESSION_BYTES, handed to every script of a partition as its last argument (0: no
     bound), as the partition's keys are its last keys (lib/core.lua counts and checks it)."""
@@ -67,18 +68,13 @@ class Scripts:
         self._heads = {name: ("FCALL", function) for name, function in library().functions.items()}
         self._batcher = Batcher(self._send, library().functions, library().batch)
 
-    def _masters(self) -> list[Redis]:
-        if self.slots is None:
-            return [self.redis]
-        return [self.slots.client(address) for address in self.slots.masters()]
-
     async def load(self) -> None:
         """Load the library on every master, so a broken script fails readiness rather than its first
         request; a server without Functions is refused. Loading the library again is harmless."""
         with translate_redis_errors():
-            if self.slots is not None:
-                await self.slots.refresh()
-            for client in self._masters():
+            if isinstance(self.nodes, SlotMap):
+                await self.nodes.refresh()
+            for client in masters(self.nodes):
                 try:
                     await client.function_load(library().text, replace=True)
                 except ResponseError as error:
@@ -89,7 +85,7 @@ class Scripts:
 
     async def loaded(self) -> bool:
         with translate_redis_errors():
-            for client in self._masters():
+            for client in masters(self.nodes):
                 if not await client.function_list(library=library().name):
                     return False
         return self._loaded
@@ -123,10 +119,10 @@ class Scripts:
             return await self._send_command(command, first_key)
 
     async def _send_command(self, command: tuple[str | int | bytes, ...], first_key: str) -> Any:
-        if self.slots is not None:
-            return await self.slots.send(first_key, lambda client, asking: send_once(client, command, asking=asking))
+        if isinstance(self.nodes, SlotMap):
+            return await self.nodes.send(first_key, lambda client, asking: send_once(client, command, asking=asking))
         try:
-            return await send_once(self.redis, command)
+            return await send_once(self.nodes, command)
         except NotSent as error:
             raise error.cause from None
 

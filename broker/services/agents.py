@@ -44,7 +44,7 @@ class Agents:
         # No MULTI (a Redis Cluster client has none): the record comes first and the index after it, and
         # a retry writes the index again, so a write cut short leaves nothing a reader trips on.
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 if not await self._core.redis.hexists(keys.agent(agent_id), "created_at"):
                     pipe.hset(keys.agent(agent_id), mapping=record)
                 pipe.zadd(keys.agents, {agent_id: 0})
@@ -53,7 +53,7 @@ class Agents:
 
     async def get(self, agent_id: str) -> Agent:
         with translate_redis_errors():
-            record = aio.record(await self._core.redis.hgetall(self._core.keys.agent(agent_id)))
+            record = await self._core.redis.hgetall(self._core.keys.agent(agent_id))
         if not record or record.get(b"deleted") == b"1" or b"created_at" not in record:
             raise NotFound(f"no agent {agent_id}")
         return _agent(record)
@@ -62,7 +62,7 @@ class Agents:
         """The browser origins the agent of a session allows (none for a session that does not exist)."""
         keys = self._core.keys
         with translate_redis_errors():
-            agent_id = aio.reply(await self._core.redis.hget(keys.session(session_id).meta, "agent_id"))
+            agent_id = await self._core.redis.hget(keys.session(session_id).meta, "agent_id")
             if agent_id is None:
                 return frozenset()
             raw = await self._core.redis.hget(keys.agent(agent_id.decode()), "allowed_origins")
@@ -85,7 +85,7 @@ class Agents:
         await self.get(agent_id)
         keys = self._core.keys
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.hset(keys.agent(agent_id), "deleted", "1")
                 pipe.zrem(keys.agents, agent_id)
                 pipe.smembers(keys.agent_sessions(agent_id))
@@ -96,7 +96,7 @@ class Agents:
         """Drop the tombstoned agent's versions and records, once its sessions are deleted."""
         keys = self._core.keys
         with translate_redis_errors():
-            versions = aio.members(await self._core.redis.zrange(keys.agent_versions(agent_id), 0, -1))
+            versions = await self._core.redis.zrange(keys.agent_versions(agent_id), 0, -1)
             await self._core.redis.unlink(
                 *(keys.version(bytes(v).decode()) for v in versions),
                 keys.agent_versions(agent_id),
@@ -133,7 +133,7 @@ class Agents:
 
     async def version(self, version_id: str) -> AgentVersion:
         with translate_redis_errors():
-            record = aio.record(await self._core.redis.hgetall(self._core.keys.version(version_id)))
+            record = await self._core.redis.hgetall(self._core.keys.version(version_id))
         if not record:
             raise NotFound(f"no agent version {version_id}")
         return _version(record)

@@ -159,7 +159,7 @@ class Clients:
         redis = self._core.redis
         with translate_redis_errors():
             names = aio.record(await redis.hgetall(s.names))
-            async with redis.pipeline(transaction=False) as pipe:
+            async with redis.pipeline() as pipe:
                 for client_id in names.values():
                     pipe.hgetall(s.client(client_id.decode()))
                 records = await pipe.execute()

@@ -18,9 +18,18 @@ from typing import Any
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.services.pages import id_page, records
-from broker.settings import API_KEY_PREFIX, SESSION_TOKEN_PREFIX
 from broker.transport import aio
 from common.codec import dumps, loads, now_ms, sha256_hex, uuid7
+
+API_KEY_PREFIX = "swb_ak_"
+SESSION_TOKEN_PREFIX = "swb_st_"  # noqa: S105 (a marker, not a secret)
+_URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def looks_like_api_key(value: str) -> bool:
+    """Whether `value` has an API key's shape: `swb_ak_` and at least 32 url-safe characters."""
+    secret = value.removeprefix(API_KEY_PREFIX)
+    return value.startswith(API_KEY_PREFIX) and len(secret) >= 32 and set(secret) <= _URL_SAFE
 
 
 class Permission(StrEnum):
@@ -174,7 +183,7 @@ class Credentials:
         }
         with translate_redis_errors():
             # The secret's lookup last: a key works only once its record and index entry are written.
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.hset(keys.api_key(key.id), mapping=record)
                 pipe.zadd(keys.api_keys, {key.id: 0})
                 pipe.hset(keys.api_key_secret(digest), mapping=auth)
@@ -205,7 +214,7 @@ class Credentials:
         last = _opt_int(last_used)
         if last is None or now - last > _LAST_USED_EVERY_MS:
             with translate_redis_errors():
-                async with self._core.redis.pipeline(transaction=False) as pipe:
+                async with self._core.redis.pipeline() as pipe:
                     pipe.hset(self._core.keys.api_key_secret(sha256_hex(secret)), "last_used_at", str(now))
                     pipe.hset(self._core.keys.api_key(key_id), "last_used_at", str(now))
                     await pipe.execute()
@@ -217,7 +226,7 @@ class Credentials:
             return TokenAuth(TokenState.UNKNOWN)
         keys = self._core.keys.session(session_id)
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.hget(keys.tokens, sha256_hex(token))
                 pipe.hget(keys.meta, "deleted")
                 raw, deleted = await pipe.execute()
@@ -231,7 +240,7 @@ class Credentials:
 
     async def get_api_key(self, key_id: str) -> ApiKey:
         with translate_redis_errors():
-            record = aio.record(await self._core.redis.hgetall(self._core.keys.api_key(key_id)))
+            record = await self._core.redis.hgetall(self._core.keys.api_key(key_id))
         if not record:
             raise NotFound(f"no API key {key_id}")
         return (await self._as_revoked([_api_key(record)]))[0]
@@ -261,7 +270,7 @@ class Credentials:
     async def revoke_api_key(self, key_id: str) -> ApiKey:
         keys = self._core.keys
         with translate_redis_errors():
-            record = aio.record(await self._core.redis.hgetall(keys.api_key(key_id)))
+            record = await self._core.redis.hgetall(keys.api_key(key_id))
             if not record:
                 raise NotFound(f"no API key {key_id}")
             if not record.get(b"revoked_at"):
@@ -269,7 +278,7 @@ class Credentials:
                 # What authentication reads first: the revoked index (which ends every key minted under
                 # this one) and the key's own lookup; once written, none of them works. The record
                 # follows (a retry writes all three again).
-                async with self._core.redis.pipeline(transaction=False) as pipe:
+                async with self._core.redis.pipeline() as pipe:
                     pipe.hset(keys.api_keys_revoked, key_id, str(now))
                     pipe.hset(keys.api_key_secret(record[b"secret_sha"].decode()), "revoked", "1")
                     pipe.hset(keys.api_key(key_id), "revoked_at", str(now))

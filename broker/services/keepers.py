@@ -36,7 +36,7 @@ async def host_healthy(url: str, key_prefix: str, host: str) -> bool:
     connection of its own, with no scripts loaded, opened and closed."""
     connected = await open_redis(url, name="switchboard-check")
     try:
-        return bool(await connected.redis.exists(KeySpace(key_prefix).worker_health(host)))
+        return bool(await connected.commands.exists(KeySpace(key_prefix).worker_health(host)))
     finally:
         await connected.aclose()
 

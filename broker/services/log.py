@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from broker.core import Core
 from broker.errors import translate_redis_errors
-from broker.transport import aio
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +31,7 @@ class EventLog:
         """Up to `count` events with seq > `after_seq`, oldest first."""
         key = self._core.keys.session(session_id).events
         with translate_redis_errors():
-            rows = aio.entries(await self._core.redis.xrange(key, min=f"{after_seq + 1}-0", max="+", count=count))
+            rows = await self._core.redis.xrange(key, min=f"{after_seq + 1}-0", max="+", count=count)
         return [(int(entry_id.split(b"-", 1)[0]), fields[b"e"]) for entry_id, fields in rows]
 
     async def before(self, session_id: str, before_seq: int | None, count: int) -> list[tuple[int, bytes]]:
@@ -42,7 +41,7 @@ class EventLog:
         if before_seq is not None and before_seq <= 1:
             return []
         with translate_redis_errors():
-            rows = aio.entries(await self._core.redis.xrevrange(key, max=high, min="-", count=count))
+            rows = await self._core.redis.xrevrange(key, max=high, min="-", count=count)
         return [(int(entry_id.split(b"-", 1)[0]), fields[b"e"]) for entry_id, fields in rows]
 
     async def page(
@@ -66,9 +65,9 @@ class EventLog:
             start, end = f"{low}-0", "+" if high is None else f"{high}-0"
             with translate_redis_errors():
                 if ascending:
-                    rows = aio.entries(await self._core.redis.xrange(key, min=start, max=end, count=want))
+                    rows = await self._core.redis.xrange(key, min=start, max=end, count=want)
                 else:
-                    rows = aio.entries(await self._core.redis.xrevrange(key, max=end, min=start, count=want))
+                    rows = await self._core.redis.xrevrange(key, max=end, min=start, count=want)
             for entry_id, fields in rows:
                 if keep(fields[b"e"]):
                     kept.append((int(entry_id.split(b"-", 1)[0]), fields[b"e"]))
@@ -86,7 +85,7 @@ class EventLog:
             if len(payloads) == 1:
                 await self._core.redis.publish(channel, payloads[0])
                 return
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 for payload in payloads:
                     pipe.publish(channel, payload)
                 await pipe.execute()

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
-
 from broker.errors import translate_redis_errors
-from broker.transport.aio import command
+from broker.transport.commands import Commands
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,23 +14,21 @@ class IdPage:
     next_cursor: str | None
 
 
-async def id_page(redis: Redis, index: str, *, limit: int, after: str | None, ascending: bool) -> IdPage:
+async def id_page(redis: Commands, index: str, *, limit: int, after: str | None, ascending: bool) -> IdPage:
     """Ids after `after` (exclusive) in the direction of travel; the cursor is the page's last id."""
-    # Raw ZRANGE: redis-py's stub types the BYLEX bounds as ints.
-    if ascending:
-        bounds = ["-" if after is None else f"({after}", "+"]
-    else:
-        bounds = ["+" if after is None else f"({after}", "-", "REV"]
     with translate_redis_errors():
-        raw = await command(redis, "ZRANGE", index, *bounds, "BYLEX", "LIMIT", 0, limit + 1)
+        if ascending:
+            raw = await redis.lex_range(index, "-" if after is None else f"({after}", "+", limit + 1)
+        else:
+            raw = await redis.lex_range(index, "+" if after is None else f"({after}", "-", limit + 1, reverse=True)
     ids = [bytes(item).decode() for item in raw]
     return IdPage(ids[:limit], ids[limit - 1] if len(ids) > limit else None)
 
 
-async def records(redis: Redis, keys: list[str]) -> list[dict[bytes, bytes]]:
+async def records(redis: Commands, keys: list[str]) -> list[dict[bytes, bytes]]:
     """The hashes at `keys`, in one round trip; a missing one is an empty dict."""
     with translate_redis_errors():
-        async with redis.pipeline(transaction=False) as pipe:
+        async with redis.pipeline() as pipe:
             for key in keys:
                 pipe.hgetall(key)
             found: list[dict[bytes, bytes]] = await pipe.execute()

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.services.agents import Agents
-from broker.transport import aio
 from common.policies import Policy
 
 # Versions whose policies are kept, most recently used first. A version never changes, so a kept entry
@@ -28,7 +27,7 @@ class SessionPolicies:
         """The `client_tool_policies` of the session's agent version (the one the session was created
         on). NotFound when the session or its version is gone: a caller refuses the call then."""
         with translate_redis_errors():
-            found = aio.reply(await self._core.redis.hget(self._core.keys.session(session_id).meta, "agent_version_id"))
+            found = await self._core.redis.hget(self._core.keys.session(session_id).meta, "agent_version_id")
         if found is None:
             raise NotFound(f"no session {session_id}")
         version_id = found.decode()

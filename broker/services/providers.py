@@ -116,7 +116,7 @@ class Providers:
         (a worker renews it with every beat)."""
         keys = self._core.keys
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 for provider_id in provider_ids:
                     pipe.set(keys.platform_offer(provider_id), "1", px=ttl_ms)
                 await pipe.execute()
@@ -141,7 +141,7 @@ class Providers:
                 raise NotFound(f"no model provider {provider_id}")
             return _keyed(provider_id, _workspace_born(self._core.workspace_id))
         with translate_redis_errors():
-            record = aio.record(await self._core.redis.hgetall(self._core.keys.provider(provider_id)))
+            record = await self._core.redis.hgetall(self._core.keys.provider(provider_id))
         if not record:
             raise NotFound(f"no model provider {provider_id}")
         return _byok(record)
@@ -205,7 +205,7 @@ class Providers:
         }
         # Record first, index after (written again by a retry): see Agents.create.
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 if not await self._core.redis.exists(keys.provider(provider_id)):
                     pipe.hset(keys.provider(provider_id), mapping=record)
                 pipe.zadd(keys.providers, {provider_id: 0})
@@ -272,7 +272,7 @@ class Providers:
         keys = self._core.keys
         with translate_redis_errors():
             # The record first: an index entry without one is skipped by every reader.
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.unlink(keys.provider(provider_id))
                 pipe.zrem(keys.providers, provider_id)
                 await pipe.execute()

@@ -16,7 +16,6 @@ from datetime import datetime
 
 from broker.core import Core
 from broker.errors import translate_redis_errors
-from broker.transport import aio
 from common.codec import loads, now_ms
 
 logger = logging.getLogger(__name__)
@@ -47,8 +46,8 @@ class Retention:
         keep_ms = core.settings.settled_call_retention_ms
         now = now_ms()
         with translate_redis_errors():
-            after = int(aio.reply(await core.redis.hget(s.meta, "trimmed_seq")) or 0)
-            rows = aio.entries(await core.redis.xrange(s.events, min=f"{after + 1}-0", max="+", count=_PAGE))
+            after = int(await core.redis.hget(s.meta, "trimmed_seq") or 0)
+            rows = await core.redis.xrange(s.events, min=f"{after + 1}-0", max="+", count=_PAGE)
         read_to, calls, clients = after, [], set()
         next_due = now + keep_ms
         for entry_id, fields in rows:
@@ -86,16 +85,16 @@ class Retention:
         core = self._core
         keys, settings = core.keys, core.settings
         with translate_redis_errors():
-            if aio.reply(await core.redis.get(keys.timers_armed)) == _BACKFILL_DONE:
+            if await core.redis.get(keys.timers_armed) == _BACKFILL_DONE:
                 return 0
         visited, after = 0, "-"
         while True:
             with translate_redis_errors():
-                page = await core.redis.zrangebylex(keys.sessions, after, "+", start=0, num=batch)
+                page = await core.redis.lex_range(keys.sessions, after, "+", batch)
             if not page:
                 break
             for raw in page:
-                session_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+                session_id = raw.decode()
                 s = keys.session(session_id)
                 await core.scripts.run(
                     "arm_session_timers",

@@ -304,12 +304,12 @@ class Runs:
         the run's own (run-scoped) ones."""
         s = self._core.keys.session(session_id)
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.hgetall(s.names)
                 pipe.hget(s.run, "run_id")
                 names, run_id = await pipe.execute()
             ids = {bytes(cid).decode(): bytes(name).decode() for name, cid in names.items()}
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 for cid in ids:
                     pipe.hmget(s.client(cid), ["tools", "run", "state"])
                 rows = await pipe.execute()

@@ -10,8 +10,6 @@ from broker.errors import NotFound, translate_redis_errors
 from broker.scripts.layouts import run_names
 from broker.services.credentials import SessionToken, new_session_token
 from broker.services.pages import id_page
-from broker.transport import aio
-from broker.transport.aio import command
 from common.codec import dumps, loads
 
 RUN_GONE_DELETED = "the session was deleted before the client answered"
@@ -60,7 +58,7 @@ class Sessions:
         keys = self._core.keys
         s = keys.session(session_id)
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.zadd(keys.sessions, {session_id: 0})
                 pipe.sadd(keys.agent_sessions(agent_id), session_id)
                 await pipe.execute()
@@ -89,7 +87,7 @@ class Sessions:
     async def get(self, session_id: str) -> Session:
         s = self._core.keys.session(session_id)
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.hgetall(s.meta)
                 pipe.exists(s.run)
                 record, active = await pipe.execute()
@@ -101,7 +99,7 @@ class Sessions:
     async def exists(self, session_id: str) -> bool:
         s = self._core.keys.session(session_id)
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.exists(s.meta)
                 pipe.hget(s.meta, "deleted")
                 present, deleted = await pipe.execute()
@@ -111,7 +109,7 @@ class Sessions:
         keys = self._core.keys
         page = await id_page(self._core.redis, keys.sessions, limit=limit, after=after, ascending=ascending)
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 for session_id in page.ids:
                     pipe.hgetall(keys.session(session_id).meta)
                     pipe.exists(keys.session(session_id).run)
@@ -137,7 +135,7 @@ class Sessions:
     async def _unlist(self, session_id: str, agent_id: str | None) -> None:
         keys = self._core.keys
         with translate_redis_errors():
-            async with self._core.redis.pipeline(transaction=False) as pipe:
+            async with self._core.redis.pipeline() as pipe:
                 pipe.zrem(keys.sessions, session_id)
                 if agent_id:
                     pipe.srem(keys.agent_sessions(agent_id), session_id)
@@ -170,15 +168,14 @@ class Sessions:
         keys = self._core.keys
         s = keys.session(session_id)
         with translate_redis_errors():
-            # The client answers bytes (no decode_responses); redis-py's stubs say str.
-            agent_id = aio.reply(await self._core.redis.hget(s.meta, "agent_id"))
+            agent_id = await self._core.redis.hget(s.meta, "agent_id")
             while True:
-                raw = await command(self._core.redis, "SRANDMEMBER", s.clients, batch)
+                raw = await self._core.redis.srandmember(s.clients, batch)
                 client_ids = [bytes(c).decode() for c in raw]
                 if not client_ids:
                     break
                 doomed = [k for cid in client_ids for k in (s.client(cid), s.client_calls(cid))]
-                async with self._core.redis.pipeline(transaction=False) as pipe:
+                async with self._core.redis.pipeline() as pipe:
                     pipe.unlink(*doomed)
                     pipe.srem(s.clients, *client_ids)
                     await pipe.execute()

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from broker.errors import translate_redis_errors
+from broker.errors import RedisUnreachable, translate_redis_errors
 from broker.transport.client import create_redis
-from broker.transport.routed import Routed
+from broker.transport.commands import Commands, OneRedis
+from broker.transport.routed import SlotRoute
 from broker.transport.slots import SlotMap
 
 
@@ -25,21 +26,50 @@ async def _as_sent(message: Any) -> Any:
 
 @dataclass
 class Connected:
-    """The client a process uses: `redis` serves every command (on a Cluster, `broker.routed.Routed`, which
-    sends each to the master of its key's slot); `slots` is the Cluster's slot map, None for one Redis."""
+    """The client a process uses: `commands` serves every command the services send besides their scripts
+    (on a Cluster each to the master of its key's slot); `nodes` is the one Redis's client, or the Cluster's
+    slot map with a client per node."""
 
-    redis: Redis
-    slots: SlotMap | None
+    commands: Commands
+    nodes: Redis | SlotMap
     name: str
+
+    @property
+    def slots(self) -> SlotMap | None:
+        """The Cluster's slot map, None for one Redis."""
+        return self.nodes if isinstance(self.nodes, SlotMap) else None
+
+    def client_for(self, key: str) -> Redis:
+        """The client of the node serving `key` (the one client, for one Redis): commands sent through it
+        reach that node alone, so a node that is down fails only what it holds."""
+        nodes = self.nodes
+        if isinstance(nodes, Redis):
+            return nodes
+        address = nodes.address(nodes.slot(key))
+        if address is None:
+            raise RedisUnreachable(f"no Redis node serves {key} now; retry shortly")
+        return nodes.client(address)
+
+    def masters(self) -> list[Redis]:
+        """A client of every master as last read (the one client, for one Redis)."""
+        return masters(self.nodes)
 
     def pubsub(self) -> PubSub:
         """A pub/sub connection. Classic pub/sub reaches every node of a Cluster, so any master serves; a
         random one each time, so a subscriber whose node died comes back on a live one."""
-        client = self.redis if self.slots is None else self.slots.client(random.choice(self.slots.masters()))
+        nodes = self.nodes
+        client = nodes if isinstance(nodes, Redis) else nodes.client(random.choice(nodes.masters()))
         return client.pubsub(push_handler_func=_as_sent)
 
     async def aclose(self) -> None:
-        await self.redis.aclose()
+        await self.nodes.aclose()
+
+
+def masters(nodes: Redis | SlotMap) -> list[Redis]:
+    """A client of every master of `nodes` as last read."""
+    if isinstance(nodes, Redis):
+        return [nodes]
+    return [nodes.client(address) for address in nodes.masters()]
 
 
 async def open_redis(url: str, *, name: str = "switchboard", max_connections: int = 16) -> Connected:
@@ -53,7 +83,7 @@ async def open_redis(url: str, *, name: str = "switchboard", max_connections: in
         await single.aclose()
         raise
     if not int(info.get("cluster_enabled", 0)):
-        return Connected(single, None, name)
+        return Connected(Commands(OneRedis(single)), single, name)
     await single.aclose()
     parts = urlsplit(url)
     slots = SlotMap(name, max_connections, url)
@@ -65,6 +95,5 @@ async def open_redis(url: str, *, name: str = "switchboard", max_connections: in
     except BaseException:
         await slots.aclose()
         raise
-    # Routed answers the command methods of a one-node client; typed as one, so the broker's services
-    # need not tell the two apart (scripts and pub/sub do, through `slots`).
-    return Connected(cast(Redis, Routed(slots)), slots, name)
+    # The services send the same commands on either kind (scripts and pub/sub tell them apart by `nodes`).
+    return Connected(Commands(SlotRoute(slots)), slots, name)

@@ -12,9 +12,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from broker import Settings
 from common.clouds import GOOGLE_TOKEN_URI
 from common.codec import dumps
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.fakes import Reply, anthropic_stream, openai_stream
 from tests.fakes_chat import ChatCall, chat_stream

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, running_api
 
 APP = "https://app.example"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from broker.settings import Settings
 from delegate import ChatResult, ClientTool, ToolCallRequest, chat
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, of_type, run_over, running_api
 
 TIMEZONE = ClientTool("get_timezone", "The caller's time zone", {"type": "object"})

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, of_type
 from tests.stack import running_stack
 

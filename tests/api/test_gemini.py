@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from broker import Settings
+from switchboard.settings import Settings
 from tests.api.test_images import PIXEL, image
 from tests.api.test_providers import text_of
 from tests.api_client import ENDS, Api, Event, Session, of_type, run_over, running_api

@@ -63,19 +63,20 @@ async def test_secrets_are_stored_only_as_hashes(api: Api) -> None:
     minted = (await api.key.post("/v1/api-keys", json={"label": "x", "permissions": ["agent.read"]})).json()
     byok = {"api_key": "sk-very-secret", "base_url": "https://example.com", "display_name": "p", "format": "anthropic"}
     await api.key.post("/v1/model-providers", json=byok)
-    redis = api.stack.broker.core.redis
     prefix = api.stack.settings.key_prefix
-    cursor, dumped = 0, b""
-    while True:
-        cursor, keys = await command(redis, "SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 500)
-        for key in keys:
-            kind = await redis.type(key)
-            if kind == b"hash":
-                dumped += b"".join(k + v for k, v in aio.record(await redis.hgetall(key)).items())
-            elif kind == b"string":
-                dumped += aio.reply(await redis.get(key)) or b""
-        if int(cursor) == 0:
-            break
+    dumped = b""
+    for redis in api.stack.broker.core.connected.masters():
+        cursor = 0
+        while True:
+            cursor, keys = await command(redis, "SCAN", cursor, "MATCH", f"{prefix}:*", "COUNT", 500)
+            for key in keys:
+                kind = await redis.type(key)
+                if kind == b"hash":
+                    dumped += b"".join(k + v for k, v in aio.record(await redis.hgetall(key)).items())
+                elif kind == b"string":
+                    dumped += aio.reply(await redis.get(key)) or b""
+            if int(cursor) == 0:
+                break
     for secret in (session.token, minted["secret"], api.stack.api_key):
         assert secret.encode() not in dumped
     # A BYOK key is stored (the worker needs it) but no route returns it.

@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from broker import Settings
 from broker.transport.embedded import free_port
+from switchboard.settings import Settings
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
 from tests.helpers import SCRIPTED_CONFIG
 from tests.mcp_servers import PIXEL, Seen, Transport, odd_app, serving

@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker import Broker, Settings
+from broker import Broker
 from broker.services.providers import SCRIPTED_PROVIDER_ID
 from switchboard.cli import main
+from switchboard.settings import Settings
 from tests.fakes import FakeProvider, Reply, fake_provider
 from tests.fakes_chat import ChatCall, chat_stream, chat_usage
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.sse import Frames
 

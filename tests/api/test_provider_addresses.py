@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from broker import Settings
 from common.addresses import system_resolver
+from switchboard.settings import Settings
 from tests.api.test_providers import GPT
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.fakes import FakeProvider, Reply, fake_provider, openai_stream

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker import Settings
+from switchboard.settings import Settings
 from tests.api.test_provider_addresses import body, run_failure, session_of
 from tests.api.test_providers import CLAUDE, GPT
 from tests.api_client import Api, of_type, run_over, running_api

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from broker import Broker, Settings
+from broker import Broker
 from broker.errors import NotFound
 from broker.services.providers import ANTHROPIC_PROVIDER_ID, OPENAI_PROVIDER_ID, SCRIPTED_PROVIDER_ID
+from switchboard.settings import Settings
 from tests.api_client import ENDS, Api, Event, Session, of_type, run_over
 from tests.fakes import (
     FakeProvider,

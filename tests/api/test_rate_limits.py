@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from api.rate_limit import BRAKED_FAILURE_DELAY_S
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, running_api
 
 BAD = "swb_st_" + "0" * 32 + "guess"

@@ -7,7 +7,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, of_type, run_over, running_api
 from tests.helpers import Exposition
 
@@ -86,4 +86,4 @@ async def test_zero_keeps_sessions_for_ever(settings: Settings, redis_url: str, 
         await asyncio.sleep(1.0)
         assert (await api.key.get(f"/v1/sessions/{session.id}")).status_code == 200
         part = api.stack.broker.core.keys.session(session.id).partition
-        assert await api.stack.broker.core.redis.zscore(part.purges, f"r|{session.id}") is None
+        assert await api.stack.broker.core.client_for(part.purges).zscore(part.purges, f"r|{session.id}") is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, running_api
 
 CAP = 1_000_000

@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from broker import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Event, Session, of_type
 from tests.helpers import HIGHLIGHT
 

@@ -25,8 +25,8 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from broker.settings import Settings
 from broker.transport import aio
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, running_api
 from tests.stack import started_redis
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, of_type, running_api
 
 KEEP_S = 1.0
@@ -17,9 +17,10 @@ async def test_settled_calls_are_forgotten_and_owed_ones_kept(settings: Settings
     # (0.5 s each) are no use to a pool.
     update: dict[str, object] = {"settled_call_retention_s": KEEP_S, "ack_timeout_s": 0.5, "result_timeout_s": 30}
     async with running_api(settings, redis_url, api_key, update) as api:
-        redis = api.stack.broker.core.redis
         session = await api.session()
         s = api.stack.broker.core.keys.session(session.id)
+        # The node holding the session's keys (the whole Redis, on one).
+        redis = api.stack.broker.core.client_for(s.calls)
         web = await api.register(session, ttl=None)
         await api.send(session, "\n".join(['/call client__web__highlight_row {"row_id": "1"}'] * 3))
         events = await api.wait_for(session, lambda es: len(of_type(es, "client_tool_dispatched")) == 3)
@@ -58,7 +59,10 @@ async def test_zero_keeps_settled_calls(settings: Settings, redis_url: str, api_
     async with running_api(settings, redis_url, api_key, {"settled_call_retention_s": 0}) as api:
         session = await api.session()
         s = api.stack.broker.core.keys.session(session.id)
-        assert await api.stack.broker.core.redis.zscore(s.partition.purges, f"c|{session.id}") is None
+        assert (
+            await api.stack.broker.core.client_for(s.partition.purges).zscore(s.partition.purges, f"c|{session.id}")
+            is None
+        )
 
 
 async def test_sessions_older_than_the_timers_get_them_once(api: Api) -> None:
@@ -68,10 +72,11 @@ async def test_sessions_older_than_the_timers_get_them_once(api: Api) -> None:
     for session in sessions:
         # As a session created before this release: no timers.
         await redis.zrem(keys.session(session.id).partition.purges, f"r|{session.id}", f"c|{session.id}")
-    await redis.delete(keys.timers_armed)
+    await redis.unlink(keys.timers_armed)
     assert await broker.retention.arm_every_session(batch=2) >= 3
     for session in sessions:
         purges = keys.session(session.id).partition.purges
-        assert await redis.zscore(purges, f"r|{session.id}") is not None
-        assert await redis.zscore(purges, f"c|{session.id}") is not None
+        node = broker.core.client_for(purges)
+        assert await node.zscore(purges, f"r|{session.id}") is not None
+        assert await node.zscore(purges, f"c|{session.id}") is not None
     assert await broker.retention.arm_every_session() == 0

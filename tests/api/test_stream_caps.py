@@ -10,7 +10,7 @@ import pytest
 
 from api.stream_caps import StreamCaps
 from broker.errors import TooManyRequests
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Session, running_api
 
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from switchboard.tool_member import Member, Target
 from switchboard.typed_tools import Call, typed_tool
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log

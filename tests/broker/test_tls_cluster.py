@@ -11,9 +11,9 @@ import pytest
 from redis.asyncio import Redis
 from redis.asyncio.connection import SSLConnection
 
-from broker.settings import Settings
 from broker.transport.connect import open_redis
 from broker.transport.slots import SlotMap, node_url
+from switchboard.settings import Settings
 from tests.helpers import HIGHLIGHT, aw, make_session, types
 from tests.stack import hang_report, opened_broker
 from tests.tls import TlsCluster, TlsUnsupported, make_certificates
@@ -70,11 +70,12 @@ async def test_every_node_of_a_rediss_cluster_is_reached_over_tls(tls_cluster: T
             assert await aw(node.ping())
         for address in masters:
             key = key_on(slots, address, key_prefix)
-            assert await connected.redis.set(key, address)
-            assert await connected.redis.get(key) == address.encode()
+            await connected.commands.set(key, address)
+            assert await connected.commands.get(key) == address.encode()
             # It went to the master serving its slot, not just any node.
             assert await slots.client(address).get(key) == address.encode()
-            assert await connected.redis.delete(key) == 1
+            await connected.commands.unlink(key)
+            assert not await slots.client(address).exists(key)
     finally:
         await connected.aclose()
 

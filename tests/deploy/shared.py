@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from api.app import create_app
-from broker import Settings
 from switchboard.cli import parser
+from switchboard.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

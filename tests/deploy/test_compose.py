@@ -14,10 +14,11 @@ import yaml
 from prometheus_client import generate_latest
 
 from api.metrics import Metrics
-from broker import ApiSettings, Settings, WorkerSettings
+from api.settings import ApiSettings
 from broker.keys import KeySpace
 from broker.services.telemetry import Figures, render_figures
-from broker.settings import env_names
+from common.settings import env_names
+from switchboard.settings import Settings
 from tests.deploy.shared import (
     DEPLOY,
     REDIS_EXPORTER_METRICS,
@@ -28,6 +29,7 @@ from tests.deploy.shared import (
     run,
 )
 from workers.metrics import WorkerMetrics
+from workers.settings import WorkerSettings
 
 pytestmark = [pytest.mark.deploy, pytest.mark.xdist_group("compose")]
 

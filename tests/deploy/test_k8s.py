@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from broker import Settings
+from switchboard.settings import Settings
 from tests.deploy.shared import DEPLOY, SETTINGS_ENV, cli_accepts, env_names, routes, run
 
 pytestmark = [

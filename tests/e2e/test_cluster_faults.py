@@ -18,9 +18,9 @@ import pytest
 
 from broker.keys import KeySpace
 from broker.partitions import PARTITIONS, SLOT_STRIDE, partition_of
-from broker.settings import Settings
 from broker.transport.embedded import EmbeddedCluster, EmbeddedRedis
 from broker.transport.slots import SlotMap
+from switchboard.settings import Settings
 from tests.api_client import Api, Event, Session, check_every_run_ended_once, of_type, running_api
 from tests.helpers import Exposition
 

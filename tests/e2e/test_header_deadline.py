@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from broker.settings import Settings
 from switchboard.processes import Processes, server_env
+from switchboard.settings import Settings
 from tests.api_client import running_api
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]

@@ -41,9 +41,11 @@ def two_workers(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
 async def live_workers(redis_url: str, prefix: str) -> int:
     connected = await open_redis(redis_url, name="test")
     try:
-        seconds, micros = await connected.redis.time()
+        keepers = KeySpace(prefix).keepers
+        node = connected.client_for(keepers)
+        seconds, micros = await node.time()
         now = seconds * 1000 + micros // 1000
-        return int(await connected.redis.zcount(KeySpace(prefix).keepers, now, "+inf"))
+        return int(await node.zcount(keepers, now, "+inf"))
     finally:
         await connected.aclose()
 

@@ -21,7 +21,7 @@ from api.doors.answers import MAX_ANSWERS
 from api.doors.bodies import MAX_MESSAGES, MAX_PARTS
 from broker.errors import Conflict
 from broker.services.clients import MAX_ACTIVE_CLIENTS, Clients
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Session, of_type, running_api
 from tests.sse import Frames
 

@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from bench.hostile_servers import Hostile, HostileServer, Seen
-from broker import Settings, WorkerSettings
 from common.addresses import ProviderAddresses
+from switchboard.settings import Settings
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api
 from tests.helpers import SCRIPTED_CONFIG
 from tests.stack import serve_asgi
@@ -23,6 +23,7 @@ from workers.mcp import flow, guard, hub
 from workers.mcp.hub import McpHub
 from workers.mcp.wire import MAX_LISTING_BYTES
 from workers.metrics import WorkerMetrics
+from workers.settings import WorkerSettings
 
 pytestmark = pytest.mark.private_providers
 

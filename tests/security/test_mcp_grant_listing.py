@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bench.hostile_servers import Hostile, HostileServer, Seen
-from broker import Settings
 from common.addresses import ProviderAddresses
+from switchboard.settings import Settings
 from tests.api_client import of_type, running_api
 from tests.stack import serve_asgi
 from workers.config import McpGrant

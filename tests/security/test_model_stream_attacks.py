@@ -28,8 +28,8 @@ from bench.hostile_model_server import (
     junk,
     one_endless_event,
 )
-from broker import Settings
 from broker.services.providers import OPENAI_PROVIDER_ID
+from switchboard.settings import Settings
 from tests.api.test_providers import provider_session, text_of
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api
 from tests.fakes import FakeProvider, Reply, fake_provider, openai_message_as_sent

@@ -18,8 +18,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from broker.settings import Settings
 from common.events.build import args_hash
+from switchboard.settings import Settings
 from tests.api.test_approvals import decide
 from tests.api.test_session_mcp import dispatched, mcp_client, text
 from tests.api_client import Api, Session, of_type, running_api

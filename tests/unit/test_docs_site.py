@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 from api.errors import STATUS
 from broker import keys
 from broker.errors import ErrorCode
-from broker.settings import Settings
+from switchboard.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -145,7 +145,7 @@ def _shown_default(cell: str) -> object:
 
 
 def test_the_settings_table_is_the_settings_class() -> None:
-    # `Settings` is the full set, every role's fields (broker/settings.py): each variable once.
+    # `Settings` is the full set, every role's fields (switchboard/settings.py): each variable once.
     prefix = Settings.model_config["env_prefix"]
     fields = {f"{prefix}{name.upper()}": field for name, field in Settings.model_fields.items()}
     rows = _table_rows("configuration.md", r"`SWITCHBOARD_[A-Z0-9_]+`")

@@ -12,9 +12,10 @@ from typing import cast
 
 import pytest
 
-from broker import Broker, WorkerSettings
+from broker import Broker
 from workers.models import registry
 from workers.models.registry import ModelRegistry
+from workers.settings import WorkerSettings
 
 
 async def test_a_use_during_the_first_import_gets_the_class_once_it_is_defined(

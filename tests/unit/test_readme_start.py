@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from broker import ApiSettings
-from broker.settings import env_names
+from api.settings import ApiSettings
+from common.settings import env_names
 
 ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text()

@@ -12,11 +12,11 @@ import httpx2
 import pytest
 from pydantic import ValidationError
 
-from broker.settings import WorkerSettings
 from common.addresses import ProviderAddresses
 from workers.models.base import StreamLimits
 from workers.models.bounds import StreamBoundPassed, StreamBounds, Tally, json_bytes, size_text
 from workers.models.wire import WireGuard, model_client
+from workers.settings import WorkerSettings
 
 SMALL = StreamLimits(text_bytes=64, argument_bytes=16, fragments=3)
 

@@ -11,7 +11,7 @@ import pytest
 
 from broker.services.runs import Runs
 from broker.services.server_calls import ServerCalls
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Event, Session, of_type, run_over, types
 
 

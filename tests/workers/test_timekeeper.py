@@ -11,12 +11,13 @@ from typing import cast
 
 import pytest
 
-from broker import Broker, Settings
+from broker import Broker
 from broker.errors import NotFound
 from broker.partitions import PARTITIONS
 from broker.services.keepers import owned
 from broker.services.work import Entry
 from common.codec import loads
+from switchboard.settings import Settings
 from tests.helpers import HIGHLIGHT, call, commit, log_events, make_session, start_run, types, work_entries
 from tests.stack import run_worker
 from workers.keeper import Keeper
@@ -43,10 +44,12 @@ async def wait_until(broker: Broker, session_id: str, kind: str, count: int, tim
 async def lapse_now(broker: Broker, session_id: str, client_id: str) -> None:
     """Make a lease run out now, as its ttl would: the registration's expiry and its timer both now."""
     keys = broker.core.keys
-    seconds, micros = await broker.core.redis.time()
+    leases = keys.session(session_id).partition.leases
+    node = broker.core.client_for(leases)
+    seconds, micros = await node.time()
     now = seconds * 1000 + micros // 1000
     await broker.core.redis.hset(keys.session(session_id).client(client_id), "expires_at", now)
-    await broker.core.redis.zadd(keys.session(session_id).partition.leases, {keys.member(session_id, client_id): now})
+    await node.zadd(leases, {keys.member(session_id, client_id): now})
 
 
 def lateness_ms(events: list[dict[str, object]], ack_timeout_ms: float) -> list[float]:
@@ -96,7 +99,7 @@ async def test_deadlines_fire_on_their_alarm_within_milliseconds_without_polling
 async def test_with_500000_unrelated_ttl_keys_every_deadline_fires_on_time(broker: Broker, settings: Settings) -> None:
     redis, prefix = broker.core.redis, settings.key_prefix
     for start in range(0, 500_000, 20_000):
-        async with redis.pipeline(transaction=False) as pipe:
+        async with redis.pipeline() as pipe:
             for i in range(start, start + 20_000):
                 pipe.set(f"{prefix}:filler:{i}", b"x", px=3_600_000)
             await pipe.execute()
@@ -125,7 +128,8 @@ async def test_an_expired_lease_lapses_the_client_and_fails_its_calls(broker: Br
     await dispatch(broker, session_id, 2)
     # The lease is what is tested: the calls' ack deadlines move a minute on,
     # so on a slow machine they cannot come due before the timekeeper sees the lapse.
-    redis, deadlines = broker.core.redis, broker.core.keys.session(session_id).partition.deadlines
+    deadlines = broker.core.keys.session(session_id).partition.deadlines
+    redis = broker.core.client_for(deadlines)
     due = cast("list[tuple[bytes, float]]", await redis.zrange(deadlines, 0, -1, withscores=True))
     await redis.zadd(deadlines, {member: score + 60_000 for member, score in due}, xx=True)
     await lapse_now(broker, session_id, WEB)
@@ -144,13 +148,14 @@ async def test_a_pinged_lease_is_moved_on_not_lapsed(broker: Broker, settings: S
     await broker.clients.register(session_id, WEB, "web", 5, [])
     partition = broker.core.keys.session(session_id).partition
     member = broker.core.keys.member(session_id, WEB)
-    first = await broker.core.redis.zscore(partition.leases, member)
+    node = broker.core.client_for(partition.leases)
+    first = await node.zscore(partition.leases, member)
     # The index entry comes due at the first expiry; the pings moved the expiry on meanwhile.
-    await broker.core.redis.zadd(partition.leases, {member: 0})
+    await node.zadd(partition.leases, {member: 0})
     assert "expires_at" in await broker.clients.ping(session_id, WEB)
     async with keeping(broker):
         async with asyncio.timeout(3):
-            while (await broker.core.redis.zscore(partition.leases, member) or 0) < (first or 0):
+            while (await node.zscore(partition.leases, member) or 0) < (first or 0):
                 await asyncio.sleep(0.02)
     assert "client_left" not in await types(broker, session_id)
 

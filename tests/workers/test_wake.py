@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.settings import Settings
+from switchboard.settings import Settings
 from tests.api_client import Api, Event, of_type, run_over
 
 

@@ -11,8 +11,8 @@ from common.addresses import ProviderAddresses
 from common.events.build import Block, image_text, text_block, thinking_block, tool_call_block
 
 if TYPE_CHECKING:
-    from broker import WorkerSettings
     from workers.config import RunConfig
+    from workers.settings import WorkerSettings
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from pydantic import SecretStr
 
-from broker import Broker, WorkerSettings
+from broker import Broker
 from broker.errors import NotFound
 from broker.services.providers import (
     ANTHROPIC_PROVIDER_ID,
@@ -23,6 +23,7 @@ from common.codec import dumps, sha256_hex
 from workers.config import RunConfig
 from workers.models.base import Endpoint, Model, ModelError
 from workers.models.scripted import ScriptedModel
+from workers.settings import WorkerSettings
 
 # The provider SDKs take seconds to import (anthropic alone ~2.4 s on these machines): a worker imports
 # one, in a thread so the steps it runs go on meanwhile, when a session first needs it, and a deployment

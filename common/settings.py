@@ -1,0 +1,40 @@
+"""What every role's settings share: how they are read (environment variables `SWITCHBOARD_<FIELD>`, read
+once at start and passed down), and what both long-running processes have.
+
+Each role's settings live with the role: the broker's in `broker/settings.py`, the API's in
+`api/settings.py`, a worker's in `workers/settings.py`; the command line composes them
+(`switchboard/settings.py`), and each process builds only its own role's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from common.jsonlog import LogFormat
+
+Seconds = Annotated[float, Field(gt=0)]
+
+# Every settings class reads the same way: a frozen record, variables it has no field for left alone.
+SETTINGS_CONFIG = SettingsConfigDict(env_prefix="SWITCHBOARD_", extra="ignore", frozen=True)
+
+
+class ProcessSettings(BaseSettings):
+    """What the API and a worker both have besides the broker's."""
+
+    model_config = SETTINGS_CONFIG
+
+    # The API's bind address; a worker serves /metrics on it.
+    host: str = "127.0.0.1"
+    # Operations: log lines as JSON objects (or text for a terminal); how often each process times a
+    # PING to Redis.
+    log_format: LogFormat = "json"
+    redis_probe_s: Seconds = 5.0
+
+
+def env_names(role: type[BaseSettings]) -> frozenset[str]:
+    """The environment variables `role` reads (`SWITCHBOARD_<FIELD>`)."""
+    prefix = role.model_config.get("env_prefix", "")
+    return frozenset(f"{prefix}{name}".upper() for name in role.model_fields)

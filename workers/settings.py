@@ -1,0 +1,55 @@
+"""A worker's settings (`switchboard worker`): the broker's, what both processes have, and its own: the
+platform providers' keys and URLs, steps, retries, the bounds of a model's stream, jobs, MCP call limits,
+its lease among the workers and its metrics port. The model providers' keys are here and nowhere else:
+the API never reads them (it lists the platform providers the live workers offer,
+broker/services/providers.py)."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+
+from broker.settings import BrokerSettings
+from common.settings import ProcessSettings, Seconds
+
+
+class WorkerSettings(BrokerSettings, ProcessSettings):
+    """A worker's: the model providers' keys are here and nowhere else."""
+
+    # The platform providers (the deployment's own keys): a worker holding one offers its provider, and
+    # the API lists what the live workers offer (broker/services/providers.py).
+    openai_api_key: SecretStr | None = None
+    anthropic_api_key: SecretStr | None = None
+    openai_base_url: str = "https://api.openai.com/v1"
+    anthropic_base_url: str = "https://api.anthropic.com"
+    server_tools_module: str | None = None
+    max_steps: int = Field(default=25, ge=1, le=1000)
+    model_attempts: int = Field(default=4, ge=1, le=20)
+    model_backoff_s: Seconds = 0.5
+    model_retry_budget_s: Seconds = 60.0
+    step_timeout_s: Seconds = 120.0
+    # What one step's model stream may carry, counted as it arrives (workers/models/bounds.py): UTF-8 bytes
+    # of text and reasoning (and, apart, of all its calls' arguments), bytes of one call's arguments,
+    # fragments of any kind, tool calls. A provider's server may be hostile; past a bound the step stops
+    # with run_failed, never after buffering what it sent.
+    model_max_text_bytes: int = Field(default=8_388_608, ge=1_024, le=67_108_864)
+    model_max_argument_bytes: int = Field(default=1_048_576, ge=1_024, le=16_777_216)
+    model_max_fragments: int = Field(default=20_000, ge=100, le=1_000_000)
+    # Each call of a step is a block, a call record, a dispatch and an event, all written by the one
+    # script that commits the step, which holds Redis for every session while it runs.
+    model_max_calls: int = Field(default=128, ge=1, le=1_024)
+    # A worker that stops renewing its place among the live workers for this long loses its partitions
+    # (their timers and work) to the others.
+    keeper_lease_s: Seconds = 5.0
+    # How often a worker reads every partition it keeps again, whatever its alarms said: the guarantee
+    # behind alarms rung on pub/sub (a message lost with a dropped connection is caught by then).
+    rescan_interval_s: Seconds = 30.0
+    worker_max_jobs: int = Field(default=50, ge=1)
+    # A call of an agent's MCP server holds no job slot once begun (a slow server would otherwise hold
+    # the capacity other sessions' steps need): it runs beside the jobs, at most this many at once per
+    # server (a grant's URL and credentials) on one worker, the others waiting for their turn within
+    # their own timeout_s; and this many in all, running or waiting (past it a call's result says so).
+    mcp_calls_per_grant: int = Field(default=16, ge=1)
+    mcp_calls_per_worker: int = Field(default=256, ge=1)
+    worker_transcript_cache_mb: int = Field(default=64, ge=0)
+    # The worker's /metrics port (0: none; the API serves its own on its port).
+    worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
