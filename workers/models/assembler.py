@@ -1,5 +1,5 @@
 """One model attempt's answer, assembled from the fragments its stream brings (docs/providers/index.md,
-"One assembler").
+"From stream to message").
 
 Every adapter feeds one `Assembler` what its wire streams: pieces of text and of reasoning, a thinking
 block's signature, redacted thinking, fragments of tool calls, calls that come whole, the model's name and
