@@ -110,7 +110,8 @@ class Assembler:
         self._tally.text(piece)
         if self._sink is not None:
             self._sink.text(piece)
-        self._kept(part.pieces, piece)
+        if self._keep:
+            part.pieces.append(piece)
         self.has_text = True
 
     def reasoning(self, piece: str, key: object = None, *, signature: str | None = None) -> None:
@@ -193,17 +194,17 @@ class Assembler:
     def _part(self, kind: str, key: object, *, fresh: bool = False) -> _Part | None:
         """The part `key` names (None if it is not of `kind`); with no key, the part before if it is an
         unkeyed one of `kind` (and not `fresh`), else a new one."""
-        if key is None:
-            last = self._parts[-1] if self._parts else None
-            if fresh or not isinstance(last, _Part) or last.kind != kind or last.keyed:
-                last = _Part(kind, keyed=False)
-                self._parts.append(last)
-            return last
-        found = self._keyed.get(key)
-        if found is None:
-            found = self._keyed[key] = _Part(kind, keyed=True)
-            self._parts.append(found)
-        return found if isinstance(found, _Part) and found.kind == kind else None
+        if key is not None:
+            found = self._keyed.get(key)
+            if found is None:
+                found = self._keyed[key] = _Part(kind, keyed=True)
+                self._parts.append(found)
+            return found if found.kind == kind and isinstance(found, _Part) else None
+        last = self._parts[-1] if self._parts else None
+        if fresh or last is None or last.kind != kind or not isinstance(last, _Part) or last.keyed:
+            last = _Part(kind, keyed=False)
+            self._parts.append(last)
+        return last
 
     def _open_call(self, key: object, call_id: str | None, name: str) -> _Call:
         # Counted before it is kept: a new place is a new call among the step's calls.

@@ -158,10 +158,14 @@ class _Reader:
         self.finish: str | None = None
 
     def feed(self, chunk: Any) -> None:
-        self._assembler.model(_text(field_of(chunk, "model"), _MODEL_LIMIT) or None)
+        model = _text(field_of(chunk, "model"), _MODEL_LIMIT)
+        if model:
+            self._assembler.model(model)
         # With include_usage the counts come in a last chunk with no choices; some servers send them in
         # every chunk, growing: the last one wins.
-        self._assembler.usage(usage_of(field_of(chunk, "usage"), "prompt_tokens", "completion_tokens"))
+        usage = field_of(chunk, "usage")
+        if usage is not None:
+            self._assembler.usage(usage_of(usage, "prompt_tokens", "completion_tokens"))
         for choice in field_of(chunk, "choices") or ():
             if field_of(choice, "index") not in (0, None):
                 continue
