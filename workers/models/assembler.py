@@ -16,7 +16,7 @@ are one block). What differs between wires stays in the adapter, as the key it g
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from common.codec import dumps, new_call_id
 from workers.arguments import parse_arguments
@@ -201,7 +201,7 @@ class Assembler:
                 self._parts.append(found)
             return found if found.kind == kind and isinstance(found, _Part) else None
         last = self._parts[-1] if self._parts else None
-        if fresh or last is None or last.kind != kind or not isinstance(last, _Part) or last.keyed:
+        if fresh or not _continued(last, kind):
             last = _Part(kind, keyed=False)
             self._parts.append(last)
         return last
@@ -219,6 +219,11 @@ class Assembler:
     def _kept(self, pieces: list[str], piece: str) -> None:
         if self._keep and piece:
             pieces.append(piece)
+
+
+def _continued(last: _Part | _Call | None, kind: str) -> TypeGuard[_Part]:
+    """`last` is an unkeyed part of `kind`, which a piece of that kind with no key continues."""
+    return isinstance(last, _Part) and last.kind == kind and not last.keyed
 
 
 def _add_call(built: TurnBuilder, call: _Call) -> None:
