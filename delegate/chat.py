@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
+import httpx2
 import msgspec
 
 from common.events.catalogue import (
@@ -35,6 +35,8 @@ _ENDS: dict[type[Event], Literal["completed", "failed", "cancelled"]] = {
     RunCancelled: "cancelled",
 }
 _RECONNECT_S = 0.5
+# The stream stays open for the run, however long it is quiet.
+_STREAM_TIMEOUT = httpx2.Timeout(10, read=None)
 # The lease of the run-scoped client serving a chat()'s tools: its calls fail this soon after a crash.
 DEFAULT_LEASE_S = 30
 
@@ -91,7 +93,7 @@ def _answer(value: Any) -> dict[str, Any]:
 
 
 class _Turn:
-    def __init__(self, http: httpx.AsyncClient, session_id: str, on_call: ToolCallback | None) -> None:
+    def __init__(self, http: httpx2.AsyncClient, session_id: str, on_call: ToolCallback | None) -> None:
         self._http = http
         self._base = f"/v1/sessions/{session_id}"
         self._on_call = on_call
@@ -138,29 +140,31 @@ class _Turn:
             await asyncio.wait(set(self._serving.values()))
 
 
-async def _events(http: httpx.AsyncClient, path: str, opened: asyncio.Event) -> AsyncGenerator[_Seen, None]:
+async def _events(http: httpx2.AsyncClient, path: str, opened: asyncio.Event) -> AsyncGenerator[_Seen, None]:
     """The session's events from the head at the first open, across dropped connections."""
     position: int | None = None
     while True:
         headers = {} if position is None else {"Last-Event-ID": str(position)}
         try:
-            async with http.stream("GET", path, headers=headers, timeout=httpx.Timeout(10, read=None)) as stream:
-                stream.raise_for_status()
-                data: list[str] = []
-                async for line in stream.aiter_lines():
-                    if line.startswith("id: ") and not data and position is None:
-                        position = int(line[4:])
+            # No bound on an event's size: the server is the caller's own, and how large its events may be
+            # is its settings' business (a tool's result, a model's message), which a client cannot know.
+            async with http.sse(path, headers=headers, timeout=_STREAM_TIMEOUT, max_event_size=None) as source:
+                source.response.raise_for_status()
+                async for frame in source:
+                    # The stream opens with a frame that holds only its position.
+                    if position is None and frame.id:
+                        position = int(frame.id)
                         opened.set()
-                    elif line.startswith("data: "):
-                        data.append(line[6:])
-                    elif line == "" and data:
-                        text = "\n".join(data)
-                        data = []
-                        event = decode_known(text)
-                        if event is not None:
-                            position = max(position or 0, event.seq)
-                        yield _Seen(json.loads(text), event)
-        except httpx.TransportError:
+                    text = frame.data
+                    if not text:
+                        continue
+                    event = decode_known(text)
+                    if event is not None:
+                        position = max(position or 0, event.seq)
+                    yield _Seen(json.loads(text), event)
+        except httpx2.SSEError:
+            raise  # not an event stream: no reconnection makes it one
+        except httpx2.TransportError:
             await asyncio.sleep(_RECONNECT_S)
 
 
@@ -180,7 +184,7 @@ async def chat(
     on_client_tool_call: ToolCallback | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     cancel: asyncio.Event | None = None,
-    http: httpx.AsyncClient | None = None,
+    http: httpx2.AsyncClient | None = None,
     lease_s: int | None = DEFAULT_LEASE_S,
 ) -> ChatResult:
     """Post `message` to the session with `client_tools` for this run only, serve their calls through
@@ -190,7 +194,7 @@ async def chat(
     lives as long as the run) and pinged at half that, so the calls of a delegator that crashed fail
     with `client_gone` within the lease. A callback whose call fails while it runs is cancelled."""
     owned = http is None
-    client = http or httpx.AsyncClient(base_url=base_url, timeout=30)
+    client = http or httpx2.AsyncClient(base_url=base_url, timeout=30)
     client.headers["Authorization"] = f"Bearer {token}"
     turn = _Turn(client, session_id, on_client_tool_call)
     opened = asyncio.Event()
@@ -271,18 +275,18 @@ async def _follow(
         got = await anext(events)
 
 
-async def _keep_leased(http: httpx.AsyncClient, path: str, lease_s: int) -> None:
+async def _keep_leased(http: httpx2.AsyncClient, path: str, lease_s: int) -> None:
     """Ping the run-scoped client at half its lease until the run ends (the caller cancels this)."""
     while True:
         await asyncio.sleep(lease_s / 2)
         try:
             pinged = await http.post(f"{path}/ping", headers={"Idempotency-Key": str(uuid.uuid4())})
-        except httpx.TransportError:
+        except httpx2.TransportError:
             continue  # the next ping, half a lease later, is still in time
         if pinged.status_code == 404:
             return  # the run ended and its client left
 
 
-async def _cancel_when(cancel: asyncio.Event, http: httpx.AsyncClient, session_id: str) -> None:
+async def _cancel_when(cancel: asyncio.Event, http: httpx2.AsyncClient, session_id: str) -> None:
     await cancel.wait()
     await http.post(f"/v1/sessions/{session_id}/cancel")

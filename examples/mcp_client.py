@@ -36,11 +36,11 @@ GLOSSARY = {"switchboard": "routes an agent's tool calls to the apps that serve 
 
 async def serve_calls(http: httpx2.AsyncClient, path: str) -> None:
     """Answer the registration's calls: ack each, look the word up, post the result."""
-    async with http.stream("GET", f"{path}/calls/stream", timeout=httpx2.Timeout(10, read=None)) as stream:
-        async for line in stream.aiter_lines():
-            if not line.startswith("data:"):
+    async with http.sse(f"{path}/calls/stream", timeout=httpx2.Timeout(10, read=None), max_event_size=None) as source:
+        async for frame in source:
+            if not frame.data:
                 continue
-            event = json.loads(line[5:])
+            event = json.loads(frame.data)
             if event.get("type") != "client_tool_dispatched":
                 continue
             call = f"{path}/calls/{event['call_id']}"

@@ -1,6 +1,6 @@
 """Your own model behind a Chat Completions endpoint (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter, ...)
 as an agent's model: the provider, an agent version on it, one session, one question, and what the run
-cost. It uses plain HTTP (httpx), since the Subako SDK lists only the formats its enum names.
+cost. It uses plain HTTP (httpx2), since the Subako SDK lists only the formats its enum names.
 
     SWITCHBOARD_API_KEY=$(cat .switchboard/dev-api-key) MODEL=qwen3:8b .venv/bin/python examples/own_model.py
 
@@ -19,13 +19,13 @@ import sys
 import time
 from typing import Any
 
-import httpx
+import httpx2
 
 RUN_ENDS = ("run_completed", "run_failed", "run_cancelled")
 WAIT_S = 120.0
 
 
-def checked(answer: httpx.Response) -> Any:
+def checked(answer: httpx2.Response) -> Any:
     if answer.status_code >= 400:
         raise SystemExit(f"own_model.py: {answer.request.method} {answer.request.url.path}: {answer.text[:300]}")
     return answer.json()
@@ -36,7 +36,7 @@ def main() -> int:
     key = os.environ.get("SWITCHBOARD_API_KEY") or sys.exit("own_model.py: set SWITCHBOARD_API_KEY")
     base_url = os.environ.get("MODEL_BASE_URL", "http://127.0.0.1:11434/v1")
     model = os.environ.get("MODEL", "qwen3:8b")
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as admin:
+    with httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as admin:
         provider = checked(
             admin.post(
                 "/v1/model-providers",

@@ -14,7 +14,7 @@ call and exits 0 once the run completed with every call answered, else 1.
 The members here are tasks of one process, each with a connection of its own: a member is a connection,
 so the same `member()` runs just as well in processes or on machines of their own, given the session id,
 a session token and the client id. `switchboard tools serve --processes N` is such a pool, for Python
-functions. Needs httpx (the switchboard install has it).
+functions. Needs httpx2, whose `sse()` reads the event stream (the switchboard install has it).
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import httpx2
 
 AGENT_NAME = "scripted"
 SCRIPTED_MODEL = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
@@ -46,13 +45,13 @@ class Failed(Exception):
     """A step the server refused, or the run's bad end; said for a person."""
 
 
-def checked(answer: httpx.Response, what: str) -> Any:
+def checked(answer: httpx2.Response, what: str) -> Any:
     if answer.is_error:
         raise Failed(f"{what}: {answer.status_code} {answer.text}")
     return answer.json() if answer.content else None
 
 
-async def scripted_agent(admin: httpx.AsyncClient) -> str:
+async def scripted_agent(admin: httpx2.AsyncClient) -> str:
     """The newest agent called AGENT_NAME, made with the scripted model if there is none."""
     params: dict[str, Any] = {"limit": 200}
     while True:
@@ -71,17 +70,6 @@ async def scripted_agent(admin: httpx.AsyncClient) -> str:
     return str(agent["id"])
 
 
-async def frames(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON `data` of each server-sent event (comments and retry hints skipped)."""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line.startswith("data:"):
-            data.append(line[5:].strip())
-        elif line == "" and data:
-            yield json.loads("\n".join(data))
-            data = []
-
-
 async def member(
     url: str, session_id: str, token: str, client_id: str, index: int, ready: asyncio.Event, answered: list[str]
 ) -> None:
@@ -90,14 +78,18 @@ async def member(
     headers = {"Authorization": f"Bearer {token}"}
     # prefetch=1: handed no more than it can start, so the other calls go to free members.
     async with (
-        httpx.AsyncClient(base_url=url, headers=headers, timeout=httpx.Timeout(10, read=None)) as http,
-        http.stream("GET", f"{path}/calls/stream", params={"prefetch": 1}) as stream,
+        httpx2.AsyncClient(base_url=url, headers=headers, timeout=httpx2.Timeout(10, read=None)) as http,
+        http.sse(f"{path}/calls/stream", params={"prefetch": 1}, max_event_size=None) as source,
     ):
+        stream = source.response
         if stream.status_code != 200:
             raise Failed(f"opening the call stream: {stream.status_code} {(await stream.aread()).decode()}")
         name = stream.headers[MEMBER_HEADER]
         ready.set()
-        async for event in frames(stream):
+        async for frame in source:  # each server-sent event (comments and retry hints are not events)
+            if not frame.data:
+                continue
+            event = json.loads(frame.data)
             if event["type"] != "client_tool_dispatched":
                 continue  # client_tool_failed: a call that ended while a member held it
             call = f"{path}/calls/{event['call_id']}"
@@ -110,7 +102,7 @@ async def member(
             answered.append(event["call_id"])
 
 
-async def wait_for_end(http: httpx.AsyncClient, session_id: str, run_id: str) -> list[dict[str, Any]]:
+async def wait_for_end(http: httpx2.AsyncClient, session_id: str, run_id: str) -> list[dict[str, Any]]:
     """The session's whole log once the run has ended."""
     async with asyncio.timeout(WAIT_S):
         while True:
@@ -140,12 +132,12 @@ async def started(tasks: list[asyncio.Task[None]], ready: list[asyncio.Event]) -
 
 
 async def main(url: str, key: str, members: int, calls: int) -> int:
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=10) as admin:
+    async with httpx2.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=10) as admin:
         agent_id = await scripted_agent(admin)
         session = checked(await admin.post("/v1/sessions", json={"agent_id": agent_id}), "creating the session")
     sid, token = session["id"], session["session_token"]
     print(f"session: {sid}")  # noqa: T201
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
+    async with httpx2.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
         body = {"name": "pool", "lifetime": {"type": "never"}, "tools": [TOOL]}
         client = checked(await http.post(f"/v1/sessions/{sid}/clients", json=body), "registering the client")
         answered: dict[int, list[str]] = defaultdict(list)
@@ -198,7 +190,7 @@ def run() -> int:
         return asyncio.run(main(url, key, args.members, args.calls))
     except Failed as error:
         sys.stderr.write(f"pool: {error}\n")
-    except httpx.TransportError as error:
+    except httpx2.TransportError as error:
         sys.stderr.write(f"pool: cannot reach {url} ({error!r}); is `switchboard up` running?\n")
     except TimeoutError:
         sys.stderr.write(f"pool: the run did not end within {WAIT_S:g} s; is a worker running?\n")

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 
 from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
 from switchboard.settings import LocalApiSettings
@@ -46,7 +46,7 @@ def api_key(settings: LocalApiSettings, environ: dict[str, str]) -> str:
     )
 
 
-def _checked(answer: httpx.Response, what: str) -> Any:
+def _checked(answer: httpx2.Response, what: str) -> Any:
     if answer.status_code >= 400:
         try:
             message = answer.json()["error"]["message"]
@@ -56,7 +56,7 @@ def _checked(answer: httpx.Response, what: str) -> Any:
     return answer.json()
 
 
-def _agent(http: httpx.Client, name: str) -> tuple[str, bool]:
+def _agent(http: httpx2.Client, name: str) -> tuple[str, bool]:
     """The newest agent called `name`, or a new one of the scripted model; and whether it was made."""
     params: dict[str, str | int] = {"limit": 200}
     while True:
@@ -78,11 +78,11 @@ def _agent(http: httpx.Client, name: str) -> tuple[str, bool]:
 def new_session(url: str, key: str, agent_name: str) -> NewSession:
     headers = {"Authorization": f"Bearer {key}"}
     try:
-        with httpx.Client(base_url=url, headers=headers, timeout=15) as http:
+        with httpx2.Client(base_url=url, headers=headers, timeout=15) as http:
             agent_id, created = _agent(http, agent_name)
             keyed = {"Idempotency-Key": str(uuid.uuid4())}
             body = {"agent_id": agent_id}
             session = _checked(http.post("/v1/sessions", json=body, headers=keyed), "creating the session")
-    except httpx.TransportError as error:
+    except httpx2.TransportError as error:
         raise SessionError(f"cannot reach the API at {url} ({error}); is `switchboard up` running?") from None
     return NewSession(str(session["id"]), str(session["session_token"]), agent_id, agent_name, created)

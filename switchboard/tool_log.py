@@ -69,8 +69,8 @@ def configure(fmt: ToolLogFormat, member: int | None = None, prefix: str = PREFI
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    # A line per request would drown the line per call; httpx's warnings still show.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # A line per request would drown the line per call; httpx2's warnings still show.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 import mcp.types as mt
 import pydantic
 from mcp.shared.exceptions import MCPError
@@ -169,7 +169,7 @@ class Bridge:
         self._link = Link(options.server, self._tools_seen, self._relay.file if self._relay else None)
         self._tools: list[dict[str, Any]] = []
         self._warned: set[str] = set()
-        self._http: httpx.AsyncClient | None = None
+        self._http: httpx2.AsyncClient | None = None
         self._registration: Registration | None = None
         self._drained = 0
 
@@ -226,12 +226,12 @@ class Bridge:
         self._tools = declarations(tools, self._warned)
         return True
 
-    async def _registered(self, http: httpx.AsyncClient) -> bool:
+    async def _registered(self, http: httpx2.AsyncClient) -> bool:
         """Register, serve until stopped, leave; whether it left."""
         options = self._options
         try:
             registration = await register(http, options.session_id, options.name, options.ttl_s, self._tools)
-        except httpx.TransportError as error:
+        except httpx2.TransportError as error:
             raise ServeError(f"cannot reach the API at {options.url}: {error or type(error).__name__}") from None
         self._registration = registration
         say_names(registration)
@@ -250,7 +250,7 @@ class Bridge:
             left = await leave(http, options.session_id, registration.id)
         return left
 
-    async def _serve(self, http: httpx.AsyncClient, registration: Registration) -> bool:
+    async def _serve(self, http: httpx2.AsyncClient, registration: Registration) -> bool:
         """Serve the registration's calls until stopped (False) or until it is gone (True)."""
         options = self._options
         target = Target(options.url, options.session_id, options.token, registration.id)

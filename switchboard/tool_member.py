@@ -17,11 +17,11 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 
 from common.events.catalogue import ClientToolDispatched, ClientToolFailed
 from common.events.read import decode_known
@@ -74,21 +74,9 @@ class Target:
     def path(self) -> str:
         return f"/v1/sessions/{self.session_id}/clients/{self.client_id}"
 
-    def http(self) -> httpx.AsyncClient:
+    def http(self) -> httpx2.AsyncClient:
         headers = {"Authorization": f"Bearer {self.token}"}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=httpx.Timeout(30.0, read=None))
-
-
-async def sse_events(response: httpx.Response) -> AsyncIterator[str]:
-    """The `data` of each frame of an event stream (comments, ids and retry hints skipped)."""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line == "":
-            if data:
-                yield "\n".join(data)
-            data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
+        return httpx2.AsyncClient(base_url=self.url, headers=headers, timeout=httpx2.Timeout(30.0, read=None))
 
 
 class Member:
@@ -131,22 +119,25 @@ class Member:
             if self._reports:
                 await asyncio.gather(*self._reports, return_exceptions=True)
 
-    async def _read(self, http: httpx.AsyncClient) -> None:
+    async def _read(self, http: httpx2.AsyncClient) -> None:
         delay = 0.2
         while True:
             try:
                 # Handed no more than it can run, so calls it could not start go to free members.
                 params = {"prefetch": str(self._concurrency)}
-                async with http.stream("GET", f"{self._target.path}/calls/stream", params=params) as stream:
+                # No bound on an event's size: the server's settings bound a call's arguments, and a
+                # client cannot know them.
+                async with http.sse(f"{self._target.path}/calls/stream", params=params, max_event_size=None) as source:
+                    stream = source.response
                     if stream.status_code == 404:
                         logger.info("the registration is gone; this member stops")
                         return
                     stream.raise_for_status()
                     member = stream.headers[MEMBER_HEADER]
                     delay = 0.2
-                    async for data in sse_events(stream):
+                    async for frame in source:
                         # A call stream's frames are its calls and their failures (api/pool_stream.py).
-                        event = decode_known(data)
+                        event = decode_known(frame.data) if frame.data else None
                         if isinstance(event, ClientToolFailed):
                             self._stop_call(event.call_id)
                         if not isinstance(event, ClientToolDispatched):
@@ -155,7 +146,7 @@ class Member:
                         task = asyncio.create_task(self._handle(http, member, event))
                         self._running.add(task)
                         task.add_done_callback(self._done)
-            except (httpx.TransportError, httpx.HTTPStatusError) as error:
+            except (httpx2.TransportError, httpx2.HTTPStatusError) as error:
                 logger.warning("call stream: %s; reconnecting in %.1f s", error, delay)
             await asyncio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 10.0)
@@ -183,7 +174,7 @@ class Member:
         # An async tool stops at its next await; a sync one runs on in its thread and can read the flag.
         task.cancel()
 
-    def _reporter(self, http: httpx.AsyncClient, path: str) -> Callable[[str | None, float | None], None]:
+    def _reporter(self, http: httpx2.AsyncClient, path: str) -> Callable[[str | None, float | None], None]:
         loop = asyncio.get_running_loop()
 
         def send(message: str | None, fraction: float | None) -> None:
@@ -197,17 +188,17 @@ class Member:
 
         return report
 
-    async def _report(self, http: httpx.AsyncClient, path: str, message: str | None, fraction: float | None) -> None:
+    async def _report(self, http: httpx2.AsyncClient, path: str, message: str | None, fraction: float | None) -> None:
         body = {key: value for key, value in (("message", message), ("fraction", fraction)) if value is not None}
         try:
             sent = await _post(http, path, json=body, attempts=2)
-        except httpx.TransportError as error:
+        except httpx2.TransportError as error:
             logger.warning("progress %s not sent: %s", path, error)
             return
         if sent.status_code != 200:
             logger.info("progress %s refused: %s", path, sent.text)
 
-    async def _handle(self, http: httpx.AsyncClient, member: str, event: ClientToolDispatched) -> None:
+    async def _handle(self, http: httpx2.AsyncClient, member: str, event: ClientToolDispatched) -> None:
         call_id = event.call_id
         calls = f"{self._target.path}/calls/{call_id}"
         if not await self._ack(http, f"{calls}/ack", call_id, member):
@@ -223,10 +214,10 @@ class Member:
             outcome, said = await self._answer(http, f"{calls}/result", *ran)
         self._said(name, call_id, outcome, time.monotonic() - started, said)
 
-    async def _ack(self, http: httpx.AsyncClient, path: str, call_id: str, member: str) -> bool:
+    async def _ack(self, http: httpx2.AsyncClient, path: str, call_id: str, member: str) -> bool:
         try:
             acked = await _post(http, path, headers={MEMBER_HEADER: member})
-        except httpx.TransportError as error:
+        except httpx2.TransportError as error:
             # Unacked, the call goes to another member after the claim interval.
             logger.warning("ack of call %s failed: %s", call_id, error)
             return False
@@ -237,7 +228,7 @@ class Member:
         return True
 
     async def _run(
-        self, http: httpx.AsyncClient, calls: str, call_id: str, name: str, arguments: dict[str, Any]
+        self, http: httpx2.AsyncClient, calls: str, call_id: str, name: str, arguments: dict[str, Any]
     ) -> tuple[dict[str, Any], bool] | None:
         """The result body and whether it is an error; None if the call failed while it ran."""
         call = Call(call_id, self._reporter(http, f"{calls}/progress"))
@@ -255,12 +246,12 @@ class Member:
             del self._calls[call_id]
 
     async def _answer(
-        self, http: httpx.AsyncClient, path: str, body: dict[str, Any], is_error: bool
+        self, http: httpx2.AsyncClient, path: str, body: dict[str, Any], is_error: bool
     ) -> tuple[str, str | None]:
         """The call's outcome once its result is sent, and what to say of it."""
         try:
             answered = await _post(http, path, json=body)
-        except httpx.TransportError as error:
+        except httpx2.TransportError as error:
             return UNDELIVERED, f"the result could not be delivered: {error}"
         if answered.status_code != 204:
             return REFUSED, f"the result was refused ({answered.status_code}): {answered.text}"
@@ -279,13 +270,13 @@ class Member:
         logger.log(level, "%s%s", message, f": {detail(said)}" if said else "", extra=fields)
 
 
-async def _post(http: httpx.AsyncClient, path: str, attempts: int = 5, **kwargs: Any) -> httpx.Response:
+async def _post(http: httpx2.AsyncClient, path: str, attempts: int = 5, **kwargs: Any) -> httpx2.Response:
     """POST, retried on a lost connection under one Idempotency-Key, so a retry never acts twice."""
     headers = {"Idempotency-Key": str(uuid.uuid4()), **kwargs.pop("headers", {})}
     for attempt in range(attempts):
         try:
             return await http.post(path, headers=headers, **kwargs)
-        except httpx.TransportError:
+        except httpx2.TransportError:
             if attempt == attempts - 1:
                 raise
             await asyncio.sleep(0.2 * 2**attempt)

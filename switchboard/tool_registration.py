@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 
 from switchboard.tool_log import visible_names
 
@@ -36,12 +36,12 @@ def plural(count: int, word: str, words: str | None = None) -> str:
     return f"{count} {word if count == 1 else words or word + 's'}"
 
 
-def api_client(url: str, token: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0)
+def api_client(url: str, token: str) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0)
 
 
 async def register(
-    http: httpx.AsyncClient, session_id: str, name: str, ttl_s: int | None, tools: list[dict[str, Any]]
+    http: httpx2.AsyncClient, session_id: str, name: str, ttl_s: int | None, tools: list[dict[str, Any]]
 ) -> Registration:
     """Register `tools` (as the registration route takes them) under `name`; ServeError if refused."""
     lifetime = {"type": "never"} if ttl_s is None else {"type": "ttl", "data": {"seconds": ttl_s}}
@@ -63,11 +63,11 @@ async def register(
     return Registration(str(registered["id"]), str(registered["name"]), [str(tool["name"]) for tool in tools])
 
 
-async def replace_tools(http: httpx.AsyncClient, path: str, tools: list[dict[str, Any]]) -> bool:
+async def replace_tools(http: httpx2.AsyncClient, path: str, tools: list[dict[str, Any]]) -> bool:
     """PUT the registration's whole tool set (`path` is the registration's); whether it went in."""
     try:
         answer = await http.put(f"{path}/tools", json={"tools": tools})
-    except httpx.TransportError as error:
+    except httpx2.TransportError as error:
         logger.warning("the new tool list was not sent: %s", error)
         return False
     if answer.status_code != 200:
@@ -76,24 +76,24 @@ async def replace_tools(http: httpx.AsyncClient, path: str, tools: list[dict[str
     return True
 
 
-async def ping_until_lapsed(http: httpx.AsyncClient, path: str, ttl_s: int) -> bool:
+async def ping_until_lapsed(http: httpx2.AsyncClient, path: str, ttl_s: int) -> bool:
     """Ping at ttl/2 with a fresh Idempotency-Key each; True once the registration has lapsed."""
     while True:
         await asyncio.sleep(ttl_s / 2)
         try:
             answer = await http.post(f"{path}/ping", headers={"Idempotency-Key": str(uuid.uuid4())})
-        except httpx.TransportError as error:
+        except httpx2.TransportError as error:
             logger.warning("ping failed: %s", error)
             continue
         if answer.status_code == 404:
             return True
 
 
-async def leave(http: httpx.AsyncClient, session_id: str, client_id: str) -> bool:
+async def leave(http: httpx2.AsyncClient, session_id: str, client_id: str) -> bool:
     """DELETE the registration (one already gone counts as left); whether it is gone."""
     try:
         answer = await http.delete(f"/v1/sessions/{session_id}/clients/{client_id}")
-    except httpx.HTTPError as error:
+    except httpx2.HTTPError as error:
         logger.warning("could not leave the registration %s: %s", client_id, error)
         return False
     if answer.status_code not in (204, 404):

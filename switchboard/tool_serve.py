@@ -21,7 +21,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
-import httpx
+import httpx2
 
 from switchboard.tool_log import ToolLogFormat
 from switchboard.tool_member import Target
@@ -89,12 +89,14 @@ def _drained_of(report: int) -> int:
         return 0
 
 
-async def _register(http: httpx.AsyncClient, options: ServeOptions, tools: list[TypedTool]) -> Registration:
+async def _register(http: httpx2.AsyncClient, options: ServeOptions, tools: list[TypedTool]) -> Registration:
     declared = [tool.declaration() for tool in tools]
     return await register(http, options.session_id, options.name, options.ttl_s, declared)
 
 
-async def _join(http: httpx.AsyncClient, options: ServeOptions, client_id: str, tools: list[TypedTool]) -> Registration:
+async def _join(
+    http: httpx2.AsyncClient, options: ServeOptions, client_id: str, tools: list[TypedTool]
+) -> Registration:
     """The registration `--client-id` names, read back for its name and the tools it offers."""
     answer = await http.get(f"/v1/sessions/{options.session_id}/clients")
     if answer.status_code != 200:
@@ -141,7 +143,7 @@ class Supervisor:
                     registration = await _register(http, options, self._tools)
                 else:
                     registration = await _join(http, options, options.client_id, self._tools)
-            except httpx.TransportError as error:
+            except httpx2.TransportError as error:
                 raise ServeError(f"cannot reach the API at {options.url}: {error or type(error).__name__}") from None
             say_names(registration)
             self._say_serving()
@@ -170,7 +172,7 @@ class Supervisor:
             extra={"event": "serving", "processes": options.processes, "concurrency": options.concurrency},
         )
 
-    async def _serve(self, http: httpx.AsyncClient, target: Target, *, renew: bool) -> bool:
+    async def _serve(self, http: httpx2.AsyncClient, target: Target, *, renew: bool) -> bool:
         """Run the members until stopped (False) or until the registration lapsed (True)."""
         watchers = [asyncio.create_task(self._keep_member(target, i)) for i in range(1, self._options.processes + 1)]
         ttl_s = self._options.ttl_s

@@ -81,20 +81,10 @@ async def read(chunks: Iterable[bytes], *, status: int = 200, held_lines: bool =
     client = httpx2.AsyncClient(transport=WireGuard(httpx2.MockTransport(answer), held_lines=held_lines))
     received = 0
     endpoint = "http://gemini.test/v1beta/models/m:streamGenerateContent?alt=sse"
-    async with StreamBounds(LIMITS, _Sink()), client, client.stream("POST", endpoint) as response:
+    async with StreamBounds(LIMITS), client, client.stream("POST", endpoint) as response:
         async for piece in response.aiter_bytes():
             received += len(piece)
     return received
-
-
-class _Sink:
-    def text(self, piece: str) -> None: ...
-
-    def reasoning(self, piece: str) -> None: ...
-
-    def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None: ...
-
-    def restart(self) -> None: ...
 
 
 async def test_held_lines_past_the_event_bound_are_refused_and_only_where_the_sdk_reads_by_lines() -> None:

@@ -122,16 +122,6 @@ def test_sizes_read_as_a_person_writes_them() -> None:
     ]
 
 
-class _Sink:
-    def text(self, piece: str) -> None: ...
-
-    def reasoning(self, piece: str) -> None: ...
-
-    def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None: ...
-
-    def restart(self) -> None: ...
-
-
 # On the wire: events of at most 66 KiB, 380 KiB in all.
 WIRE = StreamLimits(text_bytes=4_096, argument_bytes=1_024, fragments=100)
 
@@ -151,7 +141,7 @@ async def read(client: httpx2.AsyncClient) -> int:
     """What a model attempt at the WIRE limits reads of the client's one answer."""
     received = 0
     endpoint = "http://model.test/v1/chat/completions"
-    async with StreamBounds(WIRE, _Sink()), client, client.stream("POST", endpoint) as response:
+    async with StreamBounds(WIRE), client, client.stream("POST", endpoint) as response:
         async for chunk in response.aiter_bytes():
             received += len(chunk)
     return received
@@ -222,7 +212,7 @@ async def test_what_the_worker_asks_for_and_a_compressed_answer(addresses: Provi
     async with answering(brotli) as (url, heads):
         client = model_client(url, addresses, 5)
         with pytest.raises(StreamBoundPassed, match=r"compressed its answer \(br\) though the worker asked for none"):
-            async with StreamBounds(WIRE, _Sink()), client, client.stream("POST", f"{url}/v1/chat/completions"):
+            async with StreamBounds(WIRE), client, client.stream("POST", f"{url}/v1/chat/completions"):
                 pass
     assert [b"accept-encoding: identity" in head.lower() for head in heads] == [True]
 
@@ -232,7 +222,7 @@ async def test_a_counted_answer_is_closed_with_the_attempt_and_keeps_what_httpx_
     addresses: ProviderAddresses | None,
 ) -> None:
     async with answering(EVENTS) as (url, _):
-        async with model_client(url, addresses, 5) as client, StreamBounds(WIRE, _Sink()):
+        async with model_client(url, addresses, 5) as client, StreamBounds(WIRE):
             response = await client.send(client.build_request("POST", f"{url}/v1/responses"), stream=True)
         # The attempt closed it on its way out, whatever its reader did.
         assert response.is_closed

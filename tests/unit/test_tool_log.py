@@ -49,7 +49,7 @@ def root_logging() -> Iterator[None]:
     """`configure` replaces the root's handlers: pytest's own are put back after the test."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    httpx_level = logging.getLogger("httpx").level
+    client_level = logging.getLogger("httpx2").level
     try:
         yield
     finally:
@@ -58,7 +58,7 @@ def root_logging() -> Iterator[None]:
         for handler in handlers:
             root.addHandler(handler)
         root.setLevel(level)
-        logging.getLogger("httpx").setLevel(httpx_level)
+        logging.getLogger("httpx2").setLevel(client_level)
 
 
 @pytest.mark.usefixtures("root_logging")
@@ -66,7 +66,7 @@ def test_json_lines_hold_the_facts_and_the_member(capsys: pytest.CaptureFixture[
     configure("json", member=3)
     facts = {"event": "call", "tool": "work", "outcome": "ok", "duration_ms": 12.5}
     logging.getLogger("switchboard.tools").info("call work: ok in 0.01 s", extra=facts)
-    logging.getLogger("httpx").info("a request line, not shown")
+    logging.getLogger("httpx2").info("a request line, not shown")
     [line] = capsys.readouterr().err.splitlines()
     record = json.loads(line)
     assert record["msg"] == "call work: ok in 0.01 s"

@@ -8,9 +8,8 @@ import anthropic
 import httpx2
 
 from broker.errors import AddressRefused
-from common.codec import dumps
-from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
+from workers.models.assembler import Assembler
 from workers.models.base import (
     DeltaSink,
     Endpoint,
@@ -19,7 +18,6 @@ from workers.models.base import (
     ModelRequest,
     TransientModelError,
     Turn,
-    TurnBuilder,
     Usage,
     count,
     provider_text,
@@ -121,105 +119,84 @@ def _error(error: anthropic.APIError) -> ModelError:
     return ModelError(f"Anthropic refused the request ({status}): {text}")
 
 
-class _Accumulator:
-    """Blocks of one streamed message, built from its content_block events. A block's streamed pieces are
-    kept as lists and joined once at the end: a server may send many, and each costs O(1)."""
+class _Counts:
+    """The usage of one message: message_start carries the input counts, message_delta the output so far
+    (and, from some servers, the input again): the latest non-null count of each wins. Anthropic counts
+    cached input apart from `input_tokens`; here the input includes it."""
 
-    def __init__(self, aliases: Aliases, stream: StreamBounds) -> None:
-        self._aliases = aliases
-        self._stream = stream
-        self._blocks: dict[int, dict[str, Any]] = {}
-        # Block index -> what its deltas streamed, by field (text, thinking, partial, signature).
-        self._pieces: dict[int, dict[str, list[str]]] = {}
-        # Block index -> the tool call's place among the turn's calls (what a tool_call_delta's index says).
-        self._calls: dict[int, int] = {}
-        self.model: str | None = None
-        self._usage: dict[str, int | None] = {}
+    _NAMES = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def add(self, usage: Any) -> Usage | None:
+        """The usage so far, with what `usage` (if any) says."""
+        for name in self._NAMES if usage is not None else ():
+            value = count(getattr(usage, name, None))
+            if value is not None:
+                self._counts[name] = value
+        if not self._counts:
+            return None
+        read, written = self._counts.get("cache_read_input_tokens"), self._counts.get("cache_creation_input_tokens")
+        fresh = self._counts.get("input_tokens")
+        total = None if fresh is None else fresh + (read or 0) + (written or 0)
+        return Usage(input_tokens=total, output_tokens=self._counts.get("output_tokens"), cached_input_tokens=read)
+
+
+class _Reader:
+    """A Messages stream's events, fed to the assembler: each content block under its index."""
+
+    def __init__(self, assembler: Assembler) -> None:
+        self._assembler = assembler
+        self._counts = _Counts()
+        # Block index -> its type, as content_block_start said (a delta of another kind is not its own).
+        self._kinds: dict[int, str] = {}
 
     def feed(self, event: Any) -> None:
         kind = event.type
         if kind == "message_start":
-            self.model = event.message.model
-            self._count(getattr(event.message, "usage", None))
+            self._assembler.model(event.message.model)
+            self._assembler.usage(self._counts.add(getattr(event.message, "usage", None)))
         elif kind == "message_delta":
-            self._count(getattr(event, "usage", None))
+            self._assembler.usage(self._counts.add(getattr(event, "usage", None)))
         elif kind == "content_block_start":
             self._start(event.index, event.content_block)
         elif kind == "content_block_delta":
             self._delta(event.index, event.delta)
 
     def _start(self, index: int, content: Any) -> None:
+        # What a block opens with is kept, and counted, as what its deltas would have sent.
         block = content.model_dump()
-        # What a block opens with is kept, so it is counted as what its deltas would have sent.
-        if content.type == "tool_use":
-            place = self._calls.setdefault(index, len(self._calls))
-            self._stream.kept_call(place, block.get("name") or "")
-            if block.get("input"):
-                self._stream.kept_call(place, dumps(block["input"]))
-        for name in ("text", "thinking", "signature", "data"):
-            value = block.get(name)
-            if isinstance(value, str):
-                self._stream.kept(value)
-        self._blocks[index] = block
-        self._pieces[index] = {}
-
-    def _piece(self, index: int, name: str, piece: str) -> None:
-        self._pieces[index].setdefault(name, []).append(piece)
+        kind = self._kinds[index] = content.type
+        if kind == "text":
+            self._assembler.text(_string(block.get("text")) or "", index)
+        elif kind == "thinking":
+            signature = _string(block.get("signature"))
+            self._assembler.reasoning(_string(block.get("thinking")) or "", index, signature=signature)
+        elif kind == "redacted_thinking":
+            self._assembler.redacted(_string(block.get("data")) or "", index)
+        elif kind == "tool_use":
+            self._assembler.call(index, call_id=_string(block.get("id")), name=_string(block.get("name")))
+            if isinstance(block.get("input"), dict):
+                self._assembler.opened_with(index, block["input"])
 
     def _delta(self, index: int, delta: Any) -> None:
-        block = self._blocks[index]
-        if delta.type == "text_delta":
-            self._stream.text(delta.text)
-            self._piece(index, "text", delta.text)
-        elif delta.type == "input_json_delta":
-            name = self._aliases.inward(block["name"])
-            self._stream.tool_input(self._calls.get(index, 0), block["id"], name, delta.partial_json)
-            self._piece(index, "partial", delta.partial_json)
-        elif delta.type == "thinking_delta":
-            self._stream.reasoning(delta.thinking)
-            self._piece(index, "thinking", delta.thinking)
-        elif delta.type == "signature_delta":
-            self._stream.kept(delta.signature)
-            self._piece(index, "signature", delta.signature)
-
-    def _field(self, index: int, block: dict[str, Any], name: str) -> str:
-        """A field of a block: what it opened with, then what its deltas streamed."""
-        return (block.get(name) or "") + "".join(self._pieces[index].get(name, ()))
+        kind = self._kinds.get(index)
+        if delta.type == "text_delta" and kind == "text":
+            self._assembler.text(delta.text, index)
+        elif delta.type == "input_json_delta" and kind == "tool_use":
+            self._assembler.call(index, arguments=delta.partial_json)
+        elif delta.type == "thinking_delta" and kind == "thinking":
+            self._assembler.reasoning(delta.thinking, index)
+        elif delta.type == "signature_delta" and kind == "thinking":
+            self._assembler.reasoning("", index, signature=delta.signature or None)
 
     def turn(self) -> Turn:
-        built = TurnBuilder()
-        for index, block in sorted(self._blocks.items()):
-            if block["type"] == "text":
-                built.text(self._field(index, block, "text"))
-            elif block["type"] == "thinking":
-                signature = self._field(index, block, "signature") or block.get("signature")
-                built.thinking(self._field(index, block, "thinking"), signature=signature)
-            elif block["type"] == "redacted_thinking":
-                built.thinking(block.get("data", ""), redacted=True)
-            elif block["type"] == "tool_use":
-                partial = self._field(index, block, "partial")
-                arguments, invalid = parse_arguments(partial) if partial else (block.get("input") or {}, "")
-                built.call(block["id"], self._aliases.inward(block["name"]), arguments, invalid)
-        return built.turn(self.model, self.usage())
+        return self._assembler.turn()
 
-    def _count(self, usage: Any) -> None:
-        # message_start carries the input counts, message_delta the output so far (and, from some
-        # servers, the input again): the latest non-null count of each wins.
-        if usage is None:
-            return
-        for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-            value = count(getattr(usage, name, None))
-            if value is not None:
-                self._usage[name] = value
 
-    def usage(self) -> Usage | None:
-        """Anthropic counts cached input apart from `input_tokens`; here input includes it."""
-        if not self._usage:
-            return None
-        read, written = self._usage.get("cache_read_input_tokens"), self._usage.get("cache_creation_input_tokens")
-        fresh = self._usage.get("input_tokens")
-        total = None if fresh is None else fresh + (read or 0) + (written or 0)
-        return Usage(input_tokens=total, output_tokens=self._usage.get("output_tokens"), cached_input_tokens=read)
+def _string(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 class AnthropicMessages:
@@ -269,15 +246,15 @@ class AnthropicMessages:
                 }
                 for t in request.tools
             ]
-        async with StreamBounds(request.limits, deltas) as stream:
-            accumulator = _Accumulator(aliases, stream)
+        async with StreamBounds(request.limits) as stream:
+            reader = _Reader(Assembler(stream.tally, aliases, deltas))
             try:
                 response = await self._client.messages.create(**params)
                 # Closed on the way out, whatever ends the loop: a bound passed stops reading at once.
                 async with response:
                     async for event in response:
                         await stream.fragment()
-                        accumulator.feed(event)
+                        reader.feed(event)
             except ModelError:
                 raise
             except anthropic.APIError as error:
@@ -290,7 +267,7 @@ class AnthropicMessages:
                 if failure is None:
                     raise
                 raise failure from error
-        return accumulator.turn()
+        return reader.turn()
 
     def _failure(self, error: Exception) -> ModelError | None:
         """What an error the SDK let through means: a cloud identity that could not be resolved, or a tool

@@ -3,11 +3,13 @@
 A provider's server may be hostile (a compromised endpoint, a self-hosted one): what it streams is counted
 fragment by fragment, before an adapter keeps or forwards any of it, against the step's `StreamLimits`
 (workers/models/base.py).
-Every adapter feeds one `StreamBounds` per attempt: each fragment (an SSE event, a chunk) as it arrives,
-the text and reasoning (their UTF-8 bytes together), each tool call's argument pieces by the call's place
-in the turn, and whatever else of the turn it keeps. The moment a bound is passed it raises
-`StreamBoundPassed`: the adapter abandons the stream (its HTTP response is closed), and the step ends with
-run_failed naming the limit and its setting, not tried again (the same server would send the same).
+Every adapter opens one `StreamBounds` per attempt and counts each fragment (an SSE event, a chunk) as it
+arrives; what the fragments hold goes to the attempt's assembler (workers/models/assembler.py), which
+counts against the same `Tally` the text and reasoning (their UTF-8 bytes together), each tool call's
+argument pieces by the call's place in the turn, and whatever else of the turn it keeps. The moment a
+bound is passed it raises `StreamBoundPassed`: the adapter abandons the stream (its HTTP response is
+closed), and the step ends with run_failed naming the limit and its setting, not tried again (the same
+server would send the same).
 
 What a provider SDK reads whole before the adapter sees it (one event) is bounded on the wire by
 workers/models/wire.py, against the same attempt's `Tally`; every response the attempt opened is closed
@@ -23,7 +25,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 
 from common.codec import dumps
-from workers.models.base import KIB, MIB, DeltaSink, ModelError, StreamLimits
+from workers.models.base import KIB, MIB, ModelError, StreamLimits
 
 TEXT_SETTING = "SWITCHBOARD_MODEL_MAX_TEXT_BYTES"
 ARGUMENT_SETTING = "SWITCHBOARD_MODEL_MAX_ARGUMENT_BYTES"
@@ -192,15 +194,14 @@ def active_stream() -> StreamBounds | None:
 
 
 class StreamBounds:
-    """One attempt at a model step's stream, as an adapter reads it: each fragment counted, each piece
-    counted before it goes on to the step's DeltaSink. Used as an async context manager around the
-    request: the wire guard counts its responses against the same tally, and every response the attempt
-    opened is closed as it ends, whatever ended it (an SDK may leave its own to the garbage collector,
-    and a connection left open lets the server go on sending into it)."""
+    """One attempt at a model step's stream, as an adapter reads it: each fragment counted (its pieces
+    are the assembler's to count, against `tally`). Used as an async context manager around the request:
+    the wire guard counts its responses against the same tally, and every response the attempt opened is
+    closed as it ends, whatever ended it (an SDK may leave its own to the garbage collector, and a
+    connection left open lets the server go on sending into it)."""
 
-    def __init__(self, limits: StreamLimits, sink: DeltaSink, *, echoed: int = 0, repeats: bool = False) -> None:
+    def __init__(self, limits: StreamLimits, *, echoed: int = 0, repeats: bool = False) -> None:
         self.tally = Tally(limits, echoed=echoed, repeats=repeats)
-        self._sink = sink
         self._token: Token[StreamBounds | None] | None = None
         self._opened: list[Callable[[], Awaitable[None]]] = []
 
@@ -232,35 +233,6 @@ class StreamBounds:
         trip at 15-40x its idle median, yielding at each at about 2.5x (bench scenario hostile_model)."""
         self.tally.fragment()
         await asyncio.sleep(0)
-
-    def text(self, piece: str) -> None:
-        if piece:
-            self.tally.text(piece)
-            self._sink.text(piece)
-
-    def reasoning(self, piece: str) -> None:
-        if piece:
-            self.tally.text(piece)
-            self._sink.reasoning(piece)
-
-    def tool_input(self, index: int, call_id: str, name: str, piece: str) -> None:
-        """A piece of the `index`-th call's arguments, counted (a new call among the step's calls), then
-        streamed."""
-        self.tally.arguments(index, piece)
-        if piece:
-            self._sink.tool_input(index, call_id, name, piece)
-
-    def kept(self, piece: str) -> None:
-        """Text or reasoning the turn keeps that live readers are not streamed (a thinking block's
-        signature, a block's opening text): counted as text."""
-        if piece:
-            self.tally.text(piece)
-
-    def kept_call(self, index: int, piece: str) -> None:
-        """Something of the `index`-th call the turn keeps that is not streamed (its name, arguments a
-        call opened with): counted as its arguments. An adapter calls it as each call appears, its name
-        empty or not, so the call is counted among the step's calls before the turn keeps it."""
-        self.tally.arguments(index, piece)
 
 
 def passed_bound(error: BaseException) -> StreamBoundPassed | None:

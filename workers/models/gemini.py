@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
-from typing import Any
 
 import httpx2
 from google.auth import exceptions as auth_errors
 from google.genai import Client, errors, types
 
 from broker.errors import AddressRefused
-from common.codec import dumps
 from workers.models.aliases import Aliases
+from workers.models.assembler import Assembler
 from workers.models.base import (
     DeltaSink,
     Endpoint,
@@ -22,7 +20,6 @@ from workers.models.base import (
     ModelRequest,
     TransientModelError,
     Turn,
-    TurnBuilder,
     Usage,
     count,
     provider_text,
@@ -110,38 +107,23 @@ def error_of(error: errors.APIError) -> ModelError:
     return ModelError(f"the Gemini API refused the request ({status} {kind}): {text}".replace(" )", ")"))
 
 
-@dataclass
-class _Segment:
-    """A run of parts of one kind (text, thought, or one call); a part carrying a thought signature
-    starts one, so the signature goes back on the part it came with. Its text is kept as the pieces that
-    came, joined once at the end (a server may send many)."""
-
-    kind: str
-    pieces: list[str] = field(default_factory=list)
-    signature: str | None = None
-    call: tuple[str, str, dict[str, Any]] | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self.pieces)
-
-
-@dataclass
 class _Reader:
-    aliases: Aliases
-    stream: StreamBounds
-    segments: list[_Segment] = field(default_factory=list)
-    calls: int = 0
-    candidates: bool = False
-    finish: str | None = None
-    finish_message: str | None = None
-    blocked: tuple[str, str | None] | None = None
-    usage: types.GenerateContentResponseUsageMetadata | None = None
-    model: str | None = None
+    """A Gemini stream's chunks, fed to the assembler. Gemini's parts carry no index: consecutive parts of
+    a kind are one block, and a part with a thought signature starts one, so the signature goes back on
+    the part it came with (a signature on a text part or a call is kept as an empty thinking block right
+    before it, which gemini_wire.py puts back on that part). Calls come whole."""
+
+    def __init__(self, assembler: Assembler, model: str) -> None:
+        self._assembler = assembler
+        self._assembler.model(model)
+        self.candidates = False
+        self.finish: str | None = None
+        self.finish_message: str | None = None
+        self.blocked: tuple[str, str | None] | None = None
 
     def feed(self, chunk: types.GenerateContentResponse) -> None:
-        self.model = chunk.model_version or self.model
-        self.usage = chunk.usage_metadata or self.usage
+        self._assembler.model(chunk.model_version)
+        self._assembler.usage(usage_of(chunk.usage_metadata))
         feedback = chunk.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
             self.blocked = (_name(feedback.block_reason) or "blocked", feedback.block_reason_message)
@@ -155,30 +137,25 @@ class _Reader:
 
     def _part(self, part: types.Part) -> None:
         signature = signature_text(part.thought_signature)
-        if signature is not None:
-            self.stream.kept(signature)
-        if part.function_call is not None:
-            call = part.function_call
-            name = self.aliases.inward(call.name or "")
-            # Gemini sends each call whole. Some models give no id (the API matches responses by name
-            # and order): one is made, unique in the session since the broker keys calls by it.
+        call = part.function_call
+        if call is not None:
+            self._signed(signature)
+            # Some models give no id (the API matches responses by name and order): one is made, unique in
+            # the session since the broker keys calls by it.
             call_id = call.id or f"{MADE_ID}{secrets.token_hex(8)}"
-            arguments = dict(call.args or {})
-            self.stream.kept_call(self.calls, name)
-            self.stream.tool_input(self.calls, call_id, name, dumps(arguments))
-            self.calls += 1
-            self.segments.append(_Segment("call", signature=signature, call=(call_id, name, arguments)))
-            return
-        if part.text is None and signature is None:
+            self._assembler.whole_call(call_id, call.name or "", dict(call.args or {}))
+        elif part.text is None and signature is None:
             return  # a kind of part this adapter does not ask for (code execution, inline data)
-        kind, text = ("thought" if part.thought else "text"), part.text or ""
-        if text:
-            (self.stream.reasoning if kind == "thought" else self.stream.text)(text)
-        last = self.segments[-1] if self.segments else None
-        if last is not None and last.kind == kind and signature is None:
-            last.pieces.append(text)
+        elif part.thought:
+            self._assembler.reasoning(part.text or "", signature=signature)
         else:
-            self.segments.append(_Segment(kind, [text], signature))
+            self._signed(signature)
+            self._assembler.text(part.text or "")
+
+    def _signed(self, signature: str | None) -> None:
+        # A text part's or a call's signature: an empty thinking block right before it.
+        if signature is not None:
+            self._assembler.reasoning("", signature=signature)
 
     def turn(self) -> Turn:
         # The Gemini API's reasons come without a message (the SDK reads one from Vertex AI only).
@@ -187,22 +164,10 @@ class _Reader:
             raise ModelError(f"the Gemini API blocked the prompt ({reason}){_said(message)}")
         if not self.candidates:
             raise ModelError("the Gemini API returned no candidates")
-        if self.finish not in _ENDINGS and not any(s.text or s.call for s in self.segments):
+        answered = self._assembler.has_text or self._assembler.has_reasoning or self._assembler.calls
+        if self.finish not in _ENDINGS and not answered:
             raise ModelError(f"the Gemini API stopped with no answer ({self.finish}){_said(self.finish_message)}")
-        built = TurnBuilder()
-        for segment in self.segments:
-            # A signature with no thought text of its own belongs to the part that follows it (an empty
-            # thinking block right before it); gemini_wire.py puts it back on that part.
-            if segment.kind == "thought" and segment.text:
-                built.thinking(segment.text, signature=segment.signature)
-                continue
-            if segment.signature is not None:
-                built.thinking("", signature=segment.signature)
-            if segment.call is not None:
-                built.call(*segment.call)
-            elif segment.kind == "text":
-                built.text(segment.text)
-        return built.turn(self.model, usage_of(self.usage))
+        return self._assembler.turn()
 
 
 class Gemini:
@@ -279,8 +244,8 @@ class Gemini:
     async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
         aliases = Aliases(tool.name for tool in request.tools)
         contents = to_contents(request.transcript_for(self._text_only), aliases)
-        async with StreamBounds(request.limits, deltas) as stream:
-            reader = _Reader(aliases, stream, model=request.config.model)
+        async with StreamBounds(request.limits) as stream:
+            reader = _Reader(Assembler(stream.tally, aliases, deltas), request.config.model)
             try:
                 chunks = await self._client.aio.models.generate_content_stream(
                     model=request.config.model, contents=contents, config=self._config(request, aliases)

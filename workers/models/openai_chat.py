@@ -11,9 +11,9 @@ from typing import Any
 import openai
 
 from broker.errors import AddressRefused
-from common.codec import dumps, new_call_id
-from workers.arguments import parse_arguments
+from common.codec import dumps
 from workers.models.aliases import Aliases
+from workers.models.assembler import Assembler
 from workers.models.base import (
     DeltaSink,
     Endpoint,
@@ -23,8 +23,6 @@ from workers.models.base import (
     ToolOutcome,
     TransientModelError,
     Turn,
-    TurnBuilder,
-    Usage,
 )
 from workers.models.bounds import StreamBounds
 from workers.models.openai_client import error_detail, error_of, field_of, openai_client, usage_of
@@ -101,72 +99,40 @@ def _text(value: object, limit: int | None = None) -> str | None:
     return value
 
 
-class _Call:
-    __slots__ = ("call_id", "name", "pieces", "place")
-
-    def __init__(self, place: int, call_id: str, name: str) -> None:
-        self.place = place
-        self.call_id = call_id
-        self.name = name
-        # The arguments as streamed, joined once at the end (a server may send many pieces).
-        self.pieces: list[str] = []
-
-
-class _Calls:
-    """A turn's tool calls, assembled from their streamed fragments.
+class _CallKeys:
+    """Which of the turn's calls a tool-call fragment belongs to, as the servers differ.
 
     OpenAI sends a call's id and name once, in its first fragment, then arguments under the same `index`.
-    The servers differ: vLLM sends parallel calls all with index 0 (a new id starts a new call), some
-    servers send no ids (one is made), some repeat the id and name in every fragment, and some send each
-    call's arguments whole in one fragment. Every fragment costs O(1) (a server may send many)."""
+    vLLM sends parallel calls all with index 0 (a new id starts a new call); some servers send no ids (the
+    assembler makes one); some repeat the id and name in every fragment; some send each call whole in one
+    fragment, with neither ids nor distinct indexes (a name after a call that has its name and arguments
+    starts the next call). Every fragment costs O(1) (a server may send many)."""
 
-    def __init__(self, aliases: Aliases, stream: StreamBounds) -> None:
-        self._aliases = aliases
-        self._stream = stream
-        self.calls: list[_Call] = []
-        self._by_id: dict[str, _Call] = {}
+    def __init__(self) -> None:
+        self._count = 0
+        self._by_id: dict[str, int] = {}
         # The latest call each index was seen on.
-        self._by_index: dict[object, _Call] = {}
+        self._by_index: dict[int | None, int] = {}
+        self._named: set[int] = set()
+        self._filled: set[int] = set()
 
-    def feed(self, fragment: Any) -> None:
-        call_id = _text(field_of(fragment, "id"), _ID_LIMIT) or None
-        index = field_of(fragment, "index")
-        index = index if isinstance(index, int) else None
-        function = field_of(fragment, "function")
-        name = _text(field_of(function, "name"), _NAME_LIMIT) if function is not None else None
-        piece = field_of(function, "arguments") if function is not None else None
-        # Arguments a server sent as an object rather than its JSON text.
-        piece = dumps(piece) if isinstance(piece, dict) else (_text(piece) or "")
-        call = self._target(call_id, index, name)
-        if call is None:
-            self._stream.kept_call(len(self.calls), name or "")
-            call = _Call(len(self.calls), call_id or new_call_id(), self._aliases.inward(name or ""))
-            self.calls.append(call)
-            self._by_id[call.call_id] = call
-        elif name and not call.name:
-            self._stream.kept_call(call.place, name)
-            call.name = self._aliases.inward(name)
-        self._by_index[index] = call
-        if piece:
-            self._stream.tool_input(call.place, call.call_id, call.name, piece)
-            call.pieces.append(piece)
-
-    def _target(self, call_id: str | None, index: int | None, name: str | None) -> _Call | None:
-        """The call a fragment continues; None when it starts one."""
+    def key(self, call_id: str | None, index: int | None, name: str | None, piece: str) -> int:
         if call_id is not None:
-            return self._by_id.get(call_id)
-        last = self._by_index.get(index)
-        # No id: a name after a call that already has its name and arguments starts the next call
-        # (parallel calls from a server that sends neither ids nor distinct indexes sends each whole).
-        if last is None or (name and last.name and last.pieces):
-            return None
-        return last
-
-    def built(self, into: TurnBuilder) -> None:
-        for call in self.calls:
-            # A call with no parameters may come with no arguments at all.
-            arguments, invalid = parse_arguments("".join(call.pieces) or "{}")
-            into.call(call.call_id, call.name, arguments, invalid)
+            key = self._by_id.get(call_id)
+        else:
+            key = self._by_index.get(index)
+            if key in self._named and key in self._filled and name:
+                key = None
+        if key is None:
+            key, self._count = self._count, self._count + 1
+            if call_id is not None:
+                self._by_id[call_id] = key
+        self._by_index[index] = key
+        if name:
+            self._named.add(key)
+        if piece:
+            self._filled.add(key)
+        return key
 
 
 def _reasoning(delta: Any) -> str:
@@ -179,21 +145,27 @@ def _reasoning(delta: Any) -> str:
     return ""
 
 
+# The keys of the message's one reasoning block and one text block (its calls are keyed by number).
+_REASONING, _CONTENT = "reasoning", "content"
+
+
 class _Reader:
-    def __init__(self, aliases: Aliases, stream: StreamBounds) -> None:
-        self._stream = stream
-        self._calls = _Calls(aliases, stream)
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
-        self.model: str | None = None
-        self.usage: Usage | None = None
+    """A Chat Completions stream's chunks, fed to the assembler: one choice (the first) is asked for."""
+
+    def __init__(self, assembler: Assembler) -> None:
+        self._assembler = assembler
+        self._calls = _CallKeys()
         self.finish: str | None = None
 
     def feed(self, chunk: Any) -> None:
-        self.model = _text(field_of(chunk, "model"), _MODEL_LIMIT) or self.model
+        model = _text(field_of(chunk, "model"), _MODEL_LIMIT)
+        if model:
+            self._assembler.model(model)
         # With include_usage the counts come in a last chunk with no choices; some servers send them in
         # every chunk, growing: the last one wins.
-        self.usage = usage_of(field_of(chunk, "usage"), "prompt_tokens", "completion_tokens") or self.usage
+        usage = field_of(chunk, "usage")
+        if usage is not None:
+            self._assembler.usage(usage_of(usage, "prompt_tokens", "completion_tokens"))
         for choice in field_of(chunk, "choices") or ():
             if field_of(choice, "index") not in (0, None):
                 continue
@@ -205,27 +177,30 @@ class _Reader:
     def _delta(self, delta: Any) -> None:
         reasoning = _reasoning(delta)
         if reasoning:
-            self._stream.reasoning(reasoning)
-            self._reasoning.append(reasoning)
+            self._assembler.reasoning(reasoning, _REASONING)
         text = field_of(delta, "content")
         if isinstance(text, str) and text:
-            self._stream.text(text)
-            self._text.append(text)
+            self._assembler.text(text, _CONTENT)
         for fragment in field_of(delta, "tool_calls") or ():
-            self._calls.feed(fragment)
+            self._call(fragment)
+
+    def _call(self, fragment: Any) -> None:
+        call_id = _text(field_of(fragment, "id"), _ID_LIMIT) or None
+        index = field_of(fragment, "index")
+        function = field_of(fragment, "function")
+        name = _text(field_of(function, "name"), _NAME_LIMIT) if function is not None else None
+        piece = field_of(function, "arguments") if function is not None else None
+        # Arguments a server sent as an object rather than its JSON text.
+        piece = dumps(piece) if isinstance(piece, dict) else (_text(piece) or "")
+        key = self._calls.key(call_id, index if isinstance(index, int) else None, name, piece)
+        self._assembler.call(key, call_id=call_id, name=name, arguments=piece)
 
     def turn(self) -> Turn:
         if self.finish is None:
             raise TransientModelError("the Chat Completions stream ended before the answer was complete")
-        text = "".join(self._text)
-        if self.finish in _FILTERED and not text and not self._calls.calls:
+        if self.finish in _FILTERED and not self._assembler.has_text and not self._assembler.calls:
             raise ModelError(f"the model's answer was withheld by the provider's filter (finish_reason {self.finish})")
-        built = TurnBuilder()
-        if self._reasoning:
-            built.thinking("".join(self._reasoning))
-        built.text(text)
-        self._calls.built(built)
-        return built.turn(self.model, self.usage)
+        return self._assembler.turn()
 
 
 class OpenAIChat:
@@ -272,8 +247,8 @@ class OpenAIChat:
         aliases = Aliases(tool.name for tool in request.tools)
         params = self._params(request, aliases)
         while True:
-            async with StreamBounds(request.limits, deltas) as stream:
-                reader = _Reader(aliases, stream)
+            async with StreamBounds(request.limits) as stream:
+                reader = _Reader(Assembler(stream.tally, aliases, deltas, grouped=True))
                 try:
                     response = await self._client.chat.completions.create(**params)
                     # Closed on the way out, whatever ends the loop: a bound passed stops reading at once.

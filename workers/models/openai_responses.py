@@ -9,8 +9,8 @@ import openai
 
 from broker.errors import AddressRefused
 from common.codec import dumps
-from workers.arguments import parse_arguments
 from workers.models.aliases import Aliases
+from workers.models.assembler import Assembler
 from workers.models.base import (
     DeltaSink,
     Endpoint,
@@ -20,7 +20,6 @@ from workers.models.base import (
     StreamLimits,
     TransientModelError,
     Turn,
-    TurnBuilder,
     Usage,
 )
 from workers.models.bounds import StreamBounds, Tally, json_bytes
@@ -61,27 +60,25 @@ def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]
 def _turn(output: list[Any], aliases: Aliases, limits: StreamLimits, model: str | None, usage: Usage | None) -> Turn:
     """The turn from the response's whole output (its last event). That event repeats what was streamed,
     but a server may put there what it never streamed: what the turn keeps is counted again, afresh."""
-    built = TurnBuilder()
-    kept = Tally(limits)
-    calls = 0
-    for item in output:
+    built = Assembler(Tally(limits), aliases)
+    built.model(model)
+    built.usage(usage)
+    for place, item in enumerate(output):
         kind = field_of(item, "type")
-        if kind == "reasoning":
-            summary = "".join(field_of(part, "text") or "" for part in field_of(item, "summary") or [])
-            kept.text(summary)
-            if summary:
-                built.thinking(summary)
+        summary = _joined(field_of(item, "summary")) if kind == "reasoning" else ""
+        if summary:
+            built.reasoning(summary, place)
         elif kind == "message":
-            text = "".join(field_of(part, "text") or "" for part in field_of(item, "content") or [])
-            kept.text(text)
-            built.text(text)
+            built.text(_joined(field_of(item, "content")), place)
         elif kind == "function_call":
-            raw = field_of(item, "arguments") or "{}"
-            kept.arguments(calls, raw)
-            calls += 1
-            arguments, invalid = parse_arguments(raw)
-            built.call(field_of(item, "call_id"), aliases.inward(field_of(item, "name")), arguments, invalid)
-    return built.turn(model, usage)
+            call_id, name = field_of(item, "call_id"), field_of(item, "name")
+            built.call(place, call_id=call_id, name=name, arguments=field_of(item, "arguments") or "{}")
+    return built.turn()
+
+
+def _joined(parts: Any) -> str:
+    """The text of an item's parts (a message's content, a reasoning item's summary)."""
+    return "".join(field_of(part, "text") or "" for part in parts or ())
 
 
 class OpenAIResponses:
@@ -121,12 +118,12 @@ class OpenAIResponses:
         # .in_progress, .completed), and the text and arguments again when each item is done.
         echoed = json_bytes(params.get("tools", [])) + json_bytes(params.get("instructions", ""))
         echoed += _TOOL_ECHO * len(params.get("tools", []))
-        async with StreamBounds(request.limits, deltas, echoed=echoed, repeats=True) as stream:
+        async with StreamBounds(request.limits, echoed=echoed, repeats=True) as stream:
             try:
                 response = await self._client.responses.create(**params)
                 # Closed on the way out, whatever ends the read: a bound passed stops reading at once.
                 async with response:
-                    return await _read(response, aliases, stream, request.limits)
+                    return await _read(response, aliases, stream, deltas, request.limits)
             except ModelError:
                 raise
             except openai.APIError as error:
@@ -136,25 +133,21 @@ class OpenAIResponses:
                 raise ModelError(refusal.message) from None
 
 
-async def _read(events: Any, aliases: Aliases, stream: StreamBounds, limits: StreamLimits) -> Turn:
-    # Output item id -> (the call's place among the turn's calls, its call_id, its model-visible name).
-    calls: dict[str, tuple[int, str, str]] = {}
+async def _read(events: Any, aliases: Aliases, stream: StreamBounds, deltas: DeltaSink, limits: StreamLimits) -> Turn:
+    # Streamed as it comes, and counted; the turn is read from the last event, which holds it whole.
+    streamed = Assembler(stream.tally, aliases, deltas, keep=False)
     async for event in events:
         await stream.fragment()
         kind = event.type
         if kind == "response.output_text.delta":
-            stream.text(event.delta)
+            streamed.text(event.delta)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            stream.reasoning(event.delta)
+            streamed.reasoning(event.delta)
         elif kind == "response.output_item.added" and event.item.type == "function_call":
             item = event.item
-            place = len(calls)
-            stream.kept_call(place, item.name or "")
-            calls[item.id or item.call_id] = (place, item.call_id, aliases.inward(item.name))
-        elif kind == "response.function_call_arguments.delta":
-            call = calls.get(event.item_id)
-            if call is not None:
-                stream.tool_input(*call, event.delta)
+            streamed.call(item.id or item.call_id, call_id=item.call_id, name=item.name)
+        elif kind == "response.function_call_arguments.delta" and streamed.knows(event.item_id):
+            streamed.call(event.item_id, arguments=event.delta)
         elif kind in ("response.completed", "response.incomplete"):
             response = event.response
             model = getattr(response, "model", None)
