@@ -292,25 +292,6 @@ local function sb_append(S, body)
   return json, seq
 end
 
-local function sb_message_user(text, source)
-  return '{"type":"message_user","message":{"role":"user","content":[{"type":"text","data":{"text":'
-    .. sb_str(text) .. '}}]},"source":"' .. source .. '"}'
-end
-
-local function sb_custom(kind, payload)
-  return '{"type":"custom","kind":"' .. kind .. '","payload":' .. payload .. '}'
-end
-
-local function sb_run_event(kind, run_id)
-  return '{"type":"' .. kind .. '","run_id":' .. sb_str(run_id) .. '}'
-end
-
-local function sb_tool_result(call_id, text, is_error)
-  return '{"type":"tool_result","call_id":' .. sb_str(call_id)
-    .. ',"content":[{"type":"text","data":{"text":' .. sb_str(text) .. '}}],"is_error":'
-    .. (is_error and 'true' or 'false') .. '}'
-end
-
 -- A script answers `{outcome, ...}`: 'ok' and its data, or a refusal: its outcome (an error code word:
 -- 'not_found', 'conflict', 'invalid_request', 'unauthorized'), the reason (broker/refusals.py writes
 -- each reason's message, once) and the values the message names.

@@ -12,7 +12,7 @@ local function sb_delete_session(S, tokens, tombstone_ms, gone_text)
   redis.call('DEL', S.queue)
   if redis.call('EXISTS', S.run) == 1 then sb_end_run(S, 'run_cancelled', nil, gone_text) end
   for _, raw in ipairs(queued) do
-    sb_append(S, sb_run_event('run_cancelled', cjson.decode(raw).run_id))
+    sb_append(S, sb_ev_run_cancelled(cjson.decode(raw).run_id))
     sb_count('runs_ended:run_cancelled')
   end
   local names = redis.call('HGETALL', S.names)
