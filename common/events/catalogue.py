@@ -88,7 +88,7 @@ ImageMediaType = Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
 
 class ImageData(msgspec.Struct, frozen=True):
     media_type: ImageMediaType
-    # Base64; decoded, at most MAX_IMAGE_BYTES (common.events.build).
+    # Base64 (standard alphabet, padded); a result's images hold at most 5 MiB decoded in all.
     data: str
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.events.generate import lua, shapes
+from common.events.generate import lua, models, shapes
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,7 +39,7 @@ class Copy:
         return current[: found.start()] + begin + "\n" + text + end + current[found.end() :]
 
 
-COPIES = (Copy(lua.PATH, lua.render),)
+COPIES = (Copy(lua.PATH, lua.render), Copy(models.PATH, models.render))
 
 
 def drifted(root: Path = ROOT) -> list[str]:
