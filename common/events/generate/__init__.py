@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.events.generate import lua, models, shapes
+from common.events.generate import lua, models, shapes, typescript
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,7 +39,11 @@ class Copy:
         return current[: found.start()] + begin + "\n" + text + end + current[found.end() :]
 
 
-COPIES = (Copy(lua.PATH, lua.render), Copy(models.PATH, models.render))
+COPIES = (
+    Copy(lua.PATH, lua.render),
+    Copy(models.PATH, models.render),
+    Copy(typescript.PATH, typescript.render, typescript.REGION),
+)
 
 
 def drifted(root: Path = ROOT) -> list[str]:
