@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.events.generate import lua, models, shapes, typescript
+from common.events.generate import lua, markdown, models, shapes, typescript
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -43,6 +43,7 @@ COPIES = (
     Copy(lua.PATH, lua.render),
     Copy(models.PATH, models.render),
     Copy(typescript.PATH, typescript.render, typescript.REGION),
+    Copy(markdown.PATH, markdown.render, markdown.REGION),
 )
 
 
