@@ -243,6 +243,29 @@ class _Reader:
         return Field(name, wire, kind, presence, extension, doc, int(ge) if ge is not None else None)
 
 
+def _names(kind: Kind) -> list[str]:
+    if isinstance(kind, Ref):
+        return [kind.name]
+    if isinstance(kind, OneOf):
+        return list(kind.names)
+    if isinstance(kind, ListOf):
+        return _names(kind.item)
+    return []
+
+
+def _held(shapes: dict[str, Shape]) -> set[str]:
+    """The events and every record they hold, at any depth: what the copies describe (a struct the
+    catalogue declares for another use, such as reading a payload, is not one)."""
+    found: set[str] = set()
+    todo = [cls.__name__ for cls in EVENTS]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo += [held for field in shapes[name].fields for held in _names(field.kind)]
+    return found
+
+
 def read() -> Catalogue:
     """The catalogue as data."""
     class_docs, field_docs, alias_docs = _docs()
@@ -258,6 +281,8 @@ def read() -> Catalogue:
         tag = type_name(cls) if issubclass(cls, Record) else None
         shown = cls.shown if issubclass(cls, Event) else None
         shapes[name] = Shape(name, tag, class_docs[name], fields, shown)
+    held = _held(shapes)
+    shapes = {name: shape for name, shape in shapes.items() if name in held}
     aliases = {
         name: Alias(name, reader.kind(getattr(catalogue, name)), doc)
         for name, doc in alias_docs.items()
