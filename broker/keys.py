@@ -42,6 +42,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | (services/retention.py, on upgrade)   |
 | `sb:{w}:health:<host>`                | string | 3 heartbeats             | `switchboard worker --check`           |
 | `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone,  |
+|                                       |        |                          | `event_at` (ms of the newest event,    |
+|                                       |        |                          | written with the seq: its retention),  |
 |                                       |        |                          | `trimmed_seq` (trim_calls.lua),        |
 |                                       |        |                          | `bytes`, `rc` `rp` `ra` `rl` (receipts |
 |                                       |        |                          | by window): the session's storage      |

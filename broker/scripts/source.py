@@ -83,6 +83,7 @@ SCRIPT_NAMES = (
 # (tests/unit/test_layout.py checks it), so what its includes say it sees is what the library gives it.
 LIBRARIES = (
     "lib/core.lua",
+    "lib/events.lua",
     "lib/partition.lua",
     "lib/calls.lua",
     "lib/run.lua",

@@ -11,12 +11,15 @@ A field is required unless it has a default. A nullable field (`X | None`, no de
 `null` when it has no value; a field whose default is `UNSET` is written only when it has one. A field
 or an event marked `EXT` is an extension of Switchboard's: the Subako SDK ignores it (or, for an event, the
 default stream does not carry it: `Shown.include` names what a reader asks for to get it).
+
+The docstrings, and the comments just above a field or an alias, are copied by the generator into what it
+writes (the d.ts, the OpenAPI document, docs/events.md), so they are written for a reader of the wire.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -50,6 +53,8 @@ class TextData(msgspec.Struct, frozen=True):
 
 
 class TextBlock(Record, tag="text", frozen=True):
+    """A text block of a message or a tool result."""
+
     data: TextData
 
 
@@ -60,6 +65,8 @@ class ToolCallData(msgspec.Struct, frozen=True):
 
 
 class ToolCallBlock(Record, tag="tool_call", frozen=True):
+    """A tool call block of an assistant message."""
+
     data: ToolCallData
 
 
@@ -70,34 +77,47 @@ class ThinkingData(msgspec.Struct, frozen=True):
 
 
 class ThinkingBlock(Record, tag="thinking", frozen=True):
+    """A thinking block of an assistant message."""
+
     data: ThinkingData
 
 
+# The media types an image result may have.
 ImageMediaType = Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
 
 
 class ImageData(msgspec.Struct, frozen=True):
-    media_type: str
-    # Base64; decoded, at most MAX_IMAGE_BYTES (common.events.build).
+    media_type: ImageMediaType
+    # Base64 (standard alphabet, padded); a result's images hold at most 5 MiB decoded in all.
     data: str
 
 
 class ImageBlock(Record, tag="image", frozen=True):
-    """An image of a tool result: shown as it is only to readers that ask (`?include=images`), otherwise
-    as a text block naming it."""
+    """An image block of a tool result: shown as it is only to readers that ask (`?include=images`),
+    otherwise as a text block naming the image."""
 
     data: ImageData
 
 
+# A block of a message.
 MessageBlock = TextBlock | ToolCallBlock | ThinkingBlock
+# A block of a tool result.
 ResultBlock = TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock
 
 
 class Message(msgspec.Struct, frozen=True):
+    """A message of the transcript."""
+
     role: Literal["user", "assistant", "tool_result"]
     content: list[MessageBlock]
+    # In Subako's shape; Switchboard writes none.
+    is_error: bool | UnsetType | None = UNSET
     # An assistant message names the model that wrote it; a user message has no model.
     model: str | UnsetType | None = UNSET
+    # Correlates an assistant message with a proxied model call (Subako's; Switchboard writes none).
+    model_call_id: str | UnsetType | None = UNSET
+    # In Subako's shape; Switchboard writes none.
+    tool_call_id: str | UnsetType | None = UNSET
 
 
 class TokenUsage(msgspec.Struct, frozen=True):
@@ -111,26 +131,37 @@ class TokenUsage(msgspec.Struct, frozen=True):
 
 
 class ToolDescriptor(msgspec.Struct, frozen=True):
+    """A tool as a registration declares it."""
+
     name: str
     description: str
     parameters: JsonObject
+    # Its result deadline after the ack, in seconds, in place of the deployment's.
     timeout_s: Annotated[float, EXT] | UnsetType = UNSET
+    # The call fails when neither progress nor the result came within this many seconds.
     heartbeat_s: Annotated[float, EXT] | UnsetType = UNSET
 
 
-class NeverLifetime(Record, tag="never", frozen=True):
-    pass
+# The lifetimes' names end in Body as the OpenAPI document names them: the request a client registers with
+# (api/schemas/clients.py) has lifetimes of its own, bounded.
 
 
-class TtlData(msgspec.Struct, frozen=True):
-    seconds: int
+class NeverLifetimeBody(Record, tag="never", frozen=True):
+    """A registration that lives until it leaves."""
 
 
-class TtlLifetime(Record, tag="ttl", frozen=True):
-    data: TtlData
+class TtlDataBody(msgspec.Struct, frozen=True):
+    seconds: Annotated[int, msgspec.Meta(ge=0)]
 
 
-Lifetime = NeverLifetime | TtlLifetime
+class TtlLifetimeBody(Record, tag="ttl", frozen=True):
+    """A registration that lives as long as it pings within `seconds`."""
+
+    data: TtlDataBody
+
+
+# How long a registration lives: until it leaves, or as long as it pings within `seconds`.
+Lifetime = NeverLifetimeBody | TtlLifetimeBody
 
 # --- events --------------------------------------------------------------------------------------------
 
@@ -150,9 +181,14 @@ class SessionCreated(Event, tag="session_created", frozen=True):
     agent_version_id: str
 
 
+# Where a user message came from: input that starts a run, input folded into an active run, or input
+# posted with an API key on behalf of a user.
+InputSource = Literal["client", "steer", "external"]
+
+
 class MessageUser(Event, tag="message_user", frozen=True):
     message: Message
-    source: Literal["client", "steer", "external"]
+    source: InputSource
 
 
 class MessageAssistant(Event, tag="message_assistant", frozen=True):
@@ -183,7 +219,7 @@ class RunStarted(Event, tag="run_started", frozen=True):
 
 class RunCompleted(Event, tag="run_completed", frozen=True):
     run_id: str
-    # Absent when no step reported any (the scripted model's runs).
+    # What the run's model steps used; absent when no step reported any (the scripted model's runs).
     usage: Annotated[TokenUsage, EXT] | UnsetType = UNSET
 
 
@@ -197,7 +233,7 @@ class RunFailed(Event, tag="run_failed", frozen=True):
 
 
 class SessionError(Event, tag="error", frozen=True):
-    """An error of the session."""
+    """An error of the session (one of the Subako event types)."""
 
     message: str
 
@@ -220,7 +256,7 @@ class ApprovalResolved(Event, tag="approval_resolved", frozen=True):
     # The decision is remembered for later calls of the same tool in this session.
     remember: Annotated[Literal["session"], EXT] | UnsetType = UNSET
     # Decided by a remembered decision.
-    remembered: Annotated[bool, EXT] | UnsetType = UNSET
+    remembered: Annotated[Literal[True], EXT] | UnsetType = UNSET
     # The arguments the call runs with instead of the model's.
     arguments: Annotated[JsonObject, EXT] | UnsetType = UNSET
 
@@ -243,12 +279,14 @@ class ClientLeft(Event, tag="client_left", frozen=True):
 
 
 class ClientToolDispatched(Event, tag="client_tool_dispatched", frozen=True):
-    """A call sent to a client; `tool` is the tool's own name, as the client declared it."""
+    """A call sent to a client; the browser SDK acks and runs it when the client is one of its connection's."""
 
     client_id: str
     call_id: str
+    # The tool's own name, as the client declared it.
     tool: str
     arguments: JsonObject
+    # Where a call no run made came from (`mcp`: an MCP client of the session).
     from_: Annotated[str, EXT] | UnsetType = msgspec.field(default=UNSET, name="from")
 
 
@@ -258,7 +296,7 @@ class ClientToolAcked(Event, tag="client_tool_acked", frozen=True):
 
 
 class ClientToolFailed(Event, tag="client_tool_failed", frozen=True):
-    """A client call that cannot be answered any more."""
+    """A client call that cannot be answered any more; the browser SDK aborts a running `execute`'s signal."""
 
     client_id: str
     call_id: str
@@ -305,17 +343,19 @@ class ToolProgress(Event, tag="tool_progress", frozen=True):
 
 
 class MessageDelta(Event, tag="message_delta", frozen=True):
-    """Text the model is writing, as it streams; `reset` voids the step's deltas so far."""
+    """Text the model is writing, as it streams."""
 
     shown: ClassVar[Shown] = Shown(logged=False, include="deltas", sdk=False)
     run_id: str
     step: int
     delta: str
-    reset: Annotated[bool, EXT] | UnsetType = UNSET
+    # Voids the step's deltas so far.
+    reset: Annotated[Literal[True], EXT] | UnsetType = UNSET
 
 
 class ThinkingDelta(Event, tag="thinking_delta", frozen=True):
-    """What the model reasons, as it streams (where the provider shows it); with `deltas` and `thinking`."""
+    """What the model reasons, as it streams (where the provider shows it); shown to a reader that asks for
+    `deltas` as well."""
 
     shown: ClassVar[Shown] = Shown(logged=False, include="thinking", sdk=False)
     run_id: str
@@ -324,18 +364,20 @@ class ThinkingDelta(Event, tag="thinking_delta", frozen=True):
 
 
 class ToolCallDelta(Event, tag="tool_call_delta", frozen=True):
-    """A fragment of a tool call's arguments' JSON text, as the model writes it; `index` is the call's place
-    among the step's calls, from 0, and `name` its model-visible name."""
+    """A fragment of a tool call's arguments' JSON text, as the model writes it."""
 
     shown: ClassVar[Shown] = Shown(logged=False, include="deltas", sdk=False)
     run_id: str
     step: int
     call_id: str
+    # The call's place among the step's calls, from 0.
     index: int
+    # The model-visible name, such as `client__web__lookup`.
     name: str
     delta: str
 
 
+# The 20 event types the Subako SDK knows: what the default stream carries.
 SdkEvent = (
     SessionCreated
     | MessageUser
@@ -358,37 +400,13 @@ SdkEvent = (
     | ClientToolFailed
     | Custom
 )
+# Events shown only to a reader whose `include` asks for them.
 ExtensionEvent = ClientToolProgress | ToolProgress | MessageDelta | ThinkingDelta | ToolCallDelta
+# Every event a stream may carry.
 AnyEvent = SdkEvent | ExtensionEvent
 
-# Every event type, in the order the docs list them.
-EVENTS: tuple[type[Event], ...] = (
-    SessionCreated,
-    MessageUser,
-    MessageAssistant,
-    ToolCall,
-    ToolResult,
-    RunQueued,
-    RunStarted,
-    RunCompleted,
-    RunCancelled,
-    RunFailed,
-    SessionError,
-    ApprovalRequested,
-    ApprovalResolved,
-    ClientRegistered,
-    ClientToolsUpdated,
-    ClientLeft,
-    ClientToolDispatched,
-    ClientToolAcked,
-    ClientToolFailed,
-    Custom,
-    ClientToolProgress,
-    ToolProgress,
-    MessageDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-)
+# Every event type, in the order the docs list them: the unions' order.
+EVENTS: tuple[type[Event], ...] = get_args(AnyEvent)
 
 
 def type_name(cls: type[Record]) -> str:

@@ -16,6 +16,7 @@
 -- settles the call's entry in the group, so the call is never handed to another member.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/call.lua
 --!include lib/hot.lua

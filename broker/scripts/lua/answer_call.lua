@@ -12,6 +12,7 @@
 -- SWITCHBOARD_MAX_SESSION_BYTES, and the call stays owed); unauthorized (token).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua

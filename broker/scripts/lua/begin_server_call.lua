@@ -9,6 +9,7 @@
 -- {'ok', 'stale'} (settled, or another worker holds it).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/call.lua
 

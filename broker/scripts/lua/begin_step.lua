@@ -14,6 +14,7 @@
 -- duplicate take, a late retry of a reclaimed try, or a worker that still holds its lease).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
@@ -35,13 +36,13 @@ if step >= max_steps then
   sb_end_run(S, 'run_failed', 'the run reached its limit of ' .. max_steps .. ' model steps', A.gone_text)
   return sb_reply('ended')
 end
-if not current.started then sb_append(S, sb_run_event('run_started', S.run_id)) end
+if not current.started then sb_append(S, sb_ev_run_started(S.run_id)) end
 local steering = redis.call('LRANGE', S.inbox, 0, -1)
 redis.call('DEL', S.inbox)
 for _, raw in ipairs(steering) do
   sb_add(S.meta, -(#raw + SB_ENTRY))
   local input = cjson.decode(raw)
-  sb_append(S, sb_message_user(input.text, input.source))
+  sb_append(S, sb_input_message(input.text, input.source))
 end
 redis.call('HSET', S.run, 'state', 'running', 'started', '1')
 sb_hold_step(S, tonumber(A.lease_ms))

@@ -9,6 +9,7 @@
 -- Returns {'ok', client_tool_failed JSON or ''}; refusal not_found; refusal conflict (settled).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua

@@ -8,6 +8,7 @@
 -- Returns {'ok', run id or '', 'ended' | 'flagged' | 'idle'}; refusal not_found.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua

@@ -36,6 +36,7 @@
 -- of it is written and the run ends with run_failed saying so (the session stays readable).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua

@@ -24,6 +24,7 @@
 -- Returns {'ok', 'created' | 'exists', created_at ms}.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 
 local S = {meta = K.meta, events = K.events, channel = A.channel, now = sb_now_ms()}
@@ -37,6 +38,5 @@ local retention = tonumber(A.retention_ms)
 if retention > 0 then sb_timer(SB_P.purges, S.now + retention, 'r|' .. A.sid) end
 local settled = tonumber(A.settled_ms)
 if settled > 0 then sb_timer(SB_P.purges, S.now + settled, 'c|' .. A.sid) end
-sb_append(S, '{"type":"session_created","agent_id":' .. sb_str(A.agent_id) .. ',"agent_version_id":'
-  .. sb_str(A.version_id) .. '}')
+sb_append(S, sb_ev_session_created(A.agent_id, A.version_id))
 return sb_reply('created', S.now)

@@ -13,6 +13,7 @@
 -- Returns {'ok'}; refusal not_found.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua

@@ -6,6 +6,7 @@
 -- Returns {'ok'}.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua

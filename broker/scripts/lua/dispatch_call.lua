@@ -26,6 +26,7 @@
 -- tool); refusal conflict when the session's storage is full (SWITCHBOARD_MAX_SESSION_BYTES).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua

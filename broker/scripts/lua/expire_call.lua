@@ -13,6 +13,7 @@
 -- Returns {'ok', 'failed' | 'not_due' | 'settled'}.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua

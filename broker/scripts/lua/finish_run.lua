@@ -11,6 +11,7 @@
 -- Returns {'ok', 'ended' | 'stale'}; refusal not_found.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua

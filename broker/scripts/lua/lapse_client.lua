@@ -5,6 +5,7 @@
 -- Returns {'ok', 'lapsed' | 'alive' | 'gone'}.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/client.lua

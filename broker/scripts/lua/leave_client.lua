@@ -6,6 +6,7 @@
 -- Returns {'ok'}; refusal not_found when the session or the client does not exist.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/client.lua

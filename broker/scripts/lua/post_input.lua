@@ -27,6 +27,7 @@
 -- the same Idempotency-Key: its receipt is read and kept here, in the same step (lib/hot.lua).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua
@@ -59,9 +60,9 @@ local function sb_take_input()
   if full then return full end
 
   if scoped ~= '' then
-    local lifetime, ttl = '{"type":"never"}', 0
+    local lifetime, ttl = sb_rec_never_lifetime_body(), 0
     if A.lease_s ~= '' then
-      lifetime, ttl = '{"type":"ttl","data":{"seconds":' .. A.lease_s .. '}}', tonumber(A.lease_s) * 1000
+      lifetime, ttl = sb_rec_ttl_lifetime_body(A.lease_s), tonumber(A.lease_s) * 1000
     end
     local name, refusal = sb_register(S, {
       names = S.names, clients = K.clients, client = K.client, cid = scoped,
@@ -91,14 +92,14 @@ local function sb_take_input()
     redis.call('RPUSH', S.queue, entry)
     redis.call('HSET', S.meta, SB_QUEUED .. S.run_id, '1')
     sb_add(S.meta, #entry + #S.run_id + 2 * SB_ENTRY)
-    sb_append(S, sb_run_event('run_queued', S.run_id))
+    sb_append(S, sb_ev_run_queued(S.run_id))
     -- Input that waits behind a debounce timer (and no run) restarts the timer: the trailing edge.
     if not active then sb_start_next(S) end
     return sb_reply('new_run', S.run_id, scoped)
   end
 
-  sb_append(S, sb_message_user(text, source))
-  sb_append(S, sb_run_event('run_queued', S.run_id))
+  sb_append(S, sb_input_message(text, source))
+  sb_append(S, sb_ev_run_queued(S.run_id))
   sb_start_run(S, S.run_id, scoped)
   return sb_reply('new_run', S.run_id, scoped)
 end

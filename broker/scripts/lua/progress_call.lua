@@ -11,6 +11,7 @@
 -- (not acked yet, settled, or the session's storage is full: SWITCHBOARD_MAX_SESSION_BYTES), unauthorized.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/call.lua
 --!include lib/hot.lua

@@ -8,6 +8,7 @@
 -- Returns {'ok', 'reclaimed' | 'alive' | 'gone' | 'ended'}.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua

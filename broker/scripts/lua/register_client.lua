@@ -25,6 +25,7 @@
 -- A client id that is already registered answers with what it was given.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/client.lua
 --!include lib/hot.lua

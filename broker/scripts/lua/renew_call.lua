@@ -6,6 +6,7 @@
 -- Returns {'ok', 1} renewed, {'ok', 0} the call is no longer running (settled or failed as interrupted).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/call.lua
 

@@ -24,6 +24,7 @@
 -- {'ok', 'retry'} the call's bound client is not the one the caller read (read it again).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua
@@ -42,11 +43,9 @@ local decision, message, remember, edited = A.decision, A.message, A.remember, A
 -- The message and edited arguments are kept in the decision's event, and again in what it leads to.
 local full = sb_room(S.meta, S.now, 2 * (#message + #edited + #A.dispatch) + 4 * SB_ENTRY + 256, SB_P.cap)
 if full then return full end
-local deny = message ~= '' and sb_str(message) or 'null'
-local resolved = sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(S.call_id) .. ',"decision":"'
-  .. decision .. '","deny_message":' .. (decision == 'deny' and deny or 'null') .. ',"resolved_by":'
-  .. sb_str(A.resolved_by) .. (remember ~= '' and ',"remember":"session"' or '')
-  .. (edited ~= '' and (',"arguments":' .. edited) or '') .. '}')
+local deny = (decision == 'deny' and message ~= '') and message or nil
+local resolved = sb_append(S, sb_ev_approval_resolved(S.call_id, decision, deny, A.resolved_by,
+  remember ~= '' and 'session' or nil, nil, edited ~= '' and edited or nil))
 rec.decision = decision
 if remember ~= '' and rec.name then
   redis.call('HSET', S.meta, SB_REMEMBER .. rec.name, decision .. '|' .. A.resolved_by .. '|' .. message)

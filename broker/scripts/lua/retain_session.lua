@@ -14,6 +14,7 @@
 -- Returns {'ok', 'kept' | 'purged' | 'gone'}.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/run.lua

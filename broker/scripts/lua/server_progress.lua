@@ -8,6 +8,7 @@
 -- Returns {'ok', 'logged' | 'stale' | 'full'}.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/call.lua
 

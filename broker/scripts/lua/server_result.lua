@@ -8,6 +8,7 @@
 -- call's result is an error saying so, and the run goes on.
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua
@@ -18,6 +19,6 @@ if not rec or rec.kind ~= 'server' or rec.state ~= 'running' or not sb_session_l
   return sb_reply('stale')
 end
 local full = sb_room(S.meta, S.now, #A.event + SB_ENTRY, SB_P.cap)
-sb_append(S, full and sb_tool_result(S.call_id, 'the tool\'s result was not kept: ' .. sb_full_text(full), true) or A.event)
+sb_append(S, full and sb_error_result(S.call_id, 'the tool\'s result was not kept: ' .. sb_full_text(full)) or A.event)
 sb_settle(S, S.call_id, rec, 'answered', nil)
 return sb_reply('settled')

@@ -12,6 +12,7 @@
 -- the session's storage is full (SWITCHBOARD_MAX_SESSION_BYTES).
 
 --!include lib/core.lua
+--!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/client.lua
 
@@ -26,6 +27,5 @@ if full then return full end
 redis.call('HSET', K.client, 'tools', A.tools, 'tool_names', A.tool_names, 'bt', bt,
   'bl', (tonumber(client[3]) or 0) + bt - old)
 sb_add(S.meta, bt - old)
-local event = sb_append(S, '{"type":"client_tools_updated","client_id":' .. sb_str(A.cid)
-  .. ',"tools":' .. A.tools .. '}')
+local event = sb_append(S, sb_ev_client_tools_updated(A.cid, A.tools))
 return sb_reply(event)

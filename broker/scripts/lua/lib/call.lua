@@ -47,7 +47,7 @@ local SB_REMEMBER = 'remember:'
 local function sb_denial(call_id, message)
   local text = 'the user denied this call'
   if message ~= '' then text = text .. ': ' .. message end
-  return sb_tool_result(call_id, text, true)
+  return sb_ev_tool_result(call_id, '[' .. sb_rec_text_block(text) .. ']', true)
 end
 
 -- Decides a call that needs approval by the decision remembered for its tool: `approval_resolved` with
@@ -58,9 +58,8 @@ local function sb_remembered(S, call_id, remembered)
   local second = string.find(remembered, '|', first + 1, true)
   local decision, by, message = string.sub(remembered, 1, first - 1), string.sub(remembered, first + 1, second - 1),
     string.sub(remembered, second + 1)
-  sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(call_id) .. ',"decision":"' .. decision
-    .. '","deny_message":' .. ((decision == 'deny' and message ~= '') and sb_str(message) or 'null')
-    .. ',"resolved_by":' .. sb_str(by) .. ',"remembered":true}')
+  local deny = (decision == 'deny' and message ~= '') and message or nil
+  sb_append(S, sb_ev_approval_resolved(call_id, decision, deny, by, nil, true))
   if decision == 'allow' then return 'allow' end
   return 'denied', (sb_append(S, sb_denial(call_id, message)))
 end
@@ -91,8 +90,7 @@ local function sb_ack(S, rec, result_ms, pool)
   sb_count('calls_acked')
   -- A call's stream entry id is its dispatch time in ms.
   sb_observe_ms('dispatch_to_ack', S.now - tonumber(string.match(rec.entry or '', '^%d+') or S.now))
-  local event, seq = sb_append(S, '{"type":"client_tool_acked","client_id":' .. sb_str(S.cid) .. ',"call_id":'
-    .. sb_str(S.call_id) .. '}')
+  local event, seq = sb_append(S, sb_ev_client_tool_acked(S.cid, S.call_id))
   -- The event stays in the log; the record keeps its seq, so a result does not decode and encode it again.
   rec.ack_seq = seq
   sb_put_call(S.meta, S.calls, S.call_id, rec)

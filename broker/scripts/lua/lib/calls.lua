@@ -11,6 +11,16 @@
 
 local SB_QUEUED = 'queued:'
 
+-- The `message_user` of input: its text as one text block.
+local function sb_input_message(text, source)
+  return sb_ev_message_user(sb_rec_message('user', '[' .. sb_rec_text_block(text) .. ']'), source)
+end
+
+-- The error `tool_result` of a call that gets no answer: `text` says why.
+local function sb_error_result(call_id, text)
+  return sb_ev_tool_result(call_id, '[' .. sb_rec_text_block(text) .. ']', true)
+end
+
 -- Waiting input leaves the queue: its mark and what it counted go.
 local function sb_dequeued(S, raw, entry)
   redis.call('HDEL', S.meta, SB_QUEUED .. entry.run_id)
@@ -53,15 +63,12 @@ end
 local function sb_fail_call(S, call_id, rec, reason, text, detail)
   local failed = nil
   if rec.state == 'awaiting' then
-    sb_append(S, '{"type":"approval_resolved","call_id":' .. sb_str(call_id)
-      .. ',"decision":"deny","deny_message":' .. sb_str(text) .. ',"resolved_by":null}')
+    sb_append(S, sb_ev_approval_resolved(call_id, 'deny', text, nil))
   elseif rec.kind == 'client' then
     sb_count('calls_failed:' .. reason)
-    failed = sb_append(S, '{"type":"client_tool_failed","client_id":' .. sb_str(rec.client) .. ',"call_id":'
-      .. sb_str(call_id) .. ',"reason":"' .. reason .. '"' .. (detail and (',"detail":"' .. detail .. '"') or '')
-      .. '}')
+    failed = sb_append(S, sb_ev_client_tool_failed(rec.client, call_id, reason, detail))
   end
-  sb_append(S, sb_tool_result(call_id, text, true))
+  sb_append(S, sb_error_result(call_id, text))
   sb_settle(S, call_id, rec, 'failed', reason)
   return failed
 end
@@ -96,7 +103,7 @@ local function sb_client_gone(S, cid, reason)
     redis.call('HDEL', S.names, name)
   end
   redis.call('ZREM', SB_P.leases, S.sid .. ':' .. cid)
-  sb_append(S, '{"type":"client_left","client_id":' .. sb_str(cid) .. ',"reason":"' .. reason .. '"}')
+  sb_append(S, sb_ev_client_left(cid, reason))
   sb_fail_owed(S, 'client', cid, 'client_gone', SB_GONE_TEXT[reason])
 end
 
@@ -134,7 +141,7 @@ local function sb_start_next(S)
     local raw = redis.call('LPOP', S.queue)
     local entry = cjson.decode(raw)
     sb_dequeued(S, raw, entry)
-    sb_append(S, sb_message_user(entry.text, entry.source))
+    sb_append(S, sb_input_message(entry.text, entry.source))
     sb_start_run(S, entry.run_id, entry.scoped)
     return
   end
@@ -149,14 +156,14 @@ local function sb_start_next(S)
     if policy == 'merge' then
       texts[#texts + 1] = entry.text
     else
-      sb_append(S, sb_message_user(entry.text, entry.source))
+      sb_append(S, sb_input_message(entry.text, entry.source))
     end
-    sb_append(S, sb_run_event('run_cancelled', entry.run_id))
+    sb_append(S, sb_ev_run_cancelled(entry.run_id))
     sb_count('runs_ended:run_cancelled')
     sb_release_scoped(S, entry.scoped)
   end
   texts[#texts + 1] = last.text
-  sb_append(S, sb_message_user(table.concat(texts, '\n\n'), last.source))
+  sb_append(S, sb_input_message(table.concat(texts, '\n\n'), last.source))
   sb_start_run(S, last.run_id, last.scoped)
 end
 
@@ -175,15 +182,14 @@ local function sb_add_usage(S, usage)
   end
 end
 
--- The run's token counts as a JSON object, or nil when no step reported any (the scripted model's runs).
+-- The run's token counts (`counts` from `first` on, read in SB_USAGE's order, which is TokenUsage's) as
+-- its JSON, or nil when no step reported any (the scripted model's runs). HMGET reads a count never added
+-- as false, which the builder must be given as nil to leave it out.
 local function sb_usage_json(counts, first)
-  local parts = {}
-  for i, name in ipairs(SB_USAGE) do
-    local n = counts[first + i - 1]
-    if n then parts[#parts + 1] = '"' .. name .. '":' .. n end
-  end
-  if #parts == 0 then return nil end
-  return '{' .. table.concat(parts, ',') .. '}'
+  local input, output, cached, reasoning = counts[first] or nil, counts[first + 1] or nil,
+    counts[first + 2] or nil, counts[first + 3] or nil
+  if not (input or output or cached or reasoning) then return nil end
+  return sb_rec_token_usage(input, output, cached, reasoning)
 end
 
 -- Ends the active run with `outcome` (run_completed | run_failed | run_cancelled): its owed calls fail
@@ -195,7 +201,6 @@ local function sb_end_run(S, outcome, err, gone_text)
     'u:input_tokens', 'u:output_tokens', 'u:cached_input_tokens', 'u:reasoning_tokens')
   -- An extension: what the run's model steps counted, on run_completed and the run's timing.
   local usage = sb_usage_json(run, 7)
-  local used = usage and (',"usage":' .. usage) or ''
   local run_id = run[1]
   redis.call('HSET', S.run, 'state', 'ending')
   sb_count('runs_active', -1)
@@ -203,14 +208,16 @@ local function sb_end_run(S, outcome, err, gone_text)
   sb_fail_owed(S, 'run', run_id, 'run_gone', gone_text)
   redis.call('ZREM', SB_P.steps, S.sid)
   if outcome == 'run_failed' then
-    sb_append(S, '{"type":"run_failed","run_id":' .. sb_str(run_id) .. ',"error":' .. sb_str(err) .. '}')
+    sb_append(S, sb_ev_run_failed(run_id, err))
   elseif outcome == 'run_completed' then
-    sb_append(S, '{"type":"run_completed","run_id":' .. sb_str(run_id) .. used .. '}')
+    sb_append(S, sb_ev_run_completed(run_id, usage))
   else
-    sb_append(S, sb_run_event(outcome, run_id))
+    sb_append(S, sb_ev_run_cancelled(run_id))
   end
-  sb_append(S, sb_custom('timing', '{"scope":"run","run_id":' .. sb_str(run_id) .. ',"outcome":"' .. outcome
-    .. '","steps":' .. (tonumber(run[2]) + 1) .. ',"total_ms":' .. (S.now - tonumber(run[5])) .. used .. '}'))
+  -- The payload is the run's timing record, not an event: a `custom` event carries any object.
+  sb_append(S, sb_ev_custom('timing', '{"scope":"run","run_id":' .. sb_str(run_id) .. ',"outcome":"' .. outcome
+    .. '","steps":' .. (tonumber(run[2]) + 1) .. ',"total_ms":' .. (S.now - tonumber(run[5]))
+    .. (usage and (',"usage":' .. usage) or '') .. '}'))
   sb_release_scoped(S, run[4])
   -- Steering input the run never read leaves with it.
   for _, raw in ipairs(redis.call('LRANGE', S.inbox, 0, -1)) do sb_add(S.meta, -(#raw + SB_ENTRY)) end

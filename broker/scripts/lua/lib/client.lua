@@ -71,8 +71,7 @@ local function sb_register(S, R)
     redis.call('HSET', R.client, 'expires_at', expires)
     sb_timer(SB_P.leases, expires, S.sid .. ':' .. R.cid)
   end
-  sb_append(S, '{"type":"client_registered","client_id":' .. sb_str(R.cid) .. ',"name":' .. sb_str(assigned)
-    .. ',"lifetime":' .. R.lifetime .. ',"tools":' .. R.tools .. '}')
+  sb_append(S, sb_ev_client_registered(R.cid, assigned, R.lifetime, R.tools))
   return assigned, expires
 end
 

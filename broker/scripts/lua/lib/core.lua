@@ -225,24 +225,32 @@ local function sb_int(n)
   return string.format('%d', n)
 end
 
+-- The meta field holding when the session's newest event was appended (ms), written with the seq as the
+-- call ends: what the session's retention reads back (lib/session.lua sb_last_activity), so the time is
+-- kept as a number where it is read, and formatted only into `created_at`.
+local SB_EVENT_AT = 'event_at'
+
 local function sb_flush_use()
   if next(sb_use) == nil then return end
+  -- Every event of the call (or batch) was appended at the one instant it read (sb_append).
+  local at = false
   for meta, use in pairs(sb_use) do
     -- A session gone meanwhile gets no record back. The common cases are written without a table.
     if use.live then
       local bytes = use.added ~= 0 and sb_int(math.max(0, sb_use_get(use, 'bytes') + use.added))
       local rc = use.rc_set and sb_int(use.rc)
+      if use.seq_text and not at then at = sb_int(math.floor(sb_time_us / 1000)) end
       if use.rolled then
         redis.call('HSET', meta, 'seq', use.seq_text or sb_int(sb_use_get(use, 'seq')), 'bytes',
           bytes or sb_int(sb_use_get(use, 'bytes')), 'rc', sb_int(sb_use_get(use, 'rc')), 'rp',
           sb_int(sb_use_get(use, 'rp')), 'ra', sb_int(sb_use_get(use, 'ra')), 'rl', sb_int(use.rl))
+        if use.seq_text then redis.call('HSET', meta, SB_EVENT_AT, at) end
       elseif use.seq_text and bytes and rc then
-        redis.call('HSET', meta, 'seq', use.seq_text, 'bytes', bytes, 'rc', rc)
+        redis.call('HSET', meta, 'seq', use.seq_text, SB_EVENT_AT, at, 'bytes', bytes, 'rc', rc)
       elseif use.seq_text and bytes then
-        redis.call('HSET', meta, 'seq', use.seq_text, 'bytes', bytes)
+        redis.call('HSET', meta, 'seq', use.seq_text, SB_EVENT_AT, at, 'bytes', bytes)
       elseif use.seq_text or bytes or rc then
-        local args = {}
-        if use.seq_text then args[#args + 1], args[#args + 2] = 'seq', use.seq_text end
+        local args = use.seq_text and {'seq', use.seq_text, SB_EVENT_AT, at} or {}
         if bytes then args[#args + 1], args[#args + 2] = 'bytes', bytes end
         if rc then args[#args + 1], args[#args + 2] = 'rc', rc end
         redis.call('HSET', meta, unpack(args))
@@ -290,25 +298,6 @@ local function sb_append(S, body)
   sb_add(S.meta, #json + SB_ENTRY)
   sb_publish(S.channel, json)
   return json, seq
-end
-
-local function sb_message_user(text, source)
-  return '{"type":"message_user","message":{"role":"user","content":[{"type":"text","data":{"text":'
-    .. sb_str(text) .. '}}]},"source":"' .. source .. '"}'
-end
-
-local function sb_custom(kind, payload)
-  return '{"type":"custom","kind":"' .. kind .. '","payload":' .. payload .. '}'
-end
-
-local function sb_run_event(kind, run_id)
-  return '{"type":"' .. kind .. '","run_id":' .. sb_str(run_id) .. '}'
-end
-
-local function sb_tool_result(call_id, text, is_error)
-  return '{"type":"tool_result","call_id":' .. sb_str(call_id)
-    .. ',"content":[{"type":"text","data":{"text":' .. sb_str(text) .. '}}],"is_error":'
-    .. (is_error and 'true' or 'false') .. '}'
 end
 
 -- A script answers `{outcome, ...}`: 'ok' and its data, or a refusal: its outcome (an error code word:

@@ -12,7 +12,7 @@ local function sb_delete_session(S, tokens, tombstone_ms, gone_text)
   redis.call('DEL', S.queue)
   if redis.call('EXISTS', S.run) == 1 then sb_end_run(S, 'run_cancelled', nil, gone_text) end
   for _, raw in ipairs(queued) do
-    sb_append(S, sb_run_event('run_cancelled', cjson.decode(raw).run_id))
+    sb_append(S, sb_ev_run_cancelled(cjson.decode(raw).run_id))
     sb_count('runs_ended:run_cancelled')
   end
   local names = redis.call('HGETALL', S.names)
@@ -28,22 +28,13 @@ local function sb_delete_session(S, tokens, tombstone_ms, gone_text)
   redis.call('PEXPIRE', tokens, tombstone_ms)
 end
 
--- When the session was last active (ms): its newest event's time, or its creation.
+-- When the session was last active (ms): when its newest event was appended, which sb_flush_use keeps in
+-- meta (SB_EVENT_AT) with the seq. A session stored before that field was kept has none: it is taken as
+-- active now, and that is recorded, so it is never purged early (it is kept one retention from the first
+-- check after the upgrade) and still purged once that much idle time has passed.
 local function sb_last_activity(S)
-  local newest = redis.call('XREVRANGE', S.events, '+', '-', 'COUNT', 1)[1]
-  if newest then
-    local y, m, d, hh, mi, ss = string.match(newest[2][2], '"created_at":"(%d+)%-(%d+)%-(%d+)T(%d+):(%d+):(%d+)')
-    if y then
-      y, m, d = tonumber(y), tonumber(m), tonumber(d)
-      -- days from civil (H. Hinnant), the inverse of sb_iso's
-      if m <= 2 then y = y - 1 end
-      local era = math.floor(y / 400)
-      local yoe = y - era * 400
-      local doy = math.floor((153 * (m > 2 and m - 3 or m + 9) + 2) / 5) + d - 1
-      local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
-      local days = era * 146097 + doe - 719468
-      return ((days * 24 + tonumber(hh)) * 60 + tonumber(mi)) * 60000 + tonumber(ss) * 1000
-    end
-  end
-  return tonumber(redis.call('HGET', S.meta, 'created_at') or S.now)
+  local at = redis.call('HGET', S.meta, SB_EVENT_AT)
+  if at then return tonumber(at) end
+  redis.call('HSET', S.meta, SB_EVENT_AT, sb_int(S.now))
+  return S.now
 end
