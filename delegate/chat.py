@@ -19,8 +19,8 @@ from common.events.catalogue import (
     ClientToolDispatched,
     ClientToolFailed,
     Event,
-    Message,
     MessageAssistant,
+    MessageBody,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -168,7 +168,7 @@ async def _events(http: httpx2.AsyncClient, path: str, opened: asyncio.Event) ->
             await asyncio.sleep(_RECONNECT_S)
 
 
-def _text(message: Message | None) -> str:
+def _text(message: MessageBody | None) -> str:
     if message is None:
         return ""
     return "".join(block.data.text for block in message.content if isinstance(block, TextBlock))
@@ -250,7 +250,7 @@ async def _follow(
     started: bool,
 ) -> ChatResult:
     seen: list[dict[str, Any]] = []
-    last: Message | None = None
+    last: MessageBody | None = None
     # Runs of a session go one at a time, so the assistant messages between this run's start and its
     # end are this run's (a queued run's predecessor may still be talking when the input is posted).
     mine = started

@@ -196,13 +196,13 @@ def _cmd_tools_mcp(args: argparse.Namespace) -> int:
 
 
 def _cmd_session_new(args: argparse.Namespace) -> int:
-    from switchboard.session_new import SessionError, api_key, new_session
+    from switchboard.session_new import SessionNotCreated, api_key, new_session
 
     settings = _settings(LocalApiSettings)
     url = args.url or settings.local_api_url
     try:
         made = new_session(url, api_key(settings, dict(os.environ)), args.agent)
-    except SessionError as error:
+    except SessionNotCreated as error:
         raise SystemExit(f"switchboard session new: {error}") from None
     if args.json:
         print(json.dumps(dataclasses.asdict(made) | {"url": url}))

@@ -18,7 +18,7 @@ API_KEY_ENV = "SWITCHBOARD_API_KEY"
 SCRIPTED = {"format": "openai_responses", "model": SCRIPTED_MODEL, "max_tokens": 1000, "context_window": 8000}
 
 
-class SessionError(Exception):
+class SessionNotCreated(Exception):
     """What went wrong, said for a person at a terminal."""
 
 
@@ -40,7 +40,7 @@ def api_key(settings: LocalApiSettings, environ: dict[str, str]) -> str:
     path = settings.dev_key_path
     if path.exists():
         return path.read_text().strip()
-    raise SessionError(
+    raise SessionNotCreated(
         f"no API key: set {API_KEY_ENV}, or run this where `switchboard up` keeps {path} "
         "(or point SWITCHBOARD_DATA_DIR at that folder)"
     )
@@ -52,7 +52,7 @@ def _checked(answer: httpx2.Response, what: str) -> Any:
             message = answer.json()["error"]["message"]
         except (ValueError, KeyError, TypeError):
             message = answer.text[:200]
-        raise SessionError(f"{what}: {answer.status_code} {message}")
+        raise SessionNotCreated(f"{what}: {answer.status_code} {message}")
     return answer.json()
 
 
@@ -84,5 +84,5 @@ def new_session(url: str, key: str, agent_name: str) -> NewSession:
             body = {"agent_id": agent_id}
             session = _checked(http.post("/v1/sessions", json=body, headers=keyed), "creating the session")
     except httpx2.TransportError as error:
-        raise SessionError(f"cannot reach the API at {url} ({error}); is `switchboard up` running?") from None
+        raise SessionNotCreated(f"cannot reach the API at {url} ({error}); is `switchboard up` running?") from None
     return NewSession(str(session["id"]), str(session["session_token"]), agent_id, agent_name, created)

@@ -24,8 +24,8 @@ from common.events.catalogue import (
     Custom,
     Event,
     ImageBlock,
-    Message,
     MessageAssistant,
+    MessageBody,
     MessageDelta,
     ResultBlock,
     RunCancelled,
@@ -328,7 +328,7 @@ class RunView:
             yield TextEnded(self.message_id(), self._text)
             self._text = ""
 
-    def _message(self, message: Message) -> Iterator[Shown]:
+    def _message(self, message: MessageBody) -> Iterator[Shown]:
         yield from self._open_step()
         streamed = self._streamed_text and not self._reset
         for block in message.content:

@@ -25,7 +25,7 @@ from common.events.catalogue import (
     ClientToolProgress,
     ImageMediaType,
     InputSource,
-    Message,
+    MessageBody,
     MessageUser,
     TextBlock,
     TextData,
@@ -57,7 +57,7 @@ def thinking_block(thinking: str, *, redacted: bool = False, signature: str | No
 
 
 def message_user(text: str, source: InputSource) -> str:
-    return encode(MessageUser(message=Message(role="user", content=[TextBlock(TextData(text))]), source=source))
+    return encode(MessageUser(message=MessageBody(role="user", content=[TextBlock(TextData(text))]), source=source))
 
 
 def message_assistant(content: list[Block], model: str | None) -> str:

@@ -105,7 +105,7 @@ MessageBlock = TextBlock | ToolCallBlock | ThinkingBlock
 ResultBlock = TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock
 
 
-class Message(msgspec.Struct, frozen=True):
+class MessageBody(msgspec.Struct, frozen=True):
     """A message of the transcript."""
 
     role: Literal["user", "assistant", "tool_result"]
@@ -187,12 +187,12 @@ InputSource = Literal["client", "steer", "external"]
 
 
 class MessageUser(Event, tag="message_user", frozen=True):
-    message: Message
+    message: MessageBody
     source: InputSource
 
 
 class MessageAssistant(Event, tag="message_assistant", frozen=True):
-    message: Message
+    message: MessageBody
 
 
 class ToolCall(Event, tag="tool_call", frozen=True):

@@ -8,8 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from broker.settings import Settings
 from common.codec import loads, now_ms
+from switchboard.settings import Settings
 from tests.helpers import make_session
 from tests.stack import opened_broker
 
@@ -42,7 +42,7 @@ async def test_a_session_stored_before_the_field_is_taken_as_active_now(settings
     async with opened_broker(settings.model_copy(update=RETENTION), redis_url) as broker:
         session_id = await make_session(broker)
         meta = broker.core.keys.session(session_id).meta
-        await broker.core.redis.hdel(meta, "event_at")
+        await broker.core.client_for(meta).hdel(meta, "event_at")
         before = now_ms()
         assert await broker.sessions.retain(session_id) == "kept"
         # Recorded, so it is purged once it has been idle a whole retention from now, not kept for ever.

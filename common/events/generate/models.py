@@ -16,7 +16,7 @@ from common.events.generate.shapes import Catalogue, Choice, Field, JsonMap, Kin
 PATH = "api/schemas/session_events.py"
 
 # The document's names where they differ from the catalogue's.
-NAMES = {"SessionError": "Error", "Message": "MessageBody"}
+NAMES = {"SessionError": "Error"}
 
 _HEADER = '''\
 """The session events as pydantic models: what the OpenAPI document describes them with, and the tests

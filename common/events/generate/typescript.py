@@ -34,6 +34,7 @@ REGION = (
 # The d.ts's names where they are not the catalogue's (an event is `<Name>Event`); None: written inline.
 _NAMES: dict[str, str | None] = {
     "Custom": "SessionCustomEvent",
+    "MessageBody": "Message",
     "NeverLifetimeBody": None,
     "TtlLifetimeBody": None,
 }

@@ -13,7 +13,7 @@ local SB_QUEUED = 'queued:'
 
 -- The `message_user` of input: its text as one text block.
 local function sb_input_message(text, source)
-  return sb_ev_message_user(sb_rec_message('user', '[' .. sb_rec_text_block(text) .. ']'), source)
+  return sb_ev_message_user(sb_rec_message_body('user', '[' .. sb_rec_text_block(text) .. ']'), source)
 end
 
 -- The error `tool_result` of a call that gets no answer: `text` says why.

@@ -31,8 +31,8 @@ local function sb_rec_image_block(media_type, data)
   return '{"type":"image","data":{"media_type":' .. sb_str(media_type) .. ',"data":' .. sb_str(data) .. '}}'
 end
 
--- sb_rec_message(role, content, is_error?|null, model?|null, model_call_id?|null, tool_call_id?|null)
-local function sb_rec_message(role, content, is_error, model, model_call_id, tool_call_id)
+-- sb_rec_message_body(role, content, is_error?|null, model?|null, model_call_id?|null, tool_call_id?|null)
+local function sb_rec_message_body(role, content, is_error, model, model_call_id, tool_call_id)
   return '{"role":"' .. role .. '","content":' .. content
     .. (is_error == nil and '' or ',"is_error":' .. (is_error == cjson.null and 'null' or (is_error and 'true' or 'false')))
     .. (model == nil and '' or ',"model":' .. (model == cjson.null and 'null' or sb_str(model)))
