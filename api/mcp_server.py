@@ -30,8 +30,8 @@ from broker.errors import NotFound, SwitchboardError
 from broker.services.calls import CallState
 from broker.services.live import Signal
 from broker.services.runs import client_tools, parse_client_tool
-from common.events.build import is_logged
 from common.events.catalogue import ClientToolProgress, ImageBlock, TextBlock, TextData, ToolResult
+from common.events.marks import is_logged
 from common.events.read import decode_known, from_values
 from common.policies import client_policy, denied_text
 from common.schema.checks import Unchecked

@@ -18,7 +18,8 @@ from starlette.types import Receive, Scope, Send
 from api.connection import chunk, chunk_writer
 from api.state import AppState
 from broker.services.live import Published, Signal, Subscription
-from common.events.build import event_seq, extra_shown, has_images, is_logged, is_progress, is_timing, without_images
+from common.events.build import without_images
+from common.events.marks import event_seq, extra_shown, has_images, is_logged, is_progress, is_timing
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # A reader that does not read holds at most one chunk waiting to be written, plus one page of the log

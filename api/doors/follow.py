@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from api.doors.view import Paused, RunView, Shown
 from api.state import AppState
 from broker.services.live import Signal, Subscription
-from common.events.build import event_seq, is_logged
+from common.events.marks import event_seq, is_logged
 from common.events.read import decode_known
 
 _PAGE = 200

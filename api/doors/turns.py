@@ -26,7 +26,6 @@ from broker.services.idempotency import scope_digest
 from broker.services.live import Subscription
 from broker.services.runs import SCOPED_CLIENT_NAME
 from common.codec import dumps, loads, uuid7
-from common.events.build import is_timing
 from common.events.catalogue import (
     ClientRegistered,
     Custom,
@@ -36,6 +35,7 @@ from common.events.catalogue import (
     RunQueued,
     StepTiming,
 )
+from common.events.marks import is_timing
 from common.events.read import decode_known, step_timing
 
 _TOOLS: TypeAdapter[Any] = TypeAdapter(Tools)

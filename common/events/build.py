@@ -31,14 +31,6 @@ from common.events.catalogue import (
     TextData,
     ToolProgress,
 )
-
-# The byte marks live in common.events.marks; these names stay here for the readers that import them so.
-from common.events.marks import event_seq as event_seq
-from common.events.marks import extra_shown as extra_shown
-from common.events.marks import has_images as has_images
-from common.events.marks import is_logged as is_logged
-from common.events.marks import is_progress as is_progress
-from common.events.marks import is_timing as is_timing
 from common.events.read import encode
 
 Block = dict[str, Any]

@@ -31,8 +31,8 @@ def decode_known(data: bytes | str) -> AnyEvent | None:
     """The typed event `data` holds; None, and a warning, for one no declaration reads: a consumer
     following a stream passes over it (it shows nothing) rather than ending mid-run."""
     try:
-        return _DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+        return decode(data)
+    except UnknownEvent as exc:
         logger.warning("an event no declaration reads was passed over: %s", exc)
         return None
 

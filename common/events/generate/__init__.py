@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,29 +47,28 @@ COPIES = (
 )
 
 
-def drifted(root: Path = ROOT) -> list[str]:
-    """The copies whose file differs from what the catalogue gives."""
+def _stale(root: Path) -> Iterator[tuple[Path, str, str]]:
+    """Each copy whose file differs from what the catalogue gives: its path, that text, and its name."""
     catalogue = shapes.read()
-    found = []
-    for copy in COPIES:
-        path = root / copy.path
-        current = path.read_text() if path.exists() else ""
-        if current != copy.written(current, catalogue):
-            found.append(copy.path)
-    return found
-
-
-def write(root: Path = ROOT) -> list[str]:
-    """Write every copy; the paths that changed."""
-    catalogue = shapes.read()
-    changed = []
     for copy in COPIES:
         path = root / copy.path
         current = path.read_text() if path.exists() else ""
         text = copy.written(current, catalogue)
         if text != current:
-            path.write_text(text)
-            changed.append(copy.path)
+            yield path, text, copy.path
+
+
+def drifted(root: Path = ROOT) -> list[str]:
+    """The copies whose file differs from what the catalogue gives."""
+    return [name for _, _, name in _stale(root)]
+
+
+def write(root: Path = ROOT) -> list[str]:
+    """Write every copy; the paths that changed."""
+    changed = []
+    for path, text, name in _stale(root):
+        path.write_text(text)
+        changed.append(name)
     return changed
 
 
