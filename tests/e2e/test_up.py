@@ -28,13 +28,16 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 class Up:
     """One `switchboard up` on its own data directory and port, its output kept in a file."""
 
-    def __init__(self, data_dir: Path, port: int, **settings: str) -> None:
+    def __init__(self, data_dir: Path, port: int, *, default_metrics_port: bool = False, **settings: str) -> None:
         self.data_dir = data_dir
         self.port = port
         self.output = data_dir.parent / f"up-{port}-{time.monotonic_ns()}.log"
         env = {**os.environ, "SWITCHBOARD_DATA_DIR": str(data_dir), "SWITCHBOARD_PORT": str(port)}
         for name in ("SWITCHBOARD_REDIS_URL", "SWITCHBOARD_BOOTSTRAP_API_KEY", "SWITCHBOARD_WORKER_METRICS_PORT"):
             env.pop(name, None)
+        if not default_metrics_port:
+            # The default (9101) is one port for the whole machine: only the test about it may use it.
+            env["SWITCHBOARD_WORKER_METRICS_PORT"] = str(free_port())
         env |= settings
         with self.output.open("wb") as sink:
             self.process = subprocess.Popen(
@@ -61,9 +64,9 @@ class Up:
 
 
 @contextlib.contextmanager
-def running_up(tmp_path: Path, **settings: str) -> Iterator[Up]:
+def running_up(tmp_path: Path, *, default_metrics_port: bool = False, **settings: str) -> Iterator[Up]:
     """A `switchboard up` (`settings`: more of its environment), up; everything it started is gone after."""
-    running = Up(tmp_path / "data", free_port(), **settings)
+    running = Up(tmp_path / "data", free_port(), default_metrics_port=default_metrics_port, **settings)
     try:
         running.wait_up()
         yield running
@@ -135,15 +138,19 @@ def test_a_second_up_on_the_same_data_directory_refuses_at_once(up: Up, tmp_path
 
 @contextlib.contextmanager
 def held(port: int = 0) -> Iterator[int]:
-    """A port held by a listening socket for the block (`port`, or any free one); a port someone else
-    already holds is held all the same."""
+    """A port held by a listening socket for the block (`port`, or any free one). A named port someone
+    else holds is waited for: they may let go of it at any moment, so it would not stay busy."""
     with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-            sock.listen()
-        except OSError:
-            assert port, "no free port to hold"
-        yield port or int(sock.getsockname()[1])
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                sock.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                assert port and time.monotonic() < deadline, f"port {port} never came free"
+                time.sleep(0.1)
+        sock.listen()
+        yield int(sock.getsockname()[1])
 
 
 def refused_at_once(up: Up) -> str:
@@ -184,7 +191,7 @@ def test_a_busy_metrics_port_the_user_named_stops_up_naming_its_setting(tmp_path
 
 def test_a_busy_default_metrics_port_is_swapped_for_a_free_one_with_one_line_and_no_error(tmp_path: Path) -> None:
     # 9101 is the default: held here, or by another `up` on this machine, which is the case at hand.
-    with held(9101), running_up(tmp_path) as up:
+    with held(9101), running_up(tmp_path, default_metrics_port=True) as up:
         [moved] = re.findall(r"port 9101 \(SWITCHBOARD_WORKER_METRICS_PORT's default\) is in use, "
                              r"so the worker serves /metrics on port (\d+)", up.text)  # fmt: skip
 
