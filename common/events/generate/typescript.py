@@ -173,5 +173,6 @@ def render(catalogue: Catalogue) -> str:
     parts.append(writer.alias("StreamEvent", aliases["AnyEvent"].doc, ["SessionEvent", "ExtensionEvent"]))
     parts.append(_TAIL)
     include = [json.dumps(word) for word in STREAM_INCLUDES]
-    parts.append(writer.alias("StreamInclude", "What the stream asks for beyond the default view (`?include=`).", include))
+    doc = "What the stream asks for beyond the default view (`?include=`)."
+    parts.append(writer.alias("StreamInclude", doc, include))
     return "\n".join(parts)
