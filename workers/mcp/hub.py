@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from common.addresses import ProviderAddresses
 from common.codec import dumps
+from common.runtime import imported
 from common.schema.accept import SchemaRefused, accept_parameters
 from workers.config import McpGrant
 from workers.mcp.budget import Budget
@@ -36,8 +37,8 @@ from workers.metrics import WorkerMetrics
 
 # The `mcp` package (two thirds of a worker's imports: a second or more of its start) is imported when the
 # worker first connects to a grant's server, not when it starts: most workers never do, and a worker's start
-# is on the path of every scale-up. So connection.py and results.py, which import it, are imported there
-# (mapped.py holds what the rest needs of a result).
+# is on the path of every scale-up. So connection.py and results.py, which import it, are imported then, in
+# a thread (`_client`); mapped.py holds what the rest needs of a result.
 if TYPE_CHECKING:
     import mcp.types as mt
 
@@ -119,6 +120,12 @@ async def accepted(listing: list[mt.Tool], server: str) -> list[McpTool]:
     return kept
 
 
+async def _client() -> None:
+    """Load the modules that speak MCP (once; the imports in the methods below then find them loaded)."""
+    await imported("workers.mcp.connection")
+    await imported("workers.mcp.results")
+
+
 class McpHub:
     def __init__(self, addresses: ProviderAddresses, metrics: WorkerMetrics | None = None) -> None:
         self._addresses = addresses
@@ -174,6 +181,9 @@ class McpHub:
     async def _list(self, grant: McpGrant, server: _Server) -> list[McpTool] | None:
         """One listing of the server, connecting first if need be, within `CONNECT_TIMEOUT_S` in all."""
         deadline = asyncio.get_running_loop().time() + CONNECT_TIMEOUT_S
+        await _client()
+        from workers.mcp.connection import describe
+
         try:
             try:
                 async with asyncio.timeout_at(deadline):
@@ -184,8 +194,6 @@ class McpHub:
                 self._failed(grant, server, f"no answer to connecting and listing within {CONNECT_TIMEOUT_S:g} s")
                 return None
             except Exception as error:
-                from workers.mcp.connection import describe
-
                 self._failed(grant, server, describe(error))
                 return None
             server.tools = await accepted(listing, grant.url)
@@ -248,6 +256,7 @@ class McpHub:
         """`tools/call` on the grant's server, the result mapped (an error result when the server cannot be
         reached, fails, or has not answered by `deadline`: loop time, by default the grant's `timeout_s`
         from now; connecting counts)."""
+        await _client()
         from workers.mcp.connection import describe, leaf
         from workers.mcp.results import map_result
 
