@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from api.deps import Authenticated
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, moment, optional_moment
-from api.schemas.inbox import InboxItemBody, InboxPage
+from api.schemas.inbox import InboxItemBody, InboxPageBody
 from api.schemas.sessions import MAX_SUBJECT_CHARS
 from api.state import State
 from broker.errors import InvalidRequest
@@ -36,7 +36,7 @@ def _body(item: Item) -> InboxItemBody:
     )
 
 
-@router.get("", response_model=InboxPage)
+@router.get("", response_model=InboxPageBody)
 async def list_inbox(
     caller: Authenticated,
     state: State,
@@ -51,7 +51,7 @@ async def list_inbox(
         str | None,
         Query(max_length=MAX_CURSOR_CHARS, description="The `next_cursor` of the previous page (empty: the first)"),
     ] = None,
-) -> InboxPage:
+) -> InboxPageBody:
     """Open approvals, calls waiting for their client and input requests across the workspace, oldest
     `since` first; the filters combine. An API key with `session.read`."""
     caller.require(Permission.SESSION_READ)
@@ -61,4 +61,4 @@ async def list_inbox(
         if agent is None:
             raise InvalidRequest(f"agent_id: must be a UUID, not {agent_id[:64]!r}")
     page = await state.broker.inbox.page(kind=kind, agent_id=agent, subject=subject, limit=limit, after=after or None)
-    return InboxPage(items=[_body(item) for item in page.items], next_cursor=page.next_cursor)
+    return InboxPageBody(items=[_body(item) for item in page.items], next_cursor=page.next_cursor)

@@ -25,6 +25,6 @@ class InboxItemBody(BaseModel):
     agent_id: UUID
 
 
-class InboxPage(BaseModel):
+class InboxPageBody(BaseModel):
     items: list[InboxItemBody]
     next_cursor: str | None = Field(description="Pass as `after` for the next page; null on the last page")
