@@ -1,5 +1,6 @@
 import { connect } from "/sdk/switchboard.js";
 import { readable, tokens, toEnd } from "/pages/transcript.js";
+import { filtersOf, hashOf, inboxPage, inboxRows } from "/pages/inbox.js";
 
 const $ = (id) => document.getElementById(id);
 // The same store and key name as the demo (same origin), so a link from one opens the other signed in.
@@ -63,7 +64,7 @@ function route() {
     hash.delete("key");
     history.replaceState(null, "", `#${hash}`);
   }
-  for (const id of ["signin", "sessions", "view"]) $(id).classList.add("hidden");
+  for (const id of ["signin", "sessions", "view", "inbox"]) $(id).classList.add("hidden");
   closeSession();
   clearInterval(listTimer);
   if (!credential()) {
@@ -71,9 +72,11 @@ function route() {
     return showSignin(wanted ? "Sign in to open the session the link named." : "");
   }
   $("signout").classList.remove("hidden");
+  $("inbox-link").classList.toggle("hidden", !isKey());
   const session = hash.get("session") ?? (isKey() ? null : tokenSession());
   if (session) return openSession(session);
   if (!isKey()) return showSignin("A session token can only open its own session.");
+  if (hash.has("inbox")) return showInbox(filtersOf(hash));
   return listSessions();
 }
 
@@ -147,6 +150,54 @@ async function refreshSessions() {
 
 $("refresh").onclick = listSessions;
 
+// ---- inbox ------------------------------------------------------------------------------------------
+
+let inboxFilters = {};
+let inboxCursor = null;
+
+async function showInbox(filters) {
+  $("inbox").classList.remove("hidden");
+  $("crumb").replaceChildren(el("a", { href: "#" }, "sessions"), " / inbox");
+  inboxFilters = filters;
+  const form = $("inbox-filters");
+  for (const name of ["kind", "agent_id", "subject"]) form.elements[name].value = filters[name] ?? "";
+  $("inbox-rows").replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "Loading…")));
+  await moreInbox(true);
+}
+
+async function moreInbox(first = false) {
+  const rows = $("inbox-rows");
+  try {
+    const page = await inboxPage(api, inboxFilters, first ? null : inboxCursor);
+    const found = inboxRows(page.items, { el, when });
+    if (first) rows.replaceChildren(...found);
+    else rows.append(...found);
+    if (!rows.children.length) rows.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "Nothing waits.")));
+    inboxCursor = page.next_cursor;
+    $("inbox-more").classList.toggle("hidden", !inboxCursor);
+    $("inbox-note").textContent = "";
+  } catch (error) {
+    $("inbox-note").textContent = error.message;
+    $("inbox-note").style.color = "var(--bad)";
+    if (first) rows.replaceChildren();
+  }
+}
+
+$("inbox-filters").onsubmit = (event) => {
+  event.preventDefault();
+  const data = new FormData(event.target);
+  const filters = {};
+  for (const name of ["kind", "agent_id", "subject"]) {
+    const value = String(data.get(name) ?? "").trim();
+    if (value) filters[name] = value;
+  }
+  const target = `#${hashOf(filters)}`;
+  if (location.hash === target) showInbox(filters);
+  else location.hash = target;
+};
+$("inbox-refresh").onclick = () => showInbox(inboxFilters);
+$("inbox-more").onclick = () => moreInbox();
+
 // ---- one session ------------------------------------------------------------------------------------
 
 const state = { calls: new Map(), clients: new Map(), names: new Map(), approvals: new Map(), running: false, steps: [] };
@@ -182,6 +233,7 @@ async function openSession(id) {
       el("div", {}, "id ", el("code", {}, info.id)),
       el("div", {}, "agent ", el("code", {}, info.agent_id)),
       el("div", {}, `created ${when(info.created_at)}`),
+      info.subject ? el("div", {}, "subject ", el("code", {}, info.subject)) : "",
     );
   } catch (error) {
     $("transcript").replaceChildren(el("p", { class: "note", style: "color: var(--bad)" }, error.message));
