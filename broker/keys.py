@@ -44,11 +44,12 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{w}:inbox:items`                  | hash   | none                     | `<sid>\|<call id>` -> the open inbox  |
 |                                       |        |                          | item's JSON (services/inbox.py,        |
 |                                       |        |                          | inbox_change.lua)                      |
-| `sb:{w}:inbox:ix[:k:<K>][:a:<A>]`     | zset   | none                     | open items, one zset per combination of|
-| `[:u:<subject>]`                      |        |                          | the filters (8 an item), members       |
-|                                       |        |                          | `<since ms, 15 digits>\|<sid>\|<call  |
-|                                       |        |                          | id>` at score 0: lex order is `since`, |
-|                                       |        |                          | ties by session and call               |
+| `sb:{w}:inbox:ix[:<filters>]`         | zset   | none                     | open items, one zset per combination of|
+|                                       |        |                          | the filters (`:k:<kind>`, `:a:<agent>`,|
+|                                       |        |                          | `:u:<subject>`, in that order; 8 an    |
+|                                       |        |                          | item), members `<since ms, 15 digits>\|`|
+|                                       |        |                          | `<sid>\|<call id>` at score 0: lex     |
+|                                       |        |                          | order is `since`, ties by session, call|
 | `sb:{w}:inbox:s:<sid>`                | hash   | token TTL once the       | call id -> the seq of the last notice  |
 |                                       |        | session is deleted       | applied (a replay older than it is     |
 |                                       |        |                          | ignored); `~gone` once deleted         |
