@@ -26,9 +26,11 @@ _ATTEMPTS = 5
 # `since` is written with a fixed width in the index members, so their lex order is `since` order.
 _SINCE_DIGITS = 15
 _MAX_SINCE = 10**_SINCE_DIGITS - 1
-_MEMBER = re.compile(r"[0-9]{15}\|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\|.+", re.DOTALL)
-# A cursor is an index member, base64url: a call id may hold any character.
+# A cursor is an index member in base64url (a call id may hold any character). Any such text is a place
+# in the lex order, so any cursor that decodes is a valid one: the page starts after that place.
 MAX_CURSOR_CHARS = 1024
+CURSOR_PATTERN = "^([A-Za-z0-9_-]{4})*([A-Za-z0-9_-]{2,3})?$"
+_CURSOR = re.compile(CURSOR_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,18 +76,16 @@ def encode_cursor(member: str) -> str:
     return base64.urlsafe_b64encode(member.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> str:
-    """The index member a cursor holds; InvalidRequest naming `after` for anything else."""
-    problem = "after: not a cursor this listing gave (pass its next_cursor as it came)"
+def decode_cursor(cursor: str) -> bytes:
+    """The place in the lex order a cursor names; InvalidRequest naming `after` for text that is not one."""
     if len(cursor) > MAX_CURSOR_CHARS:
         raise InvalidRequest(f"after: at most {MAX_CURSOR_CHARS} characters")
+    if _CURSOR.fullmatch(cursor) is None:
+        raise InvalidRequest("after: not a cursor this listing gives (pass its next_cursor as it came)")
     try:
-        member = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):
-        raise InvalidRequest(problem) from None
-    if _MEMBER.fullmatch(member) is None:
-        raise InvalidRequest(problem)
-    return member
+        raise InvalidRequest("after: not a cursor this listing gives (pass its next_cursor as it came)") from None
 
 
 class Inbox:
@@ -174,7 +174,7 @@ class Inbox:
         reply = await self._core.scripts.run(
             "inbox_page",
             {"items": keys.inbox_items, "index": keys.inbox_index(kind, agent_id, subject)},
-            {"after": decode_cursor(after) if after else "", "count": limit + 1},
+            {"after": decode_cursor(after) if after else b"", "count": limit + 1},
         )
         members = [str(m) for m in reply[0::2]]
         items = [_item(raw) for raw in reply[1::2]]

@@ -155,9 +155,16 @@ async def test_cursor_pages_cover_ties_in_since_once_each(broker: Broker) -> Non
     assert following.items == rest[2:]
 
 
-async def test_a_cursor_the_listing_did_not_give_is_refused(broker: Broker) -> None:
-    for bad in ("%%%", encode_cursor("not a member"), encode_cursor(f"12|{uuid7()}|c"), "A" * 2000):
-        with pytest.raises(InvalidRequest, match="after"):
+async def test_a_cursor_is_a_place_in_the_order_and_text_that_is_none_is_refused(broker: Broker) -> None:
+    early, late = item("early", since=SINCE), item("late", since=SINCE + 5)
+    for one in (early, late):
+        await broker.inbox.open(one, seq=1)
+    # Any text that decodes is a place: the page starts after it, as after a member.
+    between = await broker.inbox.page(limit=5, after=encode_cursor(f"{SINCE + 1:015d}"))
+    assert between.items == [late]
+    assert (await broker.inbox.page(limit=5, after=encode_cursor("~"))).items == []
+    for bad in ("%%%", "A", "ab=", "A" * 2000):
+        with pytest.raises(InvalidRequest, match=r"^after"):
             await broker.inbox.page(limit=5, after=bad)
 
 

@@ -1,9 +1,9 @@
 -- A page of one inbox index, oldest first, with each item's JSON: its members after the cursor (a
--- member, exclusive; '' for the first page), in lex order, which is `since` then session then call.
+-- place in the lex order; '' for the first page), in lex order, which is `since` then session then call.
 --
 --!key items  every open item's JSON, by `<sid>|<call id>`
 --!key index  the index of the filters asked
---!arg after  the cursor ('' for the first page)
+--!arg after  where the page starts, exclusive: a member or any text between two ('' for the first page)
 --!arg count  how many to read
 --
 -- Returns {'ok', member, item JSON, ...}.
