@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol
 
 from broker.services.inbox import Inbox, Item
-from common.codec import now_ms
+from common.codec import now_ms, rfc3339_ms
 from common.events.catalogue import (
     AnyEvent,
     ApprovalRequested,
@@ -108,7 +107,7 @@ def _since(created_at: str) -> int:
     # An event read from the log always carries when it was appended; a live frame (none) is now.
     if not created_at:
         return now_ms()
-    return int(datetime.fromisoformat(created_at).timestamp() * 1000)
+    return rfc3339_ms(created_at)
 
 
 async def apply(inbox: Inbox, notice: Notice) -> str | None:
