@@ -1,6 +1,6 @@
 import { connect } from "/sdk/switchboard.js";
 import { readable, tokens, toEnd } from "/pages/transcript.js";
-import { filtersOf, hashOf, inboxPage, inboxRows } from "/pages/inbox.js";
+import { filtersOf, mountInbox } from "/pages/inbox.js";
 
 const $ = (id) => document.getElementById(id);
 // The same store and key name as the demo (same origin), so a link from one opens the other signed in.
@@ -152,51 +152,7 @@ $("refresh").onclick = listSessions;
 
 // ---- inbox ------------------------------------------------------------------------------------------
 
-let inboxFilters = {};
-let inboxCursor = null;
-
-async function showInbox(filters) {
-  $("inbox").classList.remove("hidden");
-  $("crumb").replaceChildren(el("a", { href: "#" }, "sessions"), " / inbox");
-  inboxFilters = filters;
-  const form = $("inbox-filters");
-  for (const name of ["kind", "agent_id", "subject"]) form.elements[name].value = filters[name] ?? "";
-  $("inbox-rows").replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "Loading…")));
-  await moreInbox(true);
-}
-
-async function moreInbox(first = false) {
-  const rows = $("inbox-rows");
-  try {
-    const page = await inboxPage(api, inboxFilters, first ? null : inboxCursor);
-    const found = inboxRows(page.items, { el, when });
-    if (first) rows.replaceChildren(...found);
-    else rows.append(...found);
-    if (!rows.children.length) rows.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "Nothing waits.")));
-    inboxCursor = page.next_cursor;
-    $("inbox-more").classList.toggle("hidden", !inboxCursor);
-    $("inbox-note").textContent = "";
-  } catch (error) {
-    $("inbox-note").textContent = error.message;
-    $("inbox-note").style.color = "var(--bad)";
-    if (first) rows.replaceChildren();
-  }
-}
-
-$("inbox-filters").onsubmit = (event) => {
-  event.preventDefault();
-  const data = new FormData(event.target);
-  const filters = {};
-  for (const name of ["kind", "agent_id", "subject"]) {
-    const value = String(data.get(name) ?? "").trim();
-    if (value) filters[name] = value;
-  }
-  const target = `#${hashOf(filters)}`;
-  if (location.hash === target) showInbox(filters);
-  else location.hash = target;
-};
-$("inbox-refresh").onclick = () => showInbox(inboxFilters);
-$("inbox-more").onclick = () => moreInbox();
+const showInbox = mountInbox({ $, el, api, when });
 
 // ---- one session ------------------------------------------------------------------------------------
 

@@ -48,3 +48,54 @@ export function inboxRows(items, { el, when }) {
       el("td", {}, when(item.since)),
       el("td", {}, item.deadline ? when(item.deadline) : el("span", { class: "muted" }, "none"))));
 }
+
+/** Wires the page's Inbox section (console.html `#inbox`) to the console's helpers (`$`, `el`, `api`,
+ * `when`); returns `show(filters)`, which shows the first page for those filters. */
+export function mountInbox({ $, el, api, when }) {
+  let filters = {};
+  let cursor = null;
+
+  async function more(first = false) {
+    const rows = $("inbox-rows");
+    try {
+      const page = await inboxPage(api, filters, first ? null : cursor);
+      const found = inboxRows(page.items, { el, when });
+      if (first) rows.replaceChildren(...found);
+      else rows.append(...found);
+      if (!rows.children.length) rows.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "Nothing waits.")));
+      cursor = page.next_cursor;
+      $("inbox-more").classList.toggle("hidden", !cursor);
+      $("inbox-note").textContent = "";
+    } catch (error) {
+      $("inbox-note").textContent = error.message;
+      $("inbox-note").style.color = "var(--bad)";
+      if (first) rows.replaceChildren();
+    }
+  }
+
+  async function show(asked) {
+    $("inbox").classList.remove("hidden");
+    $("crumb").replaceChildren(el("a", { href: "#" }, "sessions"), " / inbox");
+    filters = asked;
+    const form = $("inbox-filters");
+    for (const name of FILTERS) form.elements[name].value = filters[name] ?? "";
+    $("inbox-rows").replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "Loading…")));
+    await more(true);
+  }
+
+  $("inbox-filters").onsubmit = (event) => {
+    event.preventDefault();
+    const data = new FormData(event.target);
+    const asked = {};
+    for (const name of FILTERS) {
+      const value = String(data.get(name) ?? "").trim();
+      if (value) asked[name] = value;
+    }
+    const target = `#${hashOf(asked)}`;
+    if (location.hash === target) show(asked);
+    else location.hash = target;
+  };
+  $("inbox-refresh").onclick = () => show(filters);
+  $("inbox-more").onclick = () => more();
+  return show;
+}

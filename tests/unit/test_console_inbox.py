@@ -77,3 +77,45 @@ def test_the_rows_show_each_kind_and_link_to_the_session() -> None:
             ],
         },
     ]
+
+
+def test_the_section_shows_a_page_then_the_next_on_more() -> None:
+    seen = node(
+        """
+        const node = () => {
+          const self = { children: [], hidden: true, style: {}, textContent: "", elements: {} };
+          self.classList = {
+            remove: (c) => { if (c === "hidden") self.hidden = false; },
+            toggle: (c, on) => { if (c === "hidden") self.hidden = on; },
+          };
+          self.replaceChildren = (...nodes) => { self.children = nodes; };
+          self.append = (...nodes) => { self.children.push(...nodes); };
+          return self;
+        };
+        const nodes = {};
+        const $ = (id) => (nodes[id] ??= node());
+        for (const name of inbox.FILTERS) $("inbox-filters").elements[name] = { value: "" };
+        const el = (tag, props = {}, ...children) => ({ tag, props, children: children.flat() });
+        const asked = [];
+        const pages = [
+          { items: [{ kind: "call", session_id: "s-000001", call_id: "c1", tool: "scan", client_name: "phone",
+                      subject: null, since: "t1", deadline: null }], next_cursor: "Y3Vyc29y" },
+          { items: [{ kind: "call", session_id: "s-000002", call_id: "c2", tool: "scan", client_name: "phone",
+                      subject: null, since: "t2", deadline: null }], next_cursor: null },
+        ];
+        const api = async (method, path) => { asked.push(path); return pages[asked.length - 1]; };
+        const show = inbox.mountInbox({ $, el, api, when: (iso) => iso });
+        await show({ kind: "call" });
+        const first = { shown: !$("inbox").hidden, rows: $("inbox-rows").children.length, more: !$("inbox-more").hidden,
+                        kind: $("inbox-filters").elements.kind.value };
+        await $("inbox-more").onclick();
+        const calls = $("inbox-rows").children.map((row) => row.props["data-call"]);
+        console.log(JSON.stringify({ asked, first, calls, more: !$("inbox-more").hidden }));
+        """
+    )
+    assert seen == {
+        "asked": ["/v1/inbox?limit=50&kind=call", "/v1/inbox?limit=50&kind=call&after=Y3Vyc29y"],
+        "first": {"shown": True, "rows": 1, "more": True, "kind": "call"},
+        "calls": ["c1", "c2"],
+        "more": False,
+    }
