@@ -31,6 +31,7 @@ from api.routes import (
     docs,
     events,
     health,
+    inbox,
     mcp,
     providers,
     sessions,
@@ -225,7 +226,7 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, ag_ui, ai_sdk):
+    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, inbox, ag_ui, ai_sdk):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):
         app.include_router(module.router)
