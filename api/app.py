@@ -15,7 +15,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import errors, fastlane, openapi_doc
 from api.body_limit import Limit, limited
 from api.cors import CrossOrigin
-from api.mcp_server import SessionMcp
 from api.metrics import Metrics
 from api.proxies import behind_proxies
 from api.rate_limit import RateLimits
@@ -37,6 +36,7 @@ from api.routes import (
     sessions,
     web,
 )
+from api.routes.mcp import SessionMcpLoader
 from api.schemas.common import ErrorBody
 from api.settings import ApiSettings
 from api.sse import DIRECT_SEND
@@ -207,9 +207,11 @@ def create_app(
             probe = asyncio.create_task(probe_redis(broker.round_trip, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()
-            app.state.switchboard_mcp = session_mcp = SessionMcp(settings.max_body_bytes)
-            async with session_mcp.running():
+            app.state.switchboard_mcp = session_mcp = SessionMcpLoader(settings.max_body_bytes)
+            try:
                 yield
+            finally:
+                await session_mcp.close()
         finally:
             if probe is not None:
                 probe.cancel()

@@ -39,9 +39,11 @@ async def test_a_use_during_the_first_import_gets_the_class_once_it_is_defined(
         sys.modules.pop(name, None)
 
 
-def test_a_worker_starts_without_the_mcp_package() -> None:
-    # It is loaded when the worker first reaches a grant's server (workers/mcp/hub.py), in a thread.
-    program = "import sys, workers.worker; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"
+# The `mcp` package is loaded on first use: by the worker when it first reaches a grant's server
+# (workers/mcp/hub.py), by the API on the first request to a session's /mcp (api/routes/mcp.py).
+@pytest.mark.parametrize("process", ["workers.worker", "api.server"])
+def test_a_process_starts_without_the_mcp_package(process: str) -> None:
+    program = f"import sys, {process}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"
     root = Path(__file__).resolve().parents[2]
     found = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=root)
     assert found.stdout.strip() == "[]", found.stdout
