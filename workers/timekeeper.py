@@ -9,7 +9,6 @@ so a member visited twice (two workers keeping a partition for a moment) is acte
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -58,12 +57,9 @@ class Timekeeper:
         return due.next_due_ms
 
     async def _fire(self, schedules: list[tuple[str, str]]) -> None:
-        # Each firing is its own session's, so a visit's due schedules fire side by side: a minute's worth
-        # due at once is not fired one round trip after another.
-        fire = self._broker.schedules.fire
-        fired = await asyncio.gather(
-            *(fire(sid, schedule_id) for sid, schedule_id in schedules), return_exceptions=True
-        )
+        if not schedules:
+            return
+        fired = await self._broker.schedules.fire(schedules)
         # One that failed is still due: the visit fails, so the keeper comes back to it (and backs off).
         for outcome in fired:
             if isinstance(outcome, BaseException):

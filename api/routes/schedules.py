@@ -89,7 +89,7 @@ async def create_schedule(
 @router.get("", response_model=SchedulePage, response_model_exclude_none=True)
 async def list_schedules(canonical: ReadSession, state: State) -> Response:
     """The session's schedules, oldest first; one page (a session holds at most 20)."""
-    schedules = await state.broker.schedules.list(canonical)
+    schedules = await state.broker.schedules.all(canonical)
     items = b",".join(_json(schedule) for schedule in schedules)
     return Response(b'{"items":[' + items + b'],"next_cursor":null}', media_type="application/json")
 

@@ -100,7 +100,9 @@ LIBRARIES = (
 # The hot routes' scripts, which an API process sends several at a time (broker/scripts/batching.py). A ping is
 # not among them: it takes none of its partition's keys to share, and a ping seldom meets another call
 # of its partition in flight (pings of 1,000 sessions spread over 1,024 partitions).
-BATCHED = ("ack_call", "answer_call")
+# A partition's due schedules are fired side by side by its timekeeper (workers/timekeeper.py), so they
+# go together as well: a minute's worth due at one instant is a few FCALLs per partition, not one each.
+BATCHED = ("ack_call", "answer_call", "fire_schedule")
 
 # The library of a session's partition: a script that includes it is handed the partition's keys last.
 PARTITION_LIBRARY = "lib/partition.lua"

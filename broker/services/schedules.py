@@ -10,6 +10,7 @@ the one read, so two workers (or one retried after a crash) fire a due time once
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -91,7 +92,7 @@ class Schedules:
         MAX_SCHEDULES), SessionFull."""
         s = self._core.keys.session(session_id)
         schedule = Schedule(schedule_id, cron, at_ms, timezone, text, next_ms, int(time.time() * 1000))
-        await self._core.scripts.run(
+        (outcome,) = await self._core.scripts.run(
             "create_schedule",
             {"meta": s.meta, "session_schedules": s.schedules},
             {
@@ -103,6 +104,9 @@ class Schedules:
             },
             partition=s.partition,
         )
+        if outcome == "created":
+            return schedule
+        # A retry: the schedule as the first attempt made it (or fired and ended since).
         return (await self.get(session_id, schedule_id)) or schedule
 
     async def get(self, session_id: str, schedule_id: str) -> Schedule | None:
@@ -116,7 +120,7 @@ class Schedules:
             return None
         return _schedule(raw, int(score))
 
-    async def list(self, session_id: str) -> list[Schedule]:
+    async def all(self, session_id: str) -> list[Schedule]:
         """The session's schedules, oldest first (at most MAX_SCHEDULES: no page needs a cursor)."""
         s = self._core.keys.session(session_id)
         with translate_redis_errors():
@@ -142,20 +146,42 @@ class Schedules:
             partition=s.partition,
         )
 
-    async def fire(self, session_id: str, schedule_id: str, now_ms: int | None = None) -> Fired:
-        """Fire the schedule if it is due (the timekeeper, for a member its sweep found due): its text is
-        posted as the session's input and it moves to its next fire time after now (`now_ms`, this host's
-        clock when None), or ends (an `at` schedule, or a cron that never matches again)."""
-        schedule = await self.get(session_id, schedule_id)
-        if schedule is None:
-            return await self._fire(session_id, schedule_id, 0, None)
-        due = schedule.next_fire_ms
+    async def fire(self, due: list[tuple[str, str]], now_ms: int | None = None) -> list[Fired | BaseException]:
+        """Fire each schedule of `due` ((session id, schedule id), one partition's, as its sweep found them)
+        that is due: its text is posted as the session's input, and it moves to its next fire time after
+        now (`now_ms`, this host's clock when None) or ends (an `at` schedule, or a cron that never
+        matches again). Their records are read in one round trip and the firings go side by side (and
+        together: fire_schedule is BATCHED); each answers on its own, an error included."""
+        keys = self._core.keys
+        with translate_redis_errors():
+            async with self._core.redis.pipeline() as pipe:
+                for session_id, schedule_id in due:
+                    s = keys.session(session_id)
+                    pipe.hget(s.schedules, schedule_id)
+                    pipe.zscore(s.partition.schedules, keys.member(session_id, schedule_id))
+                found = await pipe.execute()
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        next_ms = None
-        if schedule.cron is not None:
-            # After the due time too: on a clock behind Redis's, "after now" could be the due time itself.
-            next_ms = next_fire_ms(schedule.cron, schedule.timezone, max(now, due))
-        return await self._fire(session_id, schedule_id, due, next_ms)
+        firings = []
+        for i, (session_id, schedule_id) in enumerate(due):
+            raw, score = found[2 * i], found[2 * i + 1]
+            if raw is None or score is None:
+                # Gone meanwhile: the script drops what is left of it from the index.
+                firings.append(self._fire(session_id, schedule_id, 0, None))
+                continue
+            schedule = _schedule(raw, int(score))
+            next_ms = None
+            if schedule.cron is not None:
+                # After the due time too: on a clock behind Redis's, "after now" could be the due time itself.
+                next_ms = next_fire_ms(schedule.cron, schedule.timezone, max(now, schedule.next_fire_ms))
+            firings.append(self._fire(session_id, schedule_id, schedule.next_fire_ms, next_ms))
+        return list(await asyncio.gather(*firings, return_exceptions=True))
+
+    async def fire_one(self, session_id: str, schedule_id: str, now_ms: int | None = None) -> Fired:
+        """`fire` for one schedule; its error raised."""
+        (fired,) = await self.fire([(session_id, schedule_id)], now_ms)
+        if isinstance(fired, BaseException):
+            raise fired
+        return fired
 
     async def _fire(self, session_id: str, schedule_id: str, due_ms: int, next_ms: int | None) -> Fired:
         s = self._core.keys.session(session_id)

@@ -80,7 +80,7 @@ async def test_two_workers_racing_for_one_due_time_fire_it_once(broker: Broker, 
     session_id = await make_session(broker)
     now = await redis_now(broker, session_id)
     schedule_id = await schedule(broker, session_id, now - 10, cron=cron)
-    outcomes = await asyncio.gather(*(broker.schedules.fire(session_id, schedule_id) for _ in range(4)))
+    outcomes = await asyncio.gather(*(broker.schedules.fire_one(session_id, schedule_id) for _ in range(4)))
     assert [o.outcome for o in outcomes].count("new_run") == 1, outcomes
     assert {o.outcome for o in outcomes} <= {"new_run", "stale"}
     assert len(fired(await log_events(broker, session_id))) == 1
@@ -92,9 +92,9 @@ async def test_two_workers_racing_for_one_due_time_fire_it_once(broker: Broker, 
 async def test_an_at_schedule_ends_after_its_firing(broker: Broker) -> None:
     session_id = await make_session(broker)
     schedule_id = await schedule(broker, session_id, await redis_now(broker, session_id) - 10)
-    assert (await broker.schedules.fire(session_id, schedule_id)).outcome == "new_run"
+    assert (await broker.schedules.fire_one(session_id, schedule_id)).outcome == "new_run"
     assert await broker.schedules.get(session_id, schedule_id) is None
-    assert await broker.schedules.list(session_id) == []
+    assert await broker.schedules.all(session_id) == []
     partition = broker.core.keys.session(session_id).partition
     assert not await broker.core.redis.zcard(partition.schedules)
 
@@ -124,7 +124,7 @@ async def test_a_firing_during_a_run_follows_the_sessions_policy(
     now = await redis_now(broker, session_id)
     schedule_id = await schedule(broker, session_id, now - 10, cron=EVERY_MINUTE)
     before = await types(broker, session_id)
-    assert (await broker.schedules.fire(session_id, schedule_id)).outcome == outcome
+    assert (await broker.schedules.fire_one(session_id, schedule_id)).outcome == outcome
     after = await types(broker, session_id)
     # Nothing starts a second run while one is active: the input waits, steers or is dropped.
     assert "message_user" not in after[len(before) :]
@@ -159,4 +159,4 @@ async def test_deleting_the_session_takes_its_schedules_out_of_the_index(broker:
     members = await broker.core.redis.zrange(index, 0, -1)
     assert not [m for m in members if bytes(m).decode().startswith(session_id)]
     assert not await broker.core.redis.exists(keys.session(session_id).schedules)
-    assert (await broker.schedules.list(other)) == []
+    assert (await broker.schedules.all(other)) == []

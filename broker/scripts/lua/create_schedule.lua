@@ -11,7 +11,7 @@
 --!arg next_ms           its first fire time (ms)
 --!arg max               the most schedules a session holds
 --
--- Returns {'ok'} (also for an id already added: a retried request); refusal not_found no session;
+-- Returns {'ok', 'created' | 'exists' (an id already added: a retried request)}; refusal not_found no session;
 -- invalid_request the session holds `max` schedules; conflict the session's storage is full.
 
 --!include lib/core.lua
@@ -19,7 +19,7 @@
 
 local S = {meta = K.meta, now = sb_now_ms()}
 if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', A.sid) end
-if redis.call('HEXISTS', K.session_schedules, A.id) == 1 then return sb_reply() end
+if redis.call('HEXISTS', K.session_schedules, A.id) == 1 then return sb_reply('exists') end
 local max = tonumber(A.max)
 if redis.call('HLEN', K.session_schedules) >= max then return sb_refuse('invalid_request', 'too_many_schedules', max) end
 local size = #A.record + #A.id + SB_ENTRY
@@ -28,4 +28,4 @@ if full then return full end
 redis.call('HSET', K.session_schedules, A.id, A.record)
 sb_add(S.meta, size)
 sb_timer(SB_P.schedules, tonumber(A.next_ms), A.sid .. ':' .. A.id)
-return sb_reply()
+return sb_reply('created')
