@@ -67,6 +67,7 @@ SCRIPT_NAMES = (
     "post_input",
     "progress_call",
     "publish_version",
+    "read_schedules",
     "reclaim_step",
     "register_client",
     "renew_call",

@@ -118,7 +118,7 @@ class Schedules:
                 raw, score = await pipe.execute()
         if raw is None or score is None:
             return None
-        return _schedule(raw, int(score))
+        return _schedule(raw, int(float(score)))
 
     async def all(self, session_id: str) -> list[Schedule]:
         """The session's schedules, oldest first (at most MAX_SCHEDULES: no page needs a cursor)."""
@@ -131,7 +131,7 @@ class Schedules:
             members = [self._core.keys.member(session_id, schedule_id) for schedule_id in ids]
             scores = await self._core.redis.zmscore(s.partition.schedules, members)
         return [
-            _schedule(records[schedule_id.encode()], int(score))
+            _schedule(records[schedule_id.encode()], int(float(score)))
             for schedule_id, score in zip(ids, scores, strict=True)
             if score is not None
         ]
@@ -147,28 +147,30 @@ class Schedules:
         )
 
     async def fire(self, due: list[tuple[str, str]], now_ms: int | None = None) -> list[Fired | BaseException]:
-        """Fire each schedule of `due` ((session id, schedule id), one partition's, as its sweep found them)
+        """Fire each schedule of `due` ((session id, schedule id), all of one partition, as its sweep found them)
         that is due: its text is posted as the session's input, and it moves to its next fire time after
         now (`now_ms`, this host's clock when None) or ends (an `at` schedule, or a cron that never
         matches again). Their records are read in one round trip and the firings go side by side (and
         together: fire_schedule is BATCHED); each answers on its own, an error included."""
+        if not due:
+            return []
         keys = self._core.keys
-        with translate_redis_errors():
-            async with self._core.redis.pipeline() as pipe:
-                for session_id, schedule_id in due:
-                    s = keys.session(session_id)
-                    pipe.hget(s.schedules, schedule_id)
-                    pipe.zscore(s.partition.schedules, keys.member(session_id, schedule_id))
-                found = await pipe.execute()
+        found = await self._core.scripts.run(
+            "read_schedules",
+            {"records": [keys.session(session_id).schedules for session_id, _ in due]},
+            {"ids": [keys.member(session_id, schedule_id) for session_id, schedule_id in due]},
+            partition=keys.session(due[0][0]).partition,
+        )
         now = int(time.time() * 1000) if now_ms is None else now_ms
         firings = []
         for i, (session_id, schedule_id) in enumerate(due):
             raw, score = found[2 * i], found[2 * i + 1]
-            if raw is None or score is None:
-                # Gone meanwhile: the script drops what is left of it from the index.
-                firings.append(self._fire(session_id, schedule_id, 0, None))
+            due_ms = int(float(score)) if score else 0
+            if not raw:
+                # Gone meanwhile (nothing to fire: 'stale'), or left in the index alone (dropped: 'gone').
+                firings.append(self._fire(session_id, schedule_id, due_ms, None))
                 continue
-            schedule = _schedule(raw, int(score))
+            schedule = _schedule(raw, due_ms)
             next_ms = None
             if schedule.cron is not None:
                 # After the due time too: on a clock behind Redis's, "after now" could be the due time itself.
@@ -192,7 +194,8 @@ class Schedules:
             {
                 **run_args,
                 "id": schedule_id,
-                "input_id": uuid7(),
+                # One input per due time, whichever worker fires it.
+                "input_id": f"{schedule_id}@{due_ms}",
                 "due_ms": due_ms,
                 "next_ms": "" if next_ms is None else next_ms,
             },
