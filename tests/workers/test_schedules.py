@@ -160,3 +160,15 @@ async def test_deleting_the_session_takes_its_schedules_out_of_the_index(broker:
     assert not [m for m in members if bytes(m).decode().startswith(session_id)]
     assert not await broker.core.redis.exists(keys.session(session_id).schedules)
     assert (await broker.schedules.all(other)) == []
+
+
+async def test_a_schedule_keeps_an_idle_session_from_retention(broker: Broker) -> None:
+    idle, scheduled = await make_session(broker), await make_session(broker)
+    now = await redis_now(broker, idle)
+    await schedule(broker, scheduled, now + 86_400_000)
+    for session_id in (idle, scheduled):
+        # No activity since the epoch: past any retention.
+        await broker.core.redis.hset(broker.core.keys.session(session_id).meta, "event_at", 0)
+    assert await broker.sessions.retain(idle) == "purged"
+    assert await broker.sessions.retain(scheduled) == "kept"
+    assert len(await broker.schedules.all(scheduled)) == 1
