@@ -31,6 +31,7 @@ from api.routes import (
     docs,
     events,
     health,
+    inbox,
     mcp,
     providers,
     schedules,
@@ -226,7 +227,20 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, schedules, clients, approvals, calls, ag_ui, ai_sdk):
+    for module in (
+        api_keys,
+        agents,
+        providers,
+        sessions,
+        events,
+        schedules,
+        clients,
+        approvals,
+        calls,
+        inbox,
+        ag_ui,
+        ai_sdk,
+    ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):
         app.include_router(module.router)

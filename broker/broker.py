@@ -13,6 +13,7 @@ from broker.services.calls import Calls
 from broker.services.clients import Clients
 from broker.services.credentials import Credentials
 from broker.services.idempotency import Idempotency
+from broker.services.inbox import Inbox
 from broker.services.keepers import Keepers
 from broker.services.live import LiveHub
 from broker.services.log import EventLog
@@ -48,7 +49,8 @@ class Broker(Generic[S]):
             resolver=resolver,
         )
         self.providers = Providers(core, addresses)
-        self.sessions = Sessions(core)
+        self.inbox = Inbox(core)
+        self.sessions = Sessions(core, self.inbox)
         self.clients = Clients(core)
         self.runs = Runs(core)
         self.timers = Timers(core)

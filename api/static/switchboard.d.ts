@@ -424,13 +424,13 @@ export type StreamEventType = StreamEvent["type"];
 
 /** The stream event of one type. */
 export type StreamEventOf<K extends StreamEventType> = Extract<StreamEvent, { type: K }>;
+
+/** What the stream asks for beyond the default view (`?include=`). */
+export type StreamInclude = "timing" | "progress" | "images" | "deltas" | "thinking";
 // </generated>
 
 // ---------------------------------------------------------------------------------------------------------
 // The connection
-
-/** What the stream asks for beyond the default view (`?include=`). */
-export type StreamInclude = "timing" | "progress" | "images" | "deltas" | "thinking";
 
 /** Where a connection is: `failed` and `closed` are for good. */
 export type ConnectionStatus = "connecting" | "open" | "reconnecting" | "failed" | "closed";

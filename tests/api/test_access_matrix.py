@@ -60,6 +60,7 @@ ROUTES = [
     Route("DELETE", "/v1/model-providers/{provider_id}", "key", "model_provider.manage"),
     Route("POST", "/v1/sessions", "key", "session.create", {"agent_id": "{agent_id}"}),
     Route("GET", "/v1/sessions", "key", "session.read"),
+    Route("GET", "/v1/inbox", "key", "session.read"),
     Route("GET", "/v1/sessions/{session_id}", "session", "session.read"),
     Route("DELETE", "/v1/sessions/{session_id}", "key", "session.manage"),
     Route("POST", "/v1/sessions/{session_id}/cancel", "session", "session.manage"),
