@@ -33,6 +33,7 @@ from api.routes import (
     inbox,
     mcp,
     providers,
+    schedules,
     sessions,
     web,
 )
@@ -228,7 +229,20 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, inbox, ag_ui, ai_sdk):
+    for module in (
+        api_keys,
+        agents,
+        providers,
+        sessions,
+        events,
+        schedules,
+        clients,
+        approvals,
+        calls,
+        inbox,
+        ag_ui,
+        ai_sdk,
+    ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):
         app.include_router(module.router)

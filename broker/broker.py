@@ -22,6 +22,7 @@ from broker.services.pools import Pools
 from broker.services.providers import Providers
 from broker.services.retention import Retention
 from broker.services.runs import Runs
+from broker.services.schedules import Schedules
 from broker.services.server_calls import ServerCalls
 from broker.services.sessions import Sessions
 from broker.services.telemetry import Figures, read_figures
@@ -65,6 +66,7 @@ class Broker(Generic[S]):
         self.keepers = Keepers(core)
         self.alarms = Alarms(core)
         self.retention = Retention(core)
+        self.schedules = Schedules(core)
 
     @classmethod
     async def connect(

@@ -78,6 +78,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:s:<S>:inbox`                  | list   | none                     | steering input for the active run      |
 | `sb:{T}:s:<S>:queue`                  | list   | none                     | input waiting for a run of its own     |
 | `sb:{T}:s:<S>:idem:<digest>`          | string | idempotency TTL          | receipts of session routes             |
+| `sb:{T}:s:<S>:schedules`              | hash   | none (deleted with the   | schedule id -> its record (JSON):      |
+|                                       |        | session)                 | create_schedule.lua, fire_schedule.lua |
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
 |                                       |        |                          | ack, result, server call lease         |
 | `sb:{T}:leases`                       | zset   | none                     | `<sid>:<cid>` due no later than the    |
@@ -88,6 +90,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | `r\|<sid>` retention, `c\|<sid>` trim  |
 |                                       |        |                          | timers of live sessions                |
 | `sb:{T}:claims`                       | zset   | none                     | work entry ids taken, by claim lapse   |
+| `sb:{T}:schedules`                    | zset   | none                     | `<sid>:<schedule id>` by its next fire |
+|                                       |        |                          | time (ms): fire_schedule.lua moves it  |
 | `sb:{T}:work`                         | stream | none (entries deleted    | work for the workers: `s|sid|run|step| |
 |                                       |        | when begun)              | attempt`, `t|sid|call`, `d|sid|client`;|
 |                                       |        |                          | group `workers`, a consumer per worker |
@@ -149,6 +153,11 @@ class PartitionKeys:
         return f"{self.base}:claims"
 
     @property
+    def schedules(self) -> str:
+        """The partition's schedules by next fire time (members `<sid>:<schedule id>`)."""
+        return f"{self.base}:schedules"
+
+    @property
     def work(self) -> str:
         return f"{self.base}:work"
 
@@ -164,7 +173,7 @@ class PartitionKeys:
 
     @property
     def timers(self) -> tuple[str, ...]:
-        return (self.deadlines, self.leases, self.steps, self.dequeue, self.purges, self.claims)
+        return (self.deadlines, self.leases, self.steps, self.dequeue, self.purges, self.claims, self.schedules)
 
     @property
     def block(self) -> list[str]:
@@ -219,6 +228,11 @@ class SessionKeys:
     @property
     def queue(self) -> str:
         return f"{self.base}:queue"
+
+    @property
+    def schedules(self) -> str:
+        """The session's schedules: schedule id -> record JSON."""
+        return f"{self.base}:schedules"
 
     @property
     def live(self) -> str:

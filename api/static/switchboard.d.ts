@@ -183,6 +183,10 @@ export interface MessageUserEvent extends LoggedEvent {
   type: "message_user";
   message: Message;
   source: "client" | "steer" | "external";
+  /** Extension: what posted the input when it was not a request: `schedule`, a schedule of the session firing. */
+  trigger?: "schedule";
+  /** Extension: the schedule that fired (with `trigger: "schedule"`). */
+  schedule_id?: string;
 }
 
 export interface MessageAssistantEvent extends LoggedEvent {

@@ -132,7 +132,7 @@ class Sessions:
         run_keys, run_args = run_names(keys, session_id, "")
         await self._core.scripts.run(
             "delete_session",
-            {**run_keys, "tokens": s.tokens},
+            {**run_keys, "tokens": s.tokens, "session_schedules": s.schedules},
             {**run_args, "tombstone_ms": self._core.settings.session_token_ttl_ms, "gone_text": RUN_GONE_DELETED},
             partition=s.partition,
         )
@@ -160,7 +160,7 @@ class Sessions:
         run_keys, run_args = run_names(keys, session_id, "")
         (outcome,) = await self._core.scripts.run(
             "retain_session",
-            {**run_keys, "tokens": s.tokens},
+            {**run_keys, "tokens": s.tokens, "session_schedules": s.schedules},
             {
                 **run_args,
                 "retention_ms": settings.session_retention_ms,

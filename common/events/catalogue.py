@@ -189,6 +189,10 @@ InputSource = Literal["client", "steer", "external"]
 class MessageUser(Event, tag="message_user", frozen=True):
     message: MessageBody
     source: InputSource
+    # What posted the input when it was not a request: `schedule`, a schedule of the session firing.
+    trigger: Annotated[Literal["schedule"], EXT] | UnsetType = UNSET
+    # The schedule that fired (with `trigger: "schedule"`).
+    schedule_id: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class MessageAssistant(Event, tag="message_assistant", frozen=True):

@@ -68,7 +68,18 @@ def test_partition_names() -> None:
     p = KeySpace().partition(7)
     assert p.block == [
         f"sb:{{{tag(7)}}}:{suffix}"
-        for suffix in ("deadlines", "leases", "steps", "dequeue", "purge", "claims", "work", "alarm", "stats")
+        for suffix in (
+            "deadlines",
+            "leases",
+            "steps",
+            "dequeue",
+            "purge",
+            "claims",
+            "schedules",
+            "work",
+            "alarm",
+            "stats",
+        )
     ]
     assert {slot(name) for name in p.block} == {7 * 16}
 
