@@ -141,6 +141,7 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
                 name=name,
                 timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
                 heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
+                on_leave=str(tool.get("on_leave") or ""),
             )
         except SwitchboardError as refused:
             return _error(refused.message)

@@ -74,6 +74,7 @@ class Catalog:
                 server=f"client:{client.name}",
                 timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
                 heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
+                on_leave=str(tool.get("on_leave") or ""),
             )
         registered = {c.name: c.client_id for c in offered if not c.scoped}
         return cls(specs, routes, registered, checks)

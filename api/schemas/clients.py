@@ -75,6 +75,16 @@ class ClientToolBody(Strict):
             "came within this many seconds of the ack or of the last progress (never later than timeout_s)",
         ),
     ] = None
+    on_leave: Annotated[
+        Literal["wait", "fail"] | None,
+        Field(
+            description="An extension: what a call does when the registration leaves, lapses or drops the tool "
+            "before answering. `fail` (the default, Subako's): client_gone at once. `wait`: the call waits for "
+            "the next registration of the same client name that offers the tool (a `client_tool_waiting` "
+            "event) and is dispatched to it with the same call_id; it fails with client_gone when timeout_s "
+            "(or the deployment's result deadline), counted from its first dispatch, runs out first",
+        ),
+    ] = None
     annotations: Annotated[
         dict[str, bool | str | None] | None,
         Field(

@@ -168,6 +168,11 @@ export interface ToolDescriptor {
   timeout_s?: number;
   /** Extension: the call fails when neither progress nor the result came within this many seconds. */
   heartbeat_s?: number;
+  /**
+   * Extension: what a call does when its registration leaves, lapses or drops the tool before answering: `fail`
+   * (client_gone, the default) or `wait` for the next registration of the same name offering the tool.
+   */
+  on_leave?: "wait" | "fail";
 }
 
 /** How long a registration lives: until it leaves, or as long as it pings within `seconds`. */
@@ -348,6 +353,29 @@ export interface ToolProgressEvent extends LoggedEvent {
   fraction: number | null;
 }
 
+/**
+ * A call of a tool declared `on_leave: "wait"` whose registration left, lapsed or dropped the tool before
+ * answering: it waits for the next registration of `client_name` that offers `tool` (dispatched again then, with
+ * the same `call_id`), and fails with `client_gone` at `deadline` if none comes (with `include: "extensions"`).
+ */
+export interface ClientToolWaitingEvent extends LoggedEvent {
+  type: "client_tool_waiting";
+  call_id: string;
+  /** The tool's own name, as the client declared it. */
+  tool: string;
+  /** The name a registration must hold to be handed the call. */
+  client_name: string;
+  /** When the wait began. */
+  since: string;
+  /**
+   * When the call fails with client_gone unless a registration took it: its tool's timeout_s (or the deployment's
+   * result deadline) after its first dispatch.
+   */
+  deadline: string;
+  /** The run that made the call; null for a call no run made (an MCP client's). */
+  run_id: string | null;
+}
+
 /** Text the model is writing, as it streams (with `include: "deltas"`; live only: no seq). */
 export interface MessageDeltaEvent {
   type: "message_delta";
@@ -412,6 +440,7 @@ export type SessionEvent =
 export type ExtensionEvent =
   | ClientToolProgressEvent
   | ToolProgressEvent
+  | ClientToolWaitingEvent
   | MessageDeltaEvent
   | ThinkingDeltaEvent
   | ToolCallDeltaEvent;
@@ -426,7 +455,7 @@ export type StreamEventType = StreamEvent["type"];
 export type StreamEventOf<K extends StreamEventType> = Extract<StreamEvent, { type: K }>;
 
 /** What the stream asks for beyond the default view (`?include=`). */
-export type StreamInclude = "timing" | "progress" | "images" | "deltas" | "thinking";
+export type StreamInclude = "timing" | "progress" | "extensions" | "images" | "deltas" | "thinking";
 // </generated>
 
 // ---------------------------------------------------------------------------------------------------------

@@ -98,6 +98,7 @@ LIBRARIES = (
     "lib/call.lua",
     "lib/client.lua",
     "lib/input.lua",
+    "lib/waiting.lua",
     "lib/hot.lua",
 )
 

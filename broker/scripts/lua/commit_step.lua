@@ -26,6 +26,7 @@
 --                    run-scoped client); client_id; payload (client_tool_dispatched JSON for a client
 --                    call, the arguments JSON for a server call); approval (approval_requested JSON);
 --                    timeout_ms, the tool's result deadline (none: the deployment's); heartbeat_ms;
+--                    on_leave, `wait` for a tool whose call waits for its client (none: it fails);
 --                    source, a server call's (none for the deployment's own tools, `mcp:<grant>` for an
 --                    MCP server's); schema, the JSON Schema an approver's edited arguments are held to
 --                    (none: a client tool's is its registration's)
@@ -94,7 +95,10 @@ for _, c in ipairs(planned) do
   end
   S.call_id = call_id
   local rec = {kind = kind, client = cid, run = S.run_id, step = step, tool = tool}
-  if kind == 'client' then rec.to, rec.hb = c.timeout_ms, c.heartbeat_ms end
+  if kind == 'client' then
+    rec.to, rec.hb = c.timeout_ms, c.heartbeat_ms
+    if c.on_leave == 'wait' then rec.ol = 1 end
+  end
   if c.source then rec.src = c.source end
   if outcome == 'require_approval' then
     rec.name = c.name

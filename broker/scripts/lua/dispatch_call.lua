@@ -19,6 +19,7 @@
 --!arg policy       'allow' | 'require_approval' (anything else waits for approval)
 --!arg name         the model-visible tool name, which a remembered decision is kept under
 --!arg approval     the approval_requested JSON ('' for allow)
+--!arg on_leave     'wait' when the call waits for its client should the registration go ('' fails it)
 --
 -- Returns {'ok', 'dispatched', seq of client_tool_dispatched}, {'ok', 'awaiting', seq of
 -- approval_requested}, or {'ok', 'denied', the denial's tool_result as stored} (a deny remembered for
@@ -40,7 +41,7 @@ if not sb_holds(K.client, A.tool, {}) then return sb_refuse('not_found', 'no_too
 local full = sb_room(S.meta, S.now, 2 * #A.event + #A.approval + #A.name + 6 * SB_ENTRY + 512, SB_P.cap)
 if full then return full end
 local rec = {kind = 'client', client = S.cid, run = '', step = 0, tool = A.tool, src = 'mcp',
-  to = tonumber(A.timeout_ms), hb = tonumber(A.heartbeat_ms)}
+  to = tonumber(A.timeout_ms), hb = tonumber(A.heartbeat_ms), ol = A.on_leave == 'wait' and 1 or nil}
 local outcome = A.policy == 'allow' and 'allow' or 'require_approval'
 if outcome == 'require_approval' then
   rec.name = A.name

@@ -1,5 +1,6 @@
 -- Fails a call whose deadline has passed: a client call with ack_timeout before an ack and result_timeout
--- after one; a server call whose worker stopped renewing its lease with an error result saying it was
+-- after one, and with client_gone while it waits for its client (no registration took it in time); a
+-- server call whose worker stopped renewing its lease with an error result saying it was
 -- interrupted. The deadline index is the authority: a call acked or renewed in the meantime, or already
 -- settled, is left alone.
 --
@@ -24,13 +25,17 @@ local due = redis.call('ZSCORE', SB_P.deadlines, member)
 if not due then return sb_reply('settled') end
 if tonumber(due) > S.now then return sb_reply('not_due') end
 local rec = sb_call(S)
-local live = {dispatched = true, acked = true, running = true}
+local live = {dispatched = true, acked = true, running = true, waiting = true}
 if not rec or not live[rec.state] or not sb_session_live(S) then
   redis.call('ZREM', SB_P.deadlines, member)
   return sb_reply('settled')
 end
 if rec.kind == 'server' then
   sb_fail_call(S, S.call_id, rec, 'interrupted', A.interrupted)
+elseif rec.state == 'waiting' then
+  sb_fail_call(S, S.call_id, rec, 'client_gone', 'no client named ' .. rec.cname .. ' offering ' .. rec.tool
+    .. ' came back within ' .. ((rec.to or tonumber(A.result_ms)) / 1000) .. ' s of the call\'s first dispatch ('
+    .. (rec.to and 'the tool\'s timeout_s' or 'the deployment\'s result deadline') .. ')')
 elseif rec.state == 'dispatched' then
   sb_fail_call(S, S.call_id, rec, 'ack_timeout', A.ack_text)
 elseif rec.hb and S.now < (rec.acked_ms or S.now) + (rec.to or tonumber(A.result_ms)) then

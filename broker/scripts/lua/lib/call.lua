@@ -27,7 +27,8 @@ end
 -- registration, which both answer not_found so no client learns of another's calls.
 local function sb_own_call(S)
   local rec = sb_call(S)
-  if not rec or rec.kind ~= 'client' or rec.client ~= S.cid then return nil end
+  -- A call waiting for its client (lib/calls.lua sb_park) belongs to no registration until one takes it.
+  if not rec or rec.kind ~= 'client' or rec.client ~= S.cid or rec.state == 'waiting' then return nil end
   return rec
 end
 
@@ -108,6 +109,9 @@ end
 -- the ack deadline. `dispatch` is the event body without seq; returns the event as stored.
 local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   rec.state = 'dispatched'
+  -- A waiting call's deadline counts from its first dispatch; it is sent again from the body kept here.
+  rec.fd = rec.fd or S.now
+  if rec.ol then rec.dispatch = dispatch end
   sb_count('calls_dispatched')
   redis.call('HSET', S.owed, S.call_id, rec.client)
   local event = sb_append(S, dispatch)

@@ -50,11 +50,12 @@ local function sb_rec_token_usage(input_tokens, output_tokens, cached_input_toke
   return '{' .. string.sub(written, 2) .. '}'
 end
 
--- sb_rec_tool_descriptor(name, description, parameters, timeout_s?, heartbeat_s?)
-local function sb_rec_tool_descriptor(name, description, parameters, timeout_s, heartbeat_s)
+-- sb_rec_tool_descriptor(name, description, parameters, timeout_s?, heartbeat_s?, on_leave?)
+local function sb_rec_tool_descriptor(name, description, parameters, timeout_s, heartbeat_s, on_leave)
   return '{"name":' .. sb_str(name) .. ',"description":' .. sb_str(description) .. ',"parameters":' .. parameters
     .. (timeout_s ~= nil and (',"timeout_s":' .. timeout_s) or '')
-    .. (heartbeat_s ~= nil and (',"heartbeat_s":' .. heartbeat_s) or '') .. '}'
+    .. (heartbeat_s ~= nil and (',"heartbeat_s":' .. heartbeat_s) or '')
+    .. (on_leave ~= nil and (',"on_leave":"' .. on_leave .. '"') or '') .. '}'
 end
 
 -- sb_rec_never_lifetime_body()
@@ -196,6 +197,13 @@ local function sb_ev_tool_progress(call_id, server, tool, message, fraction)
   return '{"type":"tool_progress","call_id":' .. sb_str(call_id) .. ',"server":' .. sb_str(server) .. ',"tool":'
     .. sb_str(tool) .. ',"message":' .. (message == nil and 'null' or sb_str(message)) .. ',"fraction":'
     .. (fraction == nil and 'null' or fraction) .. '}'
+end
+
+-- sb_ev_client_tool_waiting(call_id, tool, client_name, since, deadline, run_id|null)
+local function sb_ev_client_tool_waiting(call_id, tool, client_name, since, deadline, run_id)
+  return '{"type":"client_tool_waiting","call_id":' .. sb_str(call_id) .. ',"tool":' .. sb_str(tool)
+    .. ',"client_name":' .. sb_str(client_name) .. ',"since":' .. sb_str(since) .. ',"deadline":'
+    .. sb_str(deadline) .. ',"run_id":' .. (run_id == nil and 'null' or sb_str(run_id)) .. '}'
 end
 
 -- sb_ev_message_delta(run_id, step, delta, reset?)
