@@ -77,6 +77,12 @@ export interface Tool<Args extends ToolArguments = ToolArguments, Output extends
   timeout_s?: number | undefined;
   /** The call fails when neither progress nor the result came within this many seconds (1 to 3,600). */
   heartbeat_s?: number | undefined;
+  /**
+   * What a call does when this client leaves, lapses or stops offering the tool before answering: `"fail"`
+   * (client_gone, the default) or `"wait"` for the next client of the same name that offers it (a reopened
+   * tab), which is handed the call under the same id.
+   */
+  on_leave?: "wait" | "fail" | undefined;
   /** Run the call (a method, so a tool of a narrower argument type still fits {@link Tools}). */
   execute(args: Args, call: ToolCallContext): Output | Promise<Output>;
 }

@@ -378,6 +378,36 @@ async def raw_register_shapes(ctx: Context) -> str:
     return "register, ping, leave, 404"
 
 
+async def waiting_call_taken_by_the_sdk(ctx: Context) -> str:
+    """A call of a tool declared `on_leave: "wait"` (an extension) outlives its registration: a raw `web`
+    holding it leaves, the SDK's own `web` tool client comes and is dispatched it under the same call id,
+    and the SDK answers it. The SDK's default view never carries the extension event of the wait."""
+    session_id, token = await _session_with(ctx.admin, "waiting")
+    base = f"/v1/sessions/{session_id}"
+    tool = {"name": "highlight_row", "description": "h", "parameters": {"type": "object"}, "on_leave": "wait"}
+    async with (
+        httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw,
+        SubakoClient(base_url=URL, api_key=token) as client,
+        client.sessions.connect(session_id, history=True) as connection,
+    ):
+        registration = {"name": "web", "lifetime": {"type": "never"}, "tools": [tool]}
+        tab = (await raw.post(f"{base}/clients", json=registration)).json()["id"]
+        await connection.send('/call client__web__highlight_row {"row_id": "9"}')
+        call_id = (await _dispatched(raw, session_id, tab, 1))["highlight_row"]
+        assert (await raw.delete(f"{base}/clients/{tab}")).status_code == 204
+        web = connection.create_tool_client("web")
+        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        assert web.name == "web"
+        await until(finished(connection))
+        assert last_text(connection) == "client__web__highlight_row: Row 9 is highlighted."
+        sent = [e for e in connection.events if e.type == "client_tool_dispatched"]
+        assert [(str(e.client_id), e.call_id) for e in sent] == [(tab, call_id), (web.id, call_id)]
+        assert "client_tool_waiting" not in [e.type for e in connection.events]
+        assert not any(e.type == "client_tool_failed" for e in connection.events)
+    return "a call waited for its client and the SDK's client answered it"
+
+
 # A 1x1 PNG (one red pixel).
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
 
@@ -656,6 +686,7 @@ SCENARIOS: dict[str, Scenario] = {
     "front_doors_in_use": front_doors_in_use,
     "extension_formats_listed": extension_formats_listed,
     "cloud_provider_listed": cloud_provider_listed,
+    "waiting_call_taken_by_the_sdk": waiting_call_taken_by_the_sdk,
 }
 
 

@@ -43,6 +43,7 @@ SCENARIOS = [
     "front_doors_in_use",
     "extension_formats_listed",
     "cloud_provider_listed",
+    "waiting_call_taken_by_the_sdk",
 ]
 
 
