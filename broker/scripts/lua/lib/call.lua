@@ -109,9 +109,12 @@ end
 -- the ack deadline. `dispatch` is the event body without seq; returns the event as stored.
 local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   rec.state = 'dispatched'
-  -- A waiting call's deadline counts from its first dispatch; it is sent again from the body kept here.
-  rec.fd = rec.fd or S.now
-  if rec.ol then rec.dispatch = dispatch end
+  -- A call that may wait for its client (on_leave 'wait') keeps when it was first sent, which its wait's
+  -- deadline counts from, and the body it is sent again with; other calls' records are as they were.
+  if rec.ol then
+    rec.fd = rec.fd or S.now
+    rec.dispatch = dispatch
+  end
   sb_count('calls_dispatched')
   redis.call('HSET', S.owed, S.call_id, rec.client)
   local event = sb_append(S, dispatch)
