@@ -177,7 +177,7 @@ local function sb_client_gone(S, cid, reason)
     local raw = owed[i + 1] == cid and redis.call('HGET', S.calls, owed[i])
     local rec = raw and sb_read_call(S.calls, owed[i], raw)
     if rec and rec.client == cid and rec.state ~= 'waiting' then
-      if rec.ol and (rec.state == 'dispatched' or rec.state == 'acked') then
+      if rec.ol and name and (rec.state == 'dispatched' or rec.state == 'acked') then
         sb_park(S, owed[i], rec, name, text, nil)
       else
         sb_fail_call(S, owed[i], rec, 'client_gone', text)
