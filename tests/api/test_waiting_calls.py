@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
+from common.codec import rfc3339_ms
+from tests.api.test_inbox import inbox, notices
 from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
 from tests.helpers import HIGHLIGHT
+from workers.inbox_notices import inbox_consumer
 
 pytestmark = pytest.mark.both_redis
 
@@ -244,3 +247,26 @@ async def test_a_bad_on_leave_is_refused_naming_the_field(api: Api, value: objec
         assert len(of_type(events, "client_registered")) == 1
         assert not of_type(events, "client_tools_updated")
         assert not of_type(events, "message_user")
+
+
+async def test_a_waiting_call_is_in_the_inbox_until_a_client_takes_it(api: Api) -> None:
+    consume = inbox_consumer(api.stack.broker.inbox)
+    session = await api.session()
+    old = await api.register(session, tools=[WAITING])
+    sent = await api.send(session, CALL)
+    call = await first_call(api, session)
+    await leave(api, session, old["id"])
+    events = await wait_for(api, session, count("client_tool_waiting", 1))
+    waiting = of_type(events, "client_tool_waiting")[0]
+    for notice in notices(session, events, None):
+        await consume(notice)
+    (item,) = [i for i in await inbox(api, kind="call") if i["session_id"] == session.id]
+    assert item == item | {"run_id": sent["run_id"], "call_id": call["call_id"], "client_name": "web"}
+    assert rfc3339_ms(item["since"]) == rfc3339_ms(waiting["since"])
+    assert rfc3339_ms(item["deadline"]) == rfc3339_ms(waiting["deadline"])
+    new = await api.register(session, tools=[WAITING])
+    events = await wait_for(api, session, count("client_tool_dispatched", 2))
+    for notice in notices(session, events, None):
+        await consume(notice)
+    assert not [i for i in await inbox(api, kind="call") if i["session_id"] == session.id]
+    await answer(api, session, new["id"], call["call_id"])
