@@ -189,7 +189,7 @@ class MessageUser(EventBase):
     schedule_id: Annotated[
         str | None,
         Field(
-            description="Extension: the schedule that fired (with `trigger: \"schedule\"`).",
+            description='Extension: the schedule that fired (with `trigger: "schedule"`).',
         ),
     ] = None
 
