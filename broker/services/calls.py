@@ -85,11 +85,13 @@ class Calls:
         name: str,
         timeout_ms: int = 0,
         heartbeat_ms: int = 0,
+        approval_timeout_ms: int = 0,
     ) -> Dispatched:
         """Send a call no run made to registration `client` (its id and name) under the agent's `policy`
         for the tool (`allow` or `require_approval`; the caller answers `deny` itself), as a step's call
         is: its ack and result deadlines, and the tool's own, apply; `require_approval` is decided by a
-        decision remembered under the model-visible `name`, else waits for one. NotFound when the session
+        decision remembered under the model-visible `name`, else waits for one (a deny once
+        `approval_timeout_ms` passes, when given). NotFound when the session
         is gone or the registration does not serve `tool`; Conflict when the session's storage is full."""
         keys, settings = self._core.keys, self._core.settings
         s = keys.session(session_id)
@@ -114,6 +116,7 @@ class Calls:
                 "policy": policy,
                 "name": name,
                 "approval": approval,
+                "approval_timeout_ms": approval_timeout_ms if approval else "",
             },
             partition=s.partition,
         )
