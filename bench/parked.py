@@ -43,6 +43,8 @@ from bench.http import RawHttp
 
 SCENARIO = "18 parked"
 CONCURRENCY = 96
+# Sessions started before their parked calls are read: well within the ack deadline's reach.
+CHUNK = 2000
 # A call a tab took and works on for weeks: acked, its tool's own deadline 30 days.
 LONG_TOOL = {
     "name": "sign",
@@ -73,16 +75,25 @@ async def _waiting_call(http: RawHttp, session_id: str, token: str, kind: str) -
     wanted = "approval_requested" if kind == "approval" else "client_tool_dispatched"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        status, content = await http.request("GET", f"/v1/sessions/{session_id}/events?order=asc&limit=50", token=token)
-        page = _ok(status, content, "events")
-        for event in page["items"]:
+        path = f"/v1/sessions/{session_id}/events?order=asc&limit=50"
+        status, content = await http.request("GET", path, token=token)
+        for event in _ok(status, content, "events")["items"]:
             if event["type"] == wanted:
                 return str(event["call_id"])
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.1)
     raise RuntimeError(f"session {session_id}: no {wanted} within 120 s")
 
 
-async def _park_one(http: RawHttp, agents: dict[str, str], kind: str) -> Parked:
+@dataclass(frozen=True)
+class _Started:
+    session_id: str
+    token: str
+    client_id: str
+    kind: str
+
+
+async def _start_one(http: RawHttp, agents: dict[str, str], kind: str) -> _Started:
+    """A session whose first run was asked for: its step is the worker's from here."""
     status, content = await http.request("POST", "/v1/sessions", {"agent_id": agents[kind]}, keyed())
     created = _ok(status, content, "session")
     session_id, token = created["id"], created["session_token"]
@@ -96,38 +107,58 @@ async def _park_one(http: RawHttp, agents: dict[str, str], kind: str) -> Parked:
         "POST", f"/v1/sessions/{session_id}/events", {"type": "input", "text": text}, keyed(), token=token
     )
     _ok(status, content, "input")
-    call_id = await _waiting_call(http, session_id, token, kind)
-    if kind == "call":
-        path = f"/v1/sessions/{session_id}/clients/{client_id}/calls/{call_id}/ack"
-        status, content = await http.request("POST", path, None, keyed(), token=token)
+    return _Started(session_id, token, client_id, kind)
+
+
+async def _parked(http: RawHttp, started: _Started) -> Parked:
+    """The started session once its step parked the run (a call acked, as the tab that took it would)."""
+    call_id = await _waiting_call(http, started.session_id, started.token, started.kind)
+    if started.kind == "call":
+        path = f"/v1/sessions/{started.session_id}/clients/{started.client_id}/calls/{call_id}/ack"
+        status, content = await http.request("POST", path, None, keyed(), token=started.token)
         _ok(status, content, "ack")
-    return Parked(session_id, token, call_id, kind)
+    return Parked(started.session_id, started.token, call_id, started.kind)
+
+
+async def _each(count: int, work: Any) -> list[Any]:
+    """`work(n)` for n below `count`, CONCURRENCY at a time, in order."""
+    done: list[Any] = [None] * count
+    todo = list(range(count))
+
+    async def worker() -> None:
+        while todo:
+            n = todo.pop()
+            done[n] = await work(n)
+
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return done
 
 
 async def park(http: RawHttp, agents: dict[str, str], count: int) -> list[Parked]:
-    """`count` sessions each with a parked run, half of each kind, CONCURRENCY at a time."""
-    kinds = ["approval" if n % 2 == 0 else "call" for n in range(count)]
+    """`count` sessions each with a parked run, half of each kind: a chunk's sessions and inputs first
+    (the worker's steps run meanwhile), then each one's parked call read (and acked) in one pass."""
     parked: list[Parked] = []
-
-    async def worker() -> None:
-        while kinds:
-            parked.append(await _park_one(http, agents, kinds.pop()))
-
-    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    for first in range(0, count, CHUNK):
+        size = min(CHUNK, count - first)
+        started: list[_Started] = await _each(
+            size, lambda n: _start_one(http, agents, "approval" if n % 2 == 0 else "call")
+        )
+        parked += await _each(size, lambda n, chunk=started: _parked(http, chunk[n]))
     return parked
 
 
 async def _step_started_us(http: RawHttp, parked: Parked, after_seq: int) -> int:
-    """When the step after `after_seq` started (its timing's started_at_us), waiting for it."""
+    """When the step after `after_seq` started (its timing's started_at_us). Read after a pause and then
+    seldom: the reads would otherwise take the cores the worker starts that step on."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
         path = f"/v1/sessions/{parked.session_id}/events?order=asc&limit=50&include=timing&after_seq={after_seq}"
         status, content = await http.request("GET", path, token=parked.token)
         for event in _ok(status, content, "events")["items"]:
             data = event.get("payload") if event["type"] == "custom" else None
             if isinstance(data, dict) and data.get("scope") == "step" and "started_at_us" in data:
                 return int(data["started_at_us"])
-        await asyncio.sleep(0.005)
     raise RuntimeError(f"session {parked.session_id}: no step began after the decision")
 
 
@@ -147,6 +178,23 @@ async def decisions(http: RawHttp, approvals: list[Parked]) -> list[float]:
         started_us = await _step_started_us(http, parked, int(resolved["seq"]))
         taken.append(started_us / 1000 - sent * 1000)
     return taken
+
+
+async def _stream_share(url: str, sample: list[Parked]) -> float:
+    """The share of a parked session's keys (MEMORY USAGE, summed over `sample`) its streams hold: the
+    event log and a registration's call stream. SCAN is fine here: a benchmark, not a request path."""
+    redis = Redis.from_url(url)
+    streams = total = 0
+    try:
+        for parked in sample:
+            async for key in redis.scan_iter(match=f"*:s:{parked.session_id}:*", count=10_000):
+                used = int(await redis.memory_usage(key, samples=0) or 0)
+                total += used
+                if await redis.type(key) == b"stream":
+                    streams += used
+    finally:
+        await redis.aclose()
+    return streams / total if total else 0.0
 
 
 async def _used_memory(url: str) -> int:
@@ -199,6 +247,7 @@ async def _measure(running: Cluster, shape: _Shape) -> list[Figure]:
         memory_after = await _used_memory(running.redis.url)
         parked_cpu = await _idle_cpu_per_s(running, shape.idle_s)
         api_after, worker_after = rss_kb(running.api_pid), rss_kb(worker)
+        streams = await _stream_share(running.redis.url, parked[:20])
         approvals = [p for p in parked if p.kind == "approval"][: shape.decisions]
         taken = await decisions(http, approvals)
     finally:
@@ -207,7 +256,8 @@ async def _measure(running: Cluster, shape: _Shape) -> list[Figure]:
     stats = summary(taken)
     return [
         figure(SCENARIO, "Redis memory per parked run (session included)", per_run, "KiB", target="value <= 8",
-               note=f"{shape.sessions:,} parked, half on an approval, half on an acked call"),
+               note=f"{shape.sessions:,} parked, half on an approval, half on an acked call; streams hold "
+               f"{streams * 100:.0f}% of a session's keys"),
         figure(SCENARIO, "idle Redis CPU, all parked", parked_cpu * 1000, "ms/s", baseline=empty_cpu * 1000,
                baseline_name="the same deployment before any was parked", target="ratio <= 1.25"),
         figure(SCENARIO, "decision to the next step starting, p99", stats["p99"], "ms", target="value < 10",
@@ -222,10 +272,12 @@ async def _measure(running: Cluster, shape: _Shape) -> list[Figure]:
 
 
 def run(size: Size) -> list[Figure]:
+    # The settle outlasts the step leases and work claims of the last sessions made (10 s each), whose
+    # timers come due as no-ops; each idle window holds about as many of the worker's full rescans.
     shape = size.pick(
         smoke=_Shape(200, idle_s=1.0, settle_s=1.0, decisions=20),
-        quick=_Shape(20_000, idle_s=10.0, settle_s=5.0, decisions=200),
-        full=_Shape(100_000, idle_s=15.0, settle_s=10.0, decisions=500),
+        quick=_Shape(20_000, idle_s=20.0, settle_s=15.0, decisions=200),
+        full=_Shape(100_000, idle_s=30.0, settle_s=15.0, decisions=500),
     )
     with cluster() as running:
         time.sleep(size.pick(smoke=1, quick=3, full=3))  # the worker's first reads of its partitions
