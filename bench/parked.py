@@ -265,7 +265,8 @@ async def _measure(running: Cluster, shape: _Shape) -> list[Figure]:
         figure(SCENARIO, "API RSS, all parked", api_after / 1024, "MiB", baseline=api_before / 1024,
                baseline_name="before any was parked", target="ratio <= 1.25"),
         figure(SCENARIO, "worker RSS, all parked", worker_after / 1024, "MiB", baseline=worker_before / 1024,
-               baseline_name="before any was parked", target="ratio <= 1.25"),
+               baseline_name="before any was parked", target="ratio <= 1.25",
+               note="holds its transcript cache, up to SWITCHBOARD_WORKER_TRANSCRIPT_CACHE_MB (64 MiB)"),
         figure(SCENARIO, "parked runs made per second", shape.sessions / took, "/s",
                note="session, input, the worker's step (and for a call: registration, ack), over HTTP"),
     ]  # fmt: skip
@@ -273,11 +274,12 @@ async def _measure(running: Cluster, shape: _Shape) -> list[Figure]:
 
 def run(size: Size) -> list[Figure]:
     # The settle outlasts the step leases and work claims of the last sessions made (10 s each), whose
-    # timers come due as no-ops; each idle window holds about as many of the worker's full rescans.
+    # timers come due as no-ops. Each idle window is a whole number of the worker's rescans of its
+    # partitions (SWITCHBOARD_RESCAN_INTERVAL_S, 30 s), so both hold as many.
     shape = size.pick(
         smoke=_Shape(200, idle_s=1.0, settle_s=1.0, decisions=20),
-        quick=_Shape(20_000, idle_s=20.0, settle_s=15.0, decisions=200),
-        full=_Shape(100_000, idle_s=30.0, settle_s=15.0, decisions=500),
+        quick=_Shape(20_000, idle_s=60.0, settle_s=15.0, decisions=200),
+        full=_Shape(100_000, idle_s=90.0, settle_s=15.0, decisions=500),
     )
     with cluster() as running:
         time.sleep(size.pick(smoke=1, quick=3, full=3))  # the worker's first reads of its partitions

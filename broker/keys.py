@@ -66,7 +66,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:s:<S>:queue`                  | list   | none                     | input waiting for a run of its own     |
 | `sb:{T}:s:<S>:idem:<digest>`          | string | idempotency TTL          | receipts of session routes             |
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
-|                                       |        |                          | ack, result, server call lease         |
+|                                       |        |                          | ack, result, server call lease, an     |
+|                                       |        |                          | approval's approval_timeout_s          |
 | `sb:{T}:leases`                       | zset   | none                     | `<sid>:<cid>` due no later than the    |
 |                                       |        |                          | registration's expiry                  |
 | `sb:{T}:steps`                        | zset   | none                     | `<sid>` by its running step's lease    |
