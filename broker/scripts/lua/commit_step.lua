@@ -2,8 +2,8 @@
 -- what its policy makes of it: `allow` dispatches a client call (call record, the registration's call
 -- stream, `client_tool_dispatched`, the ack deadline) or queues a server call for a worker;
 -- `require_approval` appends `approval_requested` and waits (with a timer when its policy gives the
--- approval a deadline: lib/call.lua sb_approval_deadline); `deny`, and a tool that no
--- active registration holds, give the model an error result at once. Then the run completes, waits, or
+-- approval a deadline: lib/call.lua sb_approval_deadline); `deny`, and a tool that no active
+-- registration holds, give the model an error result at once. Then the run completes, waits, or
 -- (nothing to wait for) owes its next step.
 --
 --!layout lib/run.lua

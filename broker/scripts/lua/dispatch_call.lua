@@ -2,10 +2,10 @@
 -- that serves the tool, under the agent's policy as a step's call is (commit_step.lua): `allow` sends it
 -- (the call record, the registration's call stream, `client_tool_dispatched` with the extension field
 -- `"from":"mcp"`, the ack deadline); `require_approval` is decided at once by a decision remembered for
--- the session under the tool's model-visible name, else the record waits (`awaiting`; a timer only when the policy gives the approval a deadline) with
--- `approval_requested`, and the decision sends it or denies it (resolve_approval.lua). A `deny` never
--- gets here: the caller answers it without writing anything. The record's run is '', so settling the
--- call (a result, a failure, a cancel) continues no run.
+-- the session under the tool's model-visible name, else the record waits (`awaiting`; a timer only when
+-- the policy gives the approval a deadline) with `approval_requested`, and the decision sends it or
+-- denies it (resolve_approval.lua). A `deny` never gets here: the caller answers it without writing
+-- anything. The record's run is '', so settling the call (a result, a failure, a cancel) continues no run.
 --
 --!layout lib/call.lua   (cid is the client id)
 --!key client       the client hash
