@@ -13,6 +13,7 @@ from broker.services.calls import Calls
 from broker.services.clients import Clients
 from broker.services.credentials import Credentials
 from broker.services.idempotency import Idempotency
+from broker.services.inbox import Inbox
 from broker.services.keepers import Keepers
 from broker.services.live import LiveHub
 from broker.services.log import EventLog
@@ -21,6 +22,7 @@ from broker.services.pools import Pools
 from broker.services.providers import Providers
 from broker.services.retention import Retention
 from broker.services.runs import Runs
+from broker.services.schedules import Schedules
 from broker.services.server_calls import ServerCalls
 from broker.services.sessions import Sessions
 from broker.services.telemetry import Figures, read_figures
@@ -47,7 +49,8 @@ class Broker(Generic[S]):
             resolver=resolver,
         )
         self.providers = Providers(core, addresses)
-        self.sessions = Sessions(core)
+        self.inbox = Inbox(core)
+        self.sessions = Sessions(core, self.inbox)
         self.clients = Clients(core)
         self.runs = Runs(core)
         self.timers = Timers(core)
@@ -63,6 +66,7 @@ class Broker(Generic[S]):
         self.keepers = Keepers(core)
         self.alarms = Alarms(core)
         self.retention = Retention(core)
+        self.schedules = Schedules(core)
 
     @classmethod
     async def connect(

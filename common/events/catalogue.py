@@ -189,6 +189,10 @@ InputSource = Literal["client", "steer", "external"]
 class MessageUser(Event, tag="message_user", frozen=True):
     message: MessageBody
     source: InputSource
+    # What posted the input when it was not a request: `schedule`, a schedule of the session firing.
+    trigger: Annotated[Literal["schedule"], EXT] | UnsetType = UNSET
+    # The schedule that fired (with `trigger: "schedule"`).
+    schedule_id: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class MessageAssistant(Event, tag="message_assistant", frozen=True):
@@ -419,4 +423,15 @@ def type_name(cls: type[Record]) -> str:
 
 
 BY_TYPE: dict[str, type[Event]] = {type_name(cls): cls for cls in EVENTS}
+
+
+def _words(logged: bool) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(c.shown.include for c in EVENTS if c.shown.include and c.shown.logged is logged))
+
+
+# The words of `?include=` a listing of the log takes: `timing` (the `custom` events of kind `timing`), those
+# of the logged extension types, and `images` (results' image blocks as they are, not named in text).
+LOG_INCLUDES: tuple[str, ...] = ("timing", *_words(logged=True), "images")
+# What a stream takes besides: the words of the live frames (deltas), which are never logged.
+STREAM_INCLUDES: tuple[str, ...] = (*LOG_INCLUDES, *_words(logged=False))
 SDK_EVENT_TYPES = frozenset(name for name, cls in BY_TYPE.items() if cls.shown.sdk)
