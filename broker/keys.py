@@ -88,7 +88,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        | session)                 | create_schedule.lua, fire_schedule.lua |
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
 |                                       |        |                          | ack, result, server call lease, the end|
-|                                       |        |                          | of a wait for the call's client        |
+|                                       |        |                          | of a wait for the call's client, an    |
+|                                       |        |                          | approval's approval_timeout_s          |
 | `sb:{T}:leases`                       | zset   | none                     | `<sid>:<cid>` due no later than the    |
 |                                       |        |                          | registration's expiry                  |
 | `sb:{T}:steps`                        | zset   | none                     | `<sid>` by its running step's lease    |

@@ -295,6 +295,13 @@ class ApprovalResolved(EventBase):
             description="Extension: the arguments the call runs with instead of the model's.",
         ),
     ] = None
+    reason: Annotated[
+        Literal["timeout"] | None,
+        Field(
+            description="Extension: why it was decided without a person: `timeout`, its policy's approval_timeout_s "
+            "ran out (a deny).",
+        ),
+    ] = None
 
 
 class ClientRegistered(EventBase):

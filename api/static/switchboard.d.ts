@@ -73,9 +73,9 @@ export interface Tool<Args extends ToolArguments = ToolArguments, Output extends
   description?: string | undefined;
   /** The JSON Schema of its arguments (default `{type: "object"}`). */
   parameters?: JsonSchema | undefined;
-  /** Its result deadline after the ack, in seconds (1 to 86,400), in place of the server's. */
+  /** Its result deadline after the ack, in seconds (1 to the server's SWITCHBOARD_MAX_WAIT_S, 30 days by default), in place of the server's. */
   timeout_s?: number | undefined;
-  /** The call fails when neither progress nor the result came within this many seconds (1 to 3,600). */
+  /** The call fails when neither progress nor the result came within this many seconds (1 to SWITCHBOARD_MAX_WAIT_S). */
   heartbeat_s?: number | undefined;
   /**
    * What a call does when this client leaves, lapses or stops offering the tool before answering: `"fail"`
@@ -277,6 +277,10 @@ export interface ApprovalResolvedEvent extends LoggedEvent {
   remembered?: true;
   /** Extension: the arguments the call runs with instead of the model's. */
   arguments?: ToolArguments;
+  /**
+   * Extension: why it was decided without a person: `timeout`, its policy's approval_timeout_s ran out (a deny).
+   */
+  reason?: "timeout";
 }
 
 export interface ClientRegisteredEvent extends LoggedEvent {

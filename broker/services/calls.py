@@ -88,12 +88,14 @@ class Calls:
         timeout_ms: int = 0,
         heartbeat_ms: int = 0,
         on_leave: str = "",
+        approval_timeout_ms: int = 0,
     ) -> Dispatched:
         """Send a call no run made to registration `client` (its id and name) under the agent's `policy`
         for the tool (`allow` or `require_approval`; the caller answers `deny` itself), as a step's call
         is: its ack and result deadlines, and the tool's own, apply (`on_leave` "wait": it waits for its
-        client should the registration go); `require_approval` is decided by a
-        decision remembered under the model-visible `name`, else waits for one. NotFound when the session
+        client should the registration go); `require_approval` is decided by a decision remembered under
+        the model-visible `name`, else waits for one (a deny once `approval_timeout_ms` passes, when
+        given). NotFound when the session
         is gone or the registration does not serve `tool`; Conflict when the session's storage is full."""
         keys, settings = self._core.keys, self._core.settings
         s = keys.session(session_id)
@@ -119,6 +121,7 @@ class Calls:
                 "name": name,
                 "approval": approval,
                 "on_leave": on_leave,
+                "approval_timeout_ms": approval_timeout_ms if approval else "",
             },
             partition=s.partition,
         )

@@ -82,6 +82,8 @@ class Route:
     on_leave: str = ""
     # A server call's source: '' for the deployment's own tools, `mcp:<grant>` for an MCP server's.
     source: str = ""
+    # How long a `require_approval` call's approval waits before it resolves as a deny (ms; 0: for ever).
+    approval_timeout_ms: int = 0
     # The schema an approver's edited arguments are held to, for a server tool that has one (a client
     # tool's is read from its registration when the decision comes).
     schema: dict[str, Any] | None = None
@@ -161,6 +163,8 @@ class StepCall:
     schema: str | None = None
     """The JSON Schema an approver's edited arguments are held to (None: none, or a client tool's, which is
     its registration's)."""
+    approval_timeout_ms: int | None = None
+    """How long the approval waits before it resolves as a deny (None: for ever)."""
 
     @classmethod
     def of(cls, call: PlannedCall, route: Route) -> StepCall:
@@ -195,6 +199,7 @@ class StepCall:
             on_leave=route.on_leave or None,
             source=route.source or None,
             schema=dumps(route.schema) if approval and route.schema is not None else None,
+            approval_timeout_ms=route.approval_timeout_ms or None if approval else None,
         )
 
     def encode(self) -> str:

@@ -266,6 +266,8 @@ class ApprovalResolved(Event, tag="approval_resolved", frozen=True):
     remembered: Annotated[Literal[True], EXT] | UnsetType = UNSET
     # The arguments the call runs with instead of the model's.
     arguments: Annotated[JsonObject, EXT] | UnsetType = UNSET
+    # Why it was decided without a person: `timeout`, its policy's approval_timeout_s ran out (a deny).
+    reason: Annotated[Literal["timeout"], EXT] | UnsetType = UNSET
 
 
 class ClientRegistered(Event, tag="client_registered", frozen=True):

@@ -40,6 +40,18 @@ local function sb_settled_refusal(S, rec)
   return sb_refuse('conflict', 'call_answered', S.call_id)
 end
 
+-- An approval that waits at most `waits` ms (its policy's approval_timeout_s; nil or '' for ever): the
+-- record keeps when it runs out, and the call's deadline timer (S.sid:call_id, in the index every call
+-- deadline is in) comes due then, exact at any length; expire_call.lua resolves it as a deny, unless a
+-- person decided first (resolve_approval.lua drops the timer).
+local function sb_approval_deadline(S, call_id, rec, waits)
+  local ms = tonumber(waits)
+  if not ms or ms <= 0 then return end
+  rec.ato = ms
+  rec.expires = S.now + ms
+  sb_timer(SB_P.deadlines, rec.expires, S.sid .. ':' .. call_id)
+end
+
 -- A decision remembered for the session is kept in its meta hash under this prefix and the model-visible
 -- tool name: `<allow|deny>|<resolved_by>|<deny message>`.
 local SB_REMEMBER = 'remember:'

@@ -3,7 +3,8 @@
 -- A call record (a field of S.calls, JSON) holds: kind (client | server), client (the registration it is
 -- bound to; '' for a server call), run, step, tool (raw), state (awaiting | dispatched | acked | queued |
 -- running | answered | failed | denied), reason, ack (the acked event), tag (the answer's idempotency
--- tag), dispatch (the client_tool_dispatched body an approval sends), args (a server call's arguments).
+-- tag), dispatch (the client_tool_dispatched body an approval sends), args (a server call's arguments),
+-- ato and expires (an approval's deadline: its length and when it runs out, ms; lib/call.lua).
 -- The active run (hash S.run) holds: run_id, step, attempt, state (queued | running | waiting | ending),
 -- pending (calls of the step not yet settled), cancel, started, created_at, lease_until, reclaims, scoped
 -- (ids of its run-scoped registrations, space separated). Waiting input (list S.queue) holds JSON entries

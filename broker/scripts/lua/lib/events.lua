@@ -136,14 +136,15 @@ local function sb_ev_approval_requested(call_id, server, tool, arguments, args_h
     .. (from_ ~= nil and (',"from":' .. sb_str(from_)) or '') .. '}'
 end
 
--- sb_ev_approval_resolved(call_id, decision, deny_message|null, resolved_by|null, remember?, remembered?, arguments?)
-local function sb_ev_approval_resolved(call_id, decision, deny_message, resolved_by, remember, remembered, arguments)
+-- sb_ev_approval_resolved(call_id, decision, deny_message|null, resolved_by|null, remember?, remembered?, arguments?, reason?)
+local function sb_ev_approval_resolved(call_id, decision, deny_message, resolved_by, remember, remembered, arguments, reason)
   return '{"type":"approval_resolved","call_id":' .. sb_str(call_id) .. ',"decision":"' .. decision
     .. '","deny_message":' .. (deny_message == nil and 'null' or sb_str(deny_message)) .. ',"resolved_by":'
     .. (resolved_by == nil and 'null' or sb_str(resolved_by))
     .. (remember ~= nil and (',"remember":"' .. remember .. '"') or '')
     .. (remembered ~= nil and (',"remembered":' .. (remembered and 'true' or 'false')) or '')
-    .. (arguments ~= nil and (',"arguments":' .. arguments) or '') .. '}'
+    .. (arguments ~= nil and (',"arguments":' .. arguments) or '')
+    .. (reason ~= nil and (',"reason":"' .. reason .. '"') or '') .. '}'
 end
 
 -- sb_ev_client_registered(client_id, name, lifetime, tools)
