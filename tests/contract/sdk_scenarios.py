@@ -310,22 +310,12 @@ async def deleted_session_fails_the_stream(ctx: Context) -> str:
 
 async def approvals_through_the_sdk(ctx: Context) -> str:
     """A gated tool: the SDK lists the pending approval, resolves it, and the tool runs."""
-    admin = ctx.admin
-    providers = [p async for p in await admin.model_providers.list()]
-    scripted = next(p for p in providers if p.display_name == "Scripted")
-    agent = await admin.agents.create(CreateAgentBody(name="gated"))
-    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
-    # An extension the SDK does not model: published through its raw HTTP client.
-    body = {"model_provider_id": str(scripted.id), "model": config}
-    body["client_tool_policies"] = {"client__web__*": "require_approval"}
-    headers = {"Authorization": f"Bearer {KEY}"}
-    async with httpx.AsyncClient(base_url=URL, headers=headers) as raw:
-        assert (await raw.post(f"/v1/agents/{agent.id}/versions", json=body)).status_code == 201
-    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
-    assert isinstance(created, CreatedSessionBody)
+    # Policies are an extension the SDK does not model (so published through a raw HTTP client).
+    policies = {"client__web__*": "require_approval"}
+    session_id, token = await _session_with(ctx.admin, "gated", client_tool_policies=policies)
     async with (
-        SubakoClient(base_url=URL, api_key=created.session_token) as client,
-        client.sessions.connect(str(created.id), history=True) as connection,
+        SubakoClient(base_url=URL, api_key=token) as client,
+        client.sessions.connect(session_id, history=True) as connection,
     ):
         web = connection.create_tool_client("web")
         web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
@@ -359,21 +349,11 @@ async def approvals_through_the_sdk(ctx: Context) -> str:
 async def approval_deadline_through_the_sdk(ctx: Context) -> str:
     """An approval with a deadline (an extension): nobody decides, it resolves as a deny the SDK reads as
     any deny (its `reason` an extra field it ignores), and the run goes on."""
-    admin = ctx.admin
-    providers = [p async for p in await admin.model_providers.list()]
-    scripted = next(p for p in providers if p.display_name == "Scripted")
-    agent = await admin.agents.create(CreateAgentBody(name="timed"))
-    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
-    body = {"model_provider_id": str(scripted.id), "model": config}
-    body["client_tool_policies"] = {"client__web__*": {"policy": "require_approval", "approval_timeout_s": 1}}
-    headers = {"Authorization": f"Bearer {KEY}"}
-    async with httpx.AsyncClient(base_url=URL, headers=headers) as raw:
-        assert (await raw.post(f"/v1/agents/{agent.id}/versions", json=body)).status_code == 201
-    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
-    assert isinstance(created, CreatedSessionBody)
+    policies = {"client__web__*": {"policy": "require_approval", "approval_timeout_s": 1}}
+    session_id, token = await _session_with(ctx.admin, "timed", client_tool_policies=policies)
     async with (
-        SubakoClient(base_url=URL, api_key=created.session_token) as client,
-        client.sessions.connect(str(created.id), history=True) as connection,
+        SubakoClient(base_url=URL, api_key=token) as client,
+        client.sessions.connect(session_id, history=True) as connection,
     ):
         web = connection.create_tool_client("web")
         web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
