@@ -35,6 +35,7 @@ from api.routes import (
     providers,
     sessions,
     web,
+    webhooks,
 )
 from api.schemas.common import ErrorBody
 from api.settings import ApiSettings
@@ -225,7 +226,7 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, ag_ui, ai_sdk):
+    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, ag_ui, ai_sdk, webhooks):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):
         app.include_router(module.router)

@@ -172,6 +172,10 @@ class Event(Record, frozen=True, kw_only=True, omit_defaults=True):
     written; every other field with a default is `UNSET`, and a nullable one has none)."""
 
     shown: ClassVar[Shown] = Shown()
+    # The webhook event type (`approval.requested`, ...) of a notable event: the script appending one also
+    # leaves a notice for the workers (`n|<sid>|<seq>` on its partition's work stream, lib/core.lua), which
+    # they hand to their consumers (workers/notices.py: webhooks, the inbox). None: not notable.
+    notice: ClassVar[str | None] = None
     seq: int = 0
     created_at: str = ""
 
@@ -218,16 +222,19 @@ class RunStarted(Event, tag="run_started", frozen=True):
 
 
 class RunCompleted(Event, tag="run_completed", frozen=True):
+    notice: ClassVar[str | None] = "run.completed"
     run_id: str
     # What the run's model steps used; absent when no step reported any (the scripted model's runs).
     usage: Annotated[TokenUsage, EXT] | UnsetType = UNSET
 
 
 class RunCancelled(Event, tag="run_cancelled", frozen=True):
+    notice: ClassVar[str | None] = "run.cancelled"
     run_id: str
 
 
 class RunFailed(Event, tag="run_failed", frozen=True):
+    notice: ClassVar[str | None] = "run.failed"
     run_id: str
     error: str
 
@@ -239,6 +246,7 @@ class SessionError(Event, tag="error", frozen=True):
 
 
 class ApprovalRequested(Event, tag="approval_requested", frozen=True):
+    notice: ClassVar[str | None] = "approval.requested"
     call_id: str
     server: str
     tool: str
@@ -418,3 +426,5 @@ def type_name(cls: type[Record]) -> str:
 
 BY_TYPE: dict[str, type[Event]] = {type_name(cls): cls for cls in EVENTS}
 SDK_EVENT_TYPES = frozenset(name for name, cls in BY_TYPE.items() if cls.shown.sdk)
+# The notable event types (`Event.notice`) and the webhook event type each is delivered as.
+NOTICES: dict[str, str] = {name: cls.notice for name, cls in BY_TYPE.items() if cls.notice is not None}
