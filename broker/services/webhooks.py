@@ -140,7 +140,12 @@ class Webhooks:
         keys = self._core.keys
         await self._core.scripts.run(
             "remove_webhook",
-            {"index": keys.webhooks, "schedule": keys.webhooks_due, **named_keys(keys.webhook(endpoint_id).block)},
+            {
+                "index": keys.webhooks,
+                "schedule": keys.webhooks_due,
+                **named_keys(keys.webhook(endpoint_id).block),
+                "types": self._types(),
+            },
             {"id": endpoint_id},
         )
 
