@@ -9,7 +9,8 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+
+from starlette.types import Receive, Scope, Send
 
 from tests.stack import serve_asgi
 
@@ -48,7 +49,7 @@ class Receiver:
             await self._arrived.wait_for(lambda: len(self.received[path]) >= count)
         return self.received[path][:count]
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         body = b""

@@ -67,22 +67,26 @@ async def run_once(api: Api, text: str = "hello") -> str:
 
 async def test_a_signed_delivery_reaches_the_receiver(api: Api, receiver: Receiver) -> None:
     created = await endpoint(api, receiver.url("/hook"), ["run.completed", "run.failed"], description="ops")
-    assert created["secret"].startswith("whsec_") and created["enabled"] is True
+    assert created["secret"].startswith("whsec_")
+    assert created["enabled"] is True
     assert "secret" not in (await api.key.get(f"/v1/webhooks/{created['id']}")).json()
     session_id = await run_once(api)
     (got,) = await receiver.wait("/hook")
     payload = Webhook(created["secret"]).verify(got.body, got.headers)
     assert payload["type"] == "run.completed"
     data = payload["data"]
-    assert data["session_id"] == session_id and data["subject"] is None
-    assert data["event"]["type"] == "run_completed" and data["run_id"] == data["event"]["run_id"]
+    assert data["session_id"] == session_id
+    assert data["subject"] is None
+    assert data["event"]["type"] == "run_completed"
+    assert data["run_id"] == data["event"]["run_id"]
     assert payload["timestamp"] == data["event"]["created_at"]
     assert got.headers["webhook-id"].startswith("msg_")
     delivery = await settled(api, created["id"], "succeeded")
     assert delivery["id"] == got.headers["webhook-id"]
     assert (delivery["attempts"], delivery["last_status_code"], delivery["next_attempt_at"]) == (1, 200, None)
     listing = (await api.key.get("/v1/webhooks")).json()
-    assert [e["id"] for e in listing["items"]] == [created["id"]] and listing["next_cursor"] is None
+    assert [e["id"] for e in listing["items"]] == [created["id"]]
+    assert listing["next_cursor"] is None
 
 
 async def test_a_500_is_retried_with_the_same_id(api: Api, receiver: Receiver) -> None:
@@ -137,12 +141,15 @@ async def test_a_410_disables_the_endpoint_until_patched(api: Api, receiver: Rec
     await run_once(api)
     assert (await settled(api, created["id"], "failed"))["last_status_code"] == 410
     off = (await api.key.get(f"/v1/webhooks/{created['id']}")).json()
-    assert off["enabled"] is False and "410" in off["disabled_reason"]
+    assert off["enabled"] is False
+    assert "410" in off["disabled_reason"]
     # Disabled, it is sent nothing.
     await run_once(api)
     assert len(await deliveries(api, created["id"])) == 1
     on = await api.key.patch(f"/v1/webhooks/{created['id']}", json={"enabled": True})
-    assert on.status_code == 200 and on.json()["enabled"] is True and on.json()["disabled_reason"] is None
+    assert on.status_code == 200
+    assert on.json()["enabled"] is True
+    assert on.json()["disabled_reason"] is None
     await run_once(api)
     await receiver.wait("/leaving", 2)
 
@@ -152,9 +159,11 @@ async def test_the_test_event_and_rotate_secret(api: Api, receiver: Receiver) ->
     rotated = await api.key.post(f"/v1/webhooks/{created['id']}/rotate-secret")
     assert rotated.status_code == 200
     secret = rotated.json()["secret"]
-    assert secret != created["secret"] and secret.startswith("whsec_")
+    assert secret != created["secret"]
+    assert secret.startswith("whsec_")
     sent = await api.key.post(f"/v1/webhooks/{created['id']}/test")
-    assert sent.status_code == 202 and sent.json()["type"] == "webhook.test"
+    assert sent.status_code == 202
+    assert sent.json()["type"] == "webhook.test"
     (got,) = await receiver.wait("/t")
     assert Webhook(secret).verify(got.body, got.headers)["type"] == "webhook.test"
     with pytest.raises(Exception, match="signature"):
