@@ -42,7 +42,7 @@ async def notices_of(broker: Broker, session_id: str) -> list[str]:
 
 @pytest.mark.parametrize("wrote_deliveries", [False, True], ids=["died-after-taking", "died-after-writing"])
 async def test_a_notice_whose_worker_died_is_still_delivered_once(
-    broker: Broker, settings: Settings, redis_url: str, wrote_deliveries: bool
+    broker: Broker[Settings], settings: Settings, redis_url: str, wrote_deliveries: bool
 ) -> None:
     async with receiving() as receiver:
         endpoint = await broker.webhooks.create(
@@ -86,7 +86,7 @@ async def test_a_notice_of_a_deleted_session_is_done_with(broker: Broker, settin
                 await asyncio.sleep(0.05)
 
 
-async def test_attempts_are_counted_by_outcome(broker: Broker) -> None:
+async def test_attempts_are_counted_by_outcome(broker: Broker[Settings]) -> None:
     metrics = WorkerMetrics()
     sender = WebhookSender(broker, broker.providers.addresses, metrics)
     async with receiving() as receiver:
