@@ -1,6 +1,6 @@
 """`python -m bench [--quick | --smoke] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a
 worker, run each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
-instructions, apicpu, schemas, hostile_mcp, doors, hostile_model) against its baseline measured in the same
+instructions, apicpu, schemas, hostile_mcp, doors, hostile_model, webhooks) against its baseline measured in the same
 run, print one table, save JSON. `--quick` takes fewer samples; `--smoke` runs each scenario at its smallest
 size, to see that every one works (CI runs each, tests/e2e/test_bench_smoke.py): its figures are printed
 and saved, no target is judged. A scenario that raises fails the run (exit 1) at every size.
@@ -33,6 +33,7 @@ from bench import (
     scale,
     schema_refs,
     state,
+    webhooks,
 )
 from bench.compare import compare
 from bench.harness import Figure, Size, cpu_count, default_out, save, table, unjudged
@@ -56,6 +57,7 @@ SCENARIOS: dict[str, Scenario] = {
     "hostile_mcp": hostile_mcp.run,
     "doors": doors.run,
     "hostile_model": hostile_model.run,
+    "webhooks": webhooks.run,
 }
 
 

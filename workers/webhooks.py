@@ -106,6 +106,9 @@ class WebhookSender:
         self._woken = asyncio.Event()
         self._sending: set[asyncio.Task[None]] = set()
         self._clients: dict[str, httpx2.AsyncClient] = {}
+        # One TLS context for every endpoint's client: building one reads the CA bundle (tens of ms of the
+        # event loop), which would otherwise stall every delivery each time a new endpoint is first sent to.
+        self._tls = httpx2.create_ssl_context()
         self._loop: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -128,6 +131,8 @@ class WebhookSender:
     async def _send_forever(self) -> None:
         deliveries = self._broker.deliveries
         while True:
+            # Cleared before looking, not after: a wake while a look is under way is for what it missed.
+            self._woken.clear()
             room = self._most - len(self._sending)
             taken: list[Taken] = []
             if room > 0:
@@ -144,7 +149,6 @@ class WebhookSender:
                 task.add_done_callback(self._ended)
             if taken and len(taken) == room:
                 continue
-            self._woken.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(POLL_S):
                     await self._woken.wait()
@@ -160,7 +164,7 @@ class WebhookSender:
                 dropped, self._clients = list(self._clients.values()), {}
                 for old in dropped:
                     asyncio.get_running_loop().create_task(old.aclose())
-            client = self._clients[url] = pinned_client(url, self._addresses, self._timeout_s, WHAT)
+            client = self._clients[url] = pinned_client(url, self._addresses, self._timeout_s, WHAT, verify=self._tls)
         return client
 
     async def _send(self, taken: Taken) -> None:
