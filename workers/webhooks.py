@@ -43,6 +43,8 @@ _LEASE_MARGIN_S = 5.0
 _ENDPOINTS_PER_LOOK = 64
 # The HTTP clients kept (one per endpoint URL, for its connections); past this they are all dropped.
 _CLIENTS_KEPT = 256
+# An answer's body is read up to this (to keep its connection), never kept.
+_BODY_READ = 65_536
 # A Retry-After is honoured up to a day.
 _LONGEST_RETRY_AFTER_S = 86_400.0
 _GONE_REASON = "the endpoint answered 410 Gone"
@@ -66,7 +68,7 @@ def retry_after_s(value: str | None) -> float | None:
 
 class WebhookConsumer:
     """The notice consumer: writes the event's deliveries (once, however often it is handed the notice),
-    then wakes this worker's sender."""
+    and hands this worker's sender those it took."""
 
     def __init__(self, broker: Broker, sender: WebhookSender) -> None:
         self._broker = broker
@@ -80,7 +82,8 @@ class WebhookConsumer:
         if not endpoints:
             return
         sent = body(kind, notice.event.created_at, notice.session_id, notice.run_id, notice.subject, notice.raw)
-        written = await self._broker.deliveries.enqueue(
+        # The deliveries this worker has room for are taken as they are written, and sent at once.
+        written, taken = await self._broker.deliveries.enqueue(
             endpoints,
             kind=kind,
             session_id=notice.session_id,
@@ -88,8 +91,11 @@ class WebhookConsumer:
             subject=notice.subject,
             agent_id=notice.agent_id,
             body=sent,
+            most=self._sender.room,
+            lease_ms=self._sender.lease_ms,
         )
-        if written:
+        self._sender.send(taken)
+        if written > len(taken):
             self._sender.wake()
 
 
@@ -102,7 +108,7 @@ class WebhookSender:
         self._timeout_s = settings.webhook_timeout_s
         self._delays = settings.webhook_retry_delays
         self._most = settings.webhook_concurrency
-        self._lease_ms = round((settings.webhook_timeout_s + _LEASE_MARGIN_S) * 1000)
+        self.lease_ms = round((settings.webhook_timeout_s + _LEASE_MARGIN_S) * 1000)
         self._woken = asyncio.Event()
         self._sending: set[asyncio.Task[None]] = set()
         self._clients: dict[str, httpx2.AsyncClient] = {}
@@ -110,6 +116,7 @@ class WebhookSender:
         # event loop), which would otherwise stall every delivery each time a new endpoint is first sent to.
         self._tls = httpx2.create_ssl_context()
         self._loop: asyncio.Task[None] | None = None
+        self._stopped = False
 
     def start(self) -> None:
         self._loop = asyncio.create_task(self._send_forever(), name="webhooks")
@@ -117,8 +124,24 @@ class WebhookSender:
     def wake(self) -> None:
         self._woken.set()
 
+    @property
+    def room(self) -> int:
+        """How many more attempts this worker would take on now (none once it stops)."""
+        return 0 if self._stopped else max(0, self._most - len(self._sending))
+
+    def send(self, taken: list[Taken]) -> None:
+        """Attempt deliveries this worker holds (taken under its lease; once it stopped, their leases lapse
+        and another worker attempts them)."""
+        if self._stopped:
+            return
+        for one in taken:
+            task = asyncio.create_task(self._send(one), name=f"webhook-{one.delivery_id}")
+            self._sending.add(task)
+            task.add_done_callback(self._ended)
+
     async def stop(self, timeout_s: float) -> None:
         """Take no more; wait up to `timeout_s` for the attempts running (the others' leases lapse)."""
+        self._stopped = True
         if self._loop is not None:
             await cancel_and_wait([self._loop])
         if self._sending:
@@ -138,15 +161,12 @@ class WebhookSender:
             if room > 0:
                 try:
                     due = await deliveries.due(_ENDPOINTS_PER_LOOK)
-                    taken = await deliveries.take(due, most=room, lease_ms=self._lease_ms)
+                    taken = await deliveries.take(due, most=room, lease_ms=self.lease_ms)
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:
                     logger.warning("could not take webhook deliveries (trying again): %s", error)
-            for one in taken:
-                task = asyncio.create_task(self._send(one), name=f"webhook-{one.delivery_id}")
-                self._sending.add(task)
-                task.add_done_callback(self._ended)
+            self.send(taken)
             if taken and len(taken) == room:
                 continue
             with contextlib.suppress(TimeoutError):
@@ -196,8 +216,16 @@ class WebhookSender:
             async with asyncio.timeout(self._timeout_s):
                 request = client.build_request("POST", taken.url, content=taken.body, headers=sent)
                 response = await client.send(request, stream=True)
-                # The answer's body is never read: its status is all a delivery needs.
-                await response.aclose()
+                try:
+                    # Its status is all a delivery needs; a short body is read so the connection is kept
+                    # for the next attempt (one closed unread cannot be reused), a long one is not.
+                    read = 0
+                    async for chunk in response.aiter_raw():
+                        read += len(chunk)
+                        if read > _BODY_READ:
+                            break
+                finally:
+                    await response.aclose()
         except AddressRefused as error:
             return "failed", None, str(error), None
         except (TimeoutError, httpx2.TimeoutException):

@@ -60,6 +60,18 @@ def _delivery(raw: Any) -> Delivery:
     )
 
 
+def _taken(reply: list[Any]) -> list[Taken]:
+    """Deliveries a script took, 8 fields each (lib/webhooks.lua SBW.take)."""
+    taken = []
+    for i in range(0, len(reply), 8):
+        endpoint_id, url, secret, delivery_id, attempt, tries, kind, body = reply[i : i + 8]
+        raw = body.encode() if isinstance(body, str) else bytes(body)
+        taken.append(
+            Taken(str(endpoint_id), str(url), str(secret), str(delivery_id), int(attempt), int(tries), str(kind), raw)
+        )
+    return taken
+
+
 class Deliveries:
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -80,15 +92,20 @@ class Deliveries:
         subject: str | None,
         agent_id: str,
         body: str,
-    ) -> list[tuple[str, str]]:
-        """Write a notable event's deliveries for those of `endpoint_ids` it concerns; (endpoint id,
-        delivery id) of each one written now (none for one written before)."""
+        most: int = 0,
+        lease_ms: int = 0,
+    ) -> tuple[int, list[Taken]]:
+        """Write a notable event's deliveries for those of `endpoint_ids` it concerns: how many were written
+        now (none for one written before), and up to `most` of them taken for the caller to send at once
+        (each held `lease_ms`, as `take` holds them)."""
         if not endpoint_ids:
-            return []
-        return await self._enqueue(endpoint_ids, kind, session_id, str(seq), subject or "", agent_id, body, "")
+            return 0, []
+        return await self._enqueue(
+            endpoint_ids, kind, session_id, str(seq), subject or "", agent_id, body, "", most, lease_ms
+        )
 
     async def enqueue_test(self, endpoint_id: str, delivery_id: str, body: str) -> None:
-        await self._enqueue([endpoint_id], TEST_TYPE, "", "", "", "", body, delivery_id)
+        await self._enqueue([endpoint_id], TEST_TYPE, "", "", "", "", body, delivery_id, 0, 0)
 
     async def _enqueue(
         self,
@@ -100,7 +117,9 @@ class Deliveries:
         agent_id: str,
         body: str,
         test_id: str,
-    ) -> list[tuple[str, str]]:
+        most: int,
+        lease_ms: int,
+    ) -> tuple[int, list[Taken]]:
         settings = self._core.settings
         reply = await self._core.scripts.run(
             "enqueue_deliveries",
@@ -115,9 +134,11 @@ class Deliveries:
                 "keep": settings.webhook_log_size,
                 "cap": settings.webhook_endpoint_concurrency,
                 "test_id": test_id,
+                "most": most,
+                "lease_ms": lease_ms,
             },
         )
-        return [(str(reply[i]), str(reply[i + 1])) for i in range(0, len(reply), 2)]
+        return int(reply[0]), _taken(reply[1:])
 
     async def due(self, most: int) -> list[str]:
         """The endpoints with a delivery to send now, earliest first."""
@@ -133,22 +154,7 @@ class Deliveries:
             {"schedule": self._core.keys.webhooks_due, "endpoints": self._endpoint_keys(endpoint_ids)},
             {"cap": self._cap(), "lease_ms": lease_ms, "most": most},
         )
-        taken = []
-        for i in range(0, len(reply), 8):
-            endpoint_id, url, secret, delivery_id, attempt, tries, kind, body = reply[i : i + 8]
-            taken.append(
-                Taken(
-                    str(endpoint_id),
-                    str(url),
-                    str(secret),
-                    str(delivery_id),
-                    int(attempt),
-                    int(tries),
-                    str(kind),
-                    body.encode() if isinstance(body, str) else bytes(body),
-                )
-            )
-        return taken
+        return _taken(reply)
 
     async def record(
         self,

@@ -60,7 +60,10 @@ async def test_a_notice_whose_worker_died_is_still_delivered_once(
             # ... or after its consumer wrote the deliveries, before the entry was done.
             read = await Notices(broker).read(session_id, int(taken[0].detail[0]))
             assert read is not None
-            await WebhookConsumer(broker, WebhookSender(broker, broker.providers.addresses, WorkerMetrics()))(read)
+            dying = WebhookSender(broker, broker.providers.addresses, WorkerMetrics())
+            # A stopped sender takes nothing: the deliveries are written, and left for the live worker.
+            await dying.stop(0)
+            await WebhookConsumer(broker, dying)(read)
         async with run_worker(settings, redis_url):
             # Its claim (a lease, 1 s here) lapses, and a live worker hands the notice over again.
             (got,) = await receiver.wait("/in")

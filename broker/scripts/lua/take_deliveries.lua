@@ -22,22 +22,13 @@ for at = 1, #K.endpoints, 5 do
   local found = redis.call('HMGET', E.endpoint, 'id', 'url', 'secret', 'enabled')
   local id = found[1]
   if id and found[4] == '1' and left > 0 then
-    redis.call('ZREMRANGEBYSCORE', E.sending, '-inf', now)
-    local room = math.min(cap - redis.call('ZCARD', E.sending), left)
+    local room = math.min(SBW.room(E, cap, now), left)
     if room > 0 then
       for _, delivery_id in ipairs(redis.call('ZRANGEBYSCORE', E.due, '-inf', now, 'LIMIT', 0, room)) do
         local rec = SBW.read(E, delivery_id)
         if rec and rec.status == 'pending' then
-          rec.attempts = rec.attempts + 1
-          SBW.write(E, rec)
-          redis.call('ZADD', E.due, now + lease, delivery_id)
-          redis.call('ZADD', E.sending, now + lease, delivery_id)
+          SBW.take(E, found, rec, now, lease, reply)
           left = left - 1
-          local body = redis.call('HGET', E.deliveries, delivery_id .. ':body') or ''
-          for _, v in ipairs({id, found[2], found[3], delivery_id, sb_int(rec.attempts),
-              sb_int(rec.attempts - (rec.base or 0)), rec.type, body}) do
-            reply[#reply + 1] = v
-          end
         else
           redis.call('ZREM', E.due, delivery_id)
         end

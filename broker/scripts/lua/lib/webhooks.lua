@@ -79,3 +79,24 @@ function SBW.subscribe(sets, names, events, id)
     if wanted[names[i]] then redis.call('SADD', set, id) else redis.call('SREM', set, id) end
   end
 end
+
+-- Takes delivery `delivery_id` (record `rec`) of endpoint `E` for an attempt: counted, and held (due again
+-- and in flight) until `now + lease`. Appends to `reply` what a sender needs: endpoint id, url, secret,
+-- delivery id, attempt, attempts since a manual retry, type, body.
+function SBW.take(E, found, rec, now, lease, reply)
+  rec.attempts = rec.attempts + 1
+  SBW.write(E, rec)
+  redis.call('ZADD', E.due, now + lease, rec.id)
+  redis.call('ZADD', E.sending, now + lease, rec.id)
+  local body = redis.call('HGET', E.deliveries, rec.id .. ':body') or ''
+  for _, v in ipairs({found[1], found[2], found[3], rec.id, sb_int(rec.attempts),
+      sb_int(rec.attempts - (rec.base or 0)), rec.type, body}) do
+    reply[#reply + 1] = v
+  end
+end
+
+-- How many more of endpoint `E`'s deliveries may be in flight now (its lapsed leases dropped first).
+function SBW.room(E, cap, now)
+  redis.call('ZREMRANGEBYSCORE', E.sending, '-inf', now)
+  return cap - redis.call('ZCARD', E.sending)
+end
