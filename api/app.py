@@ -15,7 +15,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import errors, fastlane, openapi_doc
 from api.body_limit import Limit, limited
 from api.cors import CrossOrigin
-from api.mcp_server import SessionMcp
 from api.metrics import Metrics
 from api.proxies import behind_proxies
 from api.rate_limit import RateLimits
@@ -31,12 +30,15 @@ from api.routes import (
     docs,
     events,
     health,
+    inbox,
     mcp,
     providers,
+    schedules,
     sessions,
     web,
     webhooks,
 )
+from api.routes.mcp import SessionMcpLoader
 from api.schemas.common import ErrorBody
 from api.settings import ApiSettings
 from api.sse import DIRECT_SEND
@@ -207,9 +209,11 @@ def create_app(
             probe = asyncio.create_task(probe_redis(broker.round_trip, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()
-            app.state.switchboard_mcp = session_mcp = SessionMcp(settings.max_body_bytes)
-            async with session_mcp.running():
+            app.state.switchboard_mcp = session_mcp = SessionMcpLoader(settings.max_body_bytes)
+            try:
                 yield
+            finally:
+                await session_mcp.close()
         finally:
             if probe is not None:
                 probe.cancel()
@@ -226,7 +230,21 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (api_keys, agents, providers, sessions, events, clients, approvals, calls, ag_ui, ai_sdk, webhooks):
+    for module in (
+        api_keys,
+        agents,
+        providers,
+        sessions,
+        events,
+        schedules,
+        clients,
+        approvals,
+        calls,
+        inbox,
+        ag_ui,
+        ai_sdk,
+        webhooks,
+    ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):
         app.include_router(module.router)

@@ -32,7 +32,7 @@ from broker.services.live import Signal
 from broker.services.runs import client_tools, parse_client_tool
 from common.events.catalogue import ClientToolProgress, ImageBlock, TextBlock, TextData, ToolResult
 from common.events.marks import is_logged
-from common.events.read import decode_known, from_values
+from common.events.read import decode_known
 from common.policies import client_policy, denied_text
 from common.schema.checks import Unchecked
 
@@ -145,9 +145,7 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
         except SwitchboardError as refused:
             return _error(refused.message)
         if sent.denial is not None:
-            denial = from_values(sent.denial)
-            assert isinstance(denial, ToolResult)
-            return _result(denial, None)
+            return _result(sent.denial, None)
         try:
             return await _outcome(state, session_id, sent.call_id, sent.seq, subscription, ctx)
         except asyncio.CancelledError:

@@ -111,6 +111,9 @@ _ID = "$response.body#/id"
 # A link's path parameters: the created resource's id, and for a client the session of the request.
 _KEY, _PROVIDER, _AGENT, _SESSION = ({name: _ID} for name in ("api_key_id", "provider_id", "agent_id", "session_id"))
 _CLIENT = {"session_id": "$request.path.session_id", "client_id": _ID}
+_SCHEDULE = {"session_id": "$request.path.session_id", "schedule_id": _ID}
+# A schedule a linked request can add: a cron expression (an `at` would have to be in the future).
+_SCHEDULE_EXAMPLE = {"cron": "0 9 * * 1-5", "timezone": "Europe/Berlin", "text": "Good morning"}
 # (method, path, status) of a route that creates -> {link name: (method, path, parameters, body)}.
 _LINKS: dict[tuple[str, str, str], dict[str, tuple[str, str, dict[str, str], Any]]] = {
     ("post", "/v1/api-keys", "201"): {
@@ -144,6 +147,12 @@ _LINKS: dict[tuple[str, str, str], dict[str, tuple[str, str, dict[str, str], Any
         "ListEvents": ("get", "/v1/sessions/{session_id}/events", _SESSION, None),
         "ListClients": ("get", "/v1/sessions/{session_id}/clients", _SESSION, None),
         "RegisterClient": ("post", "/v1/sessions/{session_id}/clients", _SESSION, None),
+        "AddSchedule": ("post", "/v1/sessions/{session_id}/schedules", _SESSION, _SCHEDULE_EXAMPLE),
+        "ListSchedules": ("get", "/v1/sessions/{session_id}/schedules", _SESSION, None),
+    },
+    ("post", "/v1/sessions/{session_id}/schedules", "201"): {
+        "DeleteSchedule": ("delete", "/v1/sessions/{session_id}/schedules/{schedule_id}", _SCHEDULE, None),
+        "ListSchedules": ("get", "/v1/sessions/{session_id}/schedules", {"session_id": _SCHEDULE["session_id"]}, None),
     },
     ("post", "/v1/sessions/{session_id}/clients", "201"): {
         "PingClient": ("post", "/v1/sessions/{session_id}/clients/{client_id}/ping", _CLIENT, None),

@@ -82,8 +82,12 @@ def session(record: Session) -> SessionBody:
         if creator.get("type") == "api_key"
         else UserCreator.model_validate(creator)
     )
+    # `subject` is an extension: written only when the session has one, and the routes leave out what is
+    # unset, so a session without one reads exactly as the Subako wire has it.
+    subject = {} if record.subject is None else {"subject": record.subject}
     return SessionBody.model_validate(
         {
+            **subject,
             "agent_id": record.agent_id,
             "agent_version_id": record.agent_version_id,
             "created_at": moment(record.created_at),

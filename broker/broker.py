@@ -14,6 +14,7 @@ from broker.services.clients import Clients
 from broker.services.credentials import Credentials
 from broker.services.deliveries import Deliveries
 from broker.services.idempotency import Idempotency
+from broker.services.inbox import Inbox
 from broker.services.keepers import Keepers
 from broker.services.live import LiveHub
 from broker.services.log import EventLog
@@ -22,6 +23,7 @@ from broker.services.pools import Pools
 from broker.services.providers import Providers
 from broker.services.retention import Retention
 from broker.services.runs import Runs
+from broker.services.schedules import Schedules
 from broker.services.server_calls import ServerCalls
 from broker.services.sessions import Sessions
 from broker.services.telemetry import Figures, read_figures
@@ -49,7 +51,8 @@ class Broker(Generic[S]):
             resolver=resolver,
         )
         self.providers = Providers(core, addresses)
-        self.sessions = Sessions(core)
+        self.inbox = Inbox(core)
+        self.sessions = Sessions(core, self.inbox)
         self.clients = Clients(core)
         self.runs = Runs(core)
         self.timers = Timers(core)
@@ -65,6 +68,7 @@ class Broker(Generic[S]):
         self.keepers = Keepers(core)
         self.alarms = Alarms(core)
         self.retention = Retention(core)
+        self.schedules = Schedules(core)
         self.webhooks = Webhooks(core, addresses)
         self.deliveries = Deliveries(core)
 

@@ -55,6 +55,18 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | next to send (lib/webhooks.lua)        |
 | `sb:{w}:webhooks-for:<type>`          | set    | none                     | endpoint ids subscribed to a webhook   |
 |                                       |        |                          | event type (`run.completed`, ...)      |
+| `sb:{w}:inbox:items`                  | hash   | none                     | `<sid>\|<call id>` -> the open inbox  |
+|                                       |        |                          | item's JSON (services/inbox.py,        |
+|                                       |        |                          | inbox_change.lua)                      |
+| `sb:{w}:inbox:ix[:<filters>]`         | zset   | none                     | open items, one zset per combination of|
+|                                       |        |                          | the filters (`:k:<kind>`, `:a:<agent>`,|
+|                                       |        |                          | `:u:<subject>`, in that order; 8 an    |
+|                                       |        |                          | item), members `<since ms, 15 digits>\|`|
+|                                       |        |                          | `<sid>\|<call id>` at score 0: lex     |
+|                                       |        |                          | order is `since`, ties by session, call|
+| `sb:{w}:inbox:s:<sid>`                | hash   | token TTL once the       | call id -> the seq of the last notice  |
+|                                       |        | session is deleted       | applied (a replay older than it is     |
+|                                       |        |                          | ignored); `~gone` once deleted         |
 | `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone,  |
 |                                       |        |                          | `event_at` (ms of the newest event,    |
 |                                       |        |                          | written with the seq: its retention),  |
@@ -63,6 +75,7 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | by window): the session's storage      |
 |                                       |        |                          | (lib/core.lua sb_room),                |
 |                                       |        |                          | `queued:<run id>` per waiting input    |
+|                                       |        |                          | `subject` when created with one        |
 | `sb:{T}:s:<S>:events`                 | stream | none                     | the event log, ids `<seq>-0`           |
 | `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> {id, expires}            |
 | `sb:{T}:s:<S>:names`                  | hash   | none                     | active client name -> client id        |
@@ -79,6 +92,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:s:<S>:inbox`                  | list   | none                     | steering input for the active run      |
 | `sb:{T}:s:<S>:queue`                  | list   | none                     | input waiting for a run of its own     |
 | `sb:{T}:s:<S>:idem:<digest>`          | string | idempotency TTL          | receipts of session routes             |
+| `sb:{T}:s:<S>:schedules`              | hash   | none (deleted with the   | schedule id -> its record (JSON):      |
+|                                       |        | session)                 | create_schedule.lua, fire_schedule.lua |
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
 |                                       |        |                          | ack, result, server call lease         |
 | `sb:{T}:leases`                       | zset   | none                     | `<sid>:<cid>` due no later than the    |
@@ -89,6 +104,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | `r\|<sid>` retention, `c\|<sid>` trim  |
 |                                       |        |                          | timers of live sessions                |
 | `sb:{T}:claims`                       | zset   | none                     | work entry ids taken, by claim lapse   |
+| `sb:{T}:schedules`                    | zset   | none                     | `<sid>:<schedule id>` by its next fire |
+|                                       |        |                          | time (ms): fire_schedule.lua moves it  |
 | `sb:{T}:work`                         | stream | none (entries deleted    | work for the workers: `s|sid|run|step| |
 |                                       |        | when begun)              | attempt`, `t|sid|call`, `d|sid|client`,|
 |                                       |        |                          | `n|sid|seq` (a notable event's notice);|
@@ -151,6 +168,11 @@ class PartitionKeys:
         return f"{self.base}:claims"
 
     @property
+    def schedules(self) -> str:
+        """The partition's schedules by next fire time (members `<sid>:<schedule id>`)."""
+        return f"{self.base}:schedules"
+
+    @property
     def work(self) -> str:
         return f"{self.base}:work"
 
@@ -166,7 +188,7 @@ class PartitionKeys:
 
     @property
     def timers(self) -> tuple[str, ...]:
-        return (self.deadlines, self.leases, self.steps, self.dequeue, self.purges, self.claims)
+        return (self.deadlines, self.leases, self.steps, self.dequeue, self.purges, self.claims, self.schedules)
 
     @property
     def block(self) -> list[str]:
@@ -221,6 +243,11 @@ class SessionKeys:
     @property
     def queue(self) -> str:
         return f"{self.base}:queue"
+
+    @property
+    def schedules(self) -> str:
+        """The session's schedules: schedule id -> record JSON."""
+        return f"{self.base}:schedules"
 
     @property
     def live(self) -> str:
@@ -349,6 +376,28 @@ class KeySpace:
 
     def worker_health(self, host: str) -> str:
         return f"{self.prefix}:{{w}}:health:{host}"
+
+    # The inbox (broker/services/inbox.py).
+    @property
+    def inbox_items(self) -> str:
+        """Every open inbox item's JSON, by `<session id>|<call id>`."""
+        return f"{self.prefix}:{{w}}:inbox:items"
+
+    def inbox_index(self, kind: str | None = None, agent_id: str | None = None, subject: str | None = None) -> str:
+        """The open items matching this combination of filters (None: any). The subject, which may hold
+        any character, comes last, after parts that hold no colon, so no two combinations share a name."""
+        name = f"{self.prefix}:{{w}}:inbox:ix"
+        if kind is not None:
+            name += f":k:{kind}"
+        if agent_id is not None:
+            name += f":a:{agent_id}"
+        if subject is not None:
+            name += f":u:{subject}"
+        return name
+
+    def inbox_session(self, session_id: str) -> str:
+        """The seq of the last notice applied to each of a session's calls, and `~gone` once deleted."""
+        return f"{self.prefix}:{{w}}:inbox:s:{session_id}"
 
     # Webhooks.
     @property

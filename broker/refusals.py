@@ -62,6 +62,8 @@ MESSAGES: dict[str, str] = {
     "call_taken": "call {0} was handed to another pool member",
     "call_decided": "call {0} was already decided: {1}",
     "call_not_awaiting": "call {0} is not waiting for approval",
+    "too_many_schedules": "this session already has {0} schedules, the limit; delete one before adding another",
+    "no_schedule": "no schedule {0} in this session",
     "drops_input": "a run is active and this agent drops input that arrives during a run",
     "key_in_flight": "a request with this Idempotency-Key is still being answered; send it again in a moment",
     "too_many_webhooks": (

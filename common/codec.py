@@ -77,6 +77,11 @@ def rfc3339(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+def rfc3339_ms(text: str) -> int:
+    """The milliseconds since the epoch of an RFC 3339 time (`rfc3339`'s inverse)."""
+    return to_ms(datetime.fromisoformat(text))
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 

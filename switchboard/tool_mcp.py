@@ -43,7 +43,8 @@ from switchboard.tool_registration import (
     say_stopping,
 )
 from switchboard.typed_tools import Call
-from workers.mcp.results import Mapped, failed, map_result
+from workers.mcp.mapped import Mapped, failed
+from workers.mcp.results import map_result
 
 logger = logging.getLogger("switchboard.tools")
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -22,7 +22,7 @@ from common.events.build import text_block, tool_progress
 from common.tasks import cancel_and_wait
 from workers.mcp.calls import McpCalls
 from workers.mcp.hub import McpHub
-from workers.mcp.results import Mapped, failed
+from workers.mcp.mapped import Mapped, failed
 from workers.models.base import ModelError
 from workers.models.registry import ModelRegistry
 from workers.tools import Registry

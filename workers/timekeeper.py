@@ -1,6 +1,6 @@
 """Turns a partition's due timers into what they stand for: a call past its deadline fails, a lapsed
 registration leaves, a step whose worker stopped is given to another, a debounce timer starts the queue,
-a deleted session's keys go, and work taken but never begun goes to a live worker.
+a deleted session's keys go, work taken but never begun goes to a live worker, and a due schedule fires.
 
 `Keeper` decides when to visit which partition; a visit reads what is due and arms the partition's alarm
 in one script (`sweep.lua`), then runs the same idempotent script per member that any other path would,
@@ -53,4 +53,14 @@ class Timekeeper:
             if entry is not None:
                 logger.info("took over work entry %s of partition %d, never begun by its worker", entry_id, partition)
                 self._run(entry)
+        await self._fire(due.schedules)
         return due.next_due_ms
+
+    async def _fire(self, schedules: list[tuple[str, str]]) -> None:
+        if not schedules:
+            return
+        fired = await self._broker.schedules.fire(schedules)
+        # One that failed is still due: the visit fails, so the keeper comes back to it (and backs off).
+        for outcome in fired:
+            if isinstance(outcome, BaseException):
+                raise outcome

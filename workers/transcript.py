@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from broker.services.runs import PlannedCall
-from common.codec import loads
+from common.events.catalogue import (
+    AnyEvent,
+    ImageBlock,
+    MessageAssistant,
+    MessageUser,
+    ResultBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResult,
+)
+from common.events.read import decode_known
 from workers.models.base import Message, ToolOutcome
 
 # Rows read per round trip: a page of the largest events (results with images) stays far under the bound.
@@ -21,30 +30,26 @@ _SESSION_SHARE = 4
 LogReader = Callable[[str, int, int], Awaitable[list[tuple[int, bytes]]]]
 
 
-def _text(content: list[dict[str, Any]]) -> str:
-    return "".join(block["data"]["text"] for block in content if block["type"] == "text")
+def _text(content: Sequence[ResultBlock]) -> str:
+    return "".join(block.data.text for block in content if isinstance(block, TextBlock))
 
 
-def fold(event: dict[str, Any]) -> Message | None:
+def fold(event: AnyEvent) -> Message | None:
     """The message an event adds to the conversation, if any."""
-    kind = event["type"]
-    if kind == "message_user":
-        return Message("user", text=_text(event["message"]["content"]))
-    if kind == "message_assistant":
-        content = event["message"]["content"]
+    if isinstance(event, MessageUser):
+        return Message("user", text=_text(event.message.content))
+    if isinstance(event, MessageAssistant):
+        content = event.message.content
         calls = [
-            PlannedCall(block["data"]["id"], block["data"]["name"], block["data"]["arguments"])
+            PlannedCall(block.data.id, block.data.name, block.data.arguments)
             for block in content
-            if block["type"] == "tool_call"
+            if isinstance(block, ToolCallBlock)
         ]
-        return Message("assistant", text=_text(content), content=content, calls=calls)
-    if kind == "tool_result":
-        content = event["content"]
-        images = tuple(
-            (block["data"]["media_type"], block["data"]["data"]) for block in content if block["type"] == "image"
-        )
-        outcome = ToolOutcome(event["call_id"], _text(content), bool(event["is_error"]), images)
-        return Message("tool", result=outcome)
+        return Message("assistant", text=_text(content), content=list(content), calls=calls)
+    if isinstance(event, ToolResult):
+        blocks = event.content
+        images = tuple((block.data.media_type, block.data.data) for block in blocks if isinstance(block, ImageBlock))
+        return Message("tool", result=ToolOutcome(event.call_id, _text(event.content), event.is_error, images))
     return None
 
 
@@ -118,7 +123,8 @@ class Transcripts:
             rows = await self._after(session_id, folded.after, _PAGE)
             for seq, data in rows:
                 folded.after = seq
-                message = fold(loads(data))
+                event = decode_known(data)
+                message = None if event is None else fold(event)
                 if message is not None:
                     folded.add(message, len(data), self._session_bytes)
             if len(rows) < _PAGE:

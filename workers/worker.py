@@ -23,6 +23,7 @@ from common.addresses import Resolver
 from common.codec import uuid7
 from common.jsonlog import log_ids
 from common.runtime import settle_heap
+from workers.inbox_notices import inbox_consumer
 from workers.keeper import Keeper
 from workers.mcp.calls import McpCalls
 from workers.mcp.hub import McpHub
@@ -100,8 +101,8 @@ async def serve(
     mcp_calls = McpCalls(settings.mcp_calls_per_grant, settings.mcp_calls_per_worker, metrics)
     server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls)
     sender = WebhookSender(broker, broker.providers.addresses, metrics)
-    # The consumers of notable events, in order: webhooks first (another part adds the inbox's).
-    notices = Notices(broker, [WebhookConsumer(broker, sender)])
+    # The consumers of notable events, in order: webhooks, then the workspace inbox.
+    notices = Notices(broker, [WebhookConsumer(broker, sender), inbox_consumer(broker.inbox)])
     jobs = _Jobs(broker, StepRunner(broker, models, registry, hub, metrics), server_tools, notices, metrics)
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs)
     timekeeper = Timekeeper(broker, worker_id, runner.run)

@@ -26,6 +26,7 @@ from api.schemas.clients import (
 )
 from api.schemas.common import ErrorBody, moment, optional_moment
 from api.schemas.events import SessionEvent
+from api.schemas.session_events import ClientToolProgress
 from api.sse import EventStreamResponse, open_stream
 from api.state import State
 from broker.services.pools import MAX_PREFETCH
@@ -102,7 +103,7 @@ async def ack_call(session_id: str, client_id: str, call_id: str, request: Reque
     return respond(200, await hot.ack(state, await HotRequest.of(request), session_id, client_id, call_id))
 
 
-@router.post("/{client_id}/calls/{call_id:path}/progress", response_model=SessionEvent)
+@router.post("/{client_id}/calls/{call_id:path}/progress", response_model=ClientToolProgress)
 async def call_progress(
     session_id: str,
     client_id: str,

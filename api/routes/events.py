@@ -16,6 +16,7 @@ from api.sse import EventStreamResponse, LiveCursor, as_seen, event_stream, open
 from api.state import State
 from broker.errors import Forbidden
 from common.codec import uuid7
+from common.events.catalogue import LOG_INCLUDES, STREAM_INCLUDES
 
 # A seq: at most 18 digits (within a Redis integer); as text on the stream, where empty is none.
 MAX_SEQ = 10**18 - 1
@@ -61,9 +62,9 @@ _INCLUDE_TEXT = (
     "Extensions, comma separated: `timing` (per step and per run timing as `custom` events), `progress` "
     "(`client_tool_progress` events), `images` (image blocks of results, otherwise a text block naming each)"
 )
-LOG_INCLUDE = _include_query(("timing", "progress", "images"), _INCLUDE_TEXT)
+LOG_INCLUDE = _include_query(LOG_INCLUDES, _INCLUDE_TEXT)
 STREAM_INCLUDE = _include_query(
-    ("timing", "progress", "images", "deltas", "thinking"),
+    STREAM_INCLUDES,
     _INCLUDE_TEXT + ", `deltas` (text and tool-call arguments as they stream: `message_delta` and "
     "`tool_call_delta` frames with no id) and, with `deltas`, `thinking` (what the model reasons as it streams, "
     "where the provider shows it: `thinking_delta` frames with no id)",

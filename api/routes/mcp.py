@@ -2,14 +2,59 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, Request, Response
 from starlette.types import Receive, Scope, Send
 
 from api.deps import Authenticated, ManagedSession
-from api.mcp_server import SessionMcp
 from api.state import AppState, State
+from common.runtime import imported
+
+if TYPE_CHECKING:
+    from api.mcp_server import SessionMcp
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/mcp", tags=["mcp"])
+
+
+class SessionMcpLoader:
+    """The session MCP server (api/mcp_server.py), loaded and started by the first request to a session's
+    /mcp: the `mcp` package is a quarter of the API's imports, and many APIs never serve it. It is imported
+    in a thread, so the loop serves the other requests meanwhile; the server runs in a task of its own until
+    `close` (its transport's task group is entered and left in one task, as anyio asks)."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        self._max_body_bytes = max_body_bytes
+        self._ready: asyncio.Future[SessionMcp] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    async def server(self) -> SessionMcp:
+        if self._ready is None:
+            self._ready = asyncio.get_running_loop().create_future()
+            self._task = asyncio.create_task(self._serve(self._ready), name="session mcp")
+        # Shielded: a request that goes away while the server starts does not stop it for the others.
+        return await asyncio.shield(self._ready)
+
+    async def _serve(self, ready: asyncio.Future[SessionMcp]) -> None:
+        try:
+            await imported("api.mcp_server")
+            from api.mcp_server import SessionMcp
+
+            server = SessionMcp(self._max_body_bytes)
+            async with server.running():
+                ready.set_result(server)
+                await self._stop.wait()
+        except BaseException as error:
+            if not ready.done():
+                ready.set_exception(error)
+            raise
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
 
 
 class _Handoff(Response):
@@ -33,5 +78,5 @@ class _Handoff(Response):
 async def session_mcp(canonical: ManagedSession, request: Request, caller: Authenticated, state: State) -> Response:
     """A session token, or an API key with session.manage: tools/list and tools/call on the session's
     active client tools."""
-    mcp: SessionMcp = request.app.state.switchboard_mcp
-    return _Handoff(mcp, state, canonical, caller.id)
+    loader: SessionMcpLoader = request.app.state.switchboard_mcp
+    return _Handoff(await loader.server(), state, canonical, caller.id)

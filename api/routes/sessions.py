@@ -70,27 +70,33 @@ async def create_session(body: CreateSessionBody, request: Request, caller: Auth
             token=token,
             policy=policy,
             debounce_ms=debounce_ms,
+            subject=body.subject,
         )
-        fields = render.session(session).model_dump(exclude={"created_by"})
+        fields = render.session(session).model_dump(exclude={"created_by"}, exclude_unset=True)
         fields["session_token_expires_at"] = moment(token.expires_at)
         receipt = CreatedSessionReceiptBody.model_validate({**fields, "session_token_id": token.id})
         if not created:
             # An attempt that died after creating it: its token was never shown, so only the receipt is left.
-            return Answer(200, receipt.model_dump_json().encode())
+            return Answer(200, receipt.model_dump_json(exclude_unset=True).encode())
         fresh = CreatedSessionBody.model_validate({**fields, "session_token": token.token})
-        return Answer(201, fresh.model_dump_json().encode(), 200, receipt.model_dump_json().encode())
+        return Answer(
+            201,
+            fresh.model_dump_json(exclude_unset=True).encode(),
+            200,
+            receipt.model_dump_json(exclude_unset=True).encode(),
+        )
 
     return await keyed(request, caller, act, seed={"session_id": uuid7()})
 
 
-@router.get("", response_model=SessionPage)
+@router.get("", response_model=SessionPage, response_model_exclude_unset=True)
 async def list_sessions(caller: Authenticated, state: State, page: Page) -> SessionPage:
     caller.require(Permission.SESSION_READ)
     sessions, cursor = await state.broker.sessions.page(limit=page.limit, after=page.after, ascending=page.ascending)
     return SessionPage.model_validate({"items": [render.session(s) for s in sessions], "next_cursor": cursor})
 
 
-@router.get("/{session_id}", response_model=SessionBody)
+@router.get("/{session_id}", response_model=SessionBody, response_model_exclude_unset=True)
 async def get_session(session_id: str, caller: Authenticated, state: State) -> SessionBody:
     return render.session(await state.broker.sessions.get(caller.reach_session(session_id, Permission.SESSION_READ)))
 

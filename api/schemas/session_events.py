@@ -171,6 +171,19 @@ class MessageUser(EventBase):
     type: Literal["message_user"]
     message: MessageBody
     source: Literal["client", "steer", "external"]
+    trigger: Annotated[
+        Literal["schedule"] | None,
+        Field(
+            description="Extension: what posted the input when it was not a request: `schedule`, a schedule of the "
+            "session firing.",
+        ),
+    ] = None
+    schedule_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the schedule that fired (with `trigger: \"schedule\"`).",
+        ),
+    ] = None
 
 
 class MessageAssistant(EventBase):

@@ -12,12 +12,19 @@ from api.schemas.clients import MAX_TTL_S, MIN_TTL_S, Tools
 from api.schemas.common import JSON_NUMBER, Strict
 
 MAX_INPUT_CHARS = 262_144
+MAX_SUBJECT_CHARS = 200
+
+_SUBJECT = (
+    "Extension: the operator's id for the session's end user (1 to 200 characters), which the inbox filters on "
+    "(`GET /v1/inbox?subject=`); on session bodies only when set"
+)
 
 
 class CreateSessionBody(Strict):
     agent_id: UUID
     display_name: Annotated[str | None, Field(max_length=200)] = None
     vault_ids: Annotated[list[UUID] | None, Field(max_length=10)] = None
+    subject: Annotated[str | None, Field(min_length=1, max_length=MAX_SUBJECT_CHARS, description=_SUBJECT)] = None
 
 
 class SessionReceiptFields(BaseModel):
@@ -29,6 +36,7 @@ class SessionReceiptFields(BaseModel):
     session_token_expires_at: datetime
     status: Literal["idle", "active"]
     workspace_id: UUID
+    subject: Annotated[str | None, Field(description=_SUBJECT)] = None
 
 
 class CreatedSessionBody(SessionReceiptFields):
@@ -61,6 +69,7 @@ class SessionBody(BaseModel):
     id: UUID
     status: Literal["idle", "active"]
     workspace_id: UUID
+    subject: Annotated[str | None, Field(description=_SUBJECT)] = None
 
 
 class SessionPage(BaseModel):

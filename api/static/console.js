@@ -1,5 +1,6 @@
 import { connect } from "/sdk/switchboard.js";
 import { readable, tokens, toEnd } from "/pages/transcript.js";
+import { filtersOf, mountInbox } from "/pages/inbox.js";
 
 const $ = (id) => document.getElementById(id);
 // The same store and key name as the demo (same origin), so a link from one opens the other signed in.
@@ -63,7 +64,7 @@ function route() {
     hash.delete("key");
     history.replaceState(null, "", `#${hash}`);
   }
-  for (const id of ["signin", "sessions", "view"]) $(id).classList.add("hidden");
+  for (const id of ["signin", "sessions", "view", "inbox"]) $(id).classList.add("hidden");
   closeSession();
   clearInterval(listTimer);
   if (!credential()) {
@@ -71,9 +72,11 @@ function route() {
     return showSignin(wanted ? "Sign in to open the session the link named." : "");
   }
   $("signout").classList.remove("hidden");
+  $("inbox-link").classList.toggle("hidden", !isKey());
   const session = hash.get("session") ?? (isKey() ? null : tokenSession());
   if (session) return openSession(session);
   if (!isKey()) return showSignin("A session token can only open its own session.");
+  if (hash.has("inbox")) return showInbox(filtersOf(hash));
   return listSessions();
 }
 
@@ -147,6 +150,10 @@ async function refreshSessions() {
 
 $("refresh").onclick = listSessions;
 
+// ---- inbox ------------------------------------------------------------------------------------------
+
+const showInbox = mountInbox({ $, el, api, when });
+
 // ---- one session ------------------------------------------------------------------------------------
 
 const state = { calls: new Map(), clients: new Map(), names: new Map(), approvals: new Map(), running: false, steps: [] };
@@ -182,6 +189,7 @@ async function openSession(id) {
       el("div", {}, "id ", el("code", {}, info.id)),
       el("div", {}, "agent ", el("code", {}, info.agent_id)),
       el("div", {}, `created ${when(info.created_at)}`),
+      info.subject ? el("div", {}, "subject ", el("code", {}, info.subject)) : "",
     );
   } catch (error) {
     $("transcript").replaceChildren(el("p", { class: "note", style: "color: var(--bad)" }, error.message));

@@ -183,6 +183,10 @@ export interface MessageUserEvent extends LoggedEvent {
   type: "message_user";
   message: Message;
   source: "client" | "steer" | "external";
+  /** Extension: what posted the input when it was not a request: `schedule`, a schedule of the session firing. */
+  trigger?: "schedule";
+  /** Extension: the schedule that fired (with `trigger: "schedule"`). */
+  schedule_id?: string;
 }
 
 export interface MessageAssistantEvent extends LoggedEvent {
@@ -420,13 +424,13 @@ export type StreamEventType = StreamEvent["type"];
 
 /** The stream event of one type. */
 export type StreamEventOf<K extends StreamEventType> = Extract<StreamEvent, { type: K }>;
+
+/** What the stream asks for beyond the default view (`?include=`). */
+export type StreamInclude = "timing" | "progress" | "images" | "deltas" | "thinking";
 // </generated>
 
 // ---------------------------------------------------------------------------------------------------------
 // The connection
-
-/** What the stream asks for beyond the default view (`?include=`). */
-export type StreamInclude = "timing" | "progress" | "images" | "deltas" | "thinking";
 
 /** Where a connection is: `failed` and `closed` are for good. */
 export type ConnectionStatus = "connecting" | "open" | "reconnecting" | "failed" | "closed";

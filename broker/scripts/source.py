@@ -46,15 +46,21 @@ SCRIPT_NAMES = (
     "check_room",
     "claim_work",
     "commit_step",
+    "create_schedule",
     "create_session",
+    "delete_schedule",
     "delete_session",
     "dequeue",
     "dispatch_call",
     "done_work",
     "expire_call",
     "finish_run",
+    "fire_schedule",
     "idem_begin",
     "idem_finish",
+    "inbox_change",
+    "inbox_forget",
+    "inbox_page",
     "keepers",
     "lapse_client",
     "leave_client",
@@ -64,6 +70,7 @@ SCRIPT_NAMES = (
     "post_input",
     "progress_call",
     "publish_version",
+    "read_schedules",
     "reclaim_step",
     "register_client",
     "renew_call",
@@ -98,6 +105,7 @@ LIBRARIES = (
     "lib/session.lua",
     "lib/call.lua",
     "lib/client.lua",
+    "lib/input.lua",
     "lib/hot.lua",
     "lib/webhooks.lua",
 )
@@ -105,7 +113,9 @@ LIBRARIES = (
 # The hot routes' scripts, which an API process sends several at a time (broker/scripts/batching.py). A ping is
 # not among them: it takes none of its partition's keys to share, and a ping seldom meets another call
 # of its partition in flight (pings of 1,000 sessions spread over 1,024 partitions).
-BATCHED = ("ack_call", "answer_call")
+# A partition's due schedules are fired side by side by its timekeeper (workers/timekeeper.py), so they
+# go together as well: a minute's worth due at one instant is a few FCALLs per partition, not one each.
+BATCHED = ("ack_call", "answer_call", "fire_schedule")
 
 # The library of a session's partition: a script that includes it is handed the partition's keys last.
 PARTITION_LIBRARY = "lib/partition.lua"

@@ -12,6 +12,8 @@ from broker.scripts.layouts import call_names
 from broker.services.runs import CALL_STREAM_RETENTION_FACTOR
 from common.codec import loads, new_call_id
 from common.events import build as events
+from common.events.catalogue import ToolResult
+from common.events.read import UnknownEvent, decode
 from common.policies import Policy
 
 CANCELLED_TEXT = "the call was cancelled"
@@ -52,7 +54,7 @@ class Dispatched:
     call_id: str
     outcome: Literal["dispatched", "awaiting", "denied"]
     seq: int
-    denial: dict[str, Any] | None = None
+    denial: ToolResult | None = None
 
 
 class Calls:
@@ -118,7 +120,10 @@ class Calls:
             partition=s.partition,
         )
         if outcome == "denied":
-            return Dispatched(call_id, "denied", 0, loads(data))
+            denial = decode(data)
+            if not isinstance(denial, ToolResult):
+                raise UnknownEvent(f"a remembered denial is a {type(denial).__name__}, not a tool_result")
+            return Dispatched(call_id, "denied", 0, denial)
         return Dispatched(call_id, outcome, int(data))
 
     async def state(self, session_id: str, call_id: str) -> CallState | None:

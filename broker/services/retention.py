@@ -11,12 +11,13 @@ is told not_found instead of conflict).
 from __future__ import annotations
 
 import logging
-import re
-from datetime import datetime
 
 from broker.core import Core
 from broker.errors import translate_redis_errors
-from common.codec import loads, now_ms
+from common.codec import now_ms, rfc3339_ms
+from common.events.catalogue import ClientToolDispatched, ToolResult
+from common.events.marks import of_type
+from common.events.read import decode
 
 logger = logging.getLogger(__name__)
 
@@ -25,13 +26,17 @@ TRIM_PREFIX = "c|"
 _PAGE = 200
 # Registration call streams keep what a pool could still take (as at each dispatch: runs.py).
 _STREAM_KEEP_ACK_TIMEOUTS = 2
-_HEAD = re.compile(rb'^\{"seq":\d+,"created_at":"([^"]+)","type":"(tool_result|client_tool_dispatched)"')
 # Set once every session of the workspace has its timers (arm_session_timers.lua).
 _BACKFILL_DONE = b"1"
 
 
-def _ms(iso: bytes) -> int:
-    return round(datetime.fromisoformat(iso.decode().replace("Z", "+00:00")).timestamp() * 1000)
+def _naming_a_call(data: bytes) -> ToolResult | ClientToolDispatched | None:
+    """The event if it settles a call or names a registration's call stream; the others are not decoded."""
+    if of_type(data, ToolResult) or of_type(data, ClientToolDispatched):
+        event = decode(data)
+        if isinstance(event, ToolResult | ClientToolDispatched):
+            return event
+    return None
 
 
 class Retention:
@@ -51,19 +56,17 @@ class Retention:
         read_to, calls, clients = after, [], set()
         next_due = now + keep_ms
         for entry_id, fields in rows:
-            event = fields[b"e"]
-            head = _HEAD.match(event)
-            if head is not None:
-                settled_at = _ms(head.group(1))
+            event = _naming_a_call(fields[b"e"])
+            if event is not None:
+                settled_at = rfc3339_ms(event.created_at)
                 if settled_at > now - keep_ms:
                     # The log is in time order: nothing from here on is old enough yet.
                     next_due = settled_at + keep_ms
                     break
-                body = loads(event)
-                if head.group(2) == b"tool_result":
-                    calls.append(str(body["call_id"]))
+                if isinstance(event, ToolResult):
+                    calls.append(event.call_id)
                 else:
-                    clients.add(str(body["client_id"]))
+                    clients.add(event.client_id)
             read_to = int(entry_id.split(b"-", 1)[0])
         else:
             if len(rows) == _PAGE:

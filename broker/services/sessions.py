@@ -9,6 +9,7 @@ from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.scripts.layouts import run_names
 from broker.services.credentials import SessionToken, new_session_token
+from broker.services.inbox import Inbox
 from broker.services.pages import id_page
 from common.codec import dumps, loads
 
@@ -29,11 +30,14 @@ class Session:
     workspace_id: str
     created_at: int
     active: bool
+    # The operator's id for the session's end user (an extension), when it was created with one.
+    subject: str | None = None
 
 
 class Sessions:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, inbox: Inbox) -> None:
         self._core = core
+        self._inbox = inbox
 
     def new_token(self, session_id: str) -> SessionToken:
         return new_session_token(session_id, self._core.settings.session_token_ttl_ms)
@@ -49,6 +53,7 @@ class Sessions:
         token: SessionToken,
         policy: str = "steer",
         debounce_ms: int = 750,
+        subject: str | None = None,
     ) -> tuple[Session, bool]:
         """Create the session with its first token; False when this id already existed (a retry).
 
@@ -79,6 +84,7 @@ class Sessions:
                 "debounce_ms": debounce_ms,
                 "retention_ms": self._core.settings.session_retention_ms,
                 "settled_ms": self._core.settings.settled_call_retention_ms,
+                "subject": subject or "",
             },
             partition=s.partition,
         )
@@ -126,7 +132,7 @@ class Sessions:
         run_keys, run_args = run_names(keys, session_id, "")
         await self._core.scripts.run(
             "delete_session",
-            {**run_keys, "tokens": s.tokens},
+            {**run_keys, "tokens": s.tokens, "session_schedules": s.schedules},
             {**run_args, "tombstone_ms": self._core.settings.session_token_ttl_ms, "gone_text": RUN_GONE_DELETED},
             partition=s.partition,
         )
@@ -140,6 +146,8 @@ class Sessions:
                 if agent_id:
                     pipe.srem(keys.agent_sessions(agent_id), session_id)
                 await pipe.execute()
+        # The inbox lives in the workspace's slot too; so does what it remembers of the session's calls.
+        await self._inbox.forget(session_id)
 
     async def retain(self, session_id: str) -> str:
         """Check a session whose retention timer came due: 'kept' (in use: its timer moves on), 'purged'
@@ -152,7 +160,7 @@ class Sessions:
         run_keys, run_args = run_names(keys, session_id, "")
         (outcome,) = await self._core.scripts.run(
             "retain_session",
-            {**run_keys, "tokens": s.tokens},
+            {**run_keys, "tokens": s.tokens, "session_schedules": s.schedules},
             {
                 **run_args,
                 "retention_ms": settings.session_retention_ms,
@@ -206,4 +214,5 @@ def _session(record: dict[bytes, bytes], active: bool) -> Session | None:
         workspace_id=record[b"workspace_id"].decode(),
         created_at=int(record[b"created_at"]),
         active=active,
+        subject=record[b"subject"].decode() if b"subject" in record else None,
     )

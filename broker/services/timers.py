@@ -38,6 +38,8 @@ class Due:
     dequeue: list[str]
     purges: list[str]
     claims: list[str]
+    schedules: list[tuple[str, str]]
+    """(session id, schedule id) of each schedule whose fire time came."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,7 @@ class Timers:
         keys = self._core.keys
         reply = await self._core.scripts.run("sweep", {}, {"batch": batch}, partition=keys.partition(partition))
         next_due = int(reply[0])
-        deadlines, leases, steps, dequeue, purges, claims = [
+        deadlines, leases, steps, dequeue, purges, claims, schedules = [
             [str(member) for member in members] for members in reply[1:]
         ]
         return Due(
@@ -101,6 +103,7 @@ class Timers:
             dequeue,
             purges,
             claims,
+            [keys.split_member(member) for member in schedules],
         )
 
     async def expire_call(self, session_id: str, call_id: str) -> str:

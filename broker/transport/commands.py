@@ -141,6 +141,9 @@ class Commands:
     async def zrem(self, key: str, *names: str) -> None:
         await self._route.run(key, lambda r: r.zrem(key, *names))
 
+    async def zmscore(self, key: str, names: list[str]) -> list[float | None]:
+        return cast("list[float | None]", await self._route.run(key, lambda r: r.zmscore(key, names)))
+
     async def zcard(self, key: str) -> int:
         return int(await self._route.run(key, lambda r: r.zcard(key)))
 
@@ -233,3 +236,6 @@ class Batch:
 
     def zcard(self, key: str) -> None:
         self._queue(key, lambda r: r.zcard(key))
+
+    def zscore(self, key: str, name: str) -> None:
+        self._queue(key, lambda r: r.zscore(key, name))

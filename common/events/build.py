@@ -19,10 +19,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, get_args
 
-from common.codec import canonical_json, dumps, loads, sha256_hex
+import msgspec
+
+from common.codec import canonical_json, dumps, sha256_hex
 from common.events.catalogue import SDK_EVENT_TYPES as SDK_EVENT_TYPES
 from common.events.catalogue import (
     ClientToolProgress,
+    ImageBlock,
     ImageMediaType,
     InputSource,
     MessageBody,
@@ -30,8 +33,9 @@ from common.events.catalogue import (
     TextBlock,
     TextData,
     ToolProgress,
+    ToolResult,
 )
-from common.events.read import encode
+from common.events.read import decode, encode
 
 Block = dict[str, Any]
 
@@ -87,22 +91,24 @@ def image_text(media_type: str, data: str) -> str:
     return f"[{media_type}, {max(1, round(size / 1024))} KB]"
 
 
-def image_placeholder(block: Block) -> Block:
-    """An image block as the Subako SDK can read it: a text block naming it (`[image/png, 48 KB]`)."""
-    data = block["data"]
-    return text_block(image_text(data.get("media_type", "image"), data.get("data", "")))
-
-
 # Made once per event, not once per reader: every stream of a session gets the same bytes from the hub
 # (bytes keep their hash, so a repeat lookup costs no hashing of a large event).
 @lru_cache(maxsize=16)
 def without_images(data: bytes) -> bytes:
-    """The stored event with each image block replaced by its placeholder (the default view)."""
-    event = loads(data)
-    event["content"] = [
-        image_placeholder(block) if block.get("type") == "image" else block for block in event.get("content", [])
+    """The stored tool result with each image block replaced by a text block naming it (`[image/png, 48 KB]`):
+    the default view, which the Subako SDK can read. Any other event is returned as it is."""
+    event = decode(data)
+    if not isinstance(event, ToolResult):
+        return data
+    content = [
+        TextBlock(TextData(image_text(block.data.media_type, block.data.data)))
+        if isinstance(block, ImageBlock)
+        else block
+        for block in event.content
     ]
-    return dumps(event).encode()
+    body = encode(msgspec.structs.replace(event, content=content, seq=0, created_at=""))
+    # The log's own prefix (`{"seq":N,"created_at":"...",`) goes back in front, as the log spliced it.
+    return data[: data.index(b'"type"')] + body[1:].encode()
 
 
 def client_tool_dispatched(

@@ -41,6 +41,16 @@ class Shown:
     sdk: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class Notable:
+    """A notable event type: the script appending one also leaves a notice for the workers (`n|<sid>|<seq>`
+    on its partition's work stream, lib/core.lua), which they hand to their consumers (workers/notices.py:
+    webhooks, the inbox). `webhook`: the webhook event type it is delivered as (None: no webhook carries it;
+    the inbox reads it)."""
+
+    webhook: str | None = None
+
+
 class Record(msgspec.Struct, frozen=True, tag_field="type"):
     """A tagged JSON object of the wire (an event, a content block): its `type` first."""
 
@@ -172,10 +182,9 @@ class Event(Record, frozen=True, kw_only=True, omit_defaults=True):
     written; every other field with a default is `UNSET`, and a nullable one has none)."""
 
     shown: ClassVar[Shown] = Shown()
-    # The webhook event type (`approval.requested`, ...) of a notable event: the script appending one also
-    # leaves a notice for the workers (`n|<sid>|<seq>` on its partition's work stream, lib/core.lua), which
-    # they hand to their consumers (workers/notices.py: webhooks, the inbox). None: not notable.
-    notice: ClassVar[str | None] = None
+    # Whether appending one leaves a notice for the workers' consumers, and its webhook type (None: not
+    # notable). Making a type notable is this one line on its record.
+    notice: ClassVar[Notable | None] = None
     seq: int = 0
     created_at: str = ""
 
@@ -193,6 +202,10 @@ InputSource = Literal["client", "steer", "external"]
 class MessageUser(Event, tag="message_user", frozen=True):
     message: MessageBody
     source: InputSource
+    # What posted the input when it was not a request: `schedule`, a schedule of the session firing.
+    trigger: Annotated[Literal["schedule"], EXT] | UnsetType = UNSET
+    # The schedule that fired (with `trigger: "schedule"`).
+    schedule_id: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class MessageAssistant(Event, tag="message_assistant", frozen=True):
@@ -222,19 +235,19 @@ class RunStarted(Event, tag="run_started", frozen=True):
 
 
 class RunCompleted(Event, tag="run_completed", frozen=True):
-    notice: ClassVar[str | None] = "run.completed"
+    notice: ClassVar[Notable | None] = Notable("run.completed")
     run_id: str
     # What the run's model steps used; absent when no step reported any (the scripted model's runs).
     usage: Annotated[TokenUsage, EXT] | UnsetType = UNSET
 
 
 class RunCancelled(Event, tag="run_cancelled", frozen=True):
-    notice: ClassVar[str | None] = "run.cancelled"
+    notice: ClassVar[Notable | None] = Notable("run.cancelled")
     run_id: str
 
 
 class RunFailed(Event, tag="run_failed", frozen=True):
-    notice: ClassVar[str | None] = "run.failed"
+    notice: ClassVar[Notable | None] = Notable("run.failed")
     run_id: str
     error: str
 
@@ -246,7 +259,7 @@ class SessionError(Event, tag="error", frozen=True):
 
 
 class ApprovalRequested(Event, tag="approval_requested", frozen=True):
-    notice: ClassVar[str | None] = "approval.requested"
+    notice: ClassVar[Notable | None] = Notable("approval.requested")
     call_id: str
     server: str
     tool: str
@@ -257,6 +270,8 @@ class ApprovalRequested(Event, tag="approval_requested", frozen=True):
 
 
 class ApprovalResolved(Event, tag="approval_resolved", frozen=True):
+    # It closes the inbox's approval item; no webhook carries it.
+    notice: ClassVar[Notable | None] = Notable()
     call_id: str
     decision: Literal["allow", "deny"]
     deny_message: str | None
@@ -425,6 +440,20 @@ def type_name(cls: type[Record]) -> str:
 
 
 BY_TYPE: dict[str, type[Event]] = {type_name(cls): cls for cls in EVENTS}
+
+
+def _words(logged: bool) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(c.shown.include for c in EVENTS if c.shown.include and c.shown.logged is logged))
+
+
+# The words of `?include=` a listing of the log takes: `timing` (the `custom` events of kind `timing`), those
+# of the logged extension types, and `images` (results' image blocks as they are, not named in text).
+LOG_INCLUDES: tuple[str, ...] = ("timing", *_words(logged=True), "images")
+# What a stream takes besides: the words of the live frames (deltas), which are never logged.
+STREAM_INCLUDES: tuple[str, ...] = (*LOG_INCLUDES, *_words(logged=False))
 SDK_EVENT_TYPES = frozenset(name for name, cls in BY_TYPE.items() if cls.shown.sdk)
-# The notable event types (`Event.notice`) and the webhook event type each is delivered as.
-NOTICES: dict[str, str] = {name: cls.notice for name, cls in BY_TYPE.items() if cls.notice is not None}
+# The notable event types (`Event.notice`), and the webhook event type of each a webhook carries.
+NOTABLE = frozenset(name for name, cls in BY_TYPE.items() if cls.notice is not None)
+NOTICES: dict[str, str] = {
+    name: cls.notice.webhook for name, cls in BY_TYPE.items() if cls.notice is not None and cls.notice.webhook
+}

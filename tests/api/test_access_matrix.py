@@ -39,6 +39,7 @@ REGISTER = {"name": "m", "lifetime": {"type": "never"}, "tools": [HIGHLIGHT]}
 AG_UI = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
 AI_SDK = {"id": "c", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
 WEBHOOK = {"url": "https://hooks.example/in", "events": ["run.completed"]}
+SCHEDULE = {"cron": "0 9 * * 1-5", "timezone": "Europe/Berlin", "text": MARKER}
 ROUTES = [
     # A key mints and revokes only keys whose permissions it holds: what it must hold is the target's.
     Route("POST", "/v1/api-keys", "key", "session.read", {"label": "x", "permissions": ["session.read"]}),
@@ -60,6 +61,7 @@ ROUTES = [
     Route("DELETE", "/v1/model-providers/{provider_id}", "key", "model_provider.manage"),
     Route("POST", "/v1/sessions", "key", "session.create", {"agent_id": "{agent_id}"}),
     Route("GET", "/v1/sessions", "key", "session.read"),
+    Route("GET", "/v1/inbox", "key", "session.read"),
     Route("GET", "/v1/sessions/{session_id}", "session", "session.read"),
     Route("DELETE", "/v1/sessions/{session_id}", "key", "session.manage"),
     Route("POST", "/v1/sessions/{session_id}/cancel", "session", "session.manage"),
@@ -67,6 +69,9 @@ ROUTES = [
     Route("POST", "/v1/sessions/{session_id}/events", "session", "session.manage", {"type": "input", "text": "hi"}),
     Route("GET", "/v1/sessions/{session_id}/events", "session", "session.read"),
     Route("GET", "/v1/sessions/{session_id}/events/stream", "session", "session.read"),
+    Route("POST", "/v1/sessions/{session_id}/schedules", "session", "session.manage", SCHEDULE),
+    Route("GET", "/v1/sessions/{session_id}/schedules", "session", "session.read"),
+    Route("DELETE", "/v1/sessions/{session_id}/schedules/{schedule_id}", "session", "session.manage"),
     Route("GET", "/v1/sessions/{session_id}/clients", "session", "session.read"),
     Route("POST", "/v1/sessions/{session_id}/clients", "session", "session.manage", REGISTER),
     Route("POST", "/v1/sessions/{session_id}/clients/{client_id}/ping", "session", "session.manage"),
@@ -138,6 +143,7 @@ async def _world(api: Api, stack: Stack) -> World:
     record = loads(stored)
     record["expires_at"] = 1
     await redis.hset(tokens, sha256_hex(expired), dumps(record))
+    schedule = (await api.key.post(f"/v1/sessions/{a.id}/schedules", json=SCHEDULE)).json()
     ids = {
         "session_id": a.id,
         "client_id": web["id"],
@@ -149,6 +155,7 @@ async def _world(api: Api, stack: Stack) -> World:
         "chat_id": "chat-1",
         "webhook_id": "01a22b9d-0000-7000-8000-000000000001",
         "delivery_id": "msg_" + "0" * 32,
+        "schedule_id": schedule["id"],
     }
     return World(ids, a, b, keys_lacking, doomed["secret"], expired)
 

@@ -217,3 +217,35 @@ async def test_changes_and_delete(api: Api, receiver: Receiver) -> None:
     assert (await api.key.get(f"/v1/webhooks/{created['id']}")).status_code == 404
     assert (await api.key.get(f"/v1/webhooks/{created['id']}/deliveries")).status_code == 404
     assert (await api.key.delete(f"/v1/webhooks/{created['id']}")).status_code == 404
+
+
+async def test_an_approval_reaches_its_webhook_and_the_inbox(api: Api, receiver: Receiver) -> None:
+    """The notices' consumers in turn: the webhook gets `approval.requested` with the call's run, and the
+    workspace inbox opens the approval's item, then closes it on the decision (approval_resolved)."""
+    created = await endpoint(api, receiver.url("/approvals"), ["approval.requested"])
+    gated: dict[str, Any] = {"client__web__highlight_row": "require_approval"}
+    session = await api.session(client_tool_policies=gated)
+    await api.register(session)
+    await api.send(session, '/call client__web__highlight_row {"row_id": "7"}')
+    (got,) = await receiver.wait("/approvals")
+    payload = Webhook(created["secret"]).verify(got.body, got.headers)
+    assert payload["type"] == "approval.requested"
+    call_id = payload["data"]["event"]["call_id"]
+    run_id = next(e["run_id"] for e in await api.events(session) if e["type"] == "run_started")
+    assert payload["data"]["run_id"] == run_id
+
+    async def inbox_calls() -> list[str]:
+        answer = await api.key.get("/v1/inbox")
+        assert answer.status_code == 200, answer.text
+        return [item["call_id"] for item in answer.json()["items"] if item["session_id"] == session.id]
+
+    until = time.monotonic() + 10
+    while await inbox_calls() != [call_id]:
+        assert time.monotonic() < until
+        await asyncio.sleep(0.05)
+    async with api.as_session(session) as client:
+        decided = await client.post(f"/v1/sessions/{session.id}/approvals/{call_id}", json={"decision": "deny"})
+        assert decided.status_code == 200, decided.text
+    while await inbox_calls():
+        assert time.monotonic() < until + 10
+        await asyncio.sleep(0.05)

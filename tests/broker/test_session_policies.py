@@ -12,6 +12,7 @@ from broker.errors import NotFound
 from broker.services import policies
 from broker.services.agents import AgentVersion
 from common.codec import uuid7
+from common.events.catalogue import TextBlock
 from tests.helpers import HIGHLIGHT, SCRIPTED_CONFIG, log_events, make_session
 
 pytestmark = pytest.mark.both_redis
@@ -80,5 +81,7 @@ async def test_a_call_no_run_made_that_needs_approval(
     else:
         assert [e["type"] for e in written] == ["approval_resolved", "tool_result"]
         assert sent.denial is not None
-        assert sent.denial["content"][0]["data"]["text"] == "the user denied this call"
+        [block] = sent.denial.content
+        assert isinstance(block, TextBlock)
+        assert block.data.text == "the user denied this call"
         assert record is None

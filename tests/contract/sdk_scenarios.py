@@ -131,6 +131,13 @@ async def admin_routes(ctx: Context) -> str:
     assert fetched.status.value == "idle"
     listed = [s.id async for s in await admin.sessions.list(ListSessionsQuery(limit=1))]
     assert first.id in listed
+    # A session made with the `subject` extension reads through the SDK as any other.
+    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {KEY}"}) as key:
+        made = await key.post("/v1/sessions", json={"agent_id": ctx.agent_id, "subject": "user-42"})
+        assert made.status_code == 201, made.text
+    subjected = await admin.sessions.get(UUID(made.json()["id"]))
+    assert subjected.status.value == "idle"
+    assert subjected.id in [s.id async for s in await admin.sessions.list(ListSessionsQuery(limit=1))]
     return f"{len(listed)} sessions listed a page of 1 at a time"
 
 

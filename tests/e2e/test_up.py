@@ -147,7 +147,8 @@ def held(port: int = 0) -> Iterator[int]:
                 sock.bind(("127.0.0.1", port))
                 break
             except OSError:
-                assert port and time.monotonic() < deadline, f"port {port} never came free"
+                assert port, "no free port to hold"
+                assert time.monotonic() < deadline, f"port {port} never came free"
                 time.sleep(0.1)
         sock.listen()
         yield int(sock.getsockname()[1])

@@ -17,7 +17,7 @@ from tests.stack import serve_asgi
 from workers.config import McpGrant
 from workers.mcp import budget
 from workers.mcp.hub import McpHub
-from workers.mcp.results import Mapped
+from workers.mcp.mapped import Mapped
 
 pytestmark = pytest.mark.private_providers
 

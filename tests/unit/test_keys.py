@@ -68,7 +68,18 @@ def test_partition_names() -> None:
     p = KeySpace().partition(7)
     assert p.block == [
         f"sb:{{{tag(7)}}}:{suffix}"
-        for suffix in ("deadlines", "leases", "steps", "dequeue", "purge", "claims", "work", "alarm", "stats")
+        for suffix in (
+            "deadlines",
+            "leases",
+            "steps",
+            "dequeue",
+            "purge",
+            "claims",
+            "schedules",
+            "work",
+            "alarm",
+            "stats",
+        )
     ]
     assert {slot(name) for name in p.block} == {7 * 16}
 
@@ -96,3 +107,26 @@ def test_alarm_channels_name_their_partition() -> None:
     assert keys.partition_of_alarm("t1:{3.bogus}:alarm") is None
     assert keys.alarm_pattern == "t1:{*}:alarm"
     assert keys.split_member(keys.member(SID, "call:with:colons")) == (SID, "call:with:colons")
+
+
+def test_inbox_names_share_the_workspace_slot() -> None:
+    keys = KeySpace()
+    names = [
+        keys.inbox_items,
+        keys.inbox_index(),
+        keys.inbox_index("call"),
+        keys.inbox_index(None, "a"),
+        keys.inbox_index(None, None, "u:{x}"),
+        keys.inbox_index("approval", "a", "u"),
+        keys.inbox_session(SID),
+    ]
+    assert names == [
+        "sb:{w}:inbox:items",
+        "sb:{w}:inbox:ix",
+        "sb:{w}:inbox:ix:k:call",
+        "sb:{w}:inbox:ix:a:a",
+        "sb:{w}:inbox:ix:u:u:{x}",
+        "sb:{w}:inbox:ix:k:approval:a:a:u:u",
+        f"sb:{{w}}:inbox:s:{SID}",
+    ]
+    assert {slot(name) for name in names} == {slot(keys.workspace)}

@@ -1,10 +1,11 @@
-"""A provider SDK is imported in a thread on first use; a second step asking meanwhile waits for the
-whole import rather than reading the half-initialized module."""
+"""A provider SDK, and the `mcp` client, are imported in a thread on first use; a second step asking
+meanwhile waits for the whole import rather than reading the half-initialized module."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,3 +37,13 @@ async def test_a_use_during_the_first_import_gets_the_class_once_it_is_defined(
         assert second.__name__ == "Model"
     finally:
         sys.modules.pop(name, None)
+
+
+# The `mcp` package is loaded on first use: by the worker when it first reaches a grant's server
+# (workers/mcp/hub.py), by the API on the first request to a session's /mcp (api/routes/mcp.py).
+@pytest.mark.parametrize("process", ["workers.worker", "api.server"])
+def test_a_process_starts_without_the_mcp_package(process: str) -> None:
+    program = f"import sys, {process}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"
+    root = Path(__file__).resolve().parents[2]
+    found = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=root)
+    assert found.stdout.strip() == "[]", found.stdout

@@ -1,5 +1,6 @@
 """Consumers read typed events (common.events.read), never dicts: no module of the doors, the session MCP
-server, delegation or the CLI loads an event's JSON itself or reads a field of one with `.get("<field>")`.
+server, delegation, the CLI, the live feed, the worker's transcript, retention or the Python builders loads
+an event's JSON itself or reads a field of one with `.get("<field>")`.
 
 An AST scan: every `loads(...)` call and every `.get("<literal>", ...)` call in those modules is listed
 below with what it reads, which is never a session event. A new one fails until it is listed with its
@@ -18,6 +19,10 @@ SCANNED = (
     ROOT / "api" / "mcp_server.py",
     *sorted((ROOT / "delegate").rglob("*.py")),
     *sorted((ROOT / "switchboard").rglob("*.py")),
+    ROOT / "api" / "sse.py",
+    ROOT / "workers" / "transcript.py",
+    ROOT / "broker" / "services" / "retention.py",
+    ROOT / "common" / "events" / "build.py",
 )
 
 _AG_UI_OUT = "an AG-UI event the door writes, dumped by its pydantic model (api/doors/ag_ui_proto.py encodes it)"

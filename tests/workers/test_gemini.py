@@ -8,12 +8,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 from google.genai import types
 
 from broker.services.runs import PlannedCall
 from common.codec import dumps
 from common.events.build import text_block, thinking_block, tool_call_block
+from common.events.catalogue import MessageBlock
 from tests.fakes import Reply
 from tests.fakes_gemini import FakeGemini, chunk, error, fake_gemini, gemini_stream, text_stream, usage
 from workers.config import RunConfig
@@ -72,7 +74,7 @@ async def test_vertex_ai_is_reached_on_its_path_with_the_access_token(fake: Fake
     call = tool_call_block("fc_1", "lookup", {"q": 1})
     transcript = [
         Message("user", "hello"),
-        Message("assistant", content=[call], calls=[PlannedCall("fc_1", "lookup", {"q": 1}, "")]),
+        Message("assistant", content=as_logged([call]), calls=[PlannedCall("fc_1", "lookup", {"q": 1}, "")]),
         Message("tool", result=ToolOutcome("fc_1", "seen", False, images=(("image/png", sig(b"png")),))),
     ]
     request = ModelRequest(config, transcript, [ToolSpec("lookup", "Look it up.", {"type": "object"})])
@@ -148,6 +150,11 @@ async def test_the_turn_gets_the_last_usage_and_the_model_version(fake: FakeGemi
     assert (turn.model, turn.usage) == ("gemini-2.5-flash-001", Usage(9, 6, 8, 4))
 
 
+def as_logged(blocks: list[dict[str, Any]]) -> list[MessageBlock]:
+    """Blocks as a turn writes them, read back as the transcript reads the log."""
+    return msgspec.convert(blocks, list[MessageBlock])
+
+
 def sig(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
@@ -165,7 +172,7 @@ def test_signatures_go_back_on_their_parts_and_made_ids_are_not_sent() -> None:
     calls = [PlannedCall("fc_1", "lookup", {"q": 1}, ""), PlannedCall(made, "lookup", {"q": 2}, "")]
     transcript = [
         Message("user", "go"),
-        Message("assistant", content=content, calls=calls),
+        Message("assistant", content=as_logged(content), calls=calls),
         Message("tool", result=ToolOutcome("fc_1", "one", False)),
         Message("tool", result=ToolOutcome(made, "nope", True, images=(("image/png", sig(b"png")),))),
     ]

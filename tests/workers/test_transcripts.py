@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import tracemalloc
 
-import orjson
-
-from common.codec import loads
+from common.events.build import (
+    image_block,
+    message_assistant,
+    message_user,
+    text_block,
+    tool_call_block,
+    tool_result_blocks,
+)
+from common.events.catalogue import RunQueued
+from common.events.read import decode, encode
 from workers.models.base import Message
 from workers.transcript import Transcripts, fold
 
@@ -20,10 +27,9 @@ class Log:
 
     def say(self, session_id: str, text: str) -> None:
         rows = self.rows.setdefault(session_id, [])
-        event = {"type": "message_user", "message": {"content": [{"type": "text", "data": {"text": text}}]}}
-        rows.append((len(rows) + 1, orjson.dumps(event)))
+        rows.append((len(rows) + 1, message_user(text, "client").encode()))
         # Events the conversation does not show are folded past, not kept.
-        rows.append((len(rows) + 1, orjson.dumps({"type": "run_queued"})))
+        rows.append((len(rows) + 1, encode(RunQueued(run_id="r")).encode()))
 
     async def after(self, session_id: str, seq: int, count: int) -> list[tuple[int, bytes]]:
         found = [row for row in self.rows.get(session_id, []) if row[0] > seq][:count]
@@ -31,7 +37,7 @@ class Log:
         return found
 
     def whole(self, session_id: str) -> list[str]:
-        folded = (fold(loads(data)) for _, data in self.rows[session_id])
+        folded = (fold(decode(data)) for _, data in self.rows[session_id])
         return [message.text for message in folded if message is not None]
 
 
@@ -74,22 +80,20 @@ async def test_a_returned_transcript_is_the_callers_to_change() -> None:
     assert texts(await transcripts.read("s")) == ["hello"]
 
 
-def _row(event: dict[str, object]) -> bytes:
-    return orjson.dumps(event)
+def _called(call_id: str) -> bytes:
+    """An assistant message calling one tool."""
+    return message_assistant([tool_call_block(call_id, "client__web__t", {})], None).encode()
 
 
 def _turn(rows: list[tuple[int, bytes]], call_id: str, result: bytes) -> None:
     """An assistant message calling one tool, then the tool's result (`result`: the event's bytes)."""
-    call = {"type": "tool_call", "data": {"id": call_id, "name": "client__web__t", "arguments": {}}}
-    rows.append((len(rows) + 1, _row({"type": "message_assistant", "message": {"content": [call]}})))
+    rows.append((len(rows) + 1, _called(call_id)))
     rows.append((len(rows) + 1, result))
 
 
 def _result(call_id: str, text: str, image: str = "") -> bytes:
-    content: list[dict[str, object]] = [{"type": "text", "data": {"text": text}}]
-    if image:
-        content.append({"type": "image", "data": {"media_type": "image/png", "data": image}})
-    return _row({"type": "tool_result", "call_id": call_id, "content": content, "is_error": False})
+    content = [text_block(text), *([image_block("image/png", image)] if image else [])]
+    return tool_result_blocks(call_id, content, is_error=False).encode()
 
 
 async def test_one_session_past_the_bound_keeps_its_first_message_and_the_newest_that_fit() -> None:
@@ -129,10 +133,9 @@ class _Repeating:
         found = []
         for n in range(seq + 1, min(seq + count, self.rows) + 1):
             if n == 1:
-                found.append((n, _row({"type": "message_user", "message": {"content": []}})))
+                found.append((n, message_user("", "client").encode()))
             elif n % 2 == 0:
-                call = {"type": "tool_call", "data": {"id": "c", "name": "client__web__t", "arguments": {}}}
-                found.append((n, _row({"type": "message_assistant", "message": {"content": [call]}})))
+                found.append((n, _called("c")))
             else:
                 found.append((n, self.result))
         return found
@@ -149,7 +152,7 @@ async def test_thirty_results_of_the_largest_size_hold_the_worker_to_its_bound()
     finally:
         tracemalloc.stop()
     assert transcripts.held_bytes <= bound
-    # Held: the bound. In flight besides: one event being parsed (orjson takes about twelve times a 7 MB
+    # Held: the bound. In flight besides: one event being parsed (a decoder takes about twelve times a 7 MB
     # event's size while it parses), whatever the number of results. (Unbounded, the same log held 212 MiB
     # with a peak of 297 MiB.)
     held = transcripts.held_bytes / 2**20

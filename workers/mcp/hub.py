@@ -23,19 +23,26 @@ import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
-
-import mcp.types as mt
+from typing import TYPE_CHECKING, Any
 
 from common.addresses import ProviderAddresses
 from common.codec import dumps
+from common.runtime import imported
 from common.schema.accept import SchemaRefused, accept_parameters
 from workers.config import McpGrant
 from workers.mcp.budget import Budget
-from workers.mcp.connection import Connection, Progress, describe, leaf
 from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS
-from workers.mcp.results import Mapped, failed, map_result
+from workers.mcp.mapped import Mapped, failed
 from workers.metrics import WorkerMetrics
+
+# The `mcp` package (two thirds of a worker's imports: a second or more of its start) is imported when the
+# worker first connects to a grant's server, not when it starts: most workers never do, and a worker's start
+# is on the path of every scale-up. So connection.py and results.py, which import it, are imported then, in
+# a thread (`_client`); mapped.py holds what the rest needs of a result.
+if TYPE_CHECKING:
+    import mcp.types as mt
+
+    from workers.mcp.connection import Connection, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +120,12 @@ async def accepted(listing: list[mt.Tool], server: str) -> list[McpTool]:
     return kept
 
 
+async def _client() -> None:
+    """Load the modules that speak MCP (once; the imports in the methods below then find them loaded)."""
+    await imported("workers.mcp.connection")
+    await imported("workers.mcp.results")
+
+
 class McpHub:
     def __init__(self, addresses: ProviderAddresses, metrics: WorkerMetrics | None = None) -> None:
         self._addresses = addresses
@@ -168,6 +181,9 @@ class McpHub:
     async def _list(self, grant: McpGrant, server: _Server) -> list[McpTool] | None:
         """One listing of the server, connecting first if need be, within `CONNECT_TIMEOUT_S` in all."""
         deadline = asyncio.get_running_loop().time() + CONNECT_TIMEOUT_S
+        await _client()
+        from workers.mcp.connection import describe
+
         try:
             try:
                 async with asyncio.timeout_at(deadline):
@@ -195,6 +211,8 @@ class McpHub:
 
     async def _connected(self, grant: McpGrant, server: _Server, deadline: float) -> Connection:
         """The server's open connection, opened by `deadline` (loop time) if need be."""
+        from workers.mcp.connection import Connection
+
         async with server.opening:
             if server.connection is not None and server.connection.alive:
                 return server.connection
@@ -238,6 +256,10 @@ class McpHub:
         """`tools/call` on the grant's server, the result mapped (an error result when the server cannot be
         reached, fails, or has not answered by `deadline`: loop time, by default the grant's `timeout_s`
         from now; connecting counts)."""
+        await _client()
+        from workers.mcp.connection import describe, leaf
+        from workers.mcp.results import map_result
+
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grant.timeout_s if deadline is None else deadline
         late = f"the MCP tool {tool} of {grant.name} did not finish within {grant.timeout_s:g} s"

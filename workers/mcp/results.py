@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
 from typing import Any
 
 import mcp.types as mt
@@ -21,18 +20,9 @@ from common.events.build import (
     image_block,
     text_block,
 )
+from workers.mcp.mapped import Mapped
 
 EMPTY_TEXT = "(the tool returned no content)"
-
-
-@dataclass(frozen=True, slots=True)
-class Mapped:
-    blocks: list[Block]
-    is_error: bool
-
-    def text(self) -> str:
-        """The text blocks, one after another (what a text-only reader is given)."""
-        return "\n".join(b["data"]["text"] for b in self.blocks if b["type"] == "text")
 
 
 def _kb(characters: int) -> int:
@@ -122,7 +112,3 @@ def map_result(result: mt.CallToolResult) -> Mapped:
     if structured is not None and not _holds_json(blocks, structured):
         blocks.append(text_block(dumps(structured)))
     return Mapped(_within_limits(blocks) or [text_block(EMPTY_TEXT)], bool(result.is_error))
-
-
-def failed(text: str) -> Mapped:
-    return Mapped([text_block(text[:MAX_RESULT_CHARS])], True)

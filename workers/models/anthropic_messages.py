@@ -8,6 +8,7 @@ import anthropic
 import httpx2
 
 from broker.errors import AddressRefused
+from common.events.catalogue import TextBlock, ThinkingBlock, ToolCallBlock
 from workers.models.aliases import Aliases
 from workers.models.assembler import Assembler
 from workers.models.base import (
@@ -45,17 +46,18 @@ _TRANSIENT_TYPES = {
 def _assistant_blocks(message: Message, aliases: Aliases) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in message.content:
-        data = block["data"]
-        if block["type"] == "text" and data["text"]:
-            blocks.append({"type": "text", "text": data["text"]})
-        elif block["type"] == "tool_call":
-            name = aliases.outward(data["name"])
-            blocks.append({"type": "tool_use", "id": data["id"], "name": name, "input": data["arguments"]})
-        elif block["type"] == "thinking" and data.get("redacted"):
-            blocks.append({"type": "redacted_thinking", "data": data["thinking"]})
+        if isinstance(block, TextBlock) and block.data.text:
+            blocks.append({"type": "text", "text": block.data.text})
+        elif isinstance(block, ToolCallBlock):
+            call = block.data
+            name = aliases.outward(call.name)
+            blocks.append({"type": "tool_use", "id": call.id, "name": name, "input": call.arguments})
+        elif isinstance(block, ThinkingBlock) and block.data.redacted:
+            blocks.append({"type": "redacted_thinking", "data": block.data.thinking})
         # Thinking goes back only with its signature, which the API checks.
-        elif block["type"] == "thinking" and data.get("signature"):
-            blocks.append({"type": "thinking", "thinking": data["thinking"], "signature": data["signature"]})
+        elif isinstance(block, ThinkingBlock) and block.data.signature:
+            thought = block.data
+            blocks.append({"type": "thinking", "thinking": thought.thinking, "signature": thought.signature})
     return blocks
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from broker.services.runs import PlannedCall
 from common.addresses import ProviderAddresses
 from common.events.build import Block, image_text, text_block, thinking_block, tool_call_block
+from common.events.catalogue import MessageBlock
 
 if TYPE_CHECKING:
     from workers.config import RunConfig
@@ -60,7 +61,8 @@ class Message:
 
     role: Literal["user", "assistant", "tool"]
     text: str = ""
-    content: list[Block] = field(default_factory=list)
+    # An assistant message's blocks as the log holds them (read back typed: common.events.read).
+    content: list[MessageBlock] = field(default_factory=list)
     calls: list[PlannedCall] = field(default_factory=list)
     result: ToolOutcome | None = None
 

@@ -7,6 +7,7 @@ import binascii
 
 from google.genai import types
 
+from common.events.catalogue import TextBlock, ThinkingBlock, ToolCallBlock
 from workers.models.aliases import Aliases
 from workers.models.base import Message, ToolOutcome
 
@@ -47,22 +48,20 @@ def _model_parts(message: Message, aliases: Aliases) -> list[types.Part]:
             pending = None
 
     for block in message.content:
-        data = block["data"]
-        if block["type"] == "thinking" and not data.get("redacted"):
-            signature = _signature_bytes(data.get("signature"))
+        if isinstance(block, ThinkingBlock) and not block.data.redacted:
+            signature = _signature_bytes(block.data.signature)
             flush()
-            if data["thinking"]:
-                parts.append(types.Part(text=data["thinking"], thought=True, thought_signature=signature))
+            if block.data.thinking:
+                parts.append(types.Part(text=block.data.thinking, thought=True, thought_signature=signature))
             else:
                 pending = signature
-        elif block["type"] == "text" and data["text"]:
-            parts.append(types.Part(text=data["text"], thought_signature=pending))
+        elif isinstance(block, TextBlock) and block.data.text:
+            parts.append(types.Part(text=block.data.text, thought_signature=pending))
             pending = None
-        elif block["type"] == "tool_call":
-            call = types.FunctionCall(
-                id=_sent_id(data["id"]), name=aliases.outward(data["name"]), args=data["arguments"]
-            )
-            parts.append(types.Part(function_call=call, thought_signature=pending))
+        elif isinstance(block, ToolCallBlock):
+            call = block.data
+            function = types.FunctionCall(id=_sent_id(call.id), name=aliases.outward(call.name), args=call.arguments)
+            parts.append(types.Part(function_call=function, thought_signature=pending))
             pending = None
     flush()
     return parts
@@ -109,8 +108,8 @@ def to_contents(transcript: list[Message], aliases: Aliases) -> list[types.Conte
             add("user", [types.Part(text=message.text)])
         elif message.role == "assistant":
             for block in message.content:
-                if block["type"] == "tool_call":
-                    names[block["data"]["id"]] = aliases.outward(block["data"]["name"])
+                if isinstance(block, ToolCallBlock):
+                    names[block.data.id] = aliases.outward(block.data.name)
             add("model", _model_parts(message, aliases))
         elif message.role == "tool" and message.result is not None:
             result = message.result

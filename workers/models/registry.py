@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 from collections.abc import Callable
 
 from pydantic import SecretStr
@@ -20,6 +18,7 @@ from broker.services.providers import (
 )
 from common.clouds import ENVIRONMENT, ENVIRONMENT_SETTING
 from common.codec import dumps, sha256_hex
+from common.runtime import imported
 from workers.config import RunConfig
 from workers.models.base import Endpoint, Model, ModelError
 from workers.models.scripted import ScriptedModel
@@ -148,9 +147,7 @@ class ModelRegistry:
         """The model class serving `provider_format`."""
         name, attribute = _MODEL_CLASSES[provider_format]
         if name not in self._classes:
-            # import_module, not a look in sys.modules: while another step's thread imports the module it
-            # is there half-initialized; import_module waits on the module's import lock instead.
-            module = await asyncio.to_thread(importlib.import_module, name)
+            module = await imported(name)
             self._classes[name] = getattr(module, attribute)
         return self._classes[name]
 

@@ -42,7 +42,7 @@ redis.call('DEL', S.inbox)
 for _, raw in ipairs(steering) do
   sb_add(S.meta, -(#raw + SB_ENTRY))
   local input = cjson.decode(raw)
-  sb_append(S, sb_input_message(input.text, input.source))
+  sb_append(S, sb_input_message(input.text, input.source, input.trigger, input.schedule_id))
 end
 redis.call('HSET', S.run, 'state', 'running', 'started', '1')
 sb_hold_step(S, tonumber(A.lease_ms))

@@ -20,6 +20,7 @@
 --                   (retain_session.lua, through the partition's purge index, member `r|<session id>`)
 --!arg settled_ms    settled-call retention ms (0: none): when its settled calls are first trimmed
 --                   (trim_calls.lua, member `c|<session id>`)
+--!arg subject       the operator's id for the session's end user ('' for none)
 --
 -- Returns {'ok', 'created' | 'exists', created_at ms}.
 
@@ -33,6 +34,7 @@ if existing then return sb_reply('exists', tonumber(existing)) end
 redis.call('HSET', S.meta, 'id', A.sid, 'agent_id', A.agent_id, 'agent_version_id', A.version_id,
   'display_name', A.display_name, 'created_by', A.created_by, 'workspace_id', A.workspace_id,
   'created_at', S.now, 'seq', 0, 'policy', A.policy, 'debounce_ms', A.debounce_ms)
+if A.subject ~= '' then redis.call('HSET', S.meta, 'subject', A.subject) end
 redis.call('HSET', K.tokens, A.token_hash, A.token)
 local retention = tonumber(A.retention_ms)
 if retention > 0 then sb_timer(SB_P.purges, S.now + retention, 'r|' .. A.sid) end

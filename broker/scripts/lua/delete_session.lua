@@ -7,6 +7,7 @@
 --
 --!layout lib/run.lua   (run_id is '')
 --!key tokens        the session's tokens
+--!key session_schedules the session's schedules
 --!arg tombstone_ms  how long the record and tokens stay (ms)
 --!arg gone_text     text for run_gone
 --
@@ -21,5 +22,5 @@
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
-sb_delete_session(S, K.tokens, A.tombstone_ms, A.gone_text)
+sb_delete_session(S, K.tokens, K.session_schedules, A.tombstone_ms, A.gone_text)
 return sb_reply()

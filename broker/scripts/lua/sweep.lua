@@ -1,15 +1,15 @@
 -- Reads what is due in one partition's timer indexes, and arms the partition's alarm for what comes
 -- after: the timekeeper that owns the partition runs this when the alarm rings (or when it takes the
 -- partition over), acts on each member returned (expire_call, lapse_client, reclaim_step, dequeue, the
--- purge, claim_work), and sleeps until the time this returns. A member returned here is the keeper's to
--- act on; the alarm is set past it, and the script that acts moves or drops it (every move goes through
--- sb_timer, which rings the alarm again if it comes earlier).
+-- purge, claim_work, fire_schedule), and sleeps until the time this returns. A member returned here is
+-- the keeper's to act on; the alarm is set past it, and the script that acts moves or drops it (every
+-- move goes through sb_timer, which rings the alarm again if it comes earlier).
 --
 -- KEYS: the partition's keys only (lib/partition.lua).
 --!arg batch       the most members returned per index
 --
--- Returns {'ok', next due ms or -1 (nothing set), deadlines, leases, steps, dequeue, purges, claims}: each a
--- list of the due members of that index, oldest first.
+-- Returns {'ok', next due ms or -1 (nothing set), deadlines, leases, steps, dequeue, purges, claims,
+-- schedules}: each a list of the due members of that index, oldest first.
 
 --!include lib/core.lua
 --!include lib/partition.lua
@@ -17,7 +17,8 @@
 local now, batch = sb_now_ms(), tonumber(A.batch)
 local reply = {'ok', -1}
 local next_due = nil
-for _, index in ipairs({SB_P.deadlines, SB_P.leases, SB_P.steps, SB_P.dequeue, SB_P.purges, SB_P.claims}) do
+for _, index in ipairs({SB_P.deadlines, SB_P.leases, SB_P.steps, SB_P.dequeue, SB_P.purges, SB_P.claims,
+  SB_P.schedules}) do
   local due = redis.call('ZRANGE', index, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
   reply[#reply + 1] = due
   local after = redis.call('ZRANGE', index, #due, #due, 'WITHSCORES')

@@ -10,6 +10,7 @@ import json
 import re
 import textwrap
 
+from common.events.catalogue import STREAM_INCLUDES
 from common.events.generate.shapes import (
     Catalogue,
     Choice,
@@ -171,4 +172,7 @@ def render(catalogue: Catalogue) -> str:
         parts.append(writer.alias(_ALIASES[name], alias.doc, members))
     parts.append(writer.alias("StreamEvent", aliases["AnyEvent"].doc, ["SessionEvent", "ExtensionEvent"]))
     parts.append(_TAIL)
+    include = [json.dumps(word) for word in STREAM_INCLUDES]
+    doc = "What the stream asks for beyond the default view (`?include=`)."
+    parts.append(writer.alias("StreamInclude", doc, include))
     return "\n".join(parts)

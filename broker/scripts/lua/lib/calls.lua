@@ -7,13 +7,15 @@
 -- The active run (hash S.run) holds: run_id, step, attempt, state (queued | running | waiting | ending),
 -- pending (calls of the step not yet settled), cancel, started, created_at, lease_until, reclaims, scoped
 -- (ids of its run-scoped registrations, space separated). Waiting input (list S.queue) holds JSON entries
--- {run_id, input_id, text, source, at, scoped}, each marked in S.meta under SB_QUEUED and its run id.
+-- {run_id, input_id, text, source, at, scoped, trigger?, schedule_id?}, each marked in S.meta under SB_QUEUED and its run id.
 
 local SB_QUEUED = 'queued:'
 
--- The `message_user` of input: its text as one text block.
-local function sb_input_message(text, source)
-  return sb_ev_message_user(sb_rec_message_body('user', '[' .. sb_rec_text_block(text) .. ']'), source)
+-- The `message_user` of input: its text as one text block; `trigger` and `schedule_id` (nil for none)
+-- say a schedule posted it.
+local function sb_input_message(text, source, trigger, schedule_id)
+  return sb_ev_message_user(sb_rec_message_body('user', '[' .. sb_rec_text_block(text) .. ']'), source, trigger,
+    schedule_id)
 end
 
 -- The error `tool_result` of a call that gets no answer: `text` says why.
@@ -141,7 +143,7 @@ local function sb_start_next(S)
     local raw = redis.call('LPOP', S.queue)
     local entry = cjson.decode(raw)
     sb_dequeued(S, raw, entry)
-    sb_append(S, sb_input_message(entry.text, entry.source))
+    sb_append(S, sb_input_message(entry.text, entry.source, entry.trigger, entry.schedule_id))
     sb_start_run(S, entry.run_id, entry.scoped)
     return
   end
@@ -156,14 +158,14 @@ local function sb_start_next(S)
     if policy == 'merge' then
       texts[#texts + 1] = entry.text
     else
-      sb_append(S, sb_input_message(entry.text, entry.source))
+      sb_append(S, sb_input_message(entry.text, entry.source, entry.trigger, entry.schedule_id))
     end
     sb_append(S, sb_ev_run_cancelled(entry.run_id))
     sb_count('runs_ended:run_cancelled')
     sb_release_scoped(S, entry.scoped)
   end
   texts[#texts + 1] = last.text
-  sb_append(S, sb_input_message(table.concat(texts, '\n\n'), last.source))
+  sb_append(S, sb_input_message(table.concat(texts, '\n\n'), last.source, last.trigger, last.schedule_id))
   sb_start_run(S, last.run_id, last.scoped)
 end
 

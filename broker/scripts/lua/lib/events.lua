@@ -73,9 +73,11 @@ local function sb_ev_session_created(agent_id, agent_version_id)
     .. sb_str(agent_version_id) .. '}'
 end
 
--- sb_ev_message_user(message, source)
-local function sb_ev_message_user(message, source)
-  return '{"type":"message_user","message":' .. message .. ',"source":"' .. source .. '"}'
+-- sb_ev_message_user(message, source, trigger?, schedule_id?)
+local function sb_ev_message_user(message, source, trigger, schedule_id)
+  return '{"type":"message_user","message":' .. message .. ',"source":"' .. source .. '"'
+    .. (trigger ~= nil and (',"trigger":"' .. trigger .. '"') or '')
+    .. (schedule_id ~= nil and (',"schedule_id":' .. sb_str(schedule_id)) or '') .. '}'
 end
 
 -- sb_ev_message_assistant(message)
@@ -216,4 +218,10 @@ end
 
 -- The notable types (the catalogue's `notice`): appending one leaves a notice for the workers
 -- (lib/core.lua sb_append).
-SB_NOTICE.types = {approval_requested = true, run_cancelled = true, run_completed = true, run_failed = true}
+SB_NOTICE.types = {
+  approval_requested = true,
+  approval_resolved = true,
+  run_cancelled = true,
+  run_completed = true,
+  run_failed = true,
+}

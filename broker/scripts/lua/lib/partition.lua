@@ -11,6 +11,7 @@
 --!key dequeue    timers of debounced input
 --!key purges     timers of deleted sessions' keys
 --!key claims     timers of claimed work
+--!key schedules  schedules by next fire time (members `<sid>:<schedule id>`)
 --!key work      the partition's work (stream, group `workers`)
 --!key alarm     the earliest due time the timekeeper was told of (string), and its channel
 --!key stats     the partition's figures (hash)

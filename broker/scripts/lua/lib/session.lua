@@ -6,7 +6,8 @@
 -- then `deleted` goes out on the channel, the session leaves its partition's indexes, and the log and
 -- state go. The record and `tokens` stay as a tombstone for `tombstone_ms`; per-client keys are purged
 -- by the timekeeper (purge index), which also takes the session out of the workspace's indexes.
-local function sb_delete_session(S, tokens, tombstone_ms, gone_text)
+-- Its schedules (hash `schedules`) leave the partition's schedule index with it.
+local function sb_delete_session(S, tokens, schedules, tombstone_ms, gone_text)
   -- Nothing may start once the session is going: the queue is taken before the active run ends.
   local queued = redis.call('LRANGE', S.queue, 0, -1)
   redis.call('DEL', S.queue)
@@ -20,10 +21,11 @@ local function sb_delete_session(S, tokens, tombstone_ms, gone_text)
   for i = 2, #names, 2 do redis.call('ZREM', SB_P.leases, S.sid .. ':' .. names[i]) end
   redis.call('ZREM', SB_P.dequeue, S.sid)
   redis.call('ZREM', SB_P.purges, 'r|' .. S.sid, 'c|' .. S.sid)
+  for _, id in ipairs(redis.call('HKEYS', schedules)) do redis.call('ZREM', SB_P.schedules, S.sid .. ':' .. id) end
   sb_publish(S.channel, 'deleted')
   redis.call('HSET', S.meta, 'deleted', '1')
   sb_timer(SB_P.purges, S.now, S.sid)
-  redis.call('UNLINK', S.events, S.names, S.calls, S.owed, S.run, S.inbox)
+  redis.call('UNLINK', S.events, S.names, S.calls, S.owed, S.run, S.inbox, schedules)
   redis.call('PEXPIRE', S.meta, tombstone_ms)
   redis.call('PEXPIRE', tokens, tombstone_ms)
 end

@@ -1,0 +1,30 @@
+"""The inbox: what waits on a person or a client across the workspace (an extension of Switchboard's)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+
+class InboxItemBody(BaseModel):
+    kind: Literal["approval", "call", "input"] = Field(
+        description="`approval`: a call waiting for a decision; `call`: a client call waiting for its client to "
+        "come back; `input`: an input request"
+    )
+    session_id: UUID
+    run_id: UUID | None
+    call_id: str
+    tool: str = Field(description="The tool's own name (as its client or server declares it)")
+    client_name: str | None = Field(description="The client a waiting call is for; null for the other kinds")
+    since: datetime = Field(description="When the wait began")
+    deadline: datetime | None = Field(description="When the wait ends by itself; null when it waits for ever")
+    subject: str | None = Field(description="The session's `subject`, when it was created with one")
+    agent_id: UUID
+
+
+class InboxPageBody(BaseModel):
+    items: list[InboxItemBody]
+    next_cursor: str | None = Field(description="Pass as `after` for the next page; null on the last page")

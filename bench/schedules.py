@@ -1,0 +1,112 @@
+"""Schedules due in the same minute: `count` `at` schedules, one a session, their due times spread evenly
+over `window_s` (a minute; a few seconds at smoke size). Each firing posts its text as its session's input
+and starts a run, which the worker then runs as any other; its lateness is the `message_user` event's time
+minus its due time. (One a session: input that steers a session's active run joins its log only when the
+run's next step begins, which would time the steps, not the firing.) Target: p99 under 1 s with 10,000
+due in one minute, on one worker. No baseline: nothing else in the deployment posts input on a timer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from bench.harness import Cluster, Figure, Size, cluster, created_at_s, figure, scripted_agent, summary
+from bench.http import RawHttp
+
+PER_SESSION = 1
+# Requests in flight while the schedules are made.
+_AT_ONCE = 100
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+async def _log(http: RawHttp, session_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    query = "?order=asc&limit=200"
+    while True:
+        status, content = await http.request("GET", f"/v1/sessions/{session_id}/events{query}")
+        if status != 200:
+            raise RuntimeError(f"reading the log of {session_id}: {status} {content[:200]!r}")
+        page = json.loads(content)
+        found += page["items"]
+        if page["next_cursor"] is None:
+            return found
+        query = f"?order=asc&limit=200&after_seq={page['next_cursor']}"
+
+
+async def _measure(running: Cluster, count: int, window_s: float) -> tuple[list[float], float]:
+    """Each firing's lateness (ms), and how many schedules were made a second."""
+    limit = asyncio.Semaphore(_AT_ONCE)
+    http = RawHttp(running.url, running.key)
+
+    async def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with limit:
+            status, content = await http.request("POST", path, body)
+        if status != 201:
+            raise RuntimeError(f"POST {path}: {status} {content[:200]!r}")
+        answer: dict[str, Any] = json.loads(content)
+        return answer
+
+    try:
+        async with running.client() as admin:
+            agent_id = await scripted_agent(admin)
+        started = time.monotonic()
+        sessions = [
+            s["id"]
+            for s in await asyncio.gather(
+                *(post("/v1/sessions", {"agent_id": agent_id}) for _ in range(-(-count // PER_SESSION)))
+            )
+        ]
+        # Each schedule is due once every one is made: as long again as the sessions took a piece, twice over.
+        per_post_s = (time.monotonic() - started) / len(sessions)
+        first_s = round(time.time() + 3 + 2 * per_post_s * count)
+        due = {f"tick {n}": first_s + window_s * n / count for n in range(count)}
+        started = time.monotonic()
+        await asyncio.gather(
+            *(
+                post(
+                    f"/v1/sessions/{sessions[n // PER_SESSION]}/schedules",
+                    {"at": _iso(due[f"tick {n}"]), "text": f"tick {n}"},
+                )
+                for n in range(count)
+            )
+        )
+        rate = count / (time.monotonic() - started)
+        if time.time() >= first_s:
+            raise RuntimeError(f"making {count} schedules took past their due time")
+        await asyncio.sleep(first_s + window_s - time.time() + 5)
+
+        async def fired(session_id: str) -> list[float]:
+            async with limit:
+                log = await _log(http, session_id)
+            return [
+                (created_at_s(e) - due[e["message"]["content"][0]["data"]["text"]]) * 1000
+                for e in log
+                if e["type"] == "message_user" and e.get("trigger") == "schedule"
+            ]
+
+        late = [ms for found in await asyncio.gather(*(fired(s) for s in sessions)) for ms in found]
+    finally:
+        http.close()
+    if len(late) != count:
+        raise RuntimeError(f"{len(late)} of {count} schedules fired within the wait")
+    return late, rate
+
+
+def run(size: Size) -> list[Figure]:
+    count, window_s = size.pick(smoke=(200, 2.0), quick=(10_000, 60.0), full=(10_000, 60.0))
+    with cluster() as running:
+        late, rate = asyncio.run(_measure(running, count, window_s))
+    found = summary(late)
+    shape = f"{count:,} schedules due over {window_s:g} s, one a session"
+    return [
+        figure("schedules", "firing lateness p50", found["p50"], "ms", note=shape),
+        figure("schedules", "firing lateness p99", found["p99"], "ms", target="value < 1000", note=shape),
+        figure("schedules", "firing lateness max", found["max"], "ms"),
+        figure("schedules", "schedules made a second", rate, "/s", note="POST .../schedules, 100 in flight"),
+    ]

@@ -1,0 +1,110 @@
+"""What a session's notices do to the inbox: `change` maps one notice to an item opened, one closed, or
+nothing; `inbox_consumer` applies it (the notice workers hand each notice to their consumers).
+
+A notice may be handed twice or after a later one of the same call: `Inbox.open` and `Inbox.close` apply it
+only when it is newer, by seq, than the last one applied to that call."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from broker.services.inbox import Inbox, Item
+from common.codec import now_ms, rfc3339_ms
+from common.events.catalogue import (
+    ApprovalRequested,
+    ApprovalResolved,
+    ClientToolDispatched,
+    ClientToolFailed,
+    ToolResult,
+)
+from workers.notices import Notice
+
+# The event types the inbox reads: those that open an item and those that end what it waits for.
+# TODO(issue 37 item 2, at merge): add "client_tool_waiting" once the catalogue declares it (see `change`).
+INBOX_EVENT_TYPES = frozenset(
+    {"approval_requested", "approval_resolved", "client_tool_dispatched", "tool_result", "client_tool_failed"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    item: Item
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    session_id: str
+    call_id: str
+
+
+def change(notice: Notice) -> Open | Close | None:
+    """What `notice` does to the inbox. A call's dispatch (again, to a client that came back), its result
+    and its failure each end whatever waited on it: an approval, or a call waiting for its client."""
+    event = notice.event
+    if isinstance(event, ApprovalRequested):
+        return Open(
+            Item(
+                kind="approval",
+                session_id=notice.session_id,
+                run_id=notice.run_id,
+                call_id=event.call_id,
+                tool=event.tool,
+                client_name=None,
+                since=_since(event.created_at),
+                deadline=None,
+                subject=notice.subject,
+                agent_id=notice.agent_id,
+            )
+        )
+    # TODO(issue 37 item 2, at merge): `ClientToolWaiting` is not in this branch's catalogue; once it is,
+    # add here `if isinstance(event, ClientToolWaiting): return waiting_call(notice, event.call_id,
+    # event.tool, event.client_name, <since ms>, <deadline ms or None>)`, and its type to INBOX_EVENT_TYPES.
+    if isinstance(event, ApprovalResolved | ClientToolDispatched | ClientToolFailed | ToolResult):
+        return Close(notice.session_id, event.call_id)
+    return None
+
+
+def waiting_call(notice: Notice, call_id: str, tool: str, client_name: str, since: int, deadline: int | None) -> Open:
+    """The item of a call waiting for its client (`client_tool_waiting`): `since` when the wait began and
+    `deadline` (ms) when it fails with client_gone."""
+    return Open(
+        Item(
+            kind="call",
+            session_id=notice.session_id,
+            run_id=notice.run_id,
+            call_id=call_id,
+            tool=tool,
+            client_name=client_name,
+            since=since,
+            deadline=deadline,
+            subject=notice.subject,
+            agent_id=notice.agent_id,
+        )
+    )
+
+
+def _since(created_at: str) -> int:
+    # An event read from the log always carries when it was appended; a live frame (none) is now.
+    if not created_at:
+        return now_ms()
+    return rfc3339_ms(created_at)
+
+
+async def apply(inbox: Inbox, notice: Notice) -> str | None:
+    """Apply one notice: the inbox's outcome ('applied', 'stale', 'gone'), or None when it changes nothing."""
+    step = change(notice)
+    if isinstance(step, Open):
+        return await inbox.open(step.item, seq=notice.seq)
+    if isinstance(step, Close):
+        return await inbox.close(step.session_id, step.call_id, seq=notice.seq)
+    return None
+
+
+def inbox_consumer(inbox: Inbox) -> Callable[[Notice], Awaitable[None]]:
+    """The inbox's notice consumer (`async def on_notice(notice) -> None`), for the notice workers' list."""
+
+    async def on_notice(notice: Notice) -> None:
+        await apply(inbox, notice)
+
+    return on_notice

@@ -1,0 +1,24 @@
+"""What an MCP call gives a run: result blocks in the event form and whether it is an error (results.py
+maps a server's answer to it; a failure to reach one is `failed`). Apart from results.py because that
+imports the `mcp` package, which a worker loads only once it connects to a server (hub.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.events.build import MAX_RESULT_CHARS, Block, text_block
+
+
+@dataclass(frozen=True, slots=True)
+class Mapped:
+    blocks: list[Block]
+    is_error: bool
+
+    def text(self) -> str:
+        """The text blocks, one after another (what a text-only reader is given)."""
+        return "\n".join(b["data"]["text"] for b in self.blocks if b["type"] == "text")
+
+
+def failed(text: str) -> Mapped:
+    """An error result saying `text` (cut to a result's length)."""
+    return Mapped([text_block(text[:MAX_RESULT_CHARS])], True)
