@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
@@ -9,6 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.schemas.common import JsonBool, Strict
+from api.schemas.providers import BASE_URL
 from common.addresses import split_base_url
 from common.errors import InvalidRequest
 from common.webhooks import WEBHOOK_TYPES
@@ -18,8 +20,17 @@ MAX_URL = 2_048
 MAX_DESCRIPTION = 500
 MAX_SUBJECT = 200
 
-WebhookUrl = Annotated[str, Field(min_length=1, max_length=MAX_URL)]
-WebhookEvents = Annotated[list[str], Field(min_length=1, max_length=len(WEBHOOK_TYPES))]
+_URL = re.compile(BASE_URL)
+WebhookUrl = Annotated[str, Field(min_length=1, max_length=MAX_URL, json_schema_extra={"pattern": BASE_URL})]
+# The types are checked by `_events`, which names an unknown one; the document lists them.
+WebhookEvents = Annotated[
+    list[str],
+    Field(
+        min_length=1,
+        max_length=len(WEBHOOK_TYPES),
+        json_schema_extra={"items": {"type": "string", "enum": list(WEBHOOK_TYPES)}},
+    ),
+]
 Subject = Annotated[str, Field(min_length=1, max_length=MAX_SUBJECT)]
 Description = Annotated[str, Field(max_length=MAX_DESCRIPTION)]
 
@@ -31,6 +42,11 @@ def _url(value: str) -> str:
         split_base_url(value, "url")
     except InvalidRequest as error:
         raise ValueError(error.message.removeprefix("url: ")) from None
+    if _URL.match(value) is None:
+        raise ValueError(
+            "must be an http or https URL: a host (a name or a bracketed IPv6 address), then an optional port"
+            " and path, such as https://hooks.example.com/switchboard"
+        )
     return value
 
 
