@@ -14,7 +14,7 @@ from broker import Broker
 from broker.services.notices import NoticeReader
 from broker.services.work import Entry
 from common.events.catalogue import AnyEvent, ApprovalRequested, RunCancelled, RunCompleted, RunFailed
-from common.events.read import decode
+from common.events.read import decode_known
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +49,14 @@ class Notices:
         await self._broker.work.done(entry.partition, entry.entry_id)
 
     async def read(self, session_id: str, seq: int) -> Notice | None:
-        """The notice of the event at `seq`; None when the session or the event is gone."""
+        """The notice of the event at `seq`; None when the session or the event is gone, or no declaration
+        reads it (an event of a newer release, during a rolling update: passed over, logged)."""
         source = await self._reader.read(session_id, seq)
         if source is None:
             return None
-        event = decode(source.raw)
+        event = decode_known(source.raw)
+        if event is None:
+            return None
         run_id: str | None
         if isinstance(event, RunCompleted | RunFailed | RunCancelled):
             run_id = event.run_id
