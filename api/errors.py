@@ -97,8 +97,9 @@ def _field(location: Sequence[Any]) -> str:
             path += f"[{part}]"
         elif part in ("body", "query", "path", "header") and not path:
             continue
-        # Validator names and union tags in the path say nothing to the caller.
-        elif not str(part).startswith(("function-", "tagged-union")):
+        # Validator names and union tags in the path say nothing to the caller (`form-`: the tags of a
+        # field that takes one of two JSON forms, api/schemas/agents.py PolicyValue).
+        elif not str(part).startswith(("function-", "tagged-union", "form-")):
             path += f".{part}" if path else str(part)
     return path or "body"
 

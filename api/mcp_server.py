@@ -33,7 +33,7 @@ from broker.services.runs import client_tools, parse_client_tool
 from common.events.catalogue import ClientToolProgress, ImageBlock, TextBlock, TextData, ToolResult
 from common.events.marks import is_logged
 from common.events.read import decode_known
-from common.policies import client_policy, denied_text
+from common.policies import client_rule, denied_text
 from common.schema.checks import Unchecked
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,8 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
         policies = await state.broker.policies.client_policies(session_id)
     except NotFound as gone:
         return _error(f"{name} cannot be called: the session's agent version cannot be read ({gone.message})")
-    policy = client_policy(policies, name, tool.get("annotations"))
+    rule = client_rule(policies, name, tool.get("annotations"))
+    policy = rule.policy
     if policy == "deny":
         return _error(denied_text(name))
     try:
@@ -141,6 +142,8 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
                 name=name,
                 timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
                 heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
+                on_leave=str(tool.get("on_leave") or ""),
+                approval_timeout_ms=(rule.approval_timeout_s or 0) * 1000,
             )
         except SwitchboardError as refused:
             return _error(refused.message)

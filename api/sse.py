@@ -19,7 +19,15 @@ from api.connection import chunk, chunk_writer
 from api.state import AppState
 from broker.services.live import Published, Signal, Subscription
 from common.events.build import without_images
-from common.events.marks import event_seq, extra_shown, has_images, is_logged, is_progress, is_timing
+from common.events.marks import (
+    event_seq,
+    extra_shown,
+    has_images,
+    is_extension,
+    is_logged,
+    is_progress,
+    is_timing,
+)
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # A reader that does not read holds at most one chunk waiting to be written, plus one page of the log
@@ -167,9 +175,12 @@ def _frame(seq: int, data: bytes, include: frozenset[str]) -> bytes:
 
 
 def shown(data: bytes, include: frozenset[str]) -> bool:
-    """Whether a logged event goes to a reader: timing and progress events only to those that asked."""
+    """Whether a logged event goes to a reader: timing, progress and extension events only to those that
+    asked."""
     if is_timing(data):
         return "timing" in include
+    if is_extension(data):
+        return "extensions" in include
     return "progress" in include or not is_progress(data)
 
 

@@ -74,7 +74,13 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | `bytes`, `rc` `rp` `ra` `rl` (receipts |
 |                                       |        |                          | by window): the session's storage      |
 |                                       |        |                          | (lib/core.lua sb_room),                |
-|                                       |        |                          | `queued:<run id>` per waiting input    |
+|                                       |        |                          | `queued:<run id>` per waiting input,   |
+|                                       |        |                          | `waiting:<client name>`: the calls     |
+|                                       |        |                          | waiting for a registration of that name|
+|                                       |        |                          | (JSON array of call ids; on_leave wait:|
+|                                       |        |                          | lib/calls.lua sb_park); a field, not a |
+|                                       |        |                          | key, so every script that may settle a |
+|                                       |        |                          | call (each holds meta) drops it there, |
 |                                       |        |                          | `subject` when created with one        |
 | `sb:{T}:s:<S>:events`                 | stream | none                     | the event log, ids `<seq>-0`           |
 | `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> {id, expires}            |
@@ -95,7 +101,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:s:<S>:schedules`              | hash   | none (deleted with the   | schedule id -> its record (JSON):      |
 |                                       |        | session)                 | create_schedule.lua, fire_schedule.lua |
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
-|                                       |        |                          | ack, result, server call lease         |
+|                                       |        |                          | ack, result, server call lease, the end|
+|                                       |        |                          | of a wait for the call's client, an    |
+|                                       |        |                          | approval's approval_timeout_s          |
 | `sb:{T}:leases`                       | zset   | none                     | `<sid>:<cid>` due no later than the    |
 |                                       |        |                          | registration's expiry                  |
 | `sb:{T}:steps`                        | zset   | none                     | `<sid>` by its running step's lease    |

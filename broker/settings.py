@@ -15,6 +15,10 @@ from pydantic_settings import BaseSettings
 
 from common.settings import SETTINGS_CONFIG, Seconds
 
+# The longest SWITCHBOARD_MAX_WAIT_S may be (a year): the bound the request schemas state; the setting
+# itself is what a request is held to (api/schemas/waits.py).
+MAX_WAIT_CEILING_S = 31_536_000
+
 
 class BrokerSettings(BaseSettings):
     """What the broker reads: every process that opens one has these (`Core.settings`)."""
@@ -41,6 +45,9 @@ class BrokerSettings(BaseSettings):
     # counts toward this; a write that would pass it is refused (409), a run whose own output would
     # ends with run_failed (0: no bound). One session token must not be able to fill Redis.
     max_session_bytes: int = Field(default=67_108_864, ge=0)
+    # The longest a tool call or an approval may wait: a client tool's timeout_s and heartbeat_s, an MCP
+    # grant's timeout_s, a policy's approval_timeout_s (docs/parked-work.md). Past it a request is 400.
+    max_wait_s: int = Field(default=2_592_000, ge=1, le=MAX_WAIT_CEILING_S)
     step_lease_s: Seconds = 10.0
     server_call_lease_s: Seconds = 6.0
     # A call handed to a pool member that has not acked it within this long goes to another member.

@@ -13,6 +13,10 @@ Routed = list[tuple[PlannedCall, Route]]
 MCP_TOOL_PREFIX = "mcp__"
 
 
+def _ms(seconds: int | None) -> int:
+    return (seconds or 0) * 1000
+
+
 class Catalog:
     def __init__(
         self,
@@ -50,30 +54,38 @@ class Catalog:
             if server_tool is None:
                 raise ModelError(f"the agent offers the server tool {name!r}, which this deployment does not have")
             specs[name] = ToolSpec(name, server_tool.description, server_tool.schema())
-            routes[name] = Route("server", name, config.server_policy(name), server="builtin")
+            rule = config.server_rule(name)
+            routes[name] = Route(
+                "server", name, rule.policy, server="builtin", approval_timeout_ms=_ms(rule.approval_timeout_s)
+            )
         for grant in config.mcp:
             for mcp_tool in (mcp_tools or {}).get(grant.name, ()):
                 visible = f"{MCP_TOOL_PREFIX}{grant.name}__{mcp_tool.name}"
                 specs[visible] = ToolSpec(visible, mcp_tool.description, mcp_tool.parameters)
+                rule = grant.rule(mcp_tool.name)
                 routes[visible] = Route(
                     "server",
                     mcp_tool.name,
-                    grant.policy(mcp_tool.name),
+                    rule.policy,
+                    approval_timeout_ms=_ms(rule.approval_timeout_s),
                     server=grant.name,
                     source=f"mcp:{grant.name}",
                     schema=mcp_tool.parameters,
                 )
         for visible, (client, tool) in client_tools(offered).items():
             specs[visible] = ToolSpec(visible, tool.get("description", ""), tool["parameters"])
+            rule = config.client_rule(visible, tool.get("annotations"))
             routes[visible] = Route(
                 "client",
                 tool["name"],
-                config.client_policy(visible, tool.get("annotations")),
+                rule.policy,
+                approval_timeout_ms=_ms(rule.approval_timeout_s),
                 client_name="" if client.scoped else client.name,
                 client_id=client.client_id,
                 server=f"client:{client.name}",
                 timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
                 heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
+                on_leave=str(tool.get("on_leave") or ""),
             )
         registered = {c.name: c.client_id for c in offered if not c.scoped}
         return cls(specs, routes, registered, checks)

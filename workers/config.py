@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.services.providers import ProviderFormat
-from common.policies import Policy, client_policy, match_policy
+from common.policies import Policy, Rule, client_rule, match_rule, rule_of
 
 DEFAULT_MAX_STEPS = 25
 DEFAULT_MCP_TIMEOUT_S = 60.0
@@ -19,21 +19,29 @@ class McpGrant:
     name: str
     url: str
     default_policy: Policy
-    policies: dict[str, Policy] = field(default_factory=dict)
+    policies: dict[str, Rule] = field(default_factory=dict)
     timeout_s: float = DEFAULT_MCP_TIMEOUT_S
     headers: dict[str, str] = field(default_factory=dict, repr=False)
+    # The default policy's approval deadline, when it is given as an object (None: an approval waits for ever).
+    default_approval_timeout_s: int | None = None
+
+    def rule(self, tool: str) -> Rule:
+        """By the MCP tool's own name: the grant's entry for it, else its default."""
+        return self.policies.get(tool) or Rule(self.default_policy, self.default_approval_timeout_s)
 
     def policy(self, tool: str) -> Policy:
-        """By the MCP tool's own name: the grant's entry for it, else its default."""
-        return self.policies.get(tool, self.default_policy)
+        return self.rule(tool).policy
 
     @classmethod
     def of(cls, grant: dict[str, Any], secrets: dict[str, Any]) -> McpGrant:
+        default = rule_of(grant["default_policy"])
         return cls(
             name=grant["name"],
             url=grant["url"],
-            default_policy=grant["default_policy"],
-            policies={rule["name"]: rule["policy"] for rule in grant.get("tools") or ()},
+            default_policy=default.policy,
+            default_approval_timeout_s=default.approval_timeout_s,
+            # A tool entry's approval_timeout_s sits beside its policy: the entry is the object form.
+            policies={rule["name"]: rule_of(rule) for rule in grant.get("tools") or ()},
             timeout_s=float(grant.get("timeout_s") or DEFAULT_MCP_TIMEOUT_S),
             headers=dict((secrets.get(grant["name"]) or {}).get("headers") or {}),
         )
@@ -52,8 +60,9 @@ class RunConfig:
     tool_choice: str | None = None
     max_steps: int = DEFAULT_MAX_STEPS
     server_tools: tuple[str, ...] = ()
-    client_policies: dict[str, Policy] = field(default_factory=dict)
-    server_policies: dict[str, Policy] = field(default_factory=dict)
+    # Each entry a policy's name or its object form (common/policies.py rule_of).
+    client_policies: dict[str, Any] = field(default_factory=dict)
+    server_policies: dict[str, Any] = field(default_factory=dict)
     mcp: tuple[McpGrant, ...] = ()
 
     @classmethod
@@ -80,9 +89,15 @@ class RunConfig:
     def grant(self, name: str) -> McpGrant | None:
         return next((grant for grant in self.mcp if grant.name == name), None)
 
-    def client_policy(self, name: str, annotations: dict[str, Any] | None = None) -> Policy:
+    def client_rule(self, name: str, annotations: dict[str, Any] | None = None) -> Rule:
         """By the model-visible name (common/policies.py, the rules the session MCP endpoint applies too)."""
-        return client_policy(self.client_policies, name, annotations)
+        return client_rule(self.client_policies, name, annotations)
+
+    def client_policy(self, name: str, annotations: dict[str, Any] | None = None) -> Policy:
+        return self.client_rule(name, annotations).policy
+
+    def server_rule(self, name: str) -> Rule:
+        return match_rule(self.server_policies, name)
 
     def server_policy(self, name: str) -> Policy:
-        return match_policy(self.server_policies, name)
+        return self.server_rule(name).policy

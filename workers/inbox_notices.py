@@ -16,14 +16,21 @@ from common.events.catalogue import (
     ApprovalResolved,
     ClientToolDispatched,
     ClientToolFailed,
+    ClientToolWaiting,
     ToolResult,
 )
 from workers.notices import Notice
 
 # The event types the inbox reads: those that open an item and those that end what it waits for.
-# TODO(issue 37 item 2, at merge): add "client_tool_waiting" once the catalogue declares it (see `change`).
 INBOX_EVENT_TYPES = frozenset(
-    {"approval_requested", "approval_resolved", "client_tool_dispatched", "tool_result", "client_tool_failed"}
+    {
+        "approval_requested",
+        "approval_resolved",
+        "client_tool_waiting",
+        "client_tool_dispatched",
+        "tool_result",
+        "client_tool_failed",
+    }
 )
 
 
@@ -57,9 +64,9 @@ def change(notice: Notice) -> Open | Close | None:
                 agent_id=notice.agent_id,
             )
         )
-    # TODO(issue 37 item 2, at merge): `ClientToolWaiting` is not in this branch's catalogue; once it is,
-    # add here `if isinstance(event, ClientToolWaiting): return waiting_call(notice, event.call_id,
-    # event.tool, event.client_name, <since ms>, <deadline ms or None>)`, and its type to INBOX_EVENT_TYPES.
+    if isinstance(event, ClientToolWaiting):
+        since, deadline = rfc3339_ms(event.since), rfc3339_ms(event.deadline)
+        return waiting_call(notice, event.call_id, event.tool, event.client_name, since, deadline)
     if isinstance(event, ApprovalResolved | ClientToolDispatched | ClientToolFailed | ToolResult):
         return Close(notice.session_id, event.call_id)
     return None

@@ -260,7 +260,13 @@ class RunView:
 
     def _dispatched(self, event: ClientToolDispatched) -> None:
         call_id = event.call_id
-        if event.from_ is UNSET and call_id in self._calls and event.client_id == self.frontend:
+        # A call that waited for its client (on_leave: wait) is dispatched again under its id: owed once.
+        if (
+            event.from_ is UNSET
+            and call_id in self._calls
+            and event.client_id == self.frontend
+            and call_id not in self._frontend_calls
+        ):
             self._frontend_calls.add(call_id)
             self._owed.append(call_id)
 

@@ -20,6 +20,7 @@ from api.schemas.agents import (
     PutAgentSecurityBody,
 )
 from api.schemas.common import ErrorBody
+from api.schemas.waits import check_version
 from api.state import State
 from broker.errors import Conflict, NotFound
 from broker.services.credentials import Permission
@@ -98,6 +99,7 @@ async def publish_version(
     caller.require(Permission.AGENT_PUBLISH)
     canonical = canonical_id(agent_id, "agent")
     await state.broker.agents.get(canonical)
+    check_version(body, state.broker.settings.max_wait_s)
     await _check_model(state, body)
     for i, grant in enumerate(body.mcp or []):
         await state.broker.providers.addresses.check_base_url(grant.url, f"mcp[{i}].url", "an MCP server")

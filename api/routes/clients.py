@@ -27,6 +27,7 @@ from api.schemas.clients import (
 from api.schemas.common import ErrorBody, moment, optional_moment
 from api.schemas.events import SessionEvent
 from api.schemas.session_events import ClientToolProgress
+from api.schemas.waits import check_tools
 from api.sse import EventStreamResponse, open_stream
 from api.state import State
 from broker.services.pools import MAX_PREFETCH
@@ -65,6 +66,7 @@ async def register_client(
     canonical: ManagedSession, body: RegisterClientBody, request: Request, caller: Authenticated, state: State
 ) -> Response:
     """Register a client; a name in use among active clients gets the smallest free `-2`, `-3`, ..."""
+    check_tools("tools", body.tools, state.broker.settings.max_wait_s)
     ttl_s = body.lifetime.data.seconds if isinstance(body.lifetime, TtlLifetime) else None
     # The Idempotency-Key's receipt is read and kept by the registering script itself, as the hot routes'
     # are: one step, so a repeated key never registers twice and never waits for another attempt.
@@ -93,6 +95,7 @@ async def replace_tools(
     session_id: str, client_id: str, canonical: ManagedSession, body: UpdateClientToolsBody, state: State
 ) -> Response:
     """Replace the whole tool set; answers with the `client_tools_updated` event."""
+    check_tools("tools", body.tools, state.broker.settings.max_wait_s)
     event = await state.broker.clients.update_tools(canonical, canonical_id(client_id, "client"), _tools(body.tools))
     return respond(200, event)
 

@@ -12,6 +12,7 @@ from api.keyed import respond
 from api.schemas.common import DEFAULT_LIMIT, MAX_LIMIT, ErrorBody, Order
 from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
+from api.schemas.waits import check_tools
 from api.sse import EventStreamResponse, LiveCursor, as_seen, event_stream, open_stream, shown
 from api.state import State
 from broker.errors import Forbidden
@@ -34,7 +35,7 @@ async def post_input(
     if body.source == "external" and caller.kind != "api_key":
         raise Forbidden("source: 'external' marks input posted with an API key on behalf of a user")
     broker = state.broker
-
+    check_tools("client_tools", body.client_tools, broker.settings.max_wait_s)
     tools = [tool.model_dump(exclude_none=True) for tool in body.client_tools] if body.client_tools else None
 
     # The Idempotency-Key's receipt is read and kept by the input's own script, in the same step.
@@ -60,7 +61,8 @@ def _include_query(names: tuple[str, ...], description: str) -> Any:
 
 _INCLUDE_TEXT = (
     "Extensions, comma separated: `timing` (per step and per run timing as `custom` events), `progress` "
-    "(`client_tool_progress` events), `images` (image blocks of results, otherwise a text block naming each)"
+    "(`client_tool_progress` events), `images` (image blocks of results, otherwise a text block naming each), "
+    "`extensions` (events of Switchboard's own the Subako SDK does not know: `client_tool_waiting`)"
 )
 LOG_INCLUDE = _include_query(LOG_INCLUDES, _INCLUDE_TEXT)
 STREAM_INCLUDE = _include_query(

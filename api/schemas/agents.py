@@ -7,11 +7,12 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from api.schemas.common import JSON_NUMBER, Strict, last_of_each_name
 from api.schemas.providers import BaseUrl
 from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID
+from broker.settings import MAX_WAIT_CEILING_S
 from common.policies import Policy
 
 # Far past any model's, and within what every JSON reader holds exactly.
@@ -49,9 +50,53 @@ class CreateAgentBody(Strict):
     name: Annotated[str, Field(max_length=200, min_length=1)]
 
 
+ApprovalTimeout = Annotated[
+    Annotated[int, Field(ge=1, le=MAX_WAIT_CEILING_S), JSON_NUMBER] | None,
+    Field(
+        description="An extension: an approval nobody decides within this many seconds resolves as a deny "
+        "(reason `timeout`); only with require_approval; at most SWITCHBOARD_MAX_WAIT_S (absent: it waits for ever)"
+    ),
+]
+
+
+def _timeout_needs_approval(policy: Policy, timeout: int | None) -> None:
+    if timeout is not None and policy != "require_approval":
+        raise ValueError(f"approval_timeout_s: only with the policy require_approval, not {policy}")
+
+
+class PolicyBody(Strict):
+    """An extension: a policy as an object, so an approval can be given a deadline."""
+
+    policy: Policy
+    approval_timeout_s: ApprovalTimeout = None
+
+    @model_validator(mode="after")
+    def _with_approval(self) -> PolicyBody:
+        _timeout_needs_approval(self.policy, self.approval_timeout_s)
+        return self
+
+
+def _policy_form(value: Any) -> str:
+    return "form-object" if isinstance(value, dict | PolicyBody) else "form-name"
+
+
+# A policy's name, or (an extension) `{"policy": "require_approval", "approval_timeout_s": N}`: told apart
+# by the JSON's kind, so a refusal speaks of the form that was sent (a `form-` tag is left out of the
+# field a refusal names: api/errors.py).
+PolicyValue = Annotated[
+    Annotated[Policy, Tag("form-name")] | Annotated[PolicyBody, Tag("form-object")], Discriminator(_policy_form)
+]
+
+
 class ToolRuleBody(Strict):
     name: str
     policy: Policy
+    approval_timeout_s: ApprovalTimeout = None
+
+    @model_validator(mode="after")
+    def _with_approval(self) -> ToolRuleBody:
+        _timeout_needs_approval(self.policy, self.approval_timeout_s)
+        return self
 
 
 # Set by the MCP transport, or by HTTP itself, for every request: a grant cannot override them.
@@ -97,13 +142,19 @@ class McpGrantBody(Strict):
     name: GrantName
     # An extension of the Subako field (any string): an http(s) URL this server can reach (docs/mcp.md).
     url: BaseUrl
-    default_policy: Policy
+    default_policy: Annotated[
+        PolicyValue,
+        Field(description="A policy's name, or (an extension) an object with approval_timeout_s beside policy"),
+    ]
     tools: list[ToolRuleBody] | None = None
     # Extensions (docs/mcp.md). The credentials are write-only: kept apart from the config, never returned,
     # sent only to this grant's address.
     timeout_s: Annotated[
-        Annotated[int, Field(ge=1, le=3600), JSON_NUMBER] | None,
-        Field(description="How long one call of this server's tools may take (default 60 s)"),
+        Annotated[int, Field(ge=1, le=MAX_WAIT_CEILING_S), JSON_NUMBER] | None,
+        Field(
+            description="How long one call of this server's tools may take (default 60 s; at most "
+            "SWITCHBOARD_MAX_WAIT_S)"
+        ),
     ] = None
     bearer_token: Annotated[
         str | None,
@@ -279,15 +330,19 @@ class PublishAgentVersionBody(Strict):
         ),
     ] = None
     client_tool_policies: Annotated[
-        dict[ToolPattern, Policy] | None,
-        Field(max_length=256, description="allow / require_approval / deny by model-visible name or `prefix*`"),
+        dict[ToolPattern, PolicyValue] | None,
+        Field(
+            max_length=256,
+            description="allow / require_approval / deny by model-visible name or `prefix*`; a policy may be an "
+            'object {"policy": "require_approval", "approval_timeout_s": N}',
+        ),
     ] = None
     server_tools: Annotated[
         list[ServerToolName] | None,
         Field(max_length=64, description="The deployment's server tools this agent offers (a repeat counts once)"),
         AfterValidator(_each_name_once),
     ] = None
-    server_tool_policies: Annotated[dict[ToolPattern, Policy] | None, Field(max_length=256)] = None
+    server_tool_policies: Annotated[dict[ToolPattern, PolicyValue] | None, Field(max_length=256)] = None
     max_steps: Annotated[
         Annotated[int, Field(ge=1, le=1000), JSON_NUMBER] | None, Field(description="Model steps per run (default 25)")
     ] = None

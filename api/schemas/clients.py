@@ -11,13 +11,15 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from api.schemas.common import JSON_NUMBER, JsonBool, Strict
 from api.schemas.json_schema import check_json_schema
+from broker.settings import MAX_WAIT_CEILING_S
 from common.events.build import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS, image_block, text_block
 
 MAX_TOOLS = 64
 MAX_PROGRESS_CHARS = 1_000
 MIN_TTL_S, MAX_TTL_S = 5, 3600
-MIN_TOOL_TIMEOUT_S, MAX_TOOL_TIMEOUT_S = 1, 86_400
-MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 1, 3_600
+# Both deadlines go up to SWITCHBOARD_MAX_WAIT_S, which a route checks after parsing (api/schemas/waits.py):
+# the schema states the most that setting may be.
+MIN_TOOL_TIMEOUT_S, MIN_HEARTBEAT_S = 1, 1
 
 
 TOOL_EXAMPLE: dict[str, Any] = {
@@ -63,16 +65,28 @@ class ClientToolBody(Strict):
     description: Annotated[str, Field(max_length=4096)] = ""
     parameters: Annotated[dict[str, Any], BeforeValidator(_an_object), AfterValidator(check_json_schema)]
     timeout_s: Annotated[
-        Annotated[int, Field(ge=MIN_TOOL_TIMEOUT_S, le=MAX_TOOL_TIMEOUT_S), JSON_NUMBER] | None,
+        Annotated[int, Field(ge=MIN_TOOL_TIMEOUT_S, le=MAX_WAIT_CEILING_S), JSON_NUMBER] | None,
         Field(
-            description="An extension: the result deadline after the ack, in place of the deployment's",
+            description="An extension: the result deadline after the ack, in place of the deployment's "
+            "(at most SWITCHBOARD_MAX_WAIT_S, 30 days unless the deployment says otherwise)",
         ),
     ] = None
     heartbeat_s: Annotated[
-        Annotated[int, Field(ge=MIN_HEARTBEAT_S, le=MAX_HEARTBEAT_S), JSON_NUMBER] | None,
+        Annotated[int, Field(ge=MIN_HEARTBEAT_S, le=MAX_WAIT_CEILING_S), JSON_NUMBER] | None,
         Field(
             description="An extension: the call fails with result_timeout when neither progress nor the result "
-            "came within this many seconds of the ack or of the last progress (never later than timeout_s)",
+            "came within this many seconds of the ack or of the last progress (never later than timeout_s; "
+            "at most SWITCHBOARD_MAX_WAIT_S)",
+        ),
+    ] = None
+    on_leave: Annotated[
+        Literal["wait", "fail"] | None,
+        Field(
+            description="An extension: what a call does when the registration leaves, lapses or drops the tool "
+            "before answering. `fail` (the default, Subako's): client_gone at once. `wait`: the call waits for "
+            "the next registration of the same client name that offers the tool (a `client_tool_waiting` "
+            "event) and is dispatched to it with the same call_id; it fails with client_gone when timeout_s "
+            "(or the deployment's result deadline), counted from its first dispatch, runs out first",
         ),
     ] = None
     annotations: Annotated[

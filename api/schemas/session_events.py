@@ -139,6 +139,14 @@ class ToolDescriptor(BaseModel):
             description="Extension: the call fails when neither progress nor the result came within this many seconds.",
         ),
     ] = None
+    on_leave: Annotated[
+        Literal["wait", "fail"] | None,
+        Field(
+            description="Extension: what a call does when its registration leaves, lapses or drops the tool before "
+            "answering: `fail` (client_gone, the default) or `wait` for the next registration of the same "
+            "name offering the tool.",
+        ),
+    ] = None
 
 
 class NeverLifetimeBody(BaseModel):
@@ -181,7 +189,7 @@ class MessageUser(EventBase):
     schedule_id: Annotated[
         str | None,
         Field(
-            description="Extension: the schedule that fired (with `trigger: \"schedule\"`).",
+            description='Extension: the schedule that fired (with `trigger: "schedule"`).',
         ),
     ] = None
 
@@ -287,6 +295,13 @@ class ApprovalResolved(EventBase):
             description="Extension: the arguments the call runs with instead of the model's.",
         ),
     ] = None
+    reason: Annotated[
+        Literal["timeout"] | None,
+        Field(
+            description="Extension: why it was decided without a person: `timeout`, its policy's approval_timeout_s "
+            "ran out (a deny).",
+        ),
+    ] = None
 
 
 class ClientRegistered(EventBase):
@@ -380,6 +395,46 @@ class ToolProgress(EventBase):
     tool: str
     message: str | None = None
     fraction: float | None = None
+
+
+class ClientToolWaiting(EventBase):
+    """A call of a tool declared `on_leave: "wait"` whose registration left, lapsed or dropped the tool before
+    answering: it waits for the next registration of `client_name` that offers `tool` (dispatched again then, with
+    the same `call_id`), and fails with `client_gone` at `deadline` if none comes."""
+
+    type: Literal["client_tool_waiting"]
+    call_id: str
+    tool: Annotated[
+        str,
+        Field(
+            description="The tool's own name, as the client declared it.",
+        ),
+    ]
+    client_name: Annotated[
+        str,
+        Field(
+            description="The name a registration must hold to be handed the call.",
+        ),
+    ]
+    since: Annotated[
+        str,
+        Field(
+            description="When the wait began.",
+        ),
+    ]
+    deadline: Annotated[
+        str,
+        Field(
+            description="When the call fails with client_gone unless a registration took it: its tool's timeout_s (or "
+            "the deployment's result deadline) after its first dispatch.",
+        ),
+    ]
+    run_id: Annotated[
+        str | None,
+        Field(
+            description="The run that made the call; null for a call no run made (an MCP client's).",
+        ),
+    ] = None
 
 
 class MessageDelta(BaseModel):

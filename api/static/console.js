@@ -196,7 +196,7 @@ async function openSession(id) {
     return;
   }
   if (mine !== opening) return; // another session was opened (or this one again) while this one loaded
-  live = connect({ sessionId: id, token: credential(), history: true, include: "progress,images" });
+  live = connect({ sessionId: id, token: credential(), history: true, include: "progress,images,extensions" });
   $("conn-pill").classList.remove("hidden");
   const setConn = (status) => { $("conn").textContent = status; $("conn-pill").className = `pill ${status}`; };
   setConn(live.status);
@@ -310,7 +310,7 @@ function paintCall(call) {
 }
 
 // A call the run still waits for can be cancelled on its own; the run goes on.
-const OPEN_STATES = new Set(["dispatched", "acked", "awaiting"]);
+const OPEN_STATES = new Set(["dispatched", "acked", "awaiting", "waiting"]);
 
 function progressText(progress) {
   const parts = [];
@@ -374,7 +374,7 @@ function see(event) {
     }
     case "client_tool_dispatched": {
       const c = call(event.call_id);
-      Object.assign(c, { state: "dispatched", clientId: event.client_id, tool: event.tool, arguments: event.arguments, dispatchedAt: event.created_at });
+      Object.assign(c, { state: "dispatched", reason: undefined, clientId: event.client_id, tool: event.tool, arguments: event.arguments, dispatchedAt: event.created_at });
       if (c.node) paintCall(c);
       break;
     }
@@ -387,6 +387,13 @@ function see(event) {
     case "client_tool_failed": {
       const c = call(event.call_id);
       Object.assign(c, { state: "failed", reason: event.reason + (event.detail ? ` (${event.detail})` : "") });
+      if (c.node) paintCall(c);
+      break;
+    }
+    case "client_tool_waiting": {
+      // Its client left (or stopped offering the tool): the call goes to the next `client_name` that offers it.
+      const c = call(event.call_id);
+      Object.assign(c, { state: "waiting", reason: `for ${event.client_name} until ${new Date(event.deadline).toLocaleString()}`, ackedAt: undefined });
       if (c.node) paintCall(c);
       break;
     }

@@ -73,10 +73,16 @@ export interface Tool<Args extends ToolArguments = ToolArguments, Output extends
   description?: string | undefined;
   /** The JSON Schema of its arguments (default `{type: "object"}`). */
   parameters?: JsonSchema | undefined;
-  /** Its result deadline after the ack, in seconds (1 to 86,400), in place of the server's. */
+  /** Its result deadline after the ack, in seconds (1 to the server's SWITCHBOARD_MAX_WAIT_S, 30 days by default), in place of the server's. */
   timeout_s?: number | undefined;
-  /** The call fails when neither progress nor the result came within this many seconds (1 to 3,600). */
+  /** The call fails when neither progress nor the result came within this many seconds (1 to SWITCHBOARD_MAX_WAIT_S). */
   heartbeat_s?: number | undefined;
+  /**
+   * What a call does when this client leaves, lapses or stops offering the tool before answering: `"fail"`
+   * (client_gone, the default) or `"wait"` for the next client of the same name that offers it (a reopened
+   * tab), which is handed the call under the same id.
+   */
+  on_leave?: "wait" | "fail" | undefined;
   /** Run the call (a method, so a tool of a narrower argument type still fits {@link Tools}). */
   execute(args: Args, call: ToolCallContext): Output | Promise<Output>;
 }
@@ -168,6 +174,11 @@ export interface ToolDescriptor {
   timeout_s?: number;
   /** Extension: the call fails when neither progress nor the result came within this many seconds. */
   heartbeat_s?: number;
+  /**
+   * Extension: what a call does when its registration leaves, lapses or drops the tool before answering: `fail`
+   * (client_gone, the default) or `wait` for the next registration of the same name offering the tool.
+   */
+  on_leave?: "wait" | "fail";
 }
 
 /** How long a registration lives: until it leaves, or as long as it pings within `seconds`. */
@@ -266,6 +277,10 @@ export interface ApprovalResolvedEvent extends LoggedEvent {
   remembered?: true;
   /** Extension: the arguments the call runs with instead of the model's. */
   arguments?: ToolArguments;
+  /**
+   * Extension: why it was decided without a person: `timeout`, its policy's approval_timeout_s ran out (a deny).
+   */
+  reason?: "timeout";
 }
 
 export interface ClientRegisteredEvent extends LoggedEvent {
@@ -348,6 +363,29 @@ export interface ToolProgressEvent extends LoggedEvent {
   fraction: number | null;
 }
 
+/**
+ * A call of a tool declared `on_leave: "wait"` whose registration left, lapsed or dropped the tool before
+ * answering: it waits for the next registration of `client_name` that offers `tool` (dispatched again then, with
+ * the same `call_id`), and fails with `client_gone` at `deadline` if none comes (with `include: "extensions"`).
+ */
+export interface ClientToolWaitingEvent extends LoggedEvent {
+  type: "client_tool_waiting";
+  call_id: string;
+  /** The tool's own name, as the client declared it. */
+  tool: string;
+  /** The name a registration must hold to be handed the call. */
+  client_name: string;
+  /** When the wait began. */
+  since: string;
+  /**
+   * When the call fails with client_gone unless a registration took it: its tool's timeout_s (or the deployment's
+   * result deadline) after its first dispatch.
+   */
+  deadline: string;
+  /** The run that made the call; null for a call no run made (an MCP client's). */
+  run_id: string | null;
+}
+
 /** Text the model is writing, as it streams (with `include: "deltas"`; live only: no seq). */
 export interface MessageDeltaEvent {
   type: "message_delta";
@@ -412,6 +450,7 @@ export type SessionEvent =
 export type ExtensionEvent =
   | ClientToolProgressEvent
   | ToolProgressEvent
+  | ClientToolWaitingEvent
   | MessageDeltaEvent
   | ThinkingDeltaEvent
   | ToolCallDeltaEvent;
@@ -426,7 +465,7 @@ export type StreamEventType = StreamEvent["type"];
 export type StreamEventOf<K extends StreamEventType> = Extract<StreamEvent, { type: K }>;
 
 /** What the stream asks for beyond the default view (`?include=`). */
-export type StreamInclude = "timing" | "progress" | "images" | "deltas" | "thinking";
+export type StreamInclude = "timing" | "progress" | "extensions" | "images" | "deltas" | "thinking";
 // </generated>
 
 // ---------------------------------------------------------------------------------------------------------

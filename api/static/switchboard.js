@@ -326,6 +326,7 @@ function declarations(tools) {
     parameters: tool.parameters ?? { type: "object" },
     ...(tool.timeout_s ? { timeout_s: tool.timeout_s } : {}),
     ...(tool.heartbeat_s ? { heartbeat_s: tool.heartbeat_s } : {}),
+    ...(tool.on_leave ? { on_leave: tool.on_leave } : {}),
   }));
 }
 

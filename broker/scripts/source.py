@@ -106,6 +106,7 @@ LIBRARIES = (
     "lib/call.lua",
     "lib/client.lua",
     "lib/input.lua",
+    "lib/waiting.lua",
     "lib/hot.lua",
     "lib/webhooks.lua",
 )

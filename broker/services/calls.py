@@ -9,7 +9,7 @@ from typing import Any, Literal
 from broker.core import Core
 from broker.errors import translate_redis_errors
 from broker.scripts.layouts import call_names
-from broker.services.runs import CALL_STREAM_RETENTION_FACTOR
+from broker.services.clients import CALL_STREAM_RETENTION_FACTOR
 from common.codec import loads, new_call_id
 from common.events import build as events
 from common.events.catalogue import ToolResult
@@ -87,11 +87,15 @@ class Calls:
         name: str,
         timeout_ms: int = 0,
         heartbeat_ms: int = 0,
+        on_leave: str = "",
+        approval_timeout_ms: int = 0,
     ) -> Dispatched:
         """Send a call no run made to registration `client` (its id and name) under the agent's `policy`
         for the tool (`allow` or `require_approval`; the caller answers `deny` itself), as a step's call
-        is: its ack and result deadlines, and the tool's own, apply; `require_approval` is decided by a
-        decision remembered under the model-visible `name`, else waits for one. NotFound when the session
+        is: its ack and result deadlines, and the tool's own, apply (`on_leave` "wait": it waits for its
+        client should the registration go); `require_approval` is decided by a decision remembered under
+        the model-visible `name`, else waits for one (a deny once `approval_timeout_ms` passes, when
+        given). NotFound when the session
         is gone or the registration does not serve `tool`; Conflict when the session's storage is full."""
         keys, settings = self._core.keys, self._core.settings
         s = keys.session(session_id)
@@ -116,6 +120,8 @@ class Calls:
                 "policy": policy,
                 "name": name,
                 "approval": approval,
+                "on_leave": on_leave,
+                "approval_timeout_ms": approval_timeout_ms if approval else "",
             },
             partition=s.partition,
         )

@@ -21,6 +21,8 @@ MAX_NAME_LENGTH = 32
 # A write to a session route declaring more than this is held against its session's room before it is
 # read (api/room.py, check_room.lua).
 LARGE_WRITE_BYTES = 256 * 1024
+# Entries of a registration's call stream older than this many ack deadlines are trimmed: long past.
+CALL_STREAM_RETENTION_FACTOR = 2
 
 
 def receipt_names(core: Core, session_id: str, caller: Caller, receipt: Receipt | None) -> Named:
@@ -39,9 +41,11 @@ def receipt_names(core: Core, session_id: str, caller: Caller, receipt: Receipt 
 async def lapse_client(core: Core, session_id: str, client_id: str) -> str:
     """Lapse the registration if its lease ran out ('lapsed'); 'alive' moves its timer on; 'gone'."""
     keys = core.keys
+    names, args = client_names(keys, session_id, client_id, core.settings.idempotency_ttl_ms)
     (outcome,) = await core.scripts.run(
         "lapse_client",
-        *client_names(keys, session_id, client_id, core.settings.idempotency_ttl_ms),
+        names,
+        {**args, "result_ms": core.settings.result_timeout_ms},
         partition=keys.session(session_id).partition,
     )
     return str(outcome)
@@ -119,7 +123,8 @@ class Clients:
         receipt: Receipt | None = None,
     ) -> Registered:
         """Register `client_id`; with `receipt`, a request whose Idempotency-Key was answered already gets
-        that answer (another client id's) and registers nothing."""
+        that answer (another client id's) and registers nothing. Given the `name` it asked for, it is
+        dispatched the calls waiting for that name whose tools it offers (on_leave: wait)."""
         keys = self._core.keys
         s = keys.session(session_id)
         lifetime = {"type": "never"} if ttl_s is None else {"type": "ttl", "data": {"seconds": ttl_s}}
@@ -135,6 +140,9 @@ class Clients:
                 "names": s.names,
                 "clients": s.clients,
                 "client": s.client(client_id),
+                "calls": s.calls,
+                "owed": s.owed,
+                "stream": s.client_calls(client_id),
             },
             {
                 **receipt_args,
@@ -148,6 +156,8 @@ class Clients:
                 "tool_names": tool_names,
                 "max_clients": MAX_ACTIVE_CLIENTS,
                 "max_len": MAX_NAME_LENGTH,
+                "ack_ms": self._core.settings.ack_timeout_ms,
+                "retention_ms": self._core.settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
             },
             partition=s.partition,
         )
@@ -199,22 +209,37 @@ class Clients:
         return str(body)
 
     async def leave(self, session_id: str, client_id: str) -> None:
-        """Leave: the name is released and the calls it still owes fail with client_gone."""
-        keys = self._core.keys
+        """Leave: the name is released and the calls it still owes fail with client_gone (those of a tool
+        declared on_leave: wait wait for the next registration of the name)."""
+        keys, settings = self._core.keys, self._core.settings
+        names, args = client_names(keys, session_id, client_id, settings.idempotency_ttl_ms)
         await self._core.scripts.run(
             "leave_client",
-            *client_names(keys, session_id, client_id, self._core.settings.idempotency_ttl_ms),
+            names,
+            {**args, "result_ms": settings.result_timeout_ms},
             partition=keys.session(session_id).partition,
         )
 
     async def update_tools(self, session_id: str, client_id: str, tools: list[dict[str, Any]]) -> str:
-        s = self._core.keys.session(session_id)
+        """Replace the tool set: the `client_tools_updated` event. Owed calls of a dropped tool declared
+        on_leave: wait wait for their client; waiting calls of its name whose tools it now offers are
+        dispatched to it."""
+        keys, settings = self._core.keys, self._core.settings
         tools_json, tool_names = _tools(tools)
+        names, args = client_names(keys, session_id, client_id, settings.idempotency_ttl_ms)
         (event,) = await self._core.scripts.run(
             "update_tools",
-            {"meta": s.meta, "events": s.events, "client": s.client(client_id)},
-            {"channel": s.live, "sid": session_id, "cid": client_id, "tools": tools_json, "tool_names": tool_names},
-            partition=s.partition,
+            names,
+            {
+                **args,
+                "tools": tools_json,
+                "tool_names": tool_names,
+                "ack_ms": settings.ack_timeout_ms,
+                "retention_ms": settings.ack_timeout_ms * CALL_STREAM_RETENTION_FACTOR,
+                "result_ms": settings.result_timeout_ms,
+                "group": POOL_GROUP,
+            },
+            partition=keys.session(session_id).partition,
         )
         return str(event)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import Any
 
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.services.agents import Agents
-from common.policies import Policy
 
 # Versions whose policies are kept, most recently used first. A version never changes, so a kept entry
 # is never stale; the bound is on memory: a version holds at most 256 entries of at most 128 characters
@@ -21,11 +21,12 @@ class SessionPolicies:
     def __init__(self, core: Core, agents: Agents) -> None:
         self._core = core
         self._agents = agents
-        self._versions: OrderedDict[str, Mapping[str, Policy]] = OrderedDict()
+        self._versions: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
 
-    async def client_policies(self, session_id: str) -> Mapping[str, Policy]:
+    async def client_policies(self, session_id: str) -> Mapping[str, Any]:
         """The `client_tool_policies` of the session's agent version (the one the session was created
-        on). NotFound when the session or its version is gone: a caller refuses the call then."""
+        on), each a policy's name or its object form (common/policies.py rule_of). NotFound when the
+        session or its version is gone: a caller refuses the call then."""
         with translate_redis_errors():
             found = await self._core.redis.hget(self._core.keys.session(session_id).meta, "agent_version_id")
         if found is None:

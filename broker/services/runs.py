@@ -16,7 +16,14 @@ from typing import Any, Literal
 from broker.core import Core
 from broker.errors import NotFound, translate_redis_errors
 from broker.scripts.layouts import run_names
-from broker.services.clients import MAX_ACTIVE_CLIENTS, MAX_NAME_LENGTH, Caller, Receipt, receipt_names
+from broker.services.clients import (
+    CALL_STREAM_RETENTION_FACTOR,
+    MAX_ACTIVE_CLIENTS,
+    MAX_NAME_LENGTH,
+    Caller,
+    Receipt,
+    receipt_names,
+)
 from common.codec import dumps, loads
 from common.events import build as events
 from common.policies import Policy, denied_text
@@ -27,8 +34,6 @@ RUN_GONE_FAILED = "the run failed before the client answered"
 SCOPED_CLIENT_NAME = "turn"
 # A step whose worker stopped this many times ends the run rather than be tried again.
 MAX_RECLAIMS = 3
-# Entries of a registration's call stream older than this are trimmed: their ack deadline is long past.
-CALL_STREAM_RETENTION_FACTOR = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +78,12 @@ class Route:
     # A client tool's own deadlines (ms; 0: the deployment's result deadline, no heartbeat).
     timeout_ms: int = 0
     heartbeat_ms: int = 0
+    # A client tool's `on_leave`: "wait" when its call waits for its client should the registration go.
+    on_leave: str = ""
     # A server call's source: '' for the deployment's own tools, `mcp:<grant>` for an MCP server's.
     source: str = ""
+    # How long a `require_approval` call's approval waits before it resolves as a deny (ms; 0: for ever).
+    approval_timeout_ms: int = 0
     # The schema an approver's edited arguments are held to, for a server tool that has one (a client
     # tool's is read from its registration when the decision comes).
     schema: dict[str, Any] | None = None
@@ -146,11 +155,16 @@ class StepCall:
     """A client tool's result deadline (None: the deployment's)."""
     heartbeat_ms: int | None = None
     """A client tool's heartbeat (None: none)."""
+    on_leave: str | None = None
+    """`wait` for a client tool whose call waits for its client should its registration go (None: it
+    fails with client_gone)."""
     source: str | None = None
     """A server call's source: None for the deployment's own tools, `mcp:<grant>` for an MCP server's."""
     schema: str | None = None
     """The JSON Schema an approver's edited arguments are held to (None: none, or a client tool's, which is
     its registration's)."""
+    approval_timeout_ms: int | None = None
+    """How long the approval waits before it resolves as a deny (None: for ever)."""
 
     @classmethod
     def of(cls, call: PlannedCall, route: Route) -> StepCall:
@@ -182,8 +196,10 @@ class StepCall:
             approval=approval,
             timeout_ms=route.timeout_ms or None,
             heartbeat_ms=route.heartbeat_ms or None,
+            on_leave=route.on_leave or None,
             source=route.source or None,
             schema=dumps(route.schema) if approval and route.schema is not None else None,
+            approval_timeout_ms=route.approval_timeout_ms or None if approval else None,
         )
 
     def encode(self) -> str:

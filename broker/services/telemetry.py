@@ -137,6 +137,8 @@ class _Snapshot(Collector):
         for event in ("dispatched", "acked", "answered"):
             text = f"Client tool calls {event}, deployment-wide"
             yield CounterMetricFamily(f"switchboard_calls_{event}", text, value=f.count(f"calls_{event}"))
+        waiting = "Client tool calls that began waiting for their client (on_leave: wait), deployment-wide"
+        yield CounterMetricFamily("switchboard_calls_waiting", waiting, value=f.count("calls_waiting"))
         failed = CounterMetricFamily(
             "switchboard_calls_failed", "Dispatched client tool calls failed, by reason", labels=["reason"]
         )

@@ -150,6 +150,9 @@ class ToolDescriptor(msgspec.Struct, frozen=True):
     timeout_s: Annotated[float, EXT] | UnsetType = UNSET
     # The call fails when neither progress nor the result came within this many seconds.
     heartbeat_s: Annotated[float, EXT] | UnsetType = UNSET
+    # What a call does when its registration leaves, lapses or drops the tool before answering: `fail`
+    # (client_gone, the default) or `wait` for the next registration of the same name offering the tool.
+    on_leave: Annotated[Literal["wait", "fail"], EXT] | UnsetType = UNSET
 
 
 # The lifetimes' names end in Body as the OpenAPI document names them: the request a client registers with
@@ -282,6 +285,8 @@ class ApprovalResolved(Event, tag="approval_resolved", frozen=True):
     remembered: Annotated[Literal[True], EXT] | UnsetType = UNSET
     # The arguments the call runs with instead of the model's.
     arguments: Annotated[JsonObject, EXT] | UnsetType = UNSET
+    # Why it was decided without a person: `timeout`, its policy's approval_timeout_s ran out (a deny).
+    reason: Annotated[Literal["timeout"], EXT] | UnsetType = UNSET
 
 
 class ClientRegistered(Event, tag="client_registered", frozen=True):
@@ -386,6 +391,27 @@ class ThinkingDelta(Event, tag="thinking_delta", frozen=True):
     delta: str
 
 
+class ClientToolWaiting(Event, tag="client_tool_waiting", frozen=True):
+    """A call of a tool declared `on_leave: "wait"` whose registration left, lapsed or dropped the tool
+    before answering: it waits for the next registration of `client_name` that offers `tool` (dispatched
+    again then, with the same `call_id`), and fails with `client_gone` at `deadline` if none comes."""
+
+    shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    notice: ClassVar[Notable | None] = Notable("call.waiting")
+    call_id: str
+    # The tool's own name, as the client declared it.
+    tool: str
+    # The name a registration must hold to be handed the call.
+    client_name: str
+    # When the wait began.
+    since: str
+    # When the call fails with client_gone unless a registration took it: its tool's timeout_s (or the
+    # deployment's result deadline) after its first dispatch.
+    deadline: str
+    # The run that made the call; null for a call no run made (an MCP client's).
+    run_id: str | None
+
+
 class ToolCallDelta(Event, tag="tool_call_delta", frozen=True):
     """A fragment of a tool call's arguments' JSON text, as the model writes it."""
 
@@ -424,7 +450,7 @@ SdkEvent = (
     | Custom
 )
 # Events shown only to a reader whose `include` asks for them.
-ExtensionEvent = ClientToolProgress | ToolProgress | MessageDelta | ThinkingDelta | ToolCallDelta
+ExtensionEvent = ClientToolProgress | ToolProgress | ClientToolWaiting | MessageDelta | ThinkingDelta | ToolCallDelta
 # Every event a stream may carry.
 AnyEvent = SdkEvent | ExtensionEvent
 

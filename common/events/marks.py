@@ -89,20 +89,34 @@ def is_timing(data: bytes) -> bool:
     return _TIMING in data[:_TIMING_END]
 
 
-# Every logged type shown only with `?include=progress`, and the window that holds any of them.
-_PROGRESS = tuple(type_mark(cls) for cls in EVENTS if cls.shown.logged and cls.shown.include == "progress")
-_PROGRESS_END = _HEAD + max(map(len, _PROGRESS))
+def _logged_marks(word: str) -> tuple[tuple[bytes, ...], int]:
+    """The marks of every logged type shown only with `?include=<word>`, and the window that holds any."""
+    marks = tuple(type_mark(cls) for cls in EVENTS if cls.shown.logged and cls.shown.include == word)
+    return marks, _HEAD + max(map(len, marks))
+
+
+_PROGRESS, _PROGRESS_END = _logged_marks("progress")
+_EXTENSIONS, _EXTENSIONS_END = _logged_marks("extensions")
+
+
+def _any_mark(head: bytes, marks: tuple[bytes, ...]) -> bool:
+    # A loop, not any() over a generator: this runs for every event and reader, and costs a third as much.
+    for mark in marks:  # noqa: SIM110
+        if mark in head:
+            return True
+    return False
 
 
 def is_progress(data: bytes) -> bool:
     """Progress on a call (a client's, or an MCP server's): logged, but shown only to readers that ask
     (`?include=progress`)."""
-    head = data[:_PROGRESS_END]
-    # A loop, not any() over a generator: this runs for every event and reader, and costs a third as much.
-    for mark in _PROGRESS:  # noqa: SIM110
-        if mark in head:
-            return True
-    return False
+    return _any_mark(data[:_PROGRESS_END], _PROGRESS)
+
+
+def is_extension(data: bytes) -> bool:
+    """A logged event of a type the Subako SDK does not know and no other word names (a call waiting for
+    its client): shown only to readers that ask (`?include=extensions`)."""
+    return _any_mark(data[:_EXTENSIONS_END], _EXTENSIONS)
 
 
 _TOOL_RESULT = type_mark(ToolResult)

@@ -50,7 +50,10 @@ async def test_the_document_states_no_422_and_no_pattern_off_its_keys(document: 
     assert "HTTPValidationError" not in schemas
     policies = schemas["PublishAgentVersionBody"]["properties"]["client_tool_policies"]["anyOf"][0]
     assert policies["propertyNames"]["pattern"] == r"^[A-Za-z0-9_-]*\*?$"
-    assert policies["additionalProperties"]["enum"] == ["allow", "require_approval", "deny"]
+    # A policy's name, or (an extension) its object form with approval_timeout_s.
+    name_form, object_form = policies["additionalProperties"]["oneOf"]
+    assert name_form["enum"] == ["allow", "require_approval", "deny"]
+    assert object_form == {"$ref": "#/components/schemas/PolicyBody"}
     assert "patternProperties" not in policies
     # No constraint under pydantic's own names (`ge`, `le`) where JSON Schema's belong.
     text = str(document)

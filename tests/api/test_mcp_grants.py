@@ -222,7 +222,7 @@ async def test_credentials_go_to_the_server_and_are_never_shown(api: Api, kit_ur
         ({"url": "ftp://example.com/mcp"}, "mcp[0].url"),
         ({"url": "https://user:pw@example.com/mcp"}, "mcp[0].url"),
         ({"timeout_s": 0}, "timeout_s"),
-        ({"timeout_s": 3601}, "timeout_s"),
+        ({"timeout_s": 2_592_001}, "mcp[0].timeout_s"),
         ({"headers": {"Host": "elsewhere"}}, "set by the MCP transport"),
         ({"headers": {"bad name": "x"}}, "not an HTTP header name"),
         ({"headers": {"X-A": "line\nbreak"}}, "no control character"),

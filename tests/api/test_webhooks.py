@@ -15,6 +15,7 @@ from standardwebhooks import Webhook
 
 from switchboard.settings import Settings
 from tests.api_client import Api, run_over
+from tests.helpers import HIGHLIGHT
 from tests.webhook_receiver import Answer, Receiver, receiving
 
 pytestmark = pytest.mark.both_redis
@@ -246,6 +247,39 @@ async def test_an_approval_reaches_its_webhook_and_the_inbox(api: Api, receiver:
     async with api.as_session(session) as client:
         decided = await client.post(f"/v1/sessions/{session.id}/approvals/{call_id}", json={"decision": "deny"})
         assert decided.status_code == 200, decided.text
+    while await inbox_calls():
+        assert time.monotonic() < until + 10
+        await asyncio.sleep(0.05)
+
+
+async def test_a_call_waiting_for_its_client_reaches_its_webhook_and_the_inbox(api: Api, receiver: Receiver) -> None:
+    """`client_tool_waiting` is notable (`call.waiting`); the redispatch of a call that waited leaves a
+    notice of its own, which closes the inbox's item."""
+    created = await endpoint(api, receiver.url("/waiting"), ["call.waiting"])
+    session = await api.session()
+    web = await api.register(session, tools=[{**HIGHLIGHT, "on_leave": "wait"}])
+    await api.send(session, '/call client__web__highlight_row {"row_id": "7"}')
+    await api.wait_for(session, lambda es: any(e["type"] == "client_tool_dispatched" for e in es))
+    async with api.as_session(session) as client:
+        left = await client.delete(f"/v1/sessions/{session.id}/clients/{web['id']}")
+        assert left.status_code == 204, left.text
+    (got,) = await receiver.wait("/waiting")
+    payload = Webhook(created["secret"]).verify(got.body, got.headers)
+    assert payload["type"] == "call.waiting"
+    event = payload["data"]["event"]
+    assert event["type"] == "client_tool_waiting"
+    assert payload["data"]["run_id"] is not None
+
+    async def inbox_calls() -> list[str]:
+        answer = await api.key.get("/v1/inbox", params={"kind": "call"})
+        assert answer.status_code == 200, answer.text
+        return [item["call_id"] for item in answer.json()["items"] if item["session_id"] == session.id]
+
+    until = time.monotonic() + 10
+    while await inbox_calls() != [event["call_id"]]:
+        assert time.monotonic() < until
+        await asyncio.sleep(0.05)
+    await api.register(session, tools=[{**HIGHLIGHT, "on_leave": "wait"}])
     while await inbox_calls():
         assert time.monotonic() < until + 10
         await asyncio.sleep(0.05)

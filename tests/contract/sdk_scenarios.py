@@ -356,6 +356,38 @@ async def approvals_through_the_sdk(ctx: Context) -> str:
     return "listed, allowed, denied, second decision refused"
 
 
+async def approval_deadline_through_the_sdk(ctx: Context) -> str:
+    """An approval with a deadline (an extension): nobody decides, it resolves as a deny the SDK reads as
+    any deny (its `reason` an extra field it ignores), and the run goes on."""
+    admin = ctx.admin
+    providers = [p async for p in await admin.model_providers.list()]
+    scripted = next(p for p in providers if p.display_name == "Scripted")
+    agent = await admin.agents.create(CreateAgentBody(name="timed"))
+    config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1000, "context_window": 8000}
+    body = {"model_provider_id": str(scripted.id), "model": config}
+    body["client_tool_policies"] = {"client__web__*": {"policy": "require_approval", "approval_timeout_s": 1}}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    async with httpx.AsyncClient(base_url=URL, headers=headers) as raw:
+        assert (await raw.post(f"/v1/agents/{agent.id}/versions", json=body)).status_code == 201
+    created = await admin.sessions.create(CreateSessionBody(agent_id=agent.id))
+    assert isinstance(created, CreatedSessionBody)
+    async with (
+        SubakoClient(base_url=URL, api_key=created.session_token) as client,
+        client.sessions.connect(str(created.id), history=True) as connection,
+    ):
+        web = connection.create_tool_client("web")
+        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        await connection.send('/call client__web__highlight_row {"row_id": "3"}')
+        await until(lambda: len(connection.approvals) == 1)
+        await until(finished(connection))
+        assert connection.approvals == []
+        calls = connection.transcript[-2].tool_calls
+        assert [c.approval.value if c.approval else None for c in calls] == ["denied"]
+        assert last_text(connection).startswith("client__web__highlight_row failed: the call was denied")
+    return "asked, ran out, denied, run finished"
+
+
 async def raw_register_shapes(ctx: Context) -> str:
     """The low-level client routes the tool client uses, called directly."""
     session_id, client = await ctx.session()
@@ -376,6 +408,36 @@ async def raw_register_shapes(ctx: Context) -> str:
         outcome = await client.sessions.post_event(session_id, PostSessionEventBody(type="input", text="x"))
         assert outcome.outcome.value == "new_run"
     return "register, ping, leave, 404"
+
+
+async def waiting_call_taken_by_the_sdk(ctx: Context) -> str:
+    """A call of a tool declared `on_leave: "wait"` (an extension) outlives its registration: a raw `web`
+    holding it leaves, the SDK's own `web` tool client comes and is dispatched it under the same call id,
+    and the SDK answers it. The SDK's default view never carries the extension event of the wait."""
+    session_id, token = await _session_with(ctx.admin, "waiting")
+    base = f"/v1/sessions/{session_id}"
+    tool = {"name": "highlight_row", "description": "h", "parameters": {"type": "object"}, "on_leave": "wait"}
+    async with (
+        httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw,
+        SubakoClient(base_url=URL, api_key=token) as client,
+        client.sessions.connect(session_id, history=True) as connection,
+    ):
+        registration = {"name": "web", "lifetime": {"type": "never"}, "tools": [tool]}
+        tab = (await raw.post(f"{base}/clients", json=registration)).json()["id"]
+        await connection.send('/call client__web__highlight_row {"row_id": "9"}')
+        call_id = (await _dispatched(raw, session_id, tab, 1))["highlight_row"]
+        assert (await raw.delete(f"{base}/clients/{tab}")).status_code == 204
+        web = connection.create_tool_client("web")
+        web.add_tool("highlight_row", Tool(description="h", parameters=RowArgs, execute=highlight))
+        await web.ready()
+        assert web.name == "web"
+        await until(finished(connection))
+        assert last_text(connection) == "client__web__highlight_row: Row 9 is highlighted."
+        sent = [e for e in connection.events if e.type == "client_tool_dispatched"]
+        assert [(str(e.client_id), e.call_id) for e in sent] == [(tab, call_id), (web.id, call_id)]
+        assert "client_tool_waiting" not in [e.type for e in connection.events]
+        assert not any(e.type == "client_tool_failed" for e in connection.events)
+    return "a call waited for its client and the SDK's client answered it"
 
 
 # A 1x1 PNG (one red pixel).
@@ -649,6 +711,7 @@ SCENARIOS: dict[str, Scenario] = {
     "ttl_client_stays_alive": ttl_client_stays_alive,
     "raw_register_shapes": raw_register_shapes,
     "approvals_through_the_sdk": approvals_through_the_sdk,
+    "approval_deadline_through_the_sdk": approval_deadline_through_the_sdk,
     "deleted_session_fails_the_stream": deleted_session_fails_the_stream,
     "reconnect_after_restart": reconnect_after_restart,
     "extensions_in_use": extensions_in_use,
@@ -656,6 +719,7 @@ SCENARIOS: dict[str, Scenario] = {
     "front_doors_in_use": front_doors_in_use,
     "extension_formats_listed": extension_formats_listed,
     "cloud_provider_listed": cloud_provider_listed,
+    "waiting_call_taken_by_the_sdk": waiting_call_taken_by_the_sdk,
 }
 
 

@@ -36,6 +36,7 @@ SCENARIOS = [
     "ttl_client_stays_alive",
     "raw_register_shapes",
     "approvals_through_the_sdk",
+    "approval_deadline_through_the_sdk",
     "deleted_session_fails_the_stream",
     "reconnect_after_restart",
     "extensions_in_use",
@@ -43,6 +44,7 @@ SCENARIOS = [
     "front_doors_in_use",
     "extension_formats_listed",
     "cloud_provider_listed",
+    "waiting_call_taken_by_the_sdk",
 ]
 
 

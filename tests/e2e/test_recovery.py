@@ -218,3 +218,23 @@ async def test_hundreds_of_runs_under_continuous_worker_kills_each_end_once(clus
         events = await api.events(session)
         check_every_run_ended_once(events)
         assert sum(e["type"] == "run_completed" for e in events) == per_session
+
+
+async def test_an_approval_deadline_passed_while_no_worker_ran_fires_on_restart(cluster: Cluster) -> None:
+    """The worker is SIGKILLed while an approval waits; its deadline passes with no worker to see it; a
+    fresh worker resolves it as a deny (reason timeout) once, and the run goes on."""
+    processes, api = cluster.processes, cluster.api
+    worker = processes.worker()
+    timed = {"policy": "require_approval", "approval_timeout_s": 2}
+    session = await api.session(server_tools=["calculate"], server_tool_policies={"calculate": timed})
+    await api.send(session, '/call calculate {"expression": "6*7"}')
+    await api.wait_for(session, lambda es: bool(of_type(es, "approval_requested")), timeout=15)
+    kill(processes, worker)
+    await asyncio.sleep(3.5)
+    assert not of_type(await api.events(session), "approval_resolved")
+    processes.worker(name="worker-again")
+    events = await api.wait_for(session, run_over, timeout=20)
+    (resolved,) = of_type(events, "approval_resolved")
+    assert (resolved["decision"], resolved["reason"]) == ("deny", "timeout")
+    check_every_run_ended_once(events)
+    assert of_type(events, "run_completed")

@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from api.sse import shown
 from common.events import build, marks
-from common.events.catalogue import ApprovalResolved, ClientToolProgress, Custom, ToolCallDelta, ToolResult
+from common.events.catalogue import (
+    ApprovalResolved,
+    ClientToolProgress,
+    ClientToolWaiting,
+    Custom,
+    ToolCallDelta,
+    ToolResult,
+)
 from common.events.generate import COPIES, ROOT, drifted, main
 from common.events.read import encode
 
@@ -70,3 +78,25 @@ def test_a_thinking_delta_goes_only_to_a_reader_that_asked_for_thinking() -> Non
     assert marks.of_type(
         encode(ClientToolProgress(client_id="c", call_id="x", message=None, fraction=None)).encode(), ClientToolProgress
     )
+
+
+def test_a_call_waiting_for_its_client_goes_only_to_a_reader_that_asked_for_extensions() -> None:
+    body = encode(
+        ClientToolWaiting(
+            call_id="c",
+            tool="t",
+            client_name="web",
+            since="2026-12-06T02:30:00Z",
+            deadline="2026-12-07T02:30:00Z",
+            run_id=None,
+        )
+    )
+    waiting = _stored(body)
+    progress = _stored(build.client_tool_progress("c", "call", "half", 0.5))
+    # A string holding the mark's text is escaped inside the JSON, so it cannot pass for one.
+    forged = _stored(build.tool_result("c", '"type":"client_tool_waiting"', is_error=False))
+    assert [marks.is_extension(e) for e in (waiting, progress, forged)] == [True, False, False]
+    assert not shown(waiting, frozenset())
+    assert not shown(waiting, frozenset({"progress"}))
+    assert shown(waiting, frozenset({"extensions"}))
+    assert shown(forged, frozenset())

@@ -11,6 +11,7 @@ from common.events.catalogue import (
     ClientToolAcked,
     ClientToolDispatched,
     ClientToolFailed,
+    ClientToolWaiting,
     RunCompleted,
     ToolResult,
 )
@@ -74,3 +75,31 @@ def test_the_types_the_inbox_reads_are_catalogued_and_a_waiting_call_is_one_call
         9,
         None,
     )
+
+
+def test_a_call_waiting_for_its_client_opens_a_call_from_when_the_wait_began() -> None:
+    waiting = ClientToolWaiting(
+        call_id="c3",
+        tool="sign",
+        client_name="web",
+        since=AT,
+        deadline="2026-12-07T05:47:27.592123Z",
+        run_id=RUN,
+        seq=7,
+        created_at=AT,
+    )
+    assert change(notice(waiting)) == Open(
+        Item(
+            kind="call",
+            session_id=SID,
+            run_id=RUN,
+            call_id="c3",
+            tool="sign",
+            client_name="web",
+            since=AT_MS,
+            deadline=AT_MS + 86_400_000,
+            subject="user-42",
+            agent_id=AGENT,
+        )
+    )
+    assert "client_tool_waiting" in INBOX_EVENT_TYPES

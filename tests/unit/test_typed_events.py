@@ -51,6 +51,7 @@ GETS: dict[tuple[str, str, str], str] = {
     ("api/mcp_server.py", "tool", "parameters"): _REGISTRATION_TOOL,
     ("api/mcp_server.py", "tool", "timeout_s"): _REGISTRATION_TOOL,
     ("api/mcp_server.py", "tool", "heartbeat_s"): _REGISTRATION_TOOL,
+    ("api/mcp_server.py", "tool", "on_leave"): _REGISTRATION_TOOL,
     ("delegate/chat.py", "outcome", "client_id"): "the input route's answer (run id, outcome, run-scoped client)",
     ("switchboard/session_new.py", "http", "/v1/agents"): "an HTTP GET",
     ("switchboard/tool_member.py", "body", "content"): "the result body a member posts",

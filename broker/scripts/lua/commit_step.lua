@@ -1,8 +1,9 @@
 -- Commits a model step atomically: the assistant message, then per tool call its `tool_call` event and
 -- what its policy makes of it: `allow` dispatches a client call (call record, the registration's call
 -- stream, `client_tool_dispatched`, the ack deadline) or queues a server call for a worker;
--- `require_approval` appends `approval_requested` and waits, with no timer; `deny`, and a tool that no
--- active registration holds, give the model an error result at once. Then the run completes, waits, or
+-- `require_approval` appends `approval_requested` and waits (with a timer when its policy gives the
+-- approval a deadline: lib/call.lua sb_approval_deadline); `deny`, and a tool that no active
+-- registration holds, give the model an error result at once. Then the run completes, waits, or
 -- (nothing to wait for) owes its next step.
 --
 --!layout lib/run.lua
@@ -26,9 +27,11 @@
 --                    run-scoped client); client_id; payload (client_tool_dispatched JSON for a client
 --                    call, the arguments JSON for a server call); approval (approval_requested JSON);
 --                    timeout_ms, the tool's result deadline (none: the deployment's); heartbeat_ms;
+--                    on_leave, `wait` for a tool whose call waits for its client (none: it fails);
 --                    source, a server call's (none for the deployment's own tools, `mcp:<grant>` for an
 --                    MCP server's); schema, the JSON Schema an approver's edited arguments are held to
---                    (none: a client tool's is its registration's)
+--                    (none: a client tool's is its registration's); approval_timeout_ms, how long a
+--                    `require_approval` call's approval waits before it resolves as a deny (none: for ever)
 --
 -- Returns {'ok', 'completed' | 'waiting' | 'continue' | 'cancelled' | 'stale' | 'retry' | 'failed'};
 -- refusal not_found. 'retry': a registered name now resolves differently than the caller saw. 'failed':
@@ -94,7 +97,10 @@ for _, c in ipairs(planned) do
   end
   S.call_id = call_id
   local rec = {kind = kind, client = cid, run = S.run_id, step = step, tool = tool}
-  if kind == 'client' then rec.to, rec.hb = c.timeout_ms, c.heartbeat_ms end
+  if kind == 'client' then
+    rec.to, rec.hb = c.timeout_ms, c.heartbeat_ms
+    if c.on_leave == 'wait' then rec.ol = 1 end
+  end
   if c.source then rec.src = c.source end
   if outcome == 'require_approval' then
     rec.name = c.name
@@ -108,6 +114,7 @@ for _, c in ipairs(planned) do
   elseif outcome == 'allow' or outcome == 'require_approval' then
     if outcome == 'require_approval' then
       rec.state = 'awaiting'
+      sb_approval_deadline(S, call_id, rec, c.approval_timeout_ms)
     else
       rec.state = 'queued'
       sb_owe('t|' .. S.sid .. '|' .. call_id)

@@ -1,5 +1,7 @@
--- Fails a call whose deadline has passed: a client call with ack_timeout before an ack and result_timeout
--- after one; a server call whose worker stopped renewing its lease with an error result saying it was
+-- Fails a call whose deadline has passed: an approval whose deadline came resolves as a deny (reason
+-- `timeout`); a client call with ack_timeout before an ack and result_timeout after one, and with
+-- client_gone while it waits for its client (no registration took it in time); a server call whose worker
+-- stopped renewing its lease with an error result saying it was
 -- interrupted. The deadline index is the authority: a call acked or renewed in the meantime, or already
 -- settled, is left alone.
 --
@@ -10,7 +12,7 @@
 --!arg result_ms       the deployment's result deadline ms (a tool's own timeout_s or heartbeat_s says its
 --                      own text)
 --
--- Returns {'ok', 'failed' | 'not_due' | 'settled'}.
+-- Returns {'ok', 'failed' | 'denied' | 'not_due' | 'settled'}.
 
 --!include lib/core.lua
 --!include lib/events.lua
@@ -24,13 +26,27 @@ local due = redis.call('ZSCORE', SB_P.deadlines, member)
 if not due then return sb_reply('settled') end
 if tonumber(due) > S.now then return sb_reply('not_due') end
 local rec = sb_call(S)
-local live = {dispatched = true, acked = true, running = true}
+if rec and rec.state == 'awaiting' and rec.expires and sb_session_live(S) then
+  -- The approval's deadline (its policy's approval_timeout_s) came with no decision: a deny, which the
+  -- model reads as an error result, and the run goes on.
+  local text = 'no decision within ' .. sb_int(rec.ato / 1000) .. ' s (the policy\'s approval_timeout_s)'
+  sb_append(S, sb_ev_approval_resolved(S.call_id, 'deny', text, nil, nil, nil, nil, 'timeout'))
+  rec.decision = 'deny'
+  sb_append(S, sb_error_result(S.call_id, 'the call was denied: ' .. text))
+  sb_settle(S, S.call_id, rec, 'denied', 'denied')
+  return sb_reply('denied')
+end
+local live = {dispatched = true, acked = true, running = true, waiting = true}
 if not rec or not live[rec.state] or not sb_session_live(S) then
   redis.call('ZREM', SB_P.deadlines, member)
   return sb_reply('settled')
 end
 if rec.kind == 'server' then
   sb_fail_call(S, S.call_id, rec, 'interrupted', A.interrupted)
+elseif rec.state == 'waiting' then
+  sb_fail_call(S, S.call_id, rec, 'client_gone', 'no client named ' .. rec.cname .. ' offering ' .. rec.tool
+    .. ' came back within ' .. ((rec.to or tonumber(A.result_ms)) / 1000) .. ' s of the call\'s first dispatch ('
+    .. (rec.to and 'the tool\'s timeout_s' or 'the deployment\'s result deadline') .. ')')
 elseif rec.state == 'dispatched' then
   sb_fail_call(S, S.call_id, rec, 'ack_timeout', A.ack_text)
 elseif rec.hb and S.now < (rec.acked_ms or S.now) + (rec.to or tonumber(A.result_ms)) then

@@ -2,6 +2,8 @@
 -- in the meantime gets its entry moved to its new expiry, and a client already gone changes nothing.
 --
 --!layout lib/client.lua
+--!arg result_ms  the deployment's result deadline (ms): how long a waiting call without a timeout_s of
+--                its own waits, from its first dispatch (lib/calls.lua sb_park)
 -- Returns {'ok', 'lapsed' | 'alive' | 'gone'}.
 
 --!include lib/core.lua
@@ -11,6 +13,7 @@
 --!include lib/client.lua
 
 local S = sb_client_context()
+S.result_ms = tonumber(A.result_ms)
 local state = redis.call('HGET', S.client, 'state')
 if state ~= 'active' or not sb_session_live(S) then
   redis.call('ZREM', SB_P.leases, S.sid .. ':' .. S.cid)

@@ -61,7 +61,8 @@ for _, entry in ipairs(entries) do
   end
   local raw = call_id and redis.call('HGET', calls, call_id)
   local rec = raw and sb_read_call(calls, call_id, raw)
-  if rec and rec.client == cid and rec.state == 'dispatched' then
+  -- A call sent to this registration again (it waited for its client) is handed by its newest entry only.
+  if rec and rec.client == cid and rec.state == 'dispatched' and rec.entry == id then
     rec.member = member
     sb_put_call(K.meta, calls, call_id, rec)
     handed[#handed + 1] = event

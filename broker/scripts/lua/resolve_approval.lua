@@ -43,6 +43,12 @@ local decision, message, remember, edited = A.decision, A.message, A.remember, A
 -- The message and edited arguments are kept in the decision's event, and again in what it leads to.
 local full = sb_room(S.meta, S.now, 2 * (#message + #edited + #A.dispatch) + 4 * SB_ENTRY + 256, SB_P.cap)
 if full then return full end
+-- A person decided before the approval's deadline: its timer goes (an allowed call's own deadlines
+-- replace it). After the room check: a refused decision leaves the approval waiting, timer and all.
+if rec.expires then
+  redis.call('ZREM', SB_P.deadlines, S.sid .. ':' .. S.call_id)
+  rec.expires, rec.ato = nil, nil
+end
 local deny = (decision == 'deny' and message ~= '') and message or nil
 local resolved = sb_append(S, sb_ev_approval_resolved(S.call_id, decision, deny, A.resolved_by,
   remember ~= '' and 'session' or nil, nil, edited ~= '' and edited or nil))

@@ -66,14 +66,22 @@ def _chunks(text: str, width: int) -> list[str]:
     return [line for line in lines if line]
 
 
+def _literal(text: str) -> str:
+    """A Python string literal of `text` as ruff format writes one: double quotes, unless the text holds a
+    double quote and no single one."""
+    if '"' in text and "'" not in text and "\\" not in text:
+        return "'" + json.dumps(text)[1:-1].replace('\\"', '"') + "'"
+    return json.dumps(text)
+
+
 def _string(text: str, indent: str, key: str) -> list[str]:
     """`key=` a string literal, then a comma: on one line where it fits in 120 characters, else split over
     lines as implicit concatenation (ruff format joins them again when they fit)."""
-    whole = f"{indent}{key}={json.dumps(text)},"
+    whole = f"{indent}{key}={_literal(text)},"
     if len(whole) <= 120:
         return [whole]
     first, *rest = _chunks(text, 120 - len(indent) - len(key) - 4)
-    lines = [f"{indent}{key}={json.dumps(first)}", *(f"{indent}{json.dumps(part)}" for part in rest)]
+    lines = [f"{indent}{key}={_literal(first)}", *(f"{indent}{_literal(part)}" for part in rest)]
     return [*lines[:-1], lines[-1] + ","]
 
 

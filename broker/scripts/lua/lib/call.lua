@@ -27,7 +27,8 @@ end
 -- registration, which both answer not_found so no client learns of another's calls.
 local function sb_own_call(S)
   local rec = sb_call(S)
-  if not rec or rec.kind ~= 'client' or rec.client ~= S.cid then return nil end
+  -- A call waiting for its client (lib/calls.lua sb_park) belongs to no registration until one takes it.
+  if not rec or rec.kind ~= 'client' or rec.client ~= S.cid or rec.state == 'waiting' then return nil end
   return rec
 end
 
@@ -37,6 +38,18 @@ local function sb_settled_refusal(S, rec)
   if rec.state == 'denied' then return sb_refuse('conflict', 'call_denied', S.call_id) end
   if rec.state == 'awaiting' then return sb_refuse('conflict', 'call_awaiting', S.call_id) end
   return sb_refuse('conflict', 'call_answered', S.call_id)
+end
+
+-- An approval that waits at most `waits` ms (its policy's approval_timeout_s; nil or '' for ever): the
+-- record keeps when it runs out, and the call's deadline timer (S.sid:call_id, in the index every call
+-- deadline is in) comes due then, exact at any length; expire_call.lua resolves it as a deny, unless a
+-- person decided first (resolve_approval.lua drops the timer).
+local function sb_approval_deadline(S, call_id, rec, waits)
+  local ms = tonumber(waits)
+  if not ms or ms <= 0 then return end
+  rec.ato = ms
+  rec.expires = S.now + ms
+  sb_timer(SB_P.deadlines, rec.expires, S.sid .. ':' .. call_id)
 end
 
 -- A decision remembered for the session is kept in its meta hash under this prefix and the model-visible
@@ -105,16 +118,22 @@ local function sb_ack_event(S, rec)
 end
 
 -- Sends a client call to its registration: its call stream (for pools), `client_tool_dispatched`, and
--- the ack deadline. `dispatch` is the event body without seq; returns the event as stored.
+-- the ack deadline. `dispatch` is the event body without seq; returns the event as stored, and its seq.
 local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   rec.state = 'dispatched'
+  -- A call that may wait for its client (on_leave 'wait') keeps when it was first sent, which its wait's
+  -- deadline counts from, and the body it is sent again with; other calls' records are as they were.
+  if rec.ol then
+    rec.fd = rec.fd or S.now
+    rec.dispatch = dispatch
+  end
   sb_count('calls_dispatched')
   redis.call('HSET', S.owed, S.call_id, rec.client)
-  local event = sb_append(S, dispatch)
+  local event, seq = sb_append(S, dispatch)
   -- The entry id lets the ack settle the entry in a pool's consumer group (pool_take.lua).
   rec.entry = redis.call('XADD', stream, 'MINID', '~', S.now - retention_ms, '*', 'call', S.call_id, 'e', event)
   rec.sb = #event + #S.call_id + SB_ENTRY
   sb_put_call(S.meta, S.calls, S.call_id, rec)
   sb_set_deadline(S, ack_ms)
-  return event
+  return event, seq
 end

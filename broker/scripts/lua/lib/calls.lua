@@ -3,7 +3,8 @@
 -- A call record (a field of S.calls, JSON) holds: kind (client | server), client (the registration it is
 -- bound to; '' for a server call), run, step, tool (raw), state (awaiting | dispatched | acked | queued |
 -- running | answered | failed | denied), reason, ack (the acked event), tag (the answer's idempotency
--- tag), dispatch (the client_tool_dispatched body an approval sends), args (a server call's arguments).
+-- tag), dispatch (the client_tool_dispatched body an approval sends), args (a server call's arguments),
+-- ato and expires (an approval's deadline: its length and when it runs out, ms; lib/call.lua).
 -- The active run (hash S.run) holds: run_id, step, attempt, state (queued | running | waiting | ending),
 -- pending (calls of the step not yet settled), cancel, started, created_at, lease_until, reclaims, scoped
 -- (ids of its run-scoped registrations, space separated). Waiting input (list S.queue) holds JSON entries
@@ -41,10 +42,50 @@ local function sb_schedule_step(S, run_id, step, attempt)
   sb_owe('s|' .. S.sid .. '|' .. run_id .. '|' .. step .. '|' .. attempt)
 end
 
+-- A call of a tool declared `on_leave: "wait"` (record field `ol`) whose registration leaves, lapses or
+-- drops the tool waits (state `waiting`) for the next registration of that name offering the tool. The
+-- calls waiting for a name are listed in S.meta under SB_WAITING and the name (a JSON array of call ids,
+-- oldest first): every script that may settle a call holds S.meta, so a settled call leaves the list in
+-- the same step, and a registration taking a name reads that name's calls only.
+local SB_WAITING = 'waiting:'
+
+-- The ids of the calls waiting for `name` (a list, maybe empty) and the field's text (nil for none).
+local function sb_waiting_ids(S, name)
+  local raw = redis.call('HGET', S.meta, SB_WAITING .. name)
+  if not raw then return {}, nil end
+  return cjson.decode(raw), raw
+end
+
+-- Writes the list of calls waiting for `name` (`raw`: the text it replaces, nil for none), counting the
+-- change toward the session's storage.
+local function sb_set_waiting(S, name, ids, raw)
+  local field = SB_WAITING .. name
+  local before = raw and (#field + #raw + SB_ENTRY) or 0
+  if #ids == 0 then
+    if raw then redis.call('HDEL', S.meta, field) end
+    sb_add(S.meta, -before)
+    return
+  end
+  local json = cjson.encode(ids)
+  redis.call('HSET', S.meta, field, json)
+  sb_add(S.meta, #field + #json + SB_ENTRY - before)
+end
+
+-- A waiting call leaves its name's list (it settles, or a registration takes it).
+local function sb_unwait(S, call_id, name)
+  local ids, raw = sb_waiting_ids(S, name)
+  local kept = {}
+  for _, id in ipairs(ids) do
+    if id ~= call_id then kept[#kept + 1] = id end
+  end
+  if #kept ~= #ids then sb_set_waiting(S, name, kept, raw) end
+end
+
 -- Records the outcome and, when this was the last unsettled call of the active step, schedules the next
 -- step: the barrier that makes a run continue exactly once after parallel calls and approvals.
 -- Reads S.calls, S.owed, S.run.
 local function sb_settle(S, call_id, rec, state, reason)
+  if rec.state == 'waiting' then sb_unwait(S, call_id, rec.cname) end
   rec.state = state
   rec.reason = reason
   rec.dispatch = nil
@@ -68,11 +109,38 @@ local function sb_fail_call(S, call_id, rec, reason, text, detail)
     sb_append(S, sb_ev_approval_resolved(call_id, 'deny', text, nil))
   elseif rec.kind == 'client' then
     sb_count('calls_failed:' .. reason)
-    failed = sb_append(S, sb_ev_client_tool_failed(rec.client, call_id, reason, detail))
+    local seq
+    failed, seq = sb_append(S, sb_ev_client_tool_failed(rec.client, call_id, reason, detail))
+    -- The failure of a call that waited for its client closes the inbox's item: a notice for it alone
+    -- (client_tool_failed is not notable by type; most calls never waited).
+    if rec.state == 'waiting' then SB_NOTICE.leave(S.sid, seq) end
   end
   sb_append(S, sb_error_result(call_id, text))
   sb_settle(S, call_id, rec, 'failed', reason)
   return failed
+end
+
+-- Makes a dispatched or acked call of a tool declared on_leave 'wait' wait for the next registration of
+-- `name` offering its tool (its registration left, lapsed or dropped the tool): no ack or result deadline
+-- runs, only the tool's timeout (or the deployment's result deadline, S.result_ms) counted from its first
+-- dispatch, which fails it with client_gone (expire_call.lua); a call whose time is up already fails so
+-- now, saying `text`. `pool` ({stream, group}, or nil when the stream is gone) settles the call's entry in
+-- the old registration's pool, so none of its members holds it. Appends `client_tool_waiting`.
+local function sb_park(S, call_id, rec, name, text, pool)
+  local due = (rec.fd or S.now) + (rec.to or S.result_ms)
+  if due <= S.now then return sb_fail_call(S, call_id, rec, 'client_gone', text) end
+  if pool and rec.entry and rec.member then redis.call('XACK', pool[1], pool[2], rec.entry) end
+  rec.state, rec.cname, rec.ws = 'waiting', name, S.now
+  rec.entry, rec.member, rec.acked_ms, rec.ack_seq, rec.ack = nil, nil, nil, nil, nil
+  sb_put_call(S.meta, S.calls, call_id, rec)
+  local ids, raw = sb_waiting_ids(S, name)
+  ids[#ids + 1] = call_id
+  sb_set_waiting(S, name, ids, raw)
+  -- The same index entry as the ack or result deadline it replaces.
+  sb_timer(SB_P.deadlines, due, S.sid .. ':' .. call_id)
+  sb_count('calls_waiting')
+  sb_append(S, sb_ev_client_tool_waiting(call_id, rec.tool, name, sb_iso(S.now * 1000), sb_iso(due * 1000),
+    rec.run ~= '' and rec.run or nil))
 end
 
 -- Fails every unsettled call whose record field `field` equals `value` (a client id or a run id).
@@ -88,10 +156,11 @@ local function sb_fail_owed(S, field, value, reason, text)
 end
 
 -- Ends a registration: the name is released, the lease dropped, `client_left` appended, and the calls it
--- still owes fail with `client_gone`. What is left of it is what a late request reads (its state, name
--- and lease fields), kept for S.departed_ms; its tool list and call stream go now (a departed
--- registration is offered to no step and handed no call). Reads S.client, S.client_calls, S.names and
--- the settle fields.
+-- still owes fail with `client_gone`, but for those of a tool declared on_leave 'wait', which wait for
+-- the next registration of its name (sb_park). What is left of it is what a late request reads (its
+-- state, name and lease fields), kept for S.departed_ms; its tool list and call stream go now (a departed
+-- registration is offered to no step and handed no call). Reads S.client, S.client_calls, S.names,
+-- S.result_ms and the settle fields.
 local function sb_client_gone(S, cid, reason)
   local found = redis.call('HMGET', S.client, 'name', 'bl')
   local name = found[1]
@@ -106,7 +175,20 @@ local function sb_client_gone(S, cid, reason)
   end
   redis.call('ZREM', SB_P.leases, S.sid .. ':' .. cid)
   sb_append(S, sb_ev_client_left(cid, reason))
-  sb_fail_owed(S, 'client', cid, 'client_gone', SB_GONE_TEXT[reason])
+  local text = SB_GONE_TEXT[reason]
+  local owed = redis.call('HGETALL', S.owed)
+  for i = 1, #owed, 2 do
+    -- An owed client call's entry holds the id of the registration it went to.
+    local raw = owed[i + 1] == cid and redis.call('HGET', S.calls, owed[i])
+    local rec = raw and sb_read_call(S.calls, owed[i], raw)
+    if rec and rec.client == cid and rec.state ~= 'waiting' then
+      if rec.ol and name and (rec.state == 'dispatched' or rec.state == 'acked') then
+        sb_park(S, owed[i], rec, name, text, nil)
+      else
+        sb_fail_call(S, owed[i], rec, 'client_gone', text)
+      end
+    end
+  end
 end
 
 -- Run-scoped registrations leave with their run: owed as work, since their keys are not in this script's

@@ -50,11 +50,12 @@ local function sb_rec_token_usage(input_tokens, output_tokens, cached_input_toke
   return '{' .. string.sub(written, 2) .. '}'
 end
 
--- sb_rec_tool_descriptor(name, description, parameters, timeout_s?, heartbeat_s?)
-local function sb_rec_tool_descriptor(name, description, parameters, timeout_s, heartbeat_s)
+-- sb_rec_tool_descriptor(name, description, parameters, timeout_s?, heartbeat_s?, on_leave?)
+local function sb_rec_tool_descriptor(name, description, parameters, timeout_s, heartbeat_s, on_leave)
   return '{"name":' .. sb_str(name) .. ',"description":' .. sb_str(description) .. ',"parameters":' .. parameters
     .. (timeout_s ~= nil and (',"timeout_s":' .. timeout_s) or '')
-    .. (heartbeat_s ~= nil and (',"heartbeat_s":' .. heartbeat_s) or '') .. '}'
+    .. (heartbeat_s ~= nil and (',"heartbeat_s":' .. heartbeat_s) or '')
+    .. (on_leave ~= nil and (',"on_leave":"' .. on_leave .. '"') or '') .. '}'
 end
 
 -- sb_rec_never_lifetime_body()
@@ -135,14 +136,15 @@ local function sb_ev_approval_requested(call_id, server, tool, arguments, args_h
     .. (from_ ~= nil and (',"from":' .. sb_str(from_)) or '') .. '}'
 end
 
--- sb_ev_approval_resolved(call_id, decision, deny_message|null, resolved_by|null, remember?, remembered?, arguments?)
-local function sb_ev_approval_resolved(call_id, decision, deny_message, resolved_by, remember, remembered, arguments)
+-- sb_ev_approval_resolved(call_id, decision, deny_message|null, resolved_by|null, remember?, remembered?, arguments?, reason?)
+local function sb_ev_approval_resolved(call_id, decision, deny_message, resolved_by, remember, remembered, arguments, reason)
   return '{"type":"approval_resolved","call_id":' .. sb_str(call_id) .. ',"decision":"' .. decision
     .. '","deny_message":' .. (deny_message == nil and 'null' or sb_str(deny_message)) .. ',"resolved_by":'
     .. (resolved_by == nil and 'null' or sb_str(resolved_by))
     .. (remember ~= nil and (',"remember":"' .. remember .. '"') or '')
     .. (remembered ~= nil and (',"remembered":' .. (remembered and 'true' or 'false')) or '')
-    .. (arguments ~= nil and (',"arguments":' .. arguments) or '') .. '}'
+    .. (arguments ~= nil and (',"arguments":' .. arguments) or '')
+    .. (reason ~= nil and (',"reason":"' .. reason .. '"') or '') .. '}'
 end
 
 -- sb_ev_client_registered(client_id, name, lifetime, tools)
@@ -198,6 +200,13 @@ local function sb_ev_tool_progress(call_id, server, tool, message, fraction)
     .. (fraction == nil and 'null' or fraction) .. '}'
 end
 
+-- sb_ev_client_tool_waiting(call_id, tool, client_name, since, deadline, run_id|null)
+local function sb_ev_client_tool_waiting(call_id, tool, client_name, since, deadline, run_id)
+  return '{"type":"client_tool_waiting","call_id":' .. sb_str(call_id) .. ',"tool":' .. sb_str(tool)
+    .. ',"client_name":' .. sb_str(client_name) .. ',"since":' .. sb_str(since) .. ',"deadline":'
+    .. sb_str(deadline) .. ',"run_id":' .. (run_id == nil and 'null' or sb_str(run_id)) .. '}'
+end
+
 -- sb_ev_message_delta(run_id, step, delta, reset?)
 local function sb_ev_message_delta(run_id, step, delta, reset)
   return '{"type":"message_delta","run_id":' .. sb_str(run_id) .. ',"step":' .. step .. ',"delta":' .. sb_str(delta)
@@ -221,6 +230,7 @@ end
 SB_NOTICE.types = {
   approval_requested = true,
   approval_resolved = true,
+  client_tool_waiting = true,
   run_cancelled = true,
   run_completed = true,
   run_failed = true,
