@@ -36,6 +36,7 @@ from api.routes import (
     schedules,
     sessions,
     web,
+    webhooks,
 )
 from api.routes.mcp import SessionMcpLoader
 from api.schemas.common import ErrorBody
@@ -242,6 +243,7 @@ def create_app(
         inbox,
         ag_ui,
         ai_sdk,
+        webhooks,
     ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):

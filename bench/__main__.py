@@ -1,9 +1,10 @@
 """`python -m bench [--quick | --smoke] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a
 worker, run each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
-instructions, apicpu, schemas, hostile_mcp, doors, hostile_model, schedules, parked) against its baseline
-measured in the same run, print one table, save JSON. `--quick` takes fewer samples; `--smoke` runs each
-scenario at its smallest size, to see that every one works (CI runs each, tests/e2e/test_bench_smoke.py):
-its figures are printed and saved, no target is judged. A scenario that raises fails the run (exit 1) at every size.
+instructions, apicpu, schemas, hostile_mcp, doors, hostile_model, schedules, parked, webhooks) against its
+baseline measured in the same run, print one table, save JSON. `--quick` takes fewer samples; `--smoke` runs
+each scenario at its smallest size, to see that every one works (CI runs each,
+tests/e2e/test_bench_smoke.py): its figures are printed and saved, no target is judged. A scenario that
+raises fails the run (exit 1) at every size.
 `python -m bench --compare OLD.json NEW.json` puts two saved runs side by side."""
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from bench import (
     schedules,
     schema_refs,
     state,
+    webhooks,
 )
 from bench.compare import compare
 from bench.harness import Figure, Size, cpu_count, default_out, save, table, unjudged
@@ -60,6 +62,7 @@ SCENARIOS: dict[str, Scenario] = {
     "hostile_model": hostile_model.run,
     "schedules": schedules.run,
     "parked": parked.run,
+    "webhooks": webhooks.run,
 }
 
 

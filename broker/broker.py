@@ -12,6 +12,7 @@ from broker.services.approvals import Approvals
 from broker.services.calls import Calls
 from broker.services.clients import Clients
 from broker.services.credentials import Credentials
+from broker.services.deliveries import Deliveries
 from broker.services.idempotency import Idempotency
 from broker.services.inbox import Inbox
 from broker.services.keepers import Keepers
@@ -27,6 +28,7 @@ from broker.services.server_calls import ServerCalls
 from broker.services.sessions import Sessions
 from broker.services.telemetry import Figures, read_figures
 from broker.services.timers import Timers
+from broker.services.webhooks import Webhooks
 from broker.services.work import Work
 from common.addresses import ProviderAddresses, Resolver
 from common.schema.checks import ArgumentChecks
@@ -67,6 +69,8 @@ class Broker(Generic[S]):
         self.alarms = Alarms(core)
         self.retention = Retention(core)
         self.schedules = Schedules(core)
+        self.webhooks = Webhooks(core, addresses)
+        self.deliveries = Deliveries(core)
 
     @classmethod
     async def connect(

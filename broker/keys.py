@@ -41,6 +41,20 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{w}:timers-armed`                 | string | none                     | `1` once every session has its timers  |
 |                                       |        |                          | (services/retention.py, on upgrade)   |
 | `sb:{w}:health:<host>`                | string | 3 heartbeats             | `switchboard worker --check`           |
+| `sb:{w}:webhooks`                     | zset   | none                     | webhook endpoint ids, lex-ordered      |
+| `sb:{w}:webhook:<id>`                 | hash   | none                     | one endpoint: url, events, filters,    |
+|                                       |        |                          | enabled, disabled_reason, secret       |
+| `sb:{w}:webhook:<id>:log`             | zset   | none (trimmed to the     | its delivery ids by creation ms        |
+|                                       |        | webhook log size)        | (listed newest first)                  |
+| `sb:{w}:webhook:<id>:deliveries`      | hash   | none (trimmed with log)  | delivery id -> record JSON; `<id>:body`|
+|                                       |        |                          | -> the body sent                       |
+| `sb:{w}:webhook:<id>:due`             | zset   | none                     | pending delivery ids by next attempt ms|
+|                                       |        |                          | (a taken one: by its lease's end)      |
+| `sb:{w}:webhook:<id>:sending`         | zset   | none (members lapse)     | delivery ids being sent, by lease end  |
+| `sb:{w}:webhooks-due`                 | zset   | none                     | endpoint ids by when one of theirs is  |
+|                                       |        |                          | next to send (lib/webhooks.lua)        |
+| `sb:{w}:webhooks-for:<type>`          | set    | none                     | endpoint ids subscribed to a webhook   |
+|                                       |        |                          | event type (`run.completed`, ...)      |
 | `sb:{w}:inbox:items`                  | hash   | none                     | `<sid>\|<call id>` -> the open inbox  |
 |                                       |        |                          | item's JSON (services/inbox.py,        |
 |                                       |        |                          | inbox_change.lua)                      |
@@ -101,7 +115,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:schedules`                    | zset   | none                     | `<sid>:<schedule id>` by its next fire |
 |                                       |        |                          | time (ms): fire_schedule.lua moves it  |
 | `sb:{T}:work`                         | stream | none (entries deleted    | work for the workers: `s|sid|run|step| |
-|                                       |        | when begun)              | attempt`, `t|sid|call`, `d|sid|client`;|
+|                                       |        | when begun)              | attempt`, `t|sid|call`, `d|sid|client`,|
+|                                       |        |                          | `n|sid|seq` (a notable event's notice);|
 |                                       |        |                          | group `workers`, a consumer per worker |
 | `sb:{T}:alarm`                        | string | none                     | earliest due time the timekeeper knows |
 | `sb:{T}:stats`                        | hash   | none                     | the partition's figures (the last key  |
@@ -257,6 +272,35 @@ class SessionKeys:
         return f"{self.base}:idem:{digest}"
 
 
+@dataclass(frozen=True, slots=True)
+class WebhookKeys:
+    """The keys of one webhook endpoint, in the workspace's slot."""
+
+    endpoint: str
+    endpoint_id: str
+
+    @property
+    def log(self) -> str:
+        return f"{self.endpoint}:log"
+
+    @property
+    def deliveries(self) -> str:
+        return f"{self.endpoint}:deliveries"
+
+    @property
+    def due(self) -> str:
+        return f"{self.endpoint}:due"
+
+    @property
+    def sending(self) -> str:
+        return f"{self.endpoint}:sending"
+
+    @property
+    def block(self) -> list[str]:
+        """What lib/webhooks.lua is handed per endpoint, in its order."""
+        return [self.endpoint, self.log, self.deliveries, self.due, self.sending]
+
+
 # Sessions whose keys a KeySpace keeps built: more than a process serves at once, small beside its memory.
 _SESSIONS_KEPT = 4096
 
@@ -362,6 +406,23 @@ class KeySpace:
     def inbox_session(self, session_id: str) -> str:
         """The seq of the last notice applied to each of a session's calls, and `~gone` once deleted."""
         return f"{self.prefix}:{{w}}:inbox:s:{session_id}"
+
+    # Webhooks.
+    @property
+    def webhooks(self) -> str:
+        return f"{self.prefix}:{{w}}:webhooks"
+
+    def webhook(self, endpoint_id: str) -> WebhookKeys:
+        return WebhookKeys(f"{self.prefix}:{{w}}:webhook:{endpoint_id}", endpoint_id)
+
+    @property
+    def webhooks_due(self) -> str:
+        """Endpoint ids by when one of their deliveries is next to be sent."""
+        return f"{self.prefix}:{{w}}:webhooks-due"
+
+    def webhooks_for(self, event_type: str) -> str:
+        """Endpoint ids subscribed to one webhook event type."""
+        return f"{self.prefix}:{{w}}:webhooks-for:{event_type}"
 
     # Partitions and sessions.
     def partition(self, number: int) -> PartitionKeys:

@@ -66,6 +66,12 @@ MESSAGES: dict[str, str] = {
     "no_schedule": "no schedule {0} in this session",
     "drops_input": "a run is active and this agent drops input that arrives during a run",
     "key_in_flight": "a request with this Idempotency-Key is still being answered; send it again in a moment",
+    "too_many_webhooks": (
+        "this workspace already has {0} webhook endpoints, the limit; delete one before adding another"
+    ),
+    "no_webhook": "no webhook endpoint {0}",
+    "no_delivery": "no delivery {0} of this webhook endpoint (it never was, or the log was trimmed past it)",
+    "delivery_sending": "delivery {0} is being sent now; retry it once this attempt ended",
     # A receipt written by an earlier release, which kept its refusal's message whole.
     "as_written": "{0}",
 }

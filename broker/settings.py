@@ -73,6 +73,12 @@ class BrokerSettings(BaseSettings):
     schema_check_steps: int = Field(default=200_000, ge=1_000)
     schema_check_timeout_s: Annotated[float, Field(gt=0, le=60)] = 1.0
 
+    # Webhooks: deliveries kept per endpoint (its log is trimmed to this, oldest first), and how many of
+    # one endpoint's deliveries are in flight at once across the workers (a slow endpoint holds only
+    # its own share).
+    webhook_log_size: int = Field(default=1_000, ge=10, le=100_000)
+    webhook_endpoint_concurrency: int = Field(default=8, ge=1, le=256)
+
     @property
     def ack_timeout_ms(self) -> int:
         return round(self.ack_timeout_s * 1000)

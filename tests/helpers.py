@@ -96,18 +96,21 @@ async def work_entries(broker: Broker, session_id: str) -> list[tuple[str, str]]
 
 
 async def held_work(broker: Broker, session_id: str) -> list[str]:
-    """What holds a worker for the session: work entries not begun, claims, a running step's lease."""
+    """What holds a worker for the session: work entries not begun, claims, a running step's lease. A
+    notable event's notice (`n|`, handed to webhooks) holds no run, so neither it nor its claim counts."""
     partition = broker.core.keys.session(session_id).partition
     held = await owed_work(broker, session_id)
-    held += [bytes(c).decode() for c in await broker.core.redis.zrange(partition.claims, 0, -1)]
+    notices = {entry for entry, member in await work_entries(broker, session_id) if member.startswith("n|")}
+    claims = [bytes(c).decode() for c in await broker.core.redis.zrange(partition.claims, 0, -1)]
+    held += [claim for claim in claims if claim not in notices]
     if await broker.core.client_for(partition.steps).zscore(partition.steps, session_id) is not None:
         held.append(f"step lease of {session_id}")
     return held
 
 
 async def owed_work(broker: Broker, session_id: str) -> list[str]:
-    """The members of the work entries waiting for this session (none begun yet)."""
-    return [member for _, member in await work_entries(broker, session_id)]
+    """The members of the work entries waiting for this session (none begun yet), notices aside."""
+    return [member for _, member in await work_entries(broker, session_id) if not member.startswith("n|")]
 
 
 def call(name: str, arguments: dict[str, Any] | None = None, call_id: str | None = None) -> PlannedCall:

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from broker.services.inbox import Inbox, Item
 from common.codec import now_ms, rfc3339_ms
 from common.events.catalogue import (
-    AnyEvent,
     ApprovalRequested,
     ApprovalResolved,
     ClientToolDispatched,
@@ -21,6 +19,7 @@ from common.events.catalogue import (
     ClientToolWaiting,
     ToolResult,
 )
+from workers.notices import Notice
 
 # The event types the inbox reads: those that open an item and those that end what it waits for.
 INBOX_EVENT_TYPES = frozenset(
@@ -33,24 +32,6 @@ INBOX_EVENT_TYPES = frozenset(
         "client_tool_failed",
     }
 )
-
-
-class Notice(Protocol):
-    """What the inbox reads of a notice (workers/notices.py hands these: a session's notable event, typed,
-    with what the session is)."""
-
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def run_id(self) -> str | None: ...
-    @property
-    def agent_id(self) -> str: ...
-    @property
-    def subject(self) -> str | None: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def event(self) -> AnyEvent: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,14 @@ class WorkerMetrics:
             ["kind", "provider", "model", "agent"], registry=self.registry,
         )  # fmt: skip
         self._token_labels: set[tuple[str, str, str]] = set()
+        self.webhook_attempts = Counter(
+            "switchboard_webhook_attempts", "Webhook delivery attempts this worker made, by outcome (succeeded;"
+            " retry: a timeout, connection error, 408, 429 or 5xx with attempts left; failed; gone: 410, the"
+            " endpoint disabled)", ["outcome"], registry=self.registry,
+        )  # fmt: skip
+        self.webhook_sending = Gauge(
+            "switchboard_webhook_sending", "Webhook deliveries this worker is sending now", registry=self.registry
+        )
         self.running = Gauge("switchboard_worker_jobs_running", "Jobs this worker is running", registry=self.registry)
         self.redis_rtt = redis_rtt_histogram(self.registry)
         ProcessCollector(registry=self.registry)

@@ -7,6 +7,7 @@ anywhere else."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Sequence
 
 import httpx2
@@ -39,12 +40,18 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
     """Sends to the origin of `base_url` only, connecting to the address its check approved; `what` names
     the destination in refusals ("the model provider", "the MCP server")."""
 
-    def __init__(self, base_url: str, addresses: ProviderAddresses, what: str = "the model provider") -> None:
+    def __init__(
+        self,
+        base_url: str,
+        addresses: ProviderAddresses,
+        what: str = "the model provider",
+        verify: ssl.SSLContext | None = None,
+    ) -> None:
         url = httpx2.URL(base_url)
         self._origin = (url.scheme, url.raw_host, _port(url))
         self._addresses = addresses
         self._what = what
-        self._http = httpx2.AsyncHTTPTransport()
+        self._http = httpx2.AsyncHTTPTransport() if verify is None else httpx2.AsyncHTTPTransport(verify=verify)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
@@ -84,12 +91,14 @@ def pinned_client(
     what: str = "the model provider",
     headers: dict[str, str] | None = None,
     around: Callable[[httpx2.AsyncBaseTransport], httpx2.AsyncBaseTransport] | None = None,
+    verify: ssl.SSLContext | None = None,
 ) -> httpx2.AsyncClient:
     """A client for a workspace provider or an MCP grant: pinned, and no redirects followed (a redirect
     would carry the credential's header to wherever it points). `what` names the destination in refusals,
     `headers` go with every request (a grant's credentials), and `around` wraps the pinned transport in
-    one of the caller's."""
-    transport: httpx2.AsyncBaseTransport = _PinnedTransport(base_url, addresses, what)
+    one of the caller's. `verify`: a TLS context to share (building one reads the CA bundle, tens of ms of
+    the event loop: a caller making many clients makes it once); None builds the default one."""
+    transport: httpx2.AsyncBaseTransport = _PinnedTransport(base_url, addresses, what, verify)
     if around is not None:
         transport = around(transport)
     return httpx2.AsyncClient(

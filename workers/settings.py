@@ -6,7 +6,9 @@ broker/services/providers.py)."""
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
 
 from broker.settings import BrokerSettings
 from common.settings import ProcessSettings, Seconds
@@ -53,3 +55,42 @@ class WorkerSettings(BrokerSettings, ProcessSettings):
     worker_transcript_cache_mb: int = Field(default=64, ge=0)
     # The worker's /metrics port (0: none; the API serves its own on its port).
     worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
+    # Webhooks: the waits between a delivery's attempts (seconds, decimals allowed): a delivery has at
+    # most one attempt more than this has entries; each attempt gets `webhook_timeout_s`; one worker
+    # sends at most `webhook_concurrency` at once, of every endpoint.
+    webhook_retry_schedule_s: str = "5,300,1800,7200,18000,36000,36000"
+    webhook_timeout_s: Annotated[float, Field(gt=0, le=60)] = 10.0
+    webhook_concurrency: int = Field(default=64, ge=1, le=4096)
+
+    @field_validator("webhook_retry_schedule_s")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        retry_delays(value)
+        return value
+
+    @property
+    def webhook_retry_delays(self) -> tuple[float, ...]:
+        return retry_delays(self.webhook_retry_schedule_s)
+
+
+# A schedule past this many entries, or a wait past a week, is a typo.
+_MOST_RETRIES = 50
+_LONGEST_WAIT_S = 604_800.0
+
+
+def retry_delays(text: str) -> tuple[float, ...]:
+    """The waits of SWITCHBOARD_WEBHOOK_RETRY_SCHEDULE_S: comma-separated seconds (decimals allowed, none
+    negative; empty: no retry)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if len(parts) > _MOST_RETRIES:
+        raise ValueError(f"at most {_MOST_RETRIES} waits, not {len(parts)}")
+    delays = []
+    for part in parts:
+        try:
+            delay = float(part)
+        except ValueError:
+            raise ValueError(f"{part!r} is not a number of seconds") from None
+        if not 0 <= delay <= _LONGEST_WAIT_S:
+            raise ValueError(f"{part}: each wait is 0 to {_LONGEST_WAIT_S:g} seconds")
+        delays.append(delay)
+    return tuple(delays)

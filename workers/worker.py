@@ -23,28 +23,35 @@ from common.addresses import Resolver
 from common.codec import uuid7
 from common.jsonlog import log_ids
 from common.runtime import settle_heap
+from workers.inbox_notices import inbox_consumer
 from workers.keeper import Keeper
 from workers.mcp.calls import McpCalls
 from workers.mcp.hub import McpHub
 from workers.metrics import WorkerMetrics
 from workers.models.registry import ModelRegistry
+from workers.notices import Notices
 from workers.runner import Runner
 from workers.server_tools import ServerToolRunner
 from workers.settings import WorkerSettings
 from workers.steps import StepRunner
 from workers.timekeeper import Timekeeper
 from workers.tools import load_registry
+from workers.webhooks import WebhookConsumer, WebhookSender
 
 logger = logging.getLogger(__name__)
 
 
 class _Jobs:
-    """Runs one work entry: a step, a server tool call, or the release of a run-scoped client."""
+    """Runs one work entry: a step, a server tool call, a notable event's notice, or the release of a
+    run-scoped client."""
 
-    def __init__(self, broker: Broker, steps: StepRunner, tools: ServerToolRunner, metrics: WorkerMetrics) -> None:
+    def __init__(
+        self, broker: Broker, steps: StepRunner, tools: ServerToolRunner, notices: Notices, metrics: WorkerMetrics
+    ) -> None:
         self._broker = broker
         self._steps = steps
         self._tools = tools
+        self._notices = notices
         self._metrics = metrics
 
     async def __call__(self, entry: Entry) -> None:
@@ -57,6 +64,9 @@ class _Jobs:
             (call_id,) = entry.detail
             with log_ids(session_id=session_id, call_id=call_id), metrics.timed(metrics.tools):
                 await self._tools.run(session_id, call_id, entry.entry_id)
+        elif entry.kind == "n":
+            with log_ids(session_id=session_id):
+                await self._notices.run(entry)
         else:
             (client_id,) = entry.detail
             # A run-scoped registration leaves with its run (`client_left` departed).
@@ -90,7 +100,10 @@ async def serve(
     hub = McpHub(broker.providers.addresses, metrics)
     mcp_calls = McpCalls(settings.mcp_calls_per_grant, settings.mcp_calls_per_worker, metrics)
     server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls)
-    jobs = _Jobs(broker, StepRunner(broker, models, registry, hub, metrics), server_tools, metrics)
+    sender = WebhookSender(broker, broker.providers.addresses, metrics)
+    # The consumers of notable events, in order: webhooks, then the workspace inbox.
+    notices = Notices(broker, [WebhookConsumer(broker, sender), inbox_consumer(broker.inbox)])
+    jobs = _Jobs(broker, StepRunner(broker, models, registry, hub, metrics), server_tools, notices, metrics)
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs)
     timekeeper = Timekeeper(broker, worker_id, runner.run)
     host = socket.gethostname()
@@ -101,6 +114,7 @@ async def serve(
             loop.add_signal_handler(signum, stop.set)
     try:
         runner.start()
+        sender.start()
         await keeper.start()
         metrics.start(broker.round_trip, settings, serve=own_process)
         if own_process:
@@ -115,7 +129,11 @@ async def serve(
     finally:
         # Leave first: the others keep this worker's partitions at once, while its running work ends.
         await keeper.stop(leave=True)
-        await asyncio.gather(runner.drain(settings.step_timeout_s), server_tools.drain(settings.step_timeout_s))
+        await asyncio.gather(
+            runner.drain(settings.step_timeout_s),
+            server_tools.drain(settings.step_timeout_s),
+            sender.stop(settings.webhook_timeout_s),
+        )
         metrics.stop()
         await hub.close()
         await models.aclose()

@@ -83,6 +83,14 @@ SCRIPT_NAMES = (
     "sweep",
     "take_work",
     "update_tools",
+    "add_webhook",
+    "change_webhook",
+    "remove_webhook",
+    "enqueue_deliveries",
+    "due_webhooks",
+    "take_deliveries",
+    "record_delivery",
+    "retry_delivery",
 )
 
 # Every library, each after those it uses (a local function is visible only below its definition), in
@@ -100,6 +108,7 @@ LIBRARIES = (
     "lib/input.lua",
     "lib/waiting.lua",
     "lib/hot.lua",
+    "lib/webhooks.lua",
 )
 
 # The hot routes' scripts, which an API process sends several at a time (broker/scripts/batching.py). A ping is

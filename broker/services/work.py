@@ -4,7 +4,9 @@ Scripts that owe work (the next step, a server tool call, a run-scoped client to
 their partition's stream in the same atomic step, and ring the partition's alarm channel with `w`. The
 worker that owns the partition takes entries (`take`), each under a claim that beginning the work drops;
 a claim that comes due (the worker died or hangs between taking and beginning) hands the entry to a
-live worker (`claim`). Members: `s|<sid>|<run>|<step>|<attempt>`, `t|<sid>|<call>`, `d|<sid>|<client>`.
+live worker (`claim`). Members: `s|<sid>|<run>|<step>|<attempt>`, `t|<sid>|<call>`, `d|<sid>|<client>`,
+and `n|<sid>|<seq>`, the notice of a notable event (workers/notices.py), done once every consumer of it
+succeeded.
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ class Entry:
 
     partition: int
     entry_id: str
-    kind: Literal["s", "t", "d"]
+    kind: Literal["s", "t", "d", "n"]
     session_id: str
     detail: tuple[str, ...]
 
     @classmethod
     def of(cls, partition: int, entry_id: str, member: str) -> Entry:
         kind, session_id, *detail = member.split("|")
-        if kind not in ("s", "t", "d"):
+        if kind not in ("s", "t", "d", "n"):
             raise ValueError(f"unknown work entry {member!r}")
         return cls(partition, entry_id, kind, session_id, tuple(detail))  # type: ignore[arg-type]
 

@@ -121,6 +121,17 @@ class Commands:
     async def zrange(self, key: str, start: int, end: int) -> list[bytes]:
         return members(await self._route.run(key, lambda r: r.zrange(key, start, end)))
 
+    async def zrevrange(self, key: str, start: int, end: int) -> list[bytes]:
+        return members(await self._route.run(key, lambda r: r.zrevrange(key, start, end)))
+
+    async def zrevrank(self, key: str, member: str) -> int | None:
+        found: Any = await self._route.run(key, lambda r: r.zrevrank(key, member))
+        return None if found is None else int(found)
+
+    async def smembers(self, key: str) -> list[bytes]:
+        found: Any = await self._route.run(key, lambda r: r.smembers(key))
+        return sorted(bytes(m) for m in found)
+
     async def lex_range(self, key: str, start: str, stop: str, count: int, *, reverse: bool = False) -> list[bytes]:
         """ZRANGE BYLEX from `start` to `stop` (`stop` to `start` when `reverse`), the first `count`."""
         # Raw: redis-py's stub types the BYLEX bounds as ints.

@@ -41,6 +41,16 @@ class Shown:
     sdk: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class Notable:
+    """A notable event type: the script appending one also leaves a notice for the workers (`n|<sid>|<seq>`
+    on its partition's work stream, lib/core.lua), which they hand to their consumers (workers/notices.py:
+    webhooks, the inbox). `webhook`: the webhook event type it is delivered as (None: no webhook carries it;
+    the inbox reads it)."""
+
+    webhook: str | None = None
+
+
 class Record(msgspec.Struct, frozen=True, tag_field="type"):
     """A tagged JSON object of the wire (an event, a content block): its `type` first."""
 
@@ -175,6 +185,9 @@ class Event(Record, frozen=True, kw_only=True, omit_defaults=True):
     written; every other field with a default is `UNSET`, and a nullable one has none)."""
 
     shown: ClassVar[Shown] = Shown()
+    # Whether appending one leaves a notice for the workers' consumers, and its webhook type (None: not
+    # notable). Making a type notable is this one line on its record.
+    notice: ClassVar[Notable | None] = None
     seq: int = 0
     created_at: str = ""
 
@@ -225,16 +238,19 @@ class RunStarted(Event, tag="run_started", frozen=True):
 
 
 class RunCompleted(Event, tag="run_completed", frozen=True):
+    notice: ClassVar[Notable | None] = Notable("run.completed")
     run_id: str
     # What the run's model steps used; absent when no step reported any (the scripted model's runs).
     usage: Annotated[TokenUsage, EXT] | UnsetType = UNSET
 
 
 class RunCancelled(Event, tag="run_cancelled", frozen=True):
+    notice: ClassVar[Notable | None] = Notable("run.cancelled")
     run_id: str
 
 
 class RunFailed(Event, tag="run_failed", frozen=True):
+    notice: ClassVar[Notable | None] = Notable("run.failed")
     run_id: str
     error: str
 
@@ -246,6 +262,7 @@ class SessionError(Event, tag="error", frozen=True):
 
 
 class ApprovalRequested(Event, tag="approval_requested", frozen=True):
+    notice: ClassVar[Notable | None] = Notable("approval.requested")
     call_id: str
     server: str
     tool: str
@@ -256,6 +273,8 @@ class ApprovalRequested(Event, tag="approval_requested", frozen=True):
 
 
 class ApprovalResolved(Event, tag="approval_resolved", frozen=True):
+    # It closes the inbox's approval item; no webhook carries it.
+    notice: ClassVar[Notable | None] = Notable()
     call_id: str
     decision: Literal["allow", "deny"]
     deny_message: str | None
@@ -378,6 +397,7 @@ class ClientToolWaiting(Event, tag="client_tool_waiting", frozen=True):
     again then, with the same `call_id`), and fails with `client_gone` at `deadline` if none comes."""
 
     shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    notice: ClassVar[Notable | None] = Notable("call.waiting")
     call_id: str
     # The tool's own name, as the client declared it.
     tool: str
@@ -458,3 +478,8 @@ LOG_INCLUDES: tuple[str, ...] = ("timing", *_words(logged=True), "images")
 # What a stream takes besides: the words of the live frames (deltas), which are never logged.
 STREAM_INCLUDES: tuple[str, ...] = (*LOG_INCLUDES, *_words(logged=False))
 SDK_EVENT_TYPES = frozenset(name for name, cls in BY_TYPE.items() if cls.shown.sdk)
+# The notable event types (`Event.notice`), and the webhook event type of each a webhook carries.
+NOTABLE = frozenset(name for name, cls in BY_TYPE.items() if cls.notice is not None)
+NOTICES: dict[str, str] = {
+    name: cls.notice.webhook for name, cls in BY_TYPE.items() if cls.notice is not None and cls.notice.webhook
+}

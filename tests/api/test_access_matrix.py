@@ -38,6 +38,7 @@ PROVIDER = {"display_name": "x", "format": "anthropic", "base_url": "https://llm
 REGISTER = {"name": "m", "lifetime": {"type": "never"}, "tools": [HIGHLIGHT]}
 AG_UI = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
 AI_SDK = {"id": "c", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
+WEBHOOK = {"url": "https://hooks.example/in", "events": ["run.completed"]}
 SCHEDULE = {"cron": "0 9 * * 1-5", "timezone": "Europe/Berlin", "text": MARKER}
 ROUTES = [
     # A key mints and revokes only keys whose permissions it holds: what it must hold is the target's.
@@ -93,6 +94,15 @@ ROUTES = [
     Route("POST", "/v1/sessions/{session_id}/ag-ui", "session", "session.manage", AG_UI),
     Route("POST", "/v1/sessions/{session_id}/ai-sdk/chat", "session", "session.manage", AI_SDK),
     Route("GET", "/v1/sessions/{session_id}/ai-sdk/chat/{chat_id}/stream", "session", "session.manage"),
+    Route("POST", "/v1/webhooks", "key", "session.manage", WEBHOOK),
+    Route("GET", "/v1/webhooks", "key", "session.manage"),
+    Route("GET", "/v1/webhooks/{webhook_id}", "key", "session.manage"),
+    Route("PATCH", "/v1/webhooks/{webhook_id}", "key", "session.manage", {"description": "y"}),
+    Route("DELETE", "/v1/webhooks/{webhook_id}", "key", "session.manage"),
+    Route("POST", "/v1/webhooks/{webhook_id}/rotate-secret", "key", "session.manage"),
+    Route("POST", "/v1/webhooks/{webhook_id}/test", "key", "session.manage"),
+    Route("GET", "/v1/webhooks/{webhook_id}/deliveries", "key", "session.manage"),
+    Route("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", "key", "session.manage"),
 ]
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/metrics/cluster")}
 
@@ -143,6 +153,8 @@ async def _world(api: Api, stack: Stack) -> World:
         "provider_id": "01a22b9d-0000-7000-8000-000000000000",
         "scripted_provider_id": await api.scripted_provider_id(),
         "chat_id": "chat-1",
+        "webhook_id": "01a22b9d-0000-7000-8000-000000000001",
+        "delivery_id": "msg_" + "0" * 32,
         "schedule_id": schedule["id"],
     }
     return World(ids, a, b, keys_lacking, doomed["secret"], expired)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from broker.services.inbox import Item
 from common.events.catalogue import (
     BY_TYPE,
@@ -18,6 +16,7 @@ from common.events.catalogue import (
     ToolResult,
 )
 from workers.inbox_notices import INBOX_EVENT_TYPES, Close, Open, change, waiting_call
+from workers.notices import Notice
 
 SID = "0190f2a0-0000-7000-8000-0000000000aa"
 AGENT = "0190f2a0-0000-7000-8000-0000000000bb"
@@ -26,18 +25,8 @@ AT = "2026-12-06T05:47:27.592123Z"
 AT_MS = 1_796_536_047_592
 
 
-@dataclass(frozen=True)
-class Notice:
-    session_id: str
-    run_id: str | None
-    agent_id: str
-    subject: str | None
-    seq: int
-    event: AnyEvent
-
-
 def notice(event: AnyEvent, subject: str | None = "user-42") -> Notice:
-    return Notice(SID, RUN, AGENT, subject, 7, event)
+    return Notice(SID, RUN, AGENT, subject, 7, event, b"")
 
 
 def test_an_approval_requested_opens_an_approval_from_when_it_was_logged() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from common.events.catalogue import NOTABLE
 from common.events.generate.shapes import Catalogue, Choice, Field, Presence, Scalar, Shape
 
 PATH = "broker/scripts/lua/lib/events.lua"
@@ -156,4 +157,9 @@ def render(catalogue: Catalogue) -> str:
     flattened = catalogue.data_records()
     records = [shape for shape in catalogue.records if shape.name not in flattened]
     builders = [_builder(shape, catalogue) for shape in (*records, *catalogue.events)]
-    return _HEADER + "\n" + "\n".join(builders)
+    notable = "".join(f"  {name} = true,\n" for name in sorted(NOTABLE))
+    types = (
+        "-- The notable types (the catalogue's `notice`): appending one leaves a notice for the workers\n"
+        f"-- (lib/core.lua sb_append).\nSB_NOTICE.types = {{\n{notable}}}\n"
+    )
+    return _HEADER + "\n" + "\n".join([*builders, types])

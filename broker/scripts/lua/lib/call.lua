@@ -118,7 +118,7 @@ local function sb_ack_event(S, rec)
 end
 
 -- Sends a client call to its registration: its call stream (for pools), `client_tool_dispatched`, and
--- the ack deadline. `dispatch` is the event body without seq; returns the event as stored.
+-- the ack deadline. `dispatch` is the event body without seq; returns the event as stored, and its seq.
 local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   rec.state = 'dispatched'
   -- A call that may wait for its client (on_leave 'wait') keeps when it was first sent, which its wait's
@@ -129,11 +129,11 @@ local function sb_dispatch(S, rec, stream, dispatch, ack_ms, retention_ms)
   end
   sb_count('calls_dispatched')
   redis.call('HSET', S.owed, S.call_id, rec.client)
-  local event = sb_append(S, dispatch)
+  local event, seq = sb_append(S, dispatch)
   -- The entry id lets the ack settle the entry in a pool's consumer group (pool_take.lua).
   rec.entry = redis.call('XADD', stream, 'MINID', '~', S.now - retention_ms, '*', 'call', S.call_id, 'e', event)
   rec.sb = #event + #S.call_id + SB_ENTRY
   sb_put_call(S.meta, S.calls, S.call_id, rec)
   sb_set_deadline(S, ack_ms)
-  return event
+  return event, seq
 end

@@ -109,7 +109,11 @@ local function sb_fail_call(S, call_id, rec, reason, text, detail)
     sb_append(S, sb_ev_approval_resolved(call_id, 'deny', text, nil))
   elseif rec.kind == 'client' then
     sb_count('calls_failed:' .. reason)
-    failed = sb_append(S, sb_ev_client_tool_failed(rec.client, call_id, reason, detail))
+    local seq
+    failed, seq = sb_append(S, sb_ev_client_tool_failed(rec.client, call_id, reason, detail))
+    -- The failure of a call that waited for its client closes the inbox's item: a notice for it alone
+    -- (client_tool_failed is not notable by type; most calls never waited).
+    if rec.state == 'waiting' then SB_NOTICE.leave(S.sid, seq) end
   end
   sb_append(S, sb_error_result(call_id, text))
   sb_settle(S, call_id, rec, 'failed', reason)

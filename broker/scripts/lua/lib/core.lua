@@ -286,6 +286,12 @@ local function sb_next_seq(meta)
   return use.seq_text
 end
 
+-- Notable events (the catalogue's `notice`; lib/events.lua fills `types`) leave a notice for the workers:
+-- `leave(sid, seq)`, which lib/partition.lua sets (it owns the work stream), called by sb_append in the
+-- same atomic step as the event, so no crash loses a notice between the event and its consumers
+-- (webhooks, the inbox). One table, not two locals: the Functions library's chunk is near Lua's 200.
+local SB_NOTICE = {types = {}, leave = false}
+
 -- Appends one event to the session log and publishes it (as the call ends); its JSON and seq. `body` is a
 -- JSON object without `seq` and `created_at`; they are spliced in front so the stored text is exactly
 -- what every reader sends.
@@ -297,6 +303,10 @@ local function sb_append(S, body)
   redis.call('XADD', S.events, seq .. '-0', 'e', json)
   sb_add(S.meta, #json + SB_ENTRY)
   sb_publish(S.channel, json)
+  -- Every body starts `{"type":"` (9 bytes): its type is read with one plain find, no pattern.
+  if SB_NOTICE.types[string.sub(body, 10, (string.find(body, '"', 10, true) or 10) - 1)] then
+    SB_NOTICE.leave(S.sid, seq)
+  end
   return json, seq
 end
 

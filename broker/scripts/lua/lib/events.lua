@@ -224,3 +224,14 @@ local function sb_ev_tool_call_delta(run_id, step, call_id, index, name, delta)
   return '{"type":"tool_call_delta","run_id":' .. sb_str(run_id) .. ',"step":' .. step .. ',"call_id":'
     .. sb_str(call_id) .. ',"index":' .. index .. ',"name":' .. sb_str(name) .. ',"delta":' .. sb_str(delta) .. '}'
 end
+
+-- The notable types (the catalogue's `notice`): appending one leaves a notice for the workers
+-- (lib/core.lua sb_append).
+SB_NOTICE.types = {
+  approval_requested = true,
+  approval_resolved = true,
+  client_tool_waiting = true,
+  run_cancelled = true,
+  run_completed = true,
+  run_failed = true,
+}

@@ -103,7 +103,7 @@ end
 
 -- Leaves a piece of work for the workers on the partition's stream: a step to run
 -- (`s|sid|run|step|attempt`), a server tool call (`t|sid|call`), a run-scoped client to release
--- (`d|sid|client`). It is written in the same atomic step as whatever owes it, so nothing is owed to a
+-- (`d|sid|client`), a notable event's notice (`n|sid|seq`). It is written in the same atomic step as whatever owes it, so nothing is owed to a
 -- caller that might die before doing it; `w` on the alarm channel wakes the partition's worker.
 local function sb_owe(member)
   redis.call('XADD', SB_P.work, '*', 'w', member)
@@ -111,6 +111,12 @@ local function sb_owe(member)
     sb_work_woken = true
     redis.call('PUBLISH', SB_P.alarm, 'w')
   end
+end
+
+-- A notable event's notice (lib/core.lua SB_NOTICE): `n|sid|seq`, taken by a worker that reads the event
+-- and hands it to its consumers (workers/notices.py), and done only once they all succeeded.
+SB_NOTICE.leave = function(sid, seq)
+  sb_owe('n|' .. sid .. '|' .. seq)
 end
 
 -- A work entry is done with (its step or call began, or it was stale): acknowledged, deleted, and its

@@ -31,7 +31,10 @@ local function sb_take_waiting(S, name, cid, client, stream, ack_ms, retention_m
       if body and not sb_room(S.meta, S.now, 2 * #body + 3 * SB_ENTRY + 256, SB_P.cap) then
         rec.client, rec.cname, rec.ws = cid, nil, nil
         S.call_id = id
-        sb_dispatch(S, rec, stream, body, ack_ms, retention_ms)
+        local _, seq = sb_dispatch(S, rec, stream, body, ack_ms, retention_ms)
+        -- The call's wait is over: its redispatch closes the inbox's item (a notice for it alone;
+        -- client_tool_dispatched is not notable by type).
+        SB_NOTICE.leave(S.sid, seq)
         taken = taken + 1
       else
         kept[#kept + 1] = id
