@@ -4,35 +4,22 @@ reordered alike), the filters and pages over the wire, who may read it, bad inpu
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from broker.services.inbox import Item
-from common.codec import rfc3339_ms, uuid7
-from common.events.catalogue import AnyEvent
+from common.codec import dumps, rfc3339_ms, uuid7
 from common.events.read import from_values
 from tests.api.test_access import mint
 from tests.api_client import Api, Event, Session, of_type, run_over
 from workers.inbox_notices import INBOX_EVENT_TYPES, inbox_consumer
+from workers.notices import Notice
 
 pytestmark = pytest.mark.both_redis
 
 GATED: dict[str, Any] = {"client_tool_policies": {"client__web__highlight_row": "require_approval"}}
 SINCE = 1_765_000_000_000
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A notice as the notice workers hand it (workers/notices.py on the hooks branch)."""
-
-    session_id: str
-    run_id: str | None
-    agent_id: str
-    subject: str | None
-    seq: int
-    event: AnyEvent
 
 
 def notices(session: Session, events: list[Event], subject: str | None) -> list[Notice]:
@@ -41,7 +28,8 @@ def notices(session: Session, events: list[Event], subject: str | None) -> list[
     for event in events:
         run_id = event.get("run_id", run_id)
         if event["type"] in INBOX_EVENT_TYPES:
-            found.append(Notice(session.id, run_id, session.agent_id, subject, event["seq"], from_values(event)))
+            raw = dumps(event).encode()
+            found.append(Notice(session.id, run_id, session.agent_id, subject, event["seq"], from_values(event), raw))
     return found
 
 
