@@ -34,6 +34,14 @@ def server_env(redis_url: str, **settings: str) -> tuple[dict[str, str], str]:
     return env, key
 
 
+# What uvicorn logs when the port it was given is taken (it then waits for the app's shutdown).
+_BIND_REFUSED = "address already in use"
+
+
+class PortTaken(RuntimeError):
+    """The port an API was started on was taken by another process before it could bind it."""
+
+
 @dataclass
 class Processes:
     """Starts and stops API and worker processes on one Redis; their output goes to files in `logs`."""
@@ -41,9 +49,11 @@ class Processes:
     env: dict[str, str]
     logs: Path
     running: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _log_paths: dict[int, Path] = field(default_factory=dict)
 
     def _spawn(self, role: str, name: str, extra: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = (self.logs / f"{name}.log").open("ab")
+        path = self.logs / f"{name}.log"
+        log = path.open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "switchboard", role],
             env={**os.environ, **self.env, **extra},
@@ -52,14 +62,28 @@ class Processes:
         )
         log.close()
         self.running.append(process)
+        self._log_paths[process.pid] = path
         return process
 
+    def _log(self, process: subprocess.Popen[bytes]) -> str:
+        return self._log_paths[process.pid].read_text(errors="replace")
+
     def api(self, port: int | None = None, name: str = "api") -> tuple[subprocess.Popen[bytes], str]:
-        port = port or free_port()
-        process = self._spawn("api", name, {"SWITCHBOARD_PORT": str(port)})
-        url = f"http://127.0.0.1:{port}"
-        self.wait_ready(url, process)
-        return process, url
+        """An API process, ready; on a port of its own unless `port` is given. A free port can be taken by
+        another process before the API binds it: then another is tried (a port the caller named is not)."""
+        for attempt in range(1 if port else 3):
+            chosen = port or free_port()
+            process = self._spawn("api", f"{name}-{attempt}" if attempt else name, {"SWITCHBOARD_PORT": str(chosen)})
+            url = f"http://127.0.0.1:{chosen}"
+            try:
+                self.wait_ready(url, process)
+            except PortTaken:
+                self.stop(process, signal.SIGKILL)
+                if port:
+                    raise
+                continue
+            return process, url
+        raise RuntimeError(f"no free port held for the API after 3 tries:\n{self.tail()}")
 
     def worker(self, name: str = "worker", **settings: str) -> subprocess.Popen[bytes]:
         """A worker process; `settings` are SWITCHBOARD_* values of its own (without the prefix)."""
@@ -70,6 +94,8 @@ class Processes:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(f"{url} exited at start:\n{self.tail()}")
+            if _BIND_REFUSED in self._log(process):
+                raise PortTaken(url)
             try:
                 with urllib.request.urlopen(f"{url}/readyz", timeout=1) as answer:  # noqa: S310 (a local URL)
                     if answer.status == 200:
