@@ -25,9 +25,12 @@ class NoticeReader:
         """The event at `seq` and its session's agent and subject; None when either is gone (the session
         was deleted or purged)."""
         keys = self._core.keys.session(session_id)
+        # One round trip: the log and the meta share the session's slot.
         with translate_redis_errors():
-            rows = await self._core.redis.xrange(keys.events, min=f"{seq}-0", max=f"{seq}-0", count=1)
-            agent_id, subject = await self._core.redis.hmget(keys.meta, ["agent_id", "subject"])
+            async with self._core.redis.pipeline() as batch:
+                batch.xrange(keys.events, min=f"{seq}-0", max=f"{seq}-0", count=1)
+                batch.hmget(keys.meta, ["agent_id", "subject"])
+                rows, (agent_id, subject) = await batch.execute()
         if not rows or agent_id is None:
             return None
         return NoticeSource(rows[0][1][b"e"], agent_id.decode(), subject.decode() if subject else None)

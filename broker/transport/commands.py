@@ -209,6 +209,9 @@ class Batch:
     def hgetall(self, key: str) -> None:
         self._queue(key, lambda r: r.hgetall(key))
 
+    def xrange(self, key: str, min: str = "-", max: str = "+", count: int | None = None) -> None:
+        self._queue(key, lambda r: r.xrange(key, min=min, max=max, count=count))
+
     def hset(
         self,
         key: str,
