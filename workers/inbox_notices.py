@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from broker.services.inbox import Inbox, Item
 from common.codec import now_ms, rfc3339_ms
@@ -18,20 +19,16 @@ from common.events.catalogue import (
     ClientToolFailed,
     ClientToolWaiting,
     ToolResult,
+    type_name,
 )
 from workers.notices import Notice
 
-# The event types the inbox reads: those that open an item and those that end what it waits for.
-INBOX_EVENT_TYPES = frozenset(
-    {
-        "approval_requested",
-        "approval_resolved",
-        "client_tool_waiting",
-        "client_tool_dispatched",
-        "tool_result",
-        "client_tool_failed",
-    }
-)
+# What opens an item, and what ends what an item waits for (a call's dispatch again, to a client that came
+# back; its result; its failure; an approval's decision).
+_OPENS = (ApprovalRequested, ClientToolWaiting)
+_CLOSES = (ApprovalResolved, ClientToolDispatched, ClientToolFailed, ToolResult)
+# The event types the inbox reads.
+INBOX_EVENT_TYPES = frozenset(type_name(cls) for cls in (*_OPENS, *_CLOSES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,24 +47,11 @@ def change(notice: Notice) -> Open | Close | None:
     and its failure each end whatever waited on it: an approval, or a call waiting for its client."""
     event = notice.event
     if isinstance(event, ApprovalRequested):
-        return Open(
-            Item(
-                kind="approval",
-                session_id=notice.session_id,
-                run_id=notice.run_id,
-                call_id=event.call_id,
-                tool=event.tool,
-                client_name=None,
-                since=_since(event.created_at),
-                deadline=None,
-                subject=notice.subject,
-                agent_id=notice.agent_id,
-            )
-        )
+        return _opened(notice, "approval", event.call_id, event.tool, None, _since(event.created_at), None)
     if isinstance(event, ClientToolWaiting):
         since, deadline = rfc3339_ms(event.since), rfc3339_ms(event.deadline)
         return waiting_call(notice, event.call_id, event.tool, event.client_name, since, deadline)
-    if isinstance(event, ApprovalResolved | ClientToolDispatched | ClientToolFailed | ToolResult):
+    if isinstance(event, _CLOSES):
         return Close(notice.session_id, event.call_id)
     return None
 
@@ -75,9 +59,21 @@ def change(notice: Notice) -> Open | Close | None:
 def waiting_call(notice: Notice, call_id: str, tool: str, client_name: str, since: int, deadline: int | None) -> Open:
     """The item of a call waiting for its client (`client_tool_waiting`): `since` when the wait began and
     `deadline` (ms) when it fails with client_gone."""
+    return _opened(notice, "call", call_id, tool, client_name, since, deadline)
+
+
+def _opened(
+    notice: Notice,
+    kind: Literal["approval", "call"],
+    call_id: str,
+    tool: str,
+    client_name: str | None,
+    since: int,
+    deadline: int | None,
+) -> Open:
     return Open(
         Item(
-            kind="call",
+            kind=kind,
             session_id=notice.session_id,
             run_id=notice.run_id,
             call_id=call_id,
