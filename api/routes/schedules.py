@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from fastapi import APIRouter, Request, Response
 
 from api.deps import Authenticated, ManagedSession, ReadSession
@@ -13,7 +11,7 @@ from api.schemas.schedules import CreateScheduleBody, ScheduleBody, SchedulePage
 from api.state import State
 from broker.errors import InvalidRequest, NotFound
 from broker.services.schedules import Schedule
-from common.codec import canonical_uuid, uuid7
+from common.codec import canonical_uuid, now_ms, uuid7
 from common.schedules import cron_problem, next_fire_ms, time_zone
 
 router = APIRouter(
@@ -69,7 +67,7 @@ async def create_schedule(
         time_zone(zone)
     except ValueError as error:
         raise InvalidRequest(str(error)) from None
-    first_ms, at_ms = _first_fire(body, zone, int(time.time() * 1000))
+    first_ms, at_ms = _first_fire(body, zone, now_ms())
 
     async def act(keyed_: Keyed) -> Answer:
         schedule = await state.broker.schedules.create(

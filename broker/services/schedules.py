@@ -11,12 +11,12 @@ the one read, so two workers (or one retried after a crash) fire a due time once
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 from broker.core import Core
 from broker.errors import translate_redis_errors
 from broker.scripts.layouts import run_names
+from common import codec
 from common.codec import dumps, loads, uuid7
 from common.schedules import next_fire_ms
 
@@ -91,7 +91,7 @@ class Schedules:
         retried request) adds nothing. Raises NotFound (no session), InvalidRequest (the session holds
         MAX_SCHEDULES), SessionFull."""
         s = self._core.keys.session(session_id)
-        schedule = Schedule(schedule_id, cron, at_ms, timezone, text, next_ms, int(time.time() * 1000))
+        schedule = Schedule(schedule_id, cron, at_ms, timezone, text, next_ms, codec.now_ms())
         (outcome,) = await self._core.scripts.run(
             "create_schedule",
             {"meta": s.meta, "session_schedules": s.schedules},
@@ -161,7 +161,7 @@ class Schedules:
             {"ids": [keys.member(session_id, schedule_id) for session_id, schedule_id in due]},
             partition=keys.session(due[0][0]).partition,
         )
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = codec.now_ms() if now_ms is None else now_ms
         firings = []
         for i, (session_id, schedule_id) in enumerate(due):
             raw, score = found[2 * i], found[2 * i + 1]
