@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import logging
 import time
 
@@ -30,6 +29,7 @@ from common.webhooks import body, headers
 from workers.metrics import WorkerMetrics
 from workers.notices import Notice
 from workers.pinned import pinned_client
+from workers.retry_after import retry_after_s
 from workers.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
@@ -45,25 +45,7 @@ _ENDPOINTS_PER_LOOK = 64
 _CLIENTS_KEPT = 256
 # An answer's body is read up to this (to keep its connection), never kept.
 _BODY_READ = 65_536
-# A Retry-After is honoured up to a day.
-_LONGEST_RETRY_AFTER_S = 86_400.0
 _GONE_REASON = "the endpoint answered 410 Gone"
-
-
-def retry_after_s(value: str | None) -> float | None:
-    """A Retry-After header's wait (seconds or an HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            moment = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = moment.timestamp() - time.time()
-    return min(max(seconds, 0.0), _LONGEST_RETRY_AFTER_S)
 
 
 class WebhookConsumer:

@@ -28,6 +28,7 @@ from workers.models.clouds import AnthropicCloudClient, anthropic_on_cloud, clou
 from workers.models.retry import RetryLater
 from workers.models.wire import model_client
 from workers.pinned import refused
+from workers.retry_after import retry_after_s
 
 # Error types Anthropic reports (in a status body or a mid-stream `error` event) that are worth retrying,
 # and Bedrock's names for the same (a mid-stream exception frame, which the SDK reports as an `error` event).
@@ -112,11 +113,8 @@ def _error(error: anthropic.APIError) -> ModelError:
     text = provider_text(detail.get("message"), provider_text(fallback, "no message"))
     status = getattr(error, "status_code", 0)
     if status == 429 or status >= 500 or kind in _TRANSIENT_TYPES:
-        retry_after = None
         response = getattr(error, "response", None)
-        header = response.headers.get("retry-after") if response is not None else None
-        if header and header.isdigit():
-            retry_after = float(header)
+        retry_after = retry_after_s(response.headers.get("retry-after") if response is not None else None)
         return RetryLater(f"Anthropic answered {status} {kind or ''}: {text}".replace("  ", " "), retry_after)
     return ModelError(f"Anthropic refused the request ({status}): {text}")
 

@@ -30,6 +30,7 @@ from workers.models.gemini_wire import MADE_ID, signature_text, to_contents
 from workers.models.retry import RetryLater
 from workers.models.wire import model_client
 from workers.pinned import refused
+from workers.retry_after import retry_after_s
 
 _MODES = {
     "auto": types.FunctionCallingConfigMode.AUTO,
@@ -81,8 +82,8 @@ def _wait_s(error: errors.APIError) -> float | None:
     """How long the API asked to wait: a Retry-After header, else the RetryInfo of its error details."""
     headers = getattr(error.response, "headers", None)
     header = headers.get("retry-after") if headers is not None else None
-    if isinstance(header, str) and header.isdigit():
-        return float(header)
+    if (asked := retry_after_s(header if isinstance(header, str) else None)) is not None:
+        return asked
     body = error.details if isinstance(error.details, dict) else {}
     detail = body.get("error", body)
     items = detail.get("details") if isinstance(detail, dict) else None

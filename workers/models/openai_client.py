@@ -14,6 +14,7 @@ from workers.models.clouds import azure_openai
 from workers.models.retry import RetryLater
 from workers.models.wire import model_client
 from workers.pinned import refused
+from workers.retry_after import retry_after_s
 
 _TRANSIENT_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
 
@@ -79,8 +80,7 @@ def error_of(error: openai.APIError) -> ModelError:
     detail = error_detail(error)
     code = detail.get("code") or detail.get("type")
     if isinstance(error, openai.APIStatusError):
-        header = error.response.headers.get("retry-after")
-        wait = float(header) if header and header.isdigit() else None
+        wait = retry_after_s(error.response.headers.get("retry-after"))
         message = provider_text(detail.get("message"), error.response.reason_phrase or "no message")
         return failure(code, message, error.status_code, wait)
     return failure(code, detail.get("message") or error.message)
