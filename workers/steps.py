@@ -7,6 +7,7 @@ another within a lease) and looks for a cancel (so a cancel ends even a long mod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable
@@ -102,7 +103,10 @@ class StepRunner:
         self._metrics = metrics
         self._registry = registry
         self._hub = hub
-        self._transcripts = Transcripts(broker.log.after, broker.settings.worker_transcript_cache_mb * 2**20)
+        settings = broker.settings
+        self._transcripts = Transcripts(
+            broker.log.after, settings.worker_transcript_cache_mb * 2**20, settings.worker_transcript_idle_s
+        )
 
     async def run(self, session_id: str, run_id: str, step: int, attempt: int, entry: str = "") -> None:
         """Run try `attempt` of step `step`; `entry` is the work entry that brought it."""
@@ -198,8 +202,11 @@ class StepRunner:
         if counts:
             # An extension: the tokens the step's model call counted, by the provider's own count.
             payload["usage"] = counts
-            provider_id, agent_id = self._models.billed_to(session_id)
-            self._metrics.tokens(provider_id, config.model, agent_id, counts)
+            # Read again only if the registry let the session go during the model call; a version deleted
+            # meanwhile loses its metrics count, not the step.
+            with contextlib.suppress(ModelError):
+                provider_id, agent_id = await self._models.billed_to(session_id)
+                self._metrics.tokens(provider_id, config.model, agent_id, counts)
         timing = step_timing(payload)
         usage = dumps(counts) if counts else ""
         message = message_assistant(turn.content, turn.model)

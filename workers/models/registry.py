@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 
 from pydantic import SecretStr
@@ -37,6 +38,15 @@ _MODEL_CLASSES: dict[ProviderFormat, tuple[str, str]] = {
 
 # A model class: a client of one provider, made from where and how it is reached.
 ModelClass = Callable[[Endpoint], Model]
+# What a session's steps are read with, kept by version rather than by session: a version never changes and
+# thousands of sessions (a deployment's parked runs) share a few. A config holds its agent's instructions and
+# grants (some KiB), so 256 of them are a few MiB at most.
+MAX_VERSIONS = 256
+# Which version each recently stepped session is on (it never changes): two short strings an entry, so
+# this many are about 2 MiB, and a session past it costs one read of its record at its next step.
+MAX_SESSIONS = 10_000
+# (model provider id, agent id, run config) of a version.
+_Version = tuple[str, str, RunConfig]
 
 
 class ModelRegistry:
@@ -56,8 +66,10 @@ class ModelRegistry:
             for provider_id, (base_url, key) in keyed.items()
             if key is not None
         }
-        # By session: its version's provider id, agent id and run config.
-        self._versions: dict[str, tuple[str, str, RunConfig]] = {}
+        # Most recently used last; both bounded, so a worker's memory does not grow with the sessions it
+        # ever stepped (a parked run's session is stepped once and then waits for weeks).
+        self._versions: OrderedDict[str, _Version] = OrderedDict()
+        self._sessions: OrderedDict[str, str] = OrderedDict()
         self._clients: dict[str, Model] = {}
         self._classes: dict[str, ModelClass] = {}
 
@@ -77,9 +89,9 @@ class ModelRegistry:
         _, _, config = await self._version_of(session_id)
         return config
 
-    def billed_to(self, session_id: str) -> tuple[str, str]:
-        """The provider id and agent id of a session whose config was read (what its tokens count under)."""
-        provider_id, agent_id, _ = self._versions[session_id]
+    async def billed_to(self, session_id: str) -> tuple[str, str]:
+        """The provider id and agent id of the session's version (what its tokens count under)."""
+        provider_id, agent_id, _ = await self._version_of(session_id)
         return provider_id, agent_id
 
     async def model_for(self, session_id: str) -> Model:
@@ -132,16 +144,31 @@ class ModelRegistry:
             text_only=provider.text_only,
         )
 
-    async def _version_of(self, session_id: str) -> tuple[str, str, RunConfig]:
-        if session_id not in self._versions:
+    async def _version_of(self, session_id: str) -> _Version:
+        version_id = self._sessions.get(session_id)
+        if version_id is None:
             try:
-                session = await self._broker.sessions.get(session_id)
-                version = await self._broker.agents.version(session.agent_version_id)
+                version_id = (await self._broker.sessions.get(session_id)).agent_version_id
+            except NotFound as error:
+                raise ModelError(f"the session's agent version is gone: {error.message}") from None
+            self._sessions[session_id] = version_id
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+        else:
+            self._sessions.move_to_end(session_id)
+        found = self._versions.get(version_id)
+        if found is None:
+            try:
+                version = await self._broker.agents.version(version_id)
             except NotFound as error:
                 raise ModelError(f"the session's agent version is gone: {error.message}") from None
             config = RunConfig.of(version.config, self._broker.settings.max_steps, version.secrets)
-            self._versions[session_id] = (version.model_provider_id, version.agent_id, config)
-        return self._versions[session_id]
+            found = self._versions[version_id] = (version.model_provider_id, version.agent_id, config)
+            while len(self._versions) > MAX_VERSIONS:
+                self._versions.popitem(last=False)
+        else:
+            self._versions.move_to_end(version_id)
+        return found
 
     async def _model_class(self, provider_format: ProviderFormat) -> ModelClass:
         """The model class serving `provider_format`."""
