@@ -53,6 +53,9 @@ class WorkerSettings(BrokerSettings, ProcessSettings):
     mcp_calls_per_grant: int = Field(default=16, ge=1)
     mcp_calls_per_worker: int = Field(default=256, ge=1)
     worker_transcript_cache_mb: int = Field(default=64, ge=0)
+    # A conversation no step read for this long leaves the cache (the session's next step reads it from
+    # the log again): a run parked for days must not keep its conversation in every worker that ran it.
+    worker_transcript_idle_s: Seconds = 60.0
     # The worker's /metrics port (0: none; the API serves its own on its port).
     worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
     # Webhooks: the waits between a delivery's attempts (seconds, decimals allowed): a delivery has at

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +65,8 @@ class _Folded:
     pinned: bool = False
     cut: int = 0
     """How many messages were dropped from the front to stay within the bound."""
+    used: float = 0.0
+    """When a step last read it (time.monotonic)."""
 
     def add(self, message: Message, size: int, bound: int) -> None:
         if not self.messages and not self.cut and message.role == "user" and size <= bound // 2:
@@ -92,7 +96,9 @@ class Transcripts:
     the last step this worker ran for the session, so a step costs what is new rather than the whole
     session. The log is append-only and its seqs rise by one, so what was folded stays true whichever
     worker ran the steps between. The bytes folded are bounded; the least recently used session goes
-    first and is read again if it comes back.
+    first and is read again if it comes back, and one no step read for `idle_s` goes too: a run parked
+    on an approval or a client call waits minutes to weeks, and a worker holding the conversations of
+    thousands of them would grow with the runs that wait (its next step reads the session again).
 
     One session is bounded too, whatever its size (`session_bytes`: a quarter of the cache's cap, at least
     1 MiB): past
@@ -100,9 +106,12 @@ class Transcripts:
     message (a tool result goes with the call that asked for it). A session read again is paged through,
     so the worker never holds more of it than that."""
 
-    def __init__(self, log_after: LogReader, max_bytes: int) -> None:
+    def __init__(self, log_after: LogReader, max_bytes: int, idle_s: float | None = None) -> None:
         self._after = log_after
         self._max_bytes = max_bytes
+        self._idle_s = idle_s
+        # One timer at a time, due when the least recently read session has been idle for `idle_s`.
+        self._expiry: asyncio.TimerHandle | None = None
         self._session_bytes = max(max_bytes // _SESSION_SHARE, _MIN_SESSION_BYTES)
         self._sessions: OrderedDict[str, _Folded] = OrderedDict()
         self._bytes = 0
@@ -141,8 +150,27 @@ class Transcripts:
     def _put(self, session_id: str, folded: _Folded) -> None:
         # Two steps of one session at once (a reclaimed step still finishing) each fold their own copy.
         self._take(session_id)
+        folded.used = time.monotonic()
         self._sessions[session_id] = folded
         self._bytes += folded.size
         while self._bytes > self._max_bytes and len(self._sessions) > 1:
             _, oldest = self._sessions.popitem(last=False)
             self._bytes -= oldest.size
+        self._arm()
+
+    def _arm(self) -> None:
+        idle_s = self._idle_s
+        if idle_s is None or self._expiry is not None or not self._sessions:
+            return
+        oldest = next(iter(self._sessions.values()))
+        wait_s = max(oldest.used + idle_s - time.monotonic(), 0.0)
+        self._expiry = asyncio.get_running_loop().call_later(wait_s, self._expire, idle_s)
+
+    def _expire(self, idle_s: float) -> None:
+        self._expiry = None
+        # Least recently read first: the loop stops at the first session read within `idle_s`.
+        since = time.monotonic() - idle_s
+        while self._sessions and next(iter(self._sessions.values())).used <= since:
+            _, oldest = self._sessions.popitem(last=False)
+            self._bytes -= oldest.size
+        self._arm()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tracemalloc
 
 from common.events.build import (
@@ -69,6 +70,26 @@ async def test_the_bound_evicts_the_least_recent_session_and_a_return_reads_it_w
     before = log.read
     assert texts(await transcripts.read("a")) == log.whole("a")
     assert log.read - before == len(log.rows["a"])
+
+
+async def test_a_session_no_step_read_for_the_idle_time_leaves_and_a_return_reads_it_whole() -> None:
+    log = Log()
+    log.say("parked", "sign this")
+    log.say("busy", "hello")
+    transcripts = Transcripts(log.after, max_bytes=1 << 20, idle_s=0.3)
+    await transcripts.read("parked")
+    # The busy session is read every 50 ms for 0.6 s: it stays, and the parked one goes meanwhile.
+    for _ in range(12):
+        await transcripts.read("busy")
+        await asyncio.sleep(0.05)
+    busy = sum(len(data) for _, data in log.rows["busy"] if b"message_user" in data)
+    assert transcripts.held_bytes == busy
+    await asyncio.sleep(0.6)
+    assert transcripts.held_bytes == 0
+    log.say("parked", "approved")
+    before = log.read
+    assert texts(await transcripts.read("parked")) == log.whole("parked")
+    assert log.read - before == len(log.rows["parked"])
 
 
 async def test_a_returned_transcript_is_the_callers_to_change() -> None:
