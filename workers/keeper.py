@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from broker import Broker
 from broker.services.alarms import Alarm, AlarmSubscription
 from broker.services.keepers import owned
+from broker.services.timers import Glance
 from common.tasks import cancel_and_wait
 from workers.backoff import Backoff
 from workers.settings import WorkerSettings
@@ -31,6 +32,10 @@ logger = logging.getLogger(__name__)
 
 # The most partitions visited at once: a takeover or a rescan reads hundreds.
 _VISITS_AT_ONCE = 16
+# Partitions read per round trip by a takeover or a rescan. Packing and parsing a pipeline holds the event
+# loop, and a rescan of all 1,024 in one held it for tens of ms every rescan interval, which a decision
+# waiting for its step then waited out; in slices the loop runs between them.
+_GLANCED_AT_ONCE = 64
 # How long Redis gets to confirm the alarm subscription.
 _SUBSCRIBE_S = 5.0
 
@@ -108,7 +113,12 @@ class Keeper:
     async def _look_at(self, partitions: frozenset[int]) -> None:
         """Read `partitions` afresh (taken over, or their alarms may have been lost): each with a timer is
         visited when it is due, each with work waiting is read for it."""
-        for glance in await self._broker.timers.glance(sorted(partitions)):
+        numbers = sorted(partitions)
+        for first in range(0, len(numbers), _GLANCED_AT_ONCE):
+            self._heed(await self._broker.timers.glance(numbers[first : first + _GLANCED_AT_ONCE]))
+
+    def _heed(self, glances: list[Glance]) -> None:
+        for glance in glances:
             if glance.failed:
                 # Its node did not answer: the visit finds out when it answers again (and backs off).
                 self.ring(glance.partition, self.now_ms())

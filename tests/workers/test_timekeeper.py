@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import cast
@@ -15,6 +16,7 @@ from broker import Broker
 from broker.errors import NotFound
 from broker.partitions import PARTITIONS
 from broker.services.keepers import owned
+from broker.services.timers import Glance
 from broker.services.work import Entry
 from common.codec import loads
 from switchboard.settings import Settings
@@ -121,6 +123,37 @@ async def test_a_lost_alarm_is_caught_by_the_rescan(broker: Broker, settings: Se
         session_id = await make_session(broker)
         await dispatch(broker, session_id, 2)
         await wait_until(broker, session_id, "client_tool_failed", 2, timeout=3)
+
+
+@pytest.mark.both_redis
+async def test_a_takeover_reads_its_partitions_in_slices_and_the_loop_runs_between(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    timers, glance = broker.timers, broker.timers.glance
+    slices: list[tuple[int, int]] = []
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def counted(partitions: list[int]) -> list[Glance]:
+        slices.append((len(partitions), ticks))
+        return await glance(partitions)
+
+    monkeypatch.setattr(timers, "glance", counted)
+    ticker = asyncio.create_task(tick())
+    try:
+        async with keeping(broker) as keeper:
+            assert len(keeper.owned) == PARTITIONS
+    finally:
+        ticker.cancel()
+    assert sum(size for size, _ in slices) == PARTITIONS
+    assert max(size for size, _ in slices) <= 64
+    # Another task ran between every two slices: the loop was not held for the whole read.
+    assert all(later > earlier for (_, earlier), (_, later) in itertools.pairwise(slices))
 
 
 async def earliest_in_indexes(broker: Broker, session_id: str) -> int | None:
