@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from redis.asyncio import Redis
 
 from bench.harness import (
+    BENCH_SETTINGS,
     Cluster,
     Figure,
     Size,
@@ -266,21 +268,31 @@ async def _measure(running: Cluster, shape: _Shape) -> list[Figure]:
                baseline_name="before any was parked", target="ratio <= 1.25"),
         figure(SCENARIO, "worker RSS, all parked", worker_after / 1024, "MiB", baseline=worker_before / 1024,
                baseline_name="before any was parked", target="ratio <= 1.25",
-               note="holds its transcript cache, up to SWITCHBOARD_WORKER_TRANSCRIPT_CACHE_MB (64 MiB)"),
+               note="its transcript cache lets a conversation go SWITCHBOARD_WORKER_TRANSCRIPT_IDLE_S after its step"),
         figure(SCENARIO, "parked runs made per second", shape.sessions / took, "/s",
                note="session, input, the worker's step (and for a call: registration, ack), over HTTP"),
     ]  # fmt: skip
 
 
+# What the last sessions made leave behind for a while, which the idle windows wait out: their calls' ack
+# deadlines (the bench's SWITCHBOARD_ACK_TIMEOUT_S, moved on by the ack but leaving the partition's alarm
+# where it was, so each rings once as a sweep with nothing due), their step leases and work claims (10 s),
+# and the worker's folded conversations (SWITCHBOARD_WORKER_TRANSCRIPT_IDLE_S, 60 s). A deployment whose
+# runs are all parked has none of them.
+_SETTLE_S = max(float(BENCH_SETTINGS["SWITCHBOARD_ACK_TIMEOUT_S"]), 60.0) + 5.0
+
+
 def run(size: Size) -> list[Figure]:
-    # The settle outlasts the step leases and work claims of the last sessions made (10 s each), whose
-    # timers come due as no-ops. Each idle window is a whole number of the worker's rescans of its
-    # partitions (SWITCHBOARD_RESCAN_INTERVAL_S, 30 s), so both hold as many.
+    # Each idle window is a whole number of the worker's rescans of its partitions
+    # (SWITCHBOARD_RESCAN_INTERVAL_S, 30 s), so both hold as many. BENCH_PARKED_SESSIONS sets how many are
+    # parked (a quicker look at the quick size's figures).
     shape = size.pick(
         smoke=_Shape(200, idle_s=1.0, settle_s=1.0, decisions=20),
-        quick=_Shape(20_000, idle_s=60.0, settle_s=15.0, decisions=200),
-        full=_Shape(100_000, idle_s=90.0, settle_s=15.0, decisions=500),
+        quick=_Shape(20_000, idle_s=60.0, settle_s=_SETTLE_S, decisions=200),
+        full=_Shape(100_000, idle_s=90.0, settle_s=_SETTLE_S, decisions=500),
     )
+    if os.environ.get("BENCH_PARKED_SESSIONS"):
+        shape = replace(shape, sessions=int(os.environ["BENCH_PARKED_SESSIONS"]))
     with cluster() as running:
         time.sleep(size.pick(smoke=1, quick=3, full=3))  # the worker's first reads of its partitions
         return asyncio.run(_measure(running, shape))
