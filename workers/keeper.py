@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 # The most partitions visited at once: a takeover or a rescan reads hundreds.
 _VISITS_AT_ONCE = 16
+# Superseded entries the visit heap may hold beyond twice its live ones before it is rebuilt.
+_HEAP_SLACK = 1024
 # Partitions read per round trip by a takeover or a rescan. Packing and parsing a pipeline holds the event
 # loop, and a rescan of all 1,024 in one held it for tens of ms every rescan interval, which a decision
 # waiting for its step then waited out; in slices the loop runs between them.
@@ -108,6 +110,12 @@ class Keeper:
             return
         self._next[partition] = due_ms
         heapq.heappush(self._heap, (due_ms, partition))
+        if len(self._heap) > 2 * len(self._next) + _HEAP_SLACK:
+            # An entry a sooner ring superseded stays until its own time, which a wait's deadline puts
+            # weeks away, so every step on a partition holding one left another: past twice what is live
+            # the heap is rebuilt from the live entries alone.
+            self._heap = [(due, number) for number, due in self._next.items()]
+            heapq.heapify(self._heap)
         self._changed.set()
 
     async def _look_at(self, partitions: frozenset[int]) -> None:

@@ -8,6 +8,7 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
+from types import SimpleNamespace
 from typing import cast
 
 import pytest
@@ -335,3 +336,26 @@ async def test_workers_split_the_partitions_and_a_silent_one_loses_its_share_wit
                 await asyncio.sleep(0.02)
         # One lease, and a little for two test processes sharing two cores.
         assert loop.time() - stopped <= settings.keeper_lease_s + 0.3
+
+
+def test_the_visit_heap_keeps_no_more_than_a_bound_of_superseded_entries() -> None:
+    keeper = Keeper(cast("Broker[Settings]", SimpleNamespace()), "w", "host", visit=_never, work=lambda _: None)
+    keeper.owned = frozenset(range(PARTITIONS))
+    month_ms = 30 * 86_400_000
+    # Each partition's next visit is a month away (a parked call's deadline); every step there rings a
+    # lease ten seconds away first, whose visit finds the month-away timer again, 100 times over.
+    for _ in range(100):
+        for partition in range(PARTITIONS):
+            keeper.ring(partition, month_ms)
+            keeper.ring(partition, 10_000)
+            del keeper._next[partition]  # as the clock does when it visits
+    for partition in range(PARTITIONS):
+        keeper.ring(partition, month_ms + partition)
+    assert len(keeper._heap) <= 3 * PARTITIONS
+    live = {(due, partition) for partition, due in keeper._next.items()}
+    # Every live entry is still there to be visited (the superseded ones are dropped when they come up).
+    assert live <= set(keeper._heap)
+
+
+async def _never(partition: int) -> int | None:
+    raise AssertionError("no visit in this test")
