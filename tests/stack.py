@@ -98,8 +98,10 @@ class _InLoopServer(uvicorn.Server):
         grace = self.config.timeout_graceful_shutdown
         try:
             async with asyncio.timeout(grace):
-                while self.server_state.connections or self.server_state.tasks:
+                while (self.server_state.connections or self.server_state.tasks) and not self.force_exit:
                     await asyncio.sleep(0.002)
+                for server in self.servers:
+                    await server.wait_closed()
         except TimeoutError:
             for task in self.server_state.tasks:
                 task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
