@@ -15,6 +15,7 @@ import pytest
 from common.codec import rfc3339_ms
 from tests.api.test_waiting_calls import CALL, WAITING, first_call, leave, wait_for
 from tests.api_client import Api, Event, Session, of_type, run_over
+from workers.notices import Notices
 
 pytestmark = pytest.mark.both_redis
 
@@ -130,6 +131,17 @@ async def test_a_call_nobody_came_for_leaves_the_inbox(api: Api) -> None:
     failed = of_type(events, "client_tool_failed")[-1]
     assert failed == failed | {"call_id": waiting["call_id"], "reason": "client_gone"}
     await inbox_until(api, session, 0)
+
+
+async def test_a_waiting_calls_notice_names_its_run_without_the_calls_record(api: Api) -> None:
+    session, waiting = await call_waiting(api)
+    broker = api.stack.broker
+    # A settled call's record is trimmed a day on; a notice taken after that reads the run off the event.
+    # (Its session's only call: the record goes with the hash.)
+    await broker.core.redis.unlink(broker.core.keys.session(session.id).calls)
+    notice = await Notices(broker).read(session.id, waiting["seq"])
+    assert notice is not None
+    assert notice.run_id == waiting["run_id"] is not None
 
 
 def of_result(call_id: str) -> Any:
