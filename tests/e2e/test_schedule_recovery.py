@@ -103,7 +103,8 @@ async def test_schedules_due_while_workers_are_killed_at_random_moments_fire_onc
     workers = [processes.worker(name=f"w{i}") for i in range(2)]
     agent = await api.agent(message_concurrency="queue")
     sessions = [await api.session(agent) for _ in range(12)]
-    start = datetime.now(UTC) + timedelta(seconds=3)
+    # Far enough ahead that the last is still to come once all are made.
+    start = datetime.now(UTC) + timedelta(seconds=5)
     made: dict[str, str] = {}
     for n in range(24):
         at = start + timedelta(milliseconds=125 * n)

@@ -88,6 +88,19 @@ async def deliveries_once(api: Api, endpoint_id: str, done: Any, timeout: float 
         await asyncio.sleep(0.1)
 
 
+async def inbox_until(api: Api, count: int, timeout: float = 20) -> list[dict[str, Any]]:
+    """The workspace's inbox once it holds `count` items (the workers apply notices after the fact)."""
+    until = time.monotonic() + timeout
+    while True:
+        answer = await api.key.get("/v1/inbox")
+        assert answer.status_code == 200, answer.text
+        items: list[dict[str, Any]] = answer.json()["items"]
+        if len(items) == count:
+            return items
+        assert time.monotonic() < until, items
+        await asyncio.sleep(0.1)
+
+
 async def test_a_delivery_whose_worker_is_killed_mid_attempt_is_delivered_by_another(
     processes: Processes, api: Api, receiver: Receiver
 ) -> None:
@@ -178,25 +191,30 @@ async def test_a_registration_that_lapses_while_no_worker_runs_leaves_its_call_w
     processes: Processes, api: Api
 ) -> None:
     """A registration's lease lapses while its worker lies SIGKILLed; the heir finds it lapsed, and its
-    call of an on_leave "wait" tool waits for the next registration of the name instead of failing."""
+    call of an on_leave "wait" tool waits for the next registration of the name instead of failing, and is
+    in the inbox until one takes it."""
     doomed = processes.worker(name="doomed")
     session = await api.session()
     registered = time.monotonic()
-    old = await api.register(session, ttl=5, tools=[{**WAITING, "timeout_s": 120}])
+    old = await api.register(session, ttl=8, tools=[{**WAITING, "timeout_s": 120}])
     await api.send(session, CALL)
     call = await first_call(api, session)
     assert (await api.call(session, old["id"], call["call_id"], "ack")).status_code == 200
     kill(processes, doomed)
-    # Never pinged: its lease lapses 5 s after it registered, with no worker alive to see it.
-    await asyncio.sleep(max(0.0, registered + 5.5 - time.monotonic()))
+    # Never pinged: its lease lapses 8 s after it registered, with no worker alive to see it.
+    await asyncio.sleep(max(0.0, registered + 8.5 - time.monotonic()))
     assert not of_type(await api.events(session), "client_left")
     processes.worker(name="heir")
     events = await wait_for(api, session, count("client_tool_waiting", 1), timeout=20)
     assert of_type(events, "client_left")[0]["reason"] == "timed_out"
     assert not of_type(events, "client_tool_failed")
+    (item,) = await inbox_until(api, 1)
+    assert (item["kind"], item["call_id"], item["client_name"]) == ("call", call["call_id"], "web")
     new = await api.register(session, ttl=60, tools=[WAITING])
     events = await wait_for(api, session, count("client_tool_dispatched", 2), timeout=20)
     assert of_type(events, "client_tool_dispatched")[1]["client_id"] == new["id"]
+    # Taken by the new registration, it waits no more.
+    await inbox_until(api, 0)
     await answer(api, session, new["id"], call["call_id"])
     events = await api.wait_for(session, run_over, timeout=20)
     assert of_type(events, "run_completed")
