@@ -123,6 +123,19 @@ async def test_a_wait_ended_by_a_cancel_or_a_delete_leaves_the_inbox(api: Api, k
     await inbox_until(api, session, 0)
 
 
+async def test_an_approval_whose_client_left_leaves_the_inbox(api: Api) -> None:
+    """The client the call would go to leaves while it awaits approval: the call fails, the approval is
+    resolved as a deny, and its item goes."""
+    session, requested = await approval_open(api)
+    (item,) = await inbox_until(api, session, 1)
+    assert item["call_id"] == requested["call_id"]
+    (web,) = of_type(await api.events(session), "client_registered")
+    await leave(api, session, web["client_id"])
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_resolved")))
+    assert of_type(events, "approval_resolved")[0]["decision"] == "deny"
+    await inbox_until(api, session, 0)
+
+
 async def test_a_call_nobody_came_for_leaves_the_inbox(api: Api) -> None:
     # Its wait ends with its timeout_s counted from its first dispatch: long enough to see the item.
     session, waiting = await call_waiting(api, {**WAITING, "timeout_s": 3})
