@@ -119,6 +119,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | `n|sid|seq` (a notable event's notice);|
 |                                       |        |                          | group `workers`, a consumer per worker |
 | `sb:{T}:alarm`                        | string | none                     | earliest due time the timekeeper knows |
+| `sb:{T}:handed`                       | string | none                     | when a sweep last handed due members to|
+|                                       |        |                          | a keeper (ms); deleted by a sweep that |
+|                                       |        |                          | finds none: sweep.lua, read by glance  |
 | `sb:{T}:stats`                        | hash   | none                     | the partition's figures (the last key  |
 |                                       |        |                          | of every script with lib/partition.lua)|
 
@@ -188,6 +191,11 @@ class PartitionKeys:
     def alarm(self) -> str:
         """The earliest due time the timekeeper was told of; also the channel that tells it."""
         return f"{self.base}:alarm"
+
+    @property
+    def handed(self) -> str:
+        """When a sweep last handed due members to a keeper that may not have acted on them yet."""
+        return f"{self.base}:handed"
 
     @property
     def stats(self) -> str:

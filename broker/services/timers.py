@@ -70,27 +70,32 @@ class Timers:
         return found
 
     async def _glance(self, client: Redis, numbers: list[int]) -> list[Glance]:
+        # The alarm stands for the indexes: every timer is set through lib/partition.lua's sb_timer, which
+        # moves the alarm when the timer comes first, and a sweep leaves it at the earliest timer it did not
+        # hand out (or deletes it). A timer removed since only leaves the alarm early, which costs a visit
+        # that finds nothing due. What a sweep handed to a keeper that died before acting is behind the
+        # alarm; `handed` says so, and the partition is visited at once. Two reads a partition rather
+        # than one per index.
         keys = self._core.keys
         with translate_redis_errors():
             async with client.pipeline(transaction=False) as pipe:
                 for number in numbers:
                     partition = keys.partition(number)
-                    for index in partition.timers:
-                        pipe.zrange(index, 0, 0, withscores=True)
+                    pipe.mget(partition.alarm, partition.handed)
                     pipe.xlen(partition.work)
                 replies = await pipe.execute()
-        width = len(keys.partition(0).timers) + 1
         found = []
         for i, number in enumerate(numbers):
-            row = replies[i * width : (i + 1) * width]
-            scores = [int(first[0][1]) for first in row[:-1] if first]
-            found.append(Glance(number, min(scores) if scores else None, int(row[-1]) > 0))
+            (alarm, handed), length = replies[2 * i], replies[2 * i + 1]
+            times = [int(value) for value in (alarm, handed) if value is not None]
+            found.append(Glance(number, min(times) if times else None, int(length) > 0))
         return found
 
     async def sweep(self, partition: int, batch: int) -> Due:
         """The partition's due members (at most `batch` per index), and its alarm armed for what follows."""
         keys = self._core.keys
-        reply = await self._core.scripts.run("sweep", {}, {"batch": batch}, partition=keys.partition(partition))
+        part = keys.partition(partition)
+        reply = await self._core.scripts.run("sweep", {"handed": part.handed}, {"batch": batch}, partition=part)
         next_due = int(reply[0])
         deadlines, leases, steps, dequeue, purges, claims, schedules = [
             [str(member) for member in members] for members in reply[1:]

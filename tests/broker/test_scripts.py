@@ -22,7 +22,7 @@ return 1
 
 async def next_due(scripts: Scripts, partition: PartitionKeys) -> int:
     """The partition's next due time as the sweep arms it (-1 for none), through one script call."""
-    reply = await scripts.raw("sweep", {}, {"batch": 0}, partition)
+    reply = await scripts.raw("sweep", {"handed": partition.handed}, {"batch": 0}, partition)
     return int(reply[1])
 
 

@@ -123,6 +123,57 @@ async def test_a_lost_alarm_is_caught_by_the_rescan(broker: Broker, settings: Se
         await wait_until(broker, session_id, "client_tool_failed", 2, timeout=3)
 
 
+async def earliest_in_indexes(broker: Broker, session_id: str) -> int | None:
+    partition = broker.core.keys.session(session_id).partition
+    node = broker.core.client_for(partition.alarm)
+    firsts = [await node.zrange(index, 0, 0, withscores=True) for index in partition.timers]
+    scores = [int(first[0][1]) for first in firsts if first]
+    return min(scores) if scores else None
+
+
+async def test_a_glance_finds_the_earliest_timer_and_waiting_work_from_the_alarm(broker: Broker) -> None:
+    session_id = await make_session(broker)
+    number = broker.core.keys.session(session_id).partition.number
+    await broker.timers.sweep(number, 0)
+    (made,) = await broker.timers.glance([number])
+    # The session's retention timer, weeks away.
+    assert made.earliest_ms == await earliest_in_indexes(broker, session_id)
+    assert not made.failed
+    await dispatch(broker, session_id, 3)
+    # Timers set since moved the alarm, and those dropped since (the first step's lease, a deadline) left it
+    # early, never late: a visit that finds nothing due sets it right.
+    deadlines = broker.core.keys.session(session_id).partition.deadlines
+    node = broker.core.client_for(deadlines)
+    await node.zpopmin(deadlines)
+    (early,) = await broker.timers.glance([number])
+    earliest = await earliest_in_indexes(broker, session_id)
+    assert early.earliest_ms is not None
+    assert earliest is not None
+    assert early.earliest_ms <= earliest
+    assert (await broker.timers.sweep(number, 0)).next_due_ms == earliest
+    (right,) = await broker.timers.glance([number])
+    assert right.earliest_ms == earliest
+    # Due members a sweep handed out sit behind the alarm until acted on: a keeper that died holding
+    # them leaves its successor a partition to visit at once.
+    member = broker.core.keys.member(session_id, "0190f2a0-0000-7000-8000-0000000000cc")
+    await node.zadd(deadlines, {member: 1})
+    handed = await broker.timers.sweep(number, 10)
+    assert handed.deadlines == [(session_id, "0190f2a0-0000-7000-8000-0000000000cc")]
+    assert handed.next_due_ms == earliest
+    (orphaned,) = await broker.timers.glance([number])
+    assert orphaned.earliest_ms is not None
+    assert orphaned.earliest_ms < earliest
+    await node.zrem(deadlines, member)
+    assert not (await broker.timers.sweep(number, 10)).deadlines
+    (acted,) = await broker.timers.glance([number])
+    assert acted.earliest_ms == earliest
+    assert not acted.has_work
+    work = broker.core.keys.session(session_id).partition.work
+    await node.xadd(work, {"w": f"d|{session_id}|{WEB}"})
+    (working,) = await broker.timers.glance([number])
+    assert working.has_work
+
+
 async def test_an_expired_lease_lapses_the_client_and_fails_its_calls(broker: Broker) -> None:
     session_id = await make_session(broker)
     await dispatch(broker, session_id, 2)
@@ -150,8 +201,10 @@ async def test_a_pinged_lease_is_moved_on_not_lapsed(broker: Broker, settings: S
     member = broker.core.keys.member(session_id, WEB)
     node = broker.core.client_for(partition.leases)
     first = await node.zscore(partition.leases, member)
-    # The index entry comes due at the first expiry; the pings moved the expiry on meanwhile.
+    # The index entry comes due at the first expiry (and the alarm with it); the pings moved the expiry on
+    # meanwhile.
     await node.zadd(partition.leases, {member: 0})
+    await node.set(partition.alarm, 0)
     assert "expires_at" in await broker.clients.ping(session_id, WEB)
     async with keeping(broker):
         async with asyncio.timeout(3):
