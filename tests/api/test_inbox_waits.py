@@ -89,10 +89,10 @@ async def test_an_approvals_item_carries_its_deadline(api: Api) -> None:
 
 async def test_an_approval_that_times_out_leaves_the_inbox(api: Api) -> None:
     # Long enough to see its item open on a busy machine.
-    session, requested = await approval_open(api, approval_timeout_s=2)
+    session, requested = await approval_open(api, approval_timeout_s=3)
     (item,) = await inbox_until(api, session, 1)
     assert item["call_id"] == requested["call_id"]
-    events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_resolved")))
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_resolved")), timeout=10)
     resolved = of_type(events, "approval_resolved")[0]
     assert resolved["reason"] == "timeout"
     # The deadline the item showed is when the timer came due.
