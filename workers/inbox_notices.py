@@ -47,7 +47,9 @@ def change(notice: Notice) -> Open | Close | None:
     and its failure each end whatever waited on it: an approval, or a call waiting for its client."""
     event = notice.event
     if isinstance(event, ApprovalRequested):
-        return _opened(notice, "approval", event.call_id, event.tool, None, _since(event.created_at), None)
+        # Its deadline is its approval_timeout_s's, from the call's record (the event does not carry it).
+        since = _since(event.created_at)
+        return _opened(notice, "approval", event.call_id, event.tool, None, since, notice.approval_deadline)
     if isinstance(event, ClientToolWaiting):
         since, deadline = rfc3339_ms(event.since), rfc3339_ms(event.deadline)
         return waiting_call(notice, event.call_id, event.tool, event.client_name, since, deadline)
