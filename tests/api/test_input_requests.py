@@ -5,14 +5,21 @@ heartbeat wait meanwhile."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from standardwebhooks import Webhook
 
+from switchboard.settings import Settings
 from tests.api.test_inbox import inbox, notices
+from tests.api.test_pools import member
+from tests.api.test_webhooks import endpoint
 from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
 from tests.helpers import HIGHLIGHT
+from tests.webhook_receiver import Receiver, receiving
 from workers.inbox_notices import inbox_consumer
 
 pytestmark = pytest.mark.both_redis
@@ -354,3 +361,77 @@ async def test_bad_answers_are_400_naming_the_field_and_leave_the_request_open(
     assert refused.json()["error"]["message"].startswith(field), refused.text
     assert (await read(api, session, request_id)).json()["state"] == "open"
     assert not of_type(await extended(api, session), "input_provided")
+
+
+async def test_a_pool_member_hears_the_answer_on_its_call_stream(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session)
+    async with member(api, session, web["id"]) as pooled:
+        await api.send(session, CALL)
+        call_id = (await pooled.next_call())["call_id"]
+        assert (await pooled.ack(call_id)).status_code == 200
+        request_id = (await ask(api, session, web["id"], call_id, ASK)).json()["request_id"]
+        content = {"amount": 5, "confirm": False}
+        assert (await answer(api, session, request_id, {"action": "accept", "content": content})).status_code == 200
+        heard = await pooled.frames.event()
+        assert heard == heard | {"type": "input_provided", "request_id": request_id, "content": content}
+
+
+async def test_a_call_that_goes_back_to_waiting_for_its_client_ends_its_requests(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session, tools=[{**HIGHLIGHT, "on_leave": "wait"}])
+    call_id = await acked_call(api, session, web["id"])
+    request_id = (await ask(api, session, web["id"], call_id, ASK)).json()["request_id"]
+    async with api.as_session(session) as client:
+        left = await client.delete(f"/v1/sessions/{session.id}/clients/{web['id']}")
+        assert left.status_code == 204, left.text
+    (ended,) = of_type(await extended(api, session), "input_provided")
+    assert (ended["request_id"], ended["action"], ended["reason"]) == (request_id, "cancel", "call_waiting")
+    assert (await read(api, session, request_id)).json()["state"] == "cancelled"
+    # The next registration of the name gets the call again and may ask anew, under the same key even.
+    again = await api.register(session, tools=[{**HIGHLIGHT, "on_leave": "wait"}])
+    await api.wait_for(session, lambda es: len(of_type(es, "client_tool_dispatched")) == 2)
+    assert (await api.call(session, again["id"], call_id, "ack")).status_code == 200
+    assert (await ask(api, session, again["id"], call_id, {**ASK, "key": "fresh"})).status_code == 201
+
+
+class TestWebhooks:
+    @pytest.fixture
+    def settings(self, settings: Settings) -> Settings:
+        # The receiver listens on 127.0.0.1.
+        return settings.model_copy(update={"provider_allow_private": True, "webhook_timeout_s": 2.0})
+
+    @pytest.fixture
+    async def receiver(self) -> AsyncIterator[Receiver]:
+        async with receiving() as running:
+            yield running
+
+    async def test_a_request_reaches_its_webhook_and_the_inbox_until_answered(
+        self, api: Api, receiver: Receiver
+    ) -> None:
+        created = await endpoint(api, receiver.url("/inputs"), ["input.requested"])
+        session = await api.session()
+        web = await api.register(session)
+        call_id = await acked_call(api, session, web["id"])
+        request_id = (await ask(api, session, web["id"], call_id, ASK)).json()["request_id"]
+        (got,) = await receiver.wait("/inputs")
+        payload = Webhook(created["secret"]).verify(got.body, got.headers)
+        assert payload["type"] == "input.requested"
+        assert payload["data"]["event"] == payload["data"]["event"] | {
+            "type": "input_requested",
+            "request_id": request_id,
+        }
+        assert payload["data"]["run_id"] is not None
+
+        async def items() -> list[str | None]:
+            found = await inbox(api, kind="input")
+            return [item["request_id"] for item in found if item["session_id"] == session.id]
+
+        until = time.monotonic() + 10
+        while await items() != [request_id]:
+            assert time.monotonic() < until
+            await asyncio.sleep(0.05)
+        assert (await answer(api, session, request_id, {"action": "decline"})).status_code == 200
+        while await items():
+            assert time.monotonic() < until + 10
+            await asyncio.sleep(0.05)
