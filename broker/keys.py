@@ -98,9 +98,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:s:<S>:inbox`                  | list   | none                     | steering input for the active run      |
 | `sb:{T}:s:<S>:queue`                  | list   | none                     | input waiting for a run of its own     |
 | `sb:{T}:s:<S>:idem:<digest>`          | string | idempotency TTL          | receipts of session routes             |
-| `sb:{T}:s:<S>:inputs`                 | hash   | none (unlinked by the    | input request id -> its entry (JSON);  |
-|                                       |        | purge of the session)    | `k:<len>:<call id>:<key>` -> the id    |
-|                                       |        |                          | holding that key in its call           |
+| `sb:{T}:s:<S>:inputs`                 | hash   | none (a call's go with   | input request id -> its entry (JSON);  |
+|                                       |        | its record: trim_calls;  | `k:<len>:<call id>:<key>` -> the id    |
+|                                       |        | unlinked by the purge)   | holding that key in its call           |
 |                                       |        |                          | (ask_input.lua, answer_input.lua)      |
 | `sb:{T}:s:<S>:schedules`              | hash   | none (deleted with the   | schedule id -> its record (JSON):      |
 |                                       |        | session)                 | create_schedule.lua, fire_schedule.lua |

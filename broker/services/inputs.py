@@ -5,7 +5,8 @@ A request's entry sits in its session's inputs hash (`SessionKeys.inputs`) as JS
 `key`, `state` (`open` or `answered`), and the form or page while open, the `action` and `content` once
 answered. The call's record lists the ids still open (`iro`, lib/call.lua), and the scripts that settle
 a call end them there without touching this hash: an entry still `open` whose call no longer lists it
-was ended by its call (`cancelled`)."""
+was ended by its call (`cancelled`). The record also lists every request the call made (`irs`), so its
+requests leave with it when settled calls are forgotten (trim_calls.lua)."""
 
 from __future__ import annotations
 

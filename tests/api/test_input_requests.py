@@ -17,7 +17,7 @@ from switchboard.settings import Settings
 from tests.api.test_inbox import inbox, notices
 from tests.api.test_pools import member
 from tests.api.test_webhooks import endpoint
-from tests.api_client import Api, Event, Session, of_type, run_over, whole_log
+from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
 from tests.helpers import HIGHLIGHT
 from tests.webhook_receiver import Receiver, receiving
 from workers.inbox_notices import inbox_consumer
@@ -435,3 +435,29 @@ class TestWebhooks:
         while await items():
             assert time.monotonic() < until + 10
             await asyncio.sleep(0.05)
+
+
+async def test_a_forgotten_call_takes_its_requests_and_their_storage(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    update: dict[str, object] = {"settled_call_retention_s": 1.0}
+    async with running_api(settings, redis_url, api_key, update) as trimmed:
+        session = await trimmed.session()
+        s = trimmed.stack.broker.core.keys.session(session.id)
+        redis = trimmed.stack.broker.core.client_for(s.inputs)
+        web = await trimmed.register(session)
+        call_id = await acked_call(trimmed, session, web["id"])
+        before = int(await redis.hget(s.meta, "bytes"))
+        first = (await ask(trimmed, session, web["id"], call_id, ASK)).json()["request_id"]
+        second = (await ask(trimmed, session, web["id"], call_id, {**ASK, "key": "k2"})).json()["request_id"]
+        assert (await answer(trimmed, session, first, {"action": "decline"})).status_code == 200
+        assert await redis.hlen(s.inputs) == 4
+        assert int(await redis.hget(s.meta, "bytes")) > before
+        assert (await trimmed.call(session, web["id"], call_id, "result", text="done")).status_code == 204
+        await trimmed.wait_for(session, run_over)
+        until = asyncio.get_running_loop().time() + 10
+        while await redis.hlen(s.calls) or await redis.hlen(s.inputs):
+            assert asyncio.get_running_loop().time() < until, await redis.hkeys(s.inputs)
+            await asyncio.sleep(0.1)
+        for request_id in (first, second):
+            assert (await read(trimmed, session, request_id)).status_code == 404

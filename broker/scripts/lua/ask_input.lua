@@ -39,15 +39,19 @@ if redis.call('HEXISTS', K.inputs, A.key_field) == 1 then
   return sb_refuse('conflict', 'input_key_taken', A.key, S.call_id)
 end
 local id = A.request_id
+-- As trim_calls.lua gives it back when the call is forgotten.
 local stored = #A.entry + #A.key_field + 2 * (#id + SB_ENTRY)
--- The event holds the message, the form or page and the key again; the record grows by the id.
-local full = sb_room(S.meta, S.now, stored + #A.message + #A.schema + #A.url + #A.key + 2 * #id + SB_ENTRY + 512,
+-- The event holds the message, the form or page and the key again; the record grows by the id twice.
+local full = sb_room(S.meta, S.now, stored + #A.message + #A.schema + #A.url + #A.key + 3 * #id + SB_ENTRY + 512,
   SB_P.cap)
 if full then return full end
 redis.call('HSET', K.inputs, id, A.entry, A.key_field, id)
 sb_add(S.meta, stored)
 open[#open + 1] = id
 rec.iro = open
+-- Every request the call made, which leave with its record (trim_calls.lua).
+rec.irs = rec.irs or {}
+rec.irs[#rec.irs + 1] = id
 if #open == 1 then sb_pause_deadline(S, rec) end
 sb_put_call(S.meta, S.calls, S.call_id, rec)
 sb_append(S, sb_ev_input_requested(id, S.call_id, S.cid, rec.tool, A.key, A.message, 'client',
