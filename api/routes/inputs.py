@@ -112,21 +112,19 @@ async def answer_input(
     rid = canonical_id(request_id, "input request")
     if body.content is not None and body.action != "accept":
         raise InvalidRequest("content: only with action accept")
-    asked = await state.broker.inputs.get(canonical, rid)
-    if asked.state == "answered":
-        raise Conflict(f"input request {rid} was already answered: {asked.action}")
-    if asked.state == "cancelled":
-        raise Conflict(f"input request {rid} ended with its call {asked.call_id}")
-    content = body.content
-    if body.action == "accept" and asked.schema is not None:
-        content = content or {}
-        problem = content_problem(asked.schema, content)
-        if problem:
-            raise InvalidRequest(problem)
-    elif content is not None:
-        raise InvalidRequest("content: a URL-mode request is accepted with no content")
 
     async def act(_: Keyed) -> Answer:
+        # Read and checked within the attempt, so a repeat of an Idempotency-Key replays its first answer
+        # rather than meeting the request it answered. An answered or ended request is the script's 409.
+        asked = await state.broker.inputs.get(canonical, rid)
+        content = body.content
+        if body.action == "accept" and asked.schema is not None:
+            content = content or {}
+            problem = content_problem(asked.schema, content)
+            if problem:
+                raise InvalidRequest(problem)
+        elif content is not None and asked.state == "open":
+            raise InvalidRequest("content: a URL-mode request is accepted with no content")
         return Answer(200, (await state.broker.inputs.answer(canonical, asked, body.action, content)).encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

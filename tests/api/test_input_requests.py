@@ -447,12 +447,12 @@ async def test_a_forgotten_call_takes_its_requests_and_their_storage(
         redis = trimmed.stack.broker.core.client_for(s.inputs)
         web = await trimmed.register(session)
         call_id = await acked_call(trimmed, session, web["id"])
-        before = int(await redis.hget(s.meta, "bytes"))
+        before = int(await redis.hget(s.meta, "bytes") or 0)
         first = (await ask(trimmed, session, web["id"], call_id, ASK)).json()["request_id"]
         second = (await ask(trimmed, session, web["id"], call_id, {**ASK, "key": "k2"})).json()["request_id"]
         assert (await answer(trimmed, session, first, {"action": "decline"})).status_code == 200
         assert await redis.hlen(s.inputs) == 4
-        assert int(await redis.hget(s.meta, "bytes")) > before
+        assert int(await redis.hget(s.meta, "bytes") or 0) > before
         assert (await trimmed.call(session, web["id"], call_id, "result", text="done")).status_code == 204
         await trimmed.wait_for(session, run_over)
         until = asyncio.get_running_loop().time() + 10
@@ -461,3 +461,26 @@ async def test_a_forgotten_call_takes_its_requests_and_their_storage(
             await asyncio.sleep(0.1)
         for request_id in (first, second):
             assert (await read(trimmed, session, request_id)).status_code == 404
+
+
+async def test_an_idempotency_key_replays_an_ask_and_an_answer(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session)
+    call_id = await acked_call(api, session, web["id"])
+    path = f"/v1/sessions/{session.id}/clients/{web['id']}/calls/{call_id}/input-requests"
+    async with api.as_session(session) as client:
+        first = await client.post(path, json=ASK, headers={"Idempotency-Key": "ask-1"})
+        again = await client.post(path, json=ASK, headers={"Idempotency-Key": "ask-1"})
+        assert first.status_code == again.status_code == 201, again.text
+        assert first.json() == again.json()
+        request_id = first.json()["request_id"]
+        answer_path = f"/v1/sessions/{session.id}/input-requests/{request_id}"
+        body = {"action": "accept", "content": {"amount": 3, "confirm": True}}
+        answered = await client.post(answer_path, json=body, headers={"Idempotency-Key": "answer-1"})
+        replayed = await client.post(answer_path, json=body, headers={"Idempotency-Key": "answer-1"})
+        assert answered.status_code == replayed.status_code == 200, replayed.text
+        assert answered.json() == replayed.json()
+        other = await client.post(answer_path, json=body, headers={"Idempotency-Key": "answer-2"})
+        assert other.status_code == 409
+    assert len(of_type(await extended(api, session), "input_requested")) == 1
+    assert len(of_type(await extended(api, session), "input_provided")) == 1
