@@ -12,7 +12,6 @@ from fastapi import APIRouter, Request, Response
 from api.deps import Authenticated, ManagedSession, ReadSession, canonical_id
 from api.keyed import Answer, Keyed, keyed, respond
 from api.schemas.common import ErrorBody
-from api.schemas.events import SessionEvent
 from api.schemas.inputs import (
     MAX_INPUT_SCHEMA_BYTES,
     AnswerInputBody,
@@ -20,6 +19,7 @@ from api.schemas.inputs import (
     AskInputBody,
     InputRequestBody,
 )
+from api.schemas.session_events import InputProvided
 from api.state import State
 from broker.errors import Conflict, InvalidRequest
 from common.codec import dumps, uuid7
@@ -96,7 +96,7 @@ async def ask_input(
     return await keyed(request, caller, act, seed={"request_id": uuid7()}, session_id=canonical)
 
 
-@router.post("/input-requests/{request_id}", response_model=SessionEvent)
+@router.post("/input-requests/{request_id}", response_model=InputProvided)
 async def answer_input(
     session_id: str,
     request_id: str,
