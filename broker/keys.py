@@ -268,9 +268,9 @@ class SessionKeys:
 
     @staticmethod
     def input_key_field(call_id: str, key: str) -> str:
-        """The field holding the request a key names within its call; the call id's length comes first, as
-        a call id may hold any character."""
-        return f"k:{len(call_id)}:{call_id}:{key}"
+        """The field holding the request a key names within its call; the call id's length in bytes comes
+        first, as a call id may hold any character (trim_calls.lua builds it again with Lua's `#`)."""
+        return f"k:{len(call_id.encode())}:{call_id}:{key}"
 
     @property
     def live(self) -> str:
