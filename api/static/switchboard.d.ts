@@ -386,6 +386,51 @@ export interface ClientToolWaitingEvent extends LoggedEvent {
   run_id: string | null;
 }
 
+/**
+ * A client asked the person during a call it acked (as MCP elicitation does): a form (`schema`, a flat object of
+ * string, number, integer, boolean and enum properties) or a page to visit (`url`). Answered at
+ * `POST /v1/sessions/{sid}/input-requests/{request_id}`; the call's result deadline and heartbeat wait meanwhile
+ * (its tool's `timeout_s` does not) (with `include: "extensions"`).
+ */
+export interface InputRequestedEvent extends LoggedEvent {
+  type: "input_requested";
+  request_id: string;
+  call_id: string;
+  client_id: string;
+  /** The tool's own name, as the client declared it. */
+  tool: string;
+  /** The request's name within its call (MCP's `inputRequests` key): the request id unless the client chose one. */
+  key: string;
+  message: string;
+  /** Who asks: `client`, a client tool through its registration. */
+  source: "client";
+  /** The form asked for (MCP's `requestedSchema`); absent for a URL-mode request. */
+  schema?: { [key: string]: unknown };
+  /** The page the person is sent to (URL mode); absent for a form. */
+  url?: string;
+}
+
+/**
+ * An input request ended: the person answered it (`action`, with the form's `content` for `accept`), or its call
+ * settled or went back to waiting for its client first (`reason`; `action` is then `cancel`) (with
+ * `include: "extensions"`).
+ */
+export interface InputProvidedEvent extends LoggedEvent {
+  type: "input_provided";
+  request_id: string;
+  call_id: string;
+  /** The registration that asked. */
+  client_id: string;
+  action: "accept" | "decline" | "cancel";
+  /** What the person filled in (for `accept`); null otherwise. */
+  content: { [key: string]: unknown } | null;
+  /**
+   * Why the request ended with no answer: `call_settled` (the call got its result or failed) or `call_waiting` (its
+   * client left and the call waits for the next one); absent for a person's answer.
+   */
+  reason?: "call_settled" | "call_waiting";
+}
+
 /** Text the model is writing, as it streams (with `include: "deltas"`; live only: no seq). */
 export interface MessageDeltaEvent {
   type: "message_delta";
@@ -451,6 +496,8 @@ export type ExtensionEvent =
   | ClientToolProgressEvent
   | ToolProgressEvent
   | ClientToolWaitingEvent
+  | InputRequestedEvent
+  | InputProvidedEvent
   | MessageDeltaEvent
   | ThinkingDeltaEvent
   | ToolCallDeltaEvent;
