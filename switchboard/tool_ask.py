@@ -13,13 +13,12 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import httpx2
 
-from common.events.catalogue import InputProvided
+from common.events.catalogue import InputAction, InputProvided
 
-InputAction = Literal["accept", "decline", "cancel"]
 Ask = Callable[[dict[str, Any]], Awaitable["InputAnswer"]]
 """Posts an input request's body for the call and waits for its answer."""
 
@@ -53,7 +52,7 @@ class AskRefused(Exception):
         self.status = status
 
 
-class Answers:
+class OpenRequests:
     """The answers to a member's open input requests, by request id."""
 
     def __init__(self) -> None:

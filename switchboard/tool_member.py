@@ -25,7 +25,7 @@ import httpx2
 
 from common.events.catalogue import ClientToolDispatched, ClientToolFailed, InputProvided
 from common.events.read import decode_known
-from switchboard.tool_ask import Answers, Ask, AskRefused, InputAnswer
+from switchboard.tool_ask import Ask, AskRefused, InputAnswer, OpenRequests
 from switchboard.tool_log import detail, duration
 from switchboard.typed_tools import Call, TypedTool
 
@@ -95,7 +95,7 @@ class Member:
         self._stopped_why: dict[str, str] = {}
         self._reports: set[asyncio.Task[None]] = set()
         # The input requests its calls made, waiting for their answers.
-        self._answers = Answers()
+        self._answers = OpenRequests()
         self.answered = 0
         self.cancelled = 0
         # Set once asked to stop: the calls that end from then on were drained.

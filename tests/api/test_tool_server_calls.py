@@ -13,7 +13,7 @@ import pytest
 
 from switchboard import tool_ask
 from switchboard.settings import Settings
-from switchboard.tool_ask import Answers, AskRefused
+from switchboard.tool_ask import AskRefused, OpenRequests
 from switchboard.tool_member import Member, Target
 from switchboard.typed_tools import Call, typed_tool
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
@@ -133,7 +133,7 @@ async def test_a_sync_tool_asks_and_blocks_until_the_answer_even_one_the_stream_
     roomy: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The live frame lost (a reconnect at the wrong moment): the member reads the request back.
-    monkeypatch.setattr(Answers, "heard", lambda self, event: None)
+    monkeypatch.setattr(OpenRequests, "heard", lambda self, event: None)
     monkeypatch.setattr(tool_ask, "READ_BACK_S", 0.2)
 
     def pick_account(call: Call) -> str:
