@@ -62,6 +62,41 @@ export interface ToolCallContext {
    * the call is settled).
    */
   progress(message?: string | null, fraction?: number | null): Promise<ClientToolProgressEvent>;
+  /**
+   * Ask the person to fill in a form during the call (an input request: `input_requested`, an inbox item, a form
+   * in the console). `schema` is MCP's `requestedSchema`: `{type: "object", properties, required?}` with flat
+   * string, number, integer, boolean and enum properties. Resolves once someone holding the session's token
+   * answers it; the call's result deadline and heartbeat (the server's, and this SDK's own) wait meanwhile, its
+   * tool's `timeout_s` does not. Answers arrive on the stream of a connection made with `include: "extensions"`;
+   * on one without, the request is read back every second. Rejects with a SwitchboardError when the server
+   * refuses it (400 naming the field, 409 once the call is settled, 429 with 4 requests of the call open), and
+   * with the signal's reason when the call fails meanwhile.
+   */
+  ask(message: string, schema: JsonSchema, options?: AskOptions): Promise<InputAnswer>;
+  /**
+   * Send the person to a page (URL mode: a sign-in, a secret typed where the page never sees it); resolves to
+   * `accept` (with no content), `decline` or `cancel`, as {@link ToolCallContext.ask} does.
+   */
+  askUrl(message: string, url: string, options?: AskOptions): Promise<InputAnswer>;
+}
+
+/** The options of {@link ToolCallContext.ask} and {@link ToolCallContext.askUrl}. */
+export interface AskOptions {
+  /**
+   * The request's name within its call (1 to 128 of `A-Z a-z 0-9 _ . : -`, unique in it; MCP's `inputRequests`
+   * key); the request id by default.
+   */
+  key?: string | undefined;
+}
+
+/** How an input request ended. */
+export interface InputAnswer {
+  /** `accept`, `decline`, or `cancel` (the person's, or the call's end first: see `reason`). */
+  action: "accept" | "decline" | "cancel";
+  /** What the person filled in, checked against the form's schema (for `accept` of a form); null otherwise. */
+  content: { [key: string]: unknown } | null;
+  /** Why the request ended with no answer: its call settled, or went back to waiting for its client. */
+  reason?: "call_settled" | "call_waiting";
 }
 
 /**

@@ -13,14 +13,20 @@
 //
 // A tool is {description, parameters, timeout_s?, heartbeat_s?, execute(args, call)}; `call` holds
 // `callId`, `client`, `signal` (aborted when the call fails while it runs: cancelled, timed out, its run
-// gone) and `progress(message, fraction)`. `execute` returns a string, any JSON value, or
-// `{content: [{type: "text", text}, {type: "image", media_type, data}], is_error?}` for a result with images.
+// gone), `progress(message, fraction)`, and `ask(message, schema)` / `askUrl(message, url)`, which ask the
+// person (an input request) and resolve to `{action, content}` once answered. `execute` returns a string,
+// any JSON value, or `{content: [{type: "text", text}, {type: "image", media_type, data}], is_error?}` for a
+// result with images.
 //
 //   await session.send("What is on screen?", { clientTools: { look: { description, parameters, execute } } });
 
 const RESULT_TIMEOUT_MS = 290_000;
 const MAX_RESULT_CHARS = 65_536;
 const KEEPALIVE_LIMIT = 60_000;
+// How long an input request's answer may be missing from the stream before it is read back: briefly when
+// this connection does not stream extensions (the answer never comes on it), else only for a lost frame.
+const ASK_READ_BACK_MS = { streamed: 5000, unstreamed: 1000 };
+const EARLY_ANSWERS_KEPT = 64;
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -330,6 +336,47 @@ function declarations(tools) {
   }));
 }
 
+/**
+ * The SDK's own result deadline for a call: it waits while the person is asked, as the server's does (an
+ * open input request pauses it), and runs on for what was left of it once every answer is in.
+ */
+function pausableDeadline(ms) {
+  let left = ms;
+  let started = 0;
+  let timer = null;
+  let paused = 0;
+  let expire;
+  const expired = new Promise((_, reject) => {
+    expire = () => reject(new Error("the tool did not answer before the deadline"));
+  });
+  expired.catch(() => {});
+  const arm = () => {
+    started = Date.now();
+    timer = setTimeout(expire, left);
+  };
+  arm();
+  return {
+    expired,
+    pause() {
+      if (paused++ > 0) return;
+      clearTimeout(timer);
+      left = Math.max(0, left - (Date.now() - started));
+    },
+    resume() {
+      if (--paused === 0) arm();
+    },
+    clear() {
+      clearTimeout(timer);
+      paused = Infinity;
+    },
+  };
+}
+
+/** An input request's answer as `ask` resolves to it: the event's, or the request read back. */
+function inputAnswer({ action, content = null, reason }) {
+  return { action, content: content ?? null, ...(reason ? { reason } : {}) };
+}
+
 /** What a tool returned, as the body of its result: text, or content blocks (images) as they are. */
 function resultBody(value) {
   if (value && typeof value === "object" && Array.isArray(value.content)) {
@@ -363,6 +410,9 @@ export class ToolClient {
     this._running = new Set();
     // The calls being executed, by call id: a failure of one aborts its signal.
     this._calls = new Map();
+    // The input requests its calls wait on, by request id; and answers heard before their ask came back.
+    this._asking = new Map();
+    this._earlyAnswers = new Map();
     this._scoped = false;
     this._toolsUpdate = Promise.resolve();
     this._pinging = null;
@@ -452,6 +502,8 @@ export class ToolClient {
       const handling = this._handle(event);
       this._running.add(handling);
       handling.finally(() => this._running.delete(handling));
+    } else if (event.type === "input_provided") {
+      this._heard(event);
     } else if (event.type === "client_tool_failed") {
       this._calls.get(event.call_id)?.abort(new Error(`the call failed: ${event.reason}${event.detail ? ` (${event.detail})` : ""}`));
     } else if (event.type === "client_left") {
@@ -475,6 +527,9 @@ export class ToolClient {
     const tool = this.tools[event.tool];
     const controller = new AbortController();
     this._calls.set(event.call_id, controller);
+    const deadline = pausableDeadline(RESULT_TIMEOUT_MS);
+    const ask = (body, key) =>
+      this._ask(calls, controller.signal, deadline, key === undefined ? body : { ...body, key });
     const call = {
       callId: event.call_id,
       client: this,
@@ -486,6 +541,10 @@ export class ToolClient {
         if (fraction !== undefined && fraction !== null) body.fraction = fraction;
         return this.connection.request("POST", `${calls}/progress`, { body });
       },
+      /** Ask the person to fill in a form (MCP's requestedSchema); resolves to {action, content}. */
+      ask: (message, schema, { key } = {}) => ask({ message, schema }, key),
+      /** Send the person to a page (URL mode); resolves to {action, content: null}. */
+      askUrl: (message, url, { key } = {}) => ask({ message, url }, key),
     };
     if (!tool) {
       answer = { text: `no tool named ${event.tool} is served here`, is_error: true };
@@ -493,15 +552,14 @@ export class ToolClient {
       try {
         const value = await Promise.race([
           Promise.resolve().then(() => tool.execute(event.arguments ?? {}, call)),
-          sleep(RESULT_TIMEOUT_MS).then(() => {
-            throw new Error("the tool did not answer before the deadline");
-          }),
+          deadline.expired,
         ]);
         answer = resultBody(value);
       } catch (error) {
         answer = { text: String(error?.message ?? error) || "the tool failed", is_error: true };
       }
     }
+    deadline.clear();
     this._calls.delete(event.call_id);
     // The call failed while it ran: the server no longer takes a result for it.
     if (controller.signal.aborted || this.status !== "serving") return;
@@ -513,6 +571,74 @@ export class ToolClient {
     } catch (error) {
       console.error(`switchboard: the result of ${event.call_id} was refused`, error);
     }
+  }
+
+  /** Post an input request for a call this client runs, and wait for its answer. */
+  async _ask(calls, signal, deadline, body) {
+    signal.throwIfAborted();
+    const asked = await this.connection.request("POST", `${calls}/input-requests`, { body });
+    deadline.pause();
+    try {
+      return await this._answerOf(asked.request_id, signal);
+    } finally {
+      deadline.resume();
+    }
+  }
+
+  /**
+   * The answer to a request: its `input_provided` event on the stream, or the request read back when the
+   * stream is quiet (a frame lost to a reconnect, or a connection that does not stream extensions).
+   * Rejects when the call fails meanwhile.
+   */
+  _answerOf(requestId, signal) {
+    const early = this._earlyAnswers.get(requestId);
+    if (early) {
+      this._earlyAnswers.delete(requestId);
+      return Promise.resolve(inputAnswer(early));
+    }
+    const streamed = this.connection._include.split(",").includes("extensions");
+    const every = streamed ? ASK_READ_BACK_MS.streamed : ASK_READ_BACK_MS.unstreamed;
+    const path = `/v1/sessions/${this.connection.sessionId}/input-requests/${encodeURIComponent(requestId)}`;
+    return new Promise((resolve, reject) => {
+      let timer = null;
+      let settled = false;
+      const settle = () => {
+        settled = true;
+        clearTimeout(timer);
+        this._asking.delete(requestId);
+        signal.removeEventListener("abort", aborted);
+      };
+      const aborted = () => {
+        settle();
+        reject(signal.reason);
+      };
+      const answered = (ended) => {
+        if (settled) return;
+        settle();
+        resolve(inputAnswer(ended));
+      };
+      const readBack = async () => {
+        try {
+          const read = await this.connection.request("GET", path);
+          if (read.state === "answered") return answered(read);
+          if (read.state === "cancelled") return answered({ action: "cancel" });
+        } catch (error) {
+          console.warn(`switchboard: reading input request ${requestId} failed; trying again`, error);
+        }
+        if (!settled) timer = setTimeout(readBack, every);
+      };
+      this._asking.set(requestId, answered);
+      if (signal.aborted) return aborted();
+      signal.addEventListener("abort", aborted, { once: true });
+      timer = setTimeout(readBack, every);
+    });
+  }
+
+  _heard(event) {
+    const answered = this._asking.get(event.request_id);
+    if (answered) return answered(event);
+    this._earlyAnswers.set(event.request_id, event);
+    if (this._earlyAnswers.size > EARLY_ANSWERS_KEPT) this._earlyAnswers.delete(this._earlyAnswers.keys().next().value);
   }
 
   /** Replace the whole tool set; resolves once the server has it. */
