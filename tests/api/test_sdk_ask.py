@@ -92,3 +92,26 @@ async def test_ask_resolves_with_a_decline_and_ask_url_with_an_accept_read_back_
         {"callId": visit["call_id"], "answer": {"action": "accept", "content": None}},
         {"left": True},
     ]
+
+
+async def test_a_refused_ask_rejects_with_the_servers_error_and_a_cancelled_call_ends_the_wait(roomy: Api) -> None:
+    session = await roomy.session()
+    plan = {"url": roomy.stack.url, "sessionId": session.id, "token": session.token, "include": "extensions"}
+    driving = asyncio.create_task(drive("sdk_ask_driver.mjs", {**plan, "calls": 2, "form": FORM}))
+    await until(roomy, session, "client_registered", 1)
+    nested = {"type": "object", "properties": {"nested": {"type": "object"}}}
+    await roomy.send(session, f"/call client__web__confirm {json.dumps({'form': nested})}")
+    await roomy.wait_for(session, lambda events: bool(of_type(events, "tool_result")), timeout=15)
+    await roomy.send(session, "/call client__web__confirm")
+    [request] = await until(roomy, session, "input_requested", 1)
+    async with roomy.as_session(session) as client:
+        cancelled = await client.post(f"/v1/sessions/{session.id}/calls/{request['call_id']}/cancel", json={})
+    assert cancelled.status_code == 200, cancelled.text
+    refused, ended, left = await driving
+    assert refused["status"] == 400
+    assert "schema.properties.nested" in refused["error"]
+    assert ended == {"callId": request["call_id"], "error": "the call failed: run_gone (cancelled)", "status": None}
+    assert left == {"left": True}
+    # The request ended with its call.
+    [provided] = of_type(await extended(roomy, session), "input_provided")
+    assert (provided["action"], provided["reason"]) == ("cancel", "call_settled")
