@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import sys
 from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from switchboard.settings import Settings
 from switchboard.tool_member import Member, Target
-from switchboard.typed_tools import typed_tool
+from switchboard.typed_tools import load_tools, typed_tool
 from tests.api_client import Api, Event, Session, of_type, running_api, whole_log
 from tests.examples.support import EXAMPLES, text_of
 
@@ -30,6 +31,18 @@ def example_module() -> ModuleType:
     return module
 
 
+def test_the_module_loads_as_tools_serve_loads_it_and_the_call_is_not_an_argument(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(EXAMPLES)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "refund_ask", raising=False)
+    [refund] = load_tools("refund_ask:TOOLS")
+    sys.modules.pop("refund_ask", None)
+    assert refund.call_parameter == "call"
+    assert set(refund.declaration()["parameters"]["properties"]) == {"order_id", "amount"}
+
+
 @pytest.fixture
 async def roomy(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
     """The default deadlines' pace: a person answers, not a test's half second."""
@@ -39,7 +52,7 @@ async def roomy(settings: Settings, redis_url: str, api_key: str) -> AsyncIterat
 
 
 @contextlib.asynccontextmanager
-async def served(api: Api, session: Session, module: ModuleType) -> AsyncIterator[Member]:
+async def serving(api: Api, session: Session, module: ModuleType) -> AsyncIterator[Member]:
     tool = typed_tool(module.refund)
     registered = await api.register(session, name="billing", tools=[tool.declaration()])
     member = Member(Target(api.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 2)
@@ -81,7 +94,7 @@ async def answer(api: Api, session: Session, request_id: str, body: dict[str, An
 async def test_the_refund_waits_for_the_person_and_moves_only_the_amount_they_confirmed(roomy: Api) -> None:
     module = example_module()
     session = await roomy.session()
-    async with served(roomy, session, module):
+    async with serving(roomy, session, module):
         await roomy.send(session, f"/call client__billing__refund {json.dumps({'order_id': 'a-1001', 'amount': 40})}")
         request = await asked(roomy, session, 1)
         assert request["message"] == "Refund EUR 40.00 for order A-1001?"
