@@ -20,13 +20,11 @@
 //
 //   await session.send("What is on screen?", { clientTools: { look: { description, parameters, execute } } });
 
+import { InputAnswers, pausableDeadline } from "./input-requests.js";
+
 const RESULT_TIMEOUT_MS = 290_000;
 const MAX_RESULT_CHARS = 65_536;
 const KEEPALIVE_LIMIT = 60_000;
-// How long an input request's answer may be missing from the stream before it is read back: briefly when
-// this connection does not stream extensions (the answer never comes on it), else only for a lost frame.
-const ASK_READ_BACK_MS = { streamed: 5000, unstreamed: 1000 };
-const EARLY_ANSWERS_KEPT = 64;
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -336,47 +334,6 @@ function declarations(tools) {
   }));
 }
 
-/**
- * The SDK's own result deadline for a call: it waits while the person is asked, as the server's does (an
- * open input request pauses it), and runs on for what was left of it once every answer is in.
- */
-function pausableDeadline(ms) {
-  let left = ms;
-  let started = 0;
-  let timer = null;
-  let paused = 0;
-  let expire;
-  const expired = new Promise((_, reject) => {
-    expire = () => reject(new Error("the tool did not answer before the deadline"));
-  });
-  expired.catch(() => {});
-  const arm = () => {
-    started = Date.now();
-    timer = setTimeout(expire, left);
-  };
-  arm();
-  return {
-    expired,
-    pause() {
-      if (paused++ > 0) return;
-      clearTimeout(timer);
-      left = Math.max(0, left - (Date.now() - started));
-    },
-    resume() {
-      if (--paused === 0) arm();
-    },
-    clear() {
-      clearTimeout(timer);
-      paused = Infinity;
-    },
-  };
-}
-
-/** An input request's answer as `ask` resolves to it: the event's, or the request read back. */
-function inputAnswer({ action, content = null, reason }) {
-  return { action, content: content ?? null, ...(reason ? { reason } : {}) };
-}
-
 /** What a tool returned, as the body of its result: text, or content blocks (images) as they are. */
 function resultBody(value) {
   if (value && typeof value === "object" && Array.isArray(value.content)) {
@@ -410,9 +367,8 @@ export class ToolClient {
     this._running = new Set();
     // The calls being executed, by call id: a failure of one aborts its signal.
     this._calls = new Map();
-    // The input requests its calls wait on, by request id; and answers heard before their ask came back.
-    this._asking = new Map();
-    this._earlyAnswers = new Map();
+    // The answers to the input requests its calls make.
+    this._answers = new InputAnswers(connection);
     this._scoped = false;
     this._toolsUpdate = Promise.resolve();
     this._pinging = null;
@@ -503,7 +459,7 @@ export class ToolClient {
       this._running.add(handling);
       handling.finally(() => this._running.delete(handling));
     } else if (event.type === "input_provided") {
-      this._heard(event);
+      this._answers.heard(event);
     } else if (event.type === "client_tool_failed") {
       this._calls.get(event.call_id)?.abort(new Error(`the call failed: ${event.reason}${event.detail ? ` (${event.detail})` : ""}`));
     } else if (event.type === "client_left") {
@@ -579,66 +535,10 @@ export class ToolClient {
     const asked = await this.connection.request("POST", `${calls}/input-requests`, { body });
     deadline.pause();
     try {
-      return await this._answerOf(asked.request_id, signal);
+      return await this._answers.of(asked.request_id, signal);
     } finally {
       deadline.resume();
     }
-  }
-
-  /**
-   * The answer to a request: its `input_provided` event on the stream, or the request read back when the
-   * stream is quiet (a frame lost to a reconnect, or a connection that does not stream extensions).
-   * Rejects when the call fails meanwhile.
-   */
-  _answerOf(requestId, signal) {
-    const early = this._earlyAnswers.get(requestId);
-    if (early) {
-      this._earlyAnswers.delete(requestId);
-      return Promise.resolve(inputAnswer(early));
-    }
-    const streamed = this.connection._include.split(",").includes("extensions");
-    const every = streamed ? ASK_READ_BACK_MS.streamed : ASK_READ_BACK_MS.unstreamed;
-    const path = `/v1/sessions/${this.connection.sessionId}/input-requests/${encodeURIComponent(requestId)}`;
-    return new Promise((resolve, reject) => {
-      let timer = null;
-      let settled = false;
-      const settle = () => {
-        settled = true;
-        clearTimeout(timer);
-        this._asking.delete(requestId);
-        signal.removeEventListener("abort", aborted);
-      };
-      const aborted = () => {
-        settle();
-        reject(signal.reason);
-      };
-      const answered = (ended) => {
-        if (settled) return;
-        settle();
-        resolve(inputAnswer(ended));
-      };
-      const readBack = async () => {
-        try {
-          const read = await this.connection.request("GET", path);
-          if (read.state === "answered") return answered(read);
-          if (read.state === "cancelled") return answered({ action: "cancel" });
-        } catch (error) {
-          console.warn(`switchboard: reading input request ${requestId} failed; trying again`, error);
-        }
-        if (!settled) timer = setTimeout(readBack, every);
-      };
-      this._asking.set(requestId, answered);
-      if (signal.aborted) return aborted();
-      signal.addEventListener("abort", aborted, { once: true });
-      timer = setTimeout(readBack, every);
-    });
-  }
-
-  _heard(event) {
-    const answered = this._asking.get(event.request_id);
-    if (answered) return answered(event);
-    this._earlyAnswers.set(event.request_id, event);
-    if (this._earlyAnswers.size > EARLY_ANSWERS_KEPT) this._earlyAnswers.delete(this._earlyAnswers.keys().next().value);
   }
 
   /** Replace the whole tool set; resolves once the server has it. */
