@@ -1,5 +1,6 @@
 // Types of the Switchboard browser SDK (switchboard.js, the page tools it re-exports from page-tools.js, and
-// the `call.ask` input-requests.js serves it), served at /sdk/switchboard.d.ts. Written by hand next to the module it describes, but for the session events,
+// the `call.ask` input-requests.js serves it), served at /sdk/switchboard.d.ts. Written by hand next to the
+// modules it describes, but for the session events,
 // which `python -m common.events.generate` writes from common/events/catalogue.py between the marker comments;
 // tests/examples/test_typed.py checks that both export the same names and that examples/typed/ type-checks
 // against this file.
