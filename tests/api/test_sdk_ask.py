@@ -1,7 +1,8 @@
 """The browser SDK's `call.ask` and `call.askUrl` (api/static/switchboard.js), run in Node by
 tests/js/sdk_ask_driver.mjs against a served stack: the tool's ask resolves with the answer posted to the
 input request, accepted or declined, on a connection that streams extensions and on one that does not (the
-request is then read back)."""
+request is then read back); a refused ask and a cancelled call reject it; the SDK's own result deadline
+waits meanwhile."""
 
 from __future__ import annotations
 
@@ -115,3 +116,10 @@ async def test_a_refused_ask_rejects_with_the_servers_error_and_a_cancelled_call
     # The request ended with its call.
     [provided] = of_type(await extended(roomy, session), "input_provided")
     assert (provided["action"], provided["reason"]) == ("cancel", "call_settled")
+
+
+async def test_the_sdks_own_result_deadline_waits_while_the_person_is_asked() -> None:
+    [seen] = await drive("deadline_driver.mjs", {"ms": 300, "pausedMs": 600})
+    assert not seen["expiredWhilePaused"]
+    # What was left of it (all of it: paused at once) runs after the resume; timers fire late, never early.
+    assert seen["msAfterResume"] >= 290
