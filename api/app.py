@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +30,7 @@ from api.routes import (
     events,
     health,
     inbox,
+    inputs,
     mcp,
     providers,
     schedules,
@@ -49,6 +49,7 @@ from broker.services.telemetry import probe_redis
 from common.addresses import Resolver
 from common.jsonlog import pop_ids, push_ids
 from common.runtime import settle_heap
+from common.tasks import cancel_and_wait
 
 BOOTSTRAP_LABEL = "bootstrap"
 
@@ -216,9 +217,9 @@ def create_app(
                 await session_mcp.close()
         finally:
             if probe is not None:
-                probe.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await probe
+                # Not a bare cancel: one landing while the probe's PING is in flight can be lost (3.11's
+                # wait_for, inside redis-py), and the API then hung at "Waiting for application shutdown".
+                await cancel_and_wait([probe])
             await hub.stop()
             await broker.close()
 
@@ -240,6 +241,7 @@ def create_app(
         clients,
         approvals,
         calls,
+        inputs,
         inbox,
         ag_ui,
         ai_sdk,

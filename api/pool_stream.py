@@ -3,7 +3,8 @@
 The member is woken by the session's live channel (a dispatch to its registration) and, every half claim
 interval, also reclaims calls another member took and left unacked. Frames are `data: <the call's
 client_tool_dispatched event>`, and `data: <client_tool_failed event>` when a call of the registration
-fails while a member may be running it; a registration or session that goes away ends the stream.
+fails while a member may be running it (`data: <input_provided event>` when an input request one of its
+calls made is answered or ends); a registration or session that goes away ends the stream.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def _frames(events: list[str]) -> bytes:
 
 _WAKES = (b'"client_tool_dispatched"', b'"client_tool_acked"', b'"client_left"')
 _FAILED = b'"type":"client_tool_failed"'
+# The end of an input request one of the registration's calls made: the member running the call reads it.
+_PROVIDED = b'"type":"input_provided"'
 
 
 def _concerns(items: list[bytes], client_id: bytes) -> bool:
@@ -70,10 +73,11 @@ async def call_stream(
                 yield _KEEPALIVE
             # Only pointers to events the hub holds anyway: taken all at once.
             items = [item, *subscription.queued(sys.maxsize)] if isinstance(item, bytes) else []
-            failures = [event for event in items if _FAILED in event and cid in event]
+            failures = [event for event in items if (_FAILED in event or _PROVIDED in event) and cid in event]
             if failures:
                 # Calls of this registration that failed (cancelled, timed out, their run gone): the member
                 # running one stops it. Best effort, like every live frame: a result posted after is 409.
+                # So are the answers to the input requests its calls made, which the member waits on.
                 yield b"".join(b"data: %s\n\n" % event for event in failures)
             reclaim = time.monotonic() >= next_reclaim
             if reclaim:

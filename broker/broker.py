@@ -15,6 +15,7 @@ from broker.services.credentials import Credentials
 from broker.services.deliveries import Deliveries
 from broker.services.idempotency import Idempotency
 from broker.services.inbox import Inbox
+from broker.services.inputs import Inputs
 from broker.services.keepers import Keepers
 from broker.services.live import LiveHub
 from broker.services.log import EventLog
@@ -63,6 +64,7 @@ class Broker(Generic[S]):
         self.arguments = ArgumentChecks(core.settings.schema_check_steps, core.settings.schema_check_timeout_s)
         self.approvals = Approvals(core, self.arguments)
         self.calls = Calls(core)
+        self.inputs = Inputs(core)
         self.server_calls = ServerCalls(core)
         self.pools = Pools(core)
         self.keepers = Keepers(core)

@@ -98,6 +98,10 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:s:<S>:inbox`                  | list   | none                     | steering input for the active run      |
 | `sb:{T}:s:<S>:queue`                  | list   | none                     | input waiting for a run of its own     |
 | `sb:{T}:s:<S>:idem:<digest>`          | string | idempotency TTL          | receipts of session routes             |
+| `sb:{T}:s:<S>:inputs`                 | hash   | none (a call's go with   | input request id -> its entry (JSON);  |
+|                                       |        | its record: trim_calls;  | `k:<len>:<call id>:<key>` -> the id    |
+|                                       |        | unlinked by the purge)   | holding that key in its call           |
+|                                       |        |                          | (ask_input.lua, answer_input.lua)      |
 | `sb:{T}:s:<S>:schedules`              | hash   | none (deleted with the   | schedule id -> its record (JSON):      |
 |                                       |        | session)                 | create_schedule.lua, fire_schedule.lua |
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
@@ -264,6 +268,17 @@ class SessionKeys:
     def schedules(self) -> str:
         """The session's schedules: schedule id -> record JSON."""
         return f"{self.base}:schedules"
+
+    @property
+    def inputs(self) -> str:
+        """The session's input requests: request id -> entry JSON, and each call's keys (`input_key_field`)."""
+        return f"{self.base}:inputs"
+
+    @staticmethod
+    def input_key_field(call_id: str, key: str) -> str:
+        """The field holding the request a key names within its call; the call id's length in bytes comes
+        first, as a call id may hold any character (trim_calls.lua builds it again with Lua's `#`)."""
+        return f"k:{len(call_id.encode())}:{call_id}:{key}"
 
     @property
     def live(self) -> str:

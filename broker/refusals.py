@@ -19,6 +19,7 @@ from broker.errors import (
     NotFound,
     SessionFull,
     SwitchboardError,
+    TooManyRequests,
     Unauthorized,
 )
 
@@ -62,6 +63,13 @@ MESSAGES: dict[str, str] = {
     "call_taken": "call {0} was handed to another pool member",
     "call_decided": "call {0} was already decided: {1}",
     "call_not_awaiting": "call {0} is not waiting for approval",
+    "input_not_yours": "call {0} is not this client's: only the client that acked a call may ask during it",
+    "input_not_acked": "call {0} is not acknowledged yet: ack it before asking the person",
+    "too_many_inputs": "call {0} already has {1} open input requests, the limit; one must be answered first",
+    "input_key_taken": "key {0} is already taken by an input request of call {1}",
+    "no_input": "no input request {0} in this session",
+    "input_answered": "input request {0} was already answered: {1}",
+    "input_ended": "input request {0} ended with its call {1} (it settled, or went back to waiting for its client)",
     "too_many_schedules": "this session already has {0} schedules, the limit; delete one before adding another",
     "no_schedule": "no schedule {0} in this session",
     "drops_input": "a run is active and this agent drops input that arrives during a run",
@@ -97,6 +105,9 @@ def message(reason: str, values: Sequence[object]) -> str:
 
 def refusal(outcome: str, reason: str, values: Sequence[object]) -> SwitchboardError:
     """The error a script's refusal stands for."""
+    if outcome == ErrorCode.TOO_MANY_REQUESTS:
+        # A bound on what is open at once, not a rate: Retry-After is only when to look again.
+        return TooManyRequests(message(reason, values), retry_after_s=1)
     error = _BY_REASON.get((outcome, reason)) or _ERRORS.get(outcome)
     if error is None:
         return BrokerUnavailable(f"a script answered the outcome {outcome!r} ({reason})")

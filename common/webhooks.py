@@ -12,8 +12,8 @@ import secrets
 from common.events.catalogue import NOTICES
 
 # The webhook event types, in the order the docs list them. `call.waiting` and `input.requested` come
-# from the events other parts of issue 37 add (a client tool waiting for its client, an MCP server's
-# input request): an endpoint may subscribe to them before any is sent.
+# from `client_tool_waiting` (a client tool waiting for its client) and `input_requested` (a client asking
+# the person during a call).
 WEBHOOK_TYPES: tuple[str, ...] = (
     "approval.requested",
     "call.waiting",

@@ -34,7 +34,7 @@ def server_env(redis_url: str, **settings: str) -> tuple[dict[str, str], str]:
     return env, key
 
 
-# What uvicorn logs when the port it was given is taken (it then waits for the app's shutdown).
+# What uvicorn logs when the port it was given is taken (the process then exits with status 3).
 _BIND_REFUSED = "address already in use"
 
 

@@ -23,8 +23,9 @@ from typing import Any
 
 import httpx2
 
-from common.events.catalogue import ClientToolDispatched, ClientToolFailed
+from common.events.catalogue import ClientToolDispatched, ClientToolFailed, InputProvided
 from common.events.read import decode_known
+from switchboard.tool_ask import Ask, AskRefused, InputAnswer, OpenRequests
 from switchboard.tool_log import detail, duration
 from switchboard.typed_tools import Call, TypedTool
 
@@ -93,6 +94,8 @@ class Member:
         # Why a call this member stopped itself was stopped, for its line (a failure's, unless here).
         self._stopped_why: dict[str, str] = {}
         self._reports: set[asyncio.Task[None]] = set()
+        # The input requests its calls made, waiting for their answers.
+        self._answers = OpenRequests()
         self.answered = 0
         self.cancelled = 0
         # Set once asked to stop: the calls that end from then on were drained.
@@ -140,6 +143,8 @@ class Member:
                         event = decode_known(frame.data) if frame.data else None
                         if isinstance(event, ClientToolFailed):
                             self._stop_call(event.call_id)
+                        elif isinstance(event, InputProvided):
+                            self._answers.heard(event)
                         if not isinstance(event, ClientToolDispatched):
                             continue
                         await self._slots.acquire()
@@ -198,6 +203,20 @@ class Member:
         if sent.status_code != 200:
             logger.info("progress %s refused: %s", path, sent.text)
 
+    def _asker(self, http: httpx2.AsyncClient, calls: str) -> Ask:
+        async def ask(body: dict[str, Any]) -> InputAnswer:
+            try:
+                asked = await _post(http, f"{calls}/input-requests", json=body, attempts=3)
+            except httpx2.TransportError as error:
+                raise AskRefused(0, f"the input request could not be sent: {error}") from None
+            if asked.status_code != 201:
+                raise AskRefused(asked.status_code, _message_of(asked))
+            request_id = str(asked.json()["request_id"])
+            read_path = f"/v1/sessions/{self._target.session_id}/input-requests/{request_id}"
+            return await self._answers.wait(http, read_path, request_id)
+
+        return ask
+
     async def _handle(self, http: httpx2.AsyncClient, member: str, event: ClientToolDispatched) -> None:
         call_id = event.call_id
         calls = f"{self._target.path}/calls/{call_id}"
@@ -231,7 +250,7 @@ class Member:
         self, http: httpx2.AsyncClient, calls: str, call_id: str, name: str, arguments: dict[str, Any]
     ) -> tuple[dict[str, Any], bool] | None:
         """The result body and whether it is an error; None if the call failed while it ran."""
-        call = Call(call_id, self._reporter(http, f"{calls}/progress"))
+        call = Call(call_id, self._reporter(http, f"{calls}/progress"), self._asker(http, calls))
         current = asyncio.current_task()
         assert current is not None
         self._calls[call_id] = (call, current)
@@ -268,6 +287,13 @@ class Member:
         fields |= {"call_id": call_id} | ({"detail": said} if said else {})
         level = logging.WARNING if outcome in (REFUSED, UNDELIVERED) else logging.INFO
         logger.log(level, "%s%s", message, f": {detail(said)}" if said else "", extra=fields)
+
+
+def _message_of(answer: httpx2.Response) -> str:
+    try:
+        return str(answer.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return answer.text
 
 
 async def _post(http: httpx2.AsyncClient, path: str, attempts: int = 5, **kwargs: Any) -> httpx2.Response:

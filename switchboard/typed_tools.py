@@ -8,6 +8,7 @@ functions, a dict of name to function, or an object with a `tools` attribute hol
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import inspect
 import os
@@ -21,6 +22,8 @@ from typing import Any, get_type_hints
 import pydantic
 from pydantic_core import PydanticSerializationError, to_json
 
+from switchboard.tool_ask import Ask, InputAnswer, form_body, page_body
+
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -31,12 +34,23 @@ class ToolError(Exception):
 class Call:
     """The call a tool is serving. A tool that declares a parameter of this type gets it (the parameter is
     not part of the tool's schema): `cancelled` turns true when the call fails while it runs (cancelled,
-    timed out, its run gone; an async tool is cancelled outright as well), and `progress()` reports how
-    far it is (`client_tool_progress`; it also keeps a tool with `heartbeat_s` alive)."""
+    timed out, its run gone; an async tool is cancelled outright as well), `progress()` reports how far it
+    is (`client_tool_progress`; it also keeps a tool with `heartbeat_s` alive), and `ask()` asks the person
+    (an input request: a form, or `ask_url()` for a page to visit) and returns the answer; a sync tool uses
+    `ask_sync()` and `ask_url_sync()`, which block its thread until then."""
 
-    def __init__(self, call_id: str, report: Callable[[str | None, float | None], None] | None = None) -> None:
+    def __init__(
+        self,
+        call_id: str,
+        report: Callable[[str | None, float | None], None] | None = None,
+        ask: Ask | None = None,
+    ) -> None:
         self.call_id = call_id
         self._report = report
+        self._ask = ask
+        # A sync tool's asks run on the loop that serves the call; they end with the call.
+        self._loop = asyncio.get_running_loop() if ask is not None else None
+        self._asking: set[concurrent.futures.Future[InputAnswer]] = set()
         self._cancelled = threading.Event()
 
     @property
@@ -45,11 +59,57 @@ class Call:
 
     def cancel(self) -> None:
         self._cancelled.set()
+        for asking in list(self._asking):
+            asking.cancel()
 
     def progress(self, message: str | None = None, fraction: float | None = None) -> None:
         """Sent in the background; safe to call from a sync tool's thread."""
         if self._report is not None:
             self._report(message, fraction)
+
+    async def ask(self, message: str, schema: dict[str, Any], *, key: str | None = None) -> InputAnswer:
+        """Ask the person to fill in a form (`schema`: MCP's `requestedSchema`, a flat object of string,
+        number, integer, boolean and enum properties). The call's result deadline and heartbeat wait
+        meanwhile (its tool's `timeout_s` does not). Raises AskRefused when the server refuses it."""
+        return await self._asked(form_body(message, schema, key))
+
+    async def ask_url(self, message: str, url: str, *, key: str | None = None) -> InputAnswer:
+        """Send the person to a page (URL mode: a sign-in, a secret typed where the tool never sees it);
+        the answer is `accept` (with no content), `decline` or `cancel`."""
+        return await self._asked(page_body(message, url, key))
+
+    def ask_sync(self, message: str, schema: dict[str, Any], *, key: str | None = None) -> InputAnswer:
+        """`ask()` for a sync tool: blocks its thread until the answer."""
+        return self._asked_from_thread(form_body(message, schema, key))
+
+    def ask_url_sync(self, message: str, url: str, *, key: str | None = None) -> InputAnswer:
+        """`ask_url()` for a sync tool: blocks its thread until the answer."""
+        return self._asked_from_thread(page_body(message, url, key))
+
+    async def _asked(self, body: dict[str, Any]) -> InputAnswer:
+        if self._ask is None:
+            raise RuntimeError("no session serves this call: there is no one to ask")
+        return await self._ask(body)
+
+    def _asked_from_thread(self, body: dict[str, Any]) -> InputAnswer:
+        if self._loop is None:
+            raise RuntimeError("no session serves this call: there is no one to ask")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # a tool's own thread, as it should be
+        else:
+            raise TypeError("ask_sync() would block the loop that answers it: an async tool awaits call.ask()")
+        asking = asyncio.run_coroutine_threadsafe(self._asked(body), self._loop)
+        self._asking.add(asking)
+        try:
+            if self.cancelled:
+                asking.cancel()
+            return asking.result()
+        except concurrent.futures.CancelledError:
+            raise RuntimeError("the call failed while it waited for an answer") from None
+        finally:
+            self._asking.discard(asking)
 
 
 @dataclass(frozen=True)

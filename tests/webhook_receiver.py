@@ -37,17 +37,22 @@ class Receiver:
     def __init__(self) -> None:
         self.base = ""
         self.received: dict[str, list[Received]] = defaultdict(list)
+        # Every request as it arrives, before it is held (`delay_s`) or answered: what a sender whose
+        # answer never came (it was killed meanwhile) sent.
+        self.arrived: dict[str, list[Received]] = defaultdict(list)
         self.answers: dict[str, list[Answer]] = {}
         self._arrived = asyncio.Condition()
 
     def url(self, path: str) -> str:
         return f"{self.base}{path}"
 
-    async def wait(self, path: str, count: int = 1, timeout: float = 10.0) -> list[Received]:
-        """The first `count` requests to `path`, once they came."""
+    async def wait(self, path: str, count: int = 1, timeout: float = 10.0, *, answered: bool = True) -> list[Received]:
+        """The first `count` requests to `path`, once they came (and were answered, unless `answered` is
+        False: then as they arrived)."""
+        seen = self.received if answered else self.arrived
         async with asyncio.timeout(timeout), self._arrived:
-            await self._arrived.wait_for(lambda: len(self.received[path]) >= count)
-        return self.received[path][:count]
+            await self._arrived.wait_for(lambda: len(seen[path]) >= count)
+        return seen[path][:count]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -55,6 +60,9 @@ class Receiver:
         body = b""
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                # The sender went before its body came whole (killed mid-request): nothing was delivered.
+                return
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
@@ -62,6 +70,9 @@ class Receiver:
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         queued = self.answers.get(path) or [Answer()]
         answer = queued.pop(0) if len(queued) > 1 else queued[0]
+        async with self._arrived:
+            self.arrived[path].append(Received(path, headers, body, time.monotonic()))
+            self._arrived.notify_all()
         if answer.delay_s:
             await asyncio.sleep(answer.delay_s)
         async with self._arrived:

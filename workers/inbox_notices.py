@@ -7,7 +7,7 @@ only when it is newer, by seq, than the last one applied to that call."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from broker.services.inbox import Inbox, Item
@@ -18,17 +18,19 @@ from common.events.catalogue import (
     ClientToolDispatched,
     ClientToolFailed,
     ClientToolWaiting,
+    InputProvided,
+    InputRequested,
     ToolResult,
     type_name,
 )
 from workers.notices import Notice
 
 # What opens an item, and what ends what an item waits for (a call's dispatch again, to a client that came
-# back; its result; its failure; an approval's decision).
-_OPENS = (ApprovalRequested, ClientToolWaiting)
+# back; its result; its failure; an approval's decision; an input request's answer, or its end with its call).
+_OPENS = (ApprovalRequested, ClientToolWaiting, InputRequested)
 _CLOSES = (ApprovalResolved, ClientToolDispatched, ClientToolFailed, ToolResult)
 # The event types the inbox reads.
-INBOX_EVENT_TYPES = frozenset(type_name(cls) for cls in (*_OPENS, *_CLOSES))
+INBOX_EVENT_TYPES = frozenset(type_name(cls) for cls in (*_OPENS, *_CLOSES, InputProvided))
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,7 @@ class Open:
 @dataclass(frozen=True, slots=True)
 class Close:
     session_id: str
+    # The call's id, or an input request's.
     call_id: str
 
 
@@ -47,10 +50,17 @@ def change(notice: Notice) -> Open | Close | None:
     and its failure each end whatever waited on it: an approval, or a call waiting for its client."""
     event = notice.event
     if isinstance(event, ApprovalRequested):
-        return _opened(notice, "approval", event.call_id, event.tool, None, _since(event.created_at), None)
+        # Its deadline is its approval_timeout_s's, from the call's record (the event does not carry it).
+        since = _since(event.created_at)
+        return _opened(notice, "approval", event.call_id, event.tool, None, since, notice.approval_deadline)
     if isinstance(event, ClientToolWaiting):
         since, deadline = rfc3339_ms(event.since), rfc3339_ms(event.deadline)
         return waiting_call(notice, event.call_id, event.tool, event.client_name, since, deadline)
+    if isinstance(event, InputRequested):
+        item = _opened(notice, "input", event.call_id, event.tool, None, _since(event.created_at), None)
+        return Open(replace(item.item, request_id=event.request_id))
+    if isinstance(event, InputProvided):
+        return Close(notice.session_id, event.request_id)
     if isinstance(event, _CLOSES):
         return Close(notice.session_id, event.call_id)
     return None
@@ -64,7 +74,7 @@ def waiting_call(notice: Notice, call_id: str, tool: str, client_name: str, sinc
 
 def _opened(
     notice: Notice,
-    kind: Literal["approval", "call"],
+    kind: Literal["approval", "call", "input"],
     call_id: str,
     tool: str,
     client_name: str | None,

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from broker import Broker
 from broker.services.notices import NoticeReader
 from broker.services.work import Entry
-from common.events.catalogue import AnyEvent, ApprovalRequested, RunCancelled, RunCompleted, RunFailed
+from common.events.catalogue import (
+    AnyEvent,
+    ApprovalRequested,
+    ClientToolWaiting,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+)
 from common.events.read import decode_known
 
 
@@ -27,6 +34,9 @@ class Notice:
     seq: int
     event: AnyEvent
     raw: bytes
+    # When an open approval resolves by itself as a deny (ms, from its call's record: its policy's
+    # approval_timeout_s); None for any other event, or an approval that waits for ever.
+    approval_deadline: int | None = None
 
 
 Consumer = Callable[[Notice], Awaitable[None]]
@@ -57,13 +67,17 @@ class Notices:
         event = decode_known(source.raw)
         if event is None:
             return None
-        run_id: str | None
-        if isinstance(event, RunCompleted | RunFailed | RunCancelled):
+        run_id: str | None = None
+        approval_deadline: int | None = None
+        if isinstance(event, RunCompleted | RunFailed | RunCancelled | ClientToolWaiting):
+            # The event names its run: no read of the call's record, which settled calls lose after a day
+            # (a notice taken late, after the workers were down that long, still names it).
             run_id = event.run_id
         elif isinstance(event, ApprovalRequested):
-            run_id = await self._reader.run_of_call(session_id, event.call_id)
+            call = await self._reader.call(session_id, event.call_id)
+            run_id, approval_deadline = call.run_id, call.approval_deadline
         else:
-            # Events other parts add (a call waiting for its client, an input request) carry a call id.
+            # Events other parts add (an input request) carry a call id.
             call_id = getattr(event, "call_id", None)
-            run_id = await self._reader.run_of_call(session_id, call_id) if isinstance(call_id, str) else None
-        return Notice(session_id, run_id, source.agent_id, source.subject, seq, event, source.raw)
+            run_id = (await self._reader.call(session_id, call_id)).run_id if isinstance(call_id, str) else None
+        return Notice(session_id, run_id, source.agent_id, source.subject, seq, event, source.raw, approval_deadline)

@@ -23,6 +23,7 @@ from common.addresses import Resolver
 from common.codec import uuid7
 from common.jsonlog import log_ids
 from common.runtime import settle_heap
+from common.tasks import cancel_and_wait
 from workers.inbox_notices import inbox_consumer
 from workers.keeper import Keeper
 from workers.mcp.calls import McpCalls
@@ -122,9 +123,7 @@ async def serve(
         arming = asyncio.create_task(_arm_older_sessions(broker))
         await stop.wait()
         # Ended before the broker closes: a command cut off later could open a connection nobody closes.
-        arming.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await arming
+        await cancel_and_wait([arming])
         logger.info("stopping: no new work; %d running get up to %g s", runner.running, settings.step_timeout_s)
     finally:
         # Leave first: the others keep this worker's partitions at once, while its running work ends.

@@ -62,7 +62,8 @@ def _include_query(names: tuple[str, ...], description: str) -> Any:
 _INCLUDE_TEXT = (
     "Extensions, comma separated: `timing` (per step and per run timing as `custom` events), `progress` "
     "(`client_tool_progress` events), `images` (image blocks of results, otherwise a text block naming each), "
-    "`extensions` (events of Switchboard's own the Subako SDK does not know: `client_tool_waiting`)"
+    "`extensions` (events of Switchboard's own the Subako SDK does not know: `client_tool_waiting`, "
+    "`input_requested`, `input_provided`)"
 )
 LOG_INCLUDE = _include_query(LOG_INCLUDES, _INCLUDE_TEXT)
 STREAM_INCLUDE = _include_query(

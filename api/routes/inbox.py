@@ -32,6 +32,7 @@ def _body(item: Item) -> InboxItemBody:
             "deadline": optional_moment(item.deadline),
             "subject": item.subject,
             "agent_id": item.agent_id,
+            "request_id": item.request_id,
         }
     )
 

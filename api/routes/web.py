@@ -12,7 +12,7 @@ router = APIRouter(tags=["web"])
 
 # Served as they are committed; nothing is built at start.
 # switchboard.d.ts: its TypeScript declarations (examples/typed/ is checked against them).
-SDK_FILES = ("switchboard.js", "page-tools.js", "switchboard.d.ts")
+SDK_FILES = ("switchboard.js", "page-tools.js", "input-requests.js", "switchboard.d.ts")
 PAGES = {"console": "console.html", "demo": "demo.html", "index": "index.html"}
 # The pages' scripts, and what they share; the SDK does not need them.
 PAGE_FILES = ("console.js", "demo.js", "transcript.js", "inbox.js")
@@ -33,7 +33,8 @@ def _static(name: str) -> Response:
 
 @router.get("/sdk/{name}", include_in_schema=False)
 async def sdk(name: str) -> Response:
-    """The browser SDK: `switchboard.js`, the page tools it imports, and its TypeScript declarations."""
+    """The browser SDK: `switchboard.js`, the modules it imports (the page tools, input requests), and its
+    TypeScript declarations."""
     if name not in SDK_FILES:
         raise NotFound(f"no SDK file {name}; there are {', '.join(SDK_FILES)}")
     return _static(name)

@@ -23,6 +23,11 @@ class InboxItemBody(BaseModel):
     deadline: datetime | None = Field(description="When the wait ends by itself; null when it waits for ever")
     subject: str | None = Field(description="The session's `subject`, when it was created with one")
     agent_id: UUID
+    request_id: str | None = Field(
+        default=None,
+        description="An input request's id (answer at POST /v1/sessions/{session_id}/input-requests/{request_id}); "
+        "null for the other kinds",
+    )
 
 
 class InboxPageBody(BaseModel):

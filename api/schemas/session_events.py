@@ -437,6 +437,81 @@ class ClientToolWaiting(EventBase):
     ] = None
 
 
+class InputRequested(EventBase):
+    """A client asked the person during a call it acked (as MCP elicitation does): a form (`schema`, a flat object of
+    string, number, integer, boolean and enum properties) or a page to visit (`url`). Answered at `POST
+    /v1/sessions/{sid}/input-requests/{request_id}`; the call's result deadline and heartbeat wait meanwhile (its
+    tool's `timeout_s` does not)."""
+
+    type: Literal["input_requested"]
+    request_id: str
+    call_id: str
+    client_id: str
+    tool: Annotated[
+        str,
+        Field(
+            description="The tool's own name, as the client declared it.",
+        ),
+    ]
+    key: Annotated[
+        str,
+        Field(
+            description="The request's name within its call (MCP's `inputRequests` key): the request id unless the "
+            "client chose one.",
+        ),
+    ]
+    message: str
+    source: Annotated[
+        Literal["client"],
+        Field(
+            description="Who asks: `client`, a client tool through its registration.",
+        ),
+    ]
+    schema_: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="schema",
+            description="The form asked for (MCP's `requestedSchema`); absent for a URL-mode request.",
+        ),
+    ] = None
+    url: Annotated[
+        str | None,
+        Field(
+            description="The page the person is sent to (URL mode); absent for a form.",
+        ),
+    ] = None
+
+
+class InputProvided(EventBase):
+    """An input request ended: the person answered it (`action`, with the form's `content` for `accept`), or its call
+    settled or went back to waiting for its client first (`reason`; `action` is then `cancel`)."""
+
+    type: Literal["input_provided"]
+    request_id: str
+    call_id: str
+    client_id: Annotated[
+        str,
+        Field(
+            description="The registration that asked.",
+        ),
+    ]
+    action: Literal["accept", "decline", "cancel"]
+    content: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="What the person filled in (for `accept`); null otherwise.",
+        ),
+    ] = None
+    reason: Annotated[
+        Literal["call_settled", "call_waiting"] | None,
+        Field(
+            description="Why the request ended with no answer: `call_settled` (the call got its result or failed) or "
+            "`call_waiting` (its client left and the call waits for the next one); absent for a person's "
+            "answer.",
+        ),
+    ] = None
+
+
 class MessageDelta(BaseModel):
     """Text the model is writing, as it streams."""
 

@@ -1,5 +1,6 @@
-// Types of the Switchboard browser SDK (switchboard.js, and the page tools it re-exports from page-tools.js),
-// served at /sdk/switchboard.d.ts. Written by hand next to the module it describes, but for the session events,
+// Types of the Switchboard browser SDK (switchboard.js, the page tools it re-exports from page-tools.js, and
+// the `call.ask` input-requests.js serves it), served at /sdk/switchboard.d.ts. Written by hand next to the
+// modules it describes, but for the session events,
 // which `python -m common.events.generate` writes from common/events/catalogue.py between the marker comments;
 // tests/examples/test_typed.py checks that both export the same names and that examples/typed/ type-checks
 // against this file.
@@ -62,6 +63,41 @@ export interface ToolCallContext {
    * the call is settled).
    */
   progress(message?: string | null, fraction?: number | null): Promise<ClientToolProgressEvent>;
+  /**
+   * Ask the person to fill in a form during the call (an input request: `input_requested`, an inbox item, a form
+   * in the console). `schema` is MCP's `requestedSchema`: `{type: "object", properties, required?}` with flat
+   * string, number, integer, boolean and enum properties. Resolves once someone holding the session's token
+   * answers it; the call's result deadline and heartbeat (the server's, and this SDK's own) wait meanwhile, its
+   * tool's `timeout_s` does not. Answers arrive on the stream of a connection made with `include: "extensions"`;
+   * on one without, the request is read back every second. Rejects with a SwitchboardError when the server
+   * refuses it (400 naming the field, 409 once the call is settled, 429 with 4 requests of the call open), and
+   * with the signal's reason when the call fails meanwhile.
+   */
+  ask(message: string, schema: JsonSchema, options?: AskOptions): Promise<InputAnswer>;
+  /**
+   * Send the person to a page (URL mode: a sign-in, a secret typed where the page never sees it); resolves to
+   * `accept` (with no content), `decline` or `cancel`, as {@link ToolCallContext.ask} does.
+   */
+  askUrl(message: string, url: string, options?: AskOptions): Promise<InputAnswer>;
+}
+
+/** The options of {@link ToolCallContext.ask} and {@link ToolCallContext.askUrl}. */
+export interface AskOptions {
+  /**
+   * The request's name within its call (1 to 128 of `A-Z a-z 0-9 _ . : -`, unique in it; MCP's `inputRequests`
+   * key); the request id by default.
+   */
+  key?: string | undefined;
+}
+
+/** How an input request ended. */
+export interface InputAnswer {
+  /** `accept`, `decline`, or `cancel` (the person's, or the call's end first: see `reason`). */
+  action: "accept" | "decline" | "cancel";
+  /** What the person filled in, checked against the form's schema (for `accept` of a form); null otherwise. */
+  content: { [key: string]: unknown } | null;
+  /** Why the request ended with no answer: its call settled, or went back to waiting for its client. */
+  reason?: "call_settled" | "call_waiting";
 }
 
 /**
@@ -386,6 +422,51 @@ export interface ClientToolWaitingEvent extends LoggedEvent {
   run_id: string | null;
 }
 
+/**
+ * A client asked the person during a call it acked (as MCP elicitation does): a form (`schema`, a flat object of
+ * string, number, integer, boolean and enum properties) or a page to visit (`url`). Answered at
+ * `POST /v1/sessions/{sid}/input-requests/{request_id}`; the call's result deadline and heartbeat wait meanwhile
+ * (its tool's `timeout_s` does not) (with `include: "extensions"`).
+ */
+export interface InputRequestedEvent extends LoggedEvent {
+  type: "input_requested";
+  request_id: string;
+  call_id: string;
+  client_id: string;
+  /** The tool's own name, as the client declared it. */
+  tool: string;
+  /** The request's name within its call (MCP's `inputRequests` key): the request id unless the client chose one. */
+  key: string;
+  message: string;
+  /** Who asks: `client`, a client tool through its registration. */
+  source: "client";
+  /** The form asked for (MCP's `requestedSchema`); absent for a URL-mode request. */
+  schema?: { [key: string]: unknown };
+  /** The page the person is sent to (URL mode); absent for a form. */
+  url?: string;
+}
+
+/**
+ * An input request ended: the person answered it (`action`, with the form's `content` for `accept`), or its call
+ * settled or went back to waiting for its client first (`reason`; `action` is then `cancel`) (with
+ * `include: "extensions"`).
+ */
+export interface InputProvidedEvent extends LoggedEvent {
+  type: "input_provided";
+  request_id: string;
+  call_id: string;
+  /** The registration that asked. */
+  client_id: string;
+  action: "accept" | "decline" | "cancel";
+  /** What the person filled in (for `accept`); null otherwise. */
+  content: { [key: string]: unknown } | null;
+  /**
+   * Why the request ended with no answer: `call_settled` (the call got its result or failed) or `call_waiting` (its
+   * client left and the call waits for the next one); absent for a person's answer.
+   */
+  reason?: "call_settled" | "call_waiting";
+}
+
 /** Text the model is writing, as it streams (with `include: "deltas"`; live only: no seq). */
 export interface MessageDeltaEvent {
   type: "message_delta";
@@ -451,6 +532,8 @@ export type ExtensionEvent =
   | ClientToolProgressEvent
   | ToolProgressEvent
   | ClientToolWaitingEvent
+  | InputRequestedEvent
+  | InputProvidedEvent
   | MessageDeltaEvent
   | ThinkingDeltaEvent
   | ToolCallDeltaEvent;

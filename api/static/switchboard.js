@@ -13,10 +13,14 @@
 //
 // A tool is {description, parameters, timeout_s?, heartbeat_s?, execute(args, call)}; `call` holds
 // `callId`, `client`, `signal` (aborted when the call fails while it runs: cancelled, timed out, its run
-// gone) and `progress(message, fraction)`. `execute` returns a string, any JSON value, or
-// `{content: [{type: "text", text}, {type: "image", media_type, data}], is_error?}` for a result with images.
+// gone), `progress(message, fraction)`, and `ask(message, schema)` / `askUrl(message, url)`, which ask the
+// person (an input request) and resolve to `{action, content}` once answered. `execute` returns a string,
+// any JSON value, or `{content: [{type: "text", text}, {type: "image", media_type, data}], is_error?}` for a
+// result with images.
 //
 //   await session.send("What is on screen?", { clientTools: { look: { description, parameters, execute } } });
+
+import { InputAnswers, pausableDeadline } from "./input-requests.js";
 
 const RESULT_TIMEOUT_MS = 290_000;
 const MAX_RESULT_CHARS = 65_536;
@@ -363,6 +367,8 @@ export class ToolClient {
     this._running = new Set();
     // The calls being executed, by call id: a failure of one aborts its signal.
     this._calls = new Map();
+    // The answers to the input requests its calls make.
+    this._answers = new InputAnswers(connection);
     this._scoped = false;
     this._toolsUpdate = Promise.resolve();
     this._pinging = null;
@@ -452,6 +458,8 @@ export class ToolClient {
       const handling = this._handle(event);
       this._running.add(handling);
       handling.finally(() => this._running.delete(handling));
+    } else if (event.type === "input_provided") {
+      this._answers.heard(event);
     } else if (event.type === "client_tool_failed") {
       this._calls.get(event.call_id)?.abort(new Error(`the call failed: ${event.reason}${event.detail ? ` (${event.detail})` : ""}`));
     } else if (event.type === "client_left") {
@@ -475,6 +483,9 @@ export class ToolClient {
     const tool = this.tools[event.tool];
     const controller = new AbortController();
     this._calls.set(event.call_id, controller);
+    const deadline = pausableDeadline(RESULT_TIMEOUT_MS);
+    const ask = (body, key) =>
+      this._ask(calls, controller.signal, deadline, key === undefined ? body : { ...body, key });
     const call = {
       callId: event.call_id,
       client: this,
@@ -486,6 +497,10 @@ export class ToolClient {
         if (fraction !== undefined && fraction !== null) body.fraction = fraction;
         return this.connection.request("POST", `${calls}/progress`, { body });
       },
+      /** Ask the person to fill in a form (MCP's requestedSchema); resolves to {action, content}. */
+      ask: (message, schema, { key } = {}) => ask({ message, schema }, key),
+      /** Send the person to a page (URL mode); resolves to {action, content: null}. */
+      askUrl: (message, url, { key } = {}) => ask({ message, url }, key),
     };
     if (!tool) {
       answer = { text: `no tool named ${event.tool} is served here`, is_error: true };
@@ -493,15 +508,14 @@ export class ToolClient {
       try {
         const value = await Promise.race([
           Promise.resolve().then(() => tool.execute(event.arguments ?? {}, call)),
-          sleep(RESULT_TIMEOUT_MS).then(() => {
-            throw new Error("the tool did not answer before the deadline");
-          }),
+          deadline.expired,
         ]);
         answer = resultBody(value);
       } catch (error) {
         answer = { text: String(error?.message ?? error) || "the tool failed", is_error: true };
       }
     }
+    deadline.clear();
     this._calls.delete(event.call_id);
     // The call failed while it ran: the server no longer takes a result for it.
     if (controller.signal.aborted || this.status !== "serving") return;
@@ -512,6 +526,18 @@ export class ToolClient {
       await this.connection.request("POST", `${calls}/result`, { body: answer, keepalive: size < KEEPALIVE_LIMIT });
     } catch (error) {
       console.error(`switchboard: the result of ${event.call_id} was refused`, error);
+    }
+  }
+
+  /** Post an input request for a call this client runs, and wait for its answer. */
+  async _ask(calls, signal, deadline, body) {
+    signal.throwIfAborted();
+    const asked = await this.connection.request("POST", `${calls}/input-requests`, { body });
+    deadline.pause();
+    try {
+      return await this._answers.of(asked.request_id, signal);
+    } finally {
+      deadline.resume();
     }
   }
 

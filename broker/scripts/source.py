@@ -37,6 +37,8 @@ from itertools import pairwise
 SCRIPT_NAMES = (
     "ack_call",
     "answer_call",
+    "answer_input",
+    "ask_input",
     "arm_session_timers",
     "auth_key",
     "begin_server_call",

@@ -47,10 +47,17 @@ class Item:
     deadline: int | None
     subject: str | None
     agent_id: str
+    # An input request's id: its item is its own, as a call may hold several open at once.
+    request_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What the item is of within its session: the input request, else the call."""
+        return self.request_id or self.call_id
 
     @property
     def field(self) -> str:
-        return item_field(self.session_id, self.call_id)
+        return item_field(self.session_id, self.key)
 
     @property
     def member(self) -> str:
@@ -101,13 +108,13 @@ class Inbox:
         ]
 
     async def open(self, item: Item, *, seq: int) -> str:
-        """Open (or replace) the item for its call, unless a notice of the call at or after `seq` was
-        applied already, or its session is deleted: 'applied', 'stale' or 'gone'."""
-        return await self._change(item.session_id, item.call_id, seq, item)
+        """Open (or replace) the item for its call (or input request), unless a notice of it at or after
+        `seq` was applied already, or its session is deleted: 'applied', 'stale' or 'gone'."""
+        return await self._change(item.session_id, item.key, seq, item)
 
     async def close(self, session_id: str, call_id: str, *, seq: int) -> str:
-        """Close the call's item (none open: a close is still recorded, so a late open of an older notice
-        opens nothing): 'applied', 'stale' or 'gone'."""
+        """Close the call's item, or the input request's when `call_id` is a request id (none open: a close
+        is still recorded, so a late open of an older notice opens nothing): 'applied', 'stale' or 'gone'."""
         return await self._change(session_id, call_id, seq, None)
 
     async def _change(self, session_id: str, call_id: str, seq: int, new: Item | None) -> str:

@@ -1,5 +1,6 @@
 """What a notable event's notice (`n|<sid>|<seq>` on its partition's work stream) is read as: the event as
-stored, and what the session's record says of it (agent, subject, the run an approval's call belongs to)."""
+stored, and what the session's record says of it (agent, subject, the run an approval's call belongs to and
+when its approval runs out)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,15 @@ class NoticeSource:
     raw: bytes
     agent_id: str
     subject: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CallFacts:
+    # The run that made the call; None when no run made it (an MCP client's).
+    run_id: str | None
+    # When the call's open approval resolves by itself as a deny (ms: its policy's approval_timeout_s);
+    # None when it waits for ever or is no longer open (the decision drops it from the record).
+    approval_deadline: int | None
 
 
 class NoticeReader:
@@ -35,11 +45,18 @@ class NoticeReader:
             return None
         return NoticeSource(rows[0][1][b"e"], agent_id.decode(), subject.decode() if subject else None)
 
-    async def run_of_call(self, session_id: str, call_id: str) -> str | None:
-        """The run a call was made by (None: the call's record is gone, or no run made it)."""
+    async def call(self, session_id: str, call_id: str) -> CallFacts:
+        """What a call's record says of its run and its approval's deadline (nothing, once it is gone)."""
         with translate_redis_errors():
             raw = await self._core.redis.hget(self._core.keys.session(session_id).calls, call_id)
         if raw is None:
-            return None
-        run = json.loads(raw).get("run")
-        return run if isinstance(run, str) and run else None
+            return CallFacts(None, None)
+        record = json.loads(raw)
+        run = record.get("run")
+        # `ato` (how long the approval may wait) is on the record only while the approval is open, and then
+        # `expires` is when its timer comes due (lib/call.lua sb_approval_deadline).
+        expires = record.get("expires") if record.get("ato") else None
+        return CallFacts(
+            run if isinstance(run, str) and run else None,
+            int(expires) if isinstance(expires, int | float) else None,
+        )

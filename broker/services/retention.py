@@ -75,7 +75,12 @@ class Retention:
         minid = now - _STREAM_KEEP_ACK_TIMEOUTS * core.settings.ack_timeout_ms
         (outcome,) = await core.scripts.run(
             "trim_calls",
-            {"meta": s.meta, "calls": s.calls, "streams": [s.client_calls(cid) for cid in sorted(clients)]},
+            {
+                "meta": s.meta,
+                "calls": s.calls,
+                "inputs": s.inputs,
+                "streams": [s.client_calls(cid) for cid in sorted(clients)],
+            },
             {"sid": session_id, "read_to": read_to, "due": next_due, "minid": minid, "call_ids": calls},
             partition=s.partition,
         )

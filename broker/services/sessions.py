@@ -172,7 +172,8 @@ class Sessions:
         return str(outcome)
 
     async def purge(self, session_id: str, batch: int = 300) -> None:
-        """Drop a deleted session's per-client keys (the timekeeper calls this), a batch per round trip."""
+        """Drop a deleted session's per-client keys (the timekeeper calls this), a batch per round trip, and
+        its input requests."""
         keys = self._core.keys
         s = keys.session(session_id)
         with translate_redis_errors():
@@ -187,6 +188,8 @@ class Sessions:
                     pipe.unlink(*doomed)
                     pipe.srem(s.clients, *client_ids)
                     await pipe.execute()
+            # The input requests outlive no session, but no script that deletes one holds their hash.
+            await self._core.redis.unlink(s.inputs)
         await self._unlist(session_id, bytes(agent_id).decode() if agent_id else None)
         with translate_redis_errors():
             await self._core.redis.zrem(s.partition.purges, session_id)

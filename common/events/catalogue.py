@@ -412,6 +412,54 @@ class ClientToolWaiting(Event, tag="client_tool_waiting", frozen=True):
     run_id: str | None
 
 
+# How a person answered an input request (MCP elicitation's actions): `accept` with the content asked for,
+# `decline` (said no), `cancel` (dismissed it without choosing).
+InputAction = Literal["accept", "decline", "cancel"]
+
+
+class InputRequested(Event, tag="input_requested", frozen=True):
+    """A client asked the person during a call it acked (as MCP elicitation does): a form (`schema`, a flat
+    object of string, number, integer, boolean and enum properties) or a page to visit (`url`). Answered at
+    `POST /v1/sessions/{sid}/input-requests/{request_id}`; the call's result deadline and heartbeat wait
+    meanwhile (its tool's `timeout_s` does not)."""
+
+    shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    notice: ClassVar[Notable | None] = Notable("input.requested")
+    request_id: str
+    call_id: str
+    client_id: str
+    # The tool's own name, as the client declared it.
+    tool: str
+    # The request's name within its call (MCP's `inputRequests` key): the request id unless the client chose one.
+    key: str
+    message: str
+    # Who asks: `client`, a client tool through its registration.
+    source: Literal["client"]
+    # The form asked for (MCP's `requestedSchema`); absent for a URL-mode request.
+    schema_: JsonObject | UnsetType = msgspec.field(default=UNSET, name="schema")
+    # The page the person is sent to (URL mode); absent for a form.
+    url: str | UnsetType = UNSET
+
+
+class InputProvided(Event, tag="input_provided", frozen=True):
+    """An input request ended: the person answered it (`action`, with the form's `content` for `accept`), or
+    its call settled or went back to waiting for its client first (`reason`; `action` is then `cancel`)."""
+
+    shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    # It closes the inbox's input item; no webhook carries it.
+    notice: ClassVar[Notable | None] = Notable()
+    request_id: str
+    call_id: str
+    # The registration that asked.
+    client_id: str
+    action: InputAction
+    # What the person filled in (for `accept`); null otherwise.
+    content: JsonObject | None
+    # Why the request ended with no answer: `call_settled` (the call got its result or failed) or
+    # `call_waiting` (its client left and the call waits for the next one); absent for a person's answer.
+    reason: Literal["call_settled", "call_waiting"] | UnsetType = UNSET
+
+
 class ToolCallDelta(Event, tag="tool_call_delta", frozen=True):
     """A fragment of a tool call's arguments' JSON text, as the model writes it."""
 
@@ -450,7 +498,16 @@ SdkEvent = (
     | Custom
 )
 # Events shown only to a reader whose `include` asks for them.
-ExtensionEvent = ClientToolProgress | ToolProgress | ClientToolWaiting | MessageDelta | ThinkingDelta | ToolCallDelta
+ExtensionEvent = (
+    ClientToolProgress
+    | ToolProgress
+    | ClientToolWaiting
+    | InputRequested
+    | InputProvided
+    | MessageDelta
+    | ThinkingDelta
+    | ToolCallDelta
+)
 # Every event a stream may carry.
 AnyEvent = SdkEvent | ExtensionEvent
 

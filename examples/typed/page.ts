@@ -42,6 +42,35 @@ const highlightRow: Tool<HighlightRowArgs, string> = {
   },
 };
 
+type MarkPaidArgs = { row_id: string; amount: number };
+
+/** Mark an invoice paid, once the person confirmed the amount in a form (an input request). */
+const markPaid: Tool<MarkPaidArgs, string> = {
+  description: "Mark an invoice paid (the person confirms the amount first)",
+  parameters: {
+    type: "object",
+    properties: { row_id: { type: "string" }, amount: { type: "number" } },
+    required: ["row_id", "amount"],
+    additionalProperties: false,
+  },
+  async execute({ row_id, amount }: MarkPaidArgs, call: ToolCallContext): Promise<string> {
+    const form = {
+      type: "object",
+      properties: {
+        amount: { type: "number", title: "Amount received", default: amount },
+        confirm: { type: "boolean", title: "Received in full" },
+      },
+      required: ["amount", "confirm"],
+    };
+    // Waits for the person: the call's deadlines wait with it.
+    const answer = await call.ask(`Mark invoice ${row_id} paid?`, form);
+    if (answer.action !== "accept" || answer.content?.["confirm"] !== true) {
+      return `Invoice ${row_id} was left as it is.`;
+    }
+    return `Invoice ${row_id} is marked paid (${String(answer.content["amount"])}).`;
+  },
+};
+
 /** A picture of the chart, as an image result. */
 const chartPicture: Tool<Record<string, never>, ToolContentResult> = {
   description: "A picture of the invoices chart",
@@ -77,7 +106,8 @@ function describe(event: StreamEvent): string | null {
 }
 
 export async function start(sessionId: string, getToken: () => Promise<string>): Promise<Connection> {
-  const session = connect({ sessionId, getToken, include: ["progress"] });
+  // `extensions` streams the answers to the tools' input requests as they come (without, they are read back).
+  const session = connect({ sessionId, getToken, include: ["progress", "extensions"] });
   session.on("status", (status) => {
     document.body.dataset.status = status;
   });
@@ -91,7 +121,12 @@ export async function start(sessionId: string, getToken: () => Promise<string>):
     const tab = await session.registerClient({
       name: "web",
       ttl: 60,
-      tools: { ...pageTools({ root: document.querySelector("main") }), highlight_row: highlightRow, chart: chartPicture },
+      tools: {
+        ...pageTools({ root: document.querySelector("main") }),
+        highlight_row: highlightRow,
+        mark_paid: markPaid,
+        chart: chartPicture,
+      },
     });
     tab.onRegistered = (client) => console.info("registered again as", client.name);
     await session.ready();

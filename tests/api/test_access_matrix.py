@@ -40,6 +40,8 @@ AG_UI = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user",
 AI_SDK = {"id": "c", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
 WEBHOOK = {"url": "https://hooks.example/in", "events": ["run.completed"]}
 SCHEDULE = {"cron": "0 9 * * 1-5", "timezone": "Europe/Berlin", "text": MARKER}
+ASK_PAGE = {"message": "Sign in", "url": "https://example.com/sign-in"}
+CANCEL = {"action": "cancel"}
 ROUTES = [
     # A key mints and revokes only keys whose permissions it holds: what it must hold is the target's.
     Route("POST", "/v1/api-keys", "key", "session.read", {"label": "x", "permissions": ["session.read"]}),
@@ -89,6 +91,15 @@ ROUTES = [
         "POST", "/v1/sessions/{session_id}/clients/{client_id}/calls/{call_id}/progress", "session", "session.manage"
     ),
     Route("GET", "/v1/sessions/{session_id}/clients/{client_id}/calls/stream", "session", "session.manage"),
+    Route(
+        "POST",
+        "/v1/sessions/{session_id}/clients/{client_id}/calls/{call_id}/input-requests",
+        "session",
+        "session.manage",
+        ASK_PAGE,
+    ),
+    Route("POST", "/v1/sessions/{session_id}/input-requests/{request_id}", "session", "session.manage", CANCEL),
+    Route("GET", "/v1/sessions/{session_id}/input-requests/{request_id}", "session", "session.read"),
     Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "session", "session.manage", {"decision": "allow"}),
     Route("POST", "/v1/sessions/{session_id}/calls/{call_id}/cancel", "session", "session.manage"),
     Route("POST", "/v1/sessions/{session_id}/ag-ui", "session", "session.manage", AG_UI),
@@ -156,6 +167,7 @@ async def _world(api: Api, stack: Stack) -> World:
         "webhook_id": "01a22b9d-0000-7000-8000-000000000001",
         "delivery_id": "msg_" + "0" * 32,
         "schedule_id": schedule["id"],
+        "request_id": "01a22b9d-0000-7000-8000-000000000002",
     }
     return World(ids, a, b, keys_lacking, doomed["secret"], expired)
 

@@ -1,4 +1,5 @@
-"""`switchboard tools serve`'s member and the calls it runs: progress reported, a failed call stopped."""
+"""`switchboard tools serve`'s member and the calls it runs: progress reported, a failed call stopped, the
+person asked (a sync tool blocking on the answer, one the stream lost read back)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from switchboard import tool_ask
 from switchboard.settings import Settings
+from switchboard.tool_ask import AskRefused, OpenRequests
 from switchboard.tool_member import Member, Target
 from switchboard.typed_tools import Call, typed_tool
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
@@ -105,3 +108,92 @@ async def test_a_sync_tool_sees_its_call_cancelled(roomy: Api) -> None:
         assert await asyncio.to_thread(saw_cancel.wait, 5)
         await roomy.wait_for(session, run_over)
     assert member.answered == 0
+
+
+FORM = {"type": "object", "properties": {"account": {"type": "string", "enum": ["checking", "savings"]}}}
+
+
+async def asked(api: Api, session: Session) -> Event:
+    path = f"/v1/sessions/{session.id}/events"
+    for _ in range(500):
+        events = await whole_log(lambda params: api.key.get(path, params={**params, "include": "extensions"}))
+        if of_type(events, "input_requested"):
+            return of_type(events, "input_requested")[0]
+        await asyncio.sleep(0.02)
+    raise AssertionError("the tool never asked")
+
+
+async def answer(api: Api, session: Session, request_id: str, body: dict[str, object]) -> None:
+    async with api.as_session(session) as client:
+        answered = await client.post(f"/v1/sessions/{session.id}/input-requests/{request_id}", json=body)
+    assert answered.status_code == 200, answered.text
+
+
+async def test_a_sync_tool_asks_and_blocks_until_the_answer_even_one_the_stream_lost(
+    roomy: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The live frame lost (a reconnect at the wrong moment): the member reads the request back.
+    monkeypatch.setattr(OpenRequests, "heard", lambda self, event: None)
+    monkeypatch.setattr(tool_ask, "READ_BACK_S", 0.2)
+
+    def pick_account(call: Call) -> str:
+        """Asks which account."""
+        answer = call.ask_sync("Which account?", FORM, key="account")
+        return f"{answer.action}: {answer.content}"
+
+    session = await roomy.session()
+    tool = typed_tool(pick_account)
+    registered = await roomy.register(session, name="pool", tools=[tool.declaration()])
+    member = Member(Target(roomy.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 1)
+    async with serving(member):
+        await roomy.send(session, "/call client__pool__pick_account")
+        request = await asked(roomy, session)
+        assert (request["key"], request["schema"]) == ("account", FORM)
+        await answer(roomy, session, request["request_id"], {"action": "accept", "content": {"account": "savings"}})
+        events = await roomy.wait_for(session, run_over, timeout=10)
+    [result] = of_type(events, "tool_result")
+    assert result["content"][0]["data"]["text"] == "accept: {'account': 'savings'}"
+
+
+async def test_a_refused_ask_is_the_tools_error_and_a_cancelled_call_ends_a_sync_ask(roomy: Api) -> None:
+    refused: list[AskRefused] = []
+    ended: list[BaseException] = []
+
+    async def bad_form(call: Call) -> str:
+        """Asks with a form no host can show."""
+        try:
+            await call.ask("Which?", {"type": "object", "properties": {"nested": {"type": "object"}}})
+        except AskRefused as error:
+            refused.append(error)
+            raise
+        return "never"
+
+    def waits(call: Call) -> str:
+        """Asks, and is cancelled meanwhile."""
+        try:
+            call.ask_sync("Still there?", FORM)
+        except RuntimeError as error:
+            ended.append(error)
+        return "ignored"
+
+    session = await roomy.session()
+    tools = {t.name: t for t in (typed_tool(bad_form), typed_tool(waits))}
+    declared = [t.declaration() for t in tools.values()]
+    registered = await roomy.register(session, name="pool", tools=declared)
+    member = Member(Target(roomy.stack.url, session.id, session.token, registered["id"]), tools, 1)
+    async with serving(member):
+        await roomy.send(session, "/call client__pool__bad_form")
+        events = await roomy.wait_for(session, run_over, timeout=10)
+        [result] = of_type(events, "tool_result")
+        assert result["is_error"]
+        assert refused[0].status == 400
+        assert "schema.properties.nested" in str(refused[0])
+
+        await roomy.send(session, "/call client__pool__waits")
+        request = await asked(roomy, session)
+        await cancel(roomy, session, request["call_id"])
+        deadline = time.monotonic() + 5
+        while not ended:
+            assert time.monotonic() < deadline, "the sync ask never ended with its call"
+            await asyncio.sleep(0.05)
+    assert str(ended[0]) == "the call failed while it waited for an answer"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -115,3 +116,18 @@ def test_a_worker_stops_cleanly_on_sigterm(redis_url: str, tmp_path_factory: pyt
     finally:
         processes.stop_all()
     assert "Traceback" not in (logs / "stopping.log").read_text()
+
+
+def test_an_api_whose_port_is_taken_exits_with_the_reason(redis_url: str) -> None:
+    # It used to log the refusal and hang in its shutdown: the cancel of its Redis probe was lost when it
+    # landed while a PING was in flight, and the lifespan waited on the probe for ever.
+    env, _ = server_env(redis_url)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        command = [sys.executable, "-m", "switchboard", "api"]
+        environment = {**os.environ, **env, "SWITCHBOARD_HOST": "127.0.0.1", "SWITCHBOARD_PORT": str(port)}
+        done = subprocess.run(command, env=environment, capture_output=True, timeout=30)
+    assert done.returncode != 0
+    assert b"address already in use" in done.stderr + done.stdout

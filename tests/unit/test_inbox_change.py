@@ -25,8 +25,8 @@ AT = "2026-12-06T05:47:27.592123Z"
 AT_MS = 1_796_536_047_592
 
 
-def notice(event: AnyEvent, subject: str | None = "user-42") -> Notice:
-    return Notice(SID, RUN, AGENT, subject, 7, event, b"")
+def notice(event: AnyEvent, subject: str | None = "user-42", approval_deadline: int | None = None) -> Notice:
+    return Notice(SID, RUN, AGENT, subject, 7, event, b"", approval_deadline)
 
 
 def test_an_approval_requested_opens_an_approval_from_when_it_was_logged() -> None:
@@ -47,6 +47,15 @@ def test_an_approval_requested_opens_an_approval_from_when_it_was_logged() -> No
             agent_id=AGENT,
         )
     )
+
+
+def test_an_approvals_deadline_is_the_one_its_call_record_gave_the_notice() -> None:
+    requested = ApprovalRequested(
+        call_id="c1", server="client:web", tool="sign", arguments={}, args_hash="h", seq=7, created_at=AT
+    )
+    opened = change(notice(requested, approval_deadline=AT_MS + 86_400_000))
+    assert isinstance(opened, Open)
+    assert opened.item.deadline == AT_MS + 86_400_000
 
 
 def test_what_ends_a_wait_closes_it_and_the_rest_changes_nothing() -> None:

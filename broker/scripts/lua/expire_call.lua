@@ -49,7 +49,7 @@ elseif rec.state == 'waiting' then
     .. (rec.to and 'the tool\'s timeout_s' or 'the deployment\'s result deadline') .. ')')
 elseif rec.state == 'dispatched' then
   sb_fail_call(S, S.call_id, rec, 'ack_timeout', A.ack_text)
-elseif rec.hb and S.now < (rec.acked_ms or S.now) + (rec.to or tonumber(A.result_ms)) then
+elseif rec.hb and not rec.pz and S.now < sb_result_limit(S, rec, tonumber(A.result_ms)) then
   sb_fail_call(S, S.call_id, rec, 'result_timeout', 'the client sent neither progress nor a result within '
     .. (rec.hb / 1000) .. ' s (the tool\'s heartbeat_s)')
 elseif rec.to then

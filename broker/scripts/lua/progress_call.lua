@@ -28,9 +28,10 @@ if rec.state ~= 'acked' then
 end
 local full = sb_hot_room(S, H, #A.event + SB_ENTRY)
 if full then return full end
-if rec.hb then
+-- While the call waits on a person (an open input request) its heartbeat is paused: progress moves nothing.
+if rec.hb and not rec.pz then
   local due = S.now + rec.hb
-  local limit = (rec.acked_ms or S.now) + (rec.to or tonumber(A.result_ms))
+  local limit = sb_result_limit(S, rec, tonumber(A.result_ms))
   if due > limit then due = limit end
   sb_timer(SB_P.deadlines, due, S.sid .. ':' .. S.call_id)
 end

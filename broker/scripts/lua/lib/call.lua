@@ -83,6 +83,37 @@ local function sb_set_deadline(S, ms)
   sb_timer(SB_P.deadlines, S.now + ms, S.sid .. ':' .. S.call_id)
 end
 
+-- While a call has open input requests (record field `iro`: their ids, oldest first; ask_input.lua) it
+-- waits on a person, not on its client: its result deadline and heartbeat are paused (`pz`: since when,
+-- ms), and only its tool's own timeout_s, counted from the ack, still runs. `pd` sums the time paused,
+-- which moves the deployment's result deadline on (a tool's timeout_s is not moved).
+
+-- The latest an acked call may get its result (ms): its tool's timeout_s after the ack, else the
+-- deployment's result deadline (`default_ms`) after it plus the time it waited on a person.
+local function sb_result_limit(S, rec, default_ms)
+  return (rec.acked_ms or S.now) + (rec.to or (default_ms + (rec.pd or 0)))
+end
+
+-- The first open request of a call pauses its deadlines: the tool's timeout_s stays due, or none is.
+local function sb_pause_deadline(S, rec)
+  rec.pz = S.now
+  if rec.to then
+    sb_timer(SB_P.deadlines, (rec.acked_ms or S.now) + rec.to, S.sid .. ':' .. S.call_id)
+  else
+    redis.call('ZREM', SB_P.deadlines, S.sid .. ':' .. S.call_id)
+  end
+end
+
+-- The last open request answered: the deadline runs again, a whole heartbeat from now when the tool has
+-- one (the client was waiting, not stuck), never past the result limit.
+local function sb_resume_deadline(S, rec, default_ms)
+  rec.pd = (rec.pd or 0) + (S.now - (rec.pz or S.now))
+  rec.pz = nil
+  local due = sb_result_limit(S, rec, default_ms)
+  if rec.hb and S.now + rec.hb < due then due = S.now + rec.hb end
+  sb_timer(SB_P.deadlines, due, S.sid .. ':' .. S.call_id)
+end
+
 -- How long an acked call may go without a result (ms): the tool's own timeout or the deployment's
 -- `default_ms`, or its heartbeat when that is sooner (a progress moves it on: progress_call.lua).
 local function sb_result_window(rec, default_ms)

@@ -81,11 +81,24 @@ local function sb_unwait(S, call_id, name)
   if #kept ~= #ids then sb_set_waiting(S, name, kept, raw) end
 end
 
+-- A call's open input requests (record field `iro`: their ids, lib/call.lua) end with it, or when it goes
+-- back to waiting for its client: nobody is left to read their answers. Each ends with `input_provided`
+-- (action cancel, and `reason`), which closes its inbox item and tells the asking client. Their entries in
+-- the session's inputs hash are left as they are: a reader takes an open entry whose call no longer lists
+-- it as ended (broker/services/inputs.py), so the scripts that settle calls need not hold that hash.
+local function sb_end_inputs(S, call_id, rec, reason)
+  for _, id in ipairs(rec.iro) do
+    sb_append(S, sb_ev_input_provided(id, call_id, rec.client, 'cancel', nil, reason))
+  end
+  rec.iro, rec.pz, rec.pd = nil, nil, nil
+end
+
 -- Records the outcome and, when this was the last unsettled call of the active step, schedules the next
 -- step: the barrier that makes a run continue exactly once after parallel calls and approvals.
 -- Reads S.calls, S.owed, S.run.
 local function sb_settle(S, call_id, rec, state, reason)
   if rec.state == 'waiting' then sb_unwait(S, call_id, rec.cname) end
+  if rec.iro then sb_end_inputs(S, call_id, rec, 'call_settled') end
   rec.state = state
   rec.reason = reason
   rec.dispatch = nil
@@ -130,6 +143,8 @@ local function sb_park(S, call_id, rec, name, text, pool)
   local due = (rec.fd or S.now) + (rec.to or S.result_ms)
   if due <= S.now then return sb_fail_call(S, call_id, rec, 'client_gone', text) end
   if pool and rec.entry and rec.member then redis.call('XACK', pool[1], pool[2], rec.entry) end
+  if rec.iro then sb_end_inputs(S, call_id, rec, 'call_waiting') end
+  rec.pd = nil
   rec.state, rec.cname, rec.ws = 'waiting', name, S.now
   rec.entry, rec.member, rec.acked_ms, rec.ack_seq, rec.ack = nil, nil, nil, nil, nil
   sb_put_call(S.meta, S.calls, call_id, rec)

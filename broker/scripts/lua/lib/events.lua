@@ -207,6 +207,22 @@ local function sb_ev_client_tool_waiting(call_id, tool, client_name, since, dead
     .. sb_str(deadline) .. ',"run_id":' .. (run_id == nil and 'null' or sb_str(run_id)) .. '}'
 end
 
+-- sb_ev_input_requested(request_id, call_id, client_id, tool, key, message, source, schema_?, url?)
+local function sb_ev_input_requested(request_id, call_id, client_id, tool, key, message, source, schema_, url)
+  return '{"type":"input_requested","request_id":' .. sb_str(request_id) .. ',"call_id":' .. sb_str(call_id)
+    .. ',"client_id":' .. sb_str(client_id) .. ',"tool":' .. sb_str(tool) .. ',"key":' .. sb_str(key)
+    .. ',"message":' .. sb_str(message) .. ',"source":"' .. source .. '"'
+    .. (schema_ ~= nil and (',"schema":' .. schema_) or '') .. (url ~= nil and (',"url":' .. sb_str(url)) or '')
+    .. '}'
+end
+
+-- sb_ev_input_provided(request_id, call_id, client_id, action, content|null, reason?)
+local function sb_ev_input_provided(request_id, call_id, client_id, action, content, reason)
+  return '{"type":"input_provided","request_id":' .. sb_str(request_id) .. ',"call_id":' .. sb_str(call_id)
+    .. ',"client_id":' .. sb_str(client_id) .. ',"action":"' .. action .. '","content":'
+    .. (content == nil and 'null' or content) .. (reason ~= nil and (',"reason":"' .. reason .. '"') or '') .. '}'
+end
+
 -- sb_ev_message_delta(run_id, step, delta, reset?)
 local function sb_ev_message_delta(run_id, step, delta, reset)
   return '{"type":"message_delta","run_id":' .. sb_str(run_id) .. ',"step":' .. step .. ',"delta":' .. sb_str(delta)
@@ -231,6 +247,8 @@ SB_NOTICE.types = {
   approval_requested = true,
   approval_resolved = true,
   client_tool_waiting = true,
+  input_provided = true,
+  input_requested = true,
   run_cancelled = true,
   run_completed = true,
   run_failed = true,

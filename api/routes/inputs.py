@@ -1,0 +1,146 @@
+"""Input requests (an extension): the client that acked a call asks the person during it, as MCP
+elicitation does (a form, or a page to visit); anyone holding the session's token answers, the first
+answer winning; either reads the request back."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Request, Response
+
+from api.deps import Authenticated, ManagedSession, ReadSession, canonical_id
+from api.keyed import Answer, Keyed, keyed, respond
+from api.schemas.common import ErrorBody
+from api.schemas.inputs import (
+    MAX_INPUT_SCHEMA_BYTES,
+    AnswerInputBody,
+    AskedInputBody,
+    AskInputBody,
+    InputRequestBody,
+)
+from api.schemas.session_events import InputProvided
+from api.state import State
+from broker.errors import Conflict, InvalidRequest
+from common.codec import dumps, uuid7
+from common.elicitation import content_problem, schema_problem
+
+router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["input requests"], responses={400: {"model": ErrorBody}})
+
+# MCP's missing-capability error, as its SDKs word it, for each request only an MCP caller can answer.
+_CAPABILITY = {"sampling/createMessage": "sampling", "roots/list": "listing roots"}
+
+
+def _checked(body: AskInputBody) -> None:
+    """400 naming the field for a body that is not exactly one kind of request, or whose form or page is not
+    one a host can show."""
+    kinds = [name for name, given in (("schema", body.form), ("url", body.url), ("method", body.method)) if given]
+    if len(kinds) != 1:
+        raise InvalidRequest("schema, url, method: exactly one of them (a form, a page to visit, or an MCP request)")
+    if body.method is None and body.params is not None:
+        raise InvalidRequest("params: only with method")
+    if body.method is not None:
+        if body.message is not None:
+            raise InvalidRequest("message: not with method (its params say what is asked)")
+        return
+    if not body.message:
+        raise InvalidRequest("message: required with schema or url (what the person is asked)")
+    problem = _form_problem(body.form) if body.form is not None else _page_problem(body.url or "")
+    if problem:
+        raise InvalidRequest(problem)
+
+
+def _form_problem(form: dict[str, Any]) -> str | None:
+    size = len(dumps(form).encode())
+    if size > MAX_INPUT_SCHEMA_BYTES:
+        return f"schema: {size} bytes of JSON, past the limit of {MAX_INPUT_SCHEMA_BYTES}"
+    return schema_problem(form)
+
+
+def _page_problem(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "url: must be an absolute http(s) URL"
+    return None
+
+
+@router.post("/clients/{client_id}/calls/{call_id:path}/input-requests", status_code=201, response_model=AskedInputBody)
+async def ask_input(
+    session_id: str,
+    client_id: str,
+    call_id: str,
+    body: AskInputBody,
+    canonical: ManagedSession,
+    request: Request,
+    caller: Authenticated,
+    state: State,
+) -> Response:
+    """Ask the person during a call this client acked: `input_requested` (shown with
+    `?include=extensions`) and an inbox item; the call's result deadline and heartbeat wait until every
+    request is answered (its tool's `timeout_s` does not). 409 before the ack, on another client's call or
+    a settled one, and for a key the call already used; 429 with 4 requests of the call open."""
+    _checked(body)
+    cid = canonical_id(client_id, "client")
+    if body.method is not None:
+        # Only an MCP caller that declared the capability can answer these, and no MCP caller has a
+        # client's requests relayed to it yet: refused at once, with MCP's own error, so the client knows.
+        raise Conflict(f"Client does not support {_CAPABILITY[body.method]} (required for {body.method})")
+    message = body.message or ""
+
+    async def act(attempt: Keyed) -> Answer:
+        asked = await state.broker.inputs.ask(
+            canonical, cid, call_id, attempt.seed["request_id"], message, schema=body.form, url=body.url, key=body.key
+        )
+        return Answer(201, AskedInputBody(request_id=asked.request_id, key=asked.key).model_dump_json().encode())
+
+    return await keyed(request, caller, act, seed={"request_id": uuid7()}, session_id=canonical)
+
+
+@router.post("/input-requests/{request_id}", response_model=InputProvided)
+async def answer_input(
+    session_id: str,
+    request_id: str,
+    body: AnswerInputBody,
+    canonical: ManagedSession,
+    request: Request,
+    caller: Authenticated,
+    state: State,
+) -> Response:
+    """Answer an input request: `accept` with the form's `content` (checked against its schema: 400 naming
+    the field), `decline` or `cancel`; answers with the `input_provided` event, which reaches the asking
+    client. The first answer wins; a later one is 409, as is one for a request that ended with its call."""
+    rid = canonical_id(request_id, "input request")
+    if body.content is not None and body.action != "accept":
+        raise InvalidRequest("content: only with action accept")
+
+    async def act(_: Keyed) -> Answer:
+        # Read and checked within the attempt, so a repeat of an Idempotency-Key replays its first answer
+        # rather than meeting the request it answered. An answered or ended request is the script's 409.
+        asked = await state.broker.inputs.get(canonical, rid)
+        content = body.content
+        if body.action == "accept" and asked.schema is not None:
+            content = content or {}
+            problem = content_problem(asked.schema, content)
+            if problem:
+                raise InvalidRequest(problem)
+        elif content is not None and asked.state == "open":
+            raise InvalidRequest("content: a URL-mode request is accepted with no content")
+        return Answer(200, (await state.broker.inputs.answer(canonical, asked, body.action, content)).encode())
+
+    return await keyed(request, caller, act, seed={}, session_id=canonical)
+
+
+@router.get("/input-requests/{request_id}", response_model=InputRequestBody)
+async def read_input(session_id: str, request_id: str, canonical: ReadSession, state: State) -> Response:
+    """An input request as it stands: `open`, `answered` (with the `action` and `content`), or `cancelled`
+    (its call settled or went back to waiting for its client first)."""
+    asked = await state.broker.inputs.get(canonical, canonical_id(request_id, "input request"))
+    answer = InputRequestBody(
+        request_id=asked.request_id,
+        key=asked.key,
+        call_id=asked.call_id,
+        state=asked.state,
+        action=asked.action,
+        content=asked.content,
+    )
+    return respond(200, answer.model_dump_json())

@@ -1,0 +1,156 @@
+"""Input requests: a client asks the person during a call it acked (as MCP elicitation does), and anyone
+holding the session's token answers; the first answer wins.
+
+A request's entry sits in its session's inputs hash (`SessionKeys.inputs`) as JSON: `call_id`, `client`,
+`key`, `state` (`open` or `answered`), and the form or page while open, the `action` and `content` once
+answered. The call's record lists the ids still open (`iro`, lib/call.lua), and the scripts that settle
+a call end them there without touching this hash: an entry still `open` whose call no longer lists it
+was ended by its call (`cancelled`). The record also lists every request the call made (`irs`), so its
+requests leave with it when settled calls are forgotten (trim_calls.lua)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from broker.core import Core
+from broker.errors import NotFound, translate_redis_errors
+from broker.refusals import message as refusal_message
+from broker.scripts.layouts import call_names
+from common.codec import dumps, loads
+
+# A call holds at most this many open requests: a client asking more waits for an answer (429).
+MAX_OPEN_INPUTS = 4
+
+InputState = Literal["open", "answered", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    request_id: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequest:
+    request_id: str
+    key: str
+    call_id: str
+    state: InputState
+    action: Literal["accept", "decline", "cancel"] | None
+    content: dict[str, Any] | None
+    # The form while the request is open (None for a URL-mode request, and once it ended).
+    schema: dict[str, Any] | None
+
+
+class Inputs:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def ask(
+        self,
+        session_id: str,
+        client_id: str,
+        call_id: str,
+        request_id: str,
+        message: str,
+        *,
+        schema: dict[str, Any] | None,
+        url: str | None,
+        key: str | None,
+    ) -> Asked:
+        """Open request `request_id` (a fresh UUIDv7) on a call `client_id` acked: a form (`schema`,
+        checked by the caller) or a page (`url`). NotFound for no such call; Conflict for another client's
+        call, one not acked or settled, a key the call already used, or a full session; TooManyRequests
+        past MAX_OPEN_INPUTS open."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        key = key or request_id
+        entry: dict[str, Any] = {"call_id": call_id, "client": client_id, "key": key, "state": "open"}
+        if schema is not None:
+            entry["schema"] = schema
+        call, args = call_names(keys, session_id, call_id, client_id)
+        await self._core.scripts.run(
+            "ask_input",
+            {**call, "inputs": s.inputs},
+            {
+                **args,
+                "request_id": request_id,
+                "key": key,
+                "key_field": s.input_key_field(call_id, key),
+                "entry": dumps(entry),
+                "message": message,
+                "schema": dumps(schema) if schema is not None else "",
+                "url": url or "",
+                "max_open": MAX_OPEN_INPUTS,
+            },
+            partition=s.partition,
+        )
+        return Asked(request_id, key)
+
+    async def get(self, session_id: str, request_id: str) -> InputRequest:
+        """The request as it stands; NotFound for none in this session."""
+        s = self._core.keys.session(session_id)
+        entry = await self._entry(s.inputs, request_id)
+        state: InputState = "answered" if entry["state"] == "answered" else "open"
+        if state == "open" and not await self._listed(s.calls, entry["call_id"], request_id):
+            # Ended with its call, unless an answer landed between the two reads: read once more.
+            entry = await self._entry(s.inputs, request_id)
+            state = "answered" if entry["state"] == "answered" else "cancelled"
+        return InputRequest(
+            request_id=request_id,
+            key=str(entry["key"]),
+            call_id=str(entry["call_id"]),
+            state=state,
+            action=entry.get("action"),
+            content=entry.get("content"),
+            schema=entry.get("schema") if state == "open" else None,
+        )
+
+    async def answer(
+        self,
+        session_id: str,
+        request: InputRequest,
+        action: Literal["accept", "decline", "cancel"],
+        content: dict[str, Any] | None,
+    ) -> str:
+        """Answer `request` (as `get` read it; its content checked by the caller): the `input_provided`
+        event. Conflict when it was answered or ended meanwhile, or the session is full."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        answered = {
+            "call_id": request.call_id,
+            "key": request.key,
+            "state": "answered",
+            "action": action,
+            "content": content,
+        }
+        call, args = call_names(keys, session_id, request.call_id, "")
+        (event,) = await self._core.scripts.run(
+            "answer_input",
+            {**call, "inputs": s.inputs},
+            {
+                **args,
+                "request_id": request.request_id,
+                "answered": dumps(answered),
+                "action": action,
+                "content": dumps(content) if content is not None else "",
+                "result_ms": self._core.settings.result_timeout_ms,
+            },
+            partition=s.partition,
+        )
+        return str(event)
+
+    async def _entry(self, inputs: str, request_id: str) -> dict[str, Any]:
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(inputs, request_id)
+        if raw is None:
+            raise NotFound(refusal_message("no_input", [request_id]))
+        entry: dict[str, Any] = loads(raw)
+        return entry
+
+    async def _listed(self, calls: str, call_id: str, request_id: str) -> bool:
+        """Whether the call still lists the request as open."""
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(calls, call_id)
+        return raw is not None and request_id in (loads(raw).get("iro") or [])
