@@ -1,14 +1,18 @@
-"""Schedules due in the same minute: `count` `at` schedules, one a session, their due times spread evenly
-over `window_s` (a minute; a few seconds at smoke size). Each firing posts its text as its session's input
-and starts a run, which the worker then runs as any other; its lateness is the `message_user` event's time
-minus its due time. (One a session: input that steers a session's active run joins its log only when the
-run's next step begins, which would time the steps, not the firing.) Target: p99 under 1 s with 10,000
-due in one minute, on one worker. No baseline: nothing else in the deployment posts input on a timer."""
+"""Schedules due in the same minute, two ways, each on a fresh deployment: `count` `at` schedules, one a
+session, their due times spread evenly over `window_s` (a minute; a few seconds at smoke size); then
+`count` cron schedules due at the same instant (`M H * * *`, one minute of the day, as a deployment's
+"every user at 9:00" is), the figures named "same instant". Each firing posts its text as its session's
+input and starts a run, which the worker then runs as any other; its lateness is the `message_user`
+event's time minus its due time. (One a session: input that steers a session's active run joins its log
+only when the run's next step begins, which would time the steps, not the firing.) Target: p99 under 1 s
+with 10,000 due in one minute, on one worker, both ways. No baseline: nothing else in the deployment
+posts input on a timer."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -39,8 +43,16 @@ async def _log(http: RawHttp, session_id: str) -> list[dict[str, Any]]:
         query = f"?order=asc&limit=200&after_seq={page['next_cursor']}"
 
 
+def _cron_due(earliest_s: float) -> tuple[str, float]:
+    """A cron expression due once a day, at the first minute that starts at or after `earliest_s`, and
+    that minute (epoch s)."""
+    minute = datetime.fromtimestamp(math.ceil(earliest_s / 60) * 60, tz=UTC)
+    return f"{minute.minute} {minute.hour} * * *", minute.timestamp()
+
+
 async def _measure(running: Cluster, count: int, window_s: float) -> tuple[list[float], float]:
-    """Each firing's lateness (ms), and how many schedules were made a second."""
+    """Each firing's lateness (ms), and how many schedules were made a second. `window_s` 0: cron
+    schedules, all due at one instant (the first whole minute once every one is made)."""
     limit = asyncio.Semaphore(_AT_ONCE)
     http = RawHttp(running.url, running.key)
 
@@ -65,21 +77,25 @@ async def _measure(running: Cluster, count: int, window_s: float) -> tuple[list[
         # Each schedule is due once every one is made: as long again as the sessions took a piece, twice over.
         per_post_s = (time.monotonic() - started) / len(sessions)
         first_s = round(time.time() + 3 + 2 * per_post_s * count)
-        due = {f"tick {n}": first_s + window_s * n / count for n in range(count)}
+        if window_s:
+            due = {f"tick {n}": first_s + window_s * n / count for n in range(count)}
+            bodies = [{"at": _iso(due[f"tick {n}"]), "text": f"tick {n}"} for n in range(count)]
+            # Late firings are looked for a few seconds after the last due time.
+            settle_s = 5.0
+        else:
+            cron, first_s = _cron_due(first_s)
+            due = {f"tick {n}": first_s for n in range(count)}
+            bodies = [{"cron": cron, "text": f"tick {n}"} for n in range(count)]
+            # Room to measure a p99 many times the target (one worker firing them one after another).
+            settle_s = 20.0
         started = time.monotonic()
         await asyncio.gather(
-            *(
-                post(
-                    f"/v1/sessions/{sessions[n // PER_SESSION]}/schedules",
-                    {"at": _iso(due[f"tick {n}"]), "text": f"tick {n}"},
-                )
-                for n in range(count)
-            )
+            *(post(f"/v1/sessions/{sessions[n // PER_SESSION]}/schedules", bodies[n]) for n in range(count))
         )
         rate = count / (time.monotonic() - started)
         if time.time() >= first_s:
             raise RuntimeError(f"making {count} schedules took past their due time")
-        await asyncio.sleep(first_s + window_s - time.time() + 5)
+        await asyncio.sleep(first_s + window_s - time.time() + settle_s)
 
         async def fired(session_id: str) -> list[float]:
             async with limit:
@@ -98,15 +114,26 @@ async def _measure(running: Cluster, count: int, window_s: float) -> tuple[list[
     return late, rate
 
 
+def _figures(late: list[float], rate: float, shape: str, label: str) -> list[Figure]:
+    found = summary(late)
+    return [
+        figure("schedules", f"firing lateness p50{label}", found["p50"], "ms", note=shape),
+        figure("schedules", f"firing lateness p99{label}", found["p99"], "ms", target="value < 1000", note=shape),
+        figure("schedules", f"firing lateness max{label}", found["max"], "ms"),
+        figure("schedules", f"schedules made a second{label}", rate, "/s", note="POST .../schedules, 100 in flight"),
+    ]
+
+
+def measure(count: int, window_s: float) -> tuple[list[float], float]:
+    """One deployment's firings: `_measure` on a fresh cluster."""
+    with cluster() as running:
+        return asyncio.run(_measure(running, count, window_s))
+
+
 def run(size: Size) -> list[Figure]:
     count, window_s = size.pick(smoke=(200, 2.0), quick=(10_000, 60.0), full=(10_000, 60.0))
-    with cluster() as running:
-        late, rate = asyncio.run(_measure(running, count, window_s))
-    found = summary(late)
-    shape = f"{count:,} schedules due over {window_s:g} s, one a session"
-    return [
-        figure("schedules", "firing lateness p50", found["p50"], "ms", note=shape),
-        figure("schedules", "firing lateness p99", found["p99"], "ms", target="value < 1000", note=shape),
-        figure("schedules", "firing lateness max", found["max"], "ms"),
-        figure("schedules", "schedules made a second", rate, "/s", note="POST .../schedules, 100 in flight"),
-    ]
+    late, rate = measure(count, window_s)
+    spread = _figures(late, rate, f"{count:,} schedules due over {window_s:g} s, one a session", "")
+    late, rate = measure(count, 0.0)
+    shape = f"{count:,} cron schedules due at one instant, one a session"
+    return spread + _figures(late, rate, shape, " (same instant)")

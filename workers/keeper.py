@@ -25,6 +25,7 @@ from broker.services.alarms import Alarm, AlarmSubscription
 from broker.services.keepers import owned
 from broker.services.timers import Glance
 from common.tasks import cancel_and_wait
+from workers.backlog import Backlog
 from workers.backoff import Backoff
 from workers.settings import WorkerSettings
 
@@ -38,6 +39,11 @@ _HEAP_SLACK = 1024
 # loop, and a rescan of all 1,024 in one held it for tens of ms every rescan interval, which a decision
 # waiting for its step then waited out; in slices the loop runs between them.
 _GLANCED_AT_ONCE = 64
+# Partitions due at once are visited together (`visit_many`), this many a pipeline, this many pipelines
+# at once: a burst (thousands of schedules due at one instant) is a few round trips per node, and Redis
+# is never left waiting for the next.
+_PARTITIONS_PER_VISIT = 64
+_PIPELINES_AT_ONCE = 4
 # How long Redis gets to confirm the alarm subscription.
 _SUBSCRIBE_S = 5.0
 
@@ -50,8 +56,10 @@ class Keeper:
         host: str,
         *,
         visit: Callable[[int], Awaitable[int | None]],
+        visit_many: Callable[[list[int]], Awaitable[dict[int, int | Exception | None]]] | None = None,
         work: Callable[[int], None],
         offers: tuple[str, ...] = (),
+        backlog: Backlog | None = None,
     ) -> None:
         self._broker = broker
         self.worker_id = worker_id
@@ -60,6 +68,7 @@ class Keeper:
         # for a lease (the API lists what the live workers offer).
         self._offers = offers
         self._visit = visit
+        self._visit_many = visit_many
         self._work = work
         self.owned: frozenset[int] = frozenset()
         self._members: tuple[str, ...] = ()
@@ -70,6 +79,9 @@ class Keeper:
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._limit = asyncio.Semaphore(_VISITS_AT_ONCE)
+        self._pipelines = asyncio.Semaphore(_PIPELINES_AT_ONCE)
+        # A visit owed holds new work back (workers/backlog.py).
+        self._backlog = backlog or Backlog()
         self._backoff = Backoff("visiting partitions")
 
     async def start(self) -> None:
@@ -217,6 +229,10 @@ class Keeper:
                     del self._next[partition]
                     if partition in self.owned:
                         ready.append(partition)
+            if ready and self._visit_many is not None and len(ready) > 1:
+                step = _PARTITIONS_PER_VISIT
+                await asyncio.gather(*(self._visit_together(ready[i : i + step]) for i in range(0, len(ready), step)))
+                continue
             if ready:
                 await asyncio.gather(*(self._visit_one(partition) for partition in ready))
                 continue
@@ -226,6 +242,11 @@ class Keeper:
                 await asyncio.wait_for(self._changed.wait(), wait)
 
     async def _visit_one(self, partition: int) -> None:
+        # Owed from now until it is done, its turn awaited included (workers/backlog.py).
+        with self._backlog.owing():
+            await self._visit_owed(partition)
+
+    async def _visit_owed(self, partition: int) -> None:
         node = self._broker.node_of(partition)
         async with self._limit:
             wait_s = self._backoff.wait_s(node, partition)
@@ -242,3 +263,34 @@ class Keeper:
         self._backoff.succeeded(node, partition)
         if next_due is not None:
             self.ring(partition, next_due)
+
+    async def _visit_together(self, partitions: list[int]) -> None:
+        assert self._visit_many is not None
+        with self._backlog.owing():
+            async with self._pipelines:
+                now = self.now_ms()
+                nodes = {partition: self._broker.node_of(partition) for partition in partitions}
+                visiting = []
+                for partition, node in nodes.items():
+                    wait_s = self._backoff.wait_s(node, partition)
+                    if wait_s > 0:
+                        self.ring(partition, now + round(wait_s * 1000))
+                    else:
+                        visiting.append(partition)
+                if not visiting:
+                    return
+                try:
+                    answers = await self._visit_many(visiting)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    answers = dict.fromkeys(visiting, error)
+            for partition in visiting:
+                answer = answers.get(partition)
+                if isinstance(answer, Exception):
+                    wait_s = self._backoff.failed(nodes[partition], partition, answer)
+                    self.ring(partition, self.now_ms() + round(wait_s * 1000))
+                    continue
+                self._backoff.succeeded(nodes[partition], partition)
+                if answer is not None:
+                    self.ring(partition, answer)

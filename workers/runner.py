@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from broker import Broker
 from broker.services.work import Entry
 from common.tasks import cancel_and_wait
+from workers.backlog import Backlog
 from workers.backoff import Backoff
 
 logger = logging.getLogger(__name__)
@@ -23,7 +24,13 @@ logger = logging.getLogger(__name__)
 
 class Runner:
     def __init__(
-        self, broker: Broker, consumer: str, execute: Callable[[Entry], Awaitable[None]], *, max_jobs: int
+        self,
+        broker: Broker,
+        consumer: str,
+        execute: Callable[[Entry], Awaitable[None]],
+        *,
+        max_jobs: int,
+        backlog: Backlog | None = None,
     ) -> None:
         self._broker = broker
         self._consumer = consumer
@@ -36,6 +43,8 @@ class Runner:
         self._loop: asyncio.Task[None] | None = None
         # Partitions whose node failed a take are marked again after a backoff.
         self._backoff = Backoff("taking work")
+        # Due timers go first: a take waits for the keeper's visits (workers/backlog.py).
+        self._backlog = backlog or Backlog()
 
     @property
     def running(self) -> int:
@@ -85,6 +94,7 @@ class Runner:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
+            await self._backlog.cleared()
             partition = self._marked.pop()
             node = self._broker.node_of(partition)
             wait_s = self._backoff.wait_s(node, partition)

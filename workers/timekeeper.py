@@ -9,12 +9,15 @@ so a member visited twice (two workers keeping a partition for a moment) is acte
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
 from broker import Broker
 from broker.services.retention import TRIM_PREFIX
+from broker.services.schedules import Fired
 from broker.services.sessions import RETAIN_PREFIX
+from broker.services.timers import Due
 from broker.services.work import Entry
 
 logger = logging.getLogger(__name__)
@@ -30,9 +33,47 @@ class Timekeeper:
 
     async def visit(self, partition: int) -> int | None:
         """Act on what is due in `partition`; when its next timer is due (ms, Redis's clock), or None."""
+        due = await self._broker.timers.sweep(partition, _BATCH)
+        await self._act(partition, due)
+        _raise_failed(await self._broker.schedules.fire(due.schedules))
+        return due.next_due_ms
+
+    async def visit_many(self, partitions: list[int]) -> dict[int, int | Exception | None]:
+        """`visit` of several partitions due at once, each partition's answer or the error that failed its
+        visit. What is due is read in one pipelined round trip per Redis node and the due schedules fired in
+        two more (`fire_many`): thousands of schedules due at one instant fire in a few round trips, not
+        three a partition."""
+        broker = self._broker
+        answers: dict[int, int | Exception | None] = {}
+        swept: dict[int, Due] = {}
+        for number, due in (await broker.timers.sweep_many(partitions, _BATCH)).items():
+            if isinstance(due, Exception):
+                answers[number] = due
+            else:
+                swept[number] = due
+        # The firings first: they are what a burst is made of, and each is a run's input, owed at its time.
+        fired = await broker.schedules.fire_many({number: due.schedules for number, due in swept.items()})
+        acted = await asyncio.gather(*(self._act(number, due) for number, due in swept.items()), return_exceptions=True)
+        for (number, due), outcome in zip(swept.items(), acted, strict=True):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                raise outcome
+            try:
+                if outcome is not None:
+                    raise outcome
+                firing = fired.get(number, [])
+                if isinstance(firing, Exception):
+                    raise firing
+                _raise_failed(firing)
+            except Exception as error:
+                answers[number] = error
+            else:
+                answers[number] = due.next_due_ms
+        return answers
+
+    async def _act(self, partition: int, due: Due) -> None:
+        """Act on the partition's due members but its schedules."""
         broker = self._broker
         timers = broker.timers
-        due = await timers.sweep(partition, _BATCH)
         for session_id, call_id in due.deadlines:
             await timers.expire_call(session_id, call_id)
         for session_id, client_id in due.leases:
@@ -53,14 +94,10 @@ class Timekeeper:
             if entry is not None:
                 logger.info("took over work entry %s of partition %d, never begun by its worker", entry_id, partition)
                 self._run(entry)
-        await self._fire(due.schedules)
-        return due.next_due_ms
 
-    async def _fire(self, schedules: list[tuple[str, str]]) -> None:
-        if not schedules:
-            return
-        fired = await self._broker.schedules.fire(schedules)
-        # One that failed is still due: the visit fails, so the keeper comes back to it (and backs off).
-        for outcome in fired:
-            if isinstance(outcome, BaseException):
-                raise outcome
+
+def _raise_failed(fired: list[Fired | BaseException]) -> None:
+    # One that failed is still due: the visit fails, so the keeper comes back to it (and backs off).
+    for outcome in fired:
+        if isinstance(outcome, BaseException):
+            raise outcome

@@ -24,6 +24,7 @@ from common.codec import uuid7
 from common.jsonlog import log_ids
 from common.runtime import settle_heap
 from common.tasks import cancel_and_wait
+from workers.backlog import Backlog
 from workers.inbox_notices import inbox_consumer
 from workers.keeper import Keeper
 from workers.mcp.calls import McpCalls
@@ -105,10 +106,21 @@ async def serve(
     # The consumers of notable events, in order: webhooks, then the workspace inbox.
     notices = Notices(broker, [WebhookConsumer(broker, sender), inbox_consumer(broker.inbox)])
     jobs = _Jobs(broker, StepRunner(broker, models, registry, hub, metrics), server_tools, notices, metrics)
-    runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs)
+    # Shared by the keeper and the runner: due timers (a schedule's firing first of all) before new work.
+    backlog = Backlog()
+    runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs, backlog=backlog)
     timekeeper = Timekeeper(broker, worker_id, runner.run)
     host = socket.gethostname()
-    keeper = Keeper(broker, worker_id, host, visit=timekeeper.visit, work=runner.wake, offers=models.offers)
+    keeper = Keeper(
+        broker,
+        worker_id,
+        host,
+        visit=timekeeper.visit,
+        visit_many=timekeeper.visit_many,
+        work=runner.wake,
+        offers=models.offers,
+        backlog=backlog,
+    )
     if own_process:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -33,6 +33,19 @@ class _Call:
     answer: asyncio.Future[Any]
 
 
+def batch_layout(
+    calls: Sequence[tuple[str, list[str], Sequence[str | int | bytes]]], shared: list[str]
+) -> tuple[list[str], list[str | int | bytes]]:
+    """The keys and arguments of the batch function (lib/batch.lua) running `calls` (each a script's name,
+    its own keys and its arguments), all ending with the keys `shared`."""
+    keys: list[str] = list(shared)
+    args: list[str | int | bytes] = [len(calls), len(shared)]
+    for name, call_keys, call_args in calls:
+        keys += call_keys
+        args += [name, len(call_keys), len(call_args), *call_args]
+    return keys, args
+
+
 class Batcher:
     """Sends the calls of each partition one batch at a time. `send(head, keys, args)` runs one FCALL
     (`head` is ("FCALL", function)); `single` names each script's own function, `batch` the batch's."""
@@ -65,6 +78,19 @@ class Batcher:
         waiting.append(call)
         return await call.answer
 
+    async def together(
+        self, name: str, calls: Sequence[tuple[list[str], Sequence[str | int | bytes]]], shared: list[str]
+    ) -> list[Any]:
+        """Calls of one partition known all at once (its due schedules): sent in batches of at most the
+        limit from the first, rather than the first alone and the rest after it; one reply or error per
+        call, in order. They do not wait for the partition's calls `run` has in flight (ordering among
+        them is no more than it is across processes)."""
+        loop = asyncio.get_running_loop()
+        pending = [_Call(name, keys, shared, args, loop.create_future()) for keys, args in calls]
+        for start in range(0, len(pending), self._limit):
+            await self._one(pending[start : start + self._limit])
+        return list(await asyncio.gather(*(call.answer for call in pending), return_exceptions=True))
+
     async def _alone(self, name: str, keys: list[str], shared: list[str], args: Sequence[str | int | bytes]) -> Any:
         return await self._send(("FCALL", self._single[name]), [*keys, *shared], args)
 
@@ -93,11 +119,7 @@ class Batcher:
                 (call,) = batch
                 replies = [await self._alone(call.name, call.keys, call.shared, call.args)]
             else:
-                keys: list[str] = list(batch[0].shared)
-                args: list[str | int | bytes] = [len(batch), len(keys)]
-                for call in batch:
-                    keys += call.keys
-                    args += [call.name, len(call.keys), len(call.args), *call.args]
+                keys, args = batch_layout([(call.name, call.keys, call.args) for call in batch], batch[0].shared)
                 replies = await self._send(("FCALL", self._batch), keys, args)
         except BaseException as error:
             for call in batch:

@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.keys import PartitionKeys
 from broker.refusals import Outcome, refusal
-from broker.scripts.batching import Batcher
+from broker.scripts.batching import BATCH_LIMIT, Batcher, batch_layout
 from broker.scripts.source import BATCHED, SCRIPT_NAMES, Value, layout, library, script_text
 from broker.transport.client import LeanPool
 from broker.transport.connect import masters
@@ -37,6 +37,8 @@ def _text(value: Any) -> Any:
 # (`--!key name...`).
 Keys = Mapping[str, str | Sequence[str]]
 Args = Mapping[str, Value | Sequence[Value]]
+# Calls of one script (its name) of one partition, each its keys and arguments (Scripts.pipelined).
+Group = tuple[str, PartitionKeys, Sequence[tuple[Keys, Args]]]
 
 
 @dataclass
@@ -108,6 +110,76 @@ class Scripts:
                 key_list = [*key_list, *partition.block]
             return _text(await self._send(self._heads[name], key_list, arg_list))
 
+    async def run_together(
+        self, name: str, calls: Sequence[tuple[Keys, Args]], *, partition: PartitionKeys
+    ) -> list[list[Any] | Exception]:
+        """Several calls of one BATCHED script, all of `partition`, sent together (`Batcher.together`):
+        each call's data, or the error it raised (a refusal included), in order."""
+        if name not in BATCHED or name not in self._partitioned:
+            raise ValueError(f"script {name}: only a BATCHED script of a partition runs together")
+        if not self._loaded:
+            await self.load()
+        positional = []
+        for keys, args in calls:
+            key_list, arg_list = layout(name).positional(keys, args)
+            positional.append((key_list, [*arg_list, self.max_session_bytes]))
+        assert self._batcher is not None
+        with translate_redis_errors():
+            replies = await self._batcher.together(name, positional, partition.block)
+        answers: list[list[Any] | Exception] = []
+        for reply in replies:
+            try:
+                with translate_redis_errors():
+                    if isinstance(reply, BaseException):
+                        raise reply
+                    answers.append(answered(name, _text(reply)))
+            except Exception as error:
+                answers.append(error)
+        return answers
+
+    async def pipelined(self, client: Redis, groups: Sequence[Group]) -> list[list[list[Any] | Exception]]:
+        """Groups of calls on one node (`client`, all their partitions its own), sent as one pipeline: one
+        round trip for a burst of visits rather than one a call. A group is several calls of one script of
+        one partition; a BATCHED script's go as batches, any other's one FCALL each. Each call answers on
+        its own (its data, or its error: a refusal, a redirect on a Cluster, a function the server lost,
+        none of which ran it); a connection lost fails them all, raising BrokerUnavailable."""
+        if not self._loaded:
+            await self.load()
+        commands: list[tuple[str | int | bytes, ...]] = []
+        # Per group, per command: how many calls it carries (0: one call alone).
+        shapes: list[list[int]] = []
+        for name, partition, calls in groups:
+            positional = []
+            for keys, args in calls:
+                key_list, arg_list = layout(name).positional(keys, args)
+                positional.append((key_list, [*arg_list, self.max_session_bytes]))
+            shape: list[int] = []
+            if name in BATCHED and len(positional) > 1:
+                for start in range(0, len(positional), BATCH_LIMIT):
+                    chunk = positional[start : start + BATCH_LIMIT]
+                    keys_sent, args_sent = batch_layout([(name, k, a) for k, a in chunk], partition.block)
+                    commands.append(("FCALL", library().batch, len(keys_sent), *keys_sent, *args_sent))
+                    shape.append(len(chunk))
+            else:
+                for key_list, arg_list in positional:
+                    keys_sent = [*key_list, *partition.block]
+                    commands.append(("FCALL", self._heads[name][1], len(keys_sent), *keys_sent, *arg_list))
+                    shape.append(0)
+            shapes.append(shape)
+        with translate_redis_errors():
+            replies = iter(await send_pipeline(client, commands))
+        found: list[list[list[Any] | Exception]] = []
+        for (name, _, _), shape in zip(groups, shapes, strict=True):
+            answers: list[list[Any] | Exception] = []
+            for carried in shape:
+                reply = next(replies)
+                if isinstance(reply, ResponseError) or not carried:
+                    answers += [_answer(name, reply)] * max(carried, 1)
+                else:
+                    answers += [_answer(name, one) for one in reply]
+            found.append(answers)
+        return found
+
     async def _send(self, head: tuple[str, str], keys: list[str], args: Sequence[str | int | bytes]) -> Any:
         command, first_key = (*head, len(keys), *keys, *args), keys[0] if keys else ""
         try:
@@ -132,6 +204,17 @@ class Scripts:
         return answered(name, await self.raw(name, keys, args, partition))
 
 
+def _answer(name: str, reply: Any) -> list[Any] | Exception:
+    """A reply of a pipeline or batch, its error (translated) returned rather than raised."""
+    try:
+        with translate_redis_errors():
+            if isinstance(reply, Exception):
+                raise reply
+            return answered(name, _text(reply))
+    except Exception as error:
+        return error
+
+
 def answered(name: str, reply: Any) -> list[Any]:
     """A script's answer `{outcome, ...}`: the data after 'ok', or the refusal raised."""
     if not isinstance(reply, list) or not reply:
@@ -154,6 +237,28 @@ async def _without_functions(client: Redis) -> str:
         f"{name} {version} does not run Functions (FUNCTION is an unknown command there): Switchboard needs "
         "Redis 7.0 or newer, or Valkey 8 or newer (Operating, Supported servers)"
     )
+
+
+async def send_pipeline(redis: Redis, commands: Sequence[tuple[str | int | bytes, ...]]) -> list[Any]:
+    """Commands on one connection of `redis`'s pool, sent once together; their replies in order, an error
+    reply as its ResponseError (a function not found as NoScriptError). A connection lost fails them all."""
+    pool = cast(LeanPool, redis.connection_pool)
+    connection = await pool.get_connection()
+    replies: list[Any] = []
+    try:
+        await connection.send_packed_command(b"".join(pack_command(command) for command in commands), False)  # type: ignore[arg-type]
+        for _ in commands:
+            try:
+                replies.append(await connection.read_response())
+            except ResponseError as error:
+                replies.append(NoScriptError(str(error)) if str(error).startswith("Function not found") else error)
+        return replies
+    except BaseException:
+        # As send_once: a connection with replies owed goes, not back to the next caller.
+        await connection.disconnect()
+        raise
+    finally:
+        await pool.release(connection)
 
 
 async def send_once(redis: Redis, command: tuple[str | int | bytes, ...], *, asking: bool = False) -> Any:

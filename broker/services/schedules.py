@@ -10,12 +10,15 @@ the one read, so two workers (or one retried after a crash) fire a due time once
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
 
 from broker.core import Core
 from broker.errors import translate_redis_errors
 from broker.scripts.layouts import run_names
+from broker.scripts.runner import Args, Group, Keys
 from common import codec
 from common.codec import dumps, loads, uuid7
 from common.schedules import next_fire_ms
@@ -70,6 +73,13 @@ def _schedule(raw: bytes | str, next_ms: int) -> Schedule:
         next_ms,
         int(rec["created_at"]),
     )
+
+
+def _fired(replies: list[list[Any] | Exception], due_times: list[int]) -> list[Fired | BaseException]:
+    return [
+        reply if isinstance(reply, Exception) else Fired(str(reply[0]), due_ms or None)
+        for reply, due_ms in zip(replies, due_times, strict=True)
+    ]
 
 
 class Schedules:
@@ -150,33 +160,89 @@ class Schedules:
         """Fire each schedule of `due` ((session id, schedule id), all of one partition, as its sweep found them)
         that is due: its text is posted as the session's input, and it moves to its next fire time after
         now (`now_ms`, this host's clock when None) or ends (an `at` schedule, or a cron that never
-        matches again). Their records are read in one round trip and the firings go side by side (and
-        together: fire_schedule is BATCHED); each answers on its own, an error included."""
+        matches again). Their records are read in one round trip and the firings go together, a batch of
+        fire_schedule calls from the first (Scripts.run_together). Each answers on its own, an error
+        included."""
         if not due:
             return []
+        partition = self._core.keys.session(due[0][0]).partition
+        found = await self._core.scripts.run("read_schedules", *self._reading(due), partition=partition)
+        calls, due_times = self._firings(due, found, codec.now_ms() if now_ms is None else now_ms)
+        replies = await self._core.scripts.run_together("fire_schedule", calls, partition=partition)
+        return _fired(replies, due_times)
+
+    async def fire_many(
+        self, due: dict[int, list[tuple[str, str]]], now_ms: int | None = None
+    ) -> dict[int, list[Fired | BaseException] | Exception]:
+        """`fire` for several partitions at once (`due`: each partition's due schedules, as its sweep found
+        them): the records of them all read in one pipelined round trip per Redis node, then the firings in
+        another, so a due instant shared by thousands of schedules is two round trips a burst, not two a
+        partition. Each partition answers with `fire`'s list, or the error that failed all of it."""
         keys = self._core.keys
-        found = await self._core.scripts.run(
-            "read_schedules",
+        due = {number: members for number, members in due.items() if members}
+
+        async def read(client: Redis, numbers: list[int]) -> list[list[list[Any] | Exception]]:
+            groups: list[Group] = [
+                ("read_schedules", keys.partition(number), [self._reading(due[number])]) for number in numbers
+            ]
+            return await self._core.scripts.pipelined(client, groups)
+
+        now = codec.now_ms() if now_ms is None else now_ms
+        answers: dict[int, list[Fired | BaseException] | Exception] = {}
+        firings: dict[int, tuple[list[tuple[Keys, Args]], list[int]]] = {}
+        for numbers, replies in await self._core.read_by_node(due, read):
+            for i, number in enumerate(numbers):
+                found = replies if isinstance(replies, Exception) else replies[i][0]
+                if isinstance(found, Exception):
+                    answers[number] = found
+                else:
+                    firings[number] = self._firings(due[number], found, now)
+
+        async def fire(client: Redis, numbers: list[int]) -> list[list[list[Any] | Exception]]:
+            groups: list[Group] = [("fire_schedule", keys.partition(number), firings[number][0]) for number in numbers]
+            return await self._core.scripts.pipelined(client, groups)
+
+        for numbers, replies in await self._core.read_by_node(firings, fire):
+            for i, number in enumerate(numbers):
+                if isinstance(replies, Exception):
+                    answers[number] = replies
+                else:
+                    answers[number] = _fired(replies[i], firings[number][1])
+        return answers
+
+    def _reading(self, due: list[tuple[str, str]]) -> tuple[Keys, Args]:
+        """read_schedules's keys and arguments for `due`."""
+        keys = self._core.keys
+        return (
             {"records": [keys.session(session_id).schedules for session_id, _ in due]},
             {"ids": [keys.member(session_id, schedule_id) for session_id, schedule_id in due]},
-            partition=keys.session(due[0][0]).partition,
         )
-        now = codec.now_ms() if now_ms is None else now_ms
-        firings = []
+
+    def _firings(
+        self, due: list[tuple[str, str]], found: list[Any], now: int
+    ) -> tuple[list[tuple[Keys, Args]], list[int]]:
+        """fire_schedule's keys and arguments for each of `due` (`found`: read_schedules's answer), and the
+        due time each acts on."""
+        # Schedules due together mostly share their expression ("0 9 * * *" for every user): computed once.
+        after: dict[tuple[str, str, int], int | None] = {}
+        calls: list[tuple[Keys, Args]] = []
+        due_times = []
         for i, (session_id, schedule_id) in enumerate(due):
             raw, score = found[2 * i], found[2 * i + 1]
             due_ms = int(float(score)) if score else 0
-            if not raw:
-                # Gone meanwhile (nothing to fire: 'stale'), or left in the index alone (dropped: 'gone').
-                firings.append(self._fire(session_id, schedule_id, due_ms, None))
-                continue
-            schedule = _schedule(raw, due_ms)
             next_ms = None
-            if schedule.cron is not None:
-                # After the due time too: on a clock behind Redis's, "after now" could be the due time itself.
-                next_ms = next_fire_ms(schedule.cron, schedule.timezone, max(now, schedule.next_fire_ms))
-            firings.append(self._fire(session_id, schedule_id, schedule.next_fire_ms, next_ms))
-        return list(await asyncio.gather(*firings, return_exceptions=True))
+            if raw:
+                schedule = _schedule(raw, due_ms)
+                if schedule.cron is not None:
+                    # After the due time too: on a clock behind Redis's, "after now" could be the due time itself.
+                    calendar = (schedule.cron, schedule.timezone, max(now, due_ms))
+                    if calendar not in after:
+                        after[calendar] = next_fire_ms(*calendar)
+                    next_ms = after[calendar]
+            # No record: gone meanwhile (nothing to fire: 'stale'), or left in the index alone (dropped: 'gone').
+            calls.append(self._firing(session_id, schedule_id, due_ms, next_ms))
+            due_times.append(due_ms)
+        return calls, due_times
 
     async def fire_one(self, session_id: str, schedule_id: str, now_ms: int | None = None) -> Fired:
         """`fire` for one schedule; its error raised."""
@@ -186,19 +252,21 @@ class Schedules:
         return fired
 
     async def _fire(self, session_id: str, schedule_id: str, due_ms: int, next_ms: int | None) -> Fired:
-        s = self._core.keys.session(session_id)
-        run_keys, run_args = run_names(self._core.keys, session_id, uuid7())
+        keys, args = self._firing(session_id, schedule_id, due_ms, next_ms)
         (outcome,) = await self._core.scripts.run(
-            "fire_schedule",
-            {**run_keys, "session_schedules": s.schedules},
-            {
-                **run_args,
-                "id": schedule_id,
-                # One input per due time, whichever worker fires it.
-                "input_id": f"{schedule_id}@{due_ms}",
-                "due_ms": due_ms,
-                "next_ms": "" if next_ms is None else next_ms,
-            },
-            partition=s.partition,
+            "fire_schedule", keys, args, partition=self._core.keys.session(session_id).partition
         )
         return Fired(str(outcome), due_ms or None)
+
+    def _firing(self, session_id: str, schedule_id: str, due_ms: int, next_ms: int | None) -> tuple[Keys, Args]:
+        """fire_schedule's keys and arguments for one due time."""
+        s = self._core.keys.session(session_id)
+        run_keys, run_args = run_names(self._core.keys, session_id, uuid7())
+        return {**run_keys, "session_schedules": s.schedules}, {
+            **run_args,
+            "id": schedule_id,
+            # One input per due time, whichever worker fires it.
+            "input_id": f"{schedule_id}@{due_ms}",
+            "due_ms": due_ms,
+            "next_ms": "" if next_ms is None else next_ms,
+        }

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 
 from broker.core import Core
 from broker.errors import BrokerUnavailable, translate_redis_errors
 from broker.scripts.layouts import call_names
+from broker.scripts.runner import Group
 from broker.services.clients import lapse_client
 
 
@@ -95,7 +97,31 @@ class Timers:
         """The partition's due members (at most `batch` per index), and its alarm armed for what follows."""
         keys = self._core.keys
         part = keys.partition(partition)
-        reply = await self._core.scripts.run("sweep", {"handed": part.handed}, {"batch": batch}, partition=part)
+        return self._due(
+            await self._core.scripts.run("sweep", {"handed": part.handed}, {"batch": batch}, partition=part)
+        )
+
+    async def sweep_many(self, partitions: list[int], batch: int) -> dict[int, Due | Exception]:
+        """`sweep` of each partition, in one pipelined round trip per Redis node (a burst of due partitions,
+        thousands of schedules due at one instant); each partition's Due, or the error its sweep met."""
+        keys = self._core.keys
+
+        async def read(client: Redis, numbers: list[int]) -> list[list[list[Any] | Exception]]:
+            groups: list[Group] = []
+            for number in numbers:
+                part = keys.partition(number)
+                groups.append(("sweep", part, [({"handed": part.handed}, {"batch": batch})]))
+            return await self._core.scripts.pipelined(client, groups)
+
+        found: dict[int, Due | Exception] = {}
+        for numbers, replies in await self._core.read_by_node(partitions, read):
+            for i, number in enumerate(numbers):
+                reply = replies if isinstance(replies, Exception) else replies[i][0]
+                found[number] = reply if isinstance(reply, Exception) else self._due(reply)
+        return found
+
+    def _due(self, reply: list[Any]) -> Due:
+        keys = self._core.keys
         next_due = int(reply[0])
         deadlines, leases, steps, dequeue, purges, claims, schedules = [
             [str(member) for member in members] for members in reply[1:]

@@ -73,7 +73,14 @@ async def keeping(
     live worker."""
     timekeeper = Timekeeper(broker, worker, run)
     # The tests' broker holds every setting (tests/conftest.py), the worker's among them.
-    keeper = Keeper(cast("Broker[Settings]", broker), worker, "test-host", visit=timekeeper.visit, work=lambda _: None)
+    keeper = Keeper(
+        cast("Broker[Settings]", broker),
+        worker,
+        "test-host",
+        visit=timekeeper.visit,
+        visit_many=timekeeper.visit_many,
+        work=lambda _: None,
+    )
     await keeper.start()
     try:
         yield keeper
