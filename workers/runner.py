@@ -89,12 +89,12 @@ class Runner:
     async def _take_forever(self) -> None:
         work = self._broker.work
         while self._taking:
+            await self._backlog.cleared()
             room = self._max_jobs - len(self._running)
             if not self._marked or room <= 0:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
-            await self._backlog.cleared()
             partition = self._marked.pop()
             node = self._broker.node_of(partition)
             wait_s = self._backoff.wait_s(node, partition)

@@ -13,6 +13,7 @@ from broker import Broker
 from common.codec import uuid7
 from tests.helpers import commit, log_events, make_session, start_run, types
 from tests.workers.test_timekeeper import keeping
+from workers.timekeeper import Timekeeper
 
 pytestmark = pytest.mark.both_redis
 
@@ -172,3 +173,101 @@ async def test_a_schedule_keeps_an_idle_session_from_retention(broker: Broker) -
     assert await broker.sessions.retain(idle) == "purged"
     assert await broker.sessions.retain(scheduled) == "kept"
     assert len(await broker.schedules.all(scheduled)) == 1
+
+
+async def sessions_of_one_partition(broker: Broker, count: int) -> list[str]:
+    """`count` sessions whose ids share a partition (so a sweep finds their schedules together)."""
+    keys = broker.core.keys
+    first = uuid7()
+    ids = [first]
+    while len(ids) < count:
+        candidate = uuid7()
+        if keys.session(candidate).partition.number == keys.session(first).partition.number:
+            ids.append(candidate)
+    sample = await make_session(broker)
+    meta = await broker.sessions.get(sample)
+    for session_id in ids:
+        await broker.sessions.create(
+            session_id,
+            agent_id=meta.agent_id,
+            version_id=meta.agent_version_id,
+            display_name="",
+            created_by=meta.created_by,
+            token=broker.sessions.new_token(session_id),
+            policy="steer",
+        )
+    return ids
+
+
+async def test_a_partitions_due_schedules_fire_together_each_once_and_a_rerun_fires_none_twice(
+    broker: Broker,
+) -> None:
+    sessions = await sessions_of_one_partition(broker, 5)
+    now = await redis_now(broker, sessions[0])
+    # Cron and `at` schedules, two in one session, all due at one instant.
+    due = [(sid, await schedule(broker, sid, now - 10, cron=EVERY_MINUTE)) for sid in sessions]
+    due.append((sessions[0], await schedule(broker, sessions[0], now - 10)))
+    partition = broker.core.keys.session(sessions[0]).partition
+    swept = await broker.timers.sweep(partition.number, 500)
+    assert sorted(swept.schedules) == sorted(due)
+    # What a worker read before it fired: a worker that dies after firing and is retried sends this again.
+    found = await broker.core.scripts.run(
+        "read_schedules", *broker.schedules._reading(swept.schedules), partition=partition
+    )
+    calls, _ = broker.schedules._firings(swept.schedules, found, now)
+    outcomes = await broker.schedules.fire(swept.schedules)
+    assert not [o for o in outcomes if isinstance(o, BaseException)]
+    # One run a session; the first session's second schedule steers its run.
+    assert sorted(o.outcome for o in outcomes if not isinstance(o, BaseException)) == ["new_run"] * 5 + ["steered"]
+    again = await broker.core.scripts.run_together("fire_schedule", calls, partition=partition)
+    assert [reply[0] for reply in again if not isinstance(reply, BaseException)] == ["stale"] * 6
+    # A second worker's sweep of the same instant finds nothing left due.
+    assert (await broker.timers.sweep(partition.number, 500)).schedules == []
+    counts = [len(fired(await log_events(broker, sid))) for sid in sessions]
+    # The first session's run took its second schedule's text as a steer: it joins the log with its next step.
+    assert counts == [1] * 5
+    for sid, schedule_id in due[:5]:
+        moved = await broker.schedules.get(sid, schedule_id)
+        assert moved is not None
+        assert moved.next_fire_ms > now
+    assert await broker.schedules.get(*due[5]) is None
+
+
+async def test_schedules_due_at_one_instant_in_many_partitions_fire_once_each(broker: Broker) -> None:
+    sessions = [await make_session(broker) for _ in range(40)]
+    partitions = {broker.core.keys.session(sid).partition.number for sid in sessions}
+    assert len(partitions) > 1
+    now = await redis_now(broker, sessions[0])
+    due = [(sid, await schedule(broker, sid, now + 400, cron=EVERY_MINUTE)) for sid in sessions]
+    async with keeping(broker):
+        for sid in sessions:
+            await wait_fired(broker, sid, 1)
+        await asyncio.sleep(0.3)
+    for sid, schedule_id in due:
+        (event,) = fired(await log_events(broker, sid))
+        assert event["schedule_id"] == schedule_id
+        # Not before its due time: the firing is the schedule's input at its time.
+        assert datetime.fromisoformat(event["created_at"]).timestamp() * 1000 >= now + 400
+
+
+async def test_a_worker_dying_after_reading_many_partitions_leaves_each_firing_to_the_next(broker: Broker) -> None:
+    sessions = [await make_session(broker) for _ in range(12)]
+    now = await redis_now(broker, sessions[0])
+    for sid in sessions:
+        await schedule(broker, sid, now - 10)
+    partitions = sorted({broker.core.keys.session(sid).partition.number for sid in sessions})
+    # A worker sweeps them together, reads their records, and dies before the firings reach Redis.
+    timekeeper = Timekeeper(broker, "w-dead", lambda _: None)
+    swept = await broker.timers.sweep_many(partitions, 500)
+    assert sum(len(due.schedules) for due in swept.values() if not isinstance(due, Exception)) == 12
+    async with keeping(broker, "w-heir"):
+        for sid in sessions:
+            await wait_fired(broker, sid, 1)
+        await asyncio.sleep(0.3)
+    for sid in sessions:
+        assert len(fired(await log_events(broker, sid))) == 1
+    # Visited again, nothing is due: the heir moved every schedule on.
+    answers = await timekeeper.visit_many(partitions)
+    assert not [a for a in answers.values() if isinstance(a, Exception)]
+    for sid in sessions:
+        assert len(fired(await log_events(broker, sid))) == 1
