@@ -1,12 +1,12 @@
-"""Timers before work: while partitions with due timers wait for their visit or are being visited, the
-worker takes no new work from its partitions.
+"""Timers before work: while partitions due together (a burst) wait for their visit or are being visited,
+the worker takes no new work from its partitions.
 
 A schedule's firing is the input that starts a run, and the run's steps follow it: when thousands of
 schedules come due at one instant ("0 9 * * *" for every user), the steps of the runs fired first would
 otherwise compete with the firings still owed (for the event loop, the Redis pool and Redis itself),
 and the last firing would wait for thousands of steps. The steps lose nothing by waiting: the firings
-are what they wait for. A hold is bounded (`HOLD_S`), so a worker whose timers never let up still takes
-work.
+are what they wait for. A partition due alone holds nothing back, and a hold is bounded (`HOLD_S`), so
+a worker whose timers never let up still takes work.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ HOLD_S = 2.0
 
 
 class Backlog:
-    """Counts the partitions' visits owed (due, waiting for their turn or under way); `cleared` waits
-    until there are none, at most HOLD_S."""
+    """Counts the bursts of visits owed (due together, waiting for their turn or under way); `cleared`
+    waits until there are none, at most HOLD_S."""
 
     def __init__(self) -> None:
         self._owed = 0

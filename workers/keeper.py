@@ -80,7 +80,7 @@ class Keeper:
         self._tasks: list[asyncio.Task[None]] = []
         self._limit = asyncio.Semaphore(_VISITS_AT_ONCE)
         self._pipelines = asyncio.Semaphore(_PIPELINES_AT_ONCE)
-        # A visit owed holds new work back (workers/backlog.py).
+        # Partitions due together hold new work back until visited (workers/backlog.py).
         self._backlog = backlog or Backlog()
         self._backoff = Backoff("visiting partitions")
 
@@ -242,11 +242,6 @@ class Keeper:
                 await asyncio.wait_for(self._changed.wait(), wait)
 
     async def _visit_one(self, partition: int) -> None:
-        # Owed from now until it is done, its turn awaited included (workers/backlog.py).
-        with self._backlog.owing():
-            await self._visit_owed(partition)
-
-    async def _visit_owed(self, partition: int) -> None:
         node = self._broker.node_of(partition)
         async with self._limit:
             wait_s = self._backoff.wait_s(node, partition)
@@ -266,6 +261,8 @@ class Keeper:
 
     async def _visit_together(self, partitions: list[int]) -> None:
         assert self._visit_many is not None
+        # Owed from now until done, its turn awaited included (workers/backlog.py). A partition due alone
+        # holds nothing back: only a burst does, so a steady trickle of timers never delays the work.
         with self._backlog.owing():
             async with self._pipelines:
                 now = self.now_ms()

@@ -29,7 +29,7 @@ async def test_each_call_of_a_pipeline_answers_alone_and_a_batch_runs_each_call_
         ("delete_schedule", partition, [unknown]),
         # A BATCHED script's calls go as one batch; the same due times twice: the second fires nothing.
         ("fire_schedule", partition, [*calls, *calls]),
-        ("sweep", partition, [({}, {"batch": 500})]),
+        ("sweep", partition, [({"handed": partition.handed}, {"batch": 500})]),
     ]
     refused, firings, swept = await broker.core.scripts.pipelined(broker.core.client_for(partition.alarm), groups)
     assert len(refused) == 1
