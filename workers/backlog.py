@@ -1,12 +1,13 @@
-"""Timers before work: while partitions due together (a burst) wait for their visit or are being visited,
-the worker takes no new work from its partitions.
+"""Timers before work: while a burst of partitions due together (more than one pipeline's worth, see
+workers/keeper.py) wait for their visit or are being visited, the worker takes no new work.
 
 A schedule's firing is the input that starts a run, and the run's steps follow it: when thousands of
 schedules come due at one instant ("0 9 * * *" for every user), the steps of the runs fired first would
 otherwise compete with the firings still owed (for the event loop, the Redis pool and Redis itself),
 and the last firing would wait for thousands of steps. The steps lose nothing by waiting: the firings
-are what they wait for. A partition due alone holds nothing back, and a hold is bounded (`HOLD_S`), so
-a worker whose timers never let up still takes work.
+are what they wait for. A few partitions due together hold nothing back (a held runner takes its work in
+a lump afterwards, which would slow the firings of schedules spread over a minute), and a hold is
+bounded (`HOLD_S`), so a worker whose timers never let up still takes work.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ class Keeper:
         self._tasks: list[asyncio.Task[None]] = []
         self._limit = asyncio.Semaphore(_VISITS_AT_ONCE)
         self._pipelines = asyncio.Semaphore(_PIPELINES_AT_ONCE)
-        # Partitions due together hold new work back until visited (workers/backlog.py).
+        # A burst of partitions due together holds new work back until visited (workers/backlog.py).
         self._backlog = backlog or Backlog()
         self._backoff = Backoff("visiting partitions")
 
@@ -231,7 +231,12 @@ class Keeper:
                         ready.append(partition)
             if ready and self._visit_many is not None and len(ready) > 1:
                 step = _PARTITIONS_PER_VISIT
-                await asyncio.gather(*(self._visit_together(ready[i : i + step]) for i in range(0, len(ready), step)))
+                # More than one pipeline's worth is a burst, which holds new work back (workers/backlog.py); a
+                # few partitions due together (schedules spread over a minute) hold nothing back.
+                burst = len(ready) > step
+                await asyncio.gather(
+                    *(self._visit_together(ready[i : i + step], burst) for i in range(0, len(ready), step))
+                )
                 continue
             if ready:
                 await asyncio.gather(*(self._visit_one(partition) for partition in ready))
@@ -259,11 +264,11 @@ class Keeper:
         if next_due is not None:
             self.ring(partition, next_due)
 
-    async def _visit_together(self, partitions: list[int]) -> None:
+    async def _visit_together(self, partitions: list[int], burst: bool) -> None:
         assert self._visit_many is not None
-        # Owed from now until done, its turn awaited included (workers/backlog.py). A partition due alone
-        # holds nothing back: only a burst does, so a steady trickle of timers never delays the work.
-        with self._backlog.owing():
+        # A burst's visits are owed from now until done, their turn awaited included: the work waits for
+        # them. Only a burst: a steady trickle of timers never delays the work.
+        with self._backlog.owing() if burst else contextlib.nullcontext():
             async with self._pipelines:
                 now = self.now_ms()
                 nodes = {partition: self._broker.node_of(partition) for partition in partitions}
