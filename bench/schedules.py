@@ -76,7 +76,7 @@ async def _measure(running: Cluster, count: int, window_s: float) -> tuple[list[
         ]
         # Each schedule is due once every one is made: as long again as the sessions took a piece, twice over.
         per_post_s = (time.monotonic() - started) / len(sessions)
-        first_s = round(time.time() + 3 + 2 * per_post_s * count)
+        first_s: float = round(time.time() + 3 + 2 * per_post_s * count)
         if window_s:
             due = {f"tick {n}": first_s + window_s * n / count for n in range(count)}
             bodies = [{"at": _iso(due[f"tick {n}"]), "text": f"tick {n}"} for n in range(count)]
