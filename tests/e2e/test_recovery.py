@@ -198,7 +198,9 @@ async def test_hundreds_of_runs_under_continuous_worker_kills_each_end_once(clus
     sessions, web = await queued_sessions(api, 20)
     per_session = 10
     text = '/call client__web__highlight_row {"row_id": "1"}\n/call client__web__highlight_row {"row_id": "2"}'
-    text += '\n/call calculate {"expression": "6*7"}'
+    # Each step sleeps: the runs outlast enough kills (without it, a quiet machine ran all 200 before the
+    # fifth), and a kill meets steps under way, not only queues.
+    text += '\n/call calculate {"expression": "6*7"}\n/sleep 0.5'
     stop, all_ended = asyncio.Event(), asyncio.Event()
     answering = asyncio.create_task(answer_calls(api, sessions, web, stop))
     killing = asyncio.create_task(kill_workers_until(processes, workers, all_ended, seed=11))
