@@ -81,16 +81,19 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | lib/calls.lua sb_park); a field, not a |
 |                                       |        |                          | key, so every script that may settle a |
 |                                       |        |                          | call (each holds meta) drops it there, |
-|                                       |        |                          | `subject` when created with one        |
+|                                       |        |                          | `subject` when created with one,       |
+|                                       |        |                          | `created_by` `api_key:<id>` and its    |
+|                                       |        |                          | `created_by_label` (short: a listpack) |
 | `sb:{T}:s:<S>:events`                 | stream | none                     | the event log, ids `<seq>-0`           |
-| `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> {id, expires}            |
+| `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> `<expires ms> <id>`      |
 | `sb:{T}:s:<S>:names`                  | hash   | none                     | active client name -> client id        |
 | `sb:{T}:s:<S>:clients`                | set    | none                     | every client id ever (purge)           |
 | `sb:{T}:s:<S>:client:<cid>`           | hash   | idempotency TTL once     | one registration; a ttl one's lease is |
 |                                       |        | it left or lapsed        | its `expires_at`; once gone only its   |
 |                                       |        |                          | state, name and lease fields stay      |
 | `sb:{T}:s:<S>:client:<cid>:calls`     | stream | none (trimmed by age;    | calls for the registration's pool;     |
-|                                       |        | deleted when it leaves)  | group `pool`, a consumer per member    |
+|                                       |        | deleted when it leaves)  | group `pool`, a consumer per member;   |
+|                                       |        |                          | an entry goes when its call is acked   |
 | `sb:{T}:s:<S>:calls`                  | hash   | none (settled ones       | call id -> call record (JSON)          |
 |                                       |        | trimmed: trim_calls.lua) |                                        |
 | `sb:{T}:s:<S>:owed`                   | hash   | none                     | unsettled call id -> client id         |

@@ -123,12 +123,17 @@ local function sb_result_window(rec, default_ms)
 end
 
 -- Moves a dispatched call to acked: the ack deadline is swapped for the result deadline, and the call's
--- entry is settled in its registration's pool group (`pool` = {stream, group}), so no pool member is
--- handed it again.
+-- entry is settled in its registration's pool group (`pool` = {stream, group}) and deleted from the
+-- stream, so no pool member is handed it again.
 local function sb_ack(S, rec, result_ms, pool)
   sb_set_deadline(S, result_ms)
   -- Only an entry a pool member took (pool_take.lua sets `member`) is pending in the group.
   if rec.entry and rec.member then redis.call('XACK', pool[1], pool[2], rec.entry) end
+  -- No member is handed an acked call (pool_take.lua skips it), so its entry goes now rather than with
+  -- the age trim: a parked call's lone entry would keep its stream's first node, a listpack Redis
+  -- preallocates at up to 4 KiB, for weeks. The record stops counting the entry (`sb`).
+  if rec.entry then redis.call('XDEL', pool[1], rec.entry) end
+  rec.sb = nil
   rec.state = 'acked'
   rec.acked_ms = S.now
   sb_count('calls_acked')
