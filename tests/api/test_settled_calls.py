@@ -1,6 +1,7 @@
 """Settled calls are forgotten SWITCHBOARD_SETTLED_CALL_RETENTION_S after they settled (their records and
-their call stream entries), by the timekeeper; the event log keeps every call's events, calls still owed
-keep their records, and sessions older than the timers get them once."""
+the call stream entries of calls never acked; an acked call's entry goes at its ack), by the timekeeper;
+the event log keeps every call's events, calls still owed keep their records, and sessions older than the
+timers get them once."""
 
 from __future__ import annotations
 
