@@ -36,7 +36,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | beat renews it): what the API lists    |
 | `sb:{w}:sessions`                     | zset   | none                     | session ids (written before the session|
 |                                       |        |                          | is, so a reader skips ids with no meta)|
-| `sb:{w}:idem:<digest>`                | string | idempotency TTL          | receipts of workspace routes           |
+| `sb:{w}:idem:<digest>`                | string | idempotency TTL          | receipts of workspace routes: JSON     |
+|                                       |        |                          | while claimed, `<outcome> <fp> <body>` |
+|                                       |        |                          | once settled (idem_finish.lua)         |
 | `sb:{w}:keepers`                      | zset   | none (members lapse)     | live workers by lease end (keepers.lua)|
 | `sb:{w}:timers-armed`                 | string | none                     | `1` once every session has its timers  |
 |                                       |        |                          | (services/retention.py, on upgrade)   |
@@ -93,7 +95,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | state, name and lease fields stay      |
 | `sb:{T}:s:<S>:client:<cid>:calls`     | stream | none (trimmed by age;    | calls for the registration's pool;     |
 |                                       |        | deleted when it leaves)  | group `pool`, a consumer per member;   |
-|                                       |        |                          | an entry goes when its call is acked   |
+|                                       |        |                          | an entry goes when its call is acked,  |
+|                                       |        |                          | the stream with it when left empty and |
+|                                       |        |                          | no group                               |
 | `sb:{T}:s:<S>:calls`                  | hash   | none (settled ones       | call id -> call record (JSON)          |
 |                                       |        | trimmed: trim_calls.lua) |                                        |
 | `sb:{T}:s:<S>:owed`                   | hash   | none                     | unsettled call id -> client id         |
