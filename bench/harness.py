@@ -194,9 +194,12 @@ def cluster(
     replicas: int = 0,
     before: Callable[[list[EmbeddedRedis]], None] = lambda _: None,
     redis_wrapper: Sequence[str] = (),
+    redis_options: Sequence[str] = (),
 ) -> Iterator[Cluster]:
     """Redis (one, or a Redis Cluster of `masters` with `replicas` each when given), one API and `workers`
-    workers. `before` sees the Redis nodes once they run and before any Switchboard process starts."""
+    workers. `before` sees the Redis nodes once they run and before any Switchboard process starts.
+    `redis_options`: the one server's arguments beyond the recommended ones (a scenario measuring what a
+    recommended setting is worth overrides it)."""
     workdir = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
     nodes: list[EmbeddedRedis]
     made: EmbeddedCluster | None = None
@@ -205,7 +208,15 @@ def cluster(
         made.start()
         nodes = made.nodes
     else:
-        nodes = [EmbeddedRedis(workdir / "redis", persistent=False, notifications=notifications, wrapper=redis_wrapper)]
+        nodes = [
+            EmbeddedRedis(
+                workdir / "redis",
+                persistent=False,
+                notifications=notifications,
+                wrapper=redis_wrapper,
+                options=redis_options,
+            )
+        ]
         # A server under a profiler starts tens of times slower.
         nodes[0].start(wait_s=120.0 if redis_wrapper else 10.0)
     redis = nodes[0]

@@ -42,6 +42,7 @@ from bench.harness import (
     summary,
 )
 from bench.http import RawHttp
+from broker.transport.embedded import RECOMMENDED_OPTIONS
 
 SCENARIO = "18 parked"
 CONCURRENCY = 96
@@ -54,6 +55,8 @@ LONG_TOOL = {
     "parameters": {"type": "object"},
     "timeout_s": 2_592_000,
 }
+# Redis's own defaults for the settings docs/operating.md recommends, for the figure without them.
+SERVER_DEFAULTS = ("--stream-node-max-bytes", "4096", "--hash-max-listpack-value", "64")
 APPROVAL_TEXT = '/call calculate {"expression": "6*7"}'
 CALL_TEXT = "/call client__web__sign"
 
@@ -225,17 +228,36 @@ class _Shape:
     decisions: int
 
 
+async def _agents(running: Cluster) -> dict[str, str]:
+    async with running.client() as admin:
+        return {
+            "approval": await scripted_agent(
+                admin, server_tools=["calculate"], server_tool_policies={"calculate": "require_approval"}
+            ),
+            "call": await scripted_agent(admin),
+        }
+
+
+async def _memory_only(running: Cluster, shape: _Shape) -> float:
+    """Redis memory per parked run (KiB), as _measure takes it, and nothing else."""
+    http = RawHttp(running.url, running.key)
+    try:
+        agents = await _agents(running)
+        await park(http, agents, 4)
+        await asyncio.sleep(shape.settle_s)
+        before = await _used_memory(running.redis.url)
+        await park(http, agents, shape.sessions)
+        await asyncio.sleep(shape.settle_s)
+        return (await _used_memory(running.redis.url) - before) / shape.sessions / 1024
+    finally:
+        http.close()
+
+
 async def _measure(running: Cluster, shape: _Shape) -> list[Figure]:
     http = RawHttp(running.url, running.key)
     worker = _worker_pid(running)
     try:
-        async with running.client() as admin:
-            agents = {
-                "approval": await scripted_agent(
-                    admin, server_tools=["calculate"], server_tool_policies={"calculate": "require_approval"}
-                ),
-                "call": await scripted_agent(admin),
-            }
+        agents = await _agents(running)
         # Warm: the processes' first requests and steps, before anything is read.
         await park(http, agents, 4)
         await asyncio.sleep(shape.settle_s)
@@ -293,6 +315,22 @@ def run(size: Size) -> list[Figure]:
     )
     if os.environ.get("BENCH_PARKED_SESSIONS"):
         shape = replace(shape, sessions=int(os.environ["BENCH_PARKED_SESSIONS"]))
+    first_reads = size.pick(smoke=1, quick=3, full=3)  # the worker's first reads of its partitions
+    # The server as docs/operating.md recommends it (every embedded one runs so: RECOMMENDED_OPTIONS).
     with cluster() as running:
-        time.sleep(size.pick(smoke=1, quick=3, full=3))  # the worker's first reads of its partitions
-        return asyncio.run(_measure(running, shape))
+        time.sleep(first_reads)
+        figures = asyncio.run(_measure(running, shape))
+    # The same runs on a server left at Redis's defaults, memory only: what the settings are worth.
+    with cluster(redis_options=SERVER_DEFAULTS) as running:
+        time.sleep(first_reads)
+        per_run = asyncio.run(_memory_only(running, shape))
+    return [
+        *figures,
+        figure(SCENARIO, "Redis memory per parked run, server defaults", per_run, "KiB",
+               note=f"{shape.sessions:,} parked as above, {_settings(SERVER_DEFAULTS)} (Redis's defaults) rather "
+               f"than the recommended {_settings(RECOMMENDED_OPTIONS)}"),
+    ]  # fmt: skip
+
+
+def _settings(options: tuple[str, ...]) -> str:
+    return ", ".join(f"{options[i].removeprefix('--')} {options[i + 1]}" for i in range(0, len(options), 2))

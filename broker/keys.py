@@ -36,7 +36,9 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | beat renews it): what the API lists    |
 | `sb:{w}:sessions`                     | zset   | none                     | session ids (written before the session|
 |                                       |        |                          | is, so a reader skips ids with no meta)|
-| `sb:{w}:idem:<digest>`                | string | idempotency TTL          | receipts of workspace routes           |
+| `sb:{w}:idem:<digest>`                | string | idempotency TTL          | receipts of workspace routes: JSON     |
+|                                       |        |                          | while claimed, `<outcome> <fp> <body>` |
+|                                       |        |                          | once settled (idem_finish.lua)         |
 | `sb:{w}:keepers`                      | zset   | none (members lapse)     | live workers by lease end (keepers.lua)|
 | `sb:{w}:timers-armed`                 | string | none                     | `1` once every session has its timers  |
 |                                       |        |                          | (services/retention.py, on upgrade)   |
@@ -81,16 +83,21 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | lib/calls.lua sb_park); a field, not a |
 |                                       |        |                          | key, so every script that may settle a |
 |                                       |        |                          | call (each holds meta) drops it there, |
-|                                       |        |                          | `subject` when created with one        |
+|                                       |        |                          | `subject` when created with one,       |
+|                                       |        |                          | `created_by` `api_key:<id>` and its    |
+|                                       |        |                          | `created_by_label` (short: a listpack) |
 | `sb:{T}:s:<S>:events`                 | stream | none                     | the event log, ids `<seq>-0`           |
-| `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> {id, expires}            |
+| `sb:{T}:s:<S>:tokens`                 | hash   | token TTL once deleted   | token hash -> `<expires ms> <id>`      |
 | `sb:{T}:s:<S>:names`                  | hash   | none                     | active client name -> client id        |
 | `sb:{T}:s:<S>:clients`                | set    | none                     | every client id ever (purge)           |
 | `sb:{T}:s:<S>:client:<cid>`           | hash   | idempotency TTL once     | one registration; a ttl one's lease is |
 |                                       |        | it left or lapsed        | its `expires_at`; once gone only its   |
 |                                       |        |                          | state, name and lease fields stay      |
 | `sb:{T}:s:<S>:client:<cid>:calls`     | stream | none (trimmed by age;    | calls for the registration's pool;     |
-|                                       |        | deleted when it leaves)  | group `pool`, a consumer per member    |
+|                                       |        | deleted when it leaves)  | group `pool`, a consumer per member;   |
+|                                       |        |                          | an entry goes when its call is acked,  |
+|                                       |        |                          | the stream with it when left empty and |
+|                                       |        |                          | no group                               |
 | `sb:{T}:s:<S>:calls`                  | hash   | none (settled ones       | call id -> call record (JSON)          |
 |                                       |        | trimmed: trim_calls.lua) |                                        |
 | `sb:{T}:s:<S>:owed`                   | hash   | none                     | unsettled call id -> client id         |

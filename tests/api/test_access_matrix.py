@@ -12,8 +12,8 @@ from typing import Any, Literal
 import httpx
 import pytest
 
-from broker.services.credentials import PERMISSIONS
-from common.codec import dumps, loads, sha256_hex
+from broker.services.credentials import PERMISSIONS, token_fields, token_record
+from common.codec import sha256_hex
 from tests.api_client import Api, Session, of_type
 from tests.helpers import HIGHLIGHT, SCRIPTED_MODEL_CONFIG
 from tests.stack import Stack
@@ -150,10 +150,9 @@ async def _world(api: Api, stack: Stack) -> World:
     expired = minted["session_token"]
     tokens = stack.broker.core.keys.session(a.id).tokens
     redis = stack.broker.core.redis
-    stored: str | bytes = await redis.hget(tokens, sha256_hex(expired)) or b"{}"
-    record = loads(stored)
-    record["expires_at"] = 1
-    await redis.hset(tokens, sha256_hex(expired), dumps(record))
+    stored: bytes = await redis.hget(tokens, sha256_hex(expired)) or b""
+    token_id, _ = token_fields(stored)
+    await redis.hset(tokens, sha256_hex(expired), token_record(token_id, 1))
     schedule = (await api.key.post(f"/v1/sessions/{a.id}/schedules", json=SCHEDULE)).json()
     ids = {
         "session_id": a.id,

@@ -10,10 +10,11 @@
 --!arg agent_id      agent id
 --!arg version_id    version id
 --!arg display_name  display name
---!arg created_by    created_by JSON
+--!arg created_by    created_by: `api_key:<key id>`, or JSON for another creator (sessions.py _stored_creator)
+--!arg created_by_label  an API key creator's label ('' for none)
 --!arg workspace_id  workspace id
 --!arg token_hash    token hash
---!arg token         token record JSON
+--!arg token         token record (credentials.py token_record)
 --!arg policy        message concurrency policy
 --!arg debounce_ms   debounce ms (the version's, fixed for the session's life)
 --!arg retention_ms  retention ms (0: kept for ever): when the session's retention is first checked
@@ -35,6 +36,7 @@ redis.call('HSET', S.meta, 'id', A.sid, 'agent_id', A.agent_id, 'agent_version_i
   'display_name', A.display_name, 'created_by', A.created_by, 'workspace_id', A.workspace_id,
   'created_at', S.now, 'seq', 0, 'policy', A.policy, 'debounce_ms', A.debounce_ms)
 if A.subject ~= '' then redis.call('HSET', S.meta, 'subject', A.subject) end
+if A.created_by_label ~= '' then redis.call('HSET', S.meta, 'created_by_label', A.created_by_label) end
 redis.call('HSET', K.tokens, A.token_hash, A.token)
 local retention = tonumber(A.retention_ms)
 if retention > 0 then sb_timer(SB_P.purges, S.now + retention, 'r|' .. A.sid) end

@@ -35,7 +35,14 @@ if not raw then
   redis.call('SET', K.receipt, record, 'PX', A.ttl_ms)
   return sb_reply('run', A.seed)
 end
-local rec = cjson.decode(raw)
+local rec
+if string.sub(raw, 1, 1) == '{' then
+  rec = cjson.decode(raw)
+else
+  -- A settled workspace receipt (idem_finish.lua).
+  local outcome, fp, body = string.match(raw, '^(%S+) (%S+) (.*)$')
+  rec = {fp = fp, outcome = outcome, body = body}
+end
 if rec.fp ~= A.fp then return sb_refuse('conflict', 'key_reused') end
 if rec.outcome then return sb_reply('replay', rec.outcome, rec.body) end
 if rec.status then return sb_reply('replay', tostring(rec.status), rec.body) end

@@ -123,12 +123,22 @@ local function sb_result_window(rec, default_ms)
 end
 
 -- Moves a dispatched call to acked: the ack deadline is swapped for the result deadline, and the call's
--- entry is settled in its registration's pool group (`pool` = {stream, group}), so no pool member is
--- handed it again.
+-- entry is settled in its registration's pool group (`pool` = {stream, group}) and deleted from the
+-- stream, so no pool member is handed it again.
 local function sb_ack(S, rec, result_ms, pool)
   sb_set_deadline(S, result_ms)
   -- Only an entry a pool member took (pool_take.lua sets `member`) is pending in the group.
   if rec.entry and rec.member then redis.call('XACK', pool[1], pool[2], rec.entry) end
+  -- No member is handed an acked call (pool_take.lua skips it), so its entry goes now rather than with
+  -- the age trim: a parked call's lone entry would keep its stream's first node, a listpack Redis
+  -- preallocates at up to 4 KiB, for weeks. Left empty with no pool group on it, the stream goes too (an
+  -- empty one still holds some 0.4 KiB; the next dispatch makes it again). The record stops counting the
+  -- entry (`sb`).
+  if rec.entry and redis.call('XDEL', pool[1], rec.entry) == 1 and redis.call('XLEN', pool[1]) == 0
+      and #redis.call('XINFO', 'GROUPS', pool[1]) == 0 then
+    redis.call('DEL', pool[1])
+  end
+  rec.sb = nil
   rec.state = 'acked'
   rec.acked_ms = S.now
   sb_count('calls_acked')

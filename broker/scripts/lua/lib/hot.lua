@@ -58,7 +58,9 @@ end
 local function sb_hot_begin(S, H)
   if H.token ~= '' and (H.token ~= sb_token_good or H.tokens ~= sb_tokens_good) then
     local raw = redis.call('HGET', H.tokens, H.token)
-    if not raw or cjson.decode(raw).expires_at <= S.now then return sb_refuse('unauthorized', 'token') end
+    -- A record is `<expires_at> <id>` (credentials.py token_record), or JSON as written before it.
+    local expires = raw and tonumber(string.match(raw, '^(%d+) ') or string.match(raw, '"expires_at":(%d+)'))
+    if not expires or expires <= S.now then return sb_refuse('unauthorized', 'token') end
     sb_token_good, sb_tokens_good = H.token, H.tokens
   end
   if S.meta ~= sb_meta_live then
