@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from switchboard.processes import Processes, server_env
+from tests.api_client import Api
 from tests.helpers import SCRIPTED_CONFIG
+from tests.stack import Stack
 
 
 @dataclass
@@ -54,3 +56,28 @@ async def scripted_session(url: str, key: str, agent_name: str = "agent", **conf
         assert (await admin.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
         session = (await admin.post("/v1/sessions", json={"agent_id": agent["id"]})).json()
     return str(session["id"]), str(session["session_token"])
+
+
+@contextlib.contextmanager
+def process_set(redis_url: str, logs: Path, **settings: str) -> Iterator[Processes]:
+    """No process yet, ready to start APIs and workers on `redis_url` under a key prefix of their own
+    (`settings`: more SWITCHBOARD_* values); its bootstrap key is `env["TEST_API_KEY"]`. All stopped after."""
+    env, key = server_env(redis_url, **settings)
+    env["TEST_API_KEY"] = key
+    logs.mkdir(parents=True, exist_ok=True)
+    running = Processes(env, logs)
+    try:
+        yield running
+    finally:
+        running.stop_all()
+
+
+@contextlib.asynccontextmanager
+async def process_api(processes: Processes) -> AsyncIterator[Api]:
+    """An API process of `processes`, and a test client of it holding the bootstrap key."""
+    _, url = processes.api()
+    client = Api(Stack(url, processes.env["TEST_API_KEY"], None, None))  # type: ignore[arg-type]
+    try:
+        yield client
+    finally:
+        await client.aclose()

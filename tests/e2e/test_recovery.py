@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from switchboard.processes import Processes, server_env
+from switchboard.processes import Processes
 from tests.api_client import ENDS, Api, Session, check_every_run_ended_once, of_type, run_over
-from tests.stack import Stack
+from tests.e2e.served import process_api, process_set
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(240), pytest.mark.both_redis]
 
@@ -39,24 +39,14 @@ class Cluster:
 
 @pytest.fixture
 def processes(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    env, key = server_env(redis_url, **FAST_RECOVERY)
-    env["TEST_API_KEY"] = key
-    running = Processes(env, tmp_path_factory.mktemp("recovery-logs"))
-    try:
+    with process_set(redis_url, tmp_path_factory.mktemp("recovery-logs"), **FAST_RECOVERY) as running:
         yield running
-    finally:
-        running.stop_all()
 
 
 @pytest.fixture
 async def cluster(processes: Processes) -> AsyncIterator[Cluster]:
-    _, url = processes.api()
-    key = processes.env["TEST_API_KEY"]
-    api = Api(Stack(url, key, None, None))  # type: ignore[arg-type]
-    try:
+    async with process_api(processes) as api:
         yield Cluster(processes, api)
-    finally:
-        await api.aclose()
 
 
 def kill(processes: Processes, process: Any) -> None:

@@ -11,32 +11,23 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from switchboard.processes import Processes, server_env
+from switchboard.processes import Processes
 from tests.api_client import Api, Event
-from tests.stack import Stack
+from tests.e2e.served import process_api, process_set
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120), pytest.mark.both_redis]
 
 
 @pytest.fixture
 def processes(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    env, key = server_env(redis_url, keeper_lease_s="1")
-    env["TEST_API_KEY"] = key
-    running = Processes(env, tmp_path_factory.mktemp("schedule-logs"))
-    try:
+    with process_set(redis_url, tmp_path_factory.mktemp("schedule-logs"), keeper_lease_s="1") as running:
         yield running
-    finally:
-        running.stop_all()
 
 
 @pytest.fixture
 async def api(processes: Processes) -> AsyncIterator[Api]:
-    _, url = processes.api()
-    client = Api(Stack(url, processes.env["TEST_API_KEY"], None, None))  # type: ignore[arg-type]
-    try:
+    async with process_api(processes) as client:
         yield client
-    finally:
-        await client.aclose()
 
 
 def completed(runs: int) -> Callable[[list[Event]], bool]:

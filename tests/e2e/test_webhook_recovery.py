@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
-from switchboard.processes import Processes, server_env
+from switchboard.processes import Processes
 from tests.api.test_waiting_calls import CALL, WAITING, answer, count, first_call, wait_for
 from tests.api_client import ENDS, Api, of_type, run_over
-from tests.stack import Stack
+from tests.e2e.served import process_api, process_set
 from tests.webhook_receiver import Answer, Receiver, receiving
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(180), pytest.mark.both_redis]
@@ -39,23 +39,14 @@ FAST_RECOVERY = {
 
 @pytest.fixture
 def processes(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    env, key = server_env(redis_url, **FAST_RECOVERY)
-    env["TEST_API_KEY"] = key
-    running = Processes(env, tmp_path_factory.mktemp("webhook-logs"))
-    try:
+    with process_set(redis_url, tmp_path_factory.mktemp("webhook-logs"), **FAST_RECOVERY) as running:
         yield running
-    finally:
-        running.stop_all()
 
 
 @pytest.fixture
 async def api(processes: Processes) -> AsyncIterator[Api]:
-    _, url = processes.api()
-    client = Api(Stack(url, processes.env["TEST_API_KEY"], None, None))  # type: ignore[arg-type]
-    try:
+    async with process_api(processes) as client:
         yield client
-    finally:
-        await client.aclose()
 
 
 @pytest.fixture
