@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from switchboard.processes import Processes
-from tests.api_client import Api, Event
+from tests.api_client import Api, Event, Session
 from tests.e2e.served import process_api, process_set
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120), pytest.mark.both_redis]
@@ -38,26 +38,37 @@ def fired(events: list[Event]) -> list[Event]:
     return [e for e in events if e["type"] == "message_user" and e.get("trigger") == "schedule"]
 
 
+async def schedule_soon(api: Api, session: Session, seconds: float) -> tuple[str, datetime]:
+    """An `at` schedule of `session` due `seconds` from now: its id and due time."""
+    at = datetime.now(UTC) + timedelta(seconds=seconds)
+    created = await api.key.post(
+        f"/v1/sessions/{session.id}/schedules", json={"at": at.isoformat().replace("+00:00", "Z"), "text": "wake"}
+    )
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"]), at
+
+
+async def heir_fires_it_once(processes: Processes, api: Api, session: Session, schedule_id: str) -> None:
+    """A fresh worker takes the partition over and fires the schedule, once."""
+    processes.worker(name="heir")
+    events = await api.wait_for(session, lambda es: any(e["type"] == "run_completed" for e in es), timeout=20)
+    (event,) = fired(events)
+    assert event["schedule_id"] == schedule_id
+    await asyncio.sleep(1.0)
+    assert len(fired(await api.events(session))) == 1
+
+
 async def test_a_schedule_due_while_its_worker_was_killed_fires_once_after_restart(
     processes: Processes, api: Api
 ) -> None:
     doomed = processes.worker(name="doomed")
     session = await api.session()
-    at = datetime.now(UTC) + timedelta(seconds=2)
-    created = await api.key.post(
-        f"/v1/sessions/{session.id}/schedules", json={"at": at.isoformat().replace("+00:00", "Z"), "text": "wake"}
-    )
-    assert created.status_code == 201, created.text
+    schedule_id, at = await schedule_soon(api, session, 2)
     processes.stop(doomed, signal.SIGKILL)
     # The due time passes with no worker alive: nothing fires.
     await asyncio.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 1.0)
     assert fired(await api.events(session)) == []
-    processes.worker(name="heir")
-    events = await api.wait_for(session, lambda es: any(e["type"] == "run_completed" for e in es), timeout=20)
-    (event,) = fired(events)
-    assert event["schedule_id"] == created.json()["id"]
-    await asyncio.sleep(1.0)
-    assert len(fired(await api.events(session))) == 1
+    await heir_fires_it_once(processes, api, session, schedule_id)
     assert (await api.key.get(f"/v1/sessions/{session.id}/schedules")).json()["items"] == []
 
 
@@ -68,22 +79,13 @@ async def test_a_schedule_due_while_its_worker_hangs_fires_once_after_it_is_kill
     still held) and is SIGKILLed before it fires it; the worker that takes the partition over fires it once."""
     doomed = processes.worker(name="doomed")
     session = await api.session()
-    at = datetime.now(UTC) + timedelta(seconds=3)
-    created = await api.key.post(
-        f"/v1/sessions/{session.id}/schedules", json={"at": at.isoformat().replace("+00:00", "Z"), "text": "wake"}
-    )
-    assert created.status_code == 201, created.text
+    schedule_id, at = await schedule_soon(api, session, 3)
     await asyncio.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds() - 0.2))
     doomed.send_signal(signal.SIGSTOP)
     await asyncio.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 1.0)
     assert fired(await api.events(session)) == []
     processes.stop(doomed, signal.SIGKILL)
-    processes.worker(name="heir")
-    events = await api.wait_for(session, lambda es: any(e["type"] == "run_completed" for e in es), timeout=20)
-    (event,) = fired(events)
-    assert event["schedule_id"] == created.json()["id"]
-    await asyncio.sleep(1.0)
-    assert len(fired(await api.events(session))) == 1
+    await heir_fires_it_once(processes, api, session, schedule_id)
 
 
 async def test_schedules_due_while_workers_are_killed_at_random_moments_fire_once_each(
