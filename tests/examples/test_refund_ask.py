@@ -18,6 +18,7 @@ import pytest
 from switchboard.settings import Settings
 from switchboard.tool_member import Member, Target
 from switchboard.typed_tools import load_tools, typed_tool
+from tests.api.test_tool_server_calls import serving as serving_member
 from tests.api_client import Api, Event, Session, of_type, running_api, whole_log
 from tests.examples.support import EXAMPLES, text_of
 
@@ -56,13 +57,8 @@ async def serving(api: Api, session: Session, module: ModuleType) -> AsyncIterat
     tool = typed_tool(module.refund)
     registered = await api.register(session, name="billing", tools=[tool.declaration()])
     member = Member(Target(api.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 2)
-    stop = asyncio.Event()
-    task = asyncio.create_task(member.serve(stop))
-    try:
+    async with serving_member(member):
         yield member
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 10)
 
 
 async def extended(api: Api, session: Session) -> list[Event]:
