@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
@@ -34,12 +36,21 @@ async def _nothing(_: Any) -> None:
     return None
 
 
-async def test_work_waits_for_the_visits_owed_and_goes_once_they_are_done() -> None:
+@contextlib.asynccontextmanager
+async def running(backlog: Backlog) -> AsyncIterator[tuple[_Broker, Runner]]:
+    """A runner taking work from a fake broker, held back by `backlog`; both."""
     broker = _Broker()
-    backlog = Backlog()
     runner = Runner(cast(Broker, broker), "w", _nothing, max_jobs=10, backlog=backlog)
     runner.start()
     try:
+        yield broker, runner
+    finally:
+        await runner.drain(1)
+
+
+async def test_work_waits_for_the_visits_owed_and_goes_once_they_are_done() -> None:
+    backlog = Backlog()
+    async with running(backlog) as (broker, runner):
         with backlog.owing():
             runner.wake(1)
             await asyncio.sleep(0.2)
@@ -50,21 +61,14 @@ async def test_work_waits_for_the_visits_owed_and_goes_once_they_are_done() -> N
             while not broker.work.taken:
                 await asyncio.sleep(0.01)
         assert broker.work.taken[0] >= released
-    finally:
-        await runner.drain(1)
 
 
 async def test_a_backlog_that_never_clears_holds_work_back_for_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backlog_module, "HOLD_S", 0.2)
-    broker = _Broker()
     backlog = Backlog()
-    runner = Runner(cast(Broker, broker), "w", _nothing, max_jobs=10, backlog=backlog)
-    runner.start()
-    try:
+    async with running(backlog) as (broker, runner):
         with backlog.owing():
             runner.wake(1)
             async with asyncio.timeout(2):
                 while not broker.work.taken:
                     await asyncio.sleep(0.01)
-    finally:
-        await runner.drain(1)
