@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from broker.core import Core
 from broker.errors import BrokerUnavailable, translate_redis_errors
+from broker.keys import PartitionKeys
 from broker.scripts.layouts import call_names
 from broker.scripts.runner import Group
 from broker.services.clients import lapse_client
@@ -25,6 +26,11 @@ def _result_text(seconds: float) -> str:
 
 
 INTERRUPTED_TEXT = "the server tool was interrupted: the worker running it stopped; it was not retried"
+
+
+def _sweep_args(partition: PartitionKeys, batch: int) -> tuple[dict[str, str], dict[str, int]]:
+    """sweep.lua's own keys and arguments (its partition's come from the runner)."""
+    return {"handed": partition.handed}, {"batch": batch}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +101,8 @@ class Timers:
 
     async def sweep(self, partition: int, batch: int) -> Due:
         """The partition's due members (at most `batch` per index), and its alarm armed for what follows."""
-        keys = self._core.keys
-        part = keys.partition(partition)
-        return self._due(
-            await self._core.scripts.run("sweep", {"handed": part.handed}, {"batch": batch}, partition=part)
-        )
+        part = self._core.keys.partition(partition)
+        return self._due(await self._core.scripts.run("sweep", *_sweep_args(part, batch), partition=part))
 
     async def sweep_many(self, partitions: list[int], batch: int) -> dict[int, Due | Exception]:
         """`sweep` of each partition, in one pipelined round trip per Redis node (a burst of due partitions,
@@ -110,7 +113,7 @@ class Timers:
             groups: list[Group] = []
             for number in numbers:
                 part = keys.partition(number)
-                groups.append(("sweep", part, [({"handed": part.handed}, {"batch": batch})]))
+                groups.append(("sweep", part, [_sweep_args(part, batch)]))
             return await self._core.scripts.pipelined(client, groups)
 
         found: dict[int, Due | Exception] = {}
