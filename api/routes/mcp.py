@@ -13,13 +13,13 @@ from api.state import AppState, State
 from common.runtime import imported
 
 if TYPE_CHECKING:
-    from api.mcp_server import SessionMcp
+    from api.mcp.server import SessionMcp
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/mcp", tags=["mcp"])
 
 
 class SessionMcpLoader:
-    """The session MCP server (api/mcp_server.py), loaded and started by the first request to a session's
+    """The session MCP server (api/mcp/), loaded and started by the first request to a session's
     /mcp: the `mcp` package is a quarter of the API's imports, and many APIs never serve it. It is imported
     in a thread, so the loop serves the other requests meanwhile; the server runs in a task of its own until
     `close` (its transport's task group is entered and left in one task, as anyio asks)."""
@@ -39,8 +39,8 @@ class SessionMcpLoader:
 
     async def _serve(self, ready: asyncio.Future[SessionMcp]) -> None:
         try:
-            await imported("api.mcp_server")
-            from api.mcp_server import SessionMcp
+            await imported("api.mcp.server")
+            from api.mcp.server import SessionMcp
 
             server = SessionMcp(self._max_body_bytes)
             async with server.running():

@@ -64,7 +64,7 @@ def in_head(data: bytes, mark: bytes) -> bool:
 
 
 def of_type(data: bytes, cls: type[Event]) -> bool:
-    """Whether a stored or live event is of type `cls` (api/mcp_server.py matches results by it)."""
+    """Whether a stored or live event is of type `cls` (api/mcp/outcome.py matches results by it)."""
     return in_head(data, type_mark(cls))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = (
     *sorted((ROOT / "api" / "doors").glob("*.py")),
-    ROOT / "api" / "mcp_server.py",
+    *sorted((ROOT / "api" / "mcp").glob("*.py")),
     *sorted((ROOT / "delegate").rglob("*.py")),
     *sorted((ROOT / "switchboard").rglob("*.py")),
     ROOT / "api" / "sse.py",
@@ -46,12 +46,12 @@ GETS: dict[tuple[str, str, str], str] = {
     ("api/doors/turns.py", "tool", "parameters"): _FRONTEND_TOOL,
     ("api/doors/turns.py", "answer", "error"): _KEYED_ANSWER,
     ("api/doors/turns.py", "error", "message"): _KEYED_ANSWER,
-    ("api/mcp_server.py", "tool", "annotations"): _REGISTRATION_TOOL,
-    ("api/mcp_server.py", "tool", "description"): _REGISTRATION_TOOL,
-    ("api/mcp_server.py", "tool", "parameters"): _REGISTRATION_TOOL,
-    ("api/mcp_server.py", "tool", "timeout_s"): _REGISTRATION_TOOL,
-    ("api/mcp_server.py", "tool", "heartbeat_s"): _REGISTRATION_TOOL,
-    ("api/mcp_server.py", "tool", "on_leave"): _REGISTRATION_TOOL,
+    ("api/mcp/tools.py", "tool", "annotations"): _REGISTRATION_TOOL,
+    ("api/mcp/tools.py", "tool", "description"): _REGISTRATION_TOOL,
+    ("api/mcp/tools.py", "tool", "parameters"): _REGISTRATION_TOOL,
+    ("api/mcp/tools.py", "tool", "timeout_s"): _REGISTRATION_TOOL,
+    ("api/mcp/tools.py", "tool", "heartbeat_s"): _REGISTRATION_TOOL,
+    ("api/mcp/tools.py", "tool", "on_leave"): _REGISTRATION_TOOL,
     ("delegate/chat.py", "outcome", "client_id"): "the input route's answer (run id, outcome, run-scoped client)",
     ("switchboard/session_new.py", "http", "/v1/agents"): "an HTTP GET",
     ("switchboard/tool_member.py", "body", "content"): "the result body a member posts",
@@ -107,7 +107,7 @@ def _loads() -> set[tuple[str, str]]:
 
 def test_the_scan_reaches_every_consumer() -> None:
     names = {_name(path) for path in SCANNED}
-    assert {"api/doors/view.py", "api/mcp_server.py", "delegate/chat.py", "switchboard/tool_member.py"} <= names
+    assert {"api/doors/view.py", "api/mcp/tools.py", "delegate/chat.py", "switchboard/tool_member.py"} <= names
 
 
 def test_no_consumer_reads_a_field_of_an_event_dict() -> None:

@@ -1,0 +1,16 @@
+"""What the route leaves in an MCP request's scope for the handlers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.state import AppState
+
+# Where the route leaves what it checked for the handlers: (app state, session id, credential).
+SCOPE_KEY = "switchboard.mcp"
+
+
+def scoped(ctx: Any) -> tuple[AppState, str, str]:
+    """The app state, session id and credential of the request `ctx` serves."""
+    found: tuple[AppState, str, str] = ctx.request.scope[SCOPE_KEY]
+    return found

@@ -1,0 +1,76 @@
+"""Waiting for an MCP-started call's outcome on the session's live feed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import mcp.types as mt
+
+from api.mcp.content import call_result, error_result
+from api.state import AppState
+from broker.services.live import Signal
+from common.events.catalogue import ClientToolProgress, TextBlock, TextData, ToolResult
+from common.events.marks import is_logged
+from common.events.read import decode_known
+
+# How often a waiting call's record is read when the live feed is quiet (a lost pub/sub message).
+_CHECK_EVERY_S = 2.0
+_NO_RESULT = "the call ended with no result logged"
+
+
+def _ours(item: bytes, call_id: str) -> ClientToolProgress | ToolResult | None:
+    """The progress or the result of call `call_id`, or None for anything else of the session (another
+    call's event, a delta): nothing to decode for those."""
+    if not is_logged(item) or call_id.encode() not in item:
+        return None
+    event = decode_known(item)
+    return event if isinstance(event, ClientToolProgress | ToolResult) and event.call_id == call_id else None
+
+
+async def outcome(
+    state: AppState, session_id: str, call_id: str, seq: int, subscription: Any, ctx: Any
+) -> mt.CallToolResult:
+    """The call's result once it has one: read from the live feed, or from the log when the feed missed it."""
+    progressed = 0
+    while True:
+        try:
+            item = await asyncio.wait_for(subscription.get(), _CHECK_EVERY_S)
+        except TimeoutError:
+            item = None
+        if item is Signal.DELETED or item is Signal.CLOSING:
+            return error_result("the session was deleted" if item is Signal.DELETED else "the server is shutting down")
+        if isinstance(item, bytes):
+            event = _ours(item, call_id)
+            if event is None:
+                continue
+            if isinstance(event, ClientToolProgress):
+                progressed += 1
+                # A fraction is progress out of 1; without one, progress counts the reports. Sent only
+                # when the caller asked for progress (a token on its request).
+                fraction = event.fraction
+                done, total = (fraction, 1.0) if fraction is not None else (float(progressed), None)
+                await ctx.session.report_progress(done, total, event.message)
+            else:
+                return call_result(event, await state.broker.calls.state(session_id, call_id))
+            continue
+        # A quiet spell or a lag: the record says whether the feed missed the call's end.
+        settled = await state.broker.calls.state(session_id, call_id)
+        if settled is None:
+            return error_result("the call is gone (its session was deleted)")
+        if settled.settled:
+            return call_result(await _logged_result(state, session_id, call_id, seq), settled)
+
+
+async def _logged_result(state: AppState, session_id: str, call_id: str, after: int) -> ToolResult:
+    last = after
+    while True:
+        rows = await state.broker.log.after(session_id, last, 200)
+        for row_seq, data in rows:
+            last = row_seq
+            if b'"type":"tool_result"' in data[:96] and call_id.encode() in data:
+                event = decode_known(data)
+                if isinstance(event, ToolResult) and event.call_id == call_id:
+                    return event
+        if len(rows) < 200:
+            return ToolResult(call_id=call_id, content=[TextBlock(TextData(_NO_RESULT))], is_error=True)
