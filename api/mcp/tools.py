@@ -11,7 +11,9 @@ from pydantic import ValidationError
 
 from api.mcp.content import call_result, error_result
 from api.mcp.context import scoped
+from api.mcp.inputs import Relay, resumed
 from api.mcp.outcome import outcome
+from api.state import AppState
 from broker.errors import NotFound, SwitchboardError
 from broker.services.runs import client_tools, parse_client_tool
 from common.policies import client_rule, denied_text
@@ -44,8 +46,11 @@ async def list_tools(ctx: Any, _params: mt.PaginatedRequestParams | None) -> mt.
     return mt.ListToolsResult(tools=tools)
 
 
-async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult | mt.InputRequiredResult:
     state, session_id, _ = scoped(ctx)
+    if params.request_state is not None:
+        # A retry answering what the call asked: it goes on waiting for the same call.
+        return await _resume(ctx, state, session_id, params)
     name, arguments = params.name, dict(params.arguments or {})
     # Found as a model's step finds it, by the name the model calls it by (the name its policy goes by).
     found = client_tools(await state.broker.runs.offered(session_id)).get(name)
@@ -74,7 +79,9 @@ async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolRe
     if problem:
         return error_result(f"the arguments of {name} do not match its schema: {problem}")
     # Subscribed before the call is written, so no event of it can be missed. The request's stream slot
-    # was taken by SessionMcp.handle.
+    # was taken by SessionMcp.handle. Responses sent with no request state answer what the call asks
+    # under their keys.
+    relay = Relay(state, session_id, ctx, params.input_responses)
     subscription = await state.hub.subscribe_session(session_id)
     try:
         try:
@@ -89,18 +96,47 @@ async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolRe
                 heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
                 on_leave=str(tool.get("on_leave") or ""),
                 approval_timeout_ms=(rule.approval_timeout_s or 0) * 1000,
+                asks=relay.asks,
             )
         except SwitchboardError as refused:
             return error_result(refused.message)
         if sent.denial is not None:
             return call_result(sent.denial, None)
-        try:
-            return await outcome(state, session_id, sent.call_id, sent.seq, subscription, ctx)
-        except asyncio.CancelledError:
-            # An MCP cancel, or the caller gone: no one waits for the call any more. One still waiting
-            # for approval is resolved as denied, so no approver is left asked about it.
-            with contextlib.suppress(SwitchboardError):
-                await asyncio.shield(state.broker.calls.cancel(session_id, sent.call_id, CANCELLED_BY_CLIENT))
-            raise
+        relay.bind(sent.call_id, sent.seq, name, arguments)
+        return await _followed(state, session_id, subscription, ctx, relay, first=None)
     finally:
+        relay.close()
         state.hub.unsubscribe(subscription)
+
+
+async def _resume(
+    ctx: Any, state: AppState, session_id: str, params: mt.CallToolRequestParams
+) -> mt.CallToolResult | mt.InputRequiredResult:
+    relay = Relay(state, session_id, ctx, params.input_responses)
+    subscription = await state.hub.subscribe_session(session_id)
+    try:
+        sealed = await resumed(state, session_id, params)
+        relay.bind(sealed.call_id, sealed.seq, params.name, dict(params.arguments or {}))
+        # Answered, and asked again at once of what the call still holds open (a request this retry left
+        # unanswered, or one asked since).
+        return await _followed(state, session_id, subscription, ctx, relay, first=await relay.asked(gather=False))
+    finally:
+        relay.close()
+        state.hub.unsubscribe(subscription)
+
+
+async def _followed(
+    state: AppState, session_id: str, subscription: Any, ctx: Any, relay: Relay, first: mt.InputRequiredResult | None
+) -> mt.CallToolResult | mt.InputRequiredResult:
+    assert relay.bound is not None
+    call_id = relay.bound.call_id
+    if first is not None:
+        return first
+    try:
+        return await outcome(state, session_id, call_id, relay.bound.seq, subscription, ctx, relay)
+    except asyncio.CancelledError:
+        # An MCP cancel, or the caller gone: no one waits for the call any more. One still waiting for
+        # approval is resolved as denied, so no approver is left asked about it.
+        with contextlib.suppress(SwitchboardError):
+            await asyncio.shield(state.broker.calls.cancel(session_id, call_id, CANCELLED_BY_CLIENT))
+        raise
