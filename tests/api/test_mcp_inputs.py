@@ -8,21 +8,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar, cast
 
 import httpx2
 import mcp.types as mt
 import pytest
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from pydantic import SecretStr, ValidationError
+from starlette.types import Receive, Scope, Send
 
+from api.mcp.context import SCOPE_KEY
 from api.mcp.sealing import RequestStates, Sealed, arguments_digest
+from api.mcp.tools import call_tool, list_tools
+from api.metrics import Metrics
+from api.settings import ApiSettings
+from api.state import AppState
+from api.stream_caps import StreamCaps
+from broker import Broker
 from common.settings import ProcessSettings
 from tests.api.test_input_requests import FORM, answer, ask, read
 from tests.api.test_session_mcp import LOOKUP, dispatched, text
 from tests.api_client import Api, Session
+from tests.stack import serve_asgi
 
 pytestmark = pytest.mark.both_redis
 
@@ -62,9 +75,18 @@ class Person:
         self.answers = list(answers)
         self.seen: list[mt.ElicitRequestParams] = []
 
-    async def __call__(self, _context: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    async def __call__(self, context: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
         self.seen.append(params)
         return self.answers.pop(0)
+
+
+class Roots:
+    """An MCP caller's roots callback."""
+
+    listed: ClassVar[dict[str, Any]] = {"roots": [{"uri": "file:///work", "name": "work"}]}
+
+    async def __call__(self, context: ClientRequestContext) -> mt.ListRootsResult:
+        return mt.ListRootsResult.model_validate(self.listed)
 
 
 async def test_a_tool_that_asks_twice_is_answered_by_the_callers_retries(api: Api) -> None:
@@ -225,10 +247,7 @@ async def test_sampling_and_roots_go_to_a_caller_that_declared_them(api: Api) ->
         reply = mt.TextContent(type="text", text="Hi there")
         return mt.CreateMessageResult(role="assistant", content=reply, model="m-1", stop_reason="endTurn")
 
-    async def roots(_context: Any) -> mt.ListRootsResult:
-        return mt.ListRootsResult(roots=[mt.Root(uri="file:///work", name="work")])
-
-    async with caller(api, session, sampling_callback=sample, list_roots_callback=roots) as client:
+    async with caller(api, session, sampling_callback=sample, list_roots_callback=Roots()) as client:
         calling = asyncio.create_task(client.call_tool(CALLED, {"word": "hi"}))
         call_id = await acked(api, session, web["id"])
         asked = await ask(api, session, web["id"], call_id, {"method": "sampling/createMessage", "params": SAMPLE})
@@ -248,7 +267,7 @@ async def test_sampling_and_roots_go_to_a_caller_that_declared_them(api: Api) ->
     assert sampled_answer["content"]["content"] == {"type": "text", "text": "Hi there"}
     assert sampled_answer["content"]["model"] == "m-1"
     assert sampled[0].max_tokens == 20
-    assert roots_answer["content"] == {"roots": [{"uri": "file:///work", "name": "work"}]}
+    assert roots_answer["content"] == Roots.listed
 
 
 async def test_sampling_is_refused_at_once_where_no_caller_declared_it(api: Api) -> None:
@@ -324,3 +343,64 @@ def test_a_short_secret_key_is_refused_naming_the_setting() -> None:
         ProcessSettings(secret_key=SecretStr("short"))
     assert "secret_key" in str(refused.value)
     assert "at least 32 characters" in str(refused.value)
+
+
+@contextlib.asynccontextmanager
+async def with_a_way_back(api: Api, session: Session) -> AsyncIterator[str]:
+    """The session's MCP server, its own handlers, on the package's stateful transport (one with a way back
+    for the requests a server sends), on a port of its own and sharing only Redis with the stack: what an
+    older caller needs to be asked in band. Its URL."""
+    broker = cast("Broker[ApiSettings]", api.stack.broker)
+    hub = broker.live_hub(keepalive_s=15)
+    await hub.start()
+    state = AppState(broker, hub, Metrics(), StreamCaps(0, 0), RequestStates(None))
+    server: Server[Any] = Server("switchboard", on_list_tools=list_tools, on_call_tool=call_tool)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    manager = StreamableHTTPSessionManager(server, stateless=False, security_settings=security)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        scope[SCOPE_KEY] = (state, session.id, session.token)
+        await manager.handle_request(scope, receive, send)
+
+    try:
+        async with manager.run(), serve_asgi(app) as url:
+            yield f"{url}/mcp"
+    finally:
+        await hub.stop()
+
+
+async def test_an_older_caller_with_a_way_back_is_asked_in_band(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session, tools=[LOOKUP])
+    person = Person(mt.ElicitResult(action="accept", content={"name": "Old"}), mt.ElicitResult(action="decline"))
+    async with with_a_way_back(api, session) as url, httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(url, http_client=http)
+        roots = Roots()
+        async with Client(
+            transport, cache=None, mode="legacy", elicitation_callback=person, list_roots_callback=roots
+        ) as client:
+            assert client.protocol_version != "2026-07-28"
+            calling = asyncio.create_task(client.call_tool(CALLED, {"word": "old"}))
+            call_id = await acked(api, session, web["id"])
+            form = await ask(api, session, web["id"], call_id, {"message": "Name?", "schema": NAME_FORM})
+            assert (await until_answered(api, session, form.json()["request_id"]))["content"] == {"name": "Old"}
+            page = await ask(api, session, web["id"], call_id, {"message": "Sign in", "url": "https://a.example/"})
+            request_id = page.json()["request_id"]
+            assert (await until_answered(api, session, request_id))["action"] == "decline"
+            listed = await ask(api, session, web["id"], call_id, {"method": "roots/list"})
+            assert listed.status_code == 201, listed.text
+            assert (await until_answered(api, session, listed.json()["request_id"]))["content"] == roots.listed
+            await api.call(session, web["id"], call_id, "result", text="hello Old")
+            result = await asyncio.wait_for(calling, 10)
+    assert text(result) == "hello Old"
+    assert isinstance(person.seen[0], mt.ElicitRequestFormParams)
+    assert person.seen[0].requested_schema == NAME_FORM
+    (seen_page,) = person.seen[1:]
+    assert isinstance(seen_page, mt.ElicitRequestURLParams)
+    # 2025-11-25 names a URL-mode elicitation: the request's id.
+    assert (seen_page.url, seen_page.elicitation_id) == ("https://a.example/", request_id)
