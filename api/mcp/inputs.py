@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from typing import Any
 
 import mcp.types as mt
@@ -21,6 +22,7 @@ from api.state import AppState
 from broker.errors import SwitchboardError
 from broker.services.inputs import OpenInput, Pending
 from common.elicitation import content_problem
+from common.events.catalogue import InputAction
 
 ELICIT = "elicitation/create"
 # The first revision that asks through `InputRequiredResult` rather than a request of its own.
@@ -90,7 +92,7 @@ async def input_requests(state: AppState, session_id: str, call_id: str) -> dict
     return {request.request.key: _wire(request) for request in _relayed(pending)}
 
 
-def _checked(request: OpenInput, response: Any) -> tuple[str, dict[str, Any] | None] | str:
+def _checked(request: OpenInput, response: Any) -> tuple[InputAction, dict[str, Any] | None] | str:
     """The action and content an MCP response answers `request` with, or what is wrong with it."""
     where = f"inputResponses.{request.request.key}"
     wire = (
@@ -111,7 +113,8 @@ def _checked(request: OpenInput, response: Any) -> tuple[str, dict[str, Any] | N
         return f"{where}: not a result of {method}"
     if method != ELICIT:
         return "accept", wire
-    action, content = wire["action"], wire.get("content")
+    action: InputAction = wire["action"]
+    content = wire.get("content")
     if action != "accept" or request.url is not None:
         return action, None
     schema = request.request.schema or {"type": "object", "properties": {}}
@@ -120,12 +123,12 @@ def _checked(request: OpenInput, response: Any) -> tuple[str, dict[str, Any] | N
 
 
 async def _answer(
-    state: AppState, session_id: str, answers: list[tuple[OpenInput, str, dict[str, Any] | None]]
+    state: AppState, session_id: str, answers: list[tuple[OpenInput, InputAction, dict[str, Any] | None]]
 ) -> None:
     for request, action, content in answers:
         # The first answer wins: one that lost to another answerer is no error of the caller's.
         with contextlib.suppress(SwitchboardError):
-            await state.broker.inputs.answer(session_id, request.request, action, content)  # type: ignore[arg-type]
+            await state.broker.inputs.answer(session_id, request.request, action, content)
 
 
 async def _answer_pending(state: AppState, session_id: str, pending: Pending, responses: dict[str, Any]) -> str | None:
@@ -188,7 +191,7 @@ class Relay:
         if not relayed:
             return None
         if self.modern:
-            sealed = Sealed(**{**_fields(self.bound), "request_ids": tuple(r.request.request_id for r in relayed)})
+            sealed = dataclasses.replace(self.bound, request_ids=tuple(r.request.request_id for r in relayed))
             return mt.InputRequiredResult(
                 input_requests={r.request.key: _request(r) for r in relayed},
                 request_state=state.request_states.seal(sealed),
@@ -218,10 +221,6 @@ class Relay:
     def close(self) -> None:
         for task in self._asking.values():
             task.cancel()
-
-
-def _fields(sealed: Sealed) -> dict[str, Any]:
-    return {name: getattr(sealed, name) for name in Sealed.__slots__}
 
 
 def _request(request: OpenInput, in_band: bool = False) -> Any:
