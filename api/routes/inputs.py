@@ -153,6 +153,11 @@ async def answer_input(
         # Read and checked within the attempt, so a repeat of an Idempotency-Key replays its first answer
         # rather than meeting the request it answered. An answered or ended request is the script's 409.
         asked = await state.broker.inputs.get(canonical, rid)
+        if asked.method is not None and body.action == "accept":
+            # Its answer is MCP's result, which only the MCP caller it was relayed to gives.
+            raise InvalidRequest(
+                f"action: a {asked.method} request is accepted by its MCP caller; decline or cancel it"
+            )
         content = body.content
         if body.action == "accept" and asked.schema is not None:
             content = content or {}

@@ -42,6 +42,8 @@ class InputRequest:
     content: dict[str, Any] | None
     # The form while the request is open (None for a URL-mode request, and once it ended).
     schema: dict[str, Any] | None
+    # One of MCP's other requests (`sampling/createMessage`, `roots/list`) while open; None for a form or page.
+    method: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,7 @@ class Inputs:
             action=entry.get("action"),
             content=entry.get("content"),
             schema=entry.get("schema") if state == "open" else None,
+            method=entry.get("method") if state == "open" else None,
         )
 
     async def answer(
@@ -181,7 +184,9 @@ class Inputs:
             # Answered between the two reads: no longer open.
             if entry is None or entry["state"] != "open":
                 continue
-            request = InputRequest(request_id, str(entry["key"]), call_id, "open", None, None, entry.get("schema"))
+            request = InputRequest(
+                request_id, str(entry["key"]), call_id, "open", None, None, entry.get("schema"), entry.get("method")
+            )
             found.append(
                 OpenInput(
                     request, str(entry.get("message") or ""), entry.get("url"), entry.get("method"), entry.get("params")

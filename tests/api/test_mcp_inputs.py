@@ -315,7 +315,7 @@ async def test_bad_params_of_an_mcp_request_are_400_naming_the_field(api: Api) -
 
     # Checked only for a caller that would be asked (it declared sampling): elsewhere 409 comes first.
     async with caller(api, session, sampling_callback=never) as client:
-        calling = asyncio.create_task(client.call_tool(CALLED, {"word": "x"}))
+        calling = asyncio.create_task(client.session.call_tool(CALLED, {"word": "x"}, allow_input_required=True))
         call_id = await acked(api, session, web["id"])
         no_messages = await ask(api, session, web["id"], call_id, {"method": "sampling/createMessage", "params": {}})
         assert no_messages.status_code == 400
@@ -324,8 +324,15 @@ async def test_bad_params_of_an_mcp_request_are_400_naming_the_field(api: Api) -
         too_big = await ask(api, session, web["id"], call_id, {"method": "sampling/createMessage", "params": huge})
         assert too_big.status_code == 400
         assert "past the limit of 16384" in too_big.json()["error"]["message"]
+        relayed = await ask(api, session, web["id"], call_id, {"method": "sampling/createMessage", "params": SAMPLE})
+        assert isinstance(await asyncio.wait_for(calling, 10), mt.InputRequiredResult)
+        # Its answer is MCP's result, which only the caller gives: anyone else may decline it.
+        request_id = relayed.json()["request_id"]
+        accepted = await answer(api, session, request_id, {"action": "accept"})
+        assert accepted.status_code == 400
+        assert accepted.json()["error"]["message"].startswith("action: a sampling/createMessage request is accepted")
+        assert (await answer(api, session, request_id, {"action": "decline"})).status_code == 200
         await api.call(session, web["id"], call_id, "result", text="done")
-        await asyncio.wait_for(calling, 10)
 
 
 def test_a_state_sealed_by_one_process_opens_in_another_with_the_same_secret_only() -> None:
