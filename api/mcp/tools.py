@@ -102,7 +102,8 @@ async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolRe
             return error_result(refused.message)
         if sent.denial is not None:
             return call_result(sent.denial, None)
-        relay.bind(sent.call_id, sent.seq, name, arguments)
+        # Bound to the name the caller called it by, which its retry repeats.
+        relay.bind(sent.call_id, sent.seq, params.name, arguments)
         return await _followed(state, session_id, subscription, ctx, relay, first=None)
     finally:
         relay.close()
