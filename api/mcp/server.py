@@ -13,6 +13,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from api.mcp.context import SCOPE_KEY
+from api.mcp.task_status import listen as task_status
 from api.mcp.tasks import register as register_tasks
 from api.mcp.tools import call_tool, list_tools
 from api.state import AppState
@@ -27,6 +28,7 @@ class SessionMcp:
         # extension (api/mcp/tasks.py) rather than the core CallToolResult.
         server.add_request_handler("tools/call", mt.CallToolRequestParams, call_tool)
         register_tasks(server)
+        server.add_request_handler("subscriptions/listen", mt.SubscriptionsListenRequestParams, task_status)
         # The API's own CORS, origin checks and auth stand in front; the transport checks no Host header.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self._manager = StreamableHTTPSessionManager(

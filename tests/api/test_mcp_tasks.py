@@ -297,22 +297,84 @@ async def test_the_mcp_name_header_must_match_the_task_id(api: Api) -> None:
     async with mcp_client(api, session) as client:
         created = await start(client)
         url = f"{api.stack.url}/v1/sessions/{session.id}/mcp"
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}},
-        }
-        body = {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"taskId": created.task_id, "_meta": meta}}
-        headers = {
-            "Authorization": f"Bearer {session.token}",
-            "MCP-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tasks/get",
-            "Accept": "application/json, text/event-stream",
-        }
+        body = raw_body("tasks/get", {"taskId": created.task_id})
         async with httpx2.AsyncClient(timeout=10) as http:
-            right = await http.post(url, json=body, headers={**headers, "Mcp-Name": created.task_id})
-            wrong = await http.post(url, json=body, headers={**headers, "Mcp-Name": "another-task"})
+            right = await http.post(url, json=body, headers=raw_headers(session, "tasks/get", created.task_id))
+            wrong = await http.post(url, json=body, headers=raw_headers(session, "tasks/get", "another-task"))
     assert answered(right)["result"]["taskId"] == created.task_id, right.text
     assert answered(wrong)["error"]["code"] == HEADER_MISMATCH, wrong.text
+
+
+def raw_headers(session: Session, method: str, name: str | None = None) -> dict[str, str]:
+    headers = {
+        "Authorization": f"Bearer {session.token}",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+        "Accept": "application/json, text/event-stream",
+    }
+    return {**headers, "Mcp-Name": name} if name is not None else headers
+
+
+def raw_body(method: str, params: dict[str, Any], *, tasks: bool = True) -> dict[str, Any]:
+    capabilities: dict[str, Any] = {"extensions": {EXTENSION: {}}} if tasks else {}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    return {"jsonrpc": "2.0", "id": 9, "method": method, "params": {**params, "_meta": meta}}
+
+
+async def test_status_notifications_follow_a_task_on_a_listen_stream(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session, tools=[lookup()])
+    async with mcp_client(api, session) as client:
+        created = await start(client)
+    url = f"{api.stack.url}/v1/sessions/{session.id}/mcp"
+    body = raw_body("subscriptions/listen", {"notifications": {"taskIds": [created.task_id, "mcp_unknown"]}})
+    frames: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            http.stream("POST", url, json=body, headers=raw_headers(session, "subscriptions/listen")) as stream,
+        ):
+            async for line in stream.aiter_lines():
+                if line.startswith("data: "):
+                    frames.append(json.loads(line.removeprefix("data: ")))
+
+    following = asyncio.create_task(follow())
+    for _ in range(100):
+        if len(frames) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    await api.call(session, web["id"], created.task_id, "ack")
+    await api.call(session, web["id"], created.task_id, "result", text="told")
+    await asyncio.wait_for(following, 15)
+    ack, *statuses, end = frames
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"] == {"taskIds": [created.task_id]}
+    assert {f["method"] for f in statuses} == {"notifications/tasks"}
+    assert statuses[0]["params"]["status"] == "working"
+    assert statuses[-1]["params"]["status"] == "completed"
+    assert statuses[-1]["params"]["result"]["content"] == [{"type": "text", "text": "told"}]
+    subscription = {"io.modelcontextprotocol/subscriptionId": 9}
+    assert all(subscription.items() <= f["params"]["_meta"].items() for f in [ack, *statuses])
+    assert end["id"] == 9
+    assert "result" in end
+
+
+async def test_status_notifications_need_the_extension(api: Api) -> None:
+    session = await api.session()
+    url = f"{api.stack.url}/v1/sessions/{session.id}/mcp"
+    headers = raw_headers(session, "subscriptions/listen")
+    ungated = raw_body("subscriptions/listen", {"notifications": {"taskIds": ["mcp_x"]}}, tasks=False)
+    too_many = raw_body("subscriptions/listen", {"notifications": {"taskIds": [f"t{i}" for i in range(101)]}})
+    async with httpx2.AsyncClient(timeout=10) as http:
+        refused = answered(await http.post(url, json=ungated, headers=headers))
+        bad = answered(await http.post(url, json=too_many, headers=headers))
+    assert refused["error"]["code"] == MISSING_CAPABILITY
+    assert bad["error"]["code"] == INVALID_PARAMS
+    assert "at most 100" in bad["error"]["message"]
 
 
 async def test_a_bad_task_support_is_400_naming_the_field(api: Api) -> None:
