@@ -275,9 +275,14 @@ async def test_bad_task_ids_and_methods_are_refused(api: Api) -> None:
             await task_method(client, "tasks/update", theirs.task_id, inputResponses={})
         assert unanswerable.value.code == INVALID_PARAMS
         mine = await start(client)
-        with pytest.raises(MCPError) as no_responses:
-            await task_method(client, "tasks/update", mine.task_id)
-        assert no_responses.value.code == INVALID_PARAMS
+        for bad in ({}, {"inputResponses": ["not", "a", "map"]}):
+            with pytest.raises(MCPError) as malformed:
+                await task_method(client, "tasks/update", mine.task_id, **bad)
+            assert malformed.value.code == INVALID_PARAMS, bad
+        for task_id in ("", "x" * 201):
+            with pytest.raises(MCPError) as bad_id:
+                await task_method(client, "tasks/get", task_id)
+            assert bad_id.value.code == INVALID_PARAMS, task_id
         for removed in ("tasks/result", "tasks/list"):
             with pytest.raises(MCPError) as gone:
                 await task_method(client, removed, mine.task_id)
@@ -289,6 +294,18 @@ async def test_bad_task_ids_and_methods_are_refused(api: Api) -> None:
             with pytest.raises(MCPError) as ungated:
                 await task_method(plain, method, mine.task_id, **({"inputResponses": {}} if "update" in method else {}))
             assert ungated.value.code == MISSING_CAPABILITY, method
+
+
+async def test_a_call_a_run_made_is_no_task(api: Api) -> None:
+    session = await api.session()
+    await api.register(session, tools=[lookup()])
+    await api.send(session, '/call client__web__lookup {"word": "run"}')
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")), timeout=10)
+    (dispatched,) = of_type(events, "client_tool_dispatched")
+    async with mcp_client(api, session) as client:
+        with pytest.raises(MCPError) as unknown:
+            await task_method(client, "tasks/get", dispatched["call_id"])
+    assert unknown.value.code == INVALID_PARAMS
 
 
 async def test_the_mcp_name_header_must_match_the_task_id(api: Api) -> None:
