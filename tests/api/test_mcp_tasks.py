@@ -164,6 +164,23 @@ async def test_a_failed_call_is_a_failed_task_with_a_numeric_code_and_the_reason
     assert done["error"]["data"] == {"reason": "ack_timeout"}
 
 
+async def test_a_task_waits_for_its_approval_and_a_deny_fails_it(api: Api) -> None:
+    session = await api.session(client_tool_policies={"client__web__lookup": "require_approval"})
+    await api.register(session, tools=[lookup()])
+    async with mcp_client(api, session) as client:
+        created = await start(client)
+        waiting = await task_method(client, "tasks/get", created.task_id)
+        async with api.as_session(session) as http:
+            path = f"/v1/sessions/{session.id}/approvals/{created.task_id}"
+            decided = await http.post(path, json={"decision": "deny", "message": "not today"})
+        assert decided.status_code == 200, decided.text
+        done = await settled(client, created.task_id)
+    assert waiting["status"] == "working"
+    assert done["status"] == "failed"
+    assert done["error"]["data"] == {"reason": "denied"}
+    assert "not today" in done["error"]["message"]
+
+
 async def test_a_client_that_leaves_fails_the_task_with_client_gone(api: Api) -> None:
     session = await api.session()
     web = await api.register(session, tools=[lookup()])
