@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.api.test_input_requests import FORM, answer, ask, read
+from tests.api.test_mcp_tasks import Tasks, settled, start, task_method
 from tests.api.test_session_mcp import LOOKUP, dispatched, text
 from tests.api_client import Api, Session
 
@@ -318,3 +319,29 @@ async def test_bad_params_of_an_mcp_request_are_400_naming_the_field(api: Api) -
         assert accepted.json()["error"]["message"].startswith("action: a sampling/createMessage request is accepted")
         assert (await answer(api, session, request_id, {"action": "decline"})).status_code == 200
         await api.call(session, web["id"], call_id, "result", text="done")
+
+
+async def test_a_tasks_input_requests_are_read_and_answered_through_the_task(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session, tools=[LOOKUP])
+    async with caller(api, session, extensions=[Tasks()], elicitation_callback=Person()) as client:
+        created = await start(client)
+        await api.call(session, web["id"], created.task_id, "ack")
+        who = {"message": "Who?", "schema": NAME_FORM, "key": "who"}
+        asked = await ask(api, session, web["id"], created.task_id, who)
+        waiting = await task_method(client, "tasks/get", created.task_id)
+        assert waiting["status"] == "input_required"
+        form = {"mode": "form", "message": "Who?", "requestedSchema": NAME_FORM}
+        assert waiting["inputRequests"] == {"who": {"method": "elicitation/create", "params": form}}
+        with pytest.raises(MCPError) as bad:
+            await task_method(client, "tasks/update", created.task_id, inputResponses={"who": {"action": "accept"}})
+        assert bad.value.error.message == "inputResponses.who.content.name: required"
+        request_id = asked.json()["request_id"]
+        assert (await read(api, session, request_id)).json()["state"] == "open"
+        given = {"who": {"action": "accept", "content": {"name": "Tess"}}, "stray": {"action": "cancel"}}
+        await task_method(client, "tasks/update", created.task_id, inputResponses=given)
+        answered = (await read(api, session, request_id)).json()
+        assert (answered["state"], answered["content"]) == ("answered", {"name": "Tess"})
+        await api.call(session, web["id"], created.task_id, "result", text="hello Tess")
+        done = await settled(client, created.task_id)
+    assert done["result"]["content"] == [{"type": "text", "text": "hello Tess"}]

@@ -66,7 +66,9 @@ async def with_a_way_back(api: Api, session: Session) -> AsyncIterator[str]:
     hub = broker.live_hub(keepalive_s=15)
     await hub.start()
     state = AppState(broker, hub, Metrics(), StreamCaps(0, 0), RequestStates(None))
-    server: Server[Any] = Server("switchboard", on_list_tools=list_tools, on_call_tool=call_tool)
+    server: Server[Any] = Server("switchboard", on_list_tools=list_tools)
+    # As api/mcp/server.py registers it (a tools/call may answer with a task's shape).
+    server.add_request_handler("tools/call", mt.CallToolRequestParams, call_tool)
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     manager = StreamableHTTPSessionManager(server, stateless=False, security_settings=security)
 
