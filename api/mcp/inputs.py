@@ -118,8 +118,11 @@ def _checked(request: OpenInput, response: Any) -> tuple[InputAction, dict[str, 
     if action != "accept" or request.url is not None:
         return action, None
     schema = request.request.schema or {"type": "object", "properties": {}}
-    problem = content_problem(schema, content or {}, where + ".content")
-    return problem if problem else (action, content or {})
+    # What the form does not ask is ignored, as MCP has a receiver do with what it does not recognize;
+    # what it asks is checked as a person's answer is.
+    content = {name: value for name, value in (content or {}).items() if name in schema["properties"]}
+    problem = content_problem(schema, content, where + ".content")
+    return problem if problem else (action, content)
 
 
 async def _answer(
