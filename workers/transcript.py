@@ -9,11 +9,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from broker.services.runs import PlannedCall
+from common.events.blocks import RICH, describe
 from common.events.catalogue import (
     AnyEvent,
+    AudioBlock,
     ImageBlock,
     MessageAssistant,
     MessageUser,
+    ResourceBlock,
+    ResourceLinkBlock,
     ResultBlock,
     TextBlock,
     ToolCallBlock,
@@ -36,6 +40,24 @@ def _text(content: Sequence[ResultBlock]) -> str:
     return "".join(block.data.text for block in content if isinstance(block, TextBlock))
 
 
+# What a model is told of a block whose bytes no model wire here takes in a tool result (audio, a
+# resource's blob): none of the four formats' function results carries audio, and a blob may be anything.
+UNSEEN = "not shown to this model"
+
+
+def _result_text(content: Sequence[ResultBlock]) -> str:
+    """A result's text as a model reads it: its text blocks, and for each audio, resource or resource link
+    block the words naming it (a text resource with its text), one to a line. Images go apart, as images."""
+    if not any(isinstance(block, RICH) for block in content):
+        return _text(content)
+    parts = [
+        block.data.text if isinstance(block, TextBlock) else describe(block, unseen=UNSEEN)
+        for block in content
+        if isinstance(block, TextBlock | AudioBlock | ResourceBlock | ResourceLinkBlock)
+    ]
+    return "\n".join(parts)
+
+
 def fold(event: AnyEvent) -> Message | None:
     """The message an event adds to the conversation, if any."""
     if isinstance(event, MessageUser):
@@ -51,7 +73,8 @@ def fold(event: AnyEvent) -> Message | None:
     if isinstance(event, ToolResult):
         blocks = event.content
         images = tuple((block.data.media_type, block.data.data) for block in blocks if isinstance(block, ImageBlock))
-        return Message("tool", result=ToolOutcome(event.call_id, _text(event.content), event.is_error, images))
+        text = _result_text(blocks)
+        return Message("tool", result=ToolOutcome(event.call_id, text, event.is_error, images))
     return None
 
 
