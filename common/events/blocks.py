@@ -121,6 +121,16 @@ def describe(block: AudioBlock | ResourceBlock | ResourceLinkBlock, *, unseen: s
     return f"[resource link: {named}<{link.uri}>{kind}{about}]"
 
 
+# What goes to a model's wire as a document beside a call's output (the wires that take one take PDFs).
+DOCUMENT_TYPE = "application/pdf"
+UNSEEN = "not shown to this model"
+
+
+def document_text(uri: str, data: str) -> str:
+    """The placeholder of a PDF a model's wire does not take."""
+    return f"[resource: {uri}, {DOCUMENT_TYPE}, {_kib(len(data))}, {UNSEEN}]"
+
+
 def result_text(content: Sequence[ResultBlock | MessageBlock], *, unseen: str = "") -> str:
     """A result's blocks as one text: text blocks as they are, each other block as the words naming it
     (an image as `[image/png, 48 KB]`), one to a line."""
