@@ -25,14 +25,14 @@ import pytest
 from tests.api_client import ENDS, Event, of_type, whole_log
 from tests.e2e.served import Served, api_and_worker, scripted_session
 from tests.e2e.test_tool_server import alive, children, wait_until
-from tests.mcp_servers import ERASE_HINTS, NOTES_ENV, PIXEL, Seen, in_thread, serving
+from tests.mcp_servers import ERASE_HINTS, NOTES_ENV, PDF, PIXEL, WAV, Seen, in_thread, serving
 
 pytestmark = [pytest.mark.processes, pytest.mark.xdist_group("tool_mcp")]
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = (sys.executable, "-m", "tests.mcp_servers")
 PREFIX = "switchboard tools mcp: "
-KIT_TOOLS = {"add", "picture", "slow", "fails", "hangs", "grow", "crash", "erase"}
+KIT_TOOLS = {"add", "picture", "rich", "slow", "fails", "hangs", "grow", "crash", "erase"}
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +208,22 @@ def test_an_image_result_is_an_image_block(kit: Bridged) -> None:
     [full] = [e for e in of_type(kit.events("images"), "tool_result") if e["call_id"] == result["call_id"]]
     assert full["content"][1] == {"type": "image", "data": {"media_type": "image/png", "data": PIXEL}}
     assert final_message(events).startswith("client__mcp__picture: a red pixel")
+
+
+def test_audio_resources_links_and_structured_content_are_bridged_as_themselves(kit: Bridged) -> None:
+    events = kit.ask("/call client__mcp__rich")
+    [result] = of_type(events, "tool_result")
+    assert result["is_error"] is False
+    assert result["structured"] == {"kinds": 5}
+    [full] = [e for e in of_type(kit.events("extensions"), "tool_result") if e["call_id"] == result["call_id"]]
+    assert full["content"] == [
+        {"type": "text", "data": {"text": "all kinds"}},
+        {"type": "audio", "data": {"media_type": "audio/wav", "data": WAV}},
+        {"type": "resource", "data": {"uri": "mem://notes/1", "media_type": "text/plain", "text": "the note"}},
+        {"type": "resource", "data": {"uri": "file:///r.pdf", "media_type": "application/pdf", "blob": PDF}},
+        {"type": "resource_link", "data": {"uri": "https://example.com/r", "name": "report", "description": "It"}},
+        {"type": "text", "data": {"text": '{"kinds":5}'}},
+    ]
 
 
 def test_a_failing_tool_is_an_error_result(kit: Bridged) -> None:

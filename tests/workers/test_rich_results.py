@@ -147,7 +147,7 @@ class _Sink:
 
 
 async def test_the_scripted_model_answers_with_the_placeholders() -> None:
-    turn = await ScriptedModel().turn(ModelRequest(config=None, transcript=request(), tools=[]), _Sink())  # type: ignore[arg-type]
+    turn = await ScriptedModel().turn(ModelRequest(config=None, transcript=transcript(), tools=[]), _Sink())  # type: ignore[arg-type]
     (block,) = turn.content
     text: Any = block["data"]["text"]
     assert text.startswith(f"{NAME}: fetched")
