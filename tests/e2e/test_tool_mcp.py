@@ -184,7 +184,9 @@ def test_the_registration_lists_the_servers_tools_with_their_parameters_and_anno
     assert tools["erase"]["annotations"] == ERASE_HINTS.model_dump(by_alias=True, exclude_none=True)
     assert tools["erase"]["annotations"]["destructiveHint"] is True
     said = kit.said()
-    assert any(line.startswith("started the MCP server ") and line.endswith(": 8 tools") for line in said), said
+    assert any(
+        line.startswith("started the MCP server ") and line.endswith(f": {len(KIT_TOOLS)} tools") for line in said
+    ), said
     assert any(line.startswith(f'registered as "mcp" (client {client["id"]}) on session {kit.sid}') for line in said)
     for name in KIT_TOOLS:
         assert f"serving {name} as client__mcp__{name}" in said
@@ -316,7 +318,7 @@ def test_a_child_that_crashes_fails_its_call_and_is_started_again(served: Served
         assert texts(result)[0] == "the MCP server exited while the call ran"
         assert "began crash" in crashing.notes
         crashing.wait_said("warning: the MCP server exited; starting it again in 0.5 s")
-        crashing.wait_said("the MCP server is back (8 tools listed)")
+        crashing.wait_said(f"the MCP server is back ({len(KIT_TOOLS)} tools listed)")
         assert children(crashing.process.pid) != first
         after = crashing.ask('/call client__mcp__add {"a": 40, "b": 2}')
         assert texts(of_type(after, "tool_result")[0])[0] == "42"
@@ -375,7 +377,8 @@ def test_a_server_over_http_with_headers_and_json_lines(served: Served, tmp_path
     assert "add" in seen.began
     assert any(headers.get("x-team") == "blue" for headers in seen.headers), seen.headers
     started = next(r for r in records if r.get("event") == "server_started")
-    assert (started["tools"], started["msg"].startswith(f"connected to the MCP server at {url} over HTTP")) == (8, True)
+    connected = started["msg"].startswith(f"connected to the MCP server at {url} over HTTP")
+    assert (started["tools"], connected) == (len(KIT_TOOLS), True)
     [call] = [r for r in records if r.get("event") == "call"]
     assert (call["tool"], call["outcome"]) == ("add", "ok")
     assert call["duration_ms"] >= 0
