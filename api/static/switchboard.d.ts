@@ -30,12 +30,42 @@ export interface ResultImageContent {
   data: string;
 }
 
+/** An audio block of a content result (MCP's AudioContent): an `audio/...` type, base64 data. */
+export interface ResultAudioContent {
+  type: "audio";
+  media_type: string;
+  data: string;
+}
+
+/** A resource embedded in a content result (MCP's EmbeddedResource): its `text` or its `blob` (base64). */
+export interface ResultResourceContent {
+  type: "resource";
+  resource: { uri: string; media_type?: string } & ({ text: string } | { blob: string });
+}
+
+/** A link to a resource in a content result (MCP's ResourceLink). */
+export interface ResultResourceLinkContent {
+  type: "resource_link";
+  uri: string;
+  name?: string;
+  description?: string;
+  media_type?: string;
+}
+
 /**
- * A result with images: its blocks are posted as they are (up to 16; text 65,536 characters in all, images
- * 5 MiB decoded in all). `is_error: true` makes it an error result.
+ * A result of blocks: posted as they are (up to 16; text 65,536 characters in all, images, audio and blobs
+ * 5 MiB decoded in all). `structured` is the result as a JSON object too (MCP's structuredContent, 64 KiB).
+ * `is_error: true` makes it an error result.
  */
 export interface ToolContentResult {
-  content: (ResultTextContent | ResultImageContent)[];
+  content: (
+    | ResultTextContent
+    | ResultImageContent
+    | ResultAudioContent
+    | ResultResourceContent
+    | ResultResourceLinkContent
+  )[];
+  structured?: { [key: string]: unknown } | undefined;
   is_error?: boolean | undefined;
 }
 
