@@ -6,12 +6,15 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import mcp.types as mt
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from api.mcp.context import SCOPE_KEY
+from api.mcp.task_status import listen as task_status
+from api.mcp.tasks import register as register_tasks
 from api.mcp.tools import call_tool, list_tools
 from api.state import AppState
 
@@ -20,7 +23,12 @@ class SessionMcp:
     """The MCP server every session is, and the transport that serves it statelessly."""
 
     def __init__(self, max_body_bytes: int) -> None:
-        server: Server[Any] = Server("switchboard", on_list_tools=list_tools, on_call_tool=call_tool)
+        server: Server[Any] = Server("switchboard", on_list_tools=list_tools)
+        # Registered as a plain handler: a tools/call may answer with a task, a result shape of the tasks
+        # extension (api/mcp/tasks.py) rather than the core CallToolResult.
+        server.add_request_handler("tools/call", mt.CallToolRequestParams, call_tool)
+        register_tasks(server)
+        server.add_request_handler("subscriptions/listen", mt.SubscriptionsListenRequestParams, task_status)
         # The API's own CORS, origin checks and auth stand in front; the transport checks no Host header.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self._manager = StreamableHTTPSessionManager(

@@ -91,6 +91,15 @@ class ClientToolBody(Strict):
             "(or the deployment's result deadline), counted from its first dispatch, runs out first",
         ),
     ] = None
+    task_support: Annotated[
+        Literal["forbidden", "optional", "required"] | None,
+        Field(
+            description="An extension: whether a call from an MCP caller through the session MCP server may "
+            "be a task (MCP's Tasks extension, io.modelcontextprotocol/tasks). `optional` (the default): a "
+            "task for a caller that declared the extension, an answer in line for any other. `required`: a "
+            "task, and a caller that did not declare the extension is refused. `forbidden`: always in line",
+        ),
+    ] = None
     annotations: Annotated[
         dict[str, bool | str | None] | None,
         Field(

@@ -149,6 +149,12 @@ export interface Tool<Args extends ToolArguments = ToolArguments, Output extends
    * tab), which is handed the call under the same id.
    */
   on_leave?: "wait" | "fail" | undefined;
+  /**
+   * Whether a call from an MCP caller (the session MCP server) may be a task, MCP's Tasks extension:
+   * `"optional"` (the default: a task for a caller that declared the extension), `"required"` (a caller that
+   * did not is refused) or `"forbidden"` (always answered in line).
+   */
+  task_support?: "forbidden" | "optional" | "required" | undefined;
   /** Run the call (a method, so a tool of a narrower argument type still fits {@link Tools}). */
   execute(args: Args, call: ToolCallContext): Output | Promise<Output>;
 }

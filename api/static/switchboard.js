@@ -331,6 +331,7 @@ function declarations(tools) {
     ...(tool.timeout_s ? { timeout_s: tool.timeout_s } : {}),
     ...(tool.heartbeat_s ? { heartbeat_s: tool.heartbeat_s } : {}),
     ...(tool.on_leave ? { on_leave: tool.on_leave } : {}),
+    ...(tool.task_support ? { task_support: tool.task_support } : {}),
   }));
 }
 

@@ -101,6 +101,11 @@ local function sb_settle(S, call_id, rec, state, reason)
   if rec.iro then sb_end_inputs(S, call_id, rec, 'call_settled') end
   rec.state = state
   rec.reason = reason
+  if rec.src == 'mcp' then
+    -- An MCP task is read from its record alone: when it settled, and the seq of its `tool_result`
+    -- (appended by every caller just before settling), so its result is one log read, not a scan.
+    rec.fin, rec.rs = S.now, sb_use_get(sb_usage(S.meta), 'seq')
+  end
   rec.dispatch = nil
   rec.args = nil
   sb_put_call(S.meta, S.calls, call_id, rec)
