@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from api.schemas.common import Strict
 from common.events.blocks import (
@@ -16,6 +16,7 @@ from common.events.blocks import (
     MAX_NAME_CHARS,
     MAX_URI_CHARS,
     MEDIA_TYPE_PATTERN,
+    URI_DOCUMENT_PATTERN,
     audio_block,
     decoded_size,
     resource_block,
@@ -46,7 +47,12 @@ def _uri(uri: str) -> str:
     return uri
 
 
-Uri = Annotated[str, Field(max_length=MAX_URI_CHARS), AfterValidator(_uri)]
+# The checks are _uri's (its words name what is wrong); the document states the same as a pattern.
+Uri = Annotated[
+    str,
+    Field(max_length=MAX_URI_CHARS, json_schema_extra={"pattern": URI_DOCUMENT_PATTERN}),
+    AfterValidator(_uri),
+]
 
 
 class _Block(Strict):
@@ -81,6 +87,17 @@ class AudioContent(_Block):
 
 
 class Resource(_Block):
+    # Exactly one of the two, as the document states it.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["text"], "properties": {"text": {"type": "string"}}},
+                {"required": ["blob"], "properties": {"blob": {"type": "string"}}},
+            ]
+        },
+    )
+
     uri: Uri
     media_type: MediaType | None = None
     text: Annotated[str | None, Field(max_length=MAX_RESULT_CHARS)] = None

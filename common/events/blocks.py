@@ -44,6 +44,14 @@ AUDIO_TYPE_PATTERN = r"^audio/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62}$"
 URI_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]{0,31}:[^\s\x00-\x1f\x7f]+$"
 # Schemes a console or door would run or inline when it shows the link: never taken.
 REFUSED_SCHEMES = frozenset({"javascript", "vbscript", "data"})
+# The two as one pattern, for a document (JSON Schema's regexes have no flag for case, so each letter
+# names both of its cases).
+URI_DOCUMENT_PATTERN = (
+    "^(?!(?:"
+    + "|".join("".join(f"[{c.upper()}{c}]" for c in scheme) for scheme in sorted(REFUSED_SCHEMES))
+    + "):)"
+    + URI_PATTERN[1:]
+)
 
 _URI = re.compile(URI_PATTERN)
 _MEDIA_TYPE = re.compile(MEDIA_TYPE_PATTERN)
