@@ -159,7 +159,13 @@ async def record_answers(state: AppState, principal: Principal, session_id: str,
         call_id, body = result.owed.call_id, result.body
         try:
             await state.broker.clients.answer(
-                session_id, result.owed.client_id, call_id, body.result(), is_error=bool(body.is_error), caller=Caller()
+                session_id,
+                result.owed.client_id,
+                call_id,
+                body.result(),
+                is_error=bool(body.is_error),
+                caller=Caller(),
+                structured=body.structured,
             )
         except SessionFull as full:
             # The call is still owed: a 200 would leave the frontend sure it answered.

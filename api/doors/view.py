@@ -10,24 +10,22 @@ sees the same calls under the same ids and never makes one twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from msgspec import UNSET
 
 from common.codec import dumps
-from common.events.build import image_text
+from common.events.blocks import result_text as result_text
 from common.events.catalogue import (
     ApprovalRequested,
     ClientToolDispatched,
     Custom,
     Event,
-    ImageBlock,
     MessageAssistant,
     MessageBody,
     MessageDelta,
-    ResultBlock,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -156,17 +154,6 @@ _ENDS: dict[type[Event], str] = {RunCompleted: "completed", RunFailed: "failed",
 # Tuples, not unions: isinstance takes a tuple faster, and the view asks of every event of a run.
 _ENDINGS = (RunCompleted, RunFailed, RunCancelled)
 _DELTAS = (MessageDelta, ThinkingDelta, ToolCallDelta)
-
-
-def result_text(content: Sequence[ResultBlock]) -> str:
-    """A result's blocks as text: text blocks as they are, an image as the placeholder naming it."""
-    parts = []
-    for block in content:
-        if isinstance(block, TextBlock):
-            parts.append(block.data.text)
-        elif isinstance(block, ImageBlock):
-            parts.append(image_text(block.data.media_type, block.data.data))
-    return "\n".join(parts)
 
 
 @dataclass

@@ -1,5 +1,5 @@
 import { connect } from "/sdk/switchboard.js";
-import { readable, tokens, toEnd } from "/pages/transcript.js";
+import { blockText, readable, tokens, toEnd } from "/pages/transcript.js";
 import { filtersOf, mountInbox } from "/pages/inbox.js";
 
 const $ = (id) => document.getElementById(id);
@@ -305,6 +305,8 @@ function paintCall(call) {
     call.result !== undefined ? el("div", { class: "result" }, call.result) : "",
     ...(call.images ?? []).map((image) => el("img", { class: "result-image", alt: `${image.media_type} result`,
       onload: follow, src: `data:${image.media_type};base64,${image.data}` })),
+    ...(call.audio ?? []).map((clip) => el("audio", { class: "result-audio", controls: "",
+      src: `data:${clip.media_type};base64,${clip.data}` })),
     OPEN_STATES.has(call.state) ? el("button", { class: "cancel-call plain", onclick: () => cancelCall(call) }, "Cancel call") : "",
   );
 }
@@ -407,8 +409,9 @@ function see(event) {
       const c = call(event.call_id);
       if (c.state !== "failed" && c.state !== "denied") c.state = event.is_error ? "error" : "answered";
       const images = event.content.filter((b) => b.type === "image").map((b) => b.data);
-      const texts = event.content.filter((b) => b.type === "text").map((b) => readable(b.data.text));
-      Object.assign(c, { result: texts.join("\n"), images, doneAt: event.created_at });
+      const audio = event.content.filter((b) => b.type === "audio").map((b) => b.data);
+      const texts = event.content.map(blockText).filter((text) => text !== undefined);
+      Object.assign(c, { result: texts.join("\n"), images, audio, doneAt: event.created_at });
       if (c.node) paintCall(c);
       break;
     }

@@ -550,7 +550,9 @@ async def mcp_in_use(ctx: Context) -> str:
     session_id, token = await _session_with(ctx.admin, "with-mcp", mcp=[grant])
     base = f"/v1/sessions/{session_id}"
     async with _followed(session_id, token) as (raw, connection):
-        await connection.send('/call mcp__kit__add {"a": 2, "b": 3}\n/call mcp__kit__picture\n/call mcp__kit__fails')
+        await connection.send(
+            '/call mcp__kit__add {"a": 2, "b": 3}\n/call mcp__kit__picture\n/call mcp__kit__fails\n/call mcp__kit__rich'
+        )
         await until(lambda: len(connection.approvals) == 1)
         (approval,) = connection.approvals
         assert (approval.server, approval.tool) == ("kit", "picture"), approval
@@ -561,19 +563,25 @@ async def mcp_in_use(ctx: Context) -> str:
         assert lines[0] == 'mcp__kit__add: 5{"result":5}', lines
         assert any(line.startswith("mcp__kit__picture: a red pixel") for line in lines), lines
         assert any(line.startswith("mcp__kit__fails failed: ") for line in lines), lines
+        # Audio, resources and a link (extensions) reach the SDK's default view as text naming them.
+        assert any(line.startswith("mcp__kit__rich: all kinds") for line in lines), lines
 
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
         call["params"] = {"name": "client__web__highlight_row", "arguments": {"row_id": "9"}}
         answered = await _mcp_request(raw, f"{base}/mcp", call)
         assert answered["result"]["content"] == [{"type": "text", "text": "Row 9 is highlighted."}], answered
-        await until(lambda: sum(e.type == "tool_result" for e in connection.events) == 4)
+        await until(lambda: sum(e.type == "tool_result" for e in connection.events) == 5)
         assert connection.approvals == []
     async with SubakoClient(base_url=URL, api_key=token) as reader:
         listed = [e async for e in await reader.sessions.list_events(session_id)]
         results = [e for e in listed if e.type == "tool_result"]
-        assert len(results) == 4
+        assert len(results) == 5
         assert any("[image/png, 1 KB]" in str(e) for e in results)
-    return "grant tools with an approval and an image, and an MCP client's call answered by the SDK, live and listed"
+        assert any("[audio: audio/wav, 1 KiB]" in str(e) for e in results)
+    return (
+        "grant tools with an approval, an image and audio, resources and a link, and an MCP client's call "
+        "answered by the SDK, live and listed"
+    )
 
 
 async def _door_run(raw: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
