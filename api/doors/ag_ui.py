@@ -2,8 +2,8 @@
 
 The request is read in api/doors/ag_ui_input.py. The frontend's tools are the run's per-turn client
 tools. An AG-UI run ends where the frontend's turn begins (its tools called: `RUN_FINISHED` naming the
-pending calls; an approval asked for: an interrupt), and the next RunAgentInput's tool messages and
-`resume` answers continue the same Switchboard run.
+pending calls; an approval asked for, or a call's client asking the person: an interrupt), and the next
+RunAgentInput's tool messages and `resume` answers continue the same Switchboard run.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from pydantic import TypeAdapter
 from api.doors import ag_ui_proto
 from api.doors import view as shown
 from api.doors.follow import Quiet, SessionGone, back, shown_items
+from api.doors.input_answers import answer_schema
 from api.doors.turns import Started, hand_over
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
@@ -57,6 +58,8 @@ PROTOCOL_VERSION = "1.0"
 # The interrupt an approval becomes: what `resume[].payload` answers with (the approvals route's body).
 APPROVAL_REASON = "tool_approval"
 DECISION_SCHEMA: dict[str, Any] = TypeAdapter(ApprovalDecisionForm).json_schema()
+# The interrupt an input request becomes (a client of a call asking the person: docs/ag-ui.md).
+INPUT_REASON = "input_request"
 
 
 @dataclass
@@ -120,9 +123,25 @@ def translate(item: shown.Shown) -> Iterator[BaseEvent]:
     return _TRANSLATIONS[type(item)](item)
 
 
+def input_interrupt(asked: shown.Asked) -> Interrupt:
+    """The interrupt an input request becomes: `resume[].payload` is the input-request route's answer body,
+    whose `content` is the request's form; a page to visit is in `metadata.url`."""
+    metadata: dict[str, Any] = {"call_id": asked.call_id, "tool": asked.name}
+    if asked.url is not None:
+        metadata["url"] = asked.url
+    return Interrupt(
+        id=asked.request_id,
+        reason=INPUT_REASON,
+        message=asked.message,
+        tool_call_id=asked.call_id,
+        response_schema=answer_schema(asked.schema),
+        metadata=metadata,
+    )
+
+
 def finished(thread_id: str, run_id: str, item: shown.Paused | shown.RunEnded) -> BaseEvent:
     if isinstance(item, shown.Paused):
-        if item.approvals:
+        if item.approvals or item.inputs:
             interrupts = [
                 Interrupt(
                     id=approval.call_id,
@@ -133,6 +152,7 @@ def finished(thread_id: str, run_id: str, item: shown.Paused | shown.RunEnded) -
                 )
                 for approval in item.approvals
             ]
+            interrupts += [input_interrupt(asked) for asked in item.inputs]
             return RunFinishedEvent(
                 thread_id=thread_id, run_id=run_id, outcome=RunFinishedInterruptOutcome(interrupts=interrupts)
             )

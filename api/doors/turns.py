@@ -1,6 +1,7 @@
 """What a front door does with a frontend's request before it streams: the frontend's newest message
 becomes input (once, keyed by the message's id), its tools per-turn client tools, its tool results the
-results of the calls still owed to it, its approval answers decisions; and where the stream starts."""
+results of the calls still owed to it, its approval answers decisions, its answers to input requests
+answers; and where the stream starts."""
 
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ class FrontendTurn:
     have: frozenset[str] = frozenset()
     # The newest step of a run the frontend has whole, as its messages show: (run id, step).
     seen: tuple[str, int] | None = None
+    # The ids of `decisions` the frontend cancelled (an AG-UI resume entry's status): an input request
+    # among them is answered `cancel`.
+    cancelled: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +260,7 @@ async def open_turn(state: AppState, principal: Principal, session_id: str, door
     the limit (record_answers); for a call settled or decided meanwhile, nothing."""
     subscription, close = await open_stream(state, session_id, principal.id)
     try:
-        answers = await read_answers(state, session_id, turn.results, turn.decisions)
+        answers = await read_answers(state, session_id, turn.results, turn.decisions, turn.cancelled)
         need = answers.bytes_written() + await _input_bytes(state, principal, session_id, door, turn)
         # The room is checked, not held: holding it would take one script doing the input's, each
         # result's and each decision's writes (three scripts' work, with the input's idempotency

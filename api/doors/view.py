@@ -1,6 +1,7 @@
 """One run as a chat frontend sees it, in the neutral terms both front doors translate: steps, text as it
 streams, tool calls with their arguments as they stream and their results, and where the frontend's turn
-ends (its own tools called, or an approval asked for) or the run does.
+ends (its own tools called, an approval asked for, or a client of the call asking the person) or the run
+does.
 
 The view is fed the session's log (api.doors.follow) from a point inside or before the run and answers
 each event with what it shows. The log is the authority: a call is shown under the id the log gives it,
@@ -24,6 +25,7 @@ from common.events.catalogue import (
     Custom,
     Event,
     ImageBlock,
+    InputRequested,
     MessageAssistant,
     MessageBody,
     MessageDelta,
@@ -119,13 +121,27 @@ class Approval:
 
 
 @dataclass(frozen=True, slots=True)
+class Asked:
+    """An input request of a call of the run (`input_requested`): a form (`schema`) or a page (`url`)."""
+
+    request_id: str
+    call_id: str
+    name: str
+    message: str
+    schema: dict[str, Any] | None
+    url: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Paused:
-    """The frontend's turn: the step's calls of its own tools (`calls`, to answer in its next request) and
-    the approvals it asked for (`approvals`). The stream ends here; the run waits."""
+    """The frontend's turn: the step's calls of its own tools (`calls`, to answer in its next request),
+    the approvals it asked for (`approvals`) and the input requests a call's client made (`inputs`). The
+    stream ends here; the run waits."""
 
     step: int
     calls: tuple[str, ...]
     approvals: tuple[Approval, ...]
+    inputs: tuple[Asked, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +267,8 @@ class RunView:
                 self._dispatched(event)
             case ApprovalRequested():
                 self._approval(event)
+            case InputRequested():
+                yield from self._asked(event)
             case ToolResult():
                 yield from self._result(event)
             case Custom():
@@ -273,6 +291,20 @@ class RunView:
     def _approval(self, event: ApprovalRequested) -> None:
         if event.call_id in self._calls:
             self._approvals.append(Approval(event.call_id, self._calls[event.call_id].name, event.arguments))
+
+    def _asked(self, event: InputRequested) -> Iterator[Shown]:
+        """A call of the run asks the person: the frontend's turn at once (the call waits on it), with
+        whatever turn was waiting for the step's other calls."""
+        call = self._calls.get(event.call_id)
+        name = call.name if call is not None else self.known.get(event.call_id)
+        if name is None:
+            return
+        schema = event.schema_ if event.schema_ is not UNSET else None
+        url = event.url if event.url is not UNSET else None
+        asked = Asked(event.request_id, event.call_id, name, event.message, schema, url)
+        waiting = self._pause or Paused(self.step - 1, (), ())
+        self._pause, self._waiting, self._done = None, set(), True
+        yield Paused(waiting.step, waiting.calls, waiting.approvals, (asked,))
 
     def live(self, event: Event) -> Iterator[Shown]:
         """What a live extra (a delta of the step being written) shows."""
