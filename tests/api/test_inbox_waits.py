@@ -88,7 +88,6 @@ async def test_an_approvals_item_carries_its_deadline(api: Api) -> None:
     assert item["deadline"] is None
 
 
-
 async def test_an_input_requests_item_carries_its_calls_timeout_and_none_without_one(api: Api) -> None:
     for timeout_s in (3600, None):
         session = await api.session()
@@ -104,6 +103,7 @@ async def test_an_input_requests_item_carries_its_calls_timeout_and_none_without
         # The tool's timeout_s runs on from the ack (the scripts' ms), open request or not.
         (acked,) = of_type(await api.events(session), "client_tool_acked")
         assert rfc3339_ms(item["deadline"]) == floor_ms(acked["created_at"]) + timeout_s * 1000
+
 
 async def test_an_approval_that_times_out_leaves_the_inbox(api: Api) -> None:
     # Long enough to see its item open on a busy machine.
