@@ -115,6 +115,9 @@ _TRANSLATIONS: dict[type, Callable[[Any], Iterator[BaseEvent]]] = {
     shown.ShownResult: lambda i: iter(
         [ToolCallResultEvent(message_id=f"{i.call_id}.result", tool_call_id=i.call_id, content=i.text, role="tool")]
     ),
+    # This door's view pauses on an input request (an interrupt): it shows neither of these.
+    shown.Asked: lambda i: iter(()),
+    shown.InputEnded: lambda i: iter(()),
 }
 
 

@@ -25,6 +25,7 @@ from common.events.catalogue import (
     Custom,
     Event,
     ImageBlock,
+    InputProvided,
     InputRequested,
     MessageAssistant,
     MessageBody,
@@ -133,6 +134,17 @@ class Asked:
 
 
 @dataclass(frozen=True, slots=True)
+class InputEnded:
+    """An input request shown (`asked`) ended: answered (`action`, with `content` for accept), or with its
+    call (`reason`)."""
+
+    asked: Asked
+    action: str
+    content: dict[str, Any] | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Paused:
     """The frontend's turn: the step's calls of its own tools (`calls`, to answer in its next request),
     the approvals it asked for (`approvals`) and the input requests a call's client made (`inputs`). The
@@ -164,6 +176,8 @@ Shown = (
     | ToolArgs
     | ToolEnded
     | ShownResult
+    | Asked
+    | InputEnded
     | Paused
     | RunEnded
 )
@@ -211,6 +225,9 @@ class RunView:
     have: frozenset[str] = frozenset()
     known: dict[str, str] = field(default_factory=dict)
     owed: tuple[str, ...] = ()
+    # An input request of a call of the run is the frontend's turn (AG-UI: an interrupt), or else an item
+    # shown as the run goes on (`Asked`, then `InputEnded`: the AI SDK's data part), answered elsewhere.
+    pause_on_input: bool = True
     _text: str = ""
     _texts: int = 0
     _streamed_text: bool = False
@@ -225,6 +242,7 @@ class RunView:
     _waiting: set[str] = field(default_factory=set)
     _pause: Paused | None = None
     _done: bool = False
+    _asked: dict[str, Asked] = field(default_factory=dict)
 
     def over(self) -> bool:
         """Whether the view has shown its last item (the frontend's turn, or the run's end)."""
@@ -268,7 +286,12 @@ class RunView:
             case ApprovalRequested():
                 self._approval(event)
             case InputRequested():
-                yield from self._asked(event)
+                yield from self._input(event)
+            case InputProvided():
+                asked = self._asked.pop(event.request_id, None)
+                if asked is not None:
+                    reason = event.reason if event.reason is not UNSET else None
+                    yield InputEnded(asked, event.action, event.content, reason)
             case ToolResult():
                 yield from self._result(event)
             case Custom():
@@ -292,9 +315,9 @@ class RunView:
         if event.call_id in self._calls:
             self._approvals.append(Approval(event.call_id, self._calls[event.call_id].name, event.arguments))
 
-    def _asked(self, event: InputRequested) -> Iterator[Shown]:
-        """A call of the run asks the person: the frontend's turn at once (the call waits on it), with
-        whatever turn was waiting for the step's other calls."""
+    def _input(self, event: InputRequested) -> Iterator[Shown]:
+        """A call of the run asks the person: shown, or the frontend's turn at once (the call waits on it),
+        with whatever turn was waiting for the step's other calls."""
         call = self._calls.get(event.call_id)
         name = call.name if call is not None else self.known.get(event.call_id)
         if name is None:
@@ -302,6 +325,10 @@ class RunView:
         schema = event.schema_ if event.schema_ is not UNSET else None
         url = event.url if event.url is not UNSET else None
         asked = Asked(event.request_id, event.call_id, name, event.message, schema, url)
+        if not self.pause_on_input:
+            self._asked[asked.request_id] = asked
+            yield asked
+            return
         waiting = self._pause or Paused(self.step - 1, (), ())
         self._pause, self._waiting, self._done = None, set(), True
         yield Paused(waiting.step, waiting.calls, waiting.approvals, (asked,))

@@ -42,6 +42,9 @@ def _response(state: AppState, session_id: str, opened: Opened, message_id: str,
         state.hub.unsubscribe(opened.subscription)
         return Response(status_code=204)
 
+    # Input requests are data parts here, answered at their route while the stream goes on.
+    view.pause_on_input = False
+
     async def paused(pause: Paused) -> None:
         await hand_over(state, session_id, view.frontend, pause.calls)
 
