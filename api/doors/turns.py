@@ -191,6 +191,10 @@ async def continuation(
     step = max(steps)
     after = await _step_end(state, session_id, run_id, step)
     frontend = next((owed.client_id for owed in answered if owed.client_id), "")
+    if not frontend and answered:
+        # It answered no call of the frontend's own (an input request of another client's call): the
+        # run's own registration, where its input brought it, serves the frontend's later calls.
+        frontend = await _run_frontend(state, session_id, run_id)
     owed: list[str] = []
     if not answered:
         for call_id in list(known)[-MAX_ANSWERS:]:
@@ -303,6 +307,17 @@ async def _input_bytes(state: AppState, principal: Principal, session_id: str, d
         return 0
     tools = 2 * len(dumps(turn.tools)) + WRITE_OVERHEAD if turn.tools else 0
     return 2 * len(turn.text.encode()) + WRITE_OVERHEAD + tools
+
+
+async def _run_frontend(state: AppState, session_id: str, run_id: str) -> str:
+    """The run-scoped registration the run's input brought ('' for none, or one further back than a look
+    back reads)."""
+    async for seq, raw in back(state, session_id):
+        if b'"type":"run_queued"' in raw[:128] and run_id.encode() in raw:
+            event = decode_known(raw)
+            if isinstance(event, RunQueued) and event.run_id == run_id:
+                return (await _queued(state, session_id, run_id, seq)).frontend
+    return ""
 
 
 async def _queued(state: AppState, session_id: str, run_id: str, seq: int) -> Started:

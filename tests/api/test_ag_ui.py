@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.api_client import Api, Session, of_type, run_over
+from tests.fakes import Reply, anthropic_stream, fake_provider
 from tests.js_clients import drive
 
 PICK = {
@@ -209,6 +210,7 @@ async def test_a_frontend_that_never_answers_gets_the_usual_failure_and_the_run_
 
 
 ASK_CALL = '/call client__web__highlight_row {"row_id": "7"}'
+URL = "https://x.example/pick"
 FORM = {
     "type": "object",
     "properties": {"amount": {"type": "number", "minimum": 0}, "confirm": {"type": "boolean"}},
@@ -267,6 +269,46 @@ async def test_an_input_request_is_an_interrupt_and_resume_answers_it(api: Api, 
     assert [e["content"] for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["moved 12.5"]
     assert second["finished"] == {"type": "success"}
     assert len(of_type(await api.events(session), "run_started")) == 1
+
+
+@pytest.mark.private_providers
+async def test_after_an_answered_input_request_the_frontends_own_call_is_its_turn_again(api: Api) -> None:
+    async with fake_provider() as fake:
+        body = {"api_key": "k", "base_url": fake.url, "display_name": "fake", "format": "anthropic"}
+        provider = (await api.key.post("/v1/model-providers", json=body)).json()
+        agent = (await api.key.post("/v1/agents", json={"name": "asks then picks"})).json()
+        model = {"format": "anthropic", "model": "claude-test", "max_tokens": 100}
+        version = {"model_provider_id": provider["id"], "model": model}
+        assert (await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
+        session = await api.session(agent["id"])
+        web = await api.register(session)
+        backend_call = {"id": "toolu_1", "name": "client__web__highlight_row", "input": {"row_id": "7"}}
+        frontend_call = {"id": "toolu_2", "name": "pick_color", "input": {"color": "red"}}
+        fake.replies = [
+            Reply(frames=anthropic_stream({"type": "tool_use", **backend_call}, stop="tool_use")),
+            Reply(frames=anthropic_stream({"type": "tool_use", **frontend_call}, stop="tool_use")),
+            Reply(frames=anthropic_stream({"type": "text", "text": "all done"})),
+        ]
+
+        async def backend() -> None:
+            call_id, request_id = await _asked(api, session, web["id"], {"message": "Which row?", "url": URL})
+            await _answered(api, session, request_id)
+            assert (await api.call(session, web["id"], call_id, "result", text="lit")).status_code == 204
+
+        runs: list[dict[str, Any]] = [
+            {"add": [_user("go")], "tools": [PICK]},
+            {"resumePending": {"action": "accept"}, "tools": [PICK]},
+            {"answerPending": "red it is", "tools": [PICK]},
+        ]
+        (asked, resumed, answered), _ = await asyncio.gather(_drive(api, session, *runs), backend())
+    assert [i["reason"] for i in asked["finished"]["interrupts"]] == ["input_request"]
+    # The resumed stream shows the call's result, then ends where the frontend's own tool is called.
+    assert resumed["error"] is None, resumed
+    assert [e["content"] for e in resumed["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["lit"]
+    assert resumed["finished"]["pendingToolCallIds"] == ["toolu_2"]
+    assert answered["error"] is None, answered
+    assert answered["finished"] == {"type": "success"}
+    assert "all done" in _assistant_text(answered)
 
 
 async def test_a_url_request_cancelled_in_the_frontend_is_answered_cancel(api: Api) -> None:
