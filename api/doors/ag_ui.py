@@ -42,11 +42,11 @@ from ag_ui.core import (
 from ag_ui.core.events import RunFinishedCancelledOutcome, RunFinishedInterruptOutcome, RunFinishedSuccessOutcome
 from pydantic import TypeAdapter
 
-from api.doors import ag_ui_proto
-from api.doors import view as shown
+from api.doors import ag_ui_proto, shown
 from api.doors.follow import Quiet, SessionGone, back, shown_items
 from api.doors.input_answers import answer_schema
 from api.doors.turns import Started, hand_over
+from api.doors.view import RunView, result_text
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
 from broker.services.live import Subscription
@@ -116,7 +116,7 @@ _TRANSLATIONS: dict[type, Callable[[Any], Iterator[BaseEvent]]] = {
         [ToolCallResultEvent(message_id=f"{i.call_id}.result", tool_call_id=i.call_id, content=i.text, role="tool")]
     ),
     # This door's view pauses on an input request (an interrupt): it shows neither of these.
-    shown.Asked: lambda i: iter(()),
+    shown.InputAsked: lambda i: iter(()),
     shown.InputEnded: lambda i: iter(()),
 }
 
@@ -126,7 +126,7 @@ def translate(item: shown.Shown) -> Iterator[BaseEvent]:
     return _TRANSLATIONS[type(item)](item)
 
 
-def input_interrupt(asked: shown.Asked) -> Interrupt:
+def input_interrupt(asked: shown.InputAsked) -> Interrupt:
     """The interrupt an input request becomes: `resume[].payload` is the input-request route's answer body,
     whose `content` is the request's form; a page to visit is in `metadata.url`."""
     metadata: dict[str, Any] = {"call_id": asked.call_id, "tool": asked.name}
@@ -174,7 +174,7 @@ async def stream(
     thread_id: str,
     run_id: str,
     started: Started | None,
-    view: shown.RunView | None,
+    view: RunView | None,
     subscription: Subscription,
     encoder: Encoder,
 ) -> AsyncGenerator[bytes, None]:
@@ -211,7 +211,7 @@ async def history(state: AppState, session_id: str) -> list[Any]:
     for event in reversed(events):
         match event:
             case MessageUser():
-                messages.append(UserMessage(id=f"sb-{event.seq}", content=shown.result_text(event.message.content)))
+                messages.append(UserMessage(id=f"sb-{event.seq}", content=result_text(event.message.content)))
             case MessageAssistant():
                 blocks = event.message.content
                 text = "".join(block.data.text for block in blocks if isinstance(block, TextBlock))
@@ -225,7 +225,7 @@ async def history(state: AppState, session_id: str) -> list[Any]:
                 ]
                 messages.append(AssistantMessage(id=f"sb-{event.seq}", content=text or None, tool_calls=calls or None))
             case ToolResult():
-                text = shown.result_text(event.content)
+                text = result_text(event.content)
                 messages.append(ToolMessage(id=f"{event.call_id}.result", tool_call_id=event.call_id, content=text))
     return messages
 

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias
 
 import msgspec
 
-from api.doors import view as shown
+from api.doors import shown
 from api.doors.answers import MAX_ANSWERS, result_body
 from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, bounded, decode, value
 from api.doors.follow import Quiet, SessionGone, shown_items
 from api.doors.turns import FrontendTurn, frontend_tools, input_text
+from api.doors.view import RunView
 from api.schemas.clients import MAX_TOOLS, ClientCallResultBody
 from api.state import AppState
 from broker.errors import InvalidRequest
@@ -207,7 +208,7 @@ class Chunks:
         else:
             yield {"type": "tool-output-available", "toolCallId": item.call_id, "output": item.text, **extra}
 
-    def _asked(self, item: shown.Asked) -> Iterator[dict[str, Any]]:
+    def _asked(self, item: shown.InputAsked) -> Iterator[dict[str, Any]]:
         yield input_part(item, {"state": "open"})
 
     def _input_ended(self, item: shown.InputEnded) -> Iterator[dict[str, Any]]:
@@ -228,7 +229,7 @@ class Chunks:
         shown.ToolArgs: _args,
         shown.ToolEnded: _ended,
         shown.ShownResult: _result,
-        shown.Asked: _asked,
+        shown.InputAsked: _asked,
         shown.InputEnded: _input_ended,
     }
 
@@ -237,7 +238,7 @@ class Chunks:
 INPUT_PART = "data-input-request"
 
 
-def input_part(asked: shown.Asked, state: dict[str, Any]) -> dict[str, Any]:
+def input_part(asked: shown.InputAsked, state: dict[str, Any]) -> dict[str, Any]:
     """An input request as a data part: what it asks (`schema`, or `url`) and where it stands; answered at
     POST /v1/sessions/{sid}/input-requests/{request_id}."""
     data: dict[str, Any] = {
@@ -276,7 +277,7 @@ async def stream(
     session_id: str,
     after: int,
     message_id: str,
-    view: shown.RunView,
+    view: RunView,
     chunks: Chunks,
     subscription: Subscription,
     on_pause: Callable[[shown.Paused], Any],

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from api.auth import Principal
-from api.doors.input_answers import InputAnswer, read_input_answer
+from api.doors.input_answers import FrontendAnswer, read_input_answer
 from api.schemas.clients import ClientCallResultBody
 from api.schemas.events import AllowDecision, ApprovalDecisionForm, DenyDecision
 from api.state import AppState
@@ -99,7 +99,7 @@ class Answers:
 
     results: tuple[_Result, ...] = ()
     decisions: tuple[_Decision, ...] = ()
-    inputs: tuple[InputAnswer, ...] = ()
+    inputs: tuple[FrontendAnswer, ...] = ()
 
     @property
     def answered(self) -> list[Owed]:

@@ -8,7 +8,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from api.doors.view import Paused, RunView, Shown
+from api.doors.shown import Paused, Shown
+from api.doors.view import RunView
 from api.state import AppState
 from broker.errors import NotFound
 from broker.services.live import Signal, Subscription

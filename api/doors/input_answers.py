@@ -30,7 +30,7 @@ def answer_schema(form: dict[str, Any] | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class InputAnswer:
+class FrontendAnswer:
     """A frontend's answer to an input request of the session, checked."""
 
     request: InputRequest
@@ -48,7 +48,7 @@ class InputAnswer:
 
 async def read_input_answer(
     state: AppState, session_id: str, interrupt_id: str, payload: Any, cancelled: bool, field: str
-) -> InputAnswer | None:
+) -> FrontendAnswer | None:
     """`payload` as the answer to input request `interrupt_id` (`cancelled`: the frontend cancelled it;
     no payload: accepted, as a page visited); None when the session has no such request (the id is a
     call's). 400 naming `field` for a payload that is not the route's body or content the form refuses."""
@@ -78,4 +78,4 @@ async def read_input_answer(
             raise InvalidRequest(f"{field}: content: a URL-mode request is accepted with no content")
     record = await state.broker.calls.record(session_id, request.call_id)
     run_id, step = (record.run_id, record.step) if record is not None else ("", 0)
-    return InputAnswer(request, run_id, step, body.action, content)
+    return FrontendAnswer(request, run_id, step, body.action, content)

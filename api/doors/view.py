@@ -17,6 +17,24 @@ from typing import Any
 
 from msgspec import UNSET
 
+from api.doors.shown import (
+    Approval,
+    InputAsked,
+    InputEnded,
+    Paused,
+    Reasoning,
+    RunEnded,
+    Shown,
+    ShownResult,
+    StepFinished,
+    StepStarted,
+    TextDelta,
+    TextEnded,
+    TextStarted,
+    ToolArgs,
+    ToolEnded,
+    ToolStarted,
+)
 from common.codec import dumps
 from common.events.build import image_text
 from common.events.catalogue import (
@@ -44,143 +62,6 @@ from common.events.catalogue import (
     ToolResult,
 )
 from common.events.read import step_timing
-
-
-@dataclass(frozen=True, slots=True)
-class StepStarted:
-    step: int
-
-
-@dataclass(frozen=True, slots=True)
-class StepFinished:
-    step: int
-
-
-@dataclass(frozen=True, slots=True)
-class TextStarted:
-    """A run of text in the step's assistant message (`message_id`); `part_id` names this run of it."""
-
-    message_id: str
-    part_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    message_id: str
-    part_id: str
-    delta: str
-
-
-@dataclass(frozen=True, slots=True)
-class TextEnded:
-    message_id: str
-    part_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Reasoning:
-    """The model's thinking, whole (it is not streamed)."""
-
-    message_id: str
-    part_id: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolStarted:
-    call_id: str
-    name: str
-    message_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolArgs:
-    call_id: str
-    delta: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolEnded:
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ShownResult:
-    call_id: str
-    name: str
-    text: str
-    is_error: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Approval:
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Asked:
-    """An input request of a call of the run (`input_requested`): a form (`schema`) or a page (`url`)."""
-
-    request_id: str
-    call_id: str
-    name: str
-    message: str
-    schema: dict[str, Any] | None
-    url: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class InputEnded:
-    """An input request shown (`asked`) ended: answered (`action`, with `content` for accept), or with its
-    call (`reason`)."""
-
-    asked: Asked
-    action: str
-    content: dict[str, Any] | None
-    reason: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Paused:
-    """The frontend's turn: the step's calls of its own tools (`calls`, to answer in its next request),
-    the approvals it asked for (`approvals`) and the input requests a call's client made (`inputs`). The
-    stream ends here; the run waits."""
-
-    step: int
-    calls: tuple[str, ...]
-    approvals: tuple[Approval, ...]
-    inputs: tuple[Asked, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RunEnded:
-    """`outcome`: completed, failed or cancelled; `error` says why a run failed."""
-
-    run_id: str
-    outcome: str
-    error: str = ""
-
-
-Shown = (
-    StepStarted
-    | StepFinished
-    | TextStarted
-    | TextDelta
-    | TextEnded
-    | Reasoning
-    | ToolStarted
-    | ToolArgs
-    | ToolEnded
-    | ShownResult
-    | Asked
-    | InputEnded
-    | Paused
-    | RunEnded
-)
 
 _ENDS: dict[type[Event], str] = {RunCompleted: "completed", RunFailed: "failed", RunCancelled: "cancelled"}
 # Tuples, not unions: isinstance takes a tuple faster, and the view asks of every event of a run.
@@ -226,7 +107,7 @@ class RunView:
     known: dict[str, str] = field(default_factory=dict)
     owed: tuple[str, ...] = ()
     # An input request of a call of the run is the frontend's turn (AG-UI: an interrupt), or else an item
-    # shown as the run goes on (`Asked`, then `InputEnded`: the AI SDK's data part), answered elsewhere.
+    # shown as the run goes on (`InputAsked`, then `InputEnded`: the AI SDK's data part), answered elsewhere.
     pause_on_input: bool = True
     _text: str = ""
     _texts: int = 0
@@ -242,7 +123,7 @@ class RunView:
     _waiting: set[str] = field(default_factory=set)
     _pause: Paused | None = None
     _done: bool = False
-    _asked: dict[str, Asked] = field(default_factory=dict)
+    _asked: dict[str, InputAsked] = field(default_factory=dict)
 
     def over(self) -> bool:
         """Whether the view has shown its last item (the frontend's turn, or the run's end)."""
@@ -324,7 +205,7 @@ class RunView:
             return
         schema = event.schema_ if event.schema_ is not UNSET else None
         url = event.url if event.url is not UNSET else None
-        asked = Asked(event.request_id, event.call_id, name, event.message, schema, url)
+        asked = InputAsked(event.request_id, event.call_id, name, event.message, schema, url)
         if not self.pause_on_input:
             self._asked[asked.request_id] = asked
             yield asked

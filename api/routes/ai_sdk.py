@@ -8,8 +8,9 @@ from fastapi import APIRouter, Path, Request, Response
 
 from api.deps import Authenticated, ManagedSession
 from api.doors import ai_sdk
+from api.doors.shown import Paused
 from api.doors.turns import Opened, Started, active_run, hand_over, open_turn
-from api.doors.view import Paused, RunView
+from api.doors.view import RunView
 from api.errors import require_json_type
 from api.schemas.common import ErrorBody
 from api.sse import EventStreamResponse, open_stream
