@@ -1,6 +1,7 @@
 import { connect } from "/sdk/switchboard.js";
 import { blockText, readable, tokens, toEnd } from "/pages/transcript.js";
 import { filtersOf, mountInbox } from "/pages/inbox.js";
+import { mountInputs } from "/pages/input-form.js";
 
 const $ = (id) => document.getElementById(id);
 // The same store and key name as the demo (same origin), so a link from one opens the other signed in.
@@ -153,6 +154,7 @@ $("refresh").onclick = listSessions;
 // ---- inbox ------------------------------------------------------------------------------------------
 
 const showInbox = mountInbox({ $, el, api, when });
+const inputs = mountInputs({ $, el, api, sessionId: () => live.sessionId });
 
 // ---- one session ------------------------------------------------------------------------------------
 
@@ -173,6 +175,7 @@ function resetState() {
   $("transcript").replaceChildren();
   following = true;
   renderApprovals();
+  inputs.reset();
   renderClients();
 }
 
@@ -438,6 +441,10 @@ function see(event) {
       renderApprovals();
       break;
     }
+    case "input_requested":
+    case "input_provided":
+      inputs.see(event);
+      break;
     case "client_registered":
       state.names.set(event.client_id, event.name);
       note(`client ${event.name} (${short(event.client_id)}) registered with ${event.tools.length} tools`);

@@ -633,6 +633,56 @@ async def front_doors_in_use(ctx: Context) -> str:
     return "an AG-UI and an AI SDK frontend's tools and the SDK's tool on one session, live and listed"
 
 
+async def input_requests_while_followed(ctx: Context) -> str:
+    """A client of a call asks the person (an extension: a form, then a page) while the SDK follows the
+    session; someone holding the token answers the form, the page ends with the call. The SDK's view,
+    live and from the log, must stay valid: the input_* events come only with `?include=extensions`."""
+    session_id, token = await _session_with(ctx.admin, "asking")
+    base = f"/v1/sessions/{session_id}"
+    async with _followed(session_id, token) as (raw, connection):
+        tools = [{"name": "move", "description": "Moves money", "parameters": {"type": "object"}}]
+        registration = {"name": "bank", "lifetime": {"type": "never"}, "tools": tools}
+        bank = (await raw.post(f"{base}/clients", json=registration)).json()["id"]
+        await connection.send('/call client__bank__move\n/call client__web__highlight_row {"row_id": "2"}')
+        call_id = (await _dispatched(raw, session_id, bank, 1))["move"]
+        calls = f"{base}/clients/{bank}/calls/{call_id}"
+        assert (await raw.post(f"{calls}/ack")).status_code == 200
+        form = {"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]}
+        asked = await raw.post(f"{calls}/input-requests", json={"message": "How much?", "schema": form})
+        assert asked.status_code == 201, asked.text
+        page = await raw.post(f"{calls}/input-requests", json={"message": "Sign", "url": "https://x.example/s"})
+        assert page.status_code == 201, page.text
+        answer = {"action": "accept", "content": {"amount": 12}}
+        answered = await raw.post(f"{base}/input-requests/{asked.json()['request_id']}", json=answer)
+        assert answered.status_code == 200, answered.text
+        assert (await raw.post(f"{calls}/result", json={"text": "moved 12"})).status_code == 204
+        await until(finished(connection))
+        assert last_text(connection).splitlines() == [
+            "client__bank__move: moved 12",
+            "client__web__highlight_row: Row 2 is highlighted.",
+        ]
+        assert not [e.type for e in connection.events if e.type.startswith("input_")]
+    extended = await _all_events(token, base, include="extensions")
+    kinds = [e["type"] for e in extended if e["type"].startswith("input_")]
+    assert kinds == ["input_requested", "input_requested", "input_provided", "input_provided"], kinds
+    assert not [e for e in await _all_events(token, base) if e["type"].startswith("input_")]
+    # The whole log again through the SDK: its listing, and a new connection's history.
+    async with SubakoClient(base_url=URL, api_key=token) as reader:
+        listed = [e async for e in await reader.sessions.list_events(session_id)]
+        assert sum(e.type == "tool_result" for e in listed) == 2
+        async with reader.sessions.connect(session_id, history=True) as again:
+            await until(finished(again))
+            assert last_text(again) == last_text(connection)
+    return "a form answered and a page ended with its call while the SDK followed, live and listed"
+
+
+async def _all_events(token: str, base: str, **params: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw:
+        page = (await raw.get(f"{base}/events", params={"order": "asc", "limit": 200, **params})).json()
+    items: list[dict[str, Any]] = page["items"]
+    return items
+
+
 async def extension_formats_listed(ctx: Context) -> str:
     """Providers of the extension formats (`openai_chat`, `gemini`) and a version on one, in the workspace
     the SDK lists: its listings stay valid (they hold only the formats it knows) and the extensions show
@@ -708,6 +758,7 @@ SCENARIOS: dict[str, Scenario] = {
     "extension_formats_listed": extension_formats_listed,
     "cloud_provider_listed": cloud_provider_listed,
     "waiting_call_taken_by_the_sdk": waiting_call_taken_by_the_sdk,
+    "input_requests_while_followed": input_requests_while_followed,
 }
 
 

@@ -34,6 +34,7 @@ _KEYED_ANSWER = "the door's own keyed answer (run id, start seq) or its refusal,
 # (file, the `.get` call's receiver, the key): what the receiver is.
 GETS: dict[tuple[str, str, str], str] = {
     ("api/doors/ag_ui_proto.py", "interrupt", "response_schema"): _AG_UI_OUT,
+    ("api/doors/ag_ui_proto.py", "interrupt", "metadata"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "outcome"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "result"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "messages"): _AG_UI_OUT,
