@@ -93,6 +93,18 @@ local function sb_end_inputs(S, call_id, rec, reason)
   rec.iro, rec.pz, rec.pd = nil, nil, nil
 end
 
+-- What ending a call's open input requests appends (sb_end_inputs): a script that settles a call and
+-- checks its room counts it, or a call holding 4 open requests could take a session past its cap. Each
+-- event is measured as it will be written (both reasons are as long), with the seq and created_at the log
+-- puts in front of it (sb_append: under 80 bytes).
+local function sb_end_inputs_bytes(call_id, rec)
+  local need = 0
+  for _, id in ipairs(rec.iro or {}) do
+    need = need + #sb_ev_input_provided(id, call_id, rec.client, 'cancel', nil, 'call_settled') + 80 + SB_ENTRY
+  end
+  return need
+end
+
 -- Records the outcome and, when this was the last unsettled call of the active step, schedules the next
 -- step: the barrier that makes a run continue exactly once after parallel calls and approvals.
 -- Reads S.calls, S.owed, S.run.
