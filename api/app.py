@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import errors, fastlane, openapi_doc
 from api.body_limit import Limit, limited
 from api.cors import CrossOrigin
+from api.mcp.sealing import RequestStates
 from api.metrics import Metrics
 from api.proxies import behind_proxies
 from api.rate_limit import RateLimits
@@ -206,7 +207,7 @@ def create_app(
                 await broker.credentials.ensure_api_key(settings.bootstrap_api_key.get_secret_value(), BOOTSTRAP_LABEL)
             await hub.start()
             caps = StreamCaps(settings.max_streams_per_session, settings.max_streams_per_credential)
-            app.state.switchboard = AppState(broker, hub, metrics, caps)
+            app.state.switchboard = AppState(broker, hub, metrics, caps, RequestStates(settings.secret_key))
             probe = asyncio.create_task(probe_redis(broker.round_trip, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()

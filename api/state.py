@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from api.mcp.sealing import RequestStates
 from api.metrics import Metrics
 from api.settings import ApiSettings
 from api.stream_caps import StreamCaps
@@ -20,6 +21,8 @@ class AppState:
     hub: LiveHub
     metrics: Metrics
     stream_caps: StreamCaps
+    # Seals the `requestState` an MCP caller asked for input echoes back (api/mcp/inputs.py).
+    request_states: RequestStates
     # Set by SIGTERM (api.server): readiness fails and every response closes its connection, so balancers
     # and clients move to other replicas before this one stops listening.
     draining: bool = False

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.jsonlog import LogFormat
 
 Seconds = Annotated[float, Field(gt=0)]
+MIN_SECRET_KEY = 32
 
 # Every settings class reads the same way: a frozen record, variables it has no field for left alone.
 SETTINGS_CONFIG = SettingsConfigDict(env_prefix="SWITCHBOARD_", extra="ignore", frozen=True)
@@ -32,6 +33,17 @@ class ProcessSettings(BaseSettings):
     # PING to Redis.
     log_format: LogFormat = "json"
     redis_probe_s: Seconds = 5.0
+    # The deployment's own secret (32 or more characters), the same in every process: each purpose
+    # derives its own key from it (the MCP `requestState` seal, api/mcp/sealing.py). Unset, each process
+    # makes up one of its own, so what one process sealed no other opens.
+    secret_key: SecretStr | None = None
+
+    @field_validator("secret_key")
+    @classmethod
+    def _secret_length(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_SECRET_KEY:
+            raise ValueError(f"must be at least {MIN_SECRET_KEY} characters (secrets.token_urlsafe(32) makes one)")
+        return value
 
 
 def env_names(role: type[BaseSettings]) -> frozenset[str]:

@@ -1,4 +1,5 @@
-"""Waiting for an MCP-started call's outcome on the session's live feed."""
+"""Waiting for an MCP-started call's outcome on the session's live feed: its progress reported as MCP
+progress, its input requests relayed to the caller (api/mcp/inputs.py), its result as MCP content."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any
 import mcp.types as mt
 
 from api.mcp.content import call_result, error_result
+from api.mcp.inputs import Relay
 from api.state import AppState
 from broker.services.live import Signal
-from common.events.catalogue import ClientToolProgress, TextBlock, TextData, ToolResult
+from common.events.catalogue import ClientToolProgress, InputRequested, TextBlock, TextData, ToolResult
 from common.events.marks import is_logged
 from common.events.read import decode_known
 
@@ -19,19 +21,21 @@ _CHECK_EVERY_S = 2.0
 _NO_RESULT = "the call ended with no result logged"
 
 
-def _ours(item: bytes, call_id: str) -> ClientToolProgress | ToolResult | None:
-    """The progress or the result of call `call_id`, or None for anything else of the session (another
-    call's event, a delta): nothing to decode for those."""
+def _ours(item: bytes, call_id: str) -> ClientToolProgress | ToolResult | InputRequested | None:
+    """The progress, an input request or the result of call `call_id`, or None for anything else of the
+    session (another call's event, a delta): nothing to decode for those."""
     if not is_logged(item) or call_id.encode() not in item:
         return None
     event = decode_known(item)
-    return event if isinstance(event, ClientToolProgress | ToolResult) and event.call_id == call_id else None
+    ours = isinstance(event, ClientToolProgress | ToolResult | InputRequested) and event.call_id == call_id
+    return event if ours else None  # type: ignore[return-value]
 
 
 async def outcome(
-    state: AppState, session_id: str, call_id: str, seq: int, subscription: Any, ctx: Any
-) -> mt.CallToolResult:
-    """The call's result once it has one: read from the live feed, or from the log when the feed missed it."""
+    state: AppState, session_id: str, call_id: str, seq: int, subscription: Any, ctx: Any, relay: Relay
+) -> mt.CallToolResult | mt.InputRequiredResult:
+    """The call's result once it has one (read from the live feed, or from the log when the feed missed
+    it), or what the caller is asked first (an `InputRequiredResult`, for a 2026-07-28 caller)."""
     progressed = 0
     while True:
         try:
@@ -42,24 +46,41 @@ async def outcome(
             return error_result("the session was deleted" if item is Signal.DELETED else "the server is shutting down")
         if isinstance(item, bytes):
             event = _ours(item, call_id)
-            if event is None:
-                continue
+            if isinstance(event, ToolResult):
+                return call_result(event, await state.broker.calls.state(session_id, call_id))
             if isinstance(event, ClientToolProgress):
                 progressed += 1
-                # A fraction is progress out of 1; without one, progress counts the reports. Sent only
-                # when the caller asked for progress (a token on its request).
-                fraction = event.fraction
-                done, total = (fraction, 1.0) if fraction is not None else (float(progressed), None)
-                await ctx.session.report_progress(done, total, event.message)
-            else:
-                return call_result(event, await state.broker.calls.state(session_id, call_id))
+                await _progress(ctx, event, progressed)
+            elif isinstance(event, InputRequested):
+                asked = await relay.asked(gather=True)
+                if asked is not None:
+                    return asked
             continue
         # A quiet spell or a lag: the record says whether the feed missed the call's end.
-        settled = await state.broker.calls.state(session_id, call_id)
-        if settled is None:
-            return error_result("the call is gone (its session was deleted)")
-        if settled.settled:
-            return call_result(await _logged_result(state, session_id, call_id, seq), settled)
+        ended = await _checked(state, session_id, call_id, seq, relay)
+        if ended is not None:
+            return ended
+
+
+async def _checked(
+    state: AppState, session_id: str, call_id: str, seq: int, relay: Relay
+) -> mt.CallToolResult | mt.InputRequiredResult | None:
+    """What the feed missed, as the record says: the call's end, or (for a caller that answers input
+    requests) a request."""
+    settled = await state.broker.calls.state(session_id, call_id)
+    if settled is None:
+        return error_result("the call is gone (its session was deleted)")
+    if settled.settled:
+        return call_result(await _logged_result(state, session_id, call_id, seq), settled)
+    return await relay.asked(gather=False) if relay.asks else None
+
+
+async def _progress(ctx: Any, event: ClientToolProgress, progressed: int) -> None:
+    # A fraction is progress out of 1; without one, progress counts the reports. Sent only when the
+    # caller asked for progress (a token on its request).
+    fraction = event.fraction
+    done, total = (fraction, 1.0) if fraction is not None else (float(progressed), None)
+    await ctx.session.report_progress(done, total, event.message)
 
 
 async def _logged_result(state: AppState, session_id: str, call_id: str, after: int) -> ToolResult:

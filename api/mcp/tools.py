@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from api.mcp.content import call_result, error_result
 from api.mcp.context import scoped
+from api.mcp.inputs import Relay, declared, resumed
 from api.mcp.outcome import outcome
 from api.mcp.tasks import DEFAULT_SUPPORT, as_task, created
 from api.state import AppState
@@ -80,10 +81,15 @@ async def _allowed(
     return rule
 
 
-async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult | dict[str, Any]:
+async def call_tool(
+    ctx: Any, params: mt.CallToolRequestParams
+) -> mt.CallToolResult | mt.InputRequiredResult | dict[str, Any]:
     """The call's result; a task (its CreateTaskResult) for a caller that declared the tasks extension,
-    when the tool supports one."""
+    when the tool supports one; what the call asks first (an InputRequiredResult, to a 2026-07-28
+    caller); for a retry carrying a request state, the same call's, once its responses answered it."""
     state, session_id, _ = scoped(ctx)
+    if params.request_state is not None:
+        return await _resume(ctx, state, session_id, params)
     name, arguments = params.name, dict(params.arguments or {})
     # Found as a model's step finds it, by the name the model calls it by (the name its policy goes by).
     found = client_tools(await state.broker.runs.offered(session_id)).get(name)
@@ -109,6 +115,8 @@ async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolRe
             heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
             on_leave=str(tool.get("on_leave") or ""),
             approval_timeout_ms=(rule.approval_timeout_s or 0) * 1000,
+            # What the caller answers: which of the call's input requests go to it.
+            asks=declared(ctx.session.client_capabilities),
         )
 
     if task:
@@ -120,15 +128,21 @@ async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolRe
         if sent.denial is not None:
             return call_result(sent.denial, None)
         return await created(state, session_id, sent.call_id)
-    return await _in_line(ctx, state, session_id, dispatch)
+    return await _in_line(ctx, state, session_id, dispatch, params)
 
 
 async def _in_line(
-    ctx: Any, state: AppState, session_id: str, dispatch: Callable[[], Awaitable[Dispatched]]
-) -> mt.CallToolResult:
+    ctx: Any,
+    state: AppState,
+    session_id: str,
+    dispatch: Callable[[], Awaitable[Dispatched]],
+    params: mt.CallToolRequestParams,
+) -> mt.CallToolResult | mt.InputRequiredResult:
     """The call made and its outcome waited for in this request."""
     # Subscribed before the call is written, so no event of it can be missed. The request's stream slot
-    # was taken by SessionMcp.handle.
+    # was taken by SessionMcp.handle. Responses sent with no request state answer what the call asks
+    # under their keys.
+    relay = Relay(state, session_id, ctx, params.input_responses)
     subscription = await state.hub.subscribe_session(session_id)
     try:
         try:
@@ -137,13 +151,43 @@ async def _in_line(
             return error_result(refused.message)
         if sent.denial is not None:
             return call_result(sent.denial, None)
-        try:
-            return await outcome(state, session_id, sent.call_id, sent.seq, subscription, ctx)
-        except asyncio.CancelledError:
-            # An MCP cancel, or the caller gone: no one waits for the call any more. One still waiting
-            # for approval is resolved as denied, so no approver is left asked about it.
-            with contextlib.suppress(SwitchboardError):
-                await asyncio.shield(state.broker.calls.cancel(session_id, sent.call_id, CANCELLED_BY_CLIENT))
-            raise
+        # Bound to the name the caller called it by, which its retry repeats.
+        relay.bind(sent.call_id, sent.seq, params.name, dict(params.arguments or {}))
+        return await _followed(state, session_id, subscription, ctx, relay, first=None)
     finally:
+        relay.close()
         state.hub.unsubscribe(subscription)
+
+
+async def _resume(
+    ctx: Any, state: AppState, session_id: str, params: mt.CallToolRequestParams
+) -> mt.CallToolResult | mt.InputRequiredResult:
+    """A retry answering what the call asked: it goes on waiting for the same call."""
+    relay = Relay(state, session_id, ctx, params.input_responses)
+    subscription = await state.hub.subscribe_session(session_id)
+    try:
+        sealed = await resumed(state, session_id, params)
+        relay.bind(sealed.call_id, sealed.seq, params.name, dict(params.arguments or {}))
+        # Answered, and asked again at once of what the call still holds open (a request this retry left
+        # unanswered, or one asked since).
+        return await _followed(state, session_id, subscription, ctx, relay, first=await relay.asked(gather=False))
+    finally:
+        relay.close()
+        state.hub.unsubscribe(subscription)
+
+
+async def _followed(
+    state: AppState, session_id: str, subscription: Any, ctx: Any, relay: Relay, first: mt.InputRequiredResult | None
+) -> mt.CallToolResult | mt.InputRequiredResult:
+    assert relay.bound is not None
+    call_id = relay.bound.call_id
+    if first is not None:
+        return first
+    try:
+        return await outcome(state, session_id, call_id, relay.bound.seq, subscription, ctx, relay)
+    except asyncio.CancelledError:
+        # An MCP cancel, or the caller gone: no one waits for the call any more. One still waiting for
+        # approval is resolved as denied, so no approver is left asked about it.
+        with contextlib.suppress(SwitchboardError):
+            await asyncio.shield(state.broker.calls.cancel(session_id, call_id, CANCELLED_BY_CLIENT))
+        raise

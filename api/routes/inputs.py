@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+import mcp.types as mt
 from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ValidationError
 
 from api.deps import Authenticated, ManagedSession, ReadSession, canonical_id
 from api.keyed import Answer, Keyed, keyed, respond
@@ -29,6 +31,12 @@ router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["input requests"], 
 
 # MCP's missing-capability error, as its SDKs word it, for each request only an MCP caller can answer.
 _CAPABILITY = {"sampling/createMessage": "sampling", "roots/list": "listing roots"}
+# What an MCP caller declares to be asked each of them (as dispatch keeps it on the call's record).
+_NEEDS = {"sampling/createMessage": "sampling", "roots/list": "roots"}
+_PARAMS: dict[str, type[BaseModel]] = {
+    "sampling/createMessage": mt.CreateMessageRequestParams,
+    "roots/list": mt.RequestParams,
+}
 
 
 def _checked(body: AskInputBody) -> None:
@@ -57,6 +65,19 @@ def _form_problem(form: dict[str, Any]) -> str | None:
     return schema_problem(form)
 
 
+def _params_problem(method: str, params: dict[str, Any]) -> str | None:
+    size = len(dumps(params).encode())
+    if size > MAX_INPUT_SCHEMA_BYTES:
+        return f"params: {size} bytes of JSON, past the limit of {MAX_INPUT_SCHEMA_BYTES}"
+    try:
+        _PARAMS[method].model_validate(params, by_name=False)
+    except ValidationError as invalid:
+        error = invalid.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        return f"params{'.' if where else ''}{where}: {error['msg']} (the params of MCP's {method})"
+    return None
+
+
 def _page_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
@@ -78,18 +99,33 @@ async def ask_input(
     """Ask the person during a call this client acked: `input_requested` (shown with
     `?include=extensions`) and an inbox item; the call's result deadline and heartbeat wait until every
     request is answered (its tool's `timeout_s` does not). 409 before the ack, on another client's call or
-    a settled one, and for a key the call already used; 429 with 4 requests of the call open."""
+    a settled one, and for a key the call already used; 429 with 4 requests of the call open. MCP's
+    `sampling/createMessage` and `roots/list` go only to the MCP caller that made the call and declared
+    it answers them; anywhere else they are 409 at once, with MCP's missing-capability error."""
     _checked(body)
     cid = canonical_id(client_id, "client")
-    if body.method is not None:
-        # Only an MCP caller that declared the capability can answer these, and no MCP caller has a
-        # client's requests relayed to it yet: refused at once, with MCP's own error, so the client knows.
-        raise Conflict(f"Client does not support {_CAPABILITY[body.method]} (required for {body.method})")
     message = body.message or ""
+    if body.method is not None:
+        if _NEEDS[body.method] not in (await state.broker.inputs.pending(canonical, call_id)).asks:
+            raise Conflict(f"Client does not support {_CAPABILITY[body.method]} (required for {body.method})")
+        # Checked only for a caller that would be asked: anywhere else the refusal above comes first.
+        problem = _params_problem(body.method, body.params or {})
+        if problem:
+            raise InvalidRequest(problem)
+        message = f"{body.method}, asked of the MCP caller"
 
     async def act(attempt: Keyed) -> Answer:
         asked = await state.broker.inputs.ask(
-            canonical, cid, call_id, attempt.seed["request_id"], message, schema=body.form, url=body.url, key=body.key
+            canonical,
+            cid,
+            call_id,
+            attempt.seed["request_id"],
+            message,
+            schema=body.form,
+            url=body.url,
+            key=body.key,
+            method=body.method,
+            params=body.params or {} if body.method is not None else None,
         )
         return Answer(201, AskedInputBody(request_id=asked.request_id, key=asked.key).model_dump_json().encode())
 
@@ -117,6 +153,11 @@ async def answer_input(
         # Read and checked within the attempt, so a repeat of an Idempotency-Key replays its first answer
         # rather than meeting the request it answered. An answered or ended request is the script's 409.
         asked = await state.broker.inputs.get(canonical, rid)
+        if asked.method is not None and body.action == "accept":
+            # Its answer is MCP's result, which only the MCP caller it was relayed to gives.
+            raise InvalidRequest(
+                f"action: a {asked.method} request is accepted by its MCP caller; decline or cancel it"
+            )
         content = body.content
         if body.action == "accept" and asked.schema is not None:
             content = content or {}

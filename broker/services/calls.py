@@ -100,14 +100,17 @@ class Calls:
         heartbeat_ms: int = 0,
         on_leave: str = "",
         approval_timeout_ms: int = 0,
+        asks: frozenset[str] = frozenset(),
     ) -> Dispatched:
         """Send a call no run made to registration `client` (its id and name) under the agent's `policy`
         for the tool (`allow` or `require_approval`; the caller answers `deny` itself), as a step's call
         is: its ack and result deadlines, and the tool's own, apply (`on_leave` "wait": it waits for its
         client should the registration go); `require_approval` is decided by a decision remembered under
         the model-visible `name`, else waits for one (a deny once `approval_timeout_ms` passes, when
-        given). NotFound when the session
-        is gone or the registration does not serve `tool`; Conflict when the session's storage is full."""
+        given). `asks`: what the MCP caller declared it answers (`elicitation.form`, `elicitation.url`,
+        `sampling`, `roots`), kept on the record for the input requests the call makes. NotFound when the
+        session is gone or the registration does not serve `tool`; Conflict when the session's storage is
+        full."""
         keys, settings = self._core.keys, self._core.settings
         s = keys.session(session_id)
         client_id, client_name = client
@@ -133,6 +136,7 @@ class Calls:
                 "approval": approval,
                 "on_leave": on_leave,
                 "approval_timeout_ms": approval_timeout_ms if approval else "",
+                "asks": ",".join(sorted(asks)),
             },
             partition=s.partition,
         )

@@ -2,9 +2,10 @@
 holding the session's token answers; the first answer wins.
 
 A request's entry sits in its session's inputs hash (`SessionKeys.inputs`) as JSON: `call_id`, `client`,
-`key`, `state` (`open` or `answered`), and the form or page while open, the `action` and `content` once
-answered. The call's record lists the ids still open (`iro`, lib/call.lua), and the scripts that settle
-a call end them there without touching this hash: an entry still `open` whose call no longer lists it
+`key`, `state` (`open` or `answered`), and while open what is asked (the `message` with the form or
+page, or one of MCP's other requests: `method` and `params`), the `action` and `content` once answered.
+The call's record lists the ids still open (`iro`, lib/call.lua), and the scripts that settle a call end
+them there without touching this hash: an entry still `open` whose call no longer lists it
 was ended by its call (`cancelled`). The record also lists every request the call made (`irs`), so its
 requests leave with it when settled calls are forgotten (trim_calls.lua)."""
 
@@ -41,6 +42,29 @@ class InputRequest:
     content: dict[str, Any] | None
     # The form while the request is open (None for a URL-mode request, and once it ended).
     schema: dict[str, Any] | None
+    # One of MCP's other requests (`sampling/createMessage`, `roots/list`) while open; None for a form or page.
+    method: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenInput:
+    """A request a call holds open, as an MCP caller is asked it: a form (`schema`), a page (`url`), or
+    one of MCP's other requests (`method` and `params`)."""
+
+    request: InputRequest
+    message: str
+    url: str | None
+    method: str | None
+    params: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A call's open requests, oldest first, and what its MCP caller declared it answers (nothing for a
+    call no MCP caller made)."""
+
+    asks: frozenset[str]
+    requests: tuple[OpenInput, ...]
 
 
 class Inputs:
@@ -58,17 +82,20 @@ class Inputs:
         schema: dict[str, Any] | None,
         url: str | None,
         key: str | None,
+        method: str | None = None,
+        params: dict[str, Any] | None = None,
     ) -> Asked:
         """Open request `request_id` (a fresh UUIDv7) on a call `client_id` acked: a form (`schema`,
-        checked by the caller) or a page (`url`). NotFound for no such call; Conflict for another client's
+        checked by the caller), a page (`url`), or one of MCP's other requests (`method` and `params`,
+        for an MCP caller that declared it answers them). NotFound for no such call; Conflict for another client's
         call, one not acked or settled, a key the call already used, or a full session; TooManyRequests
         past MAX_OPEN_INPUTS open."""
         keys = self._core.keys
         s = keys.session(session_id)
         key = key or request_id
         entry: dict[str, Any] = {"call_id": call_id, "client": client_id, "key": key, "state": "open"}
-        if schema is not None:
-            entry["schema"] = schema
+        asked = {"message": message, "schema": schema, "url": url, "method": method, "params": params}
+        entry.update((name, value) for name, value in asked.items() if value is not None)
         call, args = call_names(keys, session_id, call_id, client_id)
         await self._core.scripts.run(
             "ask_input",
@@ -105,6 +132,7 @@ class Inputs:
             action=entry.get("action"),
             content=entry.get("content"),
             schema=entry.get("schema") if state == "open" else None,
+            method=entry.get("method") if state == "open" else None,
         )
 
     async def answer(
@@ -140,6 +168,31 @@ class Inputs:
             partition=s.partition,
         )
         return str(event)
+
+    async def pending(self, session_id: str, call_id: str) -> Pending:
+        """The call's open requests (none for an unknown or settled call)."""
+        s = self._core.keys.session(session_id)
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(s.calls, call_id)
+            record: dict[str, Any] = loads(raw) if raw is not None else {}
+            ids: list[str] = record.get("iro") or []
+            entries = await self._core.redis.hmget(s.inputs, ids) if ids else []
+        asks = frozenset(str(record.get("asks") or "").split(",")) - {""}
+        found = []
+        for request_id, data in zip(ids, entries, strict=True):
+            entry = loads(data) if data is not None else None
+            # Answered between the two reads: no longer open.
+            if entry is None or entry["state"] != "open":
+                continue
+            request = InputRequest(
+                request_id, str(entry["key"]), call_id, "open", None, None, entry.get("schema"), entry.get("method")
+            )
+            found.append(
+                OpenInput(
+                    request, str(entry.get("message") or ""), entry.get("url"), entry.get("method"), entry.get("params")
+                )
+            )
+        return Pending(asks, tuple(found))
 
     async def _entry(self, inputs: str, request_id: str) -> dict[str, Any]:
         with translate_redis_errors():

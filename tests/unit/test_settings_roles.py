@@ -39,7 +39,7 @@ def test_the_apis_settings_have_no_provider_key_and_no_other_worker_secret() -> 
     )
     assert not worker_only & set(ApiSettings.model_fields)
     secrets = {name for name, field in ApiSettings.model_fields.items() if "SecretStr" in str(field.annotation)}
-    assert secrets == {"bootstrap_api_key"}
+    assert secrets == {"bootstrap_api_key", "secret_key"}
     assert set(WorkerSettings.model_fields) >= PROVIDER_KEYS
 
 

@@ -21,6 +21,8 @@
 --!arg approval     the approval_requested JSON ('' for allow)
 --!arg on_leave     'wait' when the call waits for its client should the registration go ('' fails it)
 --!arg approval_timeout_ms  how long the approval waits before it resolves as a deny (ms; '' for ever)
+--!arg asks         what the MCP caller declared it answers (comma-separated: elicitation.form,
+--                  elicitation.url, sampling, roots; '' for none): which input requests go to it
 --
 -- Returns {'ok', 'dispatched', seq of client_tool_dispatched}, {'ok', 'awaiting', seq of
 -- approval_requested}, or {'ok', 'denied', the denial's tool_result as stored} (a deny remembered for
@@ -43,7 +45,8 @@ local full = sb_room(S.meta, S.now, 2 * #A.event + #A.approval + #A.name + 6 * S
 if full then return full end
 -- `at`: when the call was made, which an MCP task (api/mcp/tasks.py) reports as its createdAt.
 local rec = {kind = 'client', client = S.cid, run = '', step = 0, tool = A.tool, src = 'mcp', at = S.now,
-  to = tonumber(A.timeout_ms), hb = tonumber(A.heartbeat_ms), ol = A.on_leave == 'wait' and 1 or nil}
+  to = tonumber(A.timeout_ms), hb = tonumber(A.heartbeat_ms), ol = A.on_leave == 'wait' and 1 or nil,
+  asks = A.asks ~= '' and A.asks or nil}
 local outcome = A.policy == 'allow' and 'allow' or 'require_approval'
 if outcome == 'require_approval' then
   rec.name = A.name
