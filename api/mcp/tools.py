@@ -10,7 +10,8 @@ import mcp.types as mt
 from pydantic import ValidationError
 
 from api.mcp.content import call_result, error_result
-from api.mcp.context import scoped
+from api.mcp.context import client_of, scoped
+from api.mcp.names import shown, visible
 from api.mcp.outcome import outcome
 from broker.errors import NotFound, SwitchboardError
 from broker.services.runs import client_tools, parse_client_tool
@@ -32,31 +33,40 @@ def _annotations(tool: dict[str, Any]) -> mt.ToolAnnotations | None:
 
 async def list_tools(ctx: Any, _params: mt.PaginatedRequestParams | None) -> mt.ListToolsResult:
     state, session_id, _ = scoped(ctx)
+    client_name = client_of(ctx)
     tools = [
         mt.Tool(
-            name=visible,
+            name=name,
             description=tool.get("description") or None,
             input_schema=tool.get("parameters") or {"type": "object"},
             annotations=_annotations(tool),
         )
-        for visible, (_, tool) in client_tools(await state.broker.runs.offered(session_id)).items()
+        for seen, (client, tool) in client_tools(await state.broker.runs.offered(session_id)).items()
+        if (name := shown(client_name, seen, client, tool)) is not None
     ]
     return mt.ListToolsResult(tools=tools)
 
 
+def _unknown(client_name: str | None, called: str, name: str) -> mt.CallToolResult:
+    if client_name is not None:
+        return error_result(f"no active client {client_name} serves a tool named {called} in this session")
+    parsed = parse_client_tool(name)
+    if parsed is not None:
+        return error_result(f"no active client {parsed[0]} serves a tool named {parsed[1]} in this session")
+    return error_result(
+        f"no tool named {name} in this session (a client's tools are client__<client name>__<tool>; "
+        "the active run's own tools go by their own names)"
+    )
+
+
 async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
     state, session_id, _ = scoped(ctx)
-    name, arguments = params.name, dict(params.arguments or {})
+    client_name = client_of(ctx)
+    name, arguments = visible(client_name, params.name), dict(params.arguments or {})
     # Found as a model's step finds it, by the name the model calls it by (the name its policy goes by).
     found = client_tools(await state.broker.runs.offered(session_id)).get(name)
-    if found is None:
-        parsed = parse_client_tool(name)
-        if parsed is not None:
-            return error_result(f"no active client {parsed[0]} serves a tool named {parsed[1]} in this session")
-        return error_result(
-            f"no tool named {name} in this session (a client's tools are client__<client name>__<tool>; "
-            "the active run's own tools go by their own names)"
-        )
+    if found is None or shown(client_name, name, *found) is None:
+        return _unknown(client_name, params.name, name)
     client, tool = found
     # The agent's policy, decided before anything is checked or written: a denied call costs nothing.
     try:
