@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from importlib.metadata import version
 from typing import Any
 
 from mcp.server.caching import CacheableMethod, CacheHint
@@ -27,7 +28,13 @@ class SessionMcp:
         # A session's tools change as clients come and go, and differ by session: a tools/list is stale at
         # once and never shared across credentials.
         hints: dict[CacheableMethod, CacheHint] = {"tools/list": CacheHint(ttl_ms=0, scope="private")}
-        server: Server[Any] = Server("switchboard", cache_hints=hints, on_list_tools=list_tools, on_call_tool=call_tool)
+        server: Server[Any] = Server(
+            "switchboard",
+            version=version("switchboard"),
+            cache_hints=hints,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+        )
         # The API's own CORS, the route's origin check (api/routes/mcp.py) and auth stand in front; the
         # transport checks no Host header (the API may be served under any name).
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)

@@ -317,3 +317,34 @@ async def test_a_client_endpoint_admits_what_mcp_admits(api: Api, api_key: str) 
         for method in ("GET", "DELETE"):
             answer = await http.request(method, url, headers={"Authorization": f"Bearer {session.token}"})
             assert answer.status_code == 405
+
+
+@pytest.mark.parametrize("client_name", [None, "web"])
+@pytest.mark.parametrize(
+    ("method", "params", "name"),
+    [
+        ("resources/list", {}, None),
+        ("resources/templates/list", {}, None),
+        ("resources/read", {"uri": "test://static-text"}, "test://static-text"),
+        ("prompts/list", {}, None),
+        ("prompts/get", {"name": "greeting"}, "greeting"),
+        (
+            "completion/complete",
+            {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "b"}},
+            None,
+        ),
+    ],
+)
+async def test_a_session_has_no_resources_prompts_or_completions_and_says_method_not_found(
+    api: Api, client_name: str | None, method: str, params: dict[str, Any], name: str | None
+) -> None:
+    session = await api.session()
+    await api.register(session, tools=[LOOKUP])
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await http.post(
+            endpoint(api, session, client_name),
+            json=modern_body(method, params),
+            headers=modern_headers(session, method, name),
+        )
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["error"]["code"] == -32601
