@@ -16,8 +16,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from switchboard.settings import Settings
 from tests.api.test_session_mcp import LOOKUP, dispatched, text
-from tests.api_client import Api, Session, of_type
+from tests.api_client import Api, Session, of_type, running_api
 from tests.helpers import HIGHLIGHT
 
 MODERN = MODERN_PROTOCOL_VERSIONS[-1]
@@ -348,3 +349,37 @@ async def test_a_session_has_no_resources_prompts_or_completions_and_says_method
         )
     assert answer.status_code == 404, answer.text
     assert answer.json()["error"]["code"] == -32601
+
+
+async def test_both_endpoints_share_the_sessions_stream_cap(settings: Settings, redis_url: str, api_key: str) -> None:
+    async with running_api(settings, redis_url, api_key, {"max_streams_per_session": 2}) as api:
+        session = await api.session()
+        await api.register(session, tools=[LOOKUP])
+        # Calls the client never acks, held open (each answer's head read) until the block ends: at a
+        # handshake revision, whose answer starts its event stream at once (2026-07-28's waits for the
+        # first event).
+        held = [
+            (endpoint(api, session, None), "client__web__lookup"),
+            (endpoint(api, session, "web"), "lookup"),
+        ]
+        headers = {
+            "Authorization": f"Bearer {session.token}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
+        async with httpx2.AsyncClient(timeout=10) as http, contextlib.AsyncExitStack() as calls:
+            for url, tool in held:
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": tool, "arguments": {"word": "hold"}},
+                }
+                opened = await calls.enter_async_context(http.stream("POST", url, json=body, headers=headers))
+                assert opened.status_code == 200
+            body = modern_body("tools/call", {"name": "lookup", "arguments": {"word": "more"}})
+            refused = await http.post(
+                endpoint(api, session, "web"), json=body, headers=modern_headers(session, "tools/call", "lookup")
+            )
+        assert refused.status_code == 429
+        assert "SWITCHBOARD_MAX_STREAMS_PER_SESSION" in refused.text
