@@ -383,3 +383,32 @@ async def test_both_endpoints_share_the_sessions_stream_cap(settings: Settings, 
             )
         assert refused.status_code == 429
         assert "SWITCHBOARD_MAX_STREAMS_PER_SESSION" in refused.text
+
+
+@pytest.mark.parametrize("client_name", [None, "web"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_mcp_client_from_an_origin_the_agent_does_not_allow_is_refused(
+    api: Api, client_name: str | None, mode: str
+) -> None:
+    session = await api.session()
+    await api.register(session, tools=[LOOKUP])
+    await allow_origins(api, session, "https://app.example")
+    for origin, served in (("https://evil.example", False), ("https://app.example", True)):
+        statuses: list[int] = []
+
+        async def seen(response: httpx2.Response, into: list[int] = statuses) -> None:
+            into.append(response.status_code)
+
+        headers = {"Authorization": f"Bearer {session.token}", "Origin": origin}
+        async with httpx2.AsyncClient(headers=headers, timeout=30, event_hooks={"response": [seen]}) as http:
+            transport = streamable_http_client(endpoint(api, session, client_name), http_client=http)
+            names: list[str] = []
+            with contextlib.suppress(Exception) if not served else contextlib.nullcontext():
+                async with Client(transport, cache=None, mode=mode) as client:
+                    names = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
+        if served:
+            assert names == (["lookup"] if client_name else ["client__web__lookup"])
+            assert set(statuses) <= {200, 202}, statuses
+        else:
+            # Refused at the first request, whichever the revision makes it (discover or initialize).
+            assert (names, set(statuses)) == ([], {403}), statuses
