@@ -103,5 +103,6 @@ async def answer(
         is_error=bool(body.is_error),
         caller=who.caller,
         receipt=receipt,
+        structured=body.structured,
     )
     state.metrics.answered.inc()

@@ -18,11 +18,12 @@ from starlette.types import Receive, Scope, Send
 from api.connection import chunk, chunk_writer
 from api.state import AppState
 from broker.services.live import Published, Signal, Subscription
-from common.events.build import without_images
+from common.events.blocks import as_text
 from common.events.marks import (
     event_seq,
     extra_shown,
     has_images,
+    has_rich_blocks,
     is_extension,
     is_logged,
     is_progress,
@@ -185,11 +186,14 @@ def shown(data: bytes, include: frozenset[str]) -> bool:
 
 
 def as_seen(data: bytes, include: frozenset[str]) -> bytes:
-    """A logged event as a reader gets it: image blocks only for readers that asked (`images`), others a
-    text block naming each image, which the Subako SDK can read."""
-    if "images" in include or not has_images(data):
+    """A logged event as a reader gets it: image blocks only for readers that asked (`images`), audio and
+    resource blocks only for those that asked for `extensions`; others a text block naming each, which
+    the Subako SDK can read."""
+    images = "images" not in include and has_images(data)
+    rich = "extensions" not in include and has_rich_blocks(data)
+    if not (images or rich):
         return data
-    return without_images(data)
+    return as_text(data, images, rich)
 
 
 async def _backlog(

@@ -137,15 +137,18 @@ def declarations(tools: list[mt.Tool], warned: set[str]) -> list[dict[str, Any]]
 
 
 def result_body(mapped: Mapped) -> dict[str, Any]:
-    """A mapped result as the result route's body (`content` blocks and `is_error`)."""
+    """A mapped result as the result route's body (`content` blocks, `structured` where the server gave it,
+    and `is_error`)."""
     content: list[dict[str, Any]] = []
     for block in mapped.blocks:
         data = block["data"]
-        if block["type"] == "image":
-            content.append({"type": "image", "media_type": data["media_type"], "data": data["data"]})
+        if block["type"] == "resource":
+            content.append({"type": "resource", "resource": data})
         else:
-            content.append({"type": "text", "text": data["text"]})
-    return {"content": content, "is_error": mapped.is_error}
+            # The route's blocks are flat: the event form's `data` fields beside the `type`.
+            content.append({"type": block["type"], **data})
+    body: dict[str, Any] = {"content": content, "is_error": mapped.is_error}
+    return body if mapped.structured is None else body | {"structured": mapped.structured}
 
 
 def _progress(call: Call) -> Progress:

@@ -1,5 +1,5 @@
-"""MCP servers for the tests, built with the official `mcp` package: a kit of tools with text, image and
-structured results, one that reports progress, one that fails, one that hangs, one that changes the
+"""MCP servers for the tests, built with the official `mcp` package: a kit of tools with text, image,
+audio, resource and structured results, one that reports progress, one that fails, one that hangs, one that changes the
 list, one that crashes the server (over stdio: the process exits) and one whose annotations say it is
 destructive. Served over Streamable HTTP or HTTP+SSE on a free port in the test's loop, or over stdio
 (`python -m tests.mcp_servers`); a server in another process notes what it began and what was cancelled
@@ -38,6 +38,9 @@ PIXEL = base64.b64encode(
         "0000000d49444154789c63f8cfc0f01f00050001ff89993d1d0000000049454e44ae426082"
     )
 ).decode()
+# A few bytes of audio and of a PDF, as the rich tool returns them.
+WAV = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt ").decode()
+PDF = base64.b64encode(b"%PDF-1.7 not really").decode()
 NOTES_ENV = "MCP_KIT_NOTES"
 ERASE_HINTS = ToolAnnotations(title="Erase a note", read_only_hint=False, destructive_hint=True)
 
@@ -83,6 +86,26 @@ class _Kit:
         self._note(ctx, "picture")
         pixel = ImageContent(type="image", data=PIXEL, mime_type="image/png")
         return CallToolResult(content=[TextContent(type="text", text="a red pixel"), pixel])
+
+    def rich(self, ctx: Context) -> CallToolResult:
+        """Audio, an embedded text resource, a PDF, a link and structured content."""
+        self._note(ctx, "rich")
+        return CallToolResult(
+            content=[
+                TextContent(type="text", text="all kinds"),
+                mt.AudioContent(type="audio", data=WAV, mime_type="audio/wav"),
+                mt.EmbeddedResource(
+                    type="resource",
+                    resource=mt.TextResourceContents(uri="mem://notes/1", mime_type="text/plain", text="the note"),
+                ),
+                mt.EmbeddedResource(
+                    type="resource",
+                    resource=mt.BlobResourceContents(uri="file:///r.pdf", mime_type="application/pdf", blob=PDF),
+                ),
+                mt.ResourceLink(type="resource_link", uri="https://example.com/r", name="report", description="It"),
+            ],
+            structured_content={"kinds": 5},
+        )
 
     async def slow(self, steps: int, ctx: Context) -> str:
         """Takes a while, and says how far it is."""
@@ -137,7 +160,7 @@ def extra() -> str:
 def kit(seen: Seen | None = None) -> MCPServer:
     server = MCPServer("kit")
     tools = _Kit(server, seen if seen is not None else Seen())
-    for tool in (tools.add, tools.picture, tools.slow, tools.fails, tools.hangs, tools.grow, tools.crash):
+    for tool in (tools.add, tools.picture, tools.rich, tools.slow, tools.fails, tools.hangs, tools.grow, tools.crash):
         server.add_tool(tool)
     server.add_tool(tools.erase, annotations=ERASE_HINTS)
     return server

@@ -57,7 +57,10 @@ def change(notice: Notice) -> Open | Close | None:
         since, deadline = rfc3339_ms(event.since), rfc3339_ms(event.deadline)
         return waiting_call(notice, event.call_id, event.tool, event.client_name, since, deadline)
     if isinstance(event, InputRequested):
-        item = _opened(notice, "input", event.call_id, event.tool, None, _since(event.created_at), None)
+        # Its deadline is the call's timeout_s's, which the open request leaves running (the result
+        # deadline waits); none without one.
+        since = _since(event.created_at)
+        item = _opened(notice, "input", event.call_id, event.tool, None, since, notice.input_deadline)
         return Open(replace(item.item, request_id=event.request_id))
     if isinstance(event, InputProvided):
         return Close(notice.session_id, event.request_id)

@@ -17,6 +17,7 @@ from common.events.catalogue import (
     AnyEvent,
     ApprovalRequested,
     ClientToolWaiting,
+    InputRequested,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -37,6 +38,9 @@ class Notice:
     # When an open approval resolves by itself as a deny (ms, from its call's record: its policy's
     # approval_timeout_s); None for any other event, or an approval that waits for ever.
     approval_deadline: int | None = None
+    # When an input request's call fails by its tool's timeout_s (ms), which an open request does not pause;
+    # None for any other event, or a call without timeout_s.
+    input_deadline: int | None = None
 
 
 Consumer = Callable[[Notice], Awaitable[None]]
@@ -69,6 +73,7 @@ class Notices:
             return None
         run_id: str | None = None
         approval_deadline: int | None = None
+        input_deadline: int | None = None
         if isinstance(event, RunCompleted | RunFailed | RunCancelled | ClientToolWaiting):
             # The event names its run: no read of the call's record, which settled calls lose after a day
             # (a notice taken late, after the workers were down that long, still names it).
@@ -76,8 +81,12 @@ class Notices:
         elif isinstance(event, ApprovalRequested):
             call = await self._reader.call(session_id, event.call_id)
             run_id, approval_deadline = call.run_id, call.approval_deadline
+        elif isinstance(event, InputRequested):
+            call = await self._reader.call(session_id, event.call_id)
+            run_id, input_deadline = call.run_id, call.timeout_deadline
         else:
-            # Events other parts add (an input request) carry a call id.
+            # Events other parts add carry a call id.
             call_id = getattr(event, "call_id", None)
             run_id = (await self._reader.call(session_id, call_id)).run_id if isinstance(call_id, str) else None
-        return Notice(session_id, run_id, source.agent_id, source.subject, seq, event, source.raw, approval_deadline)
+        deadlines = {"approval_deadline": approval_deadline, "input_deadline": input_deadline}
+        return Notice(session_id, run_id, source.agent_id, source.subject, seq, event, source.raw, **deadlines)

@@ -118,7 +118,9 @@ class ServerToolRunner:
             return  # the renewal found it settled (cancelled, or taken for interrupted): nothing to record
         finally:
             await cancel_and_wait([renewal])
-        await calls.result_blocks(session_id, call_id, mapped.blocks, is_error=mapped.is_error)
+        await calls.result_blocks(
+            session_id, call_id, mapped.blocks, is_error=mapped.is_error, structured=mapped.structured
+        )
 
     async def _mcp(
         self, session_id: str, call_id: str, grant_name: str, tool: str, arguments: dict[str, Any]

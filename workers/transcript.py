@@ -9,11 +9,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from broker.services.runs import PlannedCall
+from common.events.blocks import DOCUMENT_TYPE, RICH, UNSEEN, describe
 from common.events.catalogue import (
     AnyEvent,
+    AudioBlock,
     ImageBlock,
     MessageAssistant,
     MessageUser,
+    ResourceBlock,
+    ResourceLinkBlock,
     ResultBlock,
     TextBlock,
     ToolCallBlock,
@@ -36,6 +40,35 @@ def _text(content: Sequence[ResultBlock]) -> str:
     return "".join(block.data.text for block in content if isinstance(block, TextBlock))
 
 
+def _is_document(block: ResultBlock) -> bool:
+    return (
+        isinstance(block, ResourceBlock) and block.data.media_type == DOCUMENT_TYPE and isinstance(block.data.blob, str)
+    )
+
+
+def _result_text(content: Sequence[ResultBlock]) -> str:
+    """A result's text as a model reads it: its text blocks, and for each audio, resource or resource link
+    block the words naming it (a text resource with its text), one to a line; no function result of the
+    four formats carries audio or a blob other than a PDF, so those are named as not shown. Images and PDFs
+    go apart, as themselves where the wire takes them."""
+    if not any(isinstance(block, RICH) for block in content):
+        return _text(content)
+    parts = [
+        block.data.text if isinstance(block, TextBlock) else describe(block, unseen=UNSEEN)
+        for block in content
+        if isinstance(block, TextBlock | AudioBlock | ResourceBlock | ResourceLinkBlock) and not _is_document(block)
+    ]
+    return "\n".join(parts)
+
+
+def _documents(content: Sequence[ResultBlock]) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (block.data.uri, block.data.blob)
+        for block in content
+        if isinstance(block, ResourceBlock) and _is_document(block) and isinstance(block.data.blob, str)
+    )
+
+
 def fold(event: AnyEvent) -> Message | None:
     """The message an event adds to the conversation, if any."""
     if isinstance(event, MessageUser):
@@ -51,7 +84,8 @@ def fold(event: AnyEvent) -> Message | None:
     if isinstance(event, ToolResult):
         blocks = event.content
         images = tuple((block.data.media_type, block.data.data) for block in blocks if isinstance(block, ImageBlock))
-        return Message("tool", result=ToolOutcome(event.call_id, _text(event.content), event.is_error, images))
+        outcome = ToolOutcome(event.call_id, _result_text(blocks), event.is_error, images, _documents(blocks))
+        return Message("tool", result=outcome)
     return None
 
 

@@ -2,8 +2,8 @@
 
 The request is read in api/doors/ag_ui_input.py. The frontend's tools are the run's per-turn client
 tools. An AG-UI run ends where the frontend's turn begins (its tools called: `RUN_FINISHED` naming the
-pending calls; an approval asked for: an interrupt), and the next RunAgentInput's tool messages and
-`resume` answers continue the same Switchboard run.
+pending calls; an approval asked for, or a call's client asking the person: an interrupt), and the next
+RunAgentInput's tool messages and `resume` answers continue the same Switchboard run.
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ from ag_ui.core import (
 from ag_ui.core.events import RunFinishedCancelledOutcome, RunFinishedInterruptOutcome, RunFinishedSuccessOutcome
 from pydantic import TypeAdapter
 
-from api.doors import ag_ui_proto
-from api.doors import view as shown
+from api.doors import ag_ui_proto, shown
 from api.doors.follow import Quiet, SessionGone, back, shown_items
+from api.doors.input_answers import answer_schema
 from api.doors.turns import Started, hand_over
+from api.doors.view import RunView, result_text
 from api.schemas.events import ApprovalDecisionForm
 from api.state import AppState
 from broker.services.live import Subscription
@@ -57,6 +58,8 @@ PROTOCOL_VERSION = "1.0"
 # The interrupt an approval becomes: what `resume[].payload` answers with (the approvals route's body).
 APPROVAL_REASON = "tool_approval"
 DECISION_SCHEMA: dict[str, Any] = TypeAdapter(ApprovalDecisionForm).json_schema()
+# The interrupt an input request becomes (a client of a call asking the person: docs/ag-ui.md).
+INPUT_REASON = "input_request"
 
 
 @dataclass
@@ -112,6 +115,9 @@ _TRANSLATIONS: dict[type, Callable[[Any], Iterator[BaseEvent]]] = {
     shown.ShownResult: lambda i: iter(
         [ToolCallResultEvent(message_id=f"{i.call_id}.result", tool_call_id=i.call_id, content=i.text, role="tool")]
     ),
+    # This door's view pauses on an input request (an interrupt): it shows neither of these.
+    shown.InputAsked: lambda i: iter(()),
+    shown.InputEnded: lambda i: iter(()),
 }
 
 
@@ -120,9 +126,25 @@ def translate(item: shown.Shown) -> Iterator[BaseEvent]:
     return _TRANSLATIONS[type(item)](item)
 
 
+def input_interrupt(asked: shown.InputAsked) -> Interrupt:
+    """The interrupt an input request becomes: `resume[].payload` is the input-request route's answer body,
+    whose `content` is the request's form; a page to visit is in `metadata.url`."""
+    metadata: dict[str, Any] = {"call_id": asked.call_id, "tool": asked.name}
+    if asked.url is not None:
+        metadata["url"] = asked.url
+    return Interrupt(
+        id=asked.request_id,
+        reason=INPUT_REASON,
+        message=asked.message,
+        tool_call_id=asked.call_id,
+        response_schema=answer_schema(asked.schema),
+        metadata=metadata,
+    )
+
+
 def finished(thread_id: str, run_id: str, item: shown.Paused | shown.RunEnded) -> BaseEvent:
     if isinstance(item, shown.Paused):
-        if item.approvals:
+        if item.approvals or item.inputs:
             interrupts = [
                 Interrupt(
                     id=approval.call_id,
@@ -133,6 +155,7 @@ def finished(thread_id: str, run_id: str, item: shown.Paused | shown.RunEnded) -
                 )
                 for approval in item.approvals
             ]
+            interrupts += [input_interrupt(asked) for asked in item.inputs]
             return RunFinishedEvent(
                 thread_id=thread_id, run_id=run_id, outcome=RunFinishedInterruptOutcome(interrupts=interrupts)
             )
@@ -151,7 +174,7 @@ async def stream(
     thread_id: str,
     run_id: str,
     started: Started | None,
-    view: shown.RunView | None,
+    view: RunView | None,
     subscription: Subscription,
     encoder: Encoder,
 ) -> AsyncGenerator[bytes, None]:
@@ -188,7 +211,7 @@ async def history(state: AppState, session_id: str) -> list[Any]:
     for event in reversed(events):
         match event:
             case MessageUser():
-                messages.append(UserMessage(id=f"sb-{event.seq}", content=shown.result_text(event.message.content)))
+                messages.append(UserMessage(id=f"sb-{event.seq}", content=result_text(event.message.content)))
             case MessageAssistant():
                 blocks = event.message.content
                 text = "".join(block.data.text for block in blocks if isinstance(block, TextBlock))
@@ -202,7 +225,7 @@ async def history(state: AppState, session_id: str) -> list[Any]:
                 ]
                 messages.append(AssistantMessage(id=f"sb-{event.seq}", content=text or None, tool_calls=calls or None))
             case ToolResult():
-                text = shown.result_text(event.content)
+                text = result_text(event.content)
                 messages.append(ToolMessage(id=f"{event.call_id}.result", tool_call_id=event.call_id, content=text))
     return messages
 

@@ -159,7 +159,12 @@ def read(body: bytes) -> RunInput:
     # Tool messages before the newest assistant message answer calls of steps the stream never shows
     # again (it starts after the newest step the frontend has), so only those after it count as had.
     have = frozenset(call_id for call_id, _ in results)
-    turn = FrontendTurn(input_id, text, frontend_tools("tools", offered), results, _decisions(run), known, have, seen)
+    entries: list[_ResumeEntry] = run.resume.items() if run.resume else []
+    cancelled = frozenset(entry.interrupt_id for entry in entries if entry.status == "cancelled")
+    decisions = _decisions(entries)
+    turn = FrontendTurn(
+        input_id, text, frontend_tools("tools", offered), results, decisions, known, have, seen, cancelled
+    )
     return RunInput(run.thread_id, run.run_id, turn)
 
 
@@ -204,9 +209,10 @@ def _needs(index: int, message: _Message | _Newest, *fields: str) -> list[Any]:
 _ATTRIBUTES = {"id": "id", "content": "content", "toolCallId": "tool_call_id"}
 
 
-def _decisions(run: _Body) -> list[tuple[str, Any]]:
+def _decisions(entries: list[_ResumeEntry]) -> list[tuple[str, Any]]:
+    """Each resume entry's interrupt and payload; a cancelled approval is denied (a cancelled input
+    request is answered `cancel`: FrontendTurn.cancelled)."""
     decisions = []
-    entries: list[_ResumeEntry] = run.resume.items() if run.resume else []
     for entry in entries:
         payload = value(entry.payload)
         if entry.status == "cancelled":

@@ -114,6 +114,8 @@ def _interrupt(interrupt: dict[str, Any]) -> bytes:
     )
     if interrupt.get("response_schema") is not None:
         body += _bytes(5, _value(interrupt["response_schema"]))
+    if interrupt.get("metadata") is not None:
+        body += _bytes(7, _value(interrupt["metadata"]))
     return body
 
 

@@ -4,7 +4,8 @@ out as UI message chunks (protocol v1).
 The frontend's tools (the body's `tools`, an extension the transport's `body` option carries) are the
 run's per-turn client tools. A stream ends where the frontend's turn begins (its tools called, or an
 approval asked for: `finish` with `tool-calls`), and the resubmitted messages' tool outputs and approval
-responses continue the same Switchboard run.
+responses continue the same Switchboard run. A call's client asking the person is a `data-input-request`
+part, answered at the input-request route while the stream goes on.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias
 
 import msgspec
 
-from api.doors import view as shown
+from api.doors import shown
 from api.doors.answers import MAX_ANSWERS, result_body
 from api.doors.bodies import MAX_MESSAGES, MAX_PARTS, NULL, Bounded, bounded, decode, value
 from api.doors.follow import Quiet, SessionGone, shown_items
 from api.doors.turns import FrontendTurn, frontend_tools, input_text
+from api.doors.view import RunView
 from api.schemas.clients import MAX_TOOLS, ClientCallResultBody
 from api.state import AppState
 from broker.errors import InvalidRequest
@@ -206,6 +208,16 @@ class Chunks:
         else:
             yield {"type": "tool-output-available", "toolCallId": item.call_id, "output": item.text, **extra}
 
+    def _asked(self, item: shown.InputAsked) -> Iterator[dict[str, Any]]:
+        yield input_part(item, {"state": "open"})
+
+    def _input_ended(self, item: shown.InputEnded) -> Iterator[dict[str, Any]]:
+        state = "cancelled" if item.reason else "answered"
+        ended: dict[str, Any] = {"state": state, "action": item.action, "content": item.content}
+        if item.reason:
+            ended["reason"] = item.reason
+        yield input_part(item.asked, ended)
+
     _TABLE: ClassVar[dict[type, Callable[[Chunks, Any], Iterator[dict[str, Any]]]]] = {
         shown.StepStarted: lambda self, i: iter([{"type": "start-step"}]),
         shown.StepFinished: lambda self, i: iter([{"type": "finish-step"}]),
@@ -217,7 +229,29 @@ class Chunks:
         shown.ToolArgs: _args,
         shown.ToolEnded: _ended,
         shown.ShownResult: _result,
+        shown.InputAsked: _asked,
+        shown.InputEnded: _input_ended,
     }
+
+
+# The data part an input request is shown as; the same part (by its id, the request's) again once it ended.
+INPUT_PART = "data-input-request"
+
+
+def input_part(asked: shown.InputAsked, state: dict[str, Any]) -> dict[str, Any]:
+    """An input request as a data part: what it asks (`schema`, or `url`) and where it stands; answered at
+    POST /v1/sessions/{sid}/input-requests/{request_id}."""
+    data: dict[str, Any] = {
+        "request_id": asked.request_id,
+        "call_id": asked.call_id,
+        "tool": asked.name,
+        "message": asked.message,
+    }
+    if asked.url is not None:
+        data["url"] = asked.url
+    else:
+        data["schema"] = asked.schema
+    return {"type": INPUT_PART, "id": asked.request_id, "data": {**data, **state}}
 
 
 def _ending(item: shown.Paused | shown.RunEnded) -> list[dict[str, Any]]:
@@ -243,7 +277,7 @@ async def stream(
     session_id: str,
     after: int,
     message_id: str,
-    view: shown.RunView,
+    view: RunView,
     chunks: Chunks,
     subscription: Subscription,
     on_pause: Callable[[shown.Paused], Any],

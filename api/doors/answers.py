@@ -1,7 +1,7 @@
-"""What a frontend's request answers: the results of calls still owed to a client, and decisions on
-approvals. Each is read and checked first (`read_answers`, which writes nothing) and recorded only once
-every refusal the request can meet has been decided (`record_answers`, last in api/doors/turns.py
-`open_turn`)."""
+"""What a frontend's request answers: the results of calls still owed to a client, decisions on
+approvals, and answers to input requests (api/doors/input_answers.py). Each is read and checked first
+(`read_answers`, which writes nothing) and recorded only once every refusal the request can meet has been
+decided (`record_answers`, last in api/doors/turns.py `open_turn`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from api.auth import Principal
+from api.doors.input_answers import FrontendAnswer, read_input_answer
 from api.schemas.clients import ClientCallResultBody
 from api.schemas.events import AllowDecision, ApprovalDecisionForm, DenyDecision
 from api.state import AppState
@@ -98,6 +99,7 @@ class Answers:
 
     results: tuple[_Result, ...] = ()
     decisions: tuple[_Decision, ...] = ()
+    inputs: tuple[FrontendAnswer, ...] = ()
 
     @property
     def answered(self) -> list[Owed]:
@@ -106,8 +108,11 @@ class Answers:
 
     @property
     def going_on(self) -> list[Owed]:
-        """Every call the request answers, the results' first: where the run it continues stands."""
-        return [*self.answered, *(decision.owed for decision in self.decisions)]
+        """Every call the request answers, the results' first: where the run it continues stands. A call
+        whose input request it answers counts with no registration: that call is its client's, not the
+        frontend's."""
+        asked = [Owed(i.request.call_id, i.run_id, i.step, "") for i in self.inputs if i.run_id]
+        return [*self.answered, *(decision.owed for decision in self.decisions), *asked]
 
     def bytes_written(self) -> int:
         """At least what recording them stores (answer_call.lua and resolve_approval.lua count less)."""
@@ -118,17 +123,34 @@ class Answers:
             # The message, or the edited arguments twice (the decision's event and the new dispatch),
             # each stored twice (the event, and what it leads to).
             need += 2 * (len(kept or "") + 2 * len(dumps(edited) if edited is not None else "")) + WRITE_OVERHEAD
+        # An answer's content is kept twice: its event and the request's entry.
+        need += sum(2 * len(dumps(i.content)) + WRITE_OVERHEAD for i in self.inputs if not i.settled)
         return need
 
 
 async def read_answers(
-    state: AppState, session_id: str, results: list[tuple[str, ClientCallResultBody]], decisions: list[tuple[str, Any]]
+    state: AppState,
+    session_id: str,
+    results: list[tuple[str, ClientCallResultBody]],
+    decisions: list[tuple[str, Any]],
+    cancelled: frozenset[str] = frozenset(),
 ) -> Answers:
-    """The request's results and decisions, checked, with what they answer; writes nothing. A result for
-    a call no client owes and a decision for a call the session does not have count for nothing; 400 for
-    too many, or for a decision that is not the approvals route's body or edits arguments their tool's
-    schema refuses."""
-    checked = checked_decisions(decisions)
+    """The request's results and decisions, checked, with what they answer; writes nothing. A decision
+    naming an input request of the session answers it (`cancelled`: the ids the frontend cancelled). A
+    result for a call no client owes and a decision for a call the session does not have count for
+    nothing; 400 for too many, for a decision that is not the approvals route's body or edits arguments
+    their tool's schema refuses, or an answer the input-request route would refuse."""
+    if len(decisions) > MAX_ANSWERS:
+        raise InvalidRequest(f"resume: {len(decisions)} decisions; the limit is {MAX_ANSWERS}")
+    inputs, approvals = [], []
+    for interrupt_id, payload in decisions:
+        where = f"resume: {interrupt_id}"
+        answered = await read_input_answer(state, session_id, interrupt_id, payload, interrupt_id in cancelled, where)
+        if answered is None:
+            approvals.append((interrupt_id, payload))
+        else:
+            inputs.append(answered)
+    checked = checked_decisions(approvals)
     if len(results) > MAX_ANSWERS:
         raise InvalidRequest(f"messages: {len(results)} tool results; the limit is {MAX_ANSWERS}")
     calls = state.broker.calls
@@ -146,20 +168,27 @@ async def read_answers(
         if isinstance(decision, AllowDecision) and decision.arguments is not None:
             await state.broker.approvals.check_arguments(session_id, call_id, decision.arguments)
         decided.append(_Decision(Owed(call_id, record.run_id, record.step, record.client_id), decision))
-    return Answers(tuple(found), tuple(decided))
+    return Answers(tuple(found), tuple(decided), tuple(inputs))
 
 
 async def record_answers(state: AppState, principal: Principal, session_id: str, answers: Answers) -> None:
-    """Record each result whose call is still owed, and each decision not made already (the first
-    decision stands: another tab's, or this request's when it is resent). SessionFull naming the call
-    when the session has no room for one: another request took the room this one was checked for."""
+    """Record each result whose call is still owed, each decision not made already (the first decision
+    stands: another tab's, or this request's when it is resent) and each answer to a request still open.
+    SessionFull naming the call when the session has no room for one: another request took the room this
+    one was checked for."""
     for result in answers.results:
         if result.settled:
             continue
         call_id, body = result.owed.call_id, result.body
         try:
             await state.broker.clients.answer(
-                session_id, result.owed.client_id, call_id, body.result(), is_error=bool(body.is_error), caller=Caller()
+                session_id,
+                result.owed.client_id,
+                call_id,
+                body.result(),
+                is_error=bool(body.is_error),
+                caller=Caller(),
+                structured=body.structured,
             )
         except SessionFull as full:
             # The call is still owed: a 200 would leave the frontend sure it answered.
@@ -169,7 +198,23 @@ async def record_answers(state: AppState, principal: Principal, session_id: str,
             continue
         except (NotFound, InvalidRequest) as refusal:
             raise InvalidRequest(f"the result of call {call_id} was refused: {refusal.message}") from None
-    for decided in answers.decisions:
+    await _record_decisions(state, principal, session_id, answers.decisions)
+    for asked in answers.inputs:
+        if asked.settled:
+            continue
+        try:
+            await state.broker.inputs.answer(session_id, asked.request, asked.action, asked.content)
+        except SessionFull as full:
+            raise _not_recorded(f"the answer to input request {asked.request.request_id}", full) from None
+        except Conflict:
+            # Answered or ended meanwhile (the console, the call's end): the first answer stands.
+            continue
+
+
+async def _record_decisions(
+    state: AppState, principal: Principal, session_id: str, decisions: tuple[_Decision, ...]
+) -> None:
+    for decided in decisions:
         decision = decided.decision
         try:
             await state.broker.approvals.resolve(

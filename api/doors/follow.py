@@ -4,11 +4,14 @@ the truth, a gap or a lag re-reads the log, so no event is skipped and none is s
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from api.doors.view import Paused, RunView, Shown
+from api.doors.shown import Paused, Shown
+from api.doors.view import RunView
 from api.state import AppState
+from broker.errors import NotFound
 from broker.services.live import Signal, Subscription
 from common.events.marks import event_seq, is_logged
 from common.events.read import decode_known
@@ -138,9 +141,9 @@ async def shown_items(
 
 
 async def _still_owed(state: AppState, session_id: str, pause: Paused) -> Paused | None:
-    """The pause with only the calls still owed and the approvals still waiting (a replay passes turns
-    that were taken long ago); None when nothing is left to wait for."""
-    calls, approvals = [], []
+    """The pause with only the calls still owed, the approvals and input requests still waiting (a replay
+    passes turns that were taken long ago); None when nothing is left to wait for."""
+    calls, approvals, inputs = [], [], []
     for call_id in pause.calls:
         record = await state.broker.calls.record(session_id, call_id)
         if record is not None and record.state in ("dispatched", "acked"):
@@ -149,6 +152,10 @@ async def _still_owed(state: AppState, session_id: str, pause: Paused) -> Paused
         record = await state.broker.calls.record(session_id, approval.call_id)
         if record is not None and record.state == "awaiting":
             approvals.append(approval)
-    if not calls and not approvals:
+    for asked in pause.inputs:
+        with contextlib.suppress(NotFound):
+            if (await state.broker.inputs.get(session_id, asked.request_id)).state == "open":
+                inputs.append(asked)
+    if not calls and not approvals and not inputs:
         return None
-    return Paused(pause.step, tuple(calls), tuple(approvals))
+    return Paused(pause.step, tuple(calls), tuple(approvals), tuple(inputs))

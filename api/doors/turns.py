@@ -1,6 +1,7 @@
 """What a front door does with a frontend's request before it streams: the frontend's newest message
 becomes input (once, keyed by the message's id), its tools per-turn client tools, its tool results the
-results of the calls still owed to it, its approval answers decisions; and where the stream starts."""
+results of the calls still owed to it, its approval answers decisions, its answers to input requests
+answers; and where the stream starts."""
 
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ class FrontendTurn:
     have: frozenset[str] = frozenset()
     # The newest step of a run the frontend has whole, as its messages show: (run id, step).
     seen: tuple[str, int] | None = None
+    # The ids of `decisions` the frontend cancelled (an AG-UI resume entry's status): an input request
+    # among them is answered `cancel`.
+    cancelled: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,10 @@ async def continuation(
     step = max(steps)
     after = await _step_end(state, session_id, run_id, step)
     frontend = next((owed.client_id for owed in answered if owed.client_id), "")
+    if not frontend and answered:
+        # It answered no call of the frontend's own (an input request of another client's call): the
+        # run's own registration, where its input brought it, serves the frontend's later calls.
+        frontend = await _run_frontend(state, session_id, run_id)
     owed: list[str] = []
     if not answered:
         for call_id in list(known)[-MAX_ANSWERS:]:
@@ -256,7 +264,7 @@ async def open_turn(state: AppState, principal: Principal, session_id: str, door
     the limit (record_answers); for a call settled or decided meanwhile, nothing."""
     subscription, close = await open_stream(state, session_id, principal.id)
     try:
-        answers = await read_answers(state, session_id, turn.results, turn.decisions)
+        answers = await read_answers(state, session_id, turn.results, turn.decisions, turn.cancelled)
         need = answers.bytes_written() + await _input_bytes(state, principal, session_id, door, turn)
         # The room is checked, not held: holding it would take one script doing the input's, each
         # result's and each decision's writes (three scripts' work, with the input's idempotency
@@ -299,6 +307,17 @@ async def _input_bytes(state: AppState, principal: Principal, session_id: str, d
         return 0
     tools = 2 * len(dumps(turn.tools)) + WRITE_OVERHEAD if turn.tools else 0
     return 2 * len(turn.text.encode()) + WRITE_OVERHEAD + tools
+
+
+async def _run_frontend(state: AppState, session_id: str, run_id: str) -> str:
+    """The run-scoped registration the run's input brought ('' for none, or one further back than a look
+    back reads)."""
+    async for seq, raw in back(state, session_id):
+        if b'"type":"run_queued"' in raw[:128] and run_id.encode() in raw:
+            event = decode_known(raw)
+            if isinstance(event, RunQueued) and event.run_id == run_id:
+                return (await _queued(state, session_id, run_id, seq)).frontend
+    return ""
 
 
 async def _queued(state: AppState, session_id: str, run_id: str, seq: int) -> Started:

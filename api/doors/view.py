@@ -1,6 +1,7 @@
 """One run as a chat frontend sees it, in the neutral terms both front doors translate: steps, text as it
 streams, tool calls with their arguments as they stream and their results, and where the frontend's turn
-ends (its own tools called, or an approval asked for) or the run does.
+ends (its own tools called, an approval asked for, or a client of the call asking the person) or the run
+does.
 
 The view is fed the session's log (api.doors.follow) from a point inside or before the run and answers
 each event with what it shows. The log is the authority: a call is shown under the id the log gives it,
@@ -10,24 +11,42 @@ sees the same calls under the same ids and never makes one twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from msgspec import UNSET
 
+from api.doors.shown import (
+    Approval,
+    InputAsked,
+    InputEnded,
+    Paused,
+    Reasoning,
+    RunEnded,
+    Shown,
+    ShownResult,
+    StepFinished,
+    StepStarted,
+    TextDelta,
+    TextEnded,
+    TextStarted,
+    ToolArgs,
+    ToolEnded,
+    ToolStarted,
+)
 from common.codec import dumps
-from common.events.build import image_text
+from common.events.blocks import result_text as result_text
 from common.events.catalogue import (
     ApprovalRequested,
     ClientToolDispatched,
     Custom,
     Event,
-    ImageBlock,
+    InputProvided,
+    InputRequested,
     MessageAssistant,
     MessageBody,
     MessageDelta,
-    ResultBlock,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -42,131 +61,10 @@ from common.events.catalogue import (
 )
 from common.events.read import step_timing
 
-
-@dataclass(frozen=True, slots=True)
-class StepStarted:
-    step: int
-
-
-@dataclass(frozen=True, slots=True)
-class StepFinished:
-    step: int
-
-
-@dataclass(frozen=True, slots=True)
-class TextStarted:
-    """A run of text in the step's assistant message (`message_id`); `part_id` names this run of it."""
-
-    message_id: str
-    part_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    message_id: str
-    part_id: str
-    delta: str
-
-
-@dataclass(frozen=True, slots=True)
-class TextEnded:
-    message_id: str
-    part_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Reasoning:
-    """The model's thinking, whole (it is not streamed)."""
-
-    message_id: str
-    part_id: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolStarted:
-    call_id: str
-    name: str
-    message_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolArgs:
-    call_id: str
-    delta: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolEnded:
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ShownResult:
-    call_id: str
-    name: str
-    text: str
-    is_error: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Approval:
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Paused:
-    """The frontend's turn: the step's calls of its own tools (`calls`, to answer in its next request) and
-    the approvals it asked for (`approvals`). The stream ends here; the run waits."""
-
-    step: int
-    calls: tuple[str, ...]
-    approvals: tuple[Approval, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RunEnded:
-    """`outcome`: completed, failed or cancelled; `error` says why a run failed."""
-
-    run_id: str
-    outcome: str
-    error: str = ""
-
-
-Shown = (
-    StepStarted
-    | StepFinished
-    | TextStarted
-    | TextDelta
-    | TextEnded
-    | Reasoning
-    | ToolStarted
-    | ToolArgs
-    | ToolEnded
-    | ShownResult
-    | Paused
-    | RunEnded
-)
-
 _ENDS: dict[type[Event], str] = {RunCompleted: "completed", RunFailed: "failed", RunCancelled: "cancelled"}
 # Tuples, not unions: isinstance takes a tuple faster, and the view asks of every event of a run.
 _ENDINGS = (RunCompleted, RunFailed, RunCancelled)
 _DELTAS = (MessageDelta, ThinkingDelta, ToolCallDelta)
-
-
-def result_text(content: Sequence[ResultBlock]) -> str:
-    """A result's blocks as text: text blocks as they are, an image as the placeholder naming it."""
-    parts = []
-    for block in content:
-        if isinstance(block, TextBlock):
-            parts.append(block.data.text)
-        elif isinstance(block, ImageBlock):
-            parts.append(image_text(block.data.media_type, block.data.data))
-    return "\n".join(parts)
 
 
 @dataclass
@@ -195,6 +93,9 @@ class RunView:
     have: frozenset[str] = frozenset()
     known: dict[str, str] = field(default_factory=dict)
     owed: tuple[str, ...] = ()
+    # An input request of a call of the run is the frontend's turn (AG-UI: an interrupt), or else an item
+    # shown as the run goes on (`InputAsked`, then `InputEnded`: the AI SDK's data part), answered elsewhere.
+    pause_on_input: bool = True
     _text: str = ""
     _texts: int = 0
     _streamed_text: bool = False
@@ -209,6 +110,7 @@ class RunView:
     _waiting: set[str] = field(default_factory=set)
     _pause: Paused | None = None
     _done: bool = False
+    _asked: dict[str, InputAsked] = field(default_factory=dict)
 
     def over(self) -> bool:
         """Whether the view has shown its last item (the frontend's turn, or the run's end)."""
@@ -251,6 +153,13 @@ class RunView:
                 self._dispatched(event)
             case ApprovalRequested():
                 self._approval(event)
+            case InputRequested():
+                yield from self._input(event)
+            case InputProvided():
+                asked = self._asked.pop(event.request_id, None)
+                if asked is not None:
+                    reason = event.reason if event.reason is not UNSET else None
+                    yield InputEnded(asked, event.action, event.content, reason)
             case ToolResult():
                 yield from self._result(event)
             case Custom():
@@ -273,6 +182,24 @@ class RunView:
     def _approval(self, event: ApprovalRequested) -> None:
         if event.call_id in self._calls:
             self._approvals.append(Approval(event.call_id, self._calls[event.call_id].name, event.arguments))
+
+    def _input(self, event: InputRequested) -> Iterator[Shown]:
+        """A call of the run asks the person: shown, or the frontend's turn at once (the call waits on it),
+        with whatever turn was waiting for the step's other calls."""
+        call = self._calls.get(event.call_id)
+        name = call.name if call is not None else self.known.get(event.call_id)
+        if name is None:
+            return
+        schema = event.schema_ if event.schema_ is not UNSET else None
+        url = event.url if event.url is not UNSET else None
+        asked = InputAsked(event.request_id, event.call_id, name, event.message, schema, url)
+        if not self.pause_on_input:
+            self._asked[asked.request_id] = asked
+            yield asked
+            return
+        waiting = self._pause or Paused(self.step - 1, (), ())
+        self._pause, self._waiting, self._done = None, set(), True
+        yield Paused(waiting.step, waiting.calls, waiting.approvals, (asked,))
 
     def live(self, event: Event) -> Iterator[Shown]:
         """What a live extra (a delta of the step being written) shows."""

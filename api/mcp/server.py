@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from importlib.metadata import version
 from typing import Any
 
+import mcp.types as mt
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -17,6 +18,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from api.mcp.context import CLIENT_KEY, SCOPE_KEY
+from api.mcp.task_status import listen as task_status
+from api.mcp.tasks import register as register_tasks
 from api.mcp.tools import call_tool, list_tools
 from api.state import AppState
 
@@ -29,12 +32,13 @@ class SessionMcp:
         # once and never shared across credentials.
         hints: dict[CacheableMethod, CacheHint] = {"tools/list": CacheHint(ttl_ms=0, scope="private")}
         server: Server[Any] = Server(
-            "switchboard",
-            version=version("switchboard"),
-            cache_hints=hints,
-            on_list_tools=list_tools,
-            on_call_tool=call_tool,
+            "switchboard", version=version("switchboard"), cache_hints=hints, on_list_tools=list_tools
         )
+        # Registered as a plain handler: a tools/call may answer with a task, a result shape of the tasks
+        # extension (api/mcp/tasks.py) rather than the core CallToolResult.
+        server.add_request_handler("tools/call", mt.CallToolRequestParams, call_tool)
+        register_tasks(server)
+        server.add_request_handler("subscriptions/listen", mt.SubscriptionsListenRequestParams, task_status)
         # The API's own CORS, the route's origin check (api/routes/mcp.py) and auth stand in front; the
         # transport checks no Host header (the API may be served under any name).
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp.types as mt
@@ -13,9 +14,12 @@ from api.mcp.content import call_result, error_result
 from api.mcp.context import client_of, scoped
 from api.mcp.names import shown, visible
 from api.mcp.outcome import outcome
+from api.mcp.tasks import DEFAULT_SUPPORT, as_task, created
+from api.state import AppState
 from broker.errors import NotFound, SwitchboardError
+from broker.services.calls import Dispatched
 from broker.services.runs import client_tools, parse_client_tool
-from common.policies import client_rule, denied_text
+from common.policies import Rule, client_rule, denied_text
 from common.schema.checks import Unchecked
 
 CANCELLED_BY_CLIENT = "cancelled by the MCP client"
@@ -40,6 +44,7 @@ async def list_tools(ctx: Any, _params: mt.PaginatedRequestParams | None) -> mt.
             description=tool.get("description") or None,
             input_schema=tool.get("parameters") or {"type": "object"},
             annotations=_annotations(tool),
+            execution=mt.ToolExecution(task_support=tool.get("task_support") or DEFAULT_SUPPORT),
         )
         for seen, (client, tool) in client_tools(await state.broker.runs.offered(session_id)).items()
         if (name := shown(client_name, seen, client, tool)) is not None
@@ -59,7 +64,30 @@ def _unknown(client_name: str | None, called: str, name: str) -> mt.CallToolResu
     )
 
 
-async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+async def _allowed(
+    state: AppState, session_id: str, name: str, tool: dict[str, Any], arguments: dict[str, Any]
+) -> Rule | mt.CallToolResult:
+    """The agent's rule for the call, or the error result that refuses it. Decided before anything is
+    written: a denied call costs nothing."""
+    try:
+        policies = await state.broker.policies.client_policies(session_id)
+    except NotFound as gone:
+        return error_result(f"{name} cannot be called: the session's agent version cannot be read ({gone.message})")
+    rule = client_rule(policies, name, tool.get("annotations"))
+    if rule.policy == "deny":
+        return error_result(denied_text(name))
+    try:
+        problem = await state.broker.arguments.problem(tool.get("parameters") or {}, arguments)
+    except Unchecked as unchecked:
+        return error_result(f"the arguments of {name} could not be checked: {unchecked}")
+    if problem:
+        return error_result(f"the arguments of {name} do not match its schema: {problem}")
+    return rule
+
+
+async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult | dict[str, Any]:
+    """The call's result; a task (its CreateTaskResult) for a caller that declared the tasks extension,
+    when the tool supports one."""
     state, session_id, _ = scoped(ctx)
     client_name = client_of(ctx)
     name, arguments = visible(client_name, params.name), dict(params.arguments or {})
@@ -68,38 +96,49 @@ async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolRe
     if found is None or shown(client_name, name, *found) is None:
         return _unknown(client_name, params.name, name)
     client, tool = found
-    # The agent's policy, decided before anything is checked or written: a denied call costs nothing.
-    try:
-        policies = await state.broker.policies.client_policies(session_id)
-    except NotFound as gone:
-        return error_result(f"{name} cannot be called: the session's agent version cannot be read ({gone.message})")
-    rule = client_rule(policies, name, tool.get("annotations"))
-    policy = rule.policy
-    if policy == "deny":
-        return error_result(denied_text(name))
-    try:
-        problem = await state.broker.arguments.problem(tool.get("parameters") or {}, arguments)
-    except Unchecked as unchecked:
-        return error_result(f"the arguments of {name} could not be checked: {unchecked}")
-    if problem:
-        return error_result(f"the arguments of {name} do not match its schema: {problem}")
+    # Whether the call answers with a task is settled first: a caller that cannot take one for a tool
+    # that must be one is refused before anything is checked or written.
+    task = as_task(ctx, tool)
+    rule = await _allowed(state, session_id, name, tool, arguments)
+    if isinstance(rule, mt.CallToolResult):
+        return rule
+
+    async def dispatch() -> Dispatched:
+        return await state.broker.calls.dispatch(
+            session_id,
+            (client.client_id, client.name),
+            str(tool["name"]),
+            arguments,
+            policy=rule.policy,
+            name=name,
+            timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
+            heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
+            on_leave=str(tool.get("on_leave") or ""),
+            approval_timeout_ms=(rule.approval_timeout_s or 0) * 1000,
+        )
+
+    if task:
+        # The task is the call: nothing of this request waits for it, the caller polls its record.
+        try:
+            sent = await dispatch()
+        except SwitchboardError as refused:
+            return error_result(refused.message)
+        if sent.denial is not None:
+            return call_result(sent.denial, None)
+        return await created(state, session_id, sent.call_id)
+    return await _in_line(ctx, state, session_id, dispatch)
+
+
+async def _in_line(
+    ctx: Any, state: AppState, session_id: str, dispatch: Callable[[], Awaitable[Dispatched]]
+) -> mt.CallToolResult:
+    """The call made and its outcome waited for in this request."""
     # Subscribed before the call is written, so no event of it can be missed. The request's stream slot
     # was taken by SessionMcp.handle.
     subscription = await state.hub.subscribe_session(session_id)
     try:
         try:
-            sent = await state.broker.calls.dispatch(
-                session_id,
-                (client.client_id, client.name),
-                str(tool["name"]),
-                arguments,
-                policy=policy,
-                name=name,
-                timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
-                heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
-                on_leave=str(tool.get("on_leave") or ""),
-                approval_timeout_ms=(rule.approval_timeout_s or 0) * 1000,
-            )
+            sent = await dispatch()
         except SwitchboardError as refused:
             return error_result(refused.message)
         if sent.denial is not None:

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Path, Request, Response
 
 from api.deps import Authenticated, ManagedSession
 from api.doors import ai_sdk
+from api.doors.shown import Paused
 from api.doors.turns import Opened, Started, active_run, hand_over, open_turn
-from api.doors.view import Paused, RunView
+from api.doors.view import RunView
 from api.errors import require_json_type
 from api.schemas.common import ErrorBody
 from api.sse import EventStreamResponse, open_stream
@@ -41,6 +42,9 @@ def _response(state: AppState, session_id: str, opened: Opened, message_id: str,
         opened.close()
         state.hub.unsubscribe(opened.subscription)
         return Response(status_code=204)
+
+    # Input requests are data parts here, answered at their route while the stream goes on.
+    view.pause_on_input = False
 
     async def paused(pause: Paused) -> None:
         await hand_over(state, session_id, view.frontend, pause.calls)

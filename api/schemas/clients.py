@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -11,8 +10,11 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from api.schemas.common import JSON_NUMBER, JsonBool, Strict
 from api.schemas.json_schema import check_json_schema
+from api.schemas.result_content import ResultContent, check_content, event_block
 from broker.settings import MAX_WAIT_CEILING_S
-from common.events.build import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS, image_block, text_block
+from common.codec import dumps
+from common.events.blocks import MAX_STRUCTURED_BYTES
+from common.events.build import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS
 
 MAX_TOOLS = 64
 MAX_PROGRESS_CHARS = 1_000
@@ -87,6 +89,15 @@ class ClientToolBody(Strict):
             "the next registration of the same client name that offers the tool (a `client_tool_waiting` "
             "event) and is dispatched to it with the same call_id; it fails with client_gone when timeout_s "
             "(or the deployment's result deadline), counted from its first dispatch, runs out first",
+        ),
+    ] = None
+    task_support: Annotated[
+        Literal["forbidden", "optional", "required"] | None,
+        Field(
+            description="An extension: whether a call from an MCP caller through the session MCP server may "
+            "be a task (MCP's Tasks extension, io.modelcontextprotocol/tasks). `optional` (the default): a "
+            "task for a caller that declared the extension, an answer in line for any other. `required`: a "
+            "task, and a caller that did not declare the extension is refused. `forbidden`: always in line",
         ),
     ] = None
     annotations: Annotated[
@@ -168,32 +179,6 @@ class ClientCallProgressBody(Strict):
     ] = None
 
 
-class TextContent(Strict):
-    type: Literal["text"]
-    text: Annotated[str, Field(max_length=MAX_RESULT_CHARS)]
-
-
-# Standard base64 with its padding; the longest is the whole image allowance in one block.
-BASE64_PATTERN = r"^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-MAX_IMAGE_CHARS = (MAX_IMAGE_BYTES + 2) // 3 * 4
-
-
-class ImageContent(Strict):
-    type: Literal["image"]
-    media_type: Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
-    data: Annotated[
-        str,
-        Field(
-            max_length=MAX_IMAGE_CHARS,
-            pattern=BASE64_PATTERN,
-            description="The image, base64 encoded (standard alphabet, padded)",
-        ),
-    ]
-
-
-ResultContent = Annotated[TextContent | ImageContent, Field(discriminator="type")]
-
-
 # Exactly one of the two forms, as the document states it (a null is as good as absent).
 _ONE_FORM: dict[str, Any] = {
     "oneOf": [
@@ -214,8 +199,16 @@ class ClientCallResultBody(Strict):
         Field(
             min_length=1,
             max_length=MAX_RESULT_BLOCKS,
-            description="Extension, instead of `text`: text and image blocks (images at most "
+            description="Extension, instead of `text`: text, image, audio, resource and resource_link blocks "
+            "(MCP's `mimeType` is taken for `media_type`; images, audio and resource blobs at most "
             f"{MAX_IMAGE_BYTES:,} bytes decoded per result in all; text at most {MAX_RESULT_CHARS:,} characters)",
+        ),
+    ] = None
+    structured: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="Extension: the result as a JSON object too (MCP's structuredContent), at most "
+            f"{MAX_STRUCTURED_BYTES:,} bytes as JSON"
         ),
     ] = None
     is_error: JsonBool | None = None
@@ -225,26 +218,17 @@ class ClientCallResultBody(Strict):
         if (self.text is None) == (self.content is None):
             raise ValueError("give the result as `text` or as `content`, one of the two")
         if self.content is not None:
-            texts = sum(len(block.text) for block in self.content if isinstance(block, TextContent))
-            if texts > MAX_RESULT_CHARS:
-                raise ValueError(f"content: {texts:,} characters of text; the limit is {MAX_RESULT_CHARS:,}")
-            decoded = sum(
-                len(base64.b64decode(block.data, validate=True))
-                for block in self.content
-                if isinstance(block, ImageContent)
-            )
-            if decoded > MAX_IMAGE_BYTES:
-                raise ValueError(f"content: images of {decoded:,} bytes decoded; the limit is {MAX_IMAGE_BYTES:,}")
+            check_content(self.content)
+        size = 0 if self.structured is None else len(dumps(self.structured).encode())
+        if size > MAX_STRUCTURED_BYTES:
+            raise ValueError(f"structured: {size:,} bytes as JSON; the limit is {MAX_STRUCTURED_BYTES:,}")
         return self
 
     def result(self) -> str | list[dict[str, Any]]:
         """The result's text, or the blocks of its `tool_result` event (the SDK's shape: `type`, `data`)."""
         if self.content is None:
             return self.text or ""
-        return [
-            text_block(block.text) if isinstance(block, TextContent) else image_block(block.media_type, block.data)
-            for block in self.content
-        ]
+        return [event_block(block) for block in self.content]
 
 
 class ActiveClientBody(BaseModel):

@@ -76,7 +76,68 @@ class ImageBlock(BaseModel):
     data: ImageData
 
 
-ResultBlock = Annotated[TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock, Field(discriminator="type")]
+class AudioData(BaseModel):
+    media_type: Annotated[
+        str,
+        Field(
+            description="An audio/* media type.",
+        ),
+    ]
+    data: Annotated[
+        str,
+        Field(
+            description="Base64 (standard alphabet, padded); counted with the result's images against their 5 MiB.",
+        ),
+    ]
+
+
+class AudioBlock(BaseModel):
+    """An audio block of a tool result (an extension, MCP's AudioContent): shown as it is only to readers that ask
+    (`?include=extensions`), otherwise as a text block naming it."""
+
+    type: Literal["audio"]
+    data: AudioData
+
+
+class ResourceData(BaseModel):
+    uri: str
+    media_type: str | None = None
+    text: Annotated[
+        str | None,
+        Field(
+            description="The resource's text, or (`blob`) its bytes in base64: exactly one of the two.",
+        ),
+    ] = None
+    blob: str | None = None
+
+
+class ResourceBlock(BaseModel):
+    """A resource embedded in a tool result (an extension, MCP's EmbeddedResource): shown as it is only to readers that
+    ask (`?include=extensions`), otherwise as a text block naming it."""
+
+    type: Literal["resource"]
+    data: ResourceData
+
+
+class ResourceLinkData(BaseModel):
+    uri: str
+    name: str | None = None
+    description: str | None = None
+    media_type: str | None = None
+
+
+class ResourceLinkBlock(BaseModel):
+    """A link to a resource in a tool result (an extension, MCP's ResourceLink): shown as it is only to readers that
+    ask (`?include=extensions`), otherwise as a text block naming it."""
+
+    type: Literal["resource_link"]
+    data: ResourceLinkData
+
+
+ResultBlock = Annotated[
+    TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock | AudioBlock | ResourceBlock | ResourceLinkBlock,
+    Field(discriminator="type"),
+]
 
 
 class MessageBody(BaseModel):
@@ -213,6 +274,13 @@ class ToolResult(EventBase):
     call_id: str
     content: list[ResultBlock]
     is_error: bool
+    structured: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="Extension: the result as a JSON object too (MCP's structuredContent), where the tool gave "
+            "one.",
+        ),
+    ] = None
 
 
 class RunQueued(EventBase):

@@ -1,6 +1,7 @@
 import { connect } from "/sdk/switchboard.js";
-import { readable, tokens, toEnd } from "/pages/transcript.js";
+import { blockText, readable, tokens, toEnd } from "/pages/transcript.js";
 import { filtersOf, mountInbox } from "/pages/inbox.js";
+import { mountInputs } from "/pages/input-form.js";
 
 const $ = (id) => document.getElementById(id);
 // The same store and key name as the demo (same origin), so a link from one opens the other signed in.
@@ -153,6 +154,7 @@ $("refresh").onclick = listSessions;
 // ---- inbox ------------------------------------------------------------------------------------------
 
 const showInbox = mountInbox({ $, el, api, when });
+const inputs = mountInputs({ $, el, api, sessionId: () => live.sessionId });
 
 // ---- one session ------------------------------------------------------------------------------------
 
@@ -173,6 +175,7 @@ function resetState() {
   $("transcript").replaceChildren();
   following = true;
   renderApprovals();
+  inputs.reset();
   renderClients();
 }
 
@@ -305,6 +308,8 @@ function paintCall(call) {
     call.result !== undefined ? el("div", { class: "result" }, call.result) : "",
     ...(call.images ?? []).map((image) => el("img", { class: "result-image", alt: `${image.media_type} result`,
       onload: follow, src: `data:${image.media_type};base64,${image.data}` })),
+    ...(call.audio ?? []).map((clip) => el("audio", { class: "result-audio", controls: "",
+      src: `data:${clip.media_type};base64,${clip.data}` })),
     OPEN_STATES.has(call.state) ? el("button", { class: "cancel-call plain", onclick: () => cancelCall(call) }, "Cancel call") : "",
   );
 }
@@ -407,8 +412,9 @@ function see(event) {
       const c = call(event.call_id);
       if (c.state !== "failed" && c.state !== "denied") c.state = event.is_error ? "error" : "answered";
       const images = event.content.filter((b) => b.type === "image").map((b) => b.data);
-      const texts = event.content.filter((b) => b.type === "text").map((b) => readable(b.data.text));
-      Object.assign(c, { result: texts.join("\n"), images, doneAt: event.created_at });
+      const audio = event.content.filter((b) => b.type === "audio").map((b) => b.data);
+      const texts = event.content.map(blockText).filter((text) => text !== undefined);
+      Object.assign(c, { result: texts.join("\n"), images, audio, doneAt: event.created_at });
       if (c.node) paintCall(c);
       break;
     }
@@ -435,6 +441,10 @@ function see(event) {
       renderApprovals();
       break;
     }
+    case "input_requested":
+    case "input_provided":
+      inputs.see(event);
+      break;
     case "client_registered":
       state.names.set(event.client_id, event.name);
       note(`client ${event.name} (${short(event.client_id)}) registered with ${event.tools.length} tools`);

@@ -30,12 +30,42 @@ export interface ResultImageContent {
   data: string;
 }
 
+/** An audio block of a content result (MCP's AudioContent): an `audio/...` type, base64 data. */
+export interface ResultAudioContent {
+  type: "audio";
+  media_type: string;
+  data: string;
+}
+
+/** A resource embedded in a content result (MCP's EmbeddedResource): its `text` or its `blob` (base64). */
+export interface ResultResourceContent {
+  type: "resource";
+  resource: { uri: string; media_type?: string } & ({ text: string } | { blob: string });
+}
+
+/** A link to a resource in a content result (MCP's ResourceLink). */
+export interface ResultResourceLinkContent {
+  type: "resource_link";
+  uri: string;
+  name?: string;
+  description?: string;
+  media_type?: string;
+}
+
 /**
- * A result with images: its blocks are posted as they are (up to 16; text 65,536 characters in all, images
- * 5 MiB decoded in all). `is_error: true` makes it an error result.
+ * A result of blocks: posted as they are (up to 16; text 65,536 characters in all, images, audio and blobs
+ * 5 MiB decoded in all). `structured` is the result as a JSON object too (MCP's structuredContent, 64 KiB).
+ * `is_error: true` makes it an error result.
  */
 export interface ToolContentResult {
-  content: (ResultTextContent | ResultImageContent)[];
+  content: (
+    | ResultTextContent
+    | ResultImageContent
+    | ResultAudioContent
+    | ResultResourceContent
+    | ResultResourceLinkContent
+  )[];
+  structured?: { [key: string]: unknown } | undefined;
   is_error?: boolean | undefined;
 }
 
@@ -119,6 +149,12 @@ export interface Tool<Args extends ToolArguments = ToolArguments, Output extends
    * tab), which is handed the call under the same id.
    */
   on_leave?: "wait" | "fail" | undefined;
+  /**
+   * Whether a call from an MCP caller (the session MCP server) may be a task, MCP's Tasks extension:
+   * `"optional"` (the default: a task for a caller that declared the extension), `"required"` (a caller that
+   * did not is refused) or `"forbidden"` (always answered in line).
+   */
+  task_support?: "forbidden" | "optional" | "required" | undefined;
   /** Run the call (a method, so a tool of a narrower argument type still fits {@link Tools}). */
   execute(args: Args, call: ToolCallContext): Output | Promise<Output>;
 }
@@ -173,8 +209,53 @@ export interface ImageBlock {
   };
 }
 
+/**
+ * An audio block of a tool result (an extension, MCP's AudioContent): shown as it is only to readers that ask
+ * (`?include=extensions`), otherwise as a text block naming it.
+ */
+export interface AudioBlock {
+  type: "audio";
+  data: {
+    /** An audio/* media type. */
+    media_type: string;
+    /** Base64 (standard alphabet, padded); counted with the result's images against their 5 MiB. */
+    data: string;
+  };
+}
+
+/**
+ * A resource embedded in a tool result (an extension, MCP's EmbeddedResource): shown as it is only to readers that
+ * ask (`?include=extensions`), otherwise as a text block naming it.
+ */
+export interface ResourceBlock {
+  type: "resource";
+  data: {
+    uri: string;
+    media_type?: string;
+    /** The resource's text, or (`blob`) its bytes in base64: exactly one of the two. */
+    text?: string;
+    blob?: string;
+  };
+}
+
+/**
+ * A link to a resource in a tool result (an extension, MCP's ResourceLink): shown as it is only to readers that ask
+ * (`?include=extensions`), otherwise as a text block naming it.
+ */
+export interface ResourceLinkBlock {
+  type: "resource_link";
+  data: { uri: string; name?: string; description?: string; media_type?: string };
+}
+
 /** A block of a tool result. */
-export type ResultBlock = TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock;
+export type ResultBlock =
+  | TextBlock
+  | ToolCallBlock
+  | ThinkingBlock
+  | ImageBlock
+  | AudioBlock
+  | ResourceBlock
+  | ResourceLinkBlock;
 
 /** A message of the transcript. */
 export interface Message {
@@ -254,6 +335,8 @@ export interface ToolResultEvent extends LoggedEvent {
   call_id: string;
   content: ResultBlock[];
   is_error: boolean;
+  /** Extension: the result as a JSON object too (MCP's structuredContent), where the tool gave one. */
+  structured?: { [key: string]: unknown };
 }
 
 export interface RunQueuedEvent extends LoggedEvent {

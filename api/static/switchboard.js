@@ -331,13 +331,16 @@ function declarations(tools) {
     ...(tool.timeout_s ? { timeout_s: tool.timeout_s } : {}),
     ...(tool.heartbeat_s ? { heartbeat_s: tool.heartbeat_s } : {}),
     ...(tool.on_leave ? { on_leave: tool.on_leave } : {}),
+    ...(tool.task_support ? { task_support: tool.task_support } : {}),
   }));
 }
 
-/** What a tool returned, as the body of its result: text, or content blocks (images) as they are. */
+/** What a tool returned, as the body of its result: text, or content blocks (images, audio, resources, links)
+ * and its structured content as they are. */
 function resultBody(value) {
   if (value && typeof value === "object" && Array.isArray(value.content)) {
-    return { content: value.content, ...(value.is_error ? { is_error: true } : {}) };
+    const structured = value.structured && typeof value.structured === "object" ? { structured: value.structured } : {};
+    return { content: value.content, ...structured, ...(value.is_error ? { is_error: true } : {}) };
   }
   const text = resultText(value);
   if (text.length > MAX_RESULT_CHARS) {

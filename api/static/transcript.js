@@ -10,6 +10,30 @@ export function readable(text) {
     .join("\n");
 }
 
+function kib(base64) { return `${Math.max(1, Math.round((base64.length * 3) / 4 / 1024))} KiB`; }
+
+/** A result block as a person reads it where it is not shown as itself (the server's words for it when the
+ * stream does not carry it, common/events/blocks.py `describe`): a text as it is, a text resource with its
+ * text, audio, a blob and a link named; undefined for an image (shown as one) or a block of no result. */
+export function blockText(block) {
+  const data = block?.data ?? {};
+  switch (block?.type) {
+    case "text": return readable(data.text);
+    case "audio": return `[audio: ${data.media_type}, ${kib(data.data ?? "")}]`;
+    case "resource": {
+      const kind = data.media_type ? `, ${data.media_type}` : "";
+      if (typeof data.text === "string") return `[resource: ${data.uri}${kind}]\n${data.text}`;
+      return `[resource: ${data.uri}${kind || ", application/octet-stream"}, ${kib(data.blob ?? "")}]`;
+    }
+    case "resource_link": {
+      const named = data.name ? `${data.name} ` : "";
+      const kind = data.media_type ? `, ${data.media_type}` : "";
+      return `[resource link: ${named}<${data.uri}>${kind}${data.description ? `: ${data.description}` : ""}]`;
+    }
+    default: return undefined;
+  }
+}
+
 /** Scroll a transcript to its end with its top edge between two entries, never through one (a line cut
  * in half): what is left over goes under the last entry (a spacer, at most one entry high). Returns the
  * box's scrollTop once placed, so a page can tell its own move from the reader's. */

@@ -46,6 +46,17 @@ class CallRecord(CallState):
 
 
 @dataclass(frozen=True, slots=True)
+class CallTask(CallState):
+    """An MCP client's call as its task reads it (api/mcp/tasks.py): when it was made and last changed
+    (ms), the ids of its open input requests, and once settled the seq of its `tool_result`."""
+
+    created_ms: int = 0
+    updated_ms: int = 0
+    open_inputs: tuple[str, ...] = ()
+    result_seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Dispatched:
     """What became of a call no run made: `dispatched` to its registration, `awaiting` a decision (`seq`
     is that of its `client_tool_dispatched` or its `approval_requested`), or `denied` by a decision
@@ -154,4 +165,27 @@ class Calls:
             str(record.get("client") or ""),
             str(record.get("run") or ""),
             int(record.get("step") or 0),
+        )
+
+    async def task(self, session_id: str, call_id: str) -> CallTask | None:
+        """The record of a call an MCP client made, as its task reads it (None when there is no such call
+        in the session, no longer, or it is a run's)."""
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(self._core.keys.session(session_id).calls, call_id)
+        if raw is None:
+            return None
+        record = loads(raw)
+        if record.get("src") != MCP_SOURCE:
+            return None
+        created = int(record.get("at") or 0)
+        # The times the record keeps of its changes: the ack, a wait for its client, an input request
+        # opened, the settling.
+        changed = [int(record.get(field) or 0) for field in ("acked_ms", "ws", "pz", "fin")]
+        return CallTask(
+            str(record.get("state", "")),
+            record.get("reason"),
+            created,
+            max([created, *changed]),
+            tuple(str(i) for i in record.get("iro") or ()),
+            int(record.get("rs") or 0),
         )

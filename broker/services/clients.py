@@ -330,17 +330,15 @@ class Clients:
         is_error: bool,
         caller: Caller = Caller(),
         receipt: Receipt | None = None,
+        structured: dict[str, Any] | None = None,
     ) -> None:
-        """Record the result (a text, or the blocks of a result with images), and owe the next step when
-        this was the step's last call."""
+        """Record the result (a text, or the blocks of a result with images and other content; `structured`
+        its JSON object too), and owe the next step when this was the step's last call."""
         keys = self._core.keys
         call, args = call_names(keys, session_id, call_id, client_id)
         receipt_keys, receipt_args = receipt_names(self._core, session_id, caller, receipt)
-        event = (
-            events.tool_result(call_id, text, is_error=is_error)
-            if isinstance(text, str)
-            else events.tool_result_blocks(call_id, text, is_error=is_error)
-        )
+        blocks = [events.text_block(text)] if isinstance(text, str) else text
+        event = events.tool_result_blocks(call_id, blocks, is_error=is_error, structured=structured)
         await self._core.scripts.run(
             "answer_call",
             {**call, **receipt_keys, "stream": keys.session(session_id).client_calls(client_id)},

@@ -25,6 +25,9 @@ class CallFacts:
     # When the call's open approval resolves by itself as a deny (ms: its policy's approval_timeout_s);
     # None when it waits for ever or is no longer open (the decision drops it from the record).
     approval_deadline: int | None
+    # When the call fails by its tool's own timeout_s (ms: counted from its ack), the one deadline an open
+    # input request leaves running (lib/call.lua sb_pause_deadline); None without timeout_s or an ack.
+    timeout_deadline: int | None = None
 
 
 class NoticeReader:
@@ -46,7 +49,7 @@ class NoticeReader:
         return NoticeSource(rows[0][1][b"e"], agent_id.decode(), subject.decode() if subject else None)
 
     async def call(self, session_id: str, call_id: str) -> CallFacts:
-        """What a call's record says of its run and its approval's deadline (nothing, once it is gone)."""
+        """What a call's record says of its run and its deadlines (nothing, once it is gone)."""
         with translate_redis_errors():
             raw = await self._core.redis.hget(self._core.keys.session(session_id).calls, call_id)
         if raw is None:
@@ -56,7 +59,9 @@ class NoticeReader:
         # `ato` (how long the approval may wait) is on the record only while the approval is open, and then
         # `expires` is when its timer comes due (lib/call.lua sb_approval_deadline).
         expires = record.get("expires") if record.get("ato") else None
+        acked, timeout = record.get("acked_ms"), record.get("to")
         return CallFacts(
             run if isinstance(run, str) and run else None,
             int(expires) if isinstance(expires, int | float) else None,
+            int(acked + timeout) if isinstance(acked, int | float) and isinstance(timeout, int | float) else None,
         )

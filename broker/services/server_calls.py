@@ -48,10 +48,16 @@ class ServerCalls:
         await self.result_blocks(session_id, call_id, [events.text_block(text)], is_error=is_error)
 
     async def result_blocks(
-        self, session_id: str, call_id: str, content: list[events.Block], *, is_error: bool
+        self,
+        session_id: str,
+        call_id: str,
+        content: list[events.Block],
+        *,
+        is_error: bool,
+        structured: dict[str, Any] | None = None,
     ) -> None:
-        """The same, for a result of text and image blocks (an MCP server's)."""
-        result = events.tool_result_blocks(call_id, content, is_error=is_error)
+        """The same, for a result of blocks (an MCP server's), `structured` its structuredContent."""
+        result = events.tool_result_blocks(call_id, content, is_error=is_error, structured=structured)
         await self._script("server_result", session_id, call_id, event=result)
 
     async def progress(self, session_id: str, call_id: str, event: str) -> str:

@@ -16,16 +16,12 @@ the bytes written so far (orjson writes a float past 1e16 as `1e+16`, msgspec as
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, get_args
-
-import msgspec
 
 from common.codec import canonical_json, dumps, sha256_hex
 from common.events.catalogue import SDK_EVENT_TYPES as SDK_EVENT_TYPES
 from common.events.catalogue import (
     ClientToolProgress,
-    ImageBlock,
     ImageMediaType,
     InputSource,
     MessageBody,
@@ -33,9 +29,8 @@ from common.events.catalogue import (
     TextBlock,
     TextData,
     ToolProgress,
-    ToolResult,
 )
-from common.events.read import decode, encode
+from common.events.read import encode
 
 Block = dict[str, Any]
 
@@ -69,8 +64,12 @@ def tool_result(call_id: str, text: str, *, is_error: bool) -> str:
     return tool_result_blocks(call_id, [text_block(text)], is_error=is_error)
 
 
-def tool_result_blocks(call_id: str, content: list[Block], *, is_error: bool) -> str:
-    return dumps({"type": "tool_result", "call_id": call_id, "content": content, "is_error": is_error})
+def tool_result_blocks(
+    call_id: str, content: list[Block], *, is_error: bool, structured: dict[str, Any] | None = None
+) -> str:
+    """`structured` (an extension): the result as a JSON object too (MCP's structuredContent)."""
+    event = {"type": "tool_result", "call_id": call_id, "content": content, "is_error": is_error}
+    return dumps(event if structured is None else event | {"structured": structured})
 
 
 # What one tool result may hold, whoever answers it (a client's result route, an MCP server): its text in
@@ -89,26 +88,6 @@ def image_text(media_type: str, data: str) -> str:
     """What names an image where only text goes: `[image/png, 48 KB]` (`data` its base64)."""
     size = len(data) * 3 // 4
     return f"[{media_type}, {max(1, round(size / 1024))} KB]"
-
-
-# Made once per event, not once per reader: every stream of a session gets the same bytes from the hub
-# (bytes keep their hash, so a repeat lookup costs no hashing of a large event).
-@lru_cache(maxsize=16)
-def without_images(data: bytes) -> bytes:
-    """The stored tool result with each image block replaced by a text block naming it (`[image/png, 48 KB]`):
-    the default view, which the Subako SDK can read. Any other event is returned as it is."""
-    event = decode(data)
-    if not isinstance(event, ToolResult):
-        return data
-    content = [
-        TextBlock(TextData(image_text(block.data.media_type, block.data.data)))
-        if isinstance(block, ImageBlock)
-        else block
-        for block in event.content
-    ]
-    body = encode(msgspec.structs.replace(event, content=content, seq=0, created_at=""))
-    # The log's own prefix (`{"seq":N,"created_at":"...",`) goes back in front, as the log spliced it.
-    return data[: data.index(b'"type"')] + body[1:].encode()
 
 
 def client_tool_dispatched(

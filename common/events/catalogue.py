@@ -109,10 +109,53 @@ class ImageBlock(Record, tag="image", frozen=True):
     data: ImageData
 
 
+class AudioData(msgspec.Struct, frozen=True):
+    # An audio/* media type.
+    media_type: str
+    # Base64 (standard alphabet, padded); counted with the result's images against their 5 MiB.
+    data: str
+
+
+class AudioBlock(Record, tag="audio", frozen=True):
+    """An audio block of a tool result (an extension, MCP's AudioContent): shown as it is only to readers
+    that ask (`?include=extensions`), otherwise as a text block naming it."""
+
+    data: AudioData
+
+
+class ResourceData(msgspec.Struct, frozen=True, omit_defaults=True):
+    uri: str
+    media_type: str | UnsetType = UNSET
+    # The resource's text, or (`blob`) its bytes in base64: exactly one of the two.
+    text: str | UnsetType = UNSET
+    blob: str | UnsetType = UNSET
+
+
+class ResourceBlock(Record, tag="resource", frozen=True):
+    """A resource embedded in a tool result (an extension, MCP's EmbeddedResource): shown as it is only to
+    readers that ask (`?include=extensions`), otherwise as a text block naming it."""
+
+    data: ResourceData
+
+
+class ResourceLinkData(msgspec.Struct, frozen=True, omit_defaults=True):
+    uri: str
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    media_type: str | UnsetType = UNSET
+
+
+class ResourceLinkBlock(Record, tag="resource_link", frozen=True):
+    """A link to a resource in a tool result (an extension, MCP's ResourceLink): shown as it is only to
+    readers that ask (`?include=extensions`), otherwise as a text block naming it."""
+
+    data: ResourceLinkData
+
+
 # A block of a message.
 MessageBlock = TextBlock | ToolCallBlock | ThinkingBlock
 # A block of a tool result.
-ResultBlock = TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock
+ResultBlock = TextBlock | ToolCallBlock | ThinkingBlock | ImageBlock | AudioBlock | ResourceBlock | ResourceLinkBlock
 
 
 class MessageBody(msgspec.Struct, frozen=True):
@@ -227,6 +270,8 @@ class ToolResult(Event, tag="tool_result", frozen=True):
     call_id: str
     content: list[ResultBlock]
     is_error: bool
+    # The result as a JSON object too (MCP's structuredContent), where the tool gave one.
+    structured: Annotated[JsonObject, EXT] | UnsetType = UNSET
 
 
 class RunQueued(Event, tag="run_queued", frozen=True):

@@ -16,11 +16,14 @@ import msgspec
 
 from common.events.catalogue import (
     EVENTS,
+    AudioBlock,
     Custom,
     Event,
     ImageBlock,
     MessageDelta,
     Record,
+    ResourceBlock,
+    ResourceLinkBlock,
     ThinkingDelta,
     ToolResult,
     type_name,
@@ -128,6 +131,15 @@ def has_images(data: bytes) -> bool:
     """A stored event carrying image blocks (a client's result). Only a tool result's bytes are searched;
     they hold `"type":"image"` only as JSON structure."""
     return _TOOL_RESULT in data[:_TOOL_RESULT_END] and _IMAGE in data
+
+
+_RICH = tuple(type_mark(cls) for cls in (AudioBlock, ResourceBlock, ResourceLinkBlock))
+
+
+def has_rich_blocks(data: bytes) -> bool:
+    """A stored tool result carrying audio, resource or resource link blocks (an extension of the Subako
+    wire: shown as they are only to readers that ask, `?include=extensions`)."""
+    return _TOOL_RESULT in data[:_TOOL_RESULT_END] and any(mark in data for mark in _RICH)
 
 
 def _include(cls: type[Event]) -> str:

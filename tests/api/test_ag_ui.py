@@ -1,9 +1,10 @@
 """The AG-UI door (docs/ag-ui.md) driven by the real `@ag-ui/client` HttpAgent in Node: text, a frontend
-tool answered, a server tool, an approval resumed, a reload that repeats no call, a frontend that never
-answers; and what the door refuses."""
+tool answered, a server tool, an approval resumed, an input request resumed, a reload that repeats no call, a
+frontend that never answers; and what the door refuses."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from tests.api_client import Api, Session, of_type, run_over
+from tests.fakes import Reply, anthropic_stream, fake_provider
 from tests.js_clients import drive
 
 PICK = {
@@ -205,6 +207,147 @@ async def test_a_frontend_that_never_answers_gets_the_usual_failure_and_the_run_
     (failed,) = of_type(events, "client_tool_failed")
     assert (failed["call_id"], failed["reason"]) == (call_id, "result_timeout")
     assert of_type(events, "run_completed")
+
+
+ASK_CALL = '/call client__web__highlight_row {"row_id": "7"}'
+URL = "https://x.example/pick"
+FORM = {
+    "type": "object",
+    "properties": {"amount": {"type": "number", "minimum": 0}, "confirm": {"type": "boolean"}},
+    "required": ["amount"],
+}
+
+
+async def _asked(api: Api, session: Session, client_id: str, body: dict[str, Any]) -> tuple[str, str]:
+    """The call the run made of the client's tool, acked, and the request its client made on it."""
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")), timeout=20)
+    call_id = str(of_type(events, "client_tool_dispatched")[0]["call_id"])
+    assert (await api.call(session, client_id, call_id, "ack")).status_code == 200
+    path = f"/v1/sessions/{session.id}/clients/{client_id}/calls/{call_id}/input-requests"
+    async with api.as_session(session) as client:
+        asked = await client.post(path, json=body)
+    assert asked.status_code == 201, asked.text
+    return call_id, str(asked.json()["request_id"])
+
+
+async def _answered(api: Api, session: Session, request_id: str) -> dict[str, Any]:
+    async with api.as_session(session) as client:
+        for _ in range(200):
+            read = (await client.get(f"/v1/sessions/{session.id}/input-requests/{request_id}")).json()
+            if read["state"] != "open":
+                return dict(read)
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"input request {request_id} was never answered")
+
+
+@pytest.mark.parametrize("proto", [False, True])
+async def test_an_input_request_is_an_interrupt_and_resume_answers_it(api: Api, proto: bool) -> None:
+    session = await api.session()
+    web = await api.register(session)
+
+    async def backend() -> dict[str, Any]:
+        call_id, request_id = await _asked(api, session, web["id"], {"message": "Move how much?", "schema": FORM})
+        answer = await _answered(api, session, request_id)
+        amount = (answer["content"] or {}).get("amount")
+        assert (await api.call(session, web["id"], call_id, "result", text=f"moved {amount}")).status_code == 204
+        return {"call_id": call_id, "request_id": request_id, **answer}
+
+    payload = {"action": "accept", "content": {"amount": 12.5, "confirm": True}}
+    asked, resumed = await asyncio.gather(
+        _drive(api, session, {"add": [_user(ASK_CALL)]}, {"resumePending": payload}, proto=proto), backend()
+    )
+    first, second = asked
+    assert first["error"] is None, first
+    (interrupt,) = first["finished"]["interrupts"]
+    assert (interrupt["id"], interrupt["reason"]) == (resumed["request_id"], "input_request")
+    assert (interrupt["toolCallId"], interrupt["message"]) == (resumed["call_id"], "Move how much?")
+    assert interrupt["responseSchema"]["properties"]["content"] == FORM
+    assert interrupt["responseSchema"]["properties"]["action"]["enum"] == ["accept", "decline", "cancel"]
+    assert interrupt["metadata"] == {"call_id": resumed["call_id"], "tool": "client__web__highlight_row"}
+    assert (resumed["state"], resumed["action"], resumed["content"]) == ("answered", "accept", payload["content"])
+    assert second["error"] is None, second
+    assert [e["content"] for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["moved 12.5"]
+    assert second["finished"] == {"type": "success"}
+    assert len(of_type(await api.events(session), "run_started")) == 1
+
+
+@pytest.mark.private_providers
+async def test_after_an_answered_input_request_the_frontends_own_call_is_its_turn_again(api: Api) -> None:
+    async with fake_provider() as fake:
+        body = {"api_key": "k", "base_url": fake.url, "display_name": "fake", "format": "anthropic"}
+        provider = (await api.key.post("/v1/model-providers", json=body)).json()
+        agent = (await api.key.post("/v1/agents", json={"name": "asks then picks"})).json()
+        model = {"format": "anthropic", "model": "claude-test", "max_tokens": 100}
+        version = {"model_provider_id": provider["id"], "model": model}
+        assert (await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)).status_code == 201
+        session = await api.session(agent["id"])
+        web = await api.register(session)
+        backend_call = {"id": "toolu_1", "name": "client__web__highlight_row", "input": {"row_id": "7"}}
+        frontend_call = {"id": "toolu_2", "name": "pick_color", "input": {"color": "red"}}
+        fake.replies = [
+            Reply(frames=anthropic_stream({"type": "tool_use", **backend_call}, stop="tool_use")),
+            Reply(frames=anthropic_stream({"type": "tool_use", **frontend_call}, stop="tool_use")),
+            Reply(frames=anthropic_stream({"type": "text", "text": "all done"})),
+        ]
+
+        async def backend() -> None:
+            call_id, request_id = await _asked(api, session, web["id"], {"message": "Which row?", "url": URL})
+            await _answered(api, session, request_id)
+            assert (await api.call(session, web["id"], call_id, "result", text="lit")).status_code == 204
+
+        runs: list[dict[str, Any]] = [
+            {"add": [_user("go")], "tools": [PICK]},
+            {"resumePending": {"action": "accept"}, "tools": [PICK]},
+            {"answerPending": "red it is", "tools": [PICK]},
+        ]
+        (asked, resumed, answered), _ = await asyncio.gather(_drive(api, session, *runs), backend())
+    assert [i["reason"] for i in asked["finished"]["interrupts"]] == ["input_request"]
+    # The resumed stream shows the call's result, then ends where the frontend's own tool is called.
+    assert resumed["error"] is None, resumed
+    assert [e["content"] for e in resumed["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["lit"]
+    assert resumed["finished"]["pendingToolCallIds"] == ["toolu_2"]
+    assert answered["error"] is None, answered
+    assert answered["finished"] == {"type": "success"}
+    assert "all done" in _assistant_text(answered)
+
+
+async def test_a_url_request_cancelled_in_the_frontend_is_answered_cancel(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session)
+
+    async def backend() -> dict[str, Any]:
+        call_id, request_id = await _asked(api, session, web["id"], {"message": "Sign", "url": "https://x.example/s"})
+        answer = await _answered(api, session, request_id)
+        assert (await api.call(session, web["id"], call_id, "result", text=answer["action"])).status_code == 204
+        return answer
+
+    runs: list[dict[str, Any]] = [{"add": [_user(ASK_CALL)]}, {"resumePending": None, "resumeStatus": "cancelled"}]
+    (first, second), answer = await asyncio.gather(_drive(api, session, *runs), backend())
+    (interrupt,) = first["finished"]["interrupts"]
+    assert interrupt["metadata"]["url"] == "https://x.example/s"
+    assert "content" not in interrupt["responseSchema"]["properties"]
+    assert (answer["action"], answer["content"]) == ("cancel", None)
+    assert [e["content"] for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["cancel"]
+
+
+async def test_an_answer_the_form_refuses_is_400_naming_the_field_and_answers_nothing(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session)
+    await api.send(session, ASK_CALL)
+    _, request_id = await _asked(api, session, web["id"], {"message": "How much?", "schema": FORM})
+    for payload, named in (
+        ({"action": "accept", "content": {"amount": -1}}, f"resume: {request_id}: content.amount"),
+        ({"action": "accept"}, f"resume: {request_id}: content.amount"),
+        ({"action": "maybe"}, f"resume: {request_id}: action"),
+        ({"action": "decline", "content": {"amount": 1}}, f"resume: {request_id}: content: only with action accept"),
+    ):
+        resume = [{"interruptId": request_id, "status": "resolved", "payload": payload}]
+        answer = await _post(api, session, _input(resume=resume))
+        assert answer.status_code == 400, answer.text
+        assert named in answer.json()["error"]["message"], answer.json()
+    async with api.as_session(session) as client:
+        read = (await client.get(f"/v1/sessions/{session.id}/input-requests/{request_id}")).json()
+    assert read["state"] == "open"
 
 
 async def _post(api: Api, session: Session, body: Any, token: str | None = None) -> Any:

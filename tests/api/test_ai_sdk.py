@@ -1,10 +1,11 @@
 """The AI SDK door (docs/ai-sdk.md) driven by the real `ai` package's DefaultChatTransport and
-readUIMessageStream in Node: text, a frontend tool answered, a server tool, an approval answered, a resend
-that repeats no call, a frontend that never answers, a reload that resumes the stream; and what the door
-refuses."""
+readUIMessageStream in Node: text, a frontend tool answered, a server tool, an approval answered, an input
+request shown as a data part, a resend that repeats no call, a frontend that never answers, a reload that
+resumes the stream; and what the door refuses."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -37,6 +38,7 @@ async def _drive(
         "chatId": "chat-1",
         "tools": tools or [],
         "runs": list(runs),
+        "inputsUrl": f"{api.stack.url}/v1/sessions/{session.id}/input-requests",
     }
     return await drive("ai_sdk_driver.mjs", plan)
 
@@ -184,6 +186,82 @@ async def test_a_frontend_that_never_answers_gets_the_usual_failure_and_the_run_
     (failed,) = of_type(events, "client_tool_failed")
     assert (failed["call_id"], failed["reason"]) == (part["toolCallId"], "result_timeout")
     assert of_type(events, "run_completed")
+
+
+ASK_CALL = '/call client__web__highlight_row {"row_id": "7"}'
+FORM = {"type": "object", "properties": {"amount": {"type": "number", "minimum": 0}}, "required": ["amount"]}
+
+
+async def _asking_client(api: Api, session: Session, client_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The session's client of `client__web__...`: acks the run's call, asks the person, then answers
+    the call with what came back (once an answer came, or at once with `answered: false`)."""
+    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")), timeout=20)
+    call_id = str(of_type(events, "client_tool_dispatched")[0]["call_id"])
+    assert (await api.call(session, client_id, call_id, "ack")).status_code == 200
+    async with api.as_session(session) as client:
+        asked = await client.post(
+            f"/v1/sessions/{session.id}/clients/{client_id}/calls/{call_id}/input-requests", json=body
+        )
+        assert asked.status_code == 201, asked.text
+        request_id = asked.json()["request_id"]
+        read: dict[str, Any] = {"state": "open"}
+        for _ in range(200 if body.get("schema") else 0):
+            read = (await client.get(f"/v1/sessions/{session.id}/input-requests/{request_id}")).json()
+            if read["state"] != "open":
+                break
+            await asyncio.sleep(0.05)
+    text = f"moved {(read.get('content') or {}).get('amount')}" if read["state"] == "answered" else "went on"
+    assert (await api.call(session, client_id, call_id, "result", text=text)).status_code == 204
+    return {"call_id": call_id, "request_id": request_id}
+
+
+async def test_an_input_request_is_a_data_part_answered_at_its_route_while_the_stream_goes_on(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session)
+    answer = {"action": "accept", "content": {"amount": 3}}
+    body = {"message": "Move how much?", "schema": FORM}
+    (run,), asked = await asyncio.gather(
+        _drive(api, session, {"send": ASK_CALL, "answerInputs": answer}), _asking_client(api, session, web["id"], body)
+    )
+    assert run["error"] is None, run
+    assert run["answered"] == [200]
+    parts = [c for c in run["chunks"] if c["type"] == "data-input-request"]
+    common = {"request_id": asked["request_id"], "call_id": asked["call_id"], "tool": "client__web__highlight_row"}
+    opened = {**common, "message": "Move how much?", "schema": FORM}
+    assert [p["data"] for p in parts] == [
+        {**opened, "state": "open"},
+        {**opened, "state": "answered", "action": "accept", "content": {"amount": 3}},
+    ]
+    assert {p["id"] for p in parts} == {asked["request_id"]}
+    # One part in the message, its data the newest: the SDK reconciles a data part by its id.
+    (part,) = [p for p in run["message"]["parts"] if p["type"] == "data-input-request"]
+    assert part["data"]["state"] == "answered"
+    (tool,) = _tools(run)
+    assert (tool["state"], tool["output"]) == ("output-available", "moved 3")
+    assert run["chunks"][-1] == {"type": "finish", "finishReason": "stop"}
+
+
+async def test_a_page_request_that_ends_with_its_call_shows_it_ended(api: Api) -> None:
+    session = await api.session()
+    web = await api.register(session)
+    body = {"message": "Sign the form", "url": "https://x.example/sign"}
+    (run,), asked = await asyncio.gather(
+        _drive(api, session, {"send": ASK_CALL}), _asking_client(api, session, web["id"], body)
+    )
+    assert run["error"] is None, run
+    parts = [c["data"] for c in run["chunks"] if c["type"] == "data-input-request"]
+    opened = {
+        "request_id": asked["request_id"],
+        "call_id": asked["call_id"],
+        "tool": "client__web__highlight_row",
+        "message": "Sign the form",
+        "url": "https://x.example/sign",
+    }
+    assert parts == [
+        {**opened, "state": "open"},
+        {**opened, "state": "cancelled", "action": "cancel", "content": None, "reason": "call_settled"},
+    ]
+    assert _tools(run)[0]["output"] == "went on"
 
 
 async def test_thinking_and_streamed_tool_input_of_a_real_adapter_reach_use_chat(api: Api) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import pytest
 
 from common.codec import rfc3339_ms
+from tests.api.test_input_requests import ASK, acked_call, ask, tool
 from tests.api.test_waiting_calls import CALL, WAITING, first_call, leave, wait_for
 from tests.api_client import Api, Event, Session, of_type, run_over
 from workers.notices import Notices
@@ -85,6 +86,23 @@ async def test_an_approvals_item_carries_its_deadline(api: Api) -> None:
     forever, _ = await approval_open(api)
     (item,) = await inbox_until(api, forever, 1)
     assert item["deadline"] is None
+
+
+async def test_an_input_requests_item_carries_its_calls_timeout_and_none_without_one(api: Api) -> None:
+    for timeout_s in (3600, None):
+        session = await api.session()
+        web = await api.register(session, tools=[tool(timeout_s=timeout_s)] if timeout_s else None)
+        call_id = await acked_call(api, session, web["id"])
+        assert (await ask(api, session, web["id"], call_id, ASK)).status_code == 201
+        (item,) = await inbox_until(api, session, 1)
+        assert (item["kind"], item["call_id"]) == ("input", call_id)
+        if timeout_s is None:
+            # The result deadline waits while the request is open: nothing is due.
+            assert item["deadline"] is None
+            continue
+        # The tool's timeout_s runs on from the ack (the scripts' ms), open request or not.
+        (acked,) = of_type(await api.events(session), "client_tool_acked")
+        assert rfc3339_ms(item["deadline"]) == floor_ms(acked["created_at"]) + timeout_s * 1000
 
 
 async def test_an_approval_that_times_out_leaves_the_inbox(api: Api) -> None:

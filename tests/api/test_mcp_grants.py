@@ -15,9 +15,11 @@ from starlette.routing import Route
 
 from broker.transport.embedded import free_port
 from switchboard.settings import Settings
+from tests.api.test_ag_ui import _drive as ag_ui_drive
+from tests.api.test_ag_ui import _user as ag_ui_user
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api, whole_log
 from tests.helpers import SCRIPTED_CONFIG
-from tests.mcp_servers import PIXEL, Seen, Transport, odd_app, serving
+from tests.mcp_servers import PDF, PIXEL, WAV, Seen, Transport, odd_app, serving
 from tests.stack import serve_asgi
 from workers.mcp import hub
 
@@ -89,6 +91,47 @@ async def test_the_tools_are_offered_by_name_and_their_results_are_text_images_a
     assert full["content"][1] == {"type": "image", "data": {"media_type": "image/png", "data": PIXEL}}
     (message,) = of_type(events, "message_assistant")[-1:]
     assert "mcp__kit__add: 5" in message["message"]["content"][0]["data"]["text"]
+
+
+async def test_audio_resources_links_and_structured_content_come_through_a_grant(api: Api, kit_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url)])
+    events = await answer(api, session, "/call mcp__kit__rich")
+    (result,) = of_type(events, "tool_result")
+    assert result["is_error"] is False
+    assert texts(result) == [
+        "all kinds",
+        "[audio: audio/wav, 1 KiB]",
+        "[resource: mem://notes/1, text/plain]\nthe note",
+        "[resource: file:///r.pdf, application/pdf, 1 KiB]",
+        "[resource link: report <https://example.com/r>: It]",
+        '{"kinds":5}',
+    ]
+    assert result["structured"] == {"kinds": 5}
+    (full,) = [r for r in await results(api, session, "extensions") if r["call_id"] == result["call_id"]]
+    assert [b["type"] for b in full["content"]] == ["text", "audio", "resource", "resource", "resource_link", "text"]
+    assert full["content"][1]["data"] == {"media_type": "audio/wav", "data": WAV}
+    assert full["content"][3]["data"] == {"uri": "file:///r.pdf", "media_type": "application/pdf", "blob": PDF}
+    # The scripted model reads the result as a model does: what it cannot be shown named.
+    (message,) = of_type(events, "message_assistant")[-1:]
+    said = message["message"]["content"][0]["data"]["text"]
+    assert "[audio: audio/wav, 1 KiB, not shown to this model]" in said
+    assert "[resource: file:///r.pdf, application/pdf, 1 KiB, not shown to this model]" in said
+
+
+async def test_the_ag_ui_door_shows_a_rich_result_as_the_text_naming_each_block(api: Api, kit_url: str) -> None:
+    session = await api.session(mcp=[grant(kit_url)])
+    (run,) = await ag_ui_drive(api, session, {"add": [ag_ui_user("/call mcp__kit__rich")]})
+    assert run["error"] is None, run
+    (result,) = [e for e in run["events"] if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["content"].splitlines() == [
+        "all kinds",
+        "[audio: audio/wav, 1 KiB]",
+        "[resource: mem://notes/1, text/plain]",
+        "the note",
+        "[resource: file:///r.pdf, application/pdf, 1 KiB]",
+        "[resource link: report <https://example.com/r>: It]",
+        '{"kinds":5}',
+    ]
 
 
 async def test_a_failing_tool_is_an_error_result_and_the_run_goes_on(api: Api, kit_url: str) -> None:

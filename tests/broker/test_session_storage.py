@@ -34,6 +34,7 @@ CAP = 200_000
 SETTING = "SWITCHBOARD_MAX_SESSION_BYTES"
 WEB = "0190f2a0-0000-7000-8000-00000000000a"
 FILLER = "0190f2a0-0000-7000-8000-00000000000f"
+URL = "https://example.com/confirm"
 
 
 @pytest.fixture
@@ -314,3 +315,59 @@ async def test_a_server_tool_result_past_the_cap_becomes_an_error_result_and_the
     assert refused(result["content"][0]["data"]["text"])
     # The call is settled, so the run's next step is owed: the run goes on.
     assert f"s|{session_id}|{run_id}|1|0" in await owed_work(broker, session_id)
+
+
+async def test_a_result_counts_the_input_provided_events_ending_its_open_requests(capped: Broker) -> None:
+    broker = capped
+    session_id = await make_session(broker)
+    redis = node(broker, session_id)
+    await broker.clients.register(session_id, WEB, "web", None, [HIGHLIGHT])
+    run_id = await start_run(broker, session_id)
+    first = call("client__web__highlight_row")
+    assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
+    await broker.clients.ack(session_id, WEB, first.call_id)
+    for n in range(4):
+        request_id = f"0190f2a0-0000-7000-8000-00000000010{n}"
+        await broker.inputs.ask(session_id, WEB, first.call_id, request_id, "ok?", schema=None, url=URL, key=None)
+    # Room for the result itself, but not for it and the four events that end the open requests.
+    await fill(broker, session_id, room=800)
+    before = await snapshot(redis, broker, session_id)
+    with pytest.raises(Conflict) as error:
+        await broker.clients.answer(session_id, WEB, first.call_id, "done", is_error=False)
+    assert refused(error.value.message)
+    assert await snapshot(redis, broker, session_id) == before
+    # With room again (a filler leaves), the result goes in with the four events, under the cap.
+    await broker.clients.leave(session_id, FILLER[:-1] + "e")
+    await broker.clients.answer(session_id, WEB, first.call_id, "done", is_error=False)
+    ended = [e for e in await log_events(broker, session_id) if e["type"] == "input_provided"]
+    assert [e["reason"] for e in ended] == ["call_settled"] * 4
+    assert await counted(broker, session_id) <= CAP
+
+
+async def test_dropping_a_tool_counts_the_input_provided_events_ending_its_waiting_calls_requests(
+    capped: Broker,
+) -> None:
+    broker = capped
+    session_id = await make_session(broker)
+    redis = node(broker, session_id)
+    waiting = {**HIGHLIGHT, "on_leave": "wait"}
+    await broker.clients.register(session_id, WEB, "web", None, [waiting])
+    run_id = await start_run(broker, session_id)
+    first = call("client__web__highlight_row")
+    assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
+    await broker.clients.ack(session_id, WEB, first.call_id)
+    for n in range(4):
+        request_id = f"0190f2a0-0000-7000-8000-00000000020{n}"
+        await broker.inputs.ask(session_id, WEB, first.call_id, request_id, "ok?", schema=None, url=URL, key=None)
+    # Room for the new tool list, not for it and the four events that end the requests as the call waits.
+    await fill(broker, session_id, room=800)
+    before = await snapshot(redis, broker, session_id)
+    with pytest.raises(Conflict) as error:
+        await broker.clients.update_tools(session_id, WEB, [])
+    assert refused(error.value.message)
+    assert await snapshot(redis, broker, session_id) == before
+    await broker.clients.leave(session_id, FILLER[:-1] + "e")
+    await broker.clients.update_tools(session_id, WEB, [])
+    ended = [e for e in await log_events(broker, session_id) if e["type"] == "input_provided"]
+    assert [e["reason"] for e in ended] == ["call_waiting"] * 4
+    assert await counted(broker, session_id) <= CAP

@@ -550,7 +550,9 @@ async def mcp_in_use(ctx: Context) -> str:
     session_id, token = await _session_with(ctx.admin, "with-mcp", mcp=[grant])
     base = f"/v1/sessions/{session_id}"
     async with _followed(session_id, token) as (raw, connection):
-        await connection.send('/call mcp__kit__add {"a": 2, "b": 3}\n/call mcp__kit__picture\n/call mcp__kit__fails')
+        await connection.send(
+            '/call mcp__kit__add {"a": 2, "b": 3}\n/call mcp__kit__picture\n/call mcp__kit__fails\n/call mcp__kit__rich'
+        )
         await until(lambda: len(connection.approvals) == 1)
         (approval,) = connection.approvals
         assert (approval.server, approval.tool) == ("kit", "picture"), approval
@@ -561,19 +563,25 @@ async def mcp_in_use(ctx: Context) -> str:
         assert lines[0] == 'mcp__kit__add: 5{"result":5}', lines
         assert any(line.startswith("mcp__kit__picture: a red pixel") for line in lines), lines
         assert any(line.startswith("mcp__kit__fails failed: ") for line in lines), lines
+        # Audio, resources and a link (extensions) reach the SDK's default view as text naming them.
+        assert any(line.startswith("mcp__kit__rich: all kinds") for line in lines), lines
 
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
         call["params"] = {"name": "client__web__highlight_row", "arguments": {"row_id": "9"}}
         answered = await _mcp_request(raw, f"{base}/mcp", call)
         assert answered["result"]["content"] == [{"type": "text", "text": "Row 9 is highlighted."}], answered
-        await until(lambda: sum(e.type == "tool_result" for e in connection.events) == 4)
+        await until(lambda: sum(e.type == "tool_result" for e in connection.events) == 5)
         assert connection.approvals == []
     async with SubakoClient(base_url=URL, api_key=token) as reader:
         listed = [e async for e in await reader.sessions.list_events(session_id)]
         results = [e for e in listed if e.type == "tool_result"]
-        assert len(results) == 4
+        assert len(results) == 5
         assert any("[image/png, 1 KB]" in str(e) for e in results)
-    return "grant tools with an approval and an image, and an MCP client's call answered by the SDK, live and listed"
+        assert any("[audio: audio/wav, 1 KiB]" in str(e) for e in results)
+    return (
+        "grant tools with an approval, an image and audio, resources and a link, and an MCP client's call "
+        "answered by the SDK, live and listed"
+    )
 
 
 async def _door_run(raw: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -623,6 +631,56 @@ async def front_doors_in_use(ctx: Context) -> str:
         listed = [e async for e in await reader.sessions.list_events(session_id)]
         assert sum(e.type == "tool_result" for e in listed) == 3
     return "an AG-UI and an AI SDK frontend's tools and the SDK's tool on one session, live and listed"
+
+
+async def input_requests_while_followed(ctx: Context) -> str:
+    """A client of a call asks the person (an extension: a form, then a page) while the SDK follows the
+    session; someone holding the token answers the form, the page ends with the call. The SDK's view,
+    live and from the log, must stay valid: the input_* events come only with `?include=extensions`."""
+    session_id, token = await _session_with(ctx.admin, "asking")
+    base = f"/v1/sessions/{session_id}"
+    async with _followed(session_id, token) as (raw, connection):
+        tools = [{"name": "move", "description": "Moves money", "parameters": {"type": "object"}}]
+        registration = {"name": "bank", "lifetime": {"type": "never"}, "tools": tools}
+        bank = (await raw.post(f"{base}/clients", json=registration)).json()["id"]
+        await connection.send('/call client__bank__move\n/call client__web__highlight_row {"row_id": "2"}')
+        call_id = (await _dispatched(raw, session_id, bank, 1))["move"]
+        calls = f"{base}/clients/{bank}/calls/{call_id}"
+        assert (await raw.post(f"{calls}/ack")).status_code == 200
+        form = {"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]}
+        asked = await raw.post(f"{calls}/input-requests", json={"message": "How much?", "schema": form})
+        assert asked.status_code == 201, asked.text
+        page = await raw.post(f"{calls}/input-requests", json={"message": "Sign", "url": "https://x.example/s"})
+        assert page.status_code == 201, page.text
+        answer = {"action": "accept", "content": {"amount": 12}}
+        answered = await raw.post(f"{base}/input-requests/{asked.json()['request_id']}", json=answer)
+        assert answered.status_code == 200, answered.text
+        assert (await raw.post(f"{calls}/result", json={"text": "moved 12"})).status_code == 204
+        await until(finished(connection))
+        assert last_text(connection).splitlines() == [
+            "client__bank__move: moved 12",
+            "client__web__highlight_row: Row 2 is highlighted.",
+        ]
+        assert not [e.type for e in connection.events if e.type.startswith("input_")]
+    extended = await _all_events(token, base, include="extensions")
+    kinds = [e["type"] for e in extended if e["type"].startswith("input_")]
+    assert kinds == ["input_requested", "input_requested", "input_provided", "input_provided"], kinds
+    assert not [e for e in await _all_events(token, base) if e["type"].startswith("input_")]
+    # The whole log again through the SDK: its listing, and a new connection's history.
+    async with SubakoClient(base_url=URL, api_key=token) as reader:
+        listed = [e async for e in await reader.sessions.list_events(session_id)]
+        assert sum(e.type == "tool_result" for e in listed) == 2
+        async with reader.sessions.connect(session_id, history=True) as again:
+            await until(finished(again))
+            assert last_text(again) == last_text(connection)
+    return "a form answered and a page ended with its call while the SDK followed, live and listed"
+
+
+async def _all_events(token: str, base: str, **params: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=URL, headers={"Authorization": f"Bearer {token}"}) as raw:
+        page = (await raw.get(f"{base}/events", params={"order": "asc", "limit": 200, **params})).json()
+    items: list[dict[str, Any]] = page["items"]
+    return items
 
 
 async def extension_formats_listed(ctx: Context) -> str:
@@ -700,6 +758,7 @@ SCENARIOS: dict[str, Scenario] = {
     "extension_formats_listed": extension_formats_listed,
     "cloud_provider_listed": cloud_provider_listed,
     "waiting_call_taken_by_the_sdk": waiting_call_taken_by_the_sdk,
+    "input_requests_while_followed": input_requests_while_followed,
 }
 
 

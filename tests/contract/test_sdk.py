@@ -45,6 +45,7 @@ SCENARIOS = [
     "extension_formats_listed",
     "cloud_provider_listed",
     "waiting_call_taken_by_the_sdk",
+    "input_requests_while_followed",
 ]
 
 

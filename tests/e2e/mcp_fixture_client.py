@@ -25,10 +25,7 @@ CLIENT_NAME = "conformance"
 ASKING_TIMEOUT_S = 3
 # protocol_error_job never answers: its call fails at this deadline.
 PROTOCOL_ERROR_TIMEOUT_S = 1
-# The suite's Tasks scenarios want these tools' task support declared (SEP-2663). A client tool declares
-# it as `task_support` once the Tasks extension is in (mcptasks); until then the registration would refuse
-# the field, so it is left out.
-DECLARES_TASK_SUPPORT = False
+# The task support the suite's Tasks scenarios want each of these tools to declare (SEP-2663).
 TASK_SUPPORT = {
     "greet": "forbidden",
     "slow_compute": "optional",
@@ -81,7 +78,7 @@ def _wav() -> str:
 def _tool(name: str, properties: dict[str, Any] | None = None, *, timeout_s: int | None = None) -> dict[str, Any]:
     parameters = {"type": "object", "properties": properties or {}}
     declared = {"name": name, "description": f"The conformance suite's {name} fixture", "parameters": parameters}
-    if DECLARES_TASK_SUPPORT and name in TASK_SUPPORT:
+    if name in TASK_SUPPORT:
         declared["task_support"] = TASK_SUPPORT[name]
     return declared | ({"timeout_s": timeout_s} if timeout_s is not None else {})
 

@@ -176,3 +176,60 @@ async def test_the_console_and_demo_share_a_key_follow_links_and_say_who_did_wha
     await page.click("#signin-form button")
     await expect(page.locator("#crumb")).to_contain_text(session_id)
     await stranger.close()
+
+
+async def test_input_requests_are_answered_in_the_console(served: Served, browser: Browser) -> None:
+    session_id, token = await scripted_session(served.url, served.key, "asking")
+    path = f"/v1/sessions/{session_id}"
+    form = {
+        "type": "object",
+        "properties": {
+            "amount": {"type": "number", "title": "Amount", "minimum": 0},
+            "account": {"type": "string", "enum": ["checking", "savings"]},
+            "confirm": {"type": "boolean"},
+        },
+        "required": ["amount", "account"],
+    }
+    async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {token}"}) as app:
+        body = {"name": "web", "lifetime": {"type": "never"}, "tools": [HIGHLIGHT]}
+        web = (await app.post(f"{path}/clients", json=body)).json()
+        text = '/call client__web__highlight_row {"row_id": "1"}'
+        assert (await app.post(f"{path}/events", json={"type": "input", "text": text})).status_code == 200
+        for _ in range(100):
+            events = (await app.get(f"{path}/events", params={"order": "desc", "limit": 20})).json()["items"]
+            dispatched = [e for e in events if e["type"] == "client_tool_dispatched"]
+            if dispatched:
+                break
+            await asyncio.sleep(0.1)
+        calls = f"{path}/clients/{web['id']}/calls/{dispatched[0]['call_id']}"
+        assert (await app.post(f"{calls}/ack")).status_code == 200
+        context = await browser.new_context()
+        console = await context.new_page()
+        await console.goto(f"{served.url}/console#key={served.key}&session={session_id}")
+        await expect(console.locator("#conn")).to_have_text("open")
+
+        asked = await app.post(f"{calls}/input-requests", json={"message": "Move how much?", "schema": form})
+        assert asked.status_code == 201, asked.text
+        card = console.locator(f'#inputs [data-request="{asked.json()["request_id"]}"]')
+        await expect(card).to_contain_text("Move how much?")
+        await card.locator('input[name="amount"]').fill("12.5")
+        await card.locator('select[name="account"]').select_option("savings")
+        await card.locator('input[name="confirm"]').check()
+        await card.get_by_role("button", name="Accept").click()
+        await expect(card).to_contain_text('accepted by you: {"amount":12.5,"account":"savings","confirm":true}')
+        read = (await app.get(f"{path}/input-requests/{asked.json()['request_id']}")).json()
+        assert (read["state"], read["content"]) == ("answered", {"amount": 12.5, "account": "savings", "confirm": True})
+
+        page = await app.post(f"{calls}/input-requests", json={"message": "Sign here", "url": "https://example.com/s"})
+        linked = console.locator(f'#inputs [data-request="{page.json()["request_id"]}"]')
+        await expect(linked.locator('a[href="https://example.com/s"]')).to_be_visible()
+        await linked.get_by_role("button", name="Decline").click()
+        await expect(linked).to_contain_text("declined by you")
+
+        # One still open when the call settles shows that it ended with its call.
+        last = await app.post(f"{calls}/input-requests", json={"message": "Anything else?", "schema": form})
+        ended = console.locator(f'#inputs [data-request="{last.json()["request_id"]}"]')
+        await expect(ended.get_by_role("button", name="Accept")).to_be_visible()
+        assert (await app.post(f"{calls}/result", json={"text": "row 1 lit"})).status_code == 204
+        await expect(ended).to_contain_text("cancelled: its call ended first")
+        await context.close()

@@ -25,14 +25,14 @@ import pytest
 from tests.api_client import ENDS, Event, of_type, whole_log
 from tests.e2e.served import Served, api_and_worker, scripted_session
 from tests.e2e.test_tool_server import alive, children, wait_until
-from tests.mcp_servers import ERASE_HINTS, NOTES_ENV, PIXEL, Seen, in_thread, serving
+from tests.mcp_servers import ERASE_HINTS, NOTES_ENV, PDF, PIXEL, WAV, Seen, in_thread, serving
 
 pytestmark = [pytest.mark.processes, pytest.mark.xdist_group("tool_mcp")]
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = (sys.executable, "-m", "tests.mcp_servers")
 PREFIX = "switchboard tools mcp: "
-KIT_TOOLS = {"add", "picture", "slow", "fails", "hangs", "grow", "crash", "erase"}
+KIT_TOOLS = {"add", "picture", "rich", "slow", "fails", "hangs", "grow", "crash", "erase"}
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +184,9 @@ def test_the_registration_lists_the_servers_tools_with_their_parameters_and_anno
     assert tools["erase"]["annotations"] == ERASE_HINTS.model_dump(by_alias=True, exclude_none=True)
     assert tools["erase"]["annotations"]["destructiveHint"] is True
     said = kit.said()
-    assert any(line.startswith("started the MCP server ") and line.endswith(": 8 tools") for line in said), said
+    assert any(
+        line.startswith("started the MCP server ") and line.endswith(f": {len(KIT_TOOLS)} tools") for line in said
+    ), said
     assert any(line.startswith(f'registered as "mcp" (client {client["id"]}) on session {kit.sid}') for line in said)
     for name in KIT_TOOLS:
         assert f"serving {name} as client__mcp__{name}" in said
@@ -208,6 +210,22 @@ def test_an_image_result_is_an_image_block(kit: Bridged) -> None:
     [full] = [e for e in of_type(kit.events("images"), "tool_result") if e["call_id"] == result["call_id"]]
     assert full["content"][1] == {"type": "image", "data": {"media_type": "image/png", "data": PIXEL}}
     assert final_message(events).startswith("client__mcp__picture: a red pixel")
+
+
+def test_audio_resources_links_and_structured_content_are_bridged_as_themselves(kit: Bridged) -> None:
+    events = kit.ask("/call client__mcp__rich")
+    [result] = of_type(events, "tool_result")
+    assert result["is_error"] is False
+    assert result["structured"] == {"kinds": 5}
+    [full] = [e for e in of_type(kit.events("extensions"), "tool_result") if e["call_id"] == result["call_id"]]
+    assert full["content"] == [
+        {"type": "text", "data": {"text": "all kinds"}},
+        {"type": "audio", "data": {"media_type": "audio/wav", "data": WAV}},
+        {"type": "resource", "data": {"uri": "mem://notes/1", "media_type": "text/plain", "text": "the note"}},
+        {"type": "resource", "data": {"uri": "file:///r.pdf", "media_type": "application/pdf", "blob": PDF}},
+        {"type": "resource_link", "data": {"uri": "https://example.com/r", "name": "report", "description": "It"}},
+        {"type": "text", "data": {"text": '{"kinds":5}'}},
+    ]
 
 
 def test_a_failing_tool_is_an_error_result(kit: Bridged) -> None:
@@ -300,7 +318,7 @@ def test_a_child_that_crashes_fails_its_call_and_is_started_again(served: Served
         assert texts(result)[0] == "the MCP server exited while the call ran"
         assert "began crash" in crashing.notes
         crashing.wait_said("warning: the MCP server exited; starting it again in 0.5 s")
-        crashing.wait_said("the MCP server is back (8 tools listed)")
+        crashing.wait_said(f"the MCP server is back ({len(KIT_TOOLS)} tools listed)")
         assert children(crashing.process.pid) != first
         after = crashing.ask('/call client__mcp__add {"a": 40, "b": 2}')
         assert texts(of_type(after, "tool_result")[0])[0] == "42"
@@ -359,7 +377,8 @@ def test_a_server_over_http_with_headers_and_json_lines(served: Served, tmp_path
     assert "add" in seen.began
     assert any(headers.get("x-team") == "blue" for headers in seen.headers), seen.headers
     started = next(r for r in records if r.get("event") == "server_started")
-    assert (started["tools"], started["msg"].startswith(f"connected to the MCP server at {url} over HTTP")) == (8, True)
+    connected = started["msg"].startswith(f"connected to the MCP server at {url} over HTTP")
+    assert (started["tools"], connected) == (len(KIT_TOOLS), True)
     [call] = [r for r in records if r.get("event") == "call"]
     assert (call["tool"], call["outcome"]) == ("add", "ok")
     assert call["duration_ms"] >= 0

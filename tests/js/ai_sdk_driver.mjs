@@ -5,7 +5,10 @@
 //   {approvePending: true | false}: its approval requests answered, resubmitted
 //   {resend: true}: the same messages sent again; {resume: true}: reconnectToStream (a reloaded page)
 //   abortAfter: stop reading once a chunk of this type arrives
-// Prints one JSON line per run: {chunks, message (the assistant message read), error, none (204)}.
+//   answerInputs: the body posted to plan.inputsUrl/<request id> for each `data-input-request` part that
+//     arrives open, as the app's form would (the stream goes on meanwhile)
+// Prints one JSON line per run: {chunks, message (the assistant message read), error, none (204), answered
+// (the status of each answer posted)}.
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 
 const plan = JSON.parse(process.argv[2]);
@@ -43,6 +46,8 @@ for (const run of plan.runs) {
   let message = null;
   let error = null;
   let none = false;
+  const answered = [];
+  const answering = [];
   try {
     const stream = run.resume
       ? await transport.reconnectToStream({ chatId: plan.chatId })
@@ -59,7 +64,15 @@ for (const run of plan.runs) {
       const [mine, theirs] = stream.tee();
       const reading = (async () => {
         for await (const chunk of mine) {
-          chunks.push(chunk);
+          // A copy: the SDK makes a data chunk the message's part, and reconciles a later one into it.
+          chunks.push(structuredClone(chunk));
+          if (run.answerInputs && chunk.type === "data-input-request" && chunk.data.state === "open") {
+            answering.push(fetch(`${plan.inputsUrl}/${chunk.id}`, {
+              method: "POST",
+              headers: { Authorization: `Bearer ${plan.token}`, "Content-Type": "application/json" },
+              body: JSON.stringify(run.answerInputs),
+            }).then((answer) => answered.push(answer.status)));
+          }
           if (run.abortAfter && chunk.type === run.abortAfter) break;
         }
       })();
@@ -69,6 +82,7 @@ for (const run of plan.runs) {
         if (run.abortAfter && chunks.some((chunk) => chunk.type === run.abortAfter)) break;
       }
       await reading;
+      await Promise.all(answering);
       if (message && !run.abortAfter) {
         if (continuing) messages[messages.length - 1] = message;
         else messages.push(message);
@@ -77,5 +91,5 @@ for (const run of plan.runs) {
   } catch (caught) {
     error = String(caught?.message ?? caught);
   }
-  process.stdout.write(JSON.stringify({ chunks, message, error, none }) + "\n");
+  process.stdout.write(JSON.stringify({ chunks, message, error, none, answered }) + "\n");
 }

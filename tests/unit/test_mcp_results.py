@@ -10,6 +10,7 @@ import mcp.types as mt
 import pytest
 
 from common.codec import dumps
+from common.events.blocks import MAX_STRUCTURED_BYTES
 from common.events.build import MAX_IMAGE_BYTES, MAX_RESULT_BLOCKS, MAX_RESULT_CHARS
 from tests.mcp_servers import PIXEL
 from workers.mcp.hub import offered
@@ -73,23 +74,69 @@ def test_text_and_images_pass_as_blocks_and_is_error_as_an_error() -> None:
     [
         (image(kind="image/bmp"), "left out: not PNG, JPEG, WebP or GIF"),
         (image(data="not base64!"), "its data is not base64"),
-        (image(data=base64.b64encode(b"x" * (MAX_IMAGE_BYTES + 1)).decode()), "of images a result"),
-        (mt.AudioContent(type="audio", data="AAAA", mime_type="audio/wav"), "[audio of type audio/wav"),
-        (mt.ResourceLink(type="resource_link", uri="file:///a.txt", name="a", description="A file"), "<file:///a.txt>"),
+        (image(data=base64.b64encode(b"x" * (MAX_IMAGE_BYTES + 1)).decode()), "of images, audio and blobs a result"),
+        (mt.AudioContent(type="audio", data="AAAA", mime_type="text/plain"), "left out: not an audio type"),
+        (mt.AudioContent(type="audio", data="not base64!", mime_type="audio/wav"), "its data is not base64"),
         (
-            mt.EmbeddedResource(type="resource", resource=mt.TextResourceContents(uri="mem://n", text="the note")),
-            "resource mem://n:\nthe note",
+            mt.EmbeddedResource(type="resource", resource=mt.BlobResourceContents(uri="mem://b", blob="%%%")),
+            "its data is not base64",
         ),
         (
-            mt.EmbeddedResource(type="resource", resource=mt.BlobResourceContents(uri="mem://b", blob="AAAA")),
-            "not passed on",
+            mt.ResourceLink(type="resource_link", uri="javascript:alert(1)", name="x"),
+            "the javascript: scheme is not taken",
         ),
+        (
+            mt.EmbeddedResource(type="resource", resource=mt.TextResourceContents(uri="no scheme", text="t")),
+            "not a URI with a scheme",
+        ),
+        (mt.ResourceLink(type="resource_link", uri="https://x/" + "a" * 3000, name="x"), "longer than 2,048"),
     ],
 )
-def test_other_content_is_named_in_text(item: Any, says: str) -> None:
+def test_content_that_cannot_be_taken_is_named_in_text(item: Any, says: str) -> None:
     (block,) = map_result(result(item)).blocks
     assert block["type"] == "text"
     assert says in block["data"]["text"]
+
+
+def test_audio_resources_and_links_pass_as_their_own_blocks() -> None:
+    mapped = map_result(
+        result(
+            mt.AudioContent(type="audio", data="AAAA", mime_type="audio/wav"),
+            mt.EmbeddedResource(
+                type="resource",
+                resource=mt.TextResourceContents(uri="mem://n", text="the note", mime_type="text/plain"),
+            ),
+            mt.EmbeddedResource(type="resource", resource=mt.BlobResourceContents(uri="mem://b", blob="AAAA")),
+            mt.ResourceLink(type="resource_link", uri="file:///a.txt", name="a", description="A file"),
+        )
+    )
+    assert mapped.blocks == [
+        {"type": "audio", "data": {"media_type": "audio/wav", "data": "AAAA"}},
+        {"type": "resource", "data": {"uri": "mem://n", "media_type": "text/plain", "text": "the note"}},
+        {"type": "resource", "data": {"uri": "mem://b", "blob": "AAAA"}},
+        {"type": "resource_link", "data": {"uri": "file:///a.txt", "name": "a", "description": "A file"}},
+    ]
+
+
+def test_binary_content_of_every_kind_shares_one_budget() -> None:
+    half = base64.b64encode(b"x" * (MAX_IMAGE_BYTES // 2 + 1)).decode()
+    mapped = map_result(
+        result(
+            mt.AudioContent(type="audio", data=half, mime_type="audio/wav"),
+            mt.EmbeddedResource(type="resource", resource=mt.BlobResourceContents(uri="mem://b", blob=half)),
+        )
+    )
+    assert [b["type"] for b in mapped.blocks] == ["audio", "text"]
+    assert "of images, audio and blobs a result" in mapped.blocks[1]["data"]["text"]
+
+
+def test_a_text_resource_counts_with_the_results_text() -> None:
+    big = mt.TextResourceContents(uri="mem://n", text="x" * MAX_RESULT_CHARS)
+    mapped = map_result(result(text("y" * 10), mt.EmbeddedResource(type="resource", resource=big)))
+    kept = mapped.blocks[1]
+    assert kept["type"] == "resource"
+    assert len(kept["data"]["text"]) + 10 <= MAX_RESULT_CHARS
+    assert kept["data"]["text"].endswith("characters]")
 
 
 def test_structured_content_is_its_json_unless_a_text_block_holds_it() -> None:
@@ -97,6 +144,13 @@ def test_structured_content_is_its_json_unless_a_text_block_holds_it() -> None:
     assert [b["data"]["text"] for b in added.blocks] == ["3", '{"result":3}']
     held = map_result(result(text(dumps({"a": [1, 2]})), structured={"a": [1, 2]}))
     assert len(held.blocks) == 1
+    assert (added.structured, held.structured) == ({"result": 3}, {"a": [1, 2]})
+
+
+def test_structured_content_past_its_bound_is_left_out_and_said_so() -> None:
+    mapped = map_result(result(text("t"), structured={"x": "y" * MAX_STRUCTURED_BYTES}))
+    assert mapped.structured is None
+    assert "structured content left out" in mapped.blocks[-1]["data"]["text"]
 
 
 def test_an_empty_result_says_so() -> None:

@@ -28,11 +28,13 @@ SCANNED = (
 _AG_UI_OUT = "an AG-UI event the door writes, dumped by its pydantic model (api/doors/ag_ui_proto.py encodes it)"
 _FRONTEND_TOOL = "a tool a frontend declares in its request"
 _REGISTRATION_TOOL = "a tool as a registration declared it (broker.services.runs.offered), not an event"
+_MCP_IN = "what an MCP caller sent (its capabilities, a request's params)"
 _KEYED_ANSWER = "the door's own keyed answer (run id, start seq) or its refusal, as it was first given"
 
 # (file, the `.get` call's receiver, the key): what the receiver is.
 GETS: dict[tuple[str, str, str], str] = {
     ("api/doors/ag_ui_proto.py", "interrupt", "response_schema"): _AG_UI_OUT,
+    ("api/doors/ag_ui_proto.py", "interrupt", "metadata"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "outcome"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "result"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "messages"): _AG_UI_OUT,
@@ -52,6 +54,12 @@ GETS: dict[tuple[str, str, str], str] = {
     ("api/mcp/tools.py", "tool", "timeout_s"): _REGISTRATION_TOOL,
     ("api/mcp/tools.py", "tool", "heartbeat_s"): _REGISTRATION_TOOL,
     ("api/mcp/tools.py", "tool", "on_leave"): _REGISTRATION_TOOL,
+    ("api/mcp/tasks.py", "tool", "task_support"): _REGISTRATION_TOOL,
+    ("api/mcp/tools.py", "tool", "task_support"): _REGISTRATION_TOOL,
+    ("api/mcp/task_status.py", "params.notifications.model_extra or {}", "taskIds"): _MCP_IN,
+    ("api/mcp/task_status.py", "sent", "status"): "the task status notification this stream last sent",
+    ("api/mcp/tasks.py", "declared", "extensions"): _MCP_IN,
+    ("api/mcp/tasks.py", "ctx.params or {}", "_meta"): _MCP_IN,
     ("delegate/chat.py", "outcome", "client_id"): "the input route's answer (run id, outcome, run-scoped client)",
     ("switchboard/session_new.py", "http", "/v1/agents"): "an HTTP GET",
     ("switchboard/tool_member.py", "body", "content"): "the result body a member posts",

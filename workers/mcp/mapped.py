@@ -5,6 +5,7 @@ imports the `mcp` package, which a worker loads only once it connects to a serve
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from common.events.build import MAX_RESULT_CHARS, Block, text_block
 
@@ -13,6 +14,8 @@ from common.events.build import MAX_RESULT_CHARS, Block, text_block
 class Mapped:
     blocks: list[Block]
     is_error: bool
+    # MCP's structuredContent, where the server gave one (within its bound).
+    structured: dict[str, Any] | None = None
 
     def text(self) -> str:
         """The text blocks, one after another (what a text-only reader is given)."""

@@ -8,6 +8,7 @@ import anthropic
 import httpx2
 
 from broker.errors import AddressRefused
+from common.events.blocks import DOCUMENT_TYPE
 from common.events.catalogue import TextBlock, ThinkingBlock, ToolCallBlock
 from workers.models.aliases import Aliases
 from workers.models.assembler import Assembler
@@ -82,12 +83,18 @@ def to_messages(transcript: list[Message], aliases: Aliases) -> list[dict[str, A
         elif message.role == "tool" and message.result is not None:
             result = message.result
             content: str | list[dict[str, Any]] = result.text
-            if result.images:
-                # An image a client returned reaches the model as an image block in the tool result.
+            if result.images or result.documents:
+                # An image a client returned reaches the model as an image block in the tool result, a PDF
+                # as a document block.
                 content = [{"type": "text", "text": result.text}] if result.text else []
                 content += [
                     {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
                     for media_type, data in result.images
+                ]
+                content += [
+                    {"type": "document", "source": {"type": "base64", "media_type": DOCUMENT_TYPE, "data": data}}
+                    | {"title": uri[:500]}
+                    for uri, data in result.documents
                 ]
             block = {"type": "tool_result", "tool_use_id": result.call_id, "content": content}
             add("user", [{**block, "is_error": result.is_error}])
@@ -228,7 +235,7 @@ class AnthropicMessages:
         params: dict[str, Any] = {
             "model": config.model,
             "max_tokens": config.max_tokens,
-            "messages": to_messages(request.transcript_for(self._text_only), aliases),
+            "messages": to_messages(request.transcript_for(self._text_only, documents=True), aliases),
             "stream": True,
         }
         if config.system_prompt:

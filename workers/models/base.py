@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from broker.services.runs import PlannedCall
 from common.addresses import ProviderAddresses
+from common.events.blocks import document_text
 from common.events.build import Block, image_text, text_block, thinking_block, tool_call_block
 from common.events.catalogue import MessageBlock
 
@@ -53,6 +54,9 @@ class ToolOutcome:
     is_error: bool
     # Images a client returned with the text: (media type, base64 data) each.
     images: tuple[tuple[str, str], ...] = ()
+    # PDF resources embedded in the result (a wire that takes documents beside a call's output gets them;
+    # the others their placeholder, `without_documents`): (uri, base64 data) each.
+    documents: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,20 @@ def without_images(transcript: list[Message]) -> list[Message]:
         return replace(result, text="\n".join([result.text, *names]).strip(), images=())
 
     return [replace(m, result=folded(m.result)) if m.result is not None and m.result.images else m for m in transcript]
+
+
+def without_documents(transcript: list[Message]) -> list[Message]:
+    """The transcript for a wire that takes no documents in a call's output: each result's PDFs as their
+    placeholder (`[resource: file:///a.pdf, application/pdf, 30 KiB, not shown to this model]`) after its
+    text."""
+
+    def folded(result: ToolOutcome) -> ToolOutcome:
+        names = [document_text(uri, data) for uri, data in result.documents]
+        return replace(result, text="\n".join([result.text, *names]).strip(), documents=())
+
+    return [
+        replace(m, result=folded(m.result)) if m.result is not None and m.result.documents else m for m in transcript
+    ]
 
 
 KIB = 1_024
@@ -131,9 +149,11 @@ class ModelRequest:
     # What the model's stream may carry (workers/models/bounds.py counts it as it arrives).
     limits: StreamLimits = StreamLimits()
 
-    def transcript_for(self, text_only: bool) -> list[Message]:
-        """The transcript as a provider takes it: with images folded to text where it reads none."""
-        return without_images(self.transcript) if text_only else self.transcript
+    def transcript_for(self, text_only: bool, documents: bool = False) -> list[Message]:
+        """The transcript as a provider takes it: with images folded to text where it reads none, and PDFs
+        where its wire or the provider takes no documents."""
+        transcript = without_images(self.transcript) if text_only else self.transcript
+        return transcript if documents and not text_only else without_documents(transcript)
 
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")

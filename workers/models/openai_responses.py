@@ -9,6 +9,7 @@ import openai
 
 from broker.errors import AddressRefused
 from common.codec import dumps
+from common.events.blocks import DOCUMENT_TYPE
 from workers.models.aliases import Aliases
 from workers.models.assembler import Assembler
 from workers.models.base import (
@@ -29,6 +30,16 @@ from workers.models.openai_client import error_of, failure, field_of, openai_cli
 _TOOL_ECHO = 256
 
 
+def _data_url(media_type: str, data: str) -> str:
+    return f"data:{media_type};base64,{data}"
+
+
+def _filename(uri: str) -> str:
+    # The file's name as the model sees it: the last segment of its URI's path.
+    name = uri.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
+    return (name or "document")[:200] if name.lower().endswith(".pdf") else f"{(name or 'document')[:195]}.pdf"
+
+
 def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]]:
     """The conversation as Responses input items; tool results are function_call_output items."""
     items: list[dict[str, Any]] = []
@@ -46,12 +57,20 @@ def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]
             result = message.result
             text = f"error: {result.text}" if result.is_error else result.text
             output: str | list[dict[str, Any]] = text
-            if result.images:
+            if result.images or result.documents:
                 # The Responses API takes a function call's output as a list of input items too.
                 output = [{"type": "input_text", "text": text}] if text else []
                 output += [
                     {"type": "input_image", "image_url": f"data:{media_type};base64,{data}"}
                     for media_type, data in result.images
+                ]
+                output += [
+                    {
+                        "type": "input_file",
+                        "filename": _filename(uri),
+                        "file_data": f"data:{DOCUMENT_TYPE};base64,{data}",
+                    }
+                    for uri, data in result.documents
                 ]
             items.append({"type": "function_call_output", "call_id": result.call_id, "output": output})
     return items
@@ -94,7 +113,7 @@ class OpenAIResponses:
         aliases = Aliases(tool.name for tool in request.tools)
         params: dict[str, Any] = {
             "model": config.model,
-            "input": to_input(request.transcript_for(self._text_only), aliases),
+            "input": to_input(request.transcript_for(self._text_only, documents=True), aliases),
             "max_output_tokens": config.max_tokens,
             "store": False,
             "stream": True,

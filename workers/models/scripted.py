@@ -74,7 +74,8 @@ class ScriptedModel:
         return None
 
     async def turn(self, request: ModelRequest, deltas: DeltaSink) -> Turn:
-        transcript = request.transcript
+        # A result's PDFs as their placeholder, as the wires that take no documents get them.
+        transcript = request.transcript_for(text_only=False)
         if transcript and transcript[-1].role == "tool":
             return Turn(_stream(_answer_results(transcript), deltas), [], SCRIPTED_MODEL)
         text = next((m.text for m in reversed(transcript) if m.role == "user"), "")

@@ -25,8 +25,9 @@ if not rec then return refused end
 if rec.state ~= 'dispatched' and rec.state ~= 'acked' then
   return sb_hot_keep(S, H, sb_settled_refusal(S, rec))
 end
--- The result's event, an ack's when it acks too, and the record's growth.
-local full = sb_hot_room(S, H, #A.event + 3 * SB_ENTRY + 256)
+-- The result's event, an ack's when it acks too, the record's growth, and the input_provided that end
+-- the requests it holds open.
+local full = sb_hot_room(S, H, #A.event + 3 * SB_ENTRY + 256 + sb_end_inputs_bytes(S.call_id, rec))
 if full then return full end
 if rec.state == 'dispatched' then sb_ack(S, rec, sb_result_window(rec, tonumber(A.result_ms)), {K.stream, A.group}) end
 sb_append(S, A.event)

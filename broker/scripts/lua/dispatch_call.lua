@@ -41,7 +41,8 @@ if not sb_holds(K.client, A.tool, {}) then return sb_refuse('not_found', 'no_too
 -- decision's two events are small.
 local full = sb_room(S.meta, S.now, 2 * #A.event + #A.approval + #A.name + 6 * SB_ENTRY + 512, SB_P.cap)
 if full then return full end
-local rec = {kind = 'client', client = S.cid, run = '', step = 0, tool = A.tool, src = 'mcp',
+-- `at`: when the call was made, which an MCP task (api/mcp/tasks.py) reports as its createdAt.
+local rec = {kind = 'client', client = S.cid, run = '', step = 0, tool = A.tool, src = 'mcp', at = S.now,
   to = tonumber(A.timeout_ms), hb = tonumber(A.heartbeat_ms), ol = A.on_leave == 'wait' and 1 or nil}
 local outcome = A.policy == 'allow' and 'allow' or 'require_approval'
 if outcome == 'require_approval' then

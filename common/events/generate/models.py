@@ -135,7 +135,9 @@ def _union(name: str, members: list[str]) -> str:
     one_line = f'{name} = Annotated[{" | ".join(members)}, Field(discriminator="type")]'
     if len(one_line) <= 120:
         return one_line + "\n"
-    body = "\n    | ".join(members)
+    # As ruff formats it: the members on one line when they fit there, otherwise one to a line.
+    joined = " | ".join(members)
+    body = joined if len(f"    {joined},") <= 120 else "\n    | ".join(members)
     return f'{name} = Annotated[\n    {body},\n    Field(discriminator="type"),\n]\n'
 
 

@@ -93,6 +93,18 @@ local function sb_end_inputs(S, call_id, rec, reason)
   rec.iro, rec.pz, rec.pd = nil, nil, nil
 end
 
+-- What ending a call's open input requests appends (sb_end_inputs): a script that settles a call and
+-- checks its room counts it, or a call holding 4 open requests could take a session past its cap. Each
+-- event is measured as it will be written (both reasons are as long), with the seq and created_at the log
+-- puts in front of it (sb_append: under 80 bytes).
+local function sb_end_inputs_bytes(call_id, rec)
+  local need = 0
+  for _, id in ipairs(rec.iro or {}) do
+    need = need + #sb_ev_input_provided(id, call_id, rec.client, 'cancel', nil, 'call_settled') + 80 + SB_ENTRY
+  end
+  return need
+end
+
 -- Records the outcome and, when this was the last unsettled call of the active step, schedules the next
 -- step: the barrier that makes a run continue exactly once after parallel calls and approvals.
 -- Reads S.calls, S.owed, S.run.
@@ -101,6 +113,11 @@ local function sb_settle(S, call_id, rec, state, reason)
   if rec.iro then sb_end_inputs(S, call_id, rec, 'call_settled') end
   rec.state = state
   rec.reason = reason
+  if rec.src == 'mcp' then
+    -- An MCP task is read from its record alone: when it settled, and the seq of its `tool_result`
+    -- (appended by every caller just before settling), so its result is one log read, not a scan.
+    rec.fin, rec.rs = S.now, sb_use_get(sb_usage(S.meta), 'seq')
+  end
   rec.dispatch = nil
   rec.args = nil
   sb_put_call(S.meta, S.calls, call_id, rec)

@@ -31,6 +31,27 @@ local function sb_rec_image_block(media_type, data)
   return '{"type":"image","data":{"media_type":' .. sb_str(media_type) .. ',"data":' .. sb_str(data) .. '}}'
 end
 
+-- sb_rec_audio_block(media_type, data)
+local function sb_rec_audio_block(media_type, data)
+  return '{"type":"audio","data":{"media_type":' .. sb_str(media_type) .. ',"data":' .. sb_str(data) .. '}}'
+end
+
+-- sb_rec_resource_block(uri, media_type?, text?, blob?)
+local function sb_rec_resource_block(uri, media_type, text, blob)
+  return '{"type":"resource","data":{"uri":' .. sb_str(uri)
+    .. (media_type ~= nil and (',"media_type":' .. sb_str(media_type)) or '')
+    .. (text ~= nil and (',"text":' .. sb_str(text)) or '') .. (blob ~= nil and (',"blob":' .. sb_str(blob)) or '')
+    .. '}}'
+end
+
+-- sb_rec_resource_link_block(uri, name?, description?, media_type?)
+local function sb_rec_resource_link_block(uri, name, description, media_type)
+  return '{"type":"resource_link","data":{"uri":' .. sb_str(uri)
+    .. (name ~= nil and (',"name":' .. sb_str(name)) or '')
+    .. (description ~= nil and (',"description":' .. sb_str(description)) or '')
+    .. (media_type ~= nil and (',"media_type":' .. sb_str(media_type)) or '') .. '}}'
+end
+
 -- sb_rec_message_body(role, content, is_error?|null, model?|null, model_call_id?|null, tool_call_id?|null)
 local function sb_rec_message_body(role, content, is_error, model, model_call_id, tool_call_id)
   return '{"role":"' .. role .. '","content":' .. content
@@ -92,10 +113,10 @@ local function sb_ev_tool_call(call_id, name, arguments)
     .. arguments .. '}'
 end
 
--- sb_ev_tool_result(call_id, content, is_error)
-local function sb_ev_tool_result(call_id, content, is_error)
+-- sb_ev_tool_result(call_id, content, is_error, structured?)
+local function sb_ev_tool_result(call_id, content, is_error, structured)
   return '{"type":"tool_result","call_id":' .. sb_str(call_id) .. ',"content":' .. content .. ',"is_error":'
-    .. (is_error and 'true' or 'false') .. '}'
+    .. (is_error and 'true' or 'false') .. (structured ~= nil and (',"structured":' .. structured) or '') .. '}'
 end
 
 -- sb_ev_run_queued(run_id)
