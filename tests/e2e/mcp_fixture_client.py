@@ -115,6 +115,7 @@ def declarations() -> list[dict[str, Any]]:
         _tool("slow_compute", {"seconds": {"type": "number"}}),
         _tool("failing_job"),
         _tool("protocol_error_job", timeout_s=PROTOCOL_ERROR_TIMEOUT_S),
+        _tool("test_trigger_tool_change"),
         _tool(
             "test_custom_headers",
             {"region": {"type": "string", "x-mcp-header": "Region"}, "query": {"type": "string"}},
@@ -137,6 +138,7 @@ class Fixtures:
     def __init__(self, target: Target, http: httpx2.AsyncClient) -> None:
         self._target = target
         self._http = http
+        self._extra_tool = False
         self._tools: dict[str, Callable[[dict[str, Any], Call], Awaitable[tuple[dict[str, Any], bool]]]] = {
             "test_simple_text": self._text("This is a simple text response for testing."),
             "test_image_content": self._content([{"type": "image", "media_type": "image/png", "data": PNG}]),
@@ -168,6 +170,7 @@ class Fixtures:
             "failing_job": self._failing_job,
             "protocol_error_job": self._protocol_error,
             "test_custom_headers": self._text("Headers test completed"),
+            "test_trigger_tool_change": self._trigger_tool_change,
             "json_schema_2020_12_tool": self._text("JSON Schema 2020-12 tool called"),
         }
 
@@ -297,6 +300,13 @@ class Fixtures:
         content = await self._form(call, "user_name", "What is your name?", NAME_FORM)
         await asyncio.sleep(0.5)
         return _said(f"Hello, {content.get('name')}! (from a task)")
+
+    async def _trigger_tool_change(self, _arguments: dict[str, Any], _call: Call) -> tuple[dict[str, Any], bool]:
+        # A real change of the session's tools: the registration's set, with an extra tool or without it.
+        self._extra_tool = not self._extra_tool
+        extra = [_tool("test_dynamic_tool")] if self._extra_tool else []
+        changed = await self._http.put(f"{self._target.path}/tools", json={"tools": [*declarations(), *extra]})
+        return _said(f"tool list changed ({changed.status_code})", changed.status_code != 200)
 
     async def _greet(self, arguments: dict[str, Any], _call: Call) -> tuple[dict[str, Any], bool]:
         return _said(f"Hello, {arguments.get('name')}!")

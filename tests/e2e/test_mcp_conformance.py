@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 import yaml
 
-from switchboard.settings import Settings
 from switchboard.tool_member import Member, Target
 from tests.api_client import Api
 from tests.e2e.bearer_proxy import BearerProxy
@@ -71,13 +70,6 @@ def outcomes(results: Path) -> dict[str, list[dict[str, Any]]]:
         ran = json.loads(checks.read_text())
         found[match["scenario"]] = [check for check in ran if check["status"] in ("FAILURE", "WARNING")]
     return found
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # A result the server refuses (a content type it does not take yet) leaves its call to the result
-    # deadline: a short one keeps such a scenario's failure quick.
-    return settings.model_copy(update={"result_timeout_s": 2.0})
 
 
 @contextlib.asynccontextmanager
