@@ -11,8 +11,9 @@ import mcp.types as mt
 from pydantic import ValidationError
 
 from api.mcp.content import call_result, error_result
-from api.mcp.context import scoped
+from api.mcp.context import client_of, scoped
 from api.mcp.inputs import Relay, declared, resumed
+from api.mcp.names import shown, visible
 from api.mcp.outcome import outcome
 from api.mcp.tasks import DEFAULT_SUPPORT, as_task, created
 from api.state import AppState
@@ -37,20 +38,24 @@ def _annotations(tool: dict[str, Any]) -> mt.ToolAnnotations | None:
 
 async def list_tools(ctx: Any, _params: mt.PaginatedRequestParams | None) -> mt.ListToolsResult:
     state, session_id, _ = scoped(ctx)
+    client_name = client_of(ctx)
     tools = [
         mt.Tool(
-            name=visible,
+            name=name,
             description=tool.get("description") or None,
             input_schema=tool.get("parameters") or {"type": "object"},
             annotations=_annotations(tool),
             execution=mt.ToolExecution(task_support=tool.get("task_support") or DEFAULT_SUPPORT),
         )
-        for visible, (_, tool) in client_tools(await state.broker.runs.offered(session_id)).items()
+        for seen, (client, tool) in client_tools(await state.broker.runs.offered(session_id)).items()
+        if (name := shown(client_name, seen, client, tool)) is not None
     ]
     return mt.ListToolsResult(tools=tools)
 
 
-def _unknown(name: str) -> mt.CallToolResult:
+def _unknown(client_name: str | None, called: str, name: str) -> mt.CallToolResult:
+    if client_name is not None:
+        return error_result(f"no active client {client_name} serves a tool named {called} in this session")
     parsed = parse_client_tool(name)
     if parsed is not None:
         return error_result(f"no active client {parsed[0]} serves a tool named {parsed[1]} in this session")
@@ -88,13 +93,14 @@ async def call_tool(
     when the tool supports one; what the call asks first (an InputRequiredResult, to a 2026-07-28
     caller); for a retry carrying a request state, the same call's, once its responses answered it."""
     state, session_id, _ = scoped(ctx)
+    client_name = client_of(ctx)
+    name, arguments = visible(client_name, params.name), dict(params.arguments or {})
     if params.request_state is not None:
         return await _resume(ctx, state, session_id, params)
-    name, arguments = params.name, dict(params.arguments or {})
     # Found as a model's step finds it, by the name the model calls it by (the name its policy goes by).
     found = client_tools(await state.broker.runs.offered(session_id)).get(name)
-    if found is None:
-        return _unknown(name)
+    if found is None or shown(client_name, name, *found) is None:
+        return _unknown(client_name, params.name, name)
     client, tool = found
     # Whether the call answers with a task is settled first: a caller that cannot take one for a tool
     # that must be one is refused before anything is checked or written.
