@@ -145,6 +145,30 @@ async def test_a_lost_alarm_is_caught_by_the_rescan(broker: Broker, settings: Se
         await wait_until(broker, session_id, "client_tool_failed", 2, timeout=3)
 
 
+@pytest.mark.short_deadlines
+async def test_a_subscription_made_again_under_its_reader_reads_every_partition_again(
+    broker: Broker, settings: Settings, redis_url: str
+) -> None:
+    # A rescan far longer than the test: only noticing the reconnect can find what was rung meanwhile.
+    object.__setattr__(broker.core, "settings", settings.model_copy(update={"rescan_interval_s": 3600.0}))
+    async with keeping(broker) as keeper, Redis.from_url(redis_url) as redis:
+        heard = keeper._on_alarm
+        # The keeper hears nothing of this session's partition: as if its alarms were lost with a connection.
+        keeper._on_alarm = lambda alarm: None  # type: ignore[method-assign]
+        session_id = await make_session(broker)
+        await dispatch(broker, session_id, 2)
+        # Both ack deadlines (0.5 s) pass unseen.
+        await asyncio.sleep(1.5)
+        assert "client_tool_failed" not in await types(broker, session_id)
+        keeper._on_alarm = heard  # type: ignore[method-assign]
+        # The connection drops; redis-py makes it again and subscribes it again under the keeper's read,
+        # without an error reaching it.
+        subscribers = [c for c in await redis.client_list() if int(c.get("psub", 0)) > 0]
+        assert len(subscribers) == 1, subscribers
+        await aw(redis.client_kill_filter(_id=subscribers[0]["id"]))
+        await wait_until(broker, session_id, "client_tool_failed", 2, timeout=3)
+
+
 @pytest.mark.both_redis
 async def test_a_takeover_reads_its_partitions_in_slices_and_the_loop_runs_between(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
