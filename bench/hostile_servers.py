@@ -348,7 +348,15 @@ def main(argv: list[str]) -> None:
     hostile = MODES[argv[0]]
     if len(argv) == 3:
         hostile.call_s = float(argv[2])
-    uvicorn.run(HostileServer(hostile).app(), host="127.0.0.1", port=int(argv[1]), log_level="warning")
+    # Stopped, it closes what it still holds at once: uvicorn would wait for every connection to end, and a
+    # flood's stream or a slow page never does (10 s of each bench run, until the bench killed it).
+    uvicorn.run(
+        HostileServer(hostile).app(),
+        host="127.0.0.1",
+        port=int(argv[1]),
+        log_level="warning",
+        timeout_graceful_shutdown=0,
+    )
 
 
 if __name__ == "__main__":

@@ -305,9 +305,10 @@ _SETTLE_S = max(float(BENCH_SETTINGS["SWITCHBOARD_ACK_TIMEOUT_S"]), 60.0) + 5.0
 
 
 def run(size: Size) -> list[Figure]:
-    # Each idle window is a whole number of the worker's rescans of its partitions
-    # (SWITCHBOARD_RESCAN_INTERVAL_S, 30 s), so both hold as many. BENCH_PARKED_SESSIONS sets how many are
-    # parked (a quicker look at the quick size's figures).
+    # The worker's rescan of its partitions (SWITCHBOARD_RESCAN_INTERVAL_S) comes every 300 s, longer than
+    # an idle window: one window may hold one (the parked one reads keys that exist, a few ms of Redis),
+    # and its figure then says so by being the higher. BENCH_PARKED_SESSIONS sets how many are parked (a
+    # quicker look at the quick size's figures).
     shape = size.pick(
         smoke=_Shape(200, idle_s=1.0, settle_s=1.0, decisions=20),
         quick=_Shape(20_000, idle_s=60.0, settle_s=_SETTLE_S, decisions=200),

@@ -199,6 +199,9 @@ class Keeper:
                     await self._look_at(self.owned)
                 while True:
                     alarm = await alarms.get(1.0)
+                    if alarms.reconnected():
+                        # Made again under the read: what was rung while it was down reached nobody.
+                        await self._look_at(self.owned)
                     if alarm is not None:
                         self._on_alarm(alarm)
             except asyncio.CancelledError:

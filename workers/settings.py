@@ -42,9 +42,10 @@ class WorkerSettings(BrokerSettings, ProcessSettings):
     # A worker that stops renewing its place among the live workers for this long loses its partitions
     # (their timers and work) to the others.
     keeper_lease_s: Seconds = 5.0
-    # How often a worker reads every partition it keeps again, whatever its alarms said: the guarantee
-    # behind alarms rung on pub/sub (a message lost with a dropped connection is caught by then).
-    rescan_interval_s: Seconds = 30.0
+    # How often a worker reads every partition it keeps again, whatever its alarms said: the last guarantee
+    # behind alarms rung on pub/sub. A subscription made again (by redis-py under the read, or by the
+    # keeper after an error) is read again at once, so this bounds only a message lost some other way.
+    rescan_interval_s: Seconds = 300.0
     worker_max_jobs: int = Field(default=50, ge=1)
     # A call of an agent's MCP server holds no job slot once begun (a slow server would otherwise hold
     # the capacity other sessions' steps need): it runs beside the jobs, at most this many at once per

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import cast
 
 from redis.asyncio.client import PubSub
+from redis.asyncio.connection import AbstractConnection
 
 from broker.core import Core
 from broker.keys import KeySpace
@@ -30,6 +32,21 @@ class AlarmSubscription:
     def __init__(self, pubsub: PubSub, keys: KeySpace) -> None:
         self._pubsub = pubsub
         self._keys = keys
+        self._reconnected = False
+        # redis-py makes a dropped connection again under `get_message` and subscribes it again, saying
+        # nothing: what was published in between is lost, and only this callback tells. (redis-py types the
+        # attribute by its first value, None; once subscribed it holds the connection.)
+        connection = cast(AbstractConnection, pubsub.connection)
+        connection.register_connect_callback(self._on_connect)  # type: ignore[no-untyped-call]
+
+    async def _on_connect(self, connection: AbstractConnection) -> None:
+        self._reconnected = True
+
+    def reconnected(self) -> bool:
+        """Whether the connection was made again (and resubscribed) since this was last asked: an alarm
+        published meanwhile may have been lost."""
+        was, self._reconnected = self._reconnected, False
+        return was
 
     async def get(self, timeout_s: float) -> Alarm | None:
         """The next alarm heard within `timeout_s`, or None (nothing heard, or a message that is no

@@ -88,16 +88,16 @@ def sdk_python() -> str:
 
 
 @pytest.fixture(scope="module")
-def mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The tests' MCP server (tests/mcp_servers.py) over Streamable HTTP, in a process of its own."""
+def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """The tests' MCP server (tests/mcp_servers.py) over Streamable HTTP, in a process of its own, and its
+    port: started, not yet listening (it takes seconds to start, the API and worker start meanwhile)."""
     port = free_port()
     log = (tmp_path_factory.mktemp("mcp") / "kit.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "tests.mcp_servers", "http", str(port)], cwd=ROOT, stdout=log, stderr=log
     )
     try:
-        wait_for_port(port, server)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield port, server
     finally:
         server.terminate()
         server.wait(10)
@@ -116,27 +116,41 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
 
 @pytest.fixture(scope="module")
 def sdk_results(
-    sdk_python: str, redis_url: str, mcp_url: str, tmp_path_factory: pytest.TempPathFactory
+    sdk_python: str,
+    redis_url: str,
+    mcp_server: tuple[int, subprocess.Popen[bytes]],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, dict[str, object]]]:
     # The tests' MCP server listens on 127.0.0.1: a grant may reach it only with private addresses allowed.
     env, key = server_env(redis_url, ack_timeout_s="10", result_timeout_s="30", provider_allow_private="true")
     processes = Processes(env, tmp_path_factory.mktemp("sdk-logs"))
     try:
-        api, url = processes.api()
         processes.worker()
-        yield _drive(sdk_python, url, key, processes, api, mcp_url)
+        _, url = processes.api()
+        # The API the restart scenario restarts, while the others go on on the first.
+        restarted = processes.api(name="api-restart")
+        port, mcp = mcp_server
+        wait_for_port(port, mcp)
+        yield _drive(sdk_python, url, key, processes, restarted, f"http://127.0.0.1:{port}/mcp")
     finally:
         processes.stop_all()
 
 
 def _drive(
-    python: str, url: str, key: str, processes: Processes, api: subprocess.Popen[bytes], mcp_url: str
+    python: str,
+    url: str,
+    key: str,
+    processes: Processes,
+    restarted: tuple[subprocess.Popen[bytes], str],
+    mcp_url: str,
 ) -> dict[str, dict[str, object]]:
     script = Path(__file__).with_name("sdk_scenarios.py")
     results: dict[str, dict[str, object]] = {}
+    api, restart_url = restarted
+    env = {"SWITCHBOARD_URL": url, "SWITCHBOARD_RESTART_URL": restart_url, "SWITCHBOARD_MCP_URL": mcp_url}
     with subprocess.Popen(
         [python, str(script), *SCENARIOS],
-        env={**os.environ, "SWITCHBOARD_URL": url, "SWITCHBOARD_API_KEY": key, "SWITCHBOARD_MCP_URL": mcp_url},
+        env={**os.environ, **env, "SWITCHBOARD_API_KEY": key},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -148,7 +162,7 @@ def _drive(
             message = json.loads(line)
             if message.get("pause") == "restart-api":
                 processes.stop(api)
-                api, _ = processes.api(int(url.rsplit(":", 1)[1]), name="api-restarted")
+                api, _ = processes.api(int(restart_url.rsplit(":", 1)[1]), name="api-restarted")
                 driver.stdin.write("go\n")
                 driver.stdin.flush()
             else:
