@@ -271,16 +271,21 @@ class Fixtures:
 
     async def _capabilities(self, _arguments: dict[str, Any], call: Call) -> tuple[dict[str, Any], bool]:
         # Asked only what the caller can answer: a request it declared no capability for is refused at once.
-        got: list[str] = []
-        for body in (
+        # Both asked together: a form the caller cannot answer stays open for the session's other answerers,
+        # so asking one after the other would wait on it.
+        bodies = (
             {"key": "user_name", "message": "What is your name?", "schema": NAME_FORM},
             _sampling_body("capital_question", "What is the capital of France?", 100),
-        ):
-            try:
-                await self.ask(call, body)
-            except AskRefusedError:
-                continue
-            got.append(str(body["key"]))
+        )
+        asked = await asyncio.gather(*(self.ask(call, body) for body in bodies), return_exceptions=True)
+        for outcome in asked:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, AskRefusedError):
+                raise outcome
+        got = [
+            str(body["key"])
+            for body, outcome in zip(bodies, asked, strict=True)
+            if not isinstance(outcome, BaseException)
+        ]
         return _said("answered: " + ", ".join(got))
 
     async def _confirm_delete(self, _arguments: dict[str, Any], call: Call) -> tuple[dict[str, Any], bool]:
@@ -289,7 +294,8 @@ class Fixtures:
         return _said("deleted" if content.get("confirm") else "kept")
 
     async def _multi_input(self, _arguments: dict[str, Any], call: Call) -> tuple[dict[str, Any], bool]:
-        color_form = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+        # Nothing required: the suite answers both of this tool's keys with the same content.
+        color_form = {"type": "object", "properties": {"color": {"type": "string"}}}
         name, color = await asyncio.gather(
             self._form(call, "name", "What is your name?", NAME_FORM),
             self._form(call, "color", "What is your favorite color?", color_form),
