@@ -23,6 +23,14 @@ from api.state import AppState
 from common.codec import canonical_uuid
 
 ALLOW_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, Kikuvi-Workspace, Switchboard-Pool-Member"
+# The headers an MCP caller sends at 2026-07-28 (and before it, its protocol version), allowed on the
+# session MCP endpoints; a tool's own `Mcp-Param-<name>` headers are allowed as the preflight names them.
+MCP_ALLOW_HEADERS = "Mcp-Method, Mcp-Name, MCP-Protocol-Version, Mcp-Session-Id, Last-Event-ID"
+_MCP_PATH = re.compile(r"/v1/sessions/[^/]+/mcp(?:/[^/]+)?")
+_PARAM_HEADER = re.compile(r"mcp-param-[a-z0-9_.-]{1,64}")
+# How many of a preflight's Mcp-Param headers are allowed back: a tool has few parameters, and the answer
+# stays small whatever the preflight asks.
+_MAX_PARAM_HEADERS = 32
 ALLOW_METHODS = "GET, POST, PUT, DELETE"
 EXPOSE_HEADERS = "Switchboard-Pool-Member, Retry-After"
 PUBLIC_PREFIX = "/sdk/"
@@ -98,7 +106,7 @@ async def _pass(scope: Scope, receive: Receive, send: Send, app: ASGIApp, allow:
     if preflight:
         cors += [
             (b"access-control-allow-methods", ALLOW_METHODS.encode()),
-            (b"access-control-allow-headers", ALLOW_HEADERS.encode()),
+            (b"access-control-allow-headers", _allowed_headers(scope).encode()),
             (b"access-control-max-age", b"600"),
         ]
         await send({"type": "http.response.start", "status": 204, "headers": cors})
@@ -112,3 +120,11 @@ async def _pass(scope: Scope, receive: Receive, send: Send, app: ASGIApp, allow:
         await send(message)
 
     await app(scope, receive, with_cors)
+
+
+def _allowed_headers(scope: Scope) -> str:
+    if not _MCP_PATH.fullmatch(scope["path"]):
+        return ALLOW_HEADERS
+    asked = (header(scope, b"access-control-request-headers") or "").lower().split(",")
+    params = [name for name in (part.strip() for part in asked) if _PARAM_HEADER.fullmatch(name)]
+    return ", ".join([ALLOW_HEADERS, MCP_ALLOW_HEADERS, *params[:_MAX_PARAM_HEADERS]])

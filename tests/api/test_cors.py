@@ -151,3 +151,27 @@ async def test_behind_a_trusted_proxy_the_scheme_is_the_forwarded_one(proxied: A
     refused = await proxied.key.get("/v1/agents", headers={**tls, "Origin": "http://switchboard.example"})
     assert refused.status_code == 403
     assert refused.json()["error"]["code"] == "forbidden"
+
+
+async def test_the_mcp_endpoints_preflight_allows_mcps_headers_and_a_tools_param_headers(api: Api) -> None:
+    session = await allowed_session(api)
+    asked = "authorization, content-type, mcp-method, mcp-name, mcp-protocol-version, mcp-param-region, x-other"
+    for path in (f"/v1/sessions/{session.id}/mcp", f"/v1/sessions/{session.id}/mcp/web"):
+        preflight = {"Origin": APP, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": asked}
+        answer = await api.key.options(path, headers=preflight)
+        assert answer.status_code == 204
+        allowed = {name.strip().lower() for name in answer.headers["access-control-allow-headers"].split(",")}
+        assert {"mcp-method", "mcp-name", "mcp-protocol-version", "mcp-param-region", "authorization"} <= allowed
+        # Only a tool's parameter headers are taken from the preflight, and only a bounded number of them.
+        assert "x-other" not in allowed
+    many = ", ".join(f"mcp-param-p{index}" for index in range(100))
+    preflight = {"Origin": APP, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": many}
+    answer = await api.key.options(f"/v1/sessions/{session.id}/mcp", headers=preflight)
+    assert (
+        sum(name.strip().startswith("mcp-param-") for name in answer.headers["access-control-allow-headers"].split(","))
+        == 32
+    )
+    # Elsewhere the list stays the API's own.
+    preflight = {"Origin": APP, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": asked}
+    answer = await api.key.options(f"/v1/sessions/{session.id}/events", headers=preflight)
+    assert "Mcp-Method" not in answer.headers["access-control-allow-headers"]
