@@ -10,10 +10,13 @@ import hmac
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 from pydantic import SecretStr
+
+if TYPE_CHECKING:
+    from mcp.server.request_state import AESGCMRequestStateCodec
 
 # The purpose this key serves, so the secret's other uses never share it.
 _PURPOSE = b"switchboard/mcp/request-state/v1"
@@ -44,8 +47,15 @@ class RequestStates:
 
     def __init__(self, secret: SecretStr | None) -> None:
         material = secret.get_secret_value().encode() if secret is not None else os.urandom(32)
-        key = hmac.new(material, _PURPOSE, hashlib.sha256).hexdigest()
-        self._codec = AESGCMRequestStateCodec([key])
+        self._key = hmac.new(material, _PURPOSE, hashlib.sha256).hexdigest()
+
+    @cached_property
+    def _codec(self) -> AESGCMRequestStateCodec:
+        # Imported on first use: the API starts without the `mcp` package (api/routes/mcp.py loads it in a
+        # thread when a session's MCP endpoint is first called), and only that server seals or opens.
+        from mcp.server.request_state import AESGCMRequestStateCodec
+
+        return AESGCMRequestStateCodec([self._key])
 
     def seal(self, sealed: Sealed) -> str:
         payload = {
@@ -61,6 +71,8 @@ class RequestStates:
 
     def open(self, token: str) -> Sealed | None:
         """What `token` sealed; None for one this deployment did not seal, or one changed since."""
+        from mcp.server.request_state import InvalidRequestState
+
         try:
             payload = json.loads(self._codec.unseal(token))
             if payload["v"] != _VERSION:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-import mcp.types as mt
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ValidationError
 
@@ -26,6 +25,7 @@ from api.state import State
 from broker.errors import Conflict, InvalidRequest
 from common.codec import dumps, uuid7
 from common.elicitation import content_problem, schema_problem
+from common.runtime import imported
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["input requests"], responses={400: {"model": ErrorBody}})
 
@@ -33,10 +33,9 @@ router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["input requests"], 
 _CAPABILITY = {"sampling/createMessage": "sampling", "roots/list": "listing roots"}
 # What an MCP caller declares to be asked each of them (as dispatch keeps it on the call's record).
 _NEEDS = {"sampling/createMessage": "sampling", "roots/list": "roots"}
-_PARAMS: dict[str, type[BaseModel]] = {
-    "sampling/createMessage": mt.CreateMessageRequestParams,
-    "roots/list": mt.RequestParams,
-}
+# The `mcp` model of each one's params (by name: the package is imported in a thread on first use, as the
+# session MCP server is, and never at the API's start).
+_PARAMS = {"sampling/createMessage": "CreateMessageRequestParams", "roots/list": "RequestParams"}
 
 
 def _checked(body: AskInputBody) -> None:
@@ -65,12 +64,13 @@ def _form_problem(form: dict[str, Any]) -> str | None:
     return schema_problem(form)
 
 
-def _params_problem(method: str, params: dict[str, Any]) -> str | None:
+async def _params_problem(method: str, params: dict[str, Any]) -> str | None:
     size = len(dumps(params).encode())
     if size > MAX_INPUT_SCHEMA_BYTES:
         return f"params: {size} bytes of JSON, past the limit of {MAX_INPUT_SCHEMA_BYTES}"
+    model: type[BaseModel] = getattr(await imported("mcp.types"), _PARAMS[method])
     try:
-        _PARAMS[method].model_validate(params, by_name=False)
+        model.model_validate(params, by_name=False)
     except ValidationError as invalid:
         error = invalid.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
@@ -109,7 +109,7 @@ async def ask_input(
         if _NEEDS[body.method] not in (await state.broker.inputs.pending(canonical, call_id)).asks:
             raise Conflict(f"Client does not support {_CAPABILITY[body.method]} (required for {body.method})")
         # Checked only for a caller that would be asked: anywhere else the refusal above comes first.
-        problem = _params_problem(body.method, body.params or {})
+        problem = await _params_problem(body.method, body.params or {})
         if problem:
             raise InvalidRequest(problem)
         message = f"{body.method}, asked of the MCP caller"

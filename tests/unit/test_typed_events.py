@@ -60,6 +60,7 @@ GETS: dict[tuple[str, str, str], str] = {
     ("api/mcp/task_status.py", "sent", "status"): "the task status notification this stream last sent",
     ("api/mcp/tasks.py", "declared", "extensions"): _MCP_IN,
     ("api/mcp/tasks.py", "ctx.params or {}", "_meta"): _MCP_IN,
+    ("api/mcp/inputs.py", "wire", "content"): "an MCP caller's answer to an input request (its inputResponses entry)",
     ("delegate/chat.py", "outcome", "client_id"): "the input route's answer (run id, outcome, run-scoped client)",
     ("switchboard/session_new.py", "http", "/v1/agents"): "an HTTP GET",
     ("switchboard/tool_member.py", "body", "content"): "the result body a member posts",
@@ -72,6 +73,7 @@ GETS: dict[tuple[str, str, str], str] = {
 LOADS: dict[tuple[str, str], str] = {
     ("api/doors/bodies.py", "json.loads(bytes(raw))"): "a request body msgspec refused, parsed again to say where",
     ("api/doors/turns.py", "loads(body)"): _KEYED_ANSWER,
+    ("api/mcp/sealing.py", "json.loads(self._codec.unseal(token))"): "a request state this deployment sealed",
     ("delegate/chat.py", "json.loads(text)"): (
         "the event as chat() hands it to its caller (on_event, ChatResult.events: dicts, its public API); "
         "chat() itself reads the typed record decoded beside it"
