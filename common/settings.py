@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, HttpUrl, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.jsonlog import LogFormat
@@ -37,12 +37,25 @@ class ProcessSettings(BaseSettings):
     # derives its own key from it (the MCP `requestState` seal, api/mcp/sealing.py). Unset, each process
     # makes up one of its own, so what one process sealed no other opens.
     secret_key: SecretStr | None = None
+    # Where browsers and MCP servers reach this deployment (https://switchboard.example.com): an MCP
+    # grant's OAuth redirect and client metadata document are addresses under it (docs/mcp.md).
+    public_url: HttpUrl | None = None
+    # How long a step waits for the person to sign in to a grant's server before going on without it.
+    mcp_authorization_timeout_s: int = Field(default=86_400, ge=1, le=2_592_000)
 
     @field_validator("secret_key")
     @classmethod
     def _secret_length(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < MIN_SECRET_KEY:
             raise ValueError(f"must be at least {MIN_SECRET_KEY} characters (secrets.token_urlsafe(32) makes one)")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_shape(cls, value: HttpUrl | None) -> HttpUrl | None:
+        # Paths are appended to it, and a query or fragment would swallow them.
+        if value is not None and (value.query or value.fragment or value.username or value.password):
+            raise ValueError("must be a scheme, host, optional port and path: no credentials, query or fragment")
         return value
 
 

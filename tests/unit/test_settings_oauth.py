@@ -1,0 +1,42 @@
+"""The settings an MCP grant with OAuth reads: where the deployment is reached and how long a sign-in may
+take, each refused naming itself when malformed."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from common.settings import ProcessSettings
+
+
+def test_the_defaults_wait_a_day_and_know_no_public_url() -> None:
+    settings = ProcessSettings()
+    assert settings.public_url is None
+    assert settings.mcp_authorization_timeout_s == 86_400
+
+
+def test_a_token_urlsafe_secret_and_an_https_public_url_are_taken() -> None:
+    settings = ProcessSettings(
+        secret_key=SecretStr(secrets.token_urlsafe(32)),
+        public_url="https://switchboard.example.com/base",
+    )
+    assert str(settings.public_url) == "https://switchboard.example.com/base"
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"public_url": "ftp://example.com"}, "public_url"),
+        ({"public_url": "https://example.com/?a=1"}, "no credentials, query or fragment"),
+        ({"public_url": "https://example.com/#top"}, "no credentials, query or fragment"),
+        ({"public_url": "https://user:pw@example.com"}, "no credentials, query or fragment"),
+        ({"mcp_authorization_timeout_s": 0}, "mcp_authorization_timeout_s"),
+        ({"mcp_authorization_timeout_s": 2_592_001}, "less than or equal to 2592000"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_setting(values: dict[str, object], named: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        ProcessSettings(**values)  # type: ignore[arg-type]
+    assert named in str(refused.value)
