@@ -33,6 +33,7 @@ from api.routes import (
     inbox,
     inputs,
     mcp,
+    mcp_connections,
     providers,
     schedules,
     sessions,
@@ -247,6 +248,7 @@ def create_app(
         ag_ui,
         ai_sdk,
         webhooks,
+        mcp_connections,
     ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp):

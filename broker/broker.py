@@ -19,6 +19,7 @@ from broker.services.inputs import Inputs
 from broker.services.keepers import Keepers
 from broker.services.live import LiveHub
 from broker.services.log import EventLog
+from broker.services.mcp_connections import McpConnections
 from broker.services.policies import SessionPolicies
 from broker.services.pools import Pools
 from broker.services.providers import Providers
@@ -73,6 +74,7 @@ class Broker(Generic[S]):
         self.schedules = Schedules(core)
         self.webhooks = Webhooks(core, addresses)
         self.deliveries = Deliveries(core)
+        self.mcp_connections = McpConnections(core)
 
     @classmethod
     async def connect(

@@ -78,6 +78,7 @@ MESSAGES: dict[str, str] = {
         "this workspace already has {0} webhook endpoints, the limit; delete one before adding another"
     ),
     "no_webhook": "no webhook endpoint {0}",
+    "no_mcp_connection": "no MCP connection {0}",
     "no_delivery": "no delivery {0} of this webhook endpoint (it never was, or the log was trimmed past it)",
     "delivery_sending": "delivery {0} is being sent now; retry it once this attempt ended",
     # A receipt written by an earlier release, which kept its refusal's message whole.

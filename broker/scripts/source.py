@@ -93,6 +93,8 @@ SCRIPT_NAMES = (
     "take_deliveries",
     "record_delivery",
     "retry_delivery",
+    "keep_mcp_connection",
+    "forget_mcp_connection",
 )
 
 # Every library, each after those it uses (a local function is visible only below its definition), in
