@@ -34,6 +34,7 @@ from api.routes import (
     inputs,
     mcp,
     mcp_connections,
+    mcp_oauth,
     providers,
     schedules,
     sessions,
@@ -251,7 +252,7 @@ def create_app(
         mcp_connections,
     ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
-    for module in (health, web, docs, mcp):
+    for module in (health, web, docs, mcp, mcp_oauth):
         app.include_router(module.router)
     app.add_middleware(_CountRequests, metrics=metrics)
     return app

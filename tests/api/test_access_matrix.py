@@ -117,7 +117,13 @@ ROUTES = [
     Route("DELETE", "/v1/mcp/connections/{connection_id}", "key", "session.manage"),
     Route("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", "key", "session.manage"),
 ]
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/metrics/cluster")}
+PUBLIC = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("GET", "/metrics/cluster"),
+    ("GET", "/v1/mcp/oauth/client-metadata.json"),
+}
 
 
 @dataclass

@@ -8,6 +8,7 @@ import secrets
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from common.oauth_addresses import callback_url, client_metadata_url
 from common.settings import ProcessSettings
 
 
@@ -40,3 +41,12 @@ def test_bad_values_are_refused_naming_the_setting(values: dict[str, object], na
     with pytest.raises(ValidationError) as refused:
         ProcessSettings(**values)  # type: ignore[arg-type]
     assert named in str(refused.value)
+
+
+@pytest.mark.parametrize("given", ["https://sb.example.com", "https://sb.example.com/", "https://sb.example.com/x/"])
+def test_the_callback_and_metadata_addresses_sit_under_the_public_url(given: str) -> None:
+    public_url = ProcessSettings(public_url=given).public_url
+    assert public_url is not None
+    base = given.rstrip("/")
+    assert callback_url(public_url) == base + "/v1/mcp/oauth/callback"
+    assert client_metadata_url(public_url) == base + "/v1/mcp/oauth/client-metadata.json"
