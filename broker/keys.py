@@ -76,6 +76,10 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | (services/mcp_connections.py)          |
 | `sb:{w}:mcp:connections:<owner>`      | zset   | none                     | an owner's connection ids (`u:<subject>`|
 |                                       |        |                          | or `s:<sid>`), lex-ordered             |
+| `sb:{w}:mcp:authorization:<digest>`   | hash   | its wait and a day       | a pending MCP sign-in by its state's   |
+|                                       |        |                          | SHA-256: session, grant, server URL,   |
+|                                       |        |                          | `expires_at`, `flow` (sealed); `used`  |
+|                                       |        |                          | once taken (*_mcp_authorization.lua)   |
 | `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone,  |
 |                                       |        |                          | `event_at` (ms of the newest event,    |
 |                                       |        |                          | written with the seq: its retention),  |
@@ -447,6 +451,10 @@ class KeySpace:
     # MCP grants' OAuth connections.
     def mcp_connection(self, connection_id: str) -> str:
         return f"{self.prefix}:{{w}}:mcp:connection:{connection_id}"
+
+    def mcp_authorization(self, state_digest: str) -> str:
+        """A pending sign-in, by the SHA-256 of its state (the state itself is never stored)."""
+        return f"{self.prefix}:{{w}}:mcp:authorization:{state_digest}"
 
     def mcp_connections(self, owner: str) -> str:
         """An owner's connection ids; the owner (`u:<subject>`, any character) comes last."""
