@@ -50,3 +50,20 @@ def test_the_callback_and_metadata_addresses_sit_under_the_public_url(given: str
     base = given.rstrip("/")
     assert callback_url(public_url) == base + "/v1/mcp/oauth/callback"
     assert client_metadata_url(public_url) == base + "/v1/mcp/oauth/client-metadata.json"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["x" * 42, "shared-" * 6, "a+b/" * 12, "!" * 64, secrets.token_urlsafe(31), secrets.token_urlsafe(32)[:-1] + "*"],
+)
+def test_a_secret_key_not_32_url_safe_base64_bytes_is_refused(value: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        ProcessSettings(secret_key=SecretStr(value))
+    assert "secret_key" in str(refused.value)
+    assert "url-safe base64" in str(refused.value)
+    assert value not in str(refused.value)
+
+
+@pytest.mark.parametrize("value", [secrets.token_urlsafe(32), secrets.token_urlsafe(48), "A" * 43 + "=", "shared-" * 8])
+def test_url_safe_base64_of_32_bytes_or_more_is_taken(value: str) -> None:
+    assert ProcessSettings(secret_key=SecretStr(value)).secret_key == SecretStr(value)
