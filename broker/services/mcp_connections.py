@@ -110,6 +110,13 @@ class McpConnections:
             raise NotFound(f"no MCP connection {cid}")
         return _connection(found)
 
+    async def get_for(self, owner: str, server_url: str) -> McpConnection | None:
+        """`owner`'s connection to `server_url`, if it has one."""
+        try:
+            return await self.get(connection_id(owner, server_url))
+        except NotFound:
+            return None
+
     async def page(
         self, owner: str, *, limit: int, after: str | None, ascending: bool
     ) -> tuple[list[McpConnection], str | None]:
