@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from mcp.shared.auth import OAuthClientMetadata
 
 from api.state import State
 from broker.errors import NotFound
@@ -24,14 +23,16 @@ async def client_metadata(state: State) -> JSONResponse:
     public_url = state.broker.settings.public_url
     if public_url is None:
         raise NotFound("no client metadata: SWITCHBOARD_PUBLIC_URL is not set")
-    metadata = OAuthClientMetadata(
-        redirect_uris=[callback_url(public_url)],
-        token_endpoint_auth_method="none",  # noqa: S106 (an auth method, no password: PKCE, no secret)
-        grant_types=["authorization_code", "refresh_token"],
-        response_types=["code"],
-        client_name="Switchboard",
-        client_uri=str(public_url),
-        application_type="web",
-    )
-    body = {"client_id": client_metadata_url(public_url), **metadata.model_dump(mode="json", exclude_none=True)}
+    # Written out rather than built with the `mcp` package's model: the API starts without that package
+    # (tests/unit/test_model_import.py); the test holds it to that model.
+    body = {
+        "client_id": client_metadata_url(public_url),
+        "client_name": "Switchboard",
+        "client_uri": str(public_url),
+        "redirect_uris": [callback_url(public_url)],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "application_type": "web",
+    }
     return JSONResponse(body, headers={"Cache-Control": _CACHE})
