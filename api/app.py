@@ -33,6 +33,8 @@ from api.routes import (
     inbox,
     inputs,
     mcp,
+    mcp_connections,
+    mcp_oauth,
     providers,
     schedules,
     sessions,
@@ -247,9 +249,10 @@ def create_app(
         ag_ui,
         ai_sdk,
         webhooks,
+        mcp_connections,
     ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
-    for module in (health, web, docs, mcp):
+    for module in (health, web, docs, mcp, mcp_oauth):
         app.include_router(module.router)
     app.add_middleware(_CountRequests, metrics=metrics)
     return app

@@ -19,6 +19,8 @@ from broker.services.inputs import Inputs
 from broker.services.keepers import Keepers
 from broker.services.live import LiveHub
 from broker.services.log import EventLog
+from broker.services.mcp_authorizations import McpAuthorizations
+from broker.services.mcp_connections import McpConnections
 from broker.services.policies import SessionPolicies
 from broker.services.pools import Pools
 from broker.services.providers import Providers
@@ -73,6 +75,8 @@ class Broker(Generic[S]):
         self.schedules = Schedules(core)
         self.webhooks = Webhooks(core, addresses)
         self.deliveries = Deliveries(core)
+        self.mcp_connections = McpConnections(core)
+        self.mcp_authorizations = McpAuthorizations(core)
 
     @classmethod
     async def connect(

@@ -69,6 +69,17 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{w}:inbox:s:<sid>`                | hash   | token TTL once the       | call id -> the seq of the last notice  |
 |                                       |        | session is deleted       | applied (a replay older than it is     |
 |                                       |        |                          | ignored); `~gone` once deleted         |
+| `sb:{w}:mcp:connection:<id>`          | hash   | none                     | one MCP grant's OAuth connection: its  |
+|                                       |        |                          | owner, grant, server URL, scopes,      |
+|                                       |        |                          | expiry, `tokens` sealed (AES-GCM, a key|
+|                                       |        |                          | derived from SWITCHBOARD_SECRET_KEY)   |
+|                                       |        |                          | (services/mcp_connections.py)          |
+| `sb:{w}:mcp:connections:<owner>`      | zset   | none                     | an owner's connection ids (`u:<subject>`|
+|                                       |        |                          | or `s:<sid>`), lex-ordered             |
+| `sb:{w}:mcp:authorization:<digest>`   | hash   | its wait and a day       | a pending MCP sign-in by its state's   |
+|                                       |        |                          | SHA-256: session, grant, server URL,   |
+|                                       |        |                          | `expires_at`, `flow` (sealed); `used`  |
+|                                       |        |                          | once taken (*_mcp_authorization.lua)   |
 | `sb:{T}:s:<S>:meta`                   | hash   | token TTL once deleted   | session record, event seq, tombstone,  |
 |                                       |        |                          | `event_at` (ms of the newest event,    |
 |                                       |        |                          | written with the seq: its retention),  |
@@ -436,6 +447,18 @@ class KeySpace:
     def inbox_session(self, session_id: str) -> str:
         """The seq of the last notice applied to each of a session's calls, and `~gone` once deleted."""
         return f"{self.prefix}:{{w}}:inbox:s:{session_id}"
+
+    # MCP grants' OAuth connections.
+    def mcp_connection(self, connection_id: str) -> str:
+        return f"{self.prefix}:{{w}}:mcp:connection:{connection_id}"
+
+    def mcp_authorization(self, state_digest: str) -> str:
+        """A pending sign-in, by the SHA-256 of its state (the state itself is never stored)."""
+        return f"{self.prefix}:{{w}}:mcp:authorization:{state_digest}"
+
+    def mcp_connections(self, owner: str) -> str:
+        """An owner's connection ids; the owner (`u:<subject>`, any character) comes last."""
+        return f"{self.prefix}:{{w}}:mcp:connections:{owner}"
 
     # Webhooks.
     @property

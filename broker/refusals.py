@@ -78,6 +78,11 @@ MESSAGES: dict[str, str] = {
         "this workspace already has {0} webhook endpoints, the limit; delete one before adding another"
     ),
     "no_webhook": "no webhook endpoint {0}",
+    "no_mcp_connection": "no MCP connection {0}",
+    "mcp_authorization_taken": "a sign-in state was drawn twice; draw another",
+    "no_mcp_authorization": "this sign-in link is not one Switchboard made, or it ran out long ago",
+    "mcp_authorization_used": "this sign-in link was used already; a sign-in link works once",
+    "mcp_authorization_expired": "this sign-in link ran out; the agent asks again when it next needs the server",
     "no_delivery": "no delivery {0} of this webhook endpoint (it never was, or the log was trimmed past it)",
     "delivery_sending": "delivery {0} is being sent now; retry it once this attempt ended",
     # A receipt written by an earlier release, which kept its refusal's message whole.

@@ -22,7 +22,7 @@ from api.schemas.agents import (
 from api.schemas.common import ErrorBody
 from api.schemas.waits import check_version
 from api.state import State
-from broker.errors import Conflict, NotFound
+from broker.errors import Conflict, InvalidRequest, NotFound
 from broker.services.credentials import Permission
 from broker.services.providers import SCRIPTED_MODEL, SCRIPTED_PROVIDER_ID, SUBAKO_FORMATS
 from common.codec import uuid7
@@ -103,13 +103,20 @@ async def publish_version(
     await _check_model(state, body)
     for i, grant in enumerate(body.mcp or []):
         await state.broker.providers.addresses.check_base_url(grant.url, f"mcp[{i}].url", "an MCP server")
+        if grant.auth is not None and state.broker.settings.secret_key is None:
+            # Its tokens are stored encrypted under a key derived from the secret: without one, nowhere to keep them.
+            raise InvalidRequest(
+                f"mcp[{i}].auth: an OAuth grant needs SWITCHBOARD_SECRET_KEY set (32 random bytes, url-safe base64)"
+            )
     # The config is echoed as given (absent optional keys stay absent), but for the grants' credentials:
     # kept apart, never returned.
     config: dict[str, Any] = body.model_dump(mode="json", exclude_unset=True, exclude={"model_provider_id"})
     for grant in config.get("mcp") or []:
         grant.pop("bearer_token", None)
         grant.pop("headers", None)
-    secrets = {grant.name: {"headers": sent} for grant in body.mcp or [] if (sent := grant.credentials())}
+        if grant.get("auth"):
+            grant["auth"].pop("client_secret", None)
+    secrets = {grant.name: kept for grant in body.mcp or [] if (kept := grant.secrets())}
 
     async def act(keyed_: Keyed) -> Answer:
         record = await state.broker.agents.publish(

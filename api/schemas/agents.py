@@ -138,6 +138,48 @@ _HEADERS_SCHEMA = {
 }
 
 
+# An OAuth scope token (RFC 6749 section 3.3): printable ASCII but space, '"' and '\'.
+ScopeToken = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[\x21\x23-\x5b\x5d-\x7e]+$")]
+MAX_OAUTH_SCOPES = 32
+
+
+class McpOAuthBody(Strict):
+    """A grant whose server wants each person's sign-in (OAuth 2.1, docs/mcp.md "Grants with OAuth")."""
+
+    type: Literal["oauth"]
+    scopes: Annotated[
+        list[ScopeToken] | None,
+        Field(
+            max_length=MAX_OAUTH_SCOPES,
+            description="The scopes asked for (default: the server's challenge, else its scopes_supported)",
+        ),
+    ] = None
+    client_id: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=512,
+            pattern=r"^[\x20-\x7e]+$",
+            description="A client registered with the authorization server beforehand",
+        ),
+    ] = None
+    client_secret: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=4096,
+            pattern=r"^[\x20-\x7e]+$",
+            description="That client's secret (write-only: never returned)",
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _secret_has_its_client(self) -> McpOAuthBody:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("client_secret without client_id: a secret belongs to a registered client")
+        return self
+
+
 class McpGrantBody(Strict):
     name: GrantName
     # An extension of the Subako field (any string): an http(s) URL this server can reach (docs/mcp.md).
@@ -169,11 +211,15 @@ class McpGrantBody(Strict):
         ),
         AfterValidator(_grant_headers),
     ] = None
+    auth: McpOAuthBody | None = None
 
     @model_validator(mode="after")
     def _one_authorization(self) -> McpGrantBody:
-        if self.bearer_token and any(name.lower() == "authorization" for name in self.headers or {}):
+        authorization = any(name.lower() == "authorization" for name in self.headers or {})
+        if self.bearer_token and authorization:
             raise ValueError("bearer_token and an Authorization header: send one of the two")
+        if self.auth is not None and (self.bearer_token or authorization):
+            raise ValueError("auth and a bearer_token or Authorization header: the OAuth token is the authorization")
         return self
 
     def credentials(self) -> dict[str, str]:
@@ -182,6 +228,16 @@ class McpGrantBody(Strict):
         if self.bearer_token:
             sent["Authorization"] = f"Bearer {self.bearer_token}"
         return sent
+
+    def secrets(self) -> dict[str, Any]:
+        """What of this grant is kept apart from its config and never returned: its headers and its
+        OAuth client's secret."""
+        kept: dict[str, Any] = {}
+        if sent := self.credentials():
+            kept["headers"] = sent
+        if self.auth is not None and self.auth.client_secret is not None:
+            kept["oauth_client_secret"] = self.auth.client_secret
+        return kept
 
 
 class SandboxEnvironment(Strict):

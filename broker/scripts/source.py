@@ -93,6 +93,10 @@ SCRIPT_NAMES = (
     "take_deliveries",
     "record_delivery",
     "retry_delivery",
+    "keep_mcp_connection",
+    "forget_mcp_connection",
+    "take_mcp_authorization",
+    "begin_mcp_authorization",
 )
 
 # Every library, each after those it uses (a local function is visible only below its definition), in

@@ -113,9 +113,17 @@ ROUTES = [
     Route("POST", "/v1/webhooks/{webhook_id}/rotate-secret", "key", "session.manage"),
     Route("POST", "/v1/webhooks/{webhook_id}/test", "key", "session.manage"),
     Route("GET", "/v1/webhooks/{webhook_id}/deliveries", "key", "session.manage"),
+    Route("GET", "/v1/mcp/connections", "key", "session.read"),
+    Route("DELETE", "/v1/mcp/connections/{connection_id}", "key", "session.manage"),
     Route("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", "key", "session.manage"),
 ]
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/metrics/cluster")}
+PUBLIC = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("GET", "/metrics/cluster"),
+    ("GET", "/v1/mcp/oauth/client-metadata.json"),
+}
 
 
 @dataclass
@@ -164,6 +172,7 @@ async def _world(api: Api, stack: Stack) -> World:
         "scripted_provider_id": await api.scripted_provider_id(),
         "chat_id": "chat-1",
         "webhook_id": "01a22b9d-0000-7000-8000-000000000001",
+        "connection_id": "01a22b9d-0000-7000-8000-000000000002",
         "delivery_id": "msg_" + "0" * 32,
         "schedule_id": schedule["id"],
         "request_id": "01a22b9d-0000-7000-8000-000000000002",

@@ -4,10 +4,12 @@ both sides), offers its tools as `mcp__<grant>__<tool>`, and runs their calls as
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -272,6 +274,15 @@ async def test_credentials_go_to_the_server_and_are_never_shown(api: Api, kit_ur
         ({"headers": {f"X-{i}": "v" for i in range(17)}}, "at most 16 headers"),
         ({"bearer_token": "a b"}, "bearer_token"),
         ({"bearer_token": "t", "headers": {"Authorization": "Basic x"}}, "send one of the two"),
+        ({"auth": {"type": "basic"}}, "mcp[0].auth.type"),
+        ({"auth": {"type": "oauth", "scopes": ["a b"]}}, "mcp[0].auth.scopes[0]"),
+        ({"auth": {"type": "oauth", "scopes": [f"s{i}" for i in range(33)]}}, "at most 32 items"),
+        ({"auth": {"type": "oauth", "client_id": "x" * 513}}, "at most 512 characters"),
+        ({"auth": {"type": "oauth", "client_secret": "s"}}, "client_secret without client_id"),
+        ({"auth": {"type": "oauth", "client_id": "c", "client_secret": "x" * 4097}}, "at most 4096 characters"),
+        ({"auth": {"type": "oauth", "extra": 1}}, "mcp[0].auth.extra"),
+        ({"auth": {"type": "oauth"}, "bearer_token": "t"}, "the OAuth token is the authorization"),
+        ({"auth": {"type": "oauth"}, "headers": {"authorization": "Basic x"}}, "the OAuth token is the authorization"),
     ],
 )
 async def test_bad_grants_are_refused_naming_the_field(api: Api, changes: dict[str, Any], named: str) -> None:
@@ -281,6 +292,35 @@ async def test_bad_grants_are_refused_naming_the_field(api: Api, changes: dict[s
     refused = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
     assert refused.status_code == 400, refused.text
     assert named in refused.text
+
+
+OAUTH = {"type": "oauth", "scopes": ["read", "write"], "client_id": "switchboard-test", "client_secret": "cs-456"}
+
+
+async def test_an_oauth_grant_is_refused_while_the_secret_key_is_unset(api: Api) -> None:
+    agent = (await api.key.post("/v1/agents", json={"name": "oauth"})).json()
+    version = {"model_provider_id": await api.scripted_provider_id(), **SCRIPTED_CONFIG}
+    version["mcp"] = [grant("https://mcp.example.com/mcp", auth=OAUTH)]
+    refused = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
+    assert refused.status_code == 400, refused.text
+    message = refused.json()["error"]["message"]
+    assert message.startswith("mcp[0].auth: an OAuth grant needs SWITCHBOARD_SECRET_KEY set"), message
+
+
+async def test_an_oauth_grants_client_secret_is_kept_and_never_shown(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    update: dict[str, object] = {"secret_key": SecretStr(secrets.token_urlsafe(32))}
+    async with running_api(settings, redis_url, api_key, update, worker=False) as api:
+        agent = (await api.key.post("/v1/agents", json={"name": "oauth"})).json()
+        version = {"model_provider_id": await api.scripted_provider_id(), **SCRIPTED_CONFIG}
+        version["mcp"] = [grant("https://mcp.example.com/mcp", auth=OAUTH)]
+        published = await api.key.post(f"/v1/agents/{agent['id']}/versions", json=version)
+        assert published.status_code == 201, published.text
+        listed = (await api.key.get(f"/v1/agents/{agent['id']}/versions")).json()["items"]
+    (shown,) = listed[0]["config"]["mcp"]
+    assert shown["auth"] == {"type": "oauth", "scopes": ["read", "write"], "client_id": "switchboard-test"}
+    assert "cs-456" not in published.text + str(listed)
 
 
 async def test_a_private_address_needs_the_setting(settings: Settings, redis_url: str, api_key: str) -> None:

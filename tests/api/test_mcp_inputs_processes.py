@@ -123,11 +123,11 @@ async def test_an_older_caller_with_a_way_back_is_asked_in_band(api: Api) -> Non
 async def test_a_retry_verifies_in_another_api_process_sharing_the_secret(
     settings: Settings, redis_url: str, api_key: str
 ) -> None:
-    shared: dict[str, object] = {"secret_key": SecretStr("shared-" * 6)}
+    shared: dict[str, object] = {"secret_key": SecretStr("shared-" * 8)}
     async with (
         running_api(settings, redis_url, api_key, shared, worker=False) as first,
         running_api(settings, redis_url, api_key, shared, worker=False) as second,
-        running_api(settings, redis_url, api_key, {"secret_key": SecretStr("other-" * 6)}, worker=False) as third,
+        running_api(settings, redis_url, api_key, {"secret_key": SecretStr("other-" * 8)}, worker=False) as third,
     ):
         session = await first.session()
         web = await first.register(session, tools=[LOOKUP])
