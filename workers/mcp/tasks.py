@@ -15,6 +15,7 @@ from typing import Any
 import mcp.types as mt
 from pydantic import ValidationError
 
+EXTENSION = "io.modelcontextprotocol/tasks"
 Send = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 # A server asking for less would have every waiting call hammer it; one asking for more would leave a
@@ -96,14 +97,14 @@ async def follow(send: Send, created: dict[str, Any], deadline: float, timeout_s
             if loop.time() + wait >= deadline:
                 await cancel(send, task_id)
                 return failed(
-                    f"The MCP server's task did not finish within the tool's {timeout_s:g} s; it was cancelled."
+                    f"The MCP server's task did not finish within the tool's {timeout_s:.3g} s; it was cancelled."
                 )
             await asyncio.sleep(wait)
             async with asyncio.timeout_at(deadline):
                 body = await send("tasks/get", {"taskId": task_id})
     except TimeoutError:
         await cancel(send, task_id)
-        return failed(f"The MCP server's task did not finish within the tool's {timeout_s:g} s; it was cancelled.")
+        return failed(f"The MCP server's task did not finish within the tool's {timeout_s:.3g} s; it was cancelled.")
     except asyncio.CancelledError:
         await asyncio.shield(cancel(send, task_id))
         raise
