@@ -267,15 +267,24 @@ _TASK_TIMES = {"createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01
 
 def tasks_app(script: TaskScript) -> Starlette:
     """A 2026-07-28 server of the Tasks extension (io.modelcontextprotocol/tasks) whose one tool, `slow`,
-    answers a caller that declared the extension with a task. Streamable HTTP at /mcp."""
+        answers a caller that declared the extension with a task, and `asks`, which answers with an
+    InputRequiredResult. Streamable HTTP at /mcp."""
 
     class _Params(mt.RequestParams):
         taskId: str
 
     async def listing(ctx: Any, params: Any) -> mt.ListToolsResult:
-        return mt.ListToolsResult(tools=[mt.Tool(name="slow", input_schema={"type": "object"})])
+        tools = [mt.Tool(name=name, input_schema={"type": "object"}) for name in ("slow", "asks")]
+        return mt.ListToolsResult(tools=tools)
 
     async def call(ctx: Any, params: mt.CallToolRequestParams) -> dict[str, Any]:
+        if params.name == "asks":
+            schema = {"type": "object", "properties": {}}
+            question = {"mode": "form", "message": "Which colour?", "requestedSchema": schema}
+            return {
+                "resultType": "input_required",
+                "inputRequests": {"colour": {"method": "elicitation/create", "params": question}},
+            }
         task = {"taskId": "task-1", "status": "working", "pollIntervalMs": script.interval_ms, **_TASK_TIMES}
         return {"resultType": "task", **task}
 

@@ -14,6 +14,7 @@ from tests.api.test_mcp_grants import answer, grant, texts
 from tests.api_client import Api, of_type, run_over
 from tests.mcp_servers import TaskScript, tasks_app
 from tests.stack import serve_asgi
+from workers.mcp import tasks
 
 
 @pytest.fixture
@@ -77,3 +78,12 @@ async def test_a_cancelled_call_cancels_its_task_at_the_server(api: Api, tasks_u
             break
         await asyncio.sleep(0.05)
     assert script.cancelled == ["task-1"]
+
+
+async def test_a_server_asking_for_input_fails_the_call_saying_so(api: Api, tasks_url: str) -> None:
+    session = await api.session(mcp=[grant(tasks_url, "work")])
+    events = await answer(api, session, "/call mcp__work__asks")
+    (result,) = of_type(events, "tool_result")
+    assert result["is_error"] is True
+    assert texts(result) == [tasks.ASKED]
+    assert of_type(events, "run_completed")

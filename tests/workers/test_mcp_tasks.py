@@ -124,7 +124,7 @@ async def test_cancelling_the_call_sends_tasks_cancel() -> None:
         ({"resultType": "task", "status": "working"}, "without a taskId"),
         ({"resultType": "task", "taskId": "x" * 300, "status": "working"}, "without a taskId"),
         ({"resultType": "task", "taskId": "t", "status": "odd"}, "unknown status 'odd'"),
-        ({"resultType": "task", "taskId": "t", "status": "input_required"}, "asked for input"),
+        ({"resultType": "task", "taskId": "t", "status": "input_required"}, tasks.ASKED),
         ({"resultType": "task", "taskId": "t", "status": "completed", "result": {"content": 5}}, "not a tool result"),
     ],
 )

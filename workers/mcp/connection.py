@@ -264,6 +264,8 @@ class Connection:
                 progress_callback=progress,
             )
             body = answer.body()
+            if body.get("resultType") == "input_required":
+                return tasks.failed(tasks.ASKED)
             if not tasks.is_task(body):
                 return mt.CallToolResult.model_validate(body, by_name=False)
 

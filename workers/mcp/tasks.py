@@ -26,6 +26,7 @@ MAX_POLL_S = 30.0
 MAX_TASK_ID_CHARS = 256
 # tasks/cancel is a courtesy to the server: the call ends whether or not it answers.
 CANCEL_TIMEOUT_S = 5.0
+ASKED = "The MCP server asked for input, which a grant cannot give yet."
 
 
 def is_task(answer: dict[str, Any]) -> bool:
@@ -89,7 +90,7 @@ async def follow(send: Send, created: dict[str, Any], deadline: float, timeout_s
                 return failed(f"The MCP server's task {status}" + (f": {message}" if message else "."))
             if status == "input_required":
                 await cancel(send, task_id)
-                return failed("The MCP server's task asked for input, which this grant cannot give yet.")
+                return failed(ASKED)
             if status != "working":
                 await cancel(send, task_id)
                 return failed(f"The MCP server's task has an unknown status {str(status)[:100]!r}.")
