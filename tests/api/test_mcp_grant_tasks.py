@@ -16,6 +16,9 @@ from tests.mcp_servers import TaskScript, tasks_app
 from tests.stack import serve_asgi
 from workers.mcp import tasks
 
+# The call's cancel and result go through the broker's scripts: on the Cluster as well.
+pytestmark = pytest.mark.both_redis
+
 
 @pytest.fixture
 def script() -> TaskScript:
