@@ -251,5 +251,68 @@ def main(argv: list[str]) -> None:
         raise SystemExit("usage: python -m tests.mcp_servers [stdio | http PORT]")
 
 
+@dataclass
+class TaskScript:
+    """What the task server does: `slow` answers with a task that completes after `polls` tasks/get (never,
+    when None); the task ids it was asked to cancel land in `cancelled`."""
+
+    polls: int | None = 2
+    interval_ms: int = 250
+    gets: int = 0
+    cancelled: list[str] = field(default_factory=list)
+
+
+_TASK_TIMES = {"createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": None}
+
+
+def tasks_app(script: TaskScript) -> Starlette:
+    """A 2026-07-28 server of the Tasks extension (io.modelcontextprotocol/tasks) whose one tool, `slow`,
+        answers a caller that declared the extension with a task, and `asks`, which answers with an
+    InputRequiredResult. Streamable HTTP at /mcp."""
+
+    class _Params(mt.RequestParams):
+        taskId: str
+
+    async def listing(ctx: Any, params: Any) -> mt.ListToolsResult:
+        tools = [mt.Tool(name=name, input_schema={"type": "object"}) for name in ("slow", "asks")]
+        return mt.ListToolsResult(tools=tools)
+
+    async def call(ctx: Any, params: mt.CallToolRequestParams) -> dict[str, Any]:
+        if params.name == "asks":
+            schema = {"type": "object", "properties": {}}
+            question = {"mode": "form", "message": "Which colour?", "requestedSchema": schema}
+            return {
+                "resultType": "input_required",
+                "inputRequests": {"colour": {"method": "elicitation/create", "params": question}},
+            }
+        task = {"taskId": "task-1", "status": "working", "pollIntervalMs": script.interval_ms, **_TASK_TIMES}
+        return {"resultType": "task", **task}
+
+    async def get(ctx: Any, params: _Params) -> dict[str, Any]:
+        script.gets += 1
+        body = {"resultType": "complete", "taskId": params.taskId, **_TASK_TIMES}
+        if script.polls is None or script.gets < script.polls:
+            return {**body, "status": "working", "pollIntervalMs": script.interval_ms}
+        result = {"content": [{"type": "text", "text": f"done after {script.gets} polls"}]}
+        return {**body, "status": "completed", "result": result}
+
+    async def cancel(ctx: Any, params: _Params) -> dict[str, Any]:
+        script.cancelled.append(params.taskId)
+        return {"resultType": "complete"}
+
+    server = Server("tasks", on_list_tools=listing, on_call_tool=call)  # type: ignore[arg-type]
+    server.extensions["io.modelcontextprotocol/tasks"] = {}
+    server.add_request_handler("tasks/get", _Params, get)
+    server.add_request_handler("tasks/cancel", _Params, cancel)
+    manager = StreamableHTTPSessionManager(server)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(routes=[Mount("/mcp", app=manager.handle_request)], lifespan=lifespan)
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -28,6 +28,7 @@ import httpx2
 import mcp.types as mt
 import pydantic
 from mcp import Client
+from mcp.client.extension import advertise
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -36,6 +37,7 @@ from mcp.types.jsonrpc import CONNECTION_CLOSED
 from broker.errors import AddressRefused
 from common.addresses import ProviderAddresses
 from common.tasks import cancel_and_wait
+from workers.mcp import tasks
 from workers.mcp.budget import Budget
 from workers.mcp.exchanges import Exchanges
 from workers.mcp.flow import Flow
@@ -48,6 +50,20 @@ logger = logging.getLogger(__name__)
 WHAT = "the MCP server"
 # A server's listing is read a page at a time (each page bounded as it is read); past these it is cut.
 MAX_PAGES = 10
+
+
+class _Answer(pydantic.BaseModel):
+    # A tools/call answer read as its wire fields: a tool's result, or a task (tasks.is_task) to follow.
+    model_config = pydantic.ConfigDict(extra="allow")
+
+    def body(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class _TaskRequest(mt.Request[dict[str, Any], str]):
+    # The extension's methods (tasks/get, tasks/cancel), which the package's client has no models for.
+    method: str
+    params: dict[str, Any]
 
 
 class Progress(Protocol):
@@ -178,7 +194,9 @@ class Connection:
                     transport: Any = sse_client(self.url, httpx_client_factory=factory)
                 else:
                     transport = streamable_http_client(self.url, http_client=http)
-                async with Client(guarded(transport, self.guard), cache=None) as client:
+                # Tasks are declared so a server may answer a long call with one, which `call` follows.
+                extensions = [advertise(tasks.EXTENSION)]
+                async with Client(guarded(transport, self.guard), cache=None, extensions=extensions) as client:
                     self._client = client
                     self._ready.set()
                     async with anyio.create_task_group() as group:
@@ -238,12 +256,26 @@ class Connection:
         # comes first.
         with self.exchanges.operation("call", deadline) as meta:
             params = mt.CallToolRequestParams(name=name, arguments=arguments, meta=_meta(meta))
-            return await self._live().session.send_request(
+            session = self._live().session
+            answer = await session.send_request(
                 mt.CallToolRequest(params=params),
-                mt.CallToolResult,
+                _Answer,
                 request_read_timeout_seconds=timeout_s + 1,
                 progress_callback=progress,
             )
+            body = answer.body()
+            if body.get("resultType") == "input_required":
+                return tasks.failed(tasks.ASKED)
+            if not tasks.is_task(body):
+                return mt.CallToolResult.model_validate(body, by_name=False)
+
+            async def send(method: str, task: dict[str, Any]) -> dict[str, Any]:
+                left = max(0.0, deadline - asyncio.get_running_loop().time())
+                request = _TaskRequest(method=method, params=task)
+                reply = await session.send_request(request, _Answer, request_read_timeout_seconds=left + 1)
+                return reply.body()
+
+            return await tasks.follow(send, body, deadline, timeout_s)
 
     async def close(self) -> None:
         self.flow.close()
