@@ -101,7 +101,7 @@ class ClientToolBody(Strict):
         ),
     ] = None
     asks_first: Annotated[
-        bool | None,
+        JsonBool | None,
         Field(
             description="An extension: the tool asks its caller (input requests) before its work starts. For an "
             "MCP caller that takes tasks, its call then answers what it asks in line first (an "

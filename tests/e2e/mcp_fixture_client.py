@@ -81,7 +81,11 @@ def _wav() -> str:
 
 def _tool(name: str, properties: dict[str, Any] | None = None, *, timeout_s: int | None = None) -> dict[str, Any]:
     parameters = {"type": "object", "properties": properties or {}}
-    declared = {"name": name, "description": f"The conformance suite's {name} fixture", "parameters": parameters}
+    declared: dict[str, Any] = {
+        "name": name,
+        "description": f"The conformance suite's {name} fixture",
+        "parameters": parameters,
+    }
     if name in TASK_SUPPORT:
         declared["task_support"] = TASK_SUPPORT[name]
     if name in ASKS_FIRST:
