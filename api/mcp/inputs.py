@@ -171,8 +171,8 @@ class Relay:
         self._asking: dict[str, asyncio.Task[None]] = {}
         self.bound: Sealed | None = None
 
-    def bind(self, call_id: str, seq: int, name: str, arguments: dict[str, Any]) -> None:
-        self.bound = Sealed(self._session_id, call_id, seq, name, arguments_digest(arguments), ())
+    def bind(self, call_id: str, seq: int, name: str, arguments: dict[str, Any], task: bool = False) -> None:
+        self.bound = Sealed(self._session_id, call_id, seq, name, arguments_digest(arguments), (), task)
 
     async def asked(self, gather: bool) -> mt.InputRequiredResult | None:
         """The call may hold new requests: answer those this round's responses name, and ask the caller

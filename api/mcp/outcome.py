@@ -7,10 +7,13 @@ import asyncio
 from typing import Any
 
 import mcp.types as mt
+from mcp.shared.exceptions import MCPError
+from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from api.mcp.content import call_result, error_result
 from api.mcp.inputs import Relay
 from api.state import AppState
+from broker.services.calls import CallState
 from broker.services.live import Signal
 from common.events.catalogue import ClientToolProgress, InputRequested, TextBlock, TextData, ToolResult
 from common.events.marks import is_logged
@@ -31,6 +34,26 @@ def _ours(item: bytes, call_id: str) -> ClientToolProgress | ToolResult | InputR
     return event if ours else None  # type: ignore[return-value]
 
 
+def lacked_capability(settled: CallState | None) -> MCPError | None:
+    """MCP's missing-capability error (-32021, `data.requiredCapabilities` naming each) for a call whose
+    client asked its MCP caller for what the caller had not declared it answers; None for any other call.
+    Meant for such a call's error end: the client, refused, could only fail it, so the caller hears why."""
+    if settled is None or not settled.lacked:
+        return None
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=f"Missing required client capability: the tool needs {', '.join(settled.lacked)}, not declared",
+        data={"requiredCapabilities": {capability: {} for capability in settled.lacked}},
+    )
+
+
+def _ended(event: ToolResult, settled: CallState | None) -> mt.CallToolResult:
+    refused = lacked_capability(settled) if event.is_error else None
+    if refused is not None:
+        raise refused
+    return call_result(event, settled)
+
+
 async def outcome(
     state: AppState, session_id: str, call_id: str, seq: int, subscription: Any, ctx: Any, relay: Relay
 ) -> mt.CallToolResult | mt.InputRequiredResult:
@@ -47,7 +70,7 @@ async def outcome(
         if isinstance(item, bytes):
             event = _ours(item, call_id)
             if isinstance(event, ToolResult):
-                return call_result(event, await state.broker.calls.state(session_id, call_id))
+                return _ended(event, await state.broker.calls.state(session_id, call_id))
             if isinstance(event, ClientToolProgress):
                 progressed += 1
                 await _progress(ctx, event, progressed)
@@ -71,7 +94,7 @@ async def _checked(
     if settled is None:
         return error_result("the call is gone (its session was deleted)")
     if settled.settled:
-        return call_result(await _logged_result(state, session_id, call_id, seq), settled)
+        return _ended(await _logged_result(state, session_id, call_id, seq), settled)
     return await relay.asked(gather=False) if relay.asks else None
 
 

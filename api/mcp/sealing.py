@@ -26,7 +26,8 @@ _VERSION = 1
 @dataclass(frozen=True, slots=True)
 class Sealed:
     """What a retry is bound to: the session, the call (and the seq its dispatch was logged at), the tool
-    name and arguments it was called with, and the input requests the caller was asked."""
+    name and arguments it was called with, and the input requests the caller was asked; `task`: whether
+    the retry answers with the call's task (a tool that asks first, for a caller that takes tasks)."""
 
     session_id: str
     call_id: str
@@ -34,6 +35,7 @@ class Sealed:
     name: str
     arguments: str
     request_ids: tuple[str, ...]
+    task: bool = False
 
 
 def arguments_digest(arguments: dict[str, Any]) -> str:
@@ -66,6 +68,7 @@ class RequestStates:
             "n": sealed.name,
             "a": sealed.arguments,
             "r": list(sealed.request_ids),
+            "t": int(sealed.task),
         }
         return self._codec.seal(json.dumps(payload, separators=(",", ":")).encode())
 
@@ -87,6 +90,7 @@ class RequestStates:
                 str(payload["n"]),
                 str(payload["a"]),
                 tuple(ids),
+                bool(payload.get("t")),
             )
         except (InvalidRequestState, ValueError, KeyError, TypeError):
             return None

@@ -1,7 +1,10 @@
-"""Task status notifications (`notifications/tasks`, the Tasks extension): a `subscriptions/listen` stream
-naming `taskIds` gets each listed task's detailed state at once and again whenever it changes, read from
-the call's record as tasks/get reads it, woken by the session's live feed. The stream ends once every task
-it follows is terminal (nothing more could be sent on it), or when the caller goes."""
+"""The `subscriptions/listen` stream. Task status notifications (`notifications/tasks`, the Tasks
+extension): a stream naming `taskIds` gets each listed task's detailed state at once and again whenever it
+changes, read from the call's record as tasks/get reads it, woken by the session's live feed. Tool-list
+changes: a stream asking `toolsListChanged` gets `notifications/tools/list_changed` whenever a client of the
+session registers, leaves, lapses or changes its tools (on /mcp/{client_name} too, for any client: the
+caller lists again). The stream ends once every task it follows is terminal and it asked no tool-list
+changes (nothing more could be sent on it), or when the caller goes."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from api.mcp.context import scoped
 from api.mcp.tasks import detailed, missing_capability, negotiated
 from api.state import AppState
 from broker.services.live import Signal
+from common.events.catalogue import ClientLeft, ClientRegistered, ClientToolsUpdated
+from common.events.marks import is_logged, of_type
 
 MAX_TASK_IDS = 100
 TASK_STATUS = "notifications/tasks"
@@ -24,6 +29,11 @@ SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 # change no event marks: a deadline passing is logged, so this is a backstop only).
 _CHECK_EVERY_S = 2.0
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def _tools_changed(item: bytes) -> bool:
+    """Whether a live feed item is a change of the session's client tools."""
+    return is_logged(item) and any(of_type(item, kind) for kind in (ClientRegistered, ClientToolsUpdated, ClientLeft))
 
 
 def _task_ids(params: mt.SubscriptionsListenRequestParams) -> list[str]:
@@ -63,8 +73,10 @@ class _Followed:
 
 async def listen(ctx: Any, params: mt.SubscriptionsListenRequestParams) -> mt.SubscriptionsListenResult:
     """Serve one `subscriptions/listen` stream: task status notifications for the listed tasks of the
-    session (the ack names the ones found; other notification kinds are not offered)."""
+    session, and tool-list changes when asked (the ack names the tasks found and whether tool-list changes
+    are sent; other notification kinds are not offered)."""
     task_ids = _task_ids(params)
+    tools = bool(params.notifications.tools_list_changed)
     if task_ids and not negotiated(ctx):
         raise missing_capability()
     state, session_id, _ = scoped(ctx)
@@ -74,13 +86,15 @@ async def listen(ctx: Any, params: mt.SubscriptionsListenRequestParams) -> mt.Su
     try:
         followed = _Followed(state, session_id, ctx, meta)
         found = await followed.found(task_ids)
-        honored = mt.SubscriptionFilter.model_validate({"taskIds": found})
+        honored = mt.SubscriptionFilter.model_validate(
+            {"taskIds": found, **({"toolsListChanged": True} if tools else {})}
+        )
         ack = mt.SubscriptionsAcknowledgedNotification(
             params=mt.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)
         )
         await ctx.session.send_notification(ack, related_request_id=ctx.request_id)
         await followed.refresh(found)
-        while following := followed.open():
+        while (following := followed.open()) or tools:
             try:
                 item = await asyncio.wait_for(subscription.get(), _CHECK_EVERY_S)
             except TimeoutError:
@@ -88,6 +102,11 @@ async def listen(ctx: Any, params: mt.SubscriptionsListenRequestParams) -> mt.Su
             if item is Signal.DELETED or item is Signal.CLOSING:
                 break
             if isinstance(item, bytes):
+                if tools and _tools_changed(item):
+                    changed = mt.ToolListChangedNotification(
+                        params=mt.NotificationParams.model_validate({"_meta": meta})
+                    )
+                    await ctx.session.send_notification(changed, related_request_id=ctx.request_id)
                 following = [i for i in following if i.encode() in item]
             await followed.refresh(following)
     finally:

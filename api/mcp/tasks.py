@@ -21,6 +21,7 @@ from pydantic import Field
 from api.mcp import inputs
 from api.mcp.content import DENIED, call_result
 from api.mcp.context import scoped
+from api.mcp.outcome import lacked_capability
 from api.state import AppState
 from broker.errors import Conflict, NotFound
 from broker.services.calls import CallTask
@@ -143,11 +144,14 @@ async def detailed(state: AppState, session_id: str, call_id: str, task: CallTas
             return {**body, "status": "input_required", "inputRequests": requests}
         return {**body, "status": "working"}
     result = await _logged_result(state, session_id, call_id, task.result_seq)
+    if task.reason == CANCELLED_REASON:
+        return {**body, "status": "cancelled", "statusMessage": _text(result)}
+    refused = lacked_capability(task) if result.is_error else None
+    if refused is not None:
+        return {**body, "status": "failed", "statusMessage": refused.message, "error": refused.error.model_dump()}
     if task.state == "answered":
         answer = call_result(result, task).model_dump(by_alias=True, mode="json", exclude_none=True)
         return {**body, "status": "completed", "result": answer}
-    if task.reason == CANCELLED_REASON:
-        return {**body, "status": "cancelled", "statusMessage": _text(result)}
     reason = task.reason or DENIED
     message = f"{reason}: {_text(result)}"
     error = {"code": CALL_FAILED, "message": message, "data": {"reason": reason}}

@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp.types as mt
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from api.mcp.content import call_result, error_result
 from api.mcp.context import client_of, scoped
-from api.mcp.inputs import Relay, declared, resumed
+from api.mcp.inputs import Relay, answer_responses, declared, resumed
 from api.mcp.names import shown, visible
 from api.mcp.outcome import outcome
 from api.mcp.tasks import DEFAULT_SUPPORT, as_task, created
@@ -125,7 +126,7 @@ async def call_tool(
             asks=declared(ctx.session.client_capabilities),
         )
 
-    if task:
+    if task and not tool.get("asks_first"):
         # The task is the call: nothing of this request waits for it, the caller polls its record.
         try:
             sent = await dispatch()
@@ -134,7 +135,9 @@ async def call_tool(
         if sent.denial is not None:
             return call_result(sent.denial, None)
         return await created(state, session_id, sent.call_id)
-    return await _in_line(ctx, state, session_id, dispatch, params)
+    # A task that asks first waits in line as any call does, so what it asks goes out as an
+    # InputRequiredResult; the retry answering that becomes its task (_resume).
+    return await _in_line(ctx, state, session_id, dispatch, params, task=task)
 
 
 async def _in_line(
@@ -143,8 +146,11 @@ async def _in_line(
     session_id: str,
     dispatch: Callable[[], Awaitable[Dispatched]],
     params: mt.CallToolRequestParams,
+    *,
+    task: bool,
 ) -> mt.CallToolResult | mt.InputRequiredResult:
-    """The call made and its outcome waited for in this request."""
+    """The call made and its outcome waited for in this request (`task`: a retry answering what it asks
+    gets its task)."""
     # Subscribed before the call is written, so no event of it can be missed. The request's stream slot
     # was taken by SessionMcp.handle. Responses sent with no request state answer what the call asks
     # under their keys.
@@ -158,7 +164,7 @@ async def _in_line(
         if sent.denial is not None:
             return call_result(sent.denial, None)
         # Bound to the name the caller called it by, which its retry repeats.
-        relay.bind(sent.call_id, sent.seq, params.name, dict(params.arguments or {}))
+        relay.bind(sent.call_id, sent.seq, params.name, dict(params.arguments or {}), task=task)
         return await _followed(state, session_id, subscription, ctx, relay, first=None)
     finally:
         relay.close()
@@ -167,12 +173,20 @@ async def _in_line(
 
 async def _resume(
     ctx: Any, state: AppState, session_id: str, params: mt.CallToolRequestParams
-) -> mt.CallToolResult | mt.InputRequiredResult:
-    """A retry answering what the call asked: it goes on waiting for the same call."""
+) -> mt.CallToolResult | mt.InputRequiredResult | dict[str, Any]:
+    """A retry answering what the call asked: it goes on waiting for the same call, or (a tool that asks
+    first, for a caller that takes tasks) answers with the call's task at once."""
+    sealed = await resumed(state, session_id, params)
+    if sealed.task:
+        problem = await answer_responses(state, session_id, sealed.call_id, dict(params.input_responses or {}))
+        if problem is not None:
+            raise MCPError(code=mt.INVALID_PARAMS, message=problem)
+        return await created(state, session_id, sealed.call_id)
     relay = Relay(state, session_id, ctx, params.input_responses)
+    # A call that ends before this subscription is found by the record check of a quiet spell: it holds a
+    # request open (resumed checked) until this retry's responses answer it, which comes after.
     subscription = await state.hub.subscribe_session(session_id)
     try:
-        sealed = await resumed(state, session_id, params)
         relay.bind(sealed.call_id, sealed.seq, params.name, dict(params.arguments or {}))
         # Answered, and asked again at once of what the call still holds open (a request this retry left
         # unanswered, or one asked since).

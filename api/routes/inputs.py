@@ -107,6 +107,9 @@ async def ask_input(
     message = body.message or ""
     if body.method is not None:
         if _NEEDS[body.method] not in (await state.broker.inputs.pending(canonical, call_id)).asks:
+            # Noted on an MCP caller's call, so that caller hears what it lacked should the client then fail
+            # the call (api/mcp/outcome.py), rather than the client's error.
+            await state.broker.inputs.note_missing(canonical, cid, call_id, _NEEDS[body.method])
             raise Conflict(f"Client does not support {_CAPABILITY[body.method]} (required for {body.method})")
         # Checked only for a caller that would be asked: anywhere else the refusal above comes first.
         problem = await _params_problem(body.method, body.params or {})

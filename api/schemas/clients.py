@@ -100,6 +100,16 @@ class ClientToolBody(Strict):
             "task, and a caller that did not declare the extension is refused. `forbidden`: always in line",
         ),
     ] = None
+    asks_first: Annotated[
+        JsonBool | None,
+        Field(
+            description="An extension: the tool asks its caller (input requests) before its work starts. For an "
+            "MCP caller that takes tasks, its call then answers what it asks in line first (an "
+            "InputRequiredResult), and the retry that answers it becomes the task (MCP's Tasks extension: input "
+            "gathered, then a task). Default false: such a caller gets a task at once. No difference for a "
+            "caller that does not take tasks, nor for a tool whose task_support is forbidden",
+        ),
+    ] = None
     annotations: Annotated[
         dict[str, bool | str | None] | None,
         Field(

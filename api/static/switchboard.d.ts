@@ -155,6 +155,11 @@ export interface Tool<Args extends ToolArguments = ToolArguments, Output extends
    * did not is refused) or `"forbidden"` (always answered in line).
    */
   task_support?: "forbidden" | "optional" | "required" | undefined;
+  /**
+   * The tool asks the person (`call.ask`) before its work starts: an MCP caller that takes tasks is asked
+   * in line first, and its answer turns the call into a task (default false: a task at once).
+   */
+  asks_first?: boolean | undefined;
   /** Run the call (a method, so a tool of a narrower argument type still fits {@link Tools}). */
   execute(args: Args, call: ToolCallContext): Output | Promise<Output>;
 }

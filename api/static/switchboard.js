@@ -332,6 +332,7 @@ function declarations(tools) {
     ...(tool.heartbeat_s ? { heartbeat_s: tool.heartbeat_s } : {}),
     ...(tool.on_leave ? { on_leave: tool.on_leave } : {}),
     ...(tool.task_support ? { task_support: tool.task_support } : {}),
+    ...(tool.asks_first ? { asks_first: true } : {}),
   }));
 }
 

@@ -67,6 +67,7 @@ SCRIPT_NAMES = (
     "lapse_client",
     "leave_client",
     "mint_token",
+    "note_missing_capability",
     "ping_client",
     "pool_take",
     "post_input",

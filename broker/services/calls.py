@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from broker.core import Core
@@ -28,6 +28,9 @@ class CallState:
 
     state: str
     reason: str | None
+    # What the MCP caller that made the call lacked for something its client asked of it
+    # (broker/services/inputs.py note_missing): an error end of the call is answered as that.
+    lacked: tuple[str, ...] = field(default=(), kw_only=True)
 
     @property
     def settled(self) -> bool:
@@ -153,7 +156,7 @@ class Calls:
         if raw is None:
             return None
         record = loads(raw)
-        return CallState(str(record.get("state", "")), record.get("reason"))
+        return CallState(str(record.get("state", "")), record.get("reason"), lacked=tuple(record.get("mc") or ()))
 
     async def record(self, session_id: str, call_id: str) -> CallRecord | None:
         """The call's record (None when there is no such call, or no longer)."""
@@ -192,4 +195,5 @@ class Calls:
             max([created, *changed]),
             tuple(str(i) for i in record.get("iro") or ()),
             int(record.get("rs") or 0),
+            lacked=tuple(record.get("mc") or ()),
         )

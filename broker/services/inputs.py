@@ -115,6 +115,19 @@ class Inputs:
         )
         return Asked(request_id, key)
 
+    async def note_missing(self, session_id: str, client_id: str, call_id: str, capability: str) -> bool:
+        """Note on the record of a call an MCP caller made, unsettled and `client_id`'s, that its client asked
+        the caller for what needs `capability`, which the caller did not declare (the client is refused).
+        Whether it was noted (False for any other call). NotFound when the session is gone."""
+        call, args = call_names(self._core.keys, session_id, call_id, client_id)
+        (noted,) = await self._core.scripts.run(
+            "note_missing_capability",
+            call,
+            {**args, "capability": capability},
+            partition=self._core.keys.session(session_id).partition,
+        )
+        return bool(noted)
+
     async def get(self, session_id: str, request_id: str) -> InputRequest:
         """The request as it stands; NotFound for none in this session."""
         s = self._core.keys.session(session_id)

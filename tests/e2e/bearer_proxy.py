@@ -4,6 +4,7 @@ caller sent them (the suite's DNS-rebinding scenario sets both); responses strea
 
 from __future__ import annotations
 
+import anyio
 import httpx2
 from starlette.types import Receive, Scope, Send
 
@@ -50,12 +51,23 @@ class BearerProxy:
         query = scope["query_string"].decode("latin-1")
         url = self._upstream + scope["raw_path"].decode("latin-1") + (f"?{query}" if query else "")
         request = self._http.build_request(scope["method"], url, headers=headers, content=body)
-        response = await self._http.send(request, stream=True)
-        try:
-            forwarded = [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP]
-            await send({"type": "http.response.start", "status": response.status_code, "headers": forwarded})
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
-        finally:
-            await response.aclose()
+        # A caller that goes closes the upstream request, as a reverse proxy does: a stream that only ends
+        # when its caller goes (a subscriptions/listen for tool-list changes) would otherwise be held open.
+        async with anyio.create_task_group() as forwarding:
+            forwarding.start_soon(_cancel_on_disconnect, receive, forwarding.cancel_scope)
+            response = await self._http.send(request, stream=True)
+            try:
+                forwarded = [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP]
+                await send({"type": "http.response.start", "status": response.status_code, "headers": forwarded})
+                async for chunk in response.aiter_raw():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+            finally:
+                await response.aclose()
+            forwarding.cancel_scope.cancel()
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()

@@ -35,6 +35,10 @@ TASK_SUPPORT = {
     "multi_input": "optional",
     "test_tool_with_task": "required",
 }
+# The tools that ask before their work starts: a caller that takes tasks answers them in line first, and
+# its answer makes the task (tasks-mrtr-composition); confirm_delete asks at once too, but is a task
+# from the start (tasks-mrtr-input).
+ASKS_FIRST = {"test_tool_with_task"}
 # A 1x1 red PNG.
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -77,9 +81,15 @@ def _wav() -> str:
 
 def _tool(name: str, properties: dict[str, Any] | None = None, *, timeout_s: int | None = None) -> dict[str, Any]:
     parameters = {"type": "object", "properties": properties or {}}
-    declared = {"name": name, "description": f"The conformance suite's {name} fixture", "parameters": parameters}
+    declared: dict[str, Any] = {
+        "name": name,
+        "description": f"The conformance suite's {name} fixture",
+        "parameters": parameters,
+    }
     if name in TASK_SUPPORT:
         declared["task_support"] = TASK_SUPPORT[name]
+    if name in ASKS_FIRST:
+        declared["asks_first"] = True
     return declared | ({"timeout_s": timeout_s} if timeout_s is not None else {})
 
 

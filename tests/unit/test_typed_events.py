@@ -56,6 +56,8 @@ GETS: dict[tuple[str, str, str], str] = {
     ("api/mcp/tools.py", "tool", "on_leave"): _REGISTRATION_TOOL,
     ("api/mcp/tasks.py", "tool", "task_support"): _REGISTRATION_TOOL,
     ("api/mcp/tools.py", "tool", "task_support"): _REGISTRATION_TOOL,
+    ("api/mcp/tools.py", "tool", "asks_first"): _REGISTRATION_TOOL,
+    ("api/mcp/sealing.py", "payload", "t"): "a request state this deployment sealed",
     ("api/mcp/task_status.py", "params.notifications.model_extra or {}", "taskIds"): _MCP_IN,
     ("api/mcp/task_status.py", "sent", "status"): "the task status notification this stream last sent",
     ("api/mcp/tasks.py", "declared", "extensions"): _MCP_IN,
