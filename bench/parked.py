@@ -290,7 +290,8 @@ async def _measure(running: Cluster, shape: _Shape) -> list[Figure]:
                baseline_name="before any was parked", target="ratio <= 1.25"),
         figure(SCENARIO, "worker RSS, all parked", worker_after / 1024, "MiB", baseline=worker_before / 1024,
                baseline_name="before any was parked", target="ratio <= 1.25",
-               note="its transcript cache lets a conversation go SWITCHBOARD_WORKER_TRANSCRIPT_IDLE_S after its step"),
+               note="its transcript cache lets a conversation go SWITCHBOARD_WORKER_TRANSCRIPT_IDLE_S after its step; "
+               "what each process keeps: python -m bench.parked_memory"),
         figure(SCENARIO, "parked runs made per second", shape.sessions / took, "/s",
                note="session, input, the worker's step (and for a call: registration, ack), over HTTP"),
     ]  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -42,9 +43,12 @@ ModelClass = Callable[[Endpoint], Model]
 # thousands of sessions (a deployment's parked runs) share a few. A config holds its agent's instructions and
 # grants (some KiB), so 256 of them are a few MiB at most.
 MAX_VERSIONS = 256
-# Which version each recently stepped session is on (it never changes): two short strings an entry, so
-# this many are about 2 MiB, and a session past it costs one read of its record at its next step.
-MAX_SESSIONS = 10_000
+# Which version each recently stepped session is on (it never changes). An entry is its session id and
+# the link (some 160 bytes; the version id is shared), so this many are about 330 KiB: more sessions
+# than a worker steps in a few minutes at its MAX_JOBS, and a session past it costs one read of its
+# record at its next step. 10,000 held 2.4 MiB, most of what a worker's heap kept after 10,000 runs
+# were parked (docs/performance.md, scenario 18).
+MAX_SESSIONS = 2048
 # (model provider id, agent id, run config) of a version.
 _Version = tuple[str, str, RunConfig]
 
@@ -151,6 +155,8 @@ class ModelRegistry:
                 version_id = (await self._broker.sessions.get(session_id)).agent_version_id
             except NotFound as error:
                 raise ModelError(f"the session's agent version is gone: {error.message}") from None
+            # Thousands of sessions are on a few versions: one string for them all rather than one each.
+            version_id = sys.intern(version_id)
             self._sessions[session_id] = version_id
             while len(self._sessions) > MAX_SESSIONS:
                 self._sessions.popitem(last=False)
