@@ -11,6 +11,12 @@ from pydantic import SecretStr, ValidationError
 from common.oauth_addresses import callback_url, client_metadata_url
 from common.settings import ProcessSettings
 
+# Fixed (made once by secrets.token_urlsafe(31), (32) and (48)): a test's parameters must be the same in
+# every pytest-xdist worker, which collects them each.
+_TOKEN_31 = "xLLlH9eq_3-H4CaHxJCuuBwXaV2waz2YDVe7Ov32Sw"
+_TOKEN_32 = "GJfCjzjMQf3alQ6W-zKwzUvvo0QQTEnm9sYQhovr4NY"
+_TOKEN_48 = "2A7Z7OnADUW4tE26u2_vkosvBX3hD_mDzHftssFY9phDjOxWgTTH5SNodAL1AbsI"
+
 
 def test_the_defaults_wait_a_day_and_know_no_public_url() -> None:
     settings = ProcessSettings()
@@ -54,7 +60,7 @@ def test_the_callback_and_metadata_addresses_sit_under_the_public_url(given: str
 
 @pytest.mark.parametrize(
     "value",
-    ["x" * 42, "shared-" * 6, "a+b/" * 12, "!" * 64, secrets.token_urlsafe(31), secrets.token_urlsafe(32)[:-1] + "*"],
+    ["x" * 42, "shared-" * 6, "a+b/" * 12, "!" * 64, _TOKEN_31, _TOKEN_32[:-1] + "*"],
 )
 def test_a_secret_key_not_32_url_safe_base64_bytes_is_refused(value: str) -> None:
     with pytest.raises(ValidationError) as refused:
@@ -64,6 +70,6 @@ def test_a_secret_key_not_32_url_safe_base64_bytes_is_refused(value: str) -> Non
     assert value not in str(refused.value)
 
 
-@pytest.mark.parametrize("value", [secrets.token_urlsafe(32), secrets.token_urlsafe(48), "A" * 43 + "=", "shared-" * 8])
+@pytest.mark.parametrize("value", [_TOKEN_32, _TOKEN_48, "A" * 43 + "=", "shared-" * 8])
 def test_url_safe_base64_of_32_bytes_or_more_is_taken(value: str) -> None:
     assert ProcessSettings(secret_key=SecretStr(value)).secret_key == SecretStr(value)
