@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from api.schemas.common import ErrorBody
 from api.state import State
 from broker.errors import NotFound
 from common.oauth_addresses import CLIENT_METADATA_PATH, callback_url, client_metadata_url
@@ -16,7 +17,8 @@ router = APIRouter(tags=["mcp"])
 _CACHE = "public, max-age=3600"
 
 
-@router.get(CLIENT_METADATA_PATH)
+# Served to anyone (an authorization server fetches it): the document states no credential for it.
+@router.get(CLIENT_METADATA_PATH, responses={404: {"model": ErrorBody}}, openapi_extra={"security": []})
 async def client_metadata(state: State) -> JSONResponse:
     """Switchboard as an OAuth client: its `client_id` is this document's own URL, its one redirect the
     callback; a public client (PKCE, no secret). 404 while `SWITCHBOARD_PUBLIC_URL` is unset."""
