@@ -128,13 +128,8 @@ async def call_tool(
 
     if task and not tool.get("asks_first"):
         # The task is the call: nothing of this request waits for it, the caller polls its record.
-        try:
-            sent = await dispatch()
-        except SwitchboardError as refused:
-            return error_result(refused.message)
-        if sent.denial is not None:
-            return call_result(sent.denial, None)
-        return await created(state, session_id, sent.call_id)
+        sent = await _made(dispatch)
+        return sent if isinstance(sent, mt.CallToolResult) else await created(state, session_id, sent.call_id)
     # A task that asks first waits in line as any call does, so what it asks goes out as an
     # InputRequiredResult; the retry answering that becomes its task (_resume).
     return await _in_line(ctx, state, session_id, dispatch, params, task=task)
@@ -157,15 +152,12 @@ async def _in_line(
     relay = Relay(state, session_id, ctx, params.input_responses)
     subscription = await state.hub.subscribe_session(session_id)
     try:
-        try:
-            sent = await dispatch()
-        except SwitchboardError as refused:
-            return error_result(refused.message)
-        if sent.denial is not None:
-            return call_result(sent.denial, None)
+        sent = await _made(dispatch)
+        if isinstance(sent, mt.CallToolResult):
+            return sent
         # Bound to the name the caller called it by, which its retry repeats.
         relay.bind(sent.call_id, sent.seq, params.name, dict(params.arguments or {}), task=task)
-        return await _followed(state, session_id, subscription, ctx, relay, first=None)
+        return await _followed(state, session_id, subscription, ctx, relay)
     finally:
         relay.close()
         state.hub.unsubscribe(subscription)
@@ -190,19 +182,28 @@ async def _resume(
         relay.bind(sealed.call_id, sealed.seq, params.name, dict(params.arguments or {}))
         # Answered, and asked again at once of what the call still holds open (a request this retry left
         # unanswered, or one asked since).
-        return await _followed(state, session_id, subscription, ctx, relay, first=await relay.asked(gather=False))
+        asked = await relay.asked(gather=False)
+        return asked if asked is not None else await _followed(state, session_id, subscription, ctx, relay)
     finally:
         relay.close()
         state.hub.unsubscribe(subscription)
 
 
+async def _made(dispatch: Callable[[], Awaitable[Dispatched]]) -> Dispatched | mt.CallToolResult:
+    """The call made, or what the caller is answered instead: the refusal, or the denial a decision
+    remembered for the session gave at once."""
+    try:
+        sent = await dispatch()
+    except SwitchboardError as refused:
+        return error_result(refused.message)
+    return call_result(sent.denial, None) if sent.denial is not None else sent
+
+
 async def _followed(
-    state: AppState, session_id: str, subscription: Any, ctx: Any, relay: Relay, first: mt.InputRequiredResult | None
+    state: AppState, session_id: str, subscription: Any, ctx: Any, relay: Relay
 ) -> mt.CallToolResult | mt.InputRequiredResult:
     assert relay.bound is not None
     call_id = relay.bound.call_id
-    if first is not None:
-        return first
     try:
         return await outcome(state, session_id, call_id, relay.bound.seq, subscription, ctx, relay)
     except asyncio.CancelledError:
