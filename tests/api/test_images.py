@@ -68,6 +68,18 @@ async def test_an_image_result_is_text_by_default_and_an_image_for_readers_that_
     assert event["content"][1] == {"type": "text", "data": {"text": "[image/png, 1 KB]"}}
 
 
+async def refused_result(api: Api, body: dict[str, Any], named: str) -> None:
+    """A call's result `body` is refused with a 400 naming `named`, and no result is logged."""
+    session = await api.session()
+    web = await api.register(session)
+    await api.send(session, CALL)
+    call_id = await dispatched_call(api, session)
+    refused = await api.call(session, web["id"], call_id, "result", **body)
+    assert refused.status_code == 400, refused.text
+    assert named in refused.json()["error"]["message"]
+    assert not of_type(await api.events(session), "tool_result")
+
+
 @pytest.mark.parametrize(
     ("body", "named"),
     [
@@ -83,14 +95,7 @@ async def test_an_image_result_is_text_by_default_and_an_image_for_readers_that_
 async def test_bad_result_content_is_refused_and_nothing_is_recorded(
     api: Api, body: dict[str, Any], named: str
 ) -> None:
-    session = await api.session()
-    web = await api.register(session)
-    await api.send(session, CALL)
-    call_id = await dispatched_call(api, session)
-    refused = await api.call(session, web["id"], call_id, "result", **body)
-    assert refused.status_code == 400, refused.text
-    assert named in refused.json()["error"]["message"]
-    assert not of_type(await api.events(session), "tool_result")
+    await refused_result(api, body, named)
 
 
 @pytest.mark.parametrize("text_only", [False, True])

@@ -6,17 +6,15 @@ changes hears of each."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-import httpx2
 import mcp.types as mt
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.api.test_input_requests import ask, read
 from tests.api.test_mcp_inputs import CALLED, NAME_FORM, SAMPLE, Person, acked, caller
-from tests.api.test_mcp_tasks import CreatedTask, Tasks, raw_body, raw_headers, settled, start
+from tests.api.test_mcp_tasks import CreatedTask, Tasks, listened, raw_body, settled, start
 from tests.api.test_session_mcp import LOOKUP, text
 from tests.api_client import Api
 
@@ -104,18 +102,8 @@ async def test_a_bad_asks_first_is_400_naming_the_field(api: Api) -> None:
 async def test_a_listen_stream_asking_tool_list_changes_hears_each(api: Api) -> None:
     session = await api.session()
     web = await api.register(session, tools=[LOOKUP])
-    url = f"{api.stack.url}/v1/sessions/{session.id}/mcp"
     body = raw_body("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, tasks=False)
     frames: list[dict[str, Any]] = []
-
-    async def follow() -> None:
-        async with (
-            httpx2.AsyncClient(timeout=30) as http,
-            http.stream("POST", url, json=body, headers=raw_headers(session, "subscriptions/listen")) as stream,
-        ):
-            async for line in stream.aiter_lines():
-                if line.startswith("data: "):
-                    frames.append(json.loads(line.removeprefix("data: ")))
 
     async def heard(count: int) -> None:
         for _ in range(200):
@@ -124,7 +112,7 @@ async def test_a_listen_stream_asking_tool_list_changes_hears_each(api: Api) -> 
             await asyncio.sleep(0.05)
         raise AssertionError(f"heard {frames}")
 
-    following = asyncio.create_task(follow())
+    following = asyncio.create_task(listened(api, session, body, frames))
     try:
         await heard(1)
         async with api.as_session(session) as http:

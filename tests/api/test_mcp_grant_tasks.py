@@ -4,14 +4,13 @@ is cancelled, and ends an endless one at the grant's timeout."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 
 from switchboard.settings import Settings
-from tests.api.test_mcp_grants import answer, grant, texts
-from tests.api_client import Api, of_type, run_over
+from tests.api.test_mcp_grants import answer, cancel_when, grant, settled_within, texts
+from tests.api_client import Api, of_type
 from tests.mcp_servers import TaskScript, tasks_app
 from tests.stack import serve_asgi
 from workers.mcp import tasks
@@ -64,22 +63,9 @@ async def test_an_endless_task_ends_at_the_grants_timeout_and_is_cancelled(
 async def test_a_cancelled_call_cancels_its_task_at_the_server(api: Api, tasks_url: str, script: TaskScript) -> None:
     script.polls = None
     session = await api.session(mcp=[grant(tasks_url, "work")])
-    await api.send(session, "/call mcp__work__slow")
-    events = await api.wait_for(session, lambda es: bool(of_type(es, "tool_call")), timeout=15)
-    call_id = of_type(events, "tool_call")[0]["call_id"]
-    for _ in range(200):
-        if script.gets:
-            break
-        await asyncio.sleep(0.05)
-    cancelled = await api.key.post(f"/v1/sessions/{session.id}/calls/{call_id}/cancel")
-    assert cancelled.status_code == 200, cancelled.text
-    events = await api.wait_for(session, run_over, timeout=15)
-    (result,) = of_type(events, "tool_result")
+    result = await cancel_when(api, session, "/call mcp__work__slow", lambda: bool(script.gets))
     assert result["is_error"] is True
-    for _ in range(200):
-        if script.cancelled:
-            break
-        await asyncio.sleep(0.05)
+    await settled_within(lambda: bool(script.cancelled))
     assert script.cancelled == ["task-1"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -210,24 +210,33 @@ async def test_progress_is_logged_for_readers_that_ask(api: Api, kit_url: str) -
     assert 0 < progress[0]["fraction"] <= 1
 
 
-async def test_a_cancelled_call_is_cancelled_at_the_server_too(api: Api, kit_url: str, seen: Seen) -> None:
-    session = await api.session(mcp=[grant(kit_url)])
-    await api.send(session, "/call mcp__kit__hangs")
+async def cancel_when(api: Api, session: Session, text: str, began: Callable[[], bool]) -> Event:
+    """Send `text` (a call of a grant's tool that does not end), cancel the call once `began` says the
+    server has it, and the call's result once the run is over."""
+    await api.send(session, text)
     events = await api.wait_for(session, lambda es: bool(of_type(es, "tool_call")), timeout=15)
     call_id = of_type(events, "tool_call")[0]["call_id"]
-    for _ in range(200):
-        if "hangs" in seen.began:
-            break
-        await asyncio.sleep(0.05)
+    await settled_within(began)
     cancelled = await api.key.post(f"/v1/sessions/{session.id}/calls/{call_id}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     events = await api.wait_for(session, run_over, timeout=15)
     (result,) = of_type(events, "tool_result")
-    assert result["is_error"] is True
-    for _ in range(200):
-        if seen.cancelled:
-            break
+    return result
+
+
+async def settled_within(done: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait up to `seconds` for `done` (the test's next assertion says whether it came)."""
+    for _ in range(int(seconds / 0.05)):
+        if done():
+            return
         await asyncio.sleep(0.05)
+
+
+async def test_a_cancelled_call_is_cancelled_at_the_server_too(api: Api, kit_url: str, seen: Seen) -> None:
+    session = await api.session(mcp=[grant(kit_url)])
+    result = await cancel_when(api, session, "/call mcp__kit__hangs", lambda: "hangs" in seen.began)
+    assert result["is_error"] is True
+    await settled_within(lambda: bool(seen.cancelled))
     assert seen.cancelled == ["hangs"]
 
 

@@ -358,25 +358,27 @@ def raw_body(method: str, params: dict[str, Any], *, tasks: bool = True) -> dict
     return {"jsonrpc": "2.0", "id": 9, "method": method, "params": {**params, "_meta": meta}}
 
 
+async def listened(api: Api, session: Session, body: dict[str, Any], frames: list[dict[str, Any]]) -> None:
+    """Follow a `subscriptions/listen` stream (`body`) of the session's MCP endpoint, each frame it sends
+    added to `frames`, until it ends."""
+    url = f"{api.stack.url}/v1/sessions/{session.id}/mcp"
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        http.stream("POST", url, json=body, headers=raw_headers(session, "subscriptions/listen")) as stream,
+    ):
+        async for line in stream.aiter_lines():
+            if line.startswith("data: "):
+                frames.append(json.loads(line.removeprefix("data: ")))
+
+
 async def test_status_notifications_follow_a_task_on_a_listen_stream(api: Api) -> None:
     session = await api.session()
     web = await api.register(session, tools=[lookup()])
     async with mcp_client(api, session) as client:
         created = await start(client)
-    url = f"{api.stack.url}/v1/sessions/{session.id}/mcp"
     body = raw_body("subscriptions/listen", {"notifications": {"taskIds": [created.task_id, "mcp_unknown"]}})
     frames: list[dict[str, Any]] = []
-
-    async def follow() -> None:
-        async with (
-            httpx2.AsyncClient(timeout=30) as http,
-            http.stream("POST", url, json=body, headers=raw_headers(session, "subscriptions/listen")) as stream,
-        ):
-            async for line in stream.aiter_lines():
-                if line.startswith("data: "):
-                    frames.append(json.loads(line.removeprefix("data: ")))
-
-    following = asyncio.create_task(follow())
+    following = asyncio.create_task(listened(api, session, body, frames))
     for _ in range(100):
         if len(frames) >= 2:
             break

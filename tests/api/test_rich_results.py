@@ -12,7 +12,7 @@ import mcp.types as mt
 import pytest
 
 from common.events.blocks import MAX_STRUCTURED_BYTES
-from tests.api.test_images import CALL, PIXEL, dispatched_call, listing
+from tests.api.test_images import CALL, PIXEL, dispatched_call, listing, refused_result
 from tests.api.test_session_mcp import LOOKUP, dispatched, mcp_client
 from tests.api_client import Api, of_type, run_over
 
@@ -147,14 +147,7 @@ async def test_images_and_rich_blocks_are_asked_for_apart(api: Api) -> None:
 async def test_bad_rich_content_is_refused_naming_the_field_and_nothing_is_recorded(
     api: Api, body: dict[str, Any], named: str
 ) -> None:
-    session = await api.session()
-    web = await api.register(session)
-    await api.send(session, CALL)
-    call_id = await dispatched_call(api, session)
-    refused = await api.call(session, web["id"], call_id, "result", **body)
-    assert refused.status_code == 400, refused.text
-    assert named in refused.json()["error"]["message"]
-    assert not of_type(await api.events(session), "tool_result")
+    await refused_result(api, body, named)
 
 
 @pytest.mark.both_redis

@@ -317,28 +317,35 @@ async def test_a_server_tool_result_past_the_cap_becomes_an_error_result_and_the
     assert f"s|{session_id}|{run_id}|1|0" in await owed_work(broker, session_id)
 
 
-async def test_a_result_counts_the_input_provided_events_ending_its_open_requests(capped: Broker) -> None:
-    broker = capped
-    session_id = await make_session(broker)
-    redis = node(broker, session_id)
-    await broker.clients.register(session_id, WEB, "web", None, [HIGHLIGHT])
+async def asking_call(broker: Broker, session_id: str, tool: dict[str, Any], ids: str) -> str:
+    """A run's call of `tool` to the web client, acked, holding the four open requests a call may hold
+    (ids `ids` followed by 0 to 3); its call id."""
+    await broker.clients.register(session_id, WEB, "web", None, [tool])
     run_id = await start_run(broker, session_id)
     first = call("client__web__highlight_row")
     assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
     await broker.clients.ack(session_id, WEB, first.call_id)
     for n in range(4):
-        request_id = f"0190f2a0-0000-7000-8000-00000000010{n}"
+        request_id = f"{ids}{n}"
         await broker.inputs.ask(session_id, WEB, first.call_id, request_id, "ok?", schema=None, url=URL, key=None)
+    return first.call_id
+
+
+async def test_a_result_counts_the_input_provided_events_ending_its_open_requests(capped: Broker) -> None:
+    broker = capped
+    session_id = await make_session(broker)
+    redis = node(broker, session_id)
+    call_id = await asking_call(broker, session_id, HIGHLIGHT, "0190f2a0-0000-7000-8000-00000000010")
     # Room for the result itself, but not for it and the four events that end the open requests.
     await fill(broker, session_id, room=800)
     before = await snapshot(redis, broker, session_id)
     with pytest.raises(Conflict) as error:
-        await broker.clients.answer(session_id, WEB, first.call_id, "done", is_error=False)
+        await broker.clients.answer(session_id, WEB, call_id, "done", is_error=False)
     assert refused(error.value.message)
     assert await snapshot(redis, broker, session_id) == before
     # With room again (a filler leaves), the result goes in with the four events, under the cap.
     await broker.clients.leave(session_id, FILLER[:-1] + "e")
-    await broker.clients.answer(session_id, WEB, first.call_id, "done", is_error=False)
+    await broker.clients.answer(session_id, WEB, call_id, "done", is_error=False)
     ended = [e for e in await log_events(broker, session_id) if e["type"] == "input_provided"]
     assert [e["reason"] for e in ended] == ["call_settled"] * 4
     assert await counted(broker, session_id) <= CAP
@@ -350,15 +357,7 @@ async def test_dropping_a_tool_counts_the_input_provided_events_ending_its_waiti
     broker = capped
     session_id = await make_session(broker)
     redis = node(broker, session_id)
-    waiting = {**HIGHLIGHT, "on_leave": "wait"}
-    await broker.clients.register(session_id, WEB, "web", None, [waiting])
-    run_id = await start_run(broker, session_id)
-    first = call("client__web__highlight_row")
-    assert (await commit(broker, session_id, run_id, [first])).outcome == "waiting"
-    await broker.clients.ack(session_id, WEB, first.call_id)
-    for n in range(4):
-        request_id = f"0190f2a0-0000-7000-8000-00000000020{n}"
-        await broker.inputs.ask(session_id, WEB, first.call_id, request_id, "ok?", schema=None, url=URL, key=None)
+    await asking_call(broker, session_id, {**HIGHLIGHT, "on_leave": "wait"}, "0190f2a0-0000-7000-8000-00000000020")
     # Room for the new tool list, not for it and the four events that end the requests as the call waits.
     await fill(broker, session_id, room=800)
     before = await snapshot(redis, broker, session_id)
