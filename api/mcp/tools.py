@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from api.mcp.content import call_result, error_result
-from api.mcp.context import client_of, scoped
+from api.mcp.context import client_of, scoped, session_tools
 from api.mcp.inputs import Relay, answer_responses, declared, resumed
 from api.mcp.names import shown, visible
 from api.mcp.outcome import outcome
@@ -20,7 +20,7 @@ from api.mcp.tasks import DEFAULT_SUPPORT, as_task, created
 from api.state import AppState
 from broker.errors import NotFound, SwitchboardError
 from broker.services.calls import Dispatched
-from broker.services.runs import client_tools, parse_client_tool
+from broker.services.runs import parse_client_tool
 from common.policies import Rule, client_rule, denied_text
 from common.schema.checks import Unchecked
 
@@ -38,7 +38,6 @@ def _annotations(tool: dict[str, Any]) -> mt.ToolAnnotations | None:
 
 
 async def list_tools(ctx: Any, _params: mt.PaginatedRequestParams | None) -> mt.ListToolsResult:
-    state, session_id, _ = scoped(ctx)
     client_name = client_of(ctx)
     tools = [
         mt.Tool(
@@ -48,7 +47,7 @@ async def list_tools(ctx: Any, _params: mt.PaginatedRequestParams | None) -> mt.
             annotations=_annotations(tool),
             execution=mt.ToolExecution(task_support=tool.get("task_support") or DEFAULT_SUPPORT),
         )
-        for seen, (client, tool) in client_tools(await state.broker.runs.offered(session_id)).items()
+        for seen, (client, tool) in (await session_tools(ctx)).items()
         if (name := shown(client_name, seen, client, tool)) is not None
     ]
     return mt.ListToolsResult(tools=tools)
@@ -99,7 +98,7 @@ async def call_tool(
     if params.request_state is not None:
         return await _resume(ctx, state, session_id, params)
     # Found as a model's step finds it, by the name the model calls it by (the name its policy goes by).
-    found = client_tools(await state.broker.runs.offered(session_id)).get(name)
+    found = (await session_tools(ctx)).get(name)
     if found is None or shown(client_name, name, *found) is None:
         return _unknown(client_name, params.name, name)
     client, tool = found
