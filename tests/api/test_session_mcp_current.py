@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from broker.services.runs import OfferedClient, Runs
 from switchboard.settings import Settings
 from tests.api.test_session_mcp import LOOKUP, dispatched, text
 from tests.api_client import Api, Session, of_type, running_api
@@ -412,3 +413,26 @@ async def test_the_mcp_client_from_an_origin_the_agent_does_not_allow_is_refused
         else:
             # Refused at the first request, whichever the revision makes it (discover or initialize).
             assert (names, set(statuses)) == ([], {403}), statuses
+
+
+async def test_a_modern_call_reads_the_sessions_tools_once(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The package's header check lists the tools before the call looks its tool up: one read serves both.
+    session = await api.session()
+    web = await api.register(session, tools=[REGION])
+    reads: list[str] = []
+    offered = Runs.offered
+
+    async def counted(runs: Runs, session_id: str) -> list[OfferedClient]:
+        reads.append(session_id)
+        return await offered(runs, session_id)
+
+    monkeypatch.setattr(Runs, "offered", counted)
+    body = modern_body("tools/call", {"name": "client__web__forecast", "arguments": {"region": "north"}})
+    headers = modern_headers(session, "tools/call", "client__web__forecast", **{"Mcp-Param-Region": "north"})
+    async with httpx2.AsyncClient(timeout=10) as http:
+        calling = asyncio.create_task(http.post(endpoint(api, session, None), json=body, headers=headers))
+        (event,) = await dispatched(api, session)
+        await api.call(session, web["id"], event["call_id"], "result", text="rain")
+        answer = await asyncio.wait_for(calling, 10)
+    assert answer.status_code == 200, answer.text
+    assert reads == [session.id]
