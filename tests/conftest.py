@@ -27,7 +27,7 @@ FAST = {
     "keeper_lease_s": 1.0,
     "stream_keepalive_s": 1.0,
     "idempotency_wait_s": 2.0,
-    "step_lease_s": 1.0,
+    "step_lease_s": 3.0,
     "model_backoff_s": 0.02,
     "server_call_lease_s": 1.0,
     # How long a stopping worker lets its running steps finish: bounded well under the per-test timeout.
