@@ -1,8 +1,9 @@
 """A called tool that asks (input requests), relayed to the MCP caller that made the call: MCP's
 `inputRequests` for a 2026-07-28 caller (answered by its retry's `inputResponses`, the retry bound to the
 call by a sealed `requestState`), `elicitation/create`, `sampling/createMessage` or `roots/list` sent in
-band to an older caller that can be sent requests. Only what the caller declared it answers goes to it
-(form or URL elicitation, sampling, roots); anything else stays open for the session's other answerers."""
+band to an older caller that declared it answers them (api/mcp/back_channel.py). Only what the caller
+declared it answers goes to it (form or URL elicitation, sampling, roots); anything else stays open for
+the session's other answerers."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from typing import Any
 
 import mcp.types as mt
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, ValidationError
 
+from api.mcp.back_channel import ASKS_KEY, CHANNEL_KEY, BackChannel
 from api.mcp.sealing import Sealed, arguments_digest
 from api.state import AppState
-from broker.errors import SwitchboardError
+from broker.errors import NotFound, SwitchboardError
 from broker.services.inputs import OpenInput, Pending
 from common.elicitation import content_problem
 from common.events.catalogue import InputAction
@@ -40,9 +41,14 @@ _RESULTS: dict[str, tuple[type[BaseModel], ...]] = {
 }
 
 
-def declared(capabilities: mt.ClientCapabilities | None) -> frozenset[str]:
-    """What a caller's capabilities say it answers, as a call's record keeps it. A bare `elicitation: {}`
-    (the only shape before modes) is form elicitation."""
+def declared(capabilities: mt.ClientCapabilities | dict[str, Any] | None) -> frozenset[str]:
+    """What a caller's capabilities (or their JSON, as its `initialize` sent them) say it answers, as a
+    call's record keeps it. A bare `elicitation: {}` (the only shape before modes) is form elicitation."""
+    if isinstance(capabilities, dict):
+        try:
+            capabilities = mt.ClientCapabilities.model_validate(capabilities, by_name=False)
+        except ValidationError:
+            return frozenset()
     if capabilities is None:
         return frozenset()
     asks: set[str] = set()
@@ -57,6 +63,12 @@ def declared(capabilities: mt.ClientCapabilities | None) -> frozenset[str]:
     if capabilities.roots is not None:
         asks.add("roots")
     return frozenset(asks)
+
+
+def caller_asks(ctx: Any) -> frozenset[str]:
+    """What the caller of the request `ctx` serves answers: as its request declares it (2026-07-28), or
+    as its session id says its `initialize` did (an older caller; the transport keeps nothing)."""
+    return declared(ctx.session.client_capabilities) or ctx.request.scope.get(ASKS_KEY, frozenset())
 
 
 def _needs(request: OpenInput) -> str:
@@ -162,13 +174,12 @@ class Relay:
     caller that can be sent them)."""
 
     def __init__(self, state: AppState, session_id: str, ctx: Any, responses: dict[str, Any] | None) -> None:
-        self._state, self._session_id, self._ctx = state, session_id, ctx
+        self._state, self._session_id = state, session_id
         self._responses = dict(responses or {})
-        session = ctx.session
-        self.modern = is_version_at_least(session.protocol_version, _INPUT_REQUIRED_VERSION)
-        self.asks = declared(session.client_capabilities)
-        self._in_band = not self.modern and session.can_send_request
-        self._asking: dict[str, asyncio.Task[None]] = {}
+        self.modern = is_version_at_least(ctx.session.protocol_version, _INPUT_REQUIRED_VERSION)
+        self.asks = caller_asks(ctx)
+        self._channel: BackChannel | None = None if self.modern else ctx.request.scope.get(CHANNEL_KEY)
+        self._asked: set[str] = set()
         self.bound: Sealed | None = None
 
     def bind(self, call_id: str, seq: int, name: str, arguments: dict[str, Any], task: bool = False) -> None:
@@ -199,39 +210,46 @@ class Relay:
                 input_requests={r.request.key: _request(r) for r in relayed},
                 request_state=state.request_states.seal(sealed),
             )
-        if self._in_band:
+        if self._channel is not None:
+            # Each goes out once, on the caller's own tools/call stream; its reply comes back as a POST
+            # of its own, to any API process (answer_reply).
             for request in relayed:
                 rid = request.request.request_id
-                if rid not in self._asking:
-                    self._asking[rid] = asyncio.create_task(self._ask_in_band(request))
+                if rid not in self._asked:
+                    self._asked.add(rid)
+                    wire = _wire(request, in_band=True)
+                    await self._channel.request(rid, wire["method"], wire["params"])
         return None
 
-    async def _ask_in_band(self, request: OpenInput) -> None:
-        # The request goes out on the caller's own POST, related to its tools/call. A caller that
-        # answers with an error (or with no result of the kind) leaves the request open for others.
-        try:
-            answer = await self._ctx.session.send_request(
-                _request(request, in_band=True),
-                _RESULTS[request.method or ELICIT][0],
-                metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id),
-            )
-        except (MCPError, ValidationError):
+
+async def answer_reply(state: AppState, session_id: str, request_id: str, reply: dict[str, Any]) -> None:
+    """An older caller's reply to the in-band request for input request `request_id`: its result answers
+    the request when it is one of the kind asked and checks as a person's answer does. An error, a result
+    of another kind or a request no longer open leaves things as they are, for the session's other
+    answerers (a JSON-RPC reply gets no reply of its own to say so)."""
+    if "result" not in reply:
+        return
+    try:
+        asked = await state.broker.inputs.get(session_id, request_id)
+    except NotFound:
+        return
+    if asked.state != "open":
+        return
+    pending = await state.broker.inputs.pending(session_id, asked.call_id)
+    for request in pending.requests:
+        if request.request.request_id == request_id:
+            checked = _checked(request, reply["result"])
+            if not isinstance(checked, str):
+                await _answer(state, session_id, [(request, *checked)])
             return
-        checked = _checked(request, answer)
-        if not isinstance(checked, str):
-            await _answer(self._state, self._session_id, [(request, *checked)])
-
-    def close(self) -> None:
-        for task in self._asking.values():
-            task.cancel()
 
 
-def _request(request: OpenInput, in_band: bool = False) -> Any:
+def _request(request: OpenInput) -> Any:
     kinds: dict[str, type[BaseModel]] = {
         "sampling/createMessage": mt.CreateMessageRequest,
         "roots/list": mt.ListRootsRequest,
     }
-    return kinds.get(request.method or "", mt.ElicitRequest).model_validate(_wire(request, in_band))
+    return kinds.get(request.method or "", mt.ElicitRequest).model_validate(_wire(request))
 
 
 async def resumed(state: AppState, session_id: str, params: mt.CallToolRequestParams) -> Sealed:

@@ -17,7 +17,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
+from api.mcp.back_channel import routed
 from api.mcp.context import CLIENT_KEY, SCOPE_KEY
+from api.mcp.inputs import answer_reply, declared
 from api.mcp.task_status import listen as task_status
 from api.mcp.tasks import register as register_tasks
 from api.mcp.tools import call_tool, list_tools
@@ -42,6 +44,7 @@ class SessionMcp:
         # The API's own CORS, the route's origin check (api/routes/mcp.py) and auth stand in front; the
         # transport checks no Host header (the API may be served under any name).
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        self._max_body_bytes = max_body_bytes
         self._manager = StreamableHTTPSessionManager(
             server, stateless=True, security_settings=security, max_request_body_size=max_body_bytes
         )
@@ -70,6 +73,12 @@ class SessionMcp:
             scope[SCOPE_KEY] = (state, session_id, credential)
             if client_name is not None:
                 scope[CLIENT_KEY] = client_name
-            await self._manager.handle_request(scope, receive, send)
+
+            async def answer(request_id: str, reply: Any) -> None:
+                await answer_reply(state, session_id, request_id, reply)
+
+            prepared = await routed(scope, receive, send, self._max_body_bytes, answer, declared)
+            if prepared is not None:
+                await self._manager.handle_request(scope, *prepared)
         finally:
             close()

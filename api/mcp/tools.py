@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from api.mcp.content import call_result, error_result
 from api.mcp.context import client_of, scoped, session_tools
-from api.mcp.inputs import Relay, answer_responses, declared, resumed
+from api.mcp.inputs import Relay, answer_responses, caller_asks, resumed
 from api.mcp.names import shown, visible
 from api.mcp.outcome import outcome
 from api.mcp.tasks import DEFAULT_SUPPORT, as_task, created
@@ -122,7 +122,7 @@ async def call_tool(
             on_leave=str(tool.get("on_leave") or ""),
             approval_timeout_ms=(rule.approval_timeout_s or 0) * 1000,
             # What the caller answers: which of the call's input requests go to it.
-            asks=declared(ctx.session.client_capabilities),
+            asks=caller_asks(ctx),
         )
 
     if task and not tool.get("asks_first"):
@@ -158,7 +158,6 @@ async def _in_line(
         relay.bind(sent.call_id, sent.seq, params.name, dict(params.arguments or {}), task=task)
         return await _followed(state, session_id, subscription, ctx, relay)
     finally:
-        relay.close()
         state.hub.unsubscribe(subscription)
 
 
@@ -184,7 +183,6 @@ async def _resume(
         asked = await relay.asked(gather=False)
         return asked if asked is not None else await _followed(state, session_id, subscription, ctx, relay)
     finally:
-        relay.close()
         state.hub.unsubscribe(subscription)
 
 

@@ -1,7 +1,7 @@
 """A called tool that asks, relayed to the MCP caller: a 2026-07-28 caller gets an `InputRequiredResult`
 and answers with its retry's `inputResponses` (the retry bound to the call by a sealed `requestState`);
-sampling and roots go only to a caller that declared them; an older caller that cannot be asked leaves
-the request to the session's other answerers."""
+sampling and roots go only to a caller that declared them (older callers:
+tests/api/test_mcp_inputs_processes.py)."""
 
 from __future__ import annotations
 
@@ -269,27 +269,6 @@ async def test_sampling_is_refused_at_once_where_no_caller_declared_it(api: Api)
         assert roots.status_code == 409
         await api.call(session, web["id"], call_id, "result", text="done")
         await asyncio.wait_for(calling, 10)
-
-
-async def test_an_older_caller_that_cannot_be_asked_leaves_the_request_to_the_session(api: Api) -> None:
-    session = await api.session()
-    web = await api.register(session, tools=[LOOKUP])
-    person = Person(mt.ElicitResult(action="accept", content={"name": "never"}))
-    async with caller(api, session, mode="legacy", elicitation_callback=person) as client:
-        assert client.protocol_version != "2026-07-28"
-        calling = asyncio.create_task(client.call_tool(CALLED, {"word": "old"}))
-        call_id = await acked(api, session, web["id"])
-        asked = await ask(api, session, web["id"], call_id, {"message": "Name?", "schema": NAME_FORM})
-        await asyncio.sleep(0.5)
-        request_id = asked.json()["request_id"]
-        assert (await read(api, session, request_id)).json()["state"] == "open"
-        assert not calling.done()
-        given = await answer(api, session, request_id, {"action": "accept", "content": {"name": "Ann"}})
-        assert given.status_code == 200
-        await api.call(session, web["id"], call_id, "result", text="hello Ann")
-        result = await asyncio.wait_for(calling, 10)
-    assert text(result) == "hello Ann"
-    assert person.seen == []
 
 
 async def test_bad_params_of_an_mcp_request_are_400_naming_the_field(api: Api) -> None:
