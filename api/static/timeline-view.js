@@ -68,7 +68,9 @@ export function mountTimeline({ $, el, template, schedule = (draw) => requestAni
         "data-run": run.runId, onclick: pick(run) }, `${short(run.runId)} ${run.outcome}`)),
       runs.length > listed.length ? el("span", { class: "note" }, ` and ${runs.length - listed.length} earlier`) : "");
     live = shown.end === null;
-    $("timeline").replaceChildren(list, waterfall(shown, { el, now: now(), template: template(),
+    // The page's clock may lag the log's (Redis's): an open row reaches at least the latest event.
+    const at = Math.max(now(), timeline.latest ?? 0);
+    $("timeline").replaceChildren(list, waterfall(shown, { el, now: at, template: template(),
       modelSince: timeline.modelSince(shown.runId), nextStep: timeline.nextStep(shown.runId) }));
   }
 

@@ -81,6 +81,9 @@ export class Timeline {
     // Per run: since when the model has been working on a step not yet committed (null: it is not).
     this._model = new Map();
     this._current = null;
+    this._seq = -1;
+    // The latest instant of the log seen: an open row is drawn at least this far, whatever the page's clock.
+    this.latest = null;
   }
 
   runs() {
@@ -100,6 +103,12 @@ export class Timeline {
   add(event) {
     const at = parseTime(event?.created_at);
     if (at === null) return;
+    // A stream that reconnected may hand an event again: each is folded once.
+    if (typeof event.seq === "number") {
+      if (event.seq <= this._seq) return;
+      this._seq = event.seq;
+    }
+    this.latest = Math.max(this.latest ?? at, at);
     switch (event.type) {
       case "client_registered": this._names.set(event.client_id, event.name); return undefined;
       case "run_queued": return this._queued(event, at);
@@ -163,7 +172,7 @@ export class Timeline {
 
   _step(event, at) {
     const payload = event.kind === "timing" ? event.payload : null;
-    if (payload?.scope !== "step" || typeof payload.step_ms !== "number") return;
+    if (payload?.scope !== "step" || typeof payload.step_ms !== "number" || !Number.isInteger(payload.step)) return;
     const run = this._runs.get(payload.run_id);
     if (!run) return;
     const retry = payload.attempt > 0 ? ` (retry ${payload.attempt})` : "";

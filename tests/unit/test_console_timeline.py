@@ -358,3 +358,25 @@ def test_the_panel_follows_the_newest_run_keeps_a_chosen_one_and_forgets_on_rese
     assert seen["chosen"] == RUN
     assert seen["again"] == 0
     assert seen["empty"] == "No runs yet."
+
+
+def test_an_event_handed_again_is_folded_once_and_an_open_row_reaches_the_latest_event() -> None:
+    numbered = [{**event, "seq": seq} for seq, event in enumerate(CALLED[:-3], start=1)]
+    # A reconnected stream hands the call's events again; the page's clock lags the log's by a minute.
+    events = [*numbered, *numbered[4:]]
+    lagging = int(BASE.timestamp() * 1_000_000) + ACK - 60_000_000
+    seen = node(
+        f"""
+        const boxes = {{ timeline: {{ children: [], replaceChildren(...nodes) {{ this.children = nodes; }} }} }};
+        const panel = view.mountTimeline({{ $: (id) => boxes[id], el, template: () => null, schedule: (draw) => draw(),
+          now: () => {lagging}, every: () => {{}} }});
+        for (const event of {json.dumps(events)}) panel.see(event);
+        const rows = all(boxes.timeline.children[1], "div").filter((d) => d.props["data-kind"]);
+        console.log(JSON.stringify({{ kinds: rows.map((r) => r.props["data-kind"]),
+          times: rows.map((r) => text(all(r, "span").find((s) => s.props.class === "tl-time"))) }}));
+        """
+    )
+    assert seen["kinds"] == ["queue", "step", "client", "approval", "ack", "client"]
+    # The open call and its run on the client are drawn to the ack, the latest event, not to the page's clock.
+    assert seen["times"][2] == node(f"console.log(JSON.stringify(tl.durationText({ACK - COMMIT})))") + "…"
+    assert seen["times"][5] == "0 ms…"
