@@ -62,6 +62,7 @@ export const MAX_RUNS = 50;
 const ENDS = { run_completed: "completed", run_failed: "failed", run_cancelled: "cancelled" };
 
 function kindOf(name) {
+  if (typeof name !== "string") return "server";
   if (name.startsWith("client__")) return "client";
   if (name.startsWith("mcp__")) return "mcp";
   return "server";
@@ -103,7 +104,7 @@ export class Timeline {
   add(event) {
     const at = parseTime(event?.created_at);
     if (at === null) return;
-    // A stream that reconnected may hand an event again: each is folded once.
+    // Each event is folded once, however often it is handed in (a log read again over what a stream gave).
     if (typeof event.seq === "number") {
       if (event.seq <= this._seq) return;
       this._seq = event.seq;
@@ -156,7 +157,7 @@ export class Timeline {
     run.traceId ??= traceIdOf(event.trace_id);
   }
 
-    _queued(event, at) {
+  _queued(event, at) {
     const run = this._run(event.run_id);
     run.queuedAt ??= at;
     this._traced(run, event);
