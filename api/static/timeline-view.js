@@ -3,17 +3,12 @@
 // nodes and attributes, never markup); the trace link is built from the deployment's template alone.
 
 import { Timeline, durationText, layout, traceLink } from "./timeline.js";
+import { tokens } from "./transcript.js";
 
 // Runs the panel lists, newest first; the rest are counted.
 const RUNS_SHOWN = 10;
 const short = (id) => `…${String(id ?? "").slice(-6)}`;
 const percent = (fraction) => `${(fraction * 100).toFixed(3)}%`;
-
-function usageText(usage) {
-  if (!usage || typeof usage !== "object") return "";
-  const n = (value) => (typeof value === "number" ? value.toLocaleString("en-US") : "?");
-  return `${n(usage.input_tokens)} tokens in, ${n(usage.output_tokens)} out`;
-}
 
 /** One run's waterfall: its head (run, outcome, duration, tokens, the link to its trace when `template`
  * is set and the run's events carry a trace id) and a row per step, call and wait, with a bar placed on
@@ -25,7 +20,7 @@ export function waterfall(run, { el, now, template = null, modelSince = null, ne
     el("b", {}, "run "), el("code", { title: run.runId }, short(run.runId)), " ",
     el("span", { class: `state ${run.outcome}` }, run.outcome), " ",
     el("span", { class: "muted" }, `${durationText(drawn.duration)}${drawn.open ? " so far" : ""}`),
-    run.usage ? el("span", { class: "muted" }, ` · ${usageText(run.usage)}`) : "",
+    tokens(run.usage) ? el("span", { class: "muted" }, ` · ${tokens(run.usage)}`) : "",
     link ? el("span", {}, " · ", el("a", { class: "trace", href: link, target: "_blank", rel: "noopener noreferrer" }, "trace")) : "");
   const rows = drawn.rows.map((row) =>
     el("div", { class: `tl-row depth-${row.depth} kind-${row.kind}${row.open ? " open" : ""}`, "data-kind": row.kind },

@@ -8,6 +8,8 @@
 // `started_at_us` is the worker's clock; its timing event's `created_at` (the step's commit) less its
 // `step_ms` is used instead.
 
+import { tokens } from "./transcript.js";
+
 const ISO = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z$/;
 
 /** An event's `created_at` ("2026-12-06T15:16:58.140480Z") in microseconds since the epoch, or null. */
@@ -177,8 +179,8 @@ export class Timeline {
     const run = this._runs.get(payload.run_id);
     if (!run) return;
     const retry = payload.attempt > 0 ? ` (retry ${payload.attempt})` : "";
-    run.rows.push({ kind: "step", label: `model step ${payload.step}${retry}`, detail: "", state: "done",
-      start: at - payload.step_ms * 1000, end: at, usage: payload.usage ?? null });
+    run.rows.push({ kind: "step", label: `model step ${payload.step}${retry}`, detail: tokens(payload.usage),
+      state: "done", start: at - payload.step_ms * 1000, end: at });
     const model = this._model.get(run.runId);
     model.since = null;
     model.next = payload.step + 1;
@@ -296,7 +298,7 @@ export class Timeline {
     // A step that never committed (the model failed, the run was cancelled mid-step) still took its time.
     if (model.since !== null) {
       run.rows.push({ kind: "step", label: `model step ${model.next}`, detail: "never committed", state: run.outcome,
-        start: model.since, end: at, usage: null });
+        start: model.since, end: at });
       model.since = null;
     }
     for (const row of run.rows) {

@@ -72,9 +72,9 @@ def drawn(events: list[dict[str, Any]], now_us: int | None = None) -> Any:
     )
 
 
-def step(us: int, number: int, step_ms: int, attempt: int = 0) -> dict[str, Any]:
+def step(us: int, number: int, step_ms: int, attempt: int = 0, **usage: int) -> dict[str, Any]:
     payload = {"scope": "step", "run_id": RUN, "step": number, "attempt": attempt, "step_ms": step_ms}
-    return at(us, "custom", kind="timing", payload=payload | {"started_at_us": 1})
+    return at(us, "custom", kind="timing", payload=payload | {"started_at_us": 1} | ({"usage": usage} if usage else {}))
 
 
 # A run whose call waits for an approval, then for its client's ack, then on the client for an input request.
@@ -109,7 +109,7 @@ CALLED = [
 COMPLETED = [
     *CALLED,
     at(END, "message_assistant", message={"role": "assistant", "content": []}),
-    step(END, 1, 25, attempt=1),
+    step(END, 1, 25, attempt=1, input_tokens=1200, output_tokens=3, cached_input_tokens=1000),
     at(END, "run_completed", run_id=RUN, usage={"input_tokens": 10, "output_tokens": 3}),
 ]
 
@@ -141,6 +141,8 @@ def test_a_runs_steps_calls_and_waits_have_their_durations() -> None:
     assert by_label["model step 0"]["offset"] == pytest.approx((COMMIT - 40_000 - Q) / (END - Q))
     assert by_label["client__web__highlight_row"]["width"] == pytest.approx((RESULT - COMMIT) / (END - Q))
     assert by_label["waits for the ack"]["detail"] == "web"
+    assert by_label["model step 1 (retry 1)"]["detail"] == "1,200 tokens in (1,000 cached), 3 out"
+    assert by_label["model step 0"]["detail"] == ""
     assert by_label["input: a form"]["detail"] == "How much?"
 
 
@@ -341,12 +343,13 @@ def test_the_panel_follows_the_newest_run_keeps_a_chosen_one_and_forgets_on_rese
         draw();
         buttons()[1].props.onclick();
         const chosen = shown();
+        const head = text(all(boxes.timeline.children[1], "div").find((d) => d.props.class === "tl-head"));
         ticks[0]();
         const again = frames.length;
         panel.reset();
         draw();
         const empty = text(boxes.timeline.children[0]);
-        console.log(JSON.stringify({{ coalesced, first, ticking, chosen, again, empty }}));
+        console.log(JSON.stringify({{ coalesced, first, ticking, chosen, head, again, empty }}));
         """
     )
     assert seen["coalesced"] == 1
@@ -356,6 +359,7 @@ def test_the_panel_follows_the_newest_run_keeps_a_chosen_one_and_forgets_on_rese
     ]
     assert seen["ticking"] == 1
     assert seen["chosen"] == RUN
+    assert seen["head"].endswith("completed 9.23 s · 10 tokens in, 3 out")
     assert seen["again"] == 0
     assert seen["empty"] == "No runs yet."
 
