@@ -24,7 +24,8 @@ export function waterfall(run, { el, now, template = null, modelSince = null, ne
     link ? el("span", {}, " · ", el("a", { class: "trace", href: link, target: "_blank", rel: "noopener noreferrer" }, "trace")) : "");
   const rows = drawn.rows.map((row) =>
     el("div", { class: `tl-row depth-${row.depth} kind-${row.kind}${row.open ? " open" : ""}`, "data-kind": row.kind },
-      el("span", { class: "tl-label", title: row.detail }, row.label,
+      // A narrow panel cuts the label short: the whole of it on hover.
+      el("span", { class: "tl-label", title: row.detail ? `${row.label} ${row.detail}` : row.label }, row.label,
         row.detail ? el("span", { class: "muted" }, ` ${row.detail}`) : ""),
       el("span", { class: "tl-track" },
         el("span", { class: "tl-bar", style: `left: ${percent(row.offset)}; width: ${percent(row.width)}` })),
