@@ -49,6 +49,7 @@ from api.state import AppState
 from api.stream_caps import StreamCaps
 from broker import Broker
 from broker.services.telemetry import probe_redis
+from broker.services.token_cipher import TokenCipher
 from common.addresses import Resolver
 from common.jsonlog import pop_ids, push_ids
 from common.runtime import settle_heap
@@ -209,7 +210,8 @@ def create_app(
                 await broker.credentials.ensure_api_key(settings.bootstrap_api_key.get_secret_value(), BOOTSTRAP_LABEL)
             await hub.start()
             caps = StreamCaps(settings.max_streams_per_session, settings.max_streams_per_credential)
-            app.state.switchboard = AppState(broker, hub, metrics, caps, RequestStates(settings.secret_key))
+            cipher = None if settings.secret_key is None else TokenCipher(settings.secret_key)
+            app.state.switchboard = AppState(broker, hub, metrics, caps, RequestStates(settings.secret_key), cipher)
             probe = asyncio.create_task(probe_redis(broker.round_trip, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()

@@ -13,6 +13,7 @@ from api.settings import ApiSettings
 from api.stream_caps import StreamCaps
 from broker import Broker
 from broker.services.live import LiveHub
+from broker.services.token_cipher import TokenCipher
 
 
 @dataclass
@@ -23,6 +24,8 @@ class AppState:
     stream_caps: StreamCaps
     # Seals the `requestState` an MCP caller asked for input echoes back (api/mcp/inputs.py).
     request_states: RequestStates
+    # Opens and seals MCP grants' OAuth tokens and sign-in flows; None without SWITCHBOARD_SECRET_KEY.
+    token_cipher: TokenCipher | None = None
     # Set by SIGTERM (api.server): readiness fails and every response closes its connection, so balancers
     # and clients move to other replicas before this one stops listening.
     draining: bool = False

@@ -580,6 +580,22 @@ class InputProvided(EventBase):
     ] = None
 
 
+class McpAuthorizationCompleted(EventBase):
+    """The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back to `GET
+    /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the session's subject
+    (else the session)."""
+
+    type: Literal["mcp_authorization_completed"]
+    authorization_id: str
+    grant: Annotated[
+        str,
+        Field(
+            description="The grant's name, as the agent's version declares it.",
+        ),
+    ]
+    server_url: str
+
+
 class MessageDelta(BaseModel):
     """Text the model is writing, as it streams."""
 

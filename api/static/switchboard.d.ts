@@ -555,6 +555,19 @@ export interface InputProvidedEvent extends LoggedEvent {
   reason?: "call_settled" | "call_waiting";
 }
 
+/**
+ * The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back to
+ * `GET /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the session's subject
+ * (else the session) (with `include: "extensions"`).
+ */
+export interface McpAuthorizationCompletedEvent extends LoggedEvent {
+  type: "mcp_authorization_completed";
+  authorization_id: string;
+  /** The grant's name, as the agent's version declares it. */
+  grant: string;
+  server_url: string;
+}
+
 /** Text the model is writing, as it streams (with `include: "deltas"`; live only: no seq). */
 export interface MessageDeltaEvent {
   type: "message_delta";
@@ -622,6 +635,7 @@ export type ExtensionEvent =
   | ClientToolWaitingEvent
   | InputRequestedEvent
   | InputProvidedEvent
+  | McpAuthorizationCompletedEvent
   | MessageDeltaEvent
   | ThinkingDeltaEvent
   | ToolCallDeltaEvent;

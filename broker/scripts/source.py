@@ -98,6 +98,7 @@ SCRIPT_NAMES = (
     "forget_mcp_connection",
     "take_mcp_authorization",
     "begin_mcp_authorization",
+    "complete_mcp_authorization",
 )
 
 # Every library, each after those it uses (a local function is visible only below its definition), in

@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from broker.core import Core
+from broker.scripts.layouts import run_names
+from broker.services.token_cipher import TokenCipher
 
 # A lapsed sign-in's tombstone lives this much past its wait, so its link is refused as run out (or used)
 # rather than unknown.
@@ -27,6 +29,36 @@ class PendingAuthorization:
     server_url: str
     expires_at_ms: int
     flow: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationFlow:
+    """What the callback needs to finish a sign-in the worker began, kept sealed in the pending record
+    (the `mcp` package's OAuthClientProvider keeps these in its own process's memory while it waits, and
+    our callback may arrive in another process, days later). `metadata` is the authorization server's
+    metadata (RFC 8414) as the worker read it, `client` the client information it picked (a metadata
+    document URL, pre-registered credentials or a dynamic registration), both as the `mcp` package's
+    models dump them."""
+
+    metadata: dict[str, object]
+    client: dict[str, object]
+    code_verifier: str
+    redirect_uri: str
+    resource: str
+    scope: str | None
+    subject: str | None
+
+    def seal(self, cipher: TokenCipher, authorization_id: str) -> str:
+        return cipher.seal(json.dumps(asdict(self)).encode(), _bound(authorization_id))
+
+    @classmethod
+    def open(cls, cipher: TokenCipher, sealed: str, authorization_id: str) -> AuthorizationFlow:
+        return cls(**json.loads(cipher.open(sealed, _bound(authorization_id))))
+
+
+def _bound(authorization_id: str) -> str:
+    # Apart from the connections' ids (UUIDs), so a sealed flow never opens as a token set.
+    return f"flow|{authorization_id}"
 
 
 def _digest(state: str) -> str:
@@ -71,3 +103,16 @@ class McpAuthorizations:
             expires_at_ms=int(found["expires_at"]),
             flow=found["flow"],
         )
+
+    async def complete(self, session_id: str, authorization_id: str, grant: str, server_url: str) -> str:
+        """Append `mcp_authorization_completed` to the session (the tokens are kept already); its JSON.
+        NotFound when the session is gone, Conflict when it has no room."""
+        keys = self._core.keys
+        run_keys, run_args = run_names(keys, session_id, "")
+        (event,) = await self._core.scripts.run(
+            "complete_mcp_authorization",
+            run_keys,
+            {**run_args, "authorization_id": authorization_id, "grant": grant, "server_url": server_url},
+            partition=keys.session(session_id).partition,
+        )
+        return str(event)

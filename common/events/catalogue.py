@@ -505,6 +505,18 @@ class InputProvided(Event, tag="input_provided", frozen=True):
     reason: Literal["call_settled", "call_waiting"] | UnsetType = UNSET
 
 
+class McpAuthorizationCompleted(Event, tag="mcp_authorization_completed", frozen=True):
+    """The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back
+    to `GET /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the
+    session's subject (else the session)."""
+
+    shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    authorization_id: str
+    # The grant's name, as the agent's version declares it.
+    grant: str
+    server_url: str
+
+
 class ToolCallDelta(Event, tag="tool_call_delta", frozen=True):
     """A fragment of a tool call's arguments' JSON text, as the model writes it."""
 
@@ -549,6 +561,7 @@ ExtensionEvent = (
     | ClientToolWaiting
     | InputRequested
     | InputProvided
+    | McpAuthorizationCompleted
     | MessageDelta
     | ThinkingDelta
     | ToolCallDelta

@@ -123,6 +123,7 @@ PUBLIC = {
     ("GET", "/metrics"),
     ("GET", "/metrics/cluster"),
     ("GET", "/v1/mcp/oauth/client-metadata.json"),
+    ("GET", "/v1/mcp/oauth/callback"),
 }
 
 

@@ -244,6 +244,12 @@ local function sb_ev_input_provided(request_id, call_id, client_id, action, cont
     .. (content == nil and 'null' or content) .. (reason ~= nil and (',"reason":"' .. reason .. '"') or '') .. '}'
 end
 
+-- sb_ev_mcp_authorization_completed(authorization_id, grant, server_url)
+local function sb_ev_mcp_authorization_completed(authorization_id, grant, server_url)
+  return '{"type":"mcp_authorization_completed","authorization_id":' .. sb_str(authorization_id) .. ',"grant":'
+    .. sb_str(grant) .. ',"server_url":' .. sb_str(server_url) .. '}'
+end
+
 -- sb_ev_message_delta(run_id, step, delta, reset?)
 local function sb_ev_message_delta(run_id, step, delta, reset)
   return '{"type":"message_delta","run_id":' .. sb_str(run_id) .. ',"step":' .. step .. ',"delta":' .. sb_str(delta)

@@ -1,0 +1,23 @@
+-- Records in a session that its person signed in to an OAuth grant's MCP server (the callback exchanged
+-- the code and kept the tokens first): `mcp_authorization_completed`.
+--
+--!layout lib/run.lua   (run_id is '')
+--!arg authorization_id  the sign-in's id
+--!arg grant             the grant's name
+--!arg server_url        the grant's server
+--
+-- Returns {'ok', the event JSON}; refusal not_found (no session); refusal conflict session_full.
+
+--!include lib/core.lua
+--!include lib/events.lua
+--!include lib/partition.lua
+--!include lib/calls.lua
+--!include lib/run.lua
+
+local S = sb_run_context()
+if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
+local body = sb_ev_mcp_authorization_completed(A.authorization_id, A.grant, A.server_url)
+local full = sb_room(S.meta, S.now, #body + SB_ENTRY + 64, SB_P.cap)
+if full then return full end
+local json = sb_append(S, body)
+return sb_reply(json)

@@ -1,0 +1,172 @@
+"""An OAuth 2.1 authorization server for the tests, built from the `mcp` package's own server side
+(mcp.server.auth: its authorize, token and metadata handlers, PKCE and redirect URI checks) over an
+in-memory provider, served on 127.0.0.1. The test plays the person's browser: it GETs the authorization
+URL and follows the redirect to Switchboard's callback itself."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    construct_redirect_uri,
+)
+from mcp.server.auth.routes import create_auth_routes
+from mcp.server.auth.settings import ClientRegistrationOptions
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.stack import serve_asgi
+
+CLIENT_ID = "switchboard-test"
+CLIENT_SECRET = "client-secret-for-tests"
+
+
+@dataclass
+class MemoryAuthorizationServer:
+    """An OAuthAuthorizationServerProvider keeping everything in memory. `iss`: what the redirect says
+    its issuer is (None: the real one); `token_delay_s`: how long the token endpoint takes to answer."""
+
+    # Its address, and its issuer identifier as its metadata writes it.
+    issuer: str = ""
+    identifier: str = ""
+    iss: str | None = None
+    token_delay_s: float = 0.0
+    clients: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
+    codes: dict[str, AuthorizationCode] = field(default_factory=dict)
+    access: dict[str, AccessToken] = field(default_factory=dict)
+    refresh: dict[str, RefreshToken] = field(default_factory=dict)
+    exchanged: list[AuthorizationCode] = field(default_factory=list)
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        assert client_info.client_id is not None
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        code = secrets.token_urlsafe(16)
+        assert client.client_id is not None
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or [],
+            expires_at=time.time() + 300,
+            client_id=client.client_id,
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+            subject="person-7",
+        )
+        issuer = self.iss if self.iss is not None else self.identifier
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state, iss=issuer)
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
+        return self.codes.get(authorization_code)
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        if self.token_delay_s:
+            await asyncio.sleep(self.token_delay_s)
+        self.codes.pop(authorization_code.code, None)
+        self.exchanged.append(authorization_code)
+        assert client.client_id is not None
+        access, refresh = "at-" + secrets.token_urlsafe(16), "rt-" + secrets.token_urlsafe(16)
+        self.access[access] = AccessToken(
+            token=access,
+            client_id=client.client_id,
+            scopes=authorization_code.scopes,
+            expires_at=int(time.time()) + 3600,
+            resource=authorization_code.resource,
+        )
+        self.refresh[refresh] = RefreshToken(
+            token=refresh, client_id=client.client_id, scopes=authorization_code.scopes
+        )
+        return OAuthToken(
+            access_token=access,
+            token_type="Bearer",
+            expires_in=3600,
+            refresh_token=refresh,
+            scope=" ".join(authorization_code.scopes) or None,
+        )
+
+    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+        return self.refresh.get(refresh_token)
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        raise NotImplementedError
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        return self.access.get(token)
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.access.pop(token.token, None)
+
+
+@contextlib.asynccontextmanager
+async def authorization_server(
+    redirect_uri: str, *, scopes: list[str] | None = None, **options: Any
+) -> AsyncIterator[MemoryAuthorizationServer]:
+    """The server on a free port, its one pre-registered client (CLIENT_ID, CLIENT_SECRET, posting its
+    secret) sending browsers back to `redirect_uri`; `issuer` is set to its address."""
+    provider = MemoryAuthorizationServer(**options)
+    holder: dict[str, Starlette] = {}
+
+    # The routes need the issuer, which is the address the server is given once it listens.
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            message = await receive()
+            await send({"type": "lifespan.startup.complete"})
+            message = await receive()
+            assert message["type"] == "lifespan.shutdown"
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await holder["app"](scope, receive, send)
+
+    # A handler that never answers must not hold the server open past the test.
+    async with serve_asgi(app, timeout_graceful_shutdown=1) as base:
+        provider.issuer, provider.identifier = base, str(AnyHttpUrl(base))
+        routes = create_auth_routes(
+            provider,  # type: ignore[arg-type]
+            AnyHttpUrl(base),
+            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=scopes),
+        )
+        holder["app"] = Starlette(routes=[*routes, Route("/never", _never, methods=["POST"])])
+        # Validated from plain values, so its redirect URI is the type the handler compares with.
+        provider.clients[CLIENT_ID] = OAuthClientInformationFull.model_validate(
+            {
+                "client_id": CLIENT_ID,
+                "client_secret": CLIENT_SECRET,
+                "redirect_uris": [redirect_uri],
+                "token_endpoint_auth_method": "client_secret_post",
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+                "scope": " ".join(scopes) if scopes else None,
+            }
+        )
+        yield provider
+
+
+async def _never(request: Request) -> Response:
+    # A token endpoint that never answers: the caller's own bound is what ends the wait.
+    await asyncio.sleep(3600)
+    return Response()
