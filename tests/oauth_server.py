@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp.server import MCPServer
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -20,16 +21,14 @@ from mcp.server.auth.provider import (
     RefreshToken,
     construct_redirect_uri,
 )
-from mcp.server.auth.routes import create_auth_routes
-from mcp.server.auth.settings import ClientRegistrationOptions
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyHttpUrl
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.stack import serve_asgi
+from tests.stack import free_port, serve_asgi
 
 CLIENT_ID = "switchboard-test"
 CLIENT_SECRET = "client-secret-for-tests"
@@ -126,43 +125,43 @@ class MemoryAuthorizationServer:
 async def authorization_server(
     redirect_uri: str, *, scopes: list[str] | None = None, **options: Any
 ) -> AsyncIterator[MemoryAuthorizationServer]:
-    """The server on a free port, its one pre-registered client (CLIENT_ID, CLIENT_SECRET, posting its
-    secret) sending browsers back to `redirect_uri`; `issuer` is set to its address."""
-    provider = MemoryAuthorizationServer(**options)
-    holder: dict[str, Starlette] = {}
+    """An MCP server (`/mcp`, one tool `note`) that is its own authorization server, as the `mcp` package
+    serves one: its Protected Resource Metadata, its authorization server metadata, `/authorize`, `/token`
+    and `/register`, and `/mcp` only with a token it issued. Its one pre-registered client (CLIENT_ID,
+    CLIENT_SECRET, posting its secret) sends browsers back to `redirect_uri`. `/never` is a token endpoint
+    that never answers."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    auth = AuthSettings(
+        issuer_url=AnyHttpUrl(base),
+        resource_server_url=AnyHttpUrl(base + "/mcp"),
+        client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=scopes),
+        # A token issued for another resource is refused, as RFC 8707 means it to be.
+        validate_token_resource=True,
+    )
+    provider = MemoryAuthorizationServer(issuer=base, identifier=str(auth.issuer_url), **options)
+    server = MCPServer("notes", auth_server_provider=provider, auth=auth)
 
-    # The routes need the issuer, which is the address the server is given once it listens.
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            message = await receive()
-            await send({"type": "lifespan.startup.complete"})
-            message = await receive()
-            assert message["type"] == "lifespan.shutdown"
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        await holder["app"](scope, receive, send)
+    @server.tool()
+    def note(text: str) -> str:
+        return f"noted: {text}"
 
+    app = server.streamable_http_app()
+    app.router.routes.append(Route("/never", _never, methods=["POST"]))
+    # Validated from plain values, so its redirect URI is the type the handler compares with.
+    provider.clients[CLIENT_ID] = OAuthClientInformationFull.model_validate(
+        {
+            "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+            "redirect_uris": [redirect_uri],
+            "token_endpoint_auth_method": "client_secret_post",
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "scope": " ".join(scopes) if scopes else None,
+        }
+    )
     # A handler that never answers must not hold the server open past the test.
-    async with serve_asgi(app, timeout_graceful_shutdown=1) as base:
-        provider.issuer, provider.identifier = base, str(AnyHttpUrl(base))
-        routes = create_auth_routes(
-            provider,  # type: ignore[arg-type]
-            AnyHttpUrl(base),
-            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=scopes),
-        )
-        holder["app"] = Starlette(routes=[*routes, Route("/never", _never, methods=["POST"])])
-        # Validated from plain values, so its redirect URI is the type the handler compares with.
-        provider.clients[CLIENT_ID] = OAuthClientInformationFull.model_validate(
-            {
-                "client_id": CLIENT_ID,
-                "client_secret": CLIENT_SECRET,
-                "redirect_uris": [redirect_uri],
-                "token_endpoint_auth_method": "client_secret_post",
-                "grant_types": ["authorization_code", "refresh_token"],
-                "response_types": ["code"],
-                "scope": " ".join(scopes) if scopes else None,
-            }
-        )
+    async with serve_asgi(app, port=port, timeout_graceful_shutdown=1):
         yield provider
 
 

@@ -110,10 +110,10 @@ class _InLoopServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serve_asgi(app: ASGIApp, **options: Any) -> AsyncIterator[str]:
-    """Any ASGI app on a free local port, in this loop, for the length of the block (`options`: more
-    uvicorn settings)."""
-    port = free_port()
+async def serve_asgi(app: ASGIApp, port: int | None = None, **options: Any) -> AsyncIterator[str]:
+    """Any ASGI app on a free local port (or `port`, for an app that must know its address before it
+    listens), in this loop, for the length of the block (`options`: more uvicorn settings)."""
+    port = port or free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **options)
     server = _InLoopServer(config)
     # uvicorn installs signal handlers only for its own process; under the test runner it must not.
