@@ -18,6 +18,7 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    IdentityAssertionParams,
     RefreshToken,
     construct_redirect_uri,
 )
@@ -28,7 +29,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.stack import free_port, serve_asgi
+from broker.transport.embedded import free_port
+from tests.stack import serve_asgi
 
 CLIENT_ID = "switchboard-test"
 CLIENT_SECRET = "client-secret-for-tests"
@@ -117,18 +119,23 @@ class MemoryAuthorizationServer:
     async def load_access_token(self, token: str) -> AccessToken | None:
         return self.access.get(token)
 
+    async def exchange_identity_assertion(
+        self, client: OAuthClientInformationFull, params: IdentityAssertionParams
+    ) -> OAuthToken:
+        raise NotImplementedError
+
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access.pop(token.token, None)
 
 
 @contextlib.asynccontextmanager
 async def authorization_server(
-    redirect_uri: str, *, scopes: list[str] | None = None, **options: Any
+    redirect_uri: str, *, scopes: list[str] | None = None, method: str = "client_secret_post", **options: Any
 ) -> AsyncIterator[MemoryAuthorizationServer]:
     """An MCP server (`/mcp`, one tool `note`) that is its own authorization server, as the `mcp` package
     serves one: its Protected Resource Metadata, its authorization server metadata, `/authorize`, `/token`
     and `/register`, and `/mcp` only with a token it issued. Its one pre-registered client (CLIENT_ID,
-    CLIENT_SECRET, posting its secret) sends browsers back to `redirect_uri`. `/never` is a token endpoint
+    CLIENT_SECRET, sent as `method` says) sends browsers back to `redirect_uri`. `/never` is a token endpoint
     that never answers."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -154,7 +161,7 @@ async def authorization_server(
             "client_id": CLIENT_ID,
             "client_secret": CLIENT_SECRET,
             "redirect_uris": [redirect_uri],
-            "token_endpoint_auth_method": "client_secret_post",
+            "token_endpoint_auth_method": method,
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "scope": " ".join(scopes) if scopes else None,

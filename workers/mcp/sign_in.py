@@ -59,6 +59,8 @@ FETCH_TIMEOUT_S = 10.0
 MAX_DOCUMENT_BYTES = 65_536
 _WHAT = "the authorization server"
 _IDENTITY = {"Accept-Encoding": "identity"}
+# What Switchboard's client does (its client metadata document says the same).
+_GRANT_TYPES = ("authorization_code", "refresh_token")
 
 
 class SignInUnavailable(Exception):
@@ -116,10 +118,10 @@ class SignIns:
         resource = await self._resource(extract_resource_metadata_from_www_auth(answered), server_url)
         issuer = str(resource.authorization_servers[0]) if resource is not None else None
         metadata = await self._metadata(issuer, server_url)
-        client = await self._client(metadata, auth)
         scope = " ".join(auth.scopes) or get_client_metadata_scopes(
-            extract_scope_from_www_auth(answered), resource, metadata, client.grant_types
+            extract_scope_from_www_auth(answered), resource, metadata, list(_GRANT_TYPES)
         )
+        client = await self._client(metadata, auth, scope)
         pkce = PKCEParameters.generate()
         flow = AuthorizationFlow(
             metadata=metadata.model_dump(mode="json", exclude_none=True),
@@ -177,7 +179,7 @@ class SignIns:
             return found
         raise SignInUnavailable(f"no authorization server metadata found for {server_url}")
 
-    async def _client(self, metadata: OAuthMetadata, auth: OAuthAuth) -> OAuthClientInformationFull:
+    async def _client(self, metadata: OAuthMetadata, auth: OAuthAuth, scope: str | None) -> OAuthClientInformationFull:
         redirect = [AnyUrl(callback_url(self._public_url))]
         document = client_metadata_url(self._public_url)
         if metadata.client_id_metadata_document_supported and is_valid_client_metadata_url(document):
@@ -201,9 +203,10 @@ class SignIns:
         wanted = OAuthClientMetadata(
             redirect_uris=redirect,
             token_endpoint_auth_method="none",  # noqa: S106 (a public client: PKCE, no secret)
-            grant_types=["authorization_code", "refresh_token"],
+            grant_types=list(_GRANT_TYPES),
             response_types=["code"],
             client_name="Switchboard",
+            scope=scope,
         )
         request = create_client_registration_request(metadata, wanted, str(metadata.issuer))
         status, body = await self._send("POST", str(request.url), request.content, dict(request.headers))
