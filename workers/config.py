@@ -13,6 +13,15 @@ DEFAULT_MCP_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
+class OAuthAuth:
+    """A grant's `auth` of type oauth: what to ask for, and a client registered beforehand."""
+
+    scopes: tuple[str, ...] = ()
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class McpGrant:
     """An MCP server the agent's version grants (docs/mcp.md): its tools are `mcp__<name>__<tool>`."""
 
@@ -24,6 +33,8 @@ class McpGrant:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     # The default policy's approval deadline, when it is given as an object (None: an approval waits for ever).
     default_approval_timeout_s: int | None = None
+    # Set for a grant whose server wants each person's sign-in: its tokens are the session owner's.
+    oauth: OAuthAuth | None = None
 
     def rule(self, tool: str) -> Rule:
         """By the MCP tool's own name: the grant's entry for it, else its default."""
@@ -44,7 +55,14 @@ class McpGrant:
             policies={rule["name"]: rule_of(rule) for rule in grant.get("tools") or ()},
             timeout_s=float(grant.get("timeout_s") or DEFAULT_MCP_TIMEOUT_S),
             headers=dict((secrets.get(grant["name"]) or {}).get("headers") or {}),
+            oauth=_oauth(grant.get("auth"), secrets.get(grant["name"]) or {}),
         )
+
+
+def _oauth(auth: dict[str, Any] | None, secrets: dict[str, Any]) -> OAuthAuth | None:
+    if not auth or auth.get("type") != "oauth":
+        return None
+    return OAuthAuth(tuple(auth.get("scopes") or ()), auth.get("client_id"), secrets.get("oauth_client_secret"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from common.codec import dumps
 from common.events.build import text_block, tool_progress
 from common.tasks import cancel_and_wait
 from workers.mcp.calls import McpCalls
+from workers.mcp.grant_tokens import GrantTokens
 from workers.mcp.hub import McpHub
 from workers.mcp.mapped import Mapped, failed
 from workers.models.base import ModelError
@@ -73,13 +74,20 @@ class _Progress:
 
 class ServerToolRunner:
     def __init__(
-        self, broker: Broker, registry: Registry, hub: McpHub, models: ModelRegistry, mcp_calls: McpCalls
+        self,
+        broker: Broker,
+        registry: Registry,
+        hub: McpHub,
+        models: ModelRegistry,
+        mcp_calls: McpCalls,
+        tokens: GrantTokens | None = None,
     ) -> None:
         self._broker = broker
         self._registry = registry
         self._hub = hub
         self._models = models
         self._mcp_calls = mcp_calls
+        self._tokens = tokens
 
     async def run(self, session_id: str, call_id: str, entry: str = "") -> None:
         """Run server call `call_id`; `entry` is the work entry that brought it. An MCP call is handed to
@@ -132,6 +140,8 @@ class ServerToolRunner:
         grant = config.grant(grant_name)
         if grant is None:
             return failed(f"the agent's version no longer grants the MCP server {grant_name}")
+        if self._tokens is not None:
+            (grant,) = await self._tokens.authorized(session_id, (grant,))
         # The call's whole time, its wait for a turn at the server included, is the grant's timeout_s.
         deadline = asyncio.get_running_loop().time() + grant.timeout_s
         progress = _Progress(self._broker, session_id, call_id, grant_name, tool)

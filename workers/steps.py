@@ -22,6 +22,7 @@ from common.tasks import cancel_and_wait
 from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
+from workers.mcp.grant_tokens import GrantTokens
 from workers.mcp.hub import McpHub, McpTool
 from workers.metrics import WorkerMetrics
 from workers.models.base import ModelError, ModelRequest, StreamLimits, Turn
@@ -97,12 +98,15 @@ class StepRunner:
         registry: Registry,
         hub: McpHub,
         metrics: WorkerMetrics,
+        tokens: GrantTokens | None = None,
     ) -> None:
         self._broker = broker
         self._models = models
         self._metrics = metrics
         self._registry = registry
         self._hub = hub
+        # None without SWITCHBOARD_SECRET_KEY: no grant has a stored token then.
+        self._tokens = tokens
         settings = broker.settings
         self._transcripts = Transcripts(
             broker.log.after, settings.worker_transcript_cache_mb * 2**20, settings.worker_transcript_idle_s
@@ -170,7 +174,8 @@ class StepRunner:
     async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Routed, McpTools]:
         model = await self._models.model_for(session_id)
         # Once a step: a catalog built again for the commit uses these (a listing may hold the step's slot).
-        mcp_tools = await self._hub.tools(config.mcp) if config.mcp else {}
+        grants = config.mcp if self._tokens is None else await self._tokens.authorized(session_id, config.mcp)
+        mcp_tools = await self._hub.tools(grants) if grants else {}
         catalog = await self._catalog(session_id, config, mcp_tools)
         transcript = await self._transcripts.read(session_id)
         settings = self._broker.settings

@@ -18,6 +18,7 @@ import socket
 from broker import Broker
 from broker.errors import NotFound, SwitchboardError
 from broker.services.keepers import host_healthy
+from broker.services.token_cipher import TokenCipher
 from broker.services.work import Entry
 from common.addresses import Resolver
 from common.codec import uuid7
@@ -28,6 +29,7 @@ from workers.backlog import Backlog
 from workers.inbox_notices import inbox_consumer
 from workers.keeper import Keeper
 from workers.mcp.calls import McpCalls
+from workers.mcp.grant_tokens import GrantTokens
 from workers.mcp.hub import McpHub
 from workers.metrics import WorkerMetrics
 from workers.models.registry import ModelRegistry
@@ -101,11 +103,13 @@ async def serve(
     metrics = WorkerMetrics()
     hub = McpHub(broker.providers.addresses, metrics)
     mcp_calls = McpCalls(settings.mcp_calls_per_grant, settings.mcp_calls_per_worker, metrics)
-    server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls)
+    # OAuth grants' tokens: opened with the deployment's secret, so none without it.
+    tokens = None if settings.secret_key is None else GrantTokens(broker, TokenCipher(settings.secret_key))
+    server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls, tokens)
     sender = WebhookSender(broker, broker.providers.addresses, metrics)
     # The consumers of notable events, in order: webhooks, then the workspace inbox.
     notices = Notices(broker, [WebhookConsumer(broker, sender), inbox_consumer(broker.inbox)])
-    jobs = _Jobs(broker, StepRunner(broker, models, registry, hub, metrics), server_tools, notices, metrics)
+    jobs = _Jobs(broker, StepRunner(broker, models, registry, hub, metrics, tokens), server_tools, notices, metrics)
     # Shared by the keeper and the runner: due timers (a schedule's firing first of all) before new work.
     backlog = Backlog()
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs, backlog=backlog)

@@ -17,12 +17,13 @@ from broker.services.mcp_connections import owner_of
 from broker.services.token_cipher import TokenCipher
 from common.addresses import ProviderAddresses
 from switchboard.settings import Settings
+from tests.api.test_mcp_grants import answer, texts
 from tests.api.test_mcp_oauth_callback import CALLBACK, PUBLIC_URL, SECRET, connections, open_callback, redirected
-from tests.api_client import Api, running_api
+from tests.api_client import Api, of_type, running_api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
-from workers.config import McpGrant
+from workers.config import McpGrant, OAuthAuth
 from workers.mcp.hub import McpHub
-from workers.mcp.sign_in import OAuthAuth, SignIns, SignInUnavailable
+from workers.mcp.sign_in import SignIns, SignInUnavailable
 
 pytestmark = pytest.mark.private_providers
 
@@ -140,3 +141,29 @@ async def test_metadata_at_a_private_address_is_not_fetched_where_that_is_not_al
             challenge=await challenge(server),
         )
     assert server.clients.keys() == {CLIENT_ID}
+
+
+async def test_once_signed_in_a_run_calls_the_grants_tool_with_the_persons_token(
+    settings: Settings, redis_url: str, api_key: str, broker: Broker[Settings], server: MemoryAuthorizationServer
+) -> None:
+    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
+    resource = server.issuer + "/mcp"
+    auth = {"type": "oauth", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
+    async with running_api(settings, redis_url, api_key, update) as api:
+        session = await api.session(mcp=[{"name": "notes", "url": resource, "default_policy": "allow", "auth": auth}])
+        call = '/call mcp__notes__note {"text": "hi"}'
+        # Not signed in: the server refuses the worker, so its tools are not offered.
+        (refused,) = of_type(await answer(api, session, call), "tool_result")
+        assert refused["is_error"] is True
+        begun = await sign_ins(broker).begin(
+            session_id=session.id,
+            subject=None,
+            grant="notes",
+            server_url=resource,
+            auth=OAuthAuth(client_id=CLIENT_ID, client_secret=CLIENT_SECRET),
+            challenge=await challenge(server),
+        )
+        assert (await open_callback(api, await redirected(begun.authorization_url))).status_code == 200
+        (result,) = of_type(await answer(api, session, call), "tool_result")
+        assert result["is_error"] is False, result
+        assert texts(result)[0] == "noted: hi"

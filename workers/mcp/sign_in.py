@@ -51,6 +51,7 @@ from broker.services.mcp_authorizations import AuthorizationFlow, McpAuthorizati
 from broker.services.token_cipher import TokenCipher
 from common.addresses import ProviderAddresses
 from common.oauth_addresses import callback_url, client_metadata_url
+from workers.config import OAuthAuth
 from workers.pinned import pinned_client, refused
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -65,15 +66,6 @@ _GRANT_TYPES = ("authorization_code", "refresh_token")
 
 class SignInUnavailable(Exception):
     """The sign-in could not be started: why, in words for the model and the log."""
-
-
-@dataclass(frozen=True, slots=True)
-class OAuthAuth:
-    """A grant's `auth` of type oauth: what to ask for, and a client registered beforehand."""
-
-    scopes: tuple[str, ...] = ()
-    client_id: str | None = None
-    client_secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
