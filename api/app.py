@@ -33,6 +33,7 @@ from api.routes import (
     inbox,
     inputs,
     mcp,
+    mcp_authorizations,
     mcp_connections,
     mcp_oauth,
     providers,
@@ -252,6 +253,7 @@ def create_app(
         ai_sdk,
         webhooks,
         mcp_connections,
+        mcp_authorizations,
     ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     for module in (health, web, docs, mcp, mcp_oauth):

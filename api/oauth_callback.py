@@ -66,6 +66,8 @@ async def complete(
         raise SignInRefused(f"the authorization server did not sign you in ({error[:_SHOWN_ERROR]}{described})")
     if code is None:
         raise SignInRefused("the authorization server sent no code back")
+    if await broker.mcp_authorizations.state(pending.session_id, pending.authorization_id) == "declined":
+        raise SignInRefused("this sign-in was declined in the session; the agent goes on without the server")
     if cipher is None:
         raise SignInRefused("this deployment has no SWITCHBOARD_SECRET_KEY, so it keeps no sign-in")
     try:

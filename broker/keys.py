@@ -122,6 +122,10 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | (ask_input.lua, answer_input.lua)      |
 | `sb:{T}:s:<S>:schedules`              | hash   | none (deleted with the   | schedule id -> its record (JSON):      |
 |                                       |        | session)                 | create_schedule.lua, fire_schedule.lua |
+| `sb:{T}:s:<S>:mcp_authorizations`     | hash   | none (unlinked by the    | MCP sign-in id -> its record (JSON:    |
+|                                       |        | purge)                   | grant, state, expires_at); `g:<grant>` |
+|                                       |        |                          | -> the grant's latest sign-in id       |
+|                                       |        |                          | (*_mcp_authorization.lua)              |
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
 |                                       |        |                          | ack, result, server call lease, the end|
 |                                       |        |                          | of a wait for the call's client, an    |
@@ -286,6 +290,11 @@ class SessionKeys:
     def schedules(self) -> str:
         """The session's schedules: schedule id -> record JSON."""
         return f"{self.base}:schedules"
+
+    @property
+    def mcp_authorizations(self) -> str:
+        """The session's MCP sign-ins: id -> record JSON, and `g:<grant>` -> the grant's latest one."""
+        return f"{self.base}:mcp_authorizations"
 
     @property
     def inputs(self) -> str:

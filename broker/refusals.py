@@ -83,6 +83,8 @@ MESSAGES: dict[str, str] = {
     "no_mcp_authorization": "this sign-in link is not one Switchboard made, or it ran out long ago",
     "mcp_authorization_used": "this sign-in link was used already; a sign-in link works once",
     "mcp_authorization_expired": "this sign-in link ran out; the agent asks again when it next needs the server",
+    "no_mcp_authorization_in_session": "this session asked for no sign-in {0}",
+    "mcp_authorization_ended": "the sign-in {0} ended already ({1})",
     "no_delivery": "no delivery {0} of this webhook endpoint (it never was, or the log was trimmed past it)",
     "delivery_sending": "delivery {0} is being sent now; retry it once this attempt ended",
     # A receipt written by an earlier release, which kept its refusal's message whole.

@@ -174,7 +174,10 @@ class StepRunner:
     async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Routed, McpTools]:
         model = await self._models.model_for(session_id)
         # Once a step: a catalog built again for the commit uses these (a listing may hold the step's slot).
-        grants = config.mcp if self._tokens is None else await self._tokens.authorized(session_id, config.mcp)
+        grants = config.mcp
+        if self._tokens is not None and grants:
+            grants = await self._tokens.authorized(session_id, grants)
+            await self._tokens.ask(session_id, grants)
         mcp_tools = await self._hub.tools(grants) if grants else {}
         catalog = await self._catalog(session_id, config, mcp_tools)
         transcript = await self._transcripts.read(session_id)

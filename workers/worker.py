@@ -104,7 +104,13 @@ async def serve(
     hub = McpHub(broker.providers.addresses, metrics)
     mcp_calls = McpCalls(settings.mcp_calls_per_grant, settings.mcp_calls_per_worker, metrics)
     # OAuth grants' tokens: opened with the deployment's secret, so none without it.
-    tokens = None if settings.secret_key is None else GrantTokens(broker, TokenCipher(settings.secret_key))
+    tokens = (
+        None
+        if settings.secret_key is None
+        else GrantTokens(
+            broker, TokenCipher(settings.secret_key), settings.public_url, settings.mcp_authorization_timeout_s
+        )
+    )
     server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls, tokens)
     sender = WebhookSender(broker, broker.providers.addresses, metrics)
     # The consumers of notable events, in order: webhooks, then the workspace inbox.

@@ -580,6 +580,24 @@ class InputProvided(EventBase):
     ] = None
 
 
+class McpAuthorizationRequired(EventBase):
+    """A step needed an OAuth grant whose server the person has not signed in to (no token kept for the session's
+    subject, else the session): opening `authorization_url` in a browser signs them in, until `expires_at`. Declined
+    at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`."""
+
+    type: Literal["mcp_authorization_required"]
+    authorization_id: str
+    grant: Annotated[
+        str,
+        Field(
+            description="The grant's name, as the agent's version declares it.",
+        ),
+    ]
+    server_url: str
+    authorization_url: str
+    expires_at: str
+
+
 class McpAuthorizationCompleted(EventBase):
     """The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back to `GET
     /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the session's subject

@@ -556,6 +556,21 @@ export interface InputProvidedEvent extends LoggedEvent {
 }
 
 /**
+ * A step needed an OAuth grant whose server the person has not signed in to (no token kept for the session's
+ * subject, else the session): opening `authorization_url` in a browser signs them in, until `expires_at`. Declined
+ * at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline` (with `include: "extensions"`).
+ */
+export interface McpAuthorizationRequiredEvent extends LoggedEvent {
+  type: "mcp_authorization_required";
+  authorization_id: string;
+  /** The grant's name, as the agent's version declares it. */
+  grant: string;
+  server_url: string;
+  authorization_url: string;
+  expires_at: string;
+}
+
+/**
  * The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back to
  * `GET /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the session's subject
  * (else the session) (with `include: "extensions"`).
@@ -635,6 +650,7 @@ export type ExtensionEvent =
   | ClientToolWaitingEvent
   | InputRequestedEvent
   | InputProvidedEvent
+  | McpAuthorizationRequiredEvent
   | McpAuthorizationCompletedEvent
   | MessageDeltaEvent
   | ThinkingDeltaEvent

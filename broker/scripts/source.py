@@ -99,6 +99,8 @@ SCRIPT_NAMES = (
     "take_mcp_authorization",
     "begin_mcp_authorization",
     "complete_mcp_authorization",
+    "require_mcp_authorization",
+    "decline_mcp_authorization",
 )
 
 # Every library, each after those it uses (a local function is visible only below its definition), in

@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 from dataclasses import asdict, dataclass
 
 from broker.core import Core
+from broker.errors import translate_redis_errors
 from broker.scripts.layouts import run_names
 from broker.services.token_cipher import TokenCipher
 
@@ -111,8 +113,67 @@ class McpAuthorizations:
         run_keys, run_args = run_names(keys, session_id, "")
         (event,) = await self._core.scripts.run(
             "complete_mcp_authorization",
-            run_keys,
+            {**run_keys, "authorizations": keys.session(session_id).mcp_authorizations},
             {**run_args, "authorization_id": authorization_id, "grant": grant, "server_url": server_url},
             partition=keys.session(session_id).partition,
         )
         return str(event)
+
+    async def require(
+        self, session_id: str, *, authorization_id: str, grant: str, server_url: str, url: str, expires_at_ms: int
+    ) -> tuple[str, str]:
+        """Ask the session's person to sign in (`mcp_authorization_required`) unless the grant's latest
+        sign-in still waits or was declined: ('asked', the event JSON), else ('waiting' | 'declined', its id)."""
+        keys = self._core.keys
+        run_keys, run_args = run_names(keys, session_id, "")
+        outcome, found = await self._core.scripts.run(
+            "require_mcp_authorization",
+            {**run_keys, "authorizations": keys.session(session_id).mcp_authorizations},
+            {
+                **run_args,
+                "authorization_id": authorization_id,
+                "grant": grant,
+                "server_url": server_url,
+                "url": url,
+                "expires_at": expires_at_ms,
+            },
+            partition=keys.session(session_id).partition,
+        )
+        return str(outcome), str(found)
+
+    async def asked(self, session_id: str, grant: str) -> str | None:
+        """The state of the grant's latest sign-in in the session (`pending`, `completed`, `declined`, or
+        `expired`), None when none was asked for."""
+        key = self._core.keys.session(session_id).mcp_authorizations
+        with translate_redis_errors():
+            latest = await self._core.redis.hget(key, f"g:{grant}")
+            raw = None if latest is None else await self._core.redis.hget(key, latest.decode())
+        return None if raw is None else _state(json.loads(raw))
+
+    async def state(self, session_id: str, authorization_id: str) -> str | None:
+        """The sign-in's state in its session (as `asked` says it), None when the session has no record of it."""
+        if authorization_id.startswith("g:"):
+            return None
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(self._core.keys.session(session_id).mcp_authorizations, authorization_id)
+        return None if raw is None else _state(json.loads(raw))
+
+    async def decline(self, session_id: str, authorization_id: str) -> str:
+        """The person declines the sign-in: its grant is not asked for again in the session; the grant's
+        name. NotFound (no such sign-in in the session), Conflict (it ended already)."""
+        keys = self._core.keys
+        run_keys, run_args = run_names(keys, session_id, "")
+        (grant,) = await self._core.scripts.run(
+            "decline_mcp_authorization",
+            {**run_keys, "authorizations": keys.session(session_id).mcp_authorizations},
+            {**run_args, "authorization_id": authorization_id},
+            partition=keys.session(session_id).partition,
+        )
+        return str(grant)
+
+
+def _state(record: dict[str, object]) -> str:
+    state = str(record["state"])
+    if state == "pending" and int(str(record["expires_at"])) <= time.time() * 1000:
+        return "expired"
+    return state

@@ -193,7 +193,7 @@ class Sessions:
                     pipe.srem(s.clients, *client_ids)
                     await pipe.execute()
             # The input requests outlive no session, but no script that deletes one holds their hash.
-            await self._core.redis.unlink(s.inputs)
+            await self._core.redis.unlink(s.inputs, s.mcp_authorizations)
         await self._unlist(session_id, bytes(agent_id).decode() if agent_id else None)
         with translate_redis_errors():
             await self._core.redis.zrem(s.partition.purges, session_id)

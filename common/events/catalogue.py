@@ -505,6 +505,20 @@ class InputProvided(Event, tag="input_provided", frozen=True):
     reason: Literal["call_settled", "call_waiting"] | UnsetType = UNSET
 
 
+class McpAuthorizationRequired(Event, tag="mcp_authorization_required", frozen=True):
+    """A step needed an OAuth grant whose server the person has not signed in to (no token kept for the
+    session's subject, else the session): opening `authorization_url` in a browser signs them in, until
+    `expires_at`. Declined at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`."""
+
+    shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    authorization_id: str
+    # The grant's name, as the agent's version declares it.
+    grant: str
+    server_url: str
+    authorization_url: str
+    expires_at: str
+
+
 class McpAuthorizationCompleted(Event, tag="mcp_authorization_completed", frozen=True):
     """The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back
     to `GET /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the
@@ -561,6 +575,7 @@ ExtensionEvent = (
     | ClientToolWaiting
     | InputRequested
     | InputProvided
+    | McpAuthorizationRequired
     | McpAuthorizationCompleted
     | MessageDelta
     | ThinkingDelta

@@ -5,6 +5,7 @@ authorization server to Switchboard's callback; the token kept is then the one t
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 import httpx
@@ -18,8 +19,16 @@ from broker.services.token_cipher import TokenCipher
 from common.addresses import ProviderAddresses
 from switchboard.settings import Settings
 from tests.api.test_mcp_grants import answer, texts
-from tests.api.test_mcp_oauth_callback import CALLBACK, PUBLIC_URL, SECRET, connections, open_callback, redirected
-from tests.api_client import Api, of_type, running_api
+from tests.api.test_mcp_oauth_callback import (
+    CALLBACK,
+    PUBLIC_URL,
+    SECRET,
+    connections,
+    extensions,
+    open_callback,
+    redirected,
+)
+from tests.api_client import Api, Event, of_type, running_api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
 from workers.config import McpGrant, OAuthAuth
 from workers.mcp.hub import McpHub
@@ -167,3 +176,74 @@ async def test_once_signed_in_a_run_calls_the_grants_tool_with_the_persons_token
         (result,) = of_type(await answer(api, session, call), "tool_result")
         assert result["is_error"] is False, result
         assert texts(result)[0] == "noted: hi"
+
+
+def oauth_grant(server: MemoryAuthorizationServer) -> dict[str, object]:
+    auth = {"type": "oauth", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
+    return {"name": "notes", "url": server.issuer + "/mcp", "default_policy": "allow", "auth": auth}
+
+
+def of_kind(events: list[Event], kind: str) -> list[Event]:
+    return [e for e in events if e["type"] == kind]
+
+
+async def test_a_step_asks_the_person_and_once_they_signed_in_the_tool_runs(
+    settings: Settings, redis_url: str, api_key: str, server: MemoryAuthorizationServer
+) -> None:
+    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
+    async with running_api(settings, redis_url, api_key, update) as api:
+        session = await api.session(mcp=[oauth_grant(server)])
+        call = '/call mcp__notes__note {"text": "hi"}'
+        await answer(api, session, call)
+        await answer(api, session, call)
+        events = await extensions(api, session)
+        # Asked once, though two steps needed the grant: the first sign-in still waits.
+        (asked,) = of_kind(events, "mcp_authorization_required")
+        assert (asked["grant"], asked["server_url"]) == ("notes", server.issuer + "/mcp")
+        assert asked["expires_at"].endswith("Z")
+        assert (await open_callback(api, await redirected(asked["authorization_url"]))).status_code == 200
+        (completed,) = of_kind(await extensions(api, session), "mcp_authorization_completed")
+        assert completed["authorization_id"] == asked["authorization_id"]
+        (result,) = of_type(await answer(api, session, call), "tool_result")
+        assert result["is_error"] is False, result
+        assert texts(result)[0] == "noted: hi"
+        # An extension: a reader that does not ask sees neither event.
+        plain = {e["type"] for e in await extensions(api, session, include=False)}
+        assert not plain & {"mcp_authorization_required", "mcp_authorization_completed"}
+
+
+async def test_a_declined_sign_in_is_not_asked_again_and_its_link_does_not_complete(
+    settings: Settings, redis_url: str, api_key: str, server: MemoryAuthorizationServer
+) -> None:
+    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
+    async with running_api(settings, redis_url, api_key, update) as api:
+        session = await api.session(mcp=[oauth_grant(server)])
+        call = '/call mcp__notes__note {"text": "hi"}'
+        await answer(api, session, call)
+        (asked,) = of_kind(await extensions(api, session), "mcp_authorization_required")
+        path = f"/v1/sessions/{session.id}/mcp-authorizations"
+        async with api.as_session(session) as person:
+            declined = await person.post(f"{path}/{asked['authorization_id']}/decline")
+            assert declined.status_code == 200, declined.text
+            assert declined.json() == {
+                "authorization_id": asked["authorization_id"],
+                "grant": "notes",
+                "state": "declined",
+            }
+            again = await person.post(f"{path}/{asked['authorization_id']}/decline")
+            assert again.status_code == 409
+            assert "ended already (declined)" in again.json()["error"]["message"]
+            unknown = await person.post(f"{path}/{uuid.uuid4()}/decline")
+            assert unknown.status_code == 404
+            tricky = await person.post(f"{path}/g:notes/decline")
+            assert tricky.status_code == 404
+            long = await person.post(f"{path}/{'x' * 65}/decline")
+            assert long.status_code == 400
+            assert "authorization_id" in long.text
+        page = await open_callback(api, await redirected(asked["authorization_url"]))
+        assert page.status_code == 400
+        assert "declined" in page.text
+        assert server.exchanged == []
+        (result,) = of_type(await answer(api, session, call), "tool_result")
+        assert result["is_error"] is True
+        assert len(of_kind(await extensions(api, session), "mcp_authorization_required")) == 1

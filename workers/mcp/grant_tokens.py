@@ -4,18 +4,30 @@ alone (the hub's pinned client sends a grant's headers only to its own origin). 
 token, is a connection of its own in the hub (its key digests the headers), so one person's token never
 serves another's session.
 
-A token past its `expires_at` is not sent: the server would refuse it, and refreshing is not done yet."""
+A token past its `expires_at` is not sent: the server would refuse it, and refreshing is not done yet.
+
+A grant with no usable token is asked for (`ask`): a sign-in is begun (workers/mcp/sign_in.py) and the
+session gets `mcp_authorization_required` with its link, once per grant while that sign-in waits; a
+declined one is not asked for again in the session. The step does not wait for it: it goes on without
+the grant's tools, and a later step has them once the person signed in."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 
+from pydantic import HttpUrl
+
 from broker import Broker
+from broker.errors import SwitchboardError
 from broker.services.mcp_connections import owner_of
 from broker.services.token_cipher import TokenCipher
+from common.runtime import imported
 from workers.config import McpGrant
+
+logger = logging.getLogger(__name__)
 
 # A token this close to its end is taken as ended: a call begun with it could outlive it.
 _MARGIN_MS = 30_000
@@ -24,9 +36,12 @@ _MARGIN_MS = 30_000
 class GrantTokens:
     """Puts the session owner's stored token on each of its OAuth grants."""
 
-    def __init__(self, broker: Broker, cipher: TokenCipher) -> None:
+    def __init__(self, broker: Broker, cipher: TokenCipher, public_url: HttpUrl | None, wait_s: int) -> None:
         self._broker = broker
         self._cipher = cipher
+        # None: no callback address, so no sign-in can be begun (only tokens kept before are used).
+        self._public_url = public_url
+        self._wait_s = wait_s
 
     async def authorized(self, session_id: str, grants: tuple[McpGrant, ...]) -> tuple[McpGrant, ...]:
         """`grants`, each OAuth one carrying its owner's token when there is a usable one (as it was
@@ -52,3 +67,34 @@ class GrantTokens:
         if not isinstance(access, str) or not access:
             return grant
         return dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
+
+    async def ask(self, session_id: str, grants: tuple[McpGrant, ...]) -> None:
+        """Ask the session's person to sign in to each OAuth grant of `grants` (as `authorized` gave them)
+        that has no token, unless a sign-in for it waits or was declined. A sign-in that cannot be begun
+        (no metadata, a refused address) is logged: the step goes on without the grant either way."""
+        lacking = [g for g in grants if g.oauth is not None and "Authorization" not in g.headers]
+        if not lacking or self._public_url is None:
+            return
+        authorizations = self._broker.mcp_authorizations
+        sign_in = await imported("workers.mcp.sign_in")
+        starter = sign_in.SignIns(
+            authorizations, self._cipher, self._broker.providers.addresses, self._public_url, self._wait_s
+        )
+        subject = (await self._broker.sessions.get(session_id)).subject
+        for grant in lacking:
+            if await authorizations.asked(session_id, grant.name) in ("pending", "declined"):
+                continue
+            try:
+                begun = await starter.begin(
+                    session_id=session_id, subject=subject, grant=grant.name, server_url=grant.url, auth=grant.oauth
+                )
+                await authorizations.require(
+                    session_id,
+                    authorization_id=begun.authorization_id,
+                    grant=grant.name,
+                    server_url=grant.url,
+                    url=begun.authorization_url,
+                    expires_at_ms=begun.expires_at_ms,
+                )
+            except (sign_in.SignInUnavailable, SwitchboardError) as error:
+                logger.warning("no sign-in could be begun for the MCP grant %s (%s): %s", grant.name, grant.url, error)

@@ -1,7 +1,9 @@
 -- Records in a session that its person signed in to an OAuth grant's MCP server (the callback exchanged
--- the code and kept the tokens first): `mcp_authorization_completed`.
+-- the code and kept the tokens first): `mcp_authorization_completed`, and the sign-in's record marked
+-- completed (a sign-in a test or an older worker began without one has none to mark).
 --
 --!layout lib/run.lua   (run_id is '')
+--!key authorizations    the session's MCP sign-ins
 --!arg authorization_id  the sign-in's id
 --!arg grant             the grant's name
 --!arg server_url        the grant's server
@@ -19,5 +21,11 @@ if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid
 local body = sb_ev_mcp_authorization_completed(A.authorization_id, A.grant, A.server_url)
 local full = sb_room(S.meta, S.now, #body + SB_ENTRY + 64, SB_P.cap)
 if full then return full end
+local raw = redis.call('HGET', K.authorizations, A.authorization_id)
+if raw then
+  local rec = cjson.decode(raw)
+  rec.state = 'completed'
+  redis.call('HSET', K.authorizations, A.authorization_id, cjson.encode(rec))
+end
 local json = sb_append(S, body)
 return sb_reply(json)

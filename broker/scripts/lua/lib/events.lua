@@ -244,6 +244,13 @@ local function sb_ev_input_provided(request_id, call_id, client_id, action, cont
     .. (content == nil and 'null' or content) .. (reason ~= nil and (',"reason":"' .. reason .. '"') or '') .. '}'
 end
 
+-- sb_ev_mcp_authorization_required(authorization_id, grant, server_url, authorization_url, expires_at)
+local function sb_ev_mcp_authorization_required(authorization_id, grant, server_url, authorization_url, expires_at)
+  return '{"type":"mcp_authorization_required","authorization_id":' .. sb_str(authorization_id) .. ',"grant":'
+    .. sb_str(grant) .. ',"server_url":' .. sb_str(server_url) .. ',"authorization_url":'
+    .. sb_str(authorization_url) .. ',"expires_at":' .. sb_str(expires_at) .. '}'
+end
+
 -- sb_ev_mcp_authorization_completed(authorization_id, grant, server_url)
 local function sb_ev_mcp_authorization_completed(authorization_id, grant, server_url)
   return '{"type":"mcp_authorization_completed","authorization_id":' .. sb_str(authorization_id) .. ',"grant":'
