@@ -101,6 +101,9 @@ ROUTES = [
     Route("POST", "/v1/sessions/{session_id}/input-requests/{request_id}", "session", "session.manage", CANCEL),
     Route("GET", "/v1/sessions/{session_id}/input-requests/{request_id}", "session", "session.read"),
     Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "session", "session.manage", {"decision": "allow"}),
+    Route(
+        "POST", "/v1/sessions/{session_id}/mcp-authorizations/{authorization_id}/decline", "session", "session.manage"
+    ),
     Route("POST", "/v1/sessions/{session_id}/calls/{call_id}/cancel", "session", "session.manage"),
     Route("POST", "/v1/sessions/{session_id}/ag-ui", "session", "session.manage", AG_UI),
     Route("POST", "/v1/sessions/{session_id}/ai-sdk/chat", "session", "session.manage", AI_SDK),
@@ -177,6 +180,7 @@ async def _world(api: Api, stack: Stack) -> World:
         "delivery_id": "msg_" + "0" * 32,
         "schedule_id": schedule["id"],
         "request_id": "01a22b9d-0000-7000-8000-000000000002",
+        "authorization_id": "01a22b9d-0000-7000-8000-000000000003",
     }
     return World(ids, a, b, keys_lacking, doomed["secret"], expired)
 
