@@ -4,6 +4,7 @@ is cancelled, and ends an endless one at the grant's timeout."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -98,3 +99,24 @@ async def test_no_worker_holds_a_task_between_polls_and_a_second_worker_finishes
             assert script.cancelled == []
         finally:
             await api.aclose()
+
+
+async def test_a_cancelled_run_cancels_its_parked_task_at_the_server(
+    api: Api, tasks_url: str, script: TaskScript
+) -> None:
+    script.polls = None
+    session = await api.session(mcp=[grant(tasks_url, "work")])
+    await api.send(session, "/call mcp__work__slow")
+    await settled_within(lambda: script.gets >= 1)
+    cancelled = await api.key.post(f"/v1/sessions/{session.id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    events = await api.wait_for(session, run_over, timeout=15)
+    assert of_type(events, "run_cancelled")
+    (result,) = of_type(events, "tool_result")
+    assert result["is_error"] is True
+    # No worker held the call when the run ended: the cancel owed at the server is taken up as work.
+    await settled_within(lambda: bool(script.cancelled))
+    assert script.cancelled == ["task-1"]
+    gets = script.gets
+    await asyncio.sleep(1)
+    assert script.gets == gets
