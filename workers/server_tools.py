@@ -92,9 +92,12 @@ class ServerToolRunner:
         if call is None:
             return
         if isinstance(call, TaskCancel):
-            if not self._mcp_calls.full:
-                cancel = self._cancel_task(session_id, call.source.removeprefix(MCP_SOURCE), call.task_id)
-                self._mcp_calls.start(cancel, f"mcp-cancel-{call_id}")
+            if self._mcp_calls.full:
+                # A courtesy to the server, as its answer is: the call is settled already.
+                logger.warning("the cancel of task %s at its MCP server is not sent: this worker is full", call.task_id)
+                return
+            cancel = self._cancel_task(session_id, call.source.removeprefix(MCP_SOURCE), call.task_id)
+            self._mcp_calls.start(cancel, f"mcp-cancel-{call_id}")
             return
         if not call.source.startswith(MCP_SOURCE):
             await self._supervised(session_id, call_id, self._execute(call.tool, call.arguments))

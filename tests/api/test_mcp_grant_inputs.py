@@ -54,6 +54,18 @@ async def asked(api: Api, session: Session, count: int = 1) -> list[Event]:
     raise AssertionError("no input_requested")
 
 
+async def until_listed(api: Api, session_id: str) -> list[dict[str, Any]]:
+    """The session's inbox items once there are any (the worker files them from the events' notices)."""
+    for _ in range(200):
+        answer = await api.key.get("/v1/inbox", params={"kind": "input"})
+        assert answer.status_code == 200, answer.text
+        items = [i for i in answer.json()["items"] if i["session_id"] == session_id]
+        if items:
+            return items
+        await asyncio.sleep(0.05)
+    raise AssertionError("no inbox item")
+
+
 async def reply(api: Api, session: Session, request_id: str, body: dict[str, Any]) -> Any:
     async with api.as_session(session) as client:
         return await client.post(f"/v1/sessions/{session.id}/input-requests/{request_id}", json=body)
@@ -72,6 +84,9 @@ async def test_a_question_is_answered_through_the_session_and_the_call_retried_w
     assert request["message"] == "Which colour?"
     assert request["schema"]["properties"] == {"colour": {"type": "string"}}
     assert "url" not in request
+    # It opens an item of the workspace's inbox, as a client's request does.
+    items = await until_listed(api, session.id)
+    assert [(i["kind"], i["request_id"], i["tool"]) for i in items] == [("input", request["request_id"], "asks")]
     # The form is held to its schema as any input request's is.
     refused = await reply(api, session, request["request_id"], {"action": "accept", "content": {"colour": 3}})
     assert refused.status_code == 400, refused.text

@@ -89,6 +89,8 @@ class GrantTurns:
             read = asking.read_round(outcome.body, rounds)
             if isinstance(read, str):
                 return self._asked_failed(grant, read)
+            if not read.asked:
+                return self._asked_failed(grant, f"it asked again with nothing to answer {asking.MAX_ROUNDS} times")
             try:
                 await self._broker.inputs.ask_grant(session_id, call_id, grant.name, read.asked, read.state, left_s)
             except Conflict as full:
