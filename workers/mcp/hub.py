@@ -270,7 +270,7 @@ class McpHub:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grant.timeout_s if deadline is None else deadline
         late = f"the MCP tool {tool} of {grant.name} did not finish within {grant.timeout_s:g} s"
-        connection = await self._reach(grant, deadline)
+        connection = await self._reach(grant, deadline, late)
         if isinstance(connection, Mapped):
             return connection
         try:
@@ -288,8 +288,9 @@ class McpHub:
             return failed(f"the MCP tool {tool} of {grant.name} failed: {describe(error)}")
         return result if isinstance(result, Interim) else map_result(result)
 
-    async def _reach(self, grant: McpGrant, deadline: float) -> Connection | Mapped:
-        """The grant's open connection, opened by `deadline` if need be; else the call's error result."""
+    async def _reach(self, grant: McpGrant, deadline: float, late: str = "") -> Connection | Mapped:
+        """The grant's open connection, opened by `deadline` if need be; else the call's error result
+        (`late` its text when the deadline came first)."""
         from workers.mcp.connection import describe
 
         loop = asyncio.get_running_loop()
@@ -299,7 +300,7 @@ class McpHub:
                 opened_by = min(deadline, loop.time() + CONNECT_TIMEOUT_S)
                 return await self._connected(grant, server, opened_by)
         except TimeoutError:
-            return failed(f"the MCP server of {grant.name} could not be reached in time")
+            return failed(late or f"the MCP server of {grant.name} could not be reached in time")
         except Exception as error:
             self._failed(grant, server, describe(error))
             return failed(f"the MCP server of {grant.name} could not be reached: {describe(error)}")
