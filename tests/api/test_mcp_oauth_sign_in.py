@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -30,8 +31,10 @@ from tests.api.test_mcp_oauth_callback import (
 )
 from tests.api_client import Api, Event, of_type, running_api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
+from tests.stack import serve_asgi
 from workers.config import McpGrant, OAuthAuth
 from workers.mcp.hub import McpHub
+from workers.mcp.mapped import Mapped
 from workers.mcp.sign_in import SignIns, SignInUnavailable
 
 pytestmark = pytest.mark.private_providers
@@ -77,7 +80,9 @@ async def called(server: MemoryAuthorizationServer, token: str | None) -> str:
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             return None
 
-        return (await hub.call(grant, "note", {"text": "hi"}, progress)).text()
+        result = await hub.call(grant, "note", {"text": "hi"}, progress)
+        assert isinstance(result, Mapped)
+        return result.text()
     finally:
         await hub.close()
 
@@ -247,3 +252,36 @@ async def test_a_declined_sign_in_is_not_asked_again_and_its_link_does_not_compl
         (result,) = of_type(await answer(api, session, call), "tool_result")
         assert result["is_error"] is True
         assert len(of_kind(await extensions(api, session), "mcp_authorization_required")) == 1
+
+
+async def test_a_server_whose_sign_in_cannot_begin_is_left_out_and_not_tried_at_every_step(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    async def nothing(scope: Any, receive: Any, send: Any) -> None:
+        # No metadata, no MCP: every request is a 404 (its lifespan only started and stopped).
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        seen.append(scope["path"])
+
+    seen: list[str] = []
+    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
+    async with serve_asgi(nothing) as base, running_api(settings, redis_url, api_key, update) as api:
+        auth = {"type": "oauth", "client_id": CLIENT_ID}
+        session = await api.session(
+            mcp=[{"name": "notes", "url": base + "/mcp", "default_policy": "allow", "auth": auth}]
+        )
+        call = '/call mcp__notes__note {"text": "hi"}'
+        (first,) = of_type(await answer(api, session, call), "tool_result")
+        discovered = [path for path in seen if "/.well-known/" in path]
+        assert discovered
+        (second,) = of_type(await answer(api, session, call), "tool_result")
+        assert first["is_error"] is True
+        assert second["is_error"] is True
+        # The second step did not discover again: the server's failure is remembered for a while.
+        assert [path for path in seen if "/.well-known/" in path] == discovered
+        assert of_kind(await extensions(api, session), "mcp_authorization_required") == []

@@ -31,6 +31,11 @@ logger = logging.getLogger(__name__)
 
 # A token this close to its end is taken as ended: a call begun with it could outlive it.
 _MARGIN_MS = 30_000
+# A server whose sign-in could not be begun is not tried again for this long by this worker: discovery
+# may take several fetches of 10 s each, and every step needing the grant would wait for them again.
+RETRY_AFTER_S = 60.0
+# Servers remembered as failed, at most (the oldest go first).
+_MAX_FAILED = 256
 
 
 class GrantTokens:
@@ -42,6 +47,8 @@ class GrantTokens:
         # None: no callback address, so no sign-in can be begun (only tokens kept before are used).
         self._public_url = public_url
         self._wait_s = wait_s
+        # Server URL -> when (monotonic) a sign-in for it last failed to begin.
+        self._failed: dict[str, float] = {}
 
     async def authorized(self, session_id: str, grants: tuple[McpGrant, ...]) -> tuple[McpGrant, ...]:
         """`grants`, each OAuth one carrying its owner's token when there is a usable one (as it was
@@ -82,6 +89,8 @@ class GrantTokens:
         )
         subject = (await self._broker.sessions.get(session_id)).subject
         for grant in lacking:
+            if time.monotonic() - self._failed.get(grant.url, -RETRY_AFTER_S) < RETRY_AFTER_S:
+                continue
             if await authorizations.asked(session_id, grant.name) in ("pending", "declined"):
                 continue
             try:
@@ -98,3 +107,7 @@ class GrantTokens:
                 )
             except (sign_in.SignInUnavailable, SwitchboardError) as error:
                 logger.warning("no sign-in could be begun for the MCP grant %s (%s): %s", grant.name, grant.url, error)
+                self._failed.pop(grant.url, None)
+                self._failed[grant.url] = time.monotonic()
+                while len(self._failed) > _MAX_FAILED:
+                    del self._failed[next(iter(self._failed))]
