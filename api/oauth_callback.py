@@ -68,6 +68,8 @@ async def complete(
         raise SignInRefused("the authorization server sent no code back")
     if await broker.mcp_authorizations.state(pending.session_id, pending.authorization_id) == "declined":
         raise SignInRefused("this sign-in was declined in the session; the agent goes on without the server")
+    if not await broker.sessions.exists(pending.session_id):
+        raise SignInRefused("the session this sign-in was for is gone")
     if cipher is None:
         raise SignInRefused("this deployment has no SWITCHBOARD_SECRET_KEY, so it keeps no sign-in")
     try:

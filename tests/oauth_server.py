@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -136,7 +137,8 @@ async def authorization_server(
     serves one: its Protected Resource Metadata, its authorization server metadata, `/authorize`, `/token`
     and `/register`, and `/mcp` only with a token it issued. Its one pre-registered client (CLIENT_ID,
     CLIENT_SECRET, sent as `method` says) sends browsers back to `redirect_uri`. `/never` is a token endpoint
-    that never answers."""
+    that never answers, `/huge` one that answers 96 KiB; `/liar-resource` is resource metadata naming an
+    authorization server whose metadata names another issuer."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     auth = AuthSettings(
@@ -154,7 +156,15 @@ async def authorization_server(
         return f"noted: {text}"
 
     app = server.streamable_http_app()
-    app.router.routes.append(Route("/never", _never, methods=["POST"]))
+    app.router.routes.extend(
+        [
+            Route("/never", _never, methods=["POST"]),
+            Route("/huge", _huge, methods=["POST"]),
+            # Resource metadata naming an authorization server (`/liar`) whose metadata names another issuer.
+            Route("/liar-resource", lambda request: _liar_resource(base), methods=["GET"]),
+            Route("/.well-known/oauth-authorization-server/liar", lambda request: _liar(base), methods=["GET"]),
+        ]
+    )
     # Validated from plain values, so its redirect URI is the type the handler compares with.
     provider.clients[CLIENT_ID] = OAuthClientInformationFull.model_validate(
         {
@@ -176,3 +186,24 @@ async def _never(request: Request) -> Response:
     # A token endpoint that never answers: the caller's own bound is what ends the wait.
     await asyncio.sleep(3600)
     return Response()
+
+
+async def _huge(request: Request) -> Response:
+    return Response(
+        b'{"access_token": "' + b"a" * 98_304 + b'", "token_type": "Bearer"}', media_type="application/json"
+    )
+
+
+def _liar_resource(base: str) -> Response:
+    body = {"resource": base + "/mcp", "authorization_servers": [base + "/liar"]}
+    return Response(json.dumps(body), media_type="application/json")
+
+
+def _liar(base: str) -> Response:
+    body = {
+        "issuer": base,
+        "authorization_endpoint": base + "/authorize",
+        "token_endpoint": base + "/token",
+        "response_types_supported": ["code"],
+    }
+    return Response(json.dumps(body), media_type="application/json")

@@ -256,6 +256,28 @@ async def test_a_token_endpoint_that_never_answers_is_given_up_on(
     assert (await api.key.get("/healthz")).status_code == 200
 
 
+async def test_a_token_endpoint_that_answers_too_much_is_refused(
+    api: Api, broker: Broker[Settings], server: MemoryAuthorizationServer
+) -> None:
+    sign_in = await begin(api, broker, server, metadata={"token_endpoint": server.issuer + "/huge"})
+    page = await open_callback(api, await redirected(sign_in.url))
+    assert page.status_code == 400
+    assert "answer passed 65536 bytes" in page.text
+    assert await connections(api, sign_in.session) == []
+
+
+async def test_a_sign_in_for_a_session_that_is_gone_keeps_nothing(
+    api: Api, broker: Broker[Settings], server: MemoryAuthorizationServer
+) -> None:
+    sign_in = await begin(api, broker, server)
+    location = await redirected(sign_in.url)
+    assert (await api.key.delete(f"/v1/sessions/{sign_in.session.id}")).status_code == 204
+    page = await open_callback(api, location)
+    assert page.status_code == 400
+    assert "the session this sign-in was for is gone" in page.text
+    assert server.exchanged == []
+
+
 @pytest.mark.parametrize(
     ("query", "said"),
     [
