@@ -138,7 +138,8 @@ async def authorization_server(
     and `/register`, and `/mcp` only with a token it issued. Its one pre-registered client (CLIENT_ID,
     CLIENT_SECRET, sent as `method` says) sends browsers back to `redirect_uri`. `/never` is a token endpoint
     that never answers, `/huge` one that answers 96 KiB; `/liar-resource` is resource metadata naming an
-    authorization server whose metadata names another issuer."""
+    authorization server whose metadata names another issuer, `/elsewhere-resource` resource metadata for
+    another server."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     auth = AuthSettings(
@@ -163,6 +164,7 @@ async def authorization_server(
             # Resource metadata naming an authorization server (`/liar`) whose metadata names another issuer.
             Route("/liar-resource", lambda request: _liar_resource(base), methods=["GET"]),
             Route("/.well-known/oauth-authorization-server/liar", lambda request: _liar(base), methods=["GET"]),
+            Route("/elsewhere-resource", lambda request: _elsewhere(), methods=["GET"]),
         ]
     )
     # Validated from plain values, so its redirect URI is the type the handler compares with.
@@ -206,4 +208,9 @@ def _liar(base: str) -> Response:
         "token_endpoint": base + "/token",
         "response_types_supported": ["code"],
     }
+    return Response(json.dumps(body), media_type="application/json")
+
+
+def _elsewhere() -> Response:
+    body = {"resource": "https://mcp.example.com/mcp", "authorization_servers": ["https://auth.example.com"]}
     return Response(json.dumps(body), media_type="application/json")

@@ -172,6 +172,21 @@ async def test_metadata_naming_another_issuer_is_refused(
         )
 
 
+async def test_resource_metadata_for_another_server_is_refused(
+    api: Api, broker: Broker[Settings], server: MemoryAuthorizationServer
+) -> None:
+    session = await api.session()
+    with pytest.raises(SignInUnavailable, match=r"describes the resource https://mcp\.example\.com/mcp"):
+        await sign_ins(broker).begin(
+            session_id=session.id,
+            subject=None,
+            grant="notes",
+            server_url=server.issuer + "/mcp",
+            auth=OAuthAuth(),
+            challenge=f'Bearer resource_metadata="{server.issuer}/elsewhere-resource"',
+        )
+
+
 async def test_once_signed_in_a_run_calls_the_grants_tool_with_the_persons_token(
     settings: Settings, redis_url: str, api_key: str, broker: Broker[Settings], server: MemoryAuthorizationServer
 ) -> None:

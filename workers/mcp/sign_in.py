@@ -44,6 +44,7 @@ from mcp.shared.auth import (
     OAuthMetadata,
     ProtectedResourceMetadata,
 )
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import AnyUrl, HttpUrl
 
 from broker.errors import AddressRefused
@@ -152,8 +153,12 @@ class SignIns:
         # authorization server's metadata (the package's legacy path).
         for url in build_protected_resource_metadata_discovery_urls(named, server_url):
             found = await self._document(url, ProtectedResourceMetadata)
-            if found is not None:
-                return found
+            if found is None:
+                continue
+            # RFC 9728 3.3: metadata for another resource would have the person grant a token for it.
+            if not check_resource_allowed(resource_url_from_server_url(server_url), str(found.resource)):
+                raise SignInUnavailable(f"{url} describes the resource {found.resource}, not {server_url}")
+            return found
         return None
 
     async def _metadata(self, issuer: str | None, server_url: str) -> OAuthMetadata:
