@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable
@@ -23,6 +24,7 @@ from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
 from workers.mcp.grant_tokens import GrantTokens
+from workers.mcp.grant_tokens import note as sign_in_note
 from workers.mcp.hub import McpHub, McpTool
 from workers.metrics import WorkerMetrics
 from workers.models.base import ModelError, ModelRequest, StreamLimits, Turn
@@ -174,11 +176,15 @@ class StepRunner:
     async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Routed, McpTools]:
         model = await self._models.model_for(session_id)
         # Once a step: a catalog built again for the commit uses these (a listing may hold the step's slot).
-        grants = config.mcp
+        grants, lacking = config.mcp, {}
         if self._tokens is not None and grants:
             grants = await self._tokens.authorized(session_id, grants)
-            await self._tokens.ask(session_id, grants)
+            lacking = await self._tokens.ask(session_id, grants)
         mcp_tools = await self._hub.tools(grants) if grants else {}
+        # A grant left out for want of a sign-in: the model is told why, after the agent's own prompt.
+        if unlisted := {name: why for name, why in lacking.items() if name not in mcp_tools}:
+            told = "\n\n".join(filter(None, [config.system_prompt, sign_in_note(unlisted)]))
+            config = dataclasses.replace(config, system_prompt=told)
         catalog = await self._catalog(session_id, config, mcp_tools)
         transcript = await self._transcripts.read(session_id)
         settings = self._broker.settings

@@ -5,6 +5,7 @@ authorization server to Switchboard's callback; the token kept is then the one t
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,7 +30,9 @@ from tests.api.test_mcp_oauth_callback import (
     open_callback,
     redirected,
 )
-from tests.api_client import Api, Event, of_type, running_api
+from tests.api.test_providers import CLAUDE, provider_session
+from tests.api_client import Api, Event, of_type, run_over, running_api
+from tests.fakes import FakeProvider, Reply, anthropic_stream
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
 from tests.stack import serve_asgi
 from workers.config import McpGrant, OAuthAuth
@@ -315,3 +318,39 @@ async def test_a_server_whose_sign_in_cannot_begin_is_left_out_and_not_tried_at_
         # The second step did not discover again: the server's failure is remembered for a while.
         assert [path for path in seen if "/.well-known/" in path] == discovered
         assert of_kind(await extensions(api, session), "mcp_authorization_required") == []
+
+
+async def test_the_model_is_told_why_a_grants_tools_are_missing(
+    settings: Settings, redis_url: str, api_key: str, server: MemoryAuthorizationServer, fake: FakeProvider
+) -> None:
+    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
+    async with running_api(settings, redis_url, api_key, update) as api:
+        session = await provider_session(api, fake, CLAUDE, system_prompt="Be brief.", mcp=[oauth_grant(server)])
+        fake.replies = [Reply(frames=anthropic_stream({"type": "text", "text": "ok"})) for _ in range(3)]
+        await api.send(session, "take a note")
+        await api.wait_for(session, run_over, timeout=15)
+        told = json.dumps(fake.requests[0]["system"])
+        assert "Be brief." in told
+        assert "notes: the person has been asked to sign in to it and has not yet" in told
+        assert "mcp__notes__" not in json.dumps(fake.requests[0].get("tools", []))
+        (asked,) = of_kind(await extensions(api, session), "mcp_authorization_required")
+        async with api.as_session(session) as person:
+            path = f"/v1/sessions/{session.id}/mcp-authorizations/{asked['authorization_id']}/decline"
+            assert (await person.post(path)).status_code == 200
+        await api.send(session, "take another")
+        await api.wait_for(session, lambda events: len(of_kind(events, "run_completed")) == 2, timeout=15)
+        assert "notes: the person declined to sign in to it" in json.dumps(fake.requests[1]["system"])
+        assert (await open_callback(api, await redirected(asked["authorization_url"]))).status_code == 400
+
+    async with running_api(settings, redis_url, api_key, update) as api:
+        signed = await provider_session(api, fake, CLAUDE, mcp=[oauth_grant(server)])
+        fake.replies = [Reply(frames=anthropic_stream({"type": "text", "text": "ok"})) for _ in range(2)]
+        await api.send(signed, "hello")
+        await api.wait_for(signed, run_over, timeout=15)
+        (asked,) = of_kind(await extensions(api, signed), "mcp_authorization_required")
+        assert (await open_callback(api, await redirected(asked["authorization_url"]))).status_code == 200
+        await api.send(signed, "hello again")
+        await api.wait_for(signed, lambda events: len(of_kind(events, "run_completed")) == 2, timeout=15)
+        # Signed in: the tools are there, and nothing is said of them.
+        assert "mcp__notes__note" in json.dumps(fake.requests[-1]["tools"])
+        assert "sign in" not in json.dumps(fake.requests[-1].get("system", ""))

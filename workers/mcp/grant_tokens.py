@@ -9,7 +9,7 @@ A token past its `expires_at` is not sent: the server would refuse it, and refre
 A grant with no usable token is asked for (`ask`): a sign-in is begun (workers/mcp/sign_in.py) and the
 session gets `mcp_authorization_required` with its link, once per grant while that sign-in waits; a
 declined one is not asked for again in the session. The step does not wait for it: it goes on without
-the grant's tools, and a later step has them once the person signed in."""
+the grant's tools (the model told why, `note`), and a later step has them once the person signed in."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ _MARGIN_MS = 30_000
 RETRY_AFTER_S = 60.0
 # Servers remembered as failed, at most (the oldest go first).
 _MAX_FAILED = 256
+_ASKED = "the person has been asked to sign in to it and has not yet"
+_FAILED = "its sign-in could not be started"
 
 
 class GrantTokens:
@@ -75,23 +77,33 @@ class GrantTokens:
             return grant
         return dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
 
-    async def ask(self, session_id: str, grants: tuple[McpGrant, ...]) -> None:
+    async def ask(self, session_id: str, grants: tuple[McpGrant, ...]) -> dict[str, str]:
         """Ask the session's person to sign in to each OAuth grant of `grants` (as `authorized` gave them)
-        that has no token, unless a sign-in for it waits or was declined. A sign-in that cannot be begun
-        (no metadata, a refused address) is logged: the step goes on without the grant either way."""
+        that has no token, unless a sign-in for it waits or was declined; why each such grant has no token,
+        by name, in words for the model. A sign-in that cannot be begun (no metadata, a refused address)
+        is logged: the step goes on without the grant either way."""
         lacking = [g for g in grants if g.oauth is not None and "Authorization" not in g.headers]
-        if not lacking or self._public_url is None:
-            return
+        if not lacking:
+            return {}
+        if self._public_url is None:
+            return {g.name: "no one can sign in to it here (SWITCHBOARD_PUBLIC_URL is not set)" for g in lacking}
         authorizations = self._broker.mcp_authorizations
         sign_in = await imported("workers.mcp.sign_in")
         starter = sign_in.SignIns(
             authorizations, self._cipher, self._broker.providers.addresses, self._public_url, self._wait_s
         )
         subject = (await self._broker.sessions.get(session_id)).subject
+        why: dict[str, str] = {}
         for grant in lacking:
-            if time.monotonic() - self._failed.get(grant.url, -RETRY_AFTER_S) < RETRY_AFTER_S:
+            asked = await authorizations.asked(session_id, grant.name)
+            if asked == "declined":
+                why[grant.name] = "the person declined to sign in to it"
                 continue
-            if await authorizations.asked(session_id, grant.name) in ("pending", "declined"):
+            if asked == "pending":
+                why[grant.name] = _ASKED
+                continue
+            if time.monotonic() - self._failed.get(grant.url, -RETRY_AFTER_S) < RETRY_AFTER_S:
+                why[grant.name] = _FAILED
                 continue
             try:
                 begun = await starter.begin(
@@ -105,9 +117,22 @@ class GrantTokens:
                     url=begun.authorization_url,
                     expires_at_ms=begun.expires_at_ms,
                 )
+                why[grant.name] = _ASKED
             except (sign_in.SignInUnavailable, SwitchboardError) as error:
                 logger.warning("no sign-in could be begun for the MCP grant %s (%s): %s", grant.name, grant.url, error)
                 self._failed.pop(grant.url, None)
                 self._failed[grant.url] = time.monotonic()
                 while len(self._failed) > _MAX_FAILED:
                     del self._failed[next(iter(self._failed))]
+                why[grant.name] = _FAILED
+        return why
+
+
+def note(unlisted: dict[str, str]) -> str:
+    """What the model is told of grants whose tools it does not have for want of a sign-in."""
+    servers = "; ".join(f"{name}: {why}" for name, why in sorted(unlisted.items()))
+    return (
+        "The tools of these MCP servers are not available now, as each needs the person to sign in to it ("
+        + servers
+        + "). If the person asks for something they would do, say so."
+    )
