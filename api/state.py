@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -13,6 +13,7 @@ from api.settings import ApiSettings
 from api.stream_caps import StreamCaps
 from broker import Broker
 from broker.services.live import LiveHub
+from common.tracing import Tracing
 
 
 @dataclass
@@ -23,6 +24,8 @@ class AppState:
     stream_caps: StreamCaps
     # Seals the `requestState` an MCP caller asked for input echoes back (api/mcp/inputs.py).
     request_states: RequestStates
+    # The process's spans' way out (off: nothing is made).
+    tracing: Tracing = field(default_factory=Tracing)
     # Set by SIGTERM (api.server): readiness fails and every response closes its connection, so balancers
     # and clients move to other replicas before this one stops listening.
     draining: bool = False
