@@ -176,7 +176,9 @@ class StepRunner:
             await deltas.close()
         timing = {"step_ms": round((time.monotonic() - started) * 1000), "started_at_us": started_at_us}
         after_seq = await broker.log.head(session_id) if traced is not None else 0
-        committed = await self._commit(session_id, run_id, step, attempt, turn, routed, mcp_tools, config, timing)
+        committed = await self._commit(
+            session_id, run_id, step, attempt, turn, routed, mcp_tools, config, timing, traced
+        )
         counts = turn.usage.fields() if turn.usage is not None else {}
         await self._tracer.committed(traced, routed, after_seq, counts, committed.outcome)
 
@@ -222,6 +224,7 @@ class StepRunner:
         mcp_tools: McpTools,
         config: RunConfig,
         measured: dict[str, int],
+        traced: StepTrace | None,
     ) -> Committed:
         payload: dict[str, object] = {"scope": "step", "run_id": run_id, "step": step, "attempt": attempt, **measured}
         counts = turn.usage.fields() if turn.usage is not None else {}
@@ -236,9 +239,10 @@ class StepRunner:
         timing = step_timing(payload)
         usage = dumps(counts) if counts else ""
         message = message_assistant(turn.content, turn.model)
+        traceparents = self._tracer.traceparents(traced, turn)
         for _ in range(_COMMIT_ATTEMPTS):
             committed = await self._broker.runs.commit(
-                session_id, run_id, step, attempt, message, routed, timing, usage
+                session_id, run_id, step, attempt, message, routed, timing, usage, traceparents
             )
             if committed.outcome != "retry":
                 return committed

@@ -163,6 +163,17 @@ class RunTracer:
         if self.tracing.capture_content:
             span.set({"gen_ai.output.messages": dumps([{"role": "assistant", "parts": turn.content}])})
 
+    @staticmethod
+    def traceparents(traced: StepTrace | None, turn: Turn) -> dict[str, str] | None:
+        """Each call's `execute_tool` span as a traceparent, by call id (None untraced)."""
+        if traced is None:
+            return None
+        trace_id = traced.run_ref.trace_id
+        return {
+            call.call_id: SpanRef(trace_id, call_span_id(traced.run_id, call.call_id)).traceparent
+            for call in turn.calls
+        }
+
     async def committed(
         self,
         traced: StepTrace | None,

@@ -437,6 +437,12 @@ export interface ClientToolDispatchedEvent extends LoggedEvent {
   arguments: ToolArguments;
   /** Extension: where a call no run made came from (`mcp`: an MCP client of the session). */
   from?: string;
+  /**
+   * Extension: the W3C trace context of the call's `execute_tool` span, when the deployment traces
+   * (docs/observability.md): a client that traces its work makes its span a child of it and sends its own span back
+   * as the `traceparent` header of the ack, progress and result requests.
+   */
+  traceparent?: string;
 }
 
 export interface ClientToolAckedEvent extends LoggedEvent {

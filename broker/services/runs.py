@@ -167,10 +167,12 @@ class StepCall:
     """How long the approval waits before it resolves as a deny (None: for ever)."""
 
     @classmethod
-    def of(cls, call: PlannedCall, route: Route) -> StepCall:
+    def of(cls, call: PlannedCall, route: Route, traceparent: str | None = None) -> StepCall:
         payload = None
         if route.kind == "client":
-            payload = events.client_tool_dispatched(route.client_id, call.call_id, route.tool, call.arguments)
+            payload = events.client_tool_dispatched(
+                route.client_id, call.call_id, route.tool, call.arguments, traceparent=traceparent
+            )
         elif route.kind == "server":
             payload = dumps(call.arguments)
         approval = None
@@ -351,13 +353,16 @@ class Runs:
         calls: list[tuple[PlannedCall, Route]],
         timing: str,
         usage: str = "",
+        traceparents: Mapping[str, str] | None = None,
     ) -> Committed:
         """Commit the step's message and route its calls in one script. 'retry' means a registered name
         resolved differently when the script ran: route again and commit again. `usage`: the step's token
-        counts (a JSON object, '' for none), added to the run's."""
+        counts (a JSON object, '' for none), added to the run's; `traceparents`: each call's span by call
+        id, when the run is traced (a client call's `client_tool_dispatched` carries it)."""
         s = self._core.keys.session(session_id)
         settings = self._core.settings
-        planned = [StepCall.of(call, route) for call, route in calls]
+        spans = traceparents or {}
+        planned = [StepCall.of(call, route, spans.get(call.call_id)) for call, route in calls]
         # The script takes a client hash and call stream per client call that names a client, in order.
         clients = [
             key

@@ -361,6 +361,10 @@ class ClientToolDispatched(Event, tag="client_tool_dispatched", frozen=True):
     arguments: JsonObject
     # Where a call no run made came from (`mcp`: an MCP client of the session).
     from_: Annotated[str, EXT] | UnsetType = msgspec.field(default=UNSET, name="from")
+    # The W3C trace context of the call's `execute_tool` span, when the deployment traces
+    # (docs/observability.md): a client that traces its work makes its span a child of it and sends its own
+    # span back as the `traceparent` header of the ack, progress and result requests.
+    traceparent: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class ClientToolAcked(Event, tag="client_tool_acked", frozen=True):

@@ -184,11 +184,12 @@ local function sb_ev_client_left(client_id, reason)
   return '{"type":"client_left","client_id":' .. sb_str(client_id) .. ',"reason":"' .. reason .. '"}'
 end
 
--- sb_ev_client_tool_dispatched(client_id, call_id, tool, arguments, from_?)
-local function sb_ev_client_tool_dispatched(client_id, call_id, tool, arguments, from_)
+-- sb_ev_client_tool_dispatched(client_id, call_id, tool, arguments, from_?, traceparent?)
+local function sb_ev_client_tool_dispatched(client_id, call_id, tool, arguments, from_, traceparent)
   return '{"type":"client_tool_dispatched","client_id":' .. sb_str(client_id) .. ',"call_id":' .. sb_str(call_id)
     .. ',"tool":' .. sb_str(tool) .. ',"arguments":' .. arguments
-    .. (from_ ~= nil and (',"from":' .. sb_str(from_)) or '') .. '}'
+    .. (from_ ~= nil and (',"from":' .. sb_str(from_)) or '')
+    .. (traceparent ~= nil and (',"traceparent":' .. sb_str(traceparent)) or '') .. '}'
 end
 
 -- sb_ev_client_tool_acked(client_id, call_id)
