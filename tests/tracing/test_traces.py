@@ -251,3 +251,29 @@ async def test_untraced_nothing_is_kept_for_a_run(api: Api) -> None:
     await api.wait_for(session, run_over)
     core = api.stack.broker.core
     assert not await core.redis.exists(core.keys.session(session.id).trace(str(sent["run_id"])))
+
+
+async def test_server_tools_are_functions_and_an_approval_is_on_the_calls_span(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    exporter = InMemorySpanExporter()
+    async with traced_api(settings, redis_url, api_key, exporter) as api:
+        session = await api.session(
+            server_tools=["calculate", "current_time"], server_tool_policies={"calculate": "require_approval"}
+        )
+        await api.send(
+            session, '/call calculate {"expression": "6*7"}\n/call current_time {"timezone": "Nowhere/Land"}'
+        )
+        events = await api.wait_for(session, lambda es: bool(of_type(es, "approval_requested")))
+        call_id = of_type(events, "approval_requested")[0]["call_id"]
+        async with api.as_session(session) as client:
+            allowed = await client.post(f"/v1/sessions/{session.id}/approvals/{call_id}", json={"decision": "allow"})
+            assert allowed.status_code == 200
+        await api.wait_for(session, run_over)
+        spans = await spans_when(exporter, run_ended)
+    tools = {attrs(span)["gen_ai.tool.name"]: span for span in named(spans, "execute_tool")}
+    assert set(tools) == {"calculate", "current_time"}
+    assert {attrs(span)["gen_ai.tool.type"] for span in tools.values()} == {"function"}
+    assert [event.name for event in tools["calculate"].events] == ["approval_requested", "approval_resolved"]
+    assert "error.type" not in attrs(tools["calculate"])
+    assert attrs(tools["current_time"])["error.type"] == "tool_error"
