@@ -12,6 +12,7 @@ from api.metrics import Metrics
 from api.settings import ApiSettings
 from api.stream_caps import StreamCaps
 from broker import Broker
+from broker.run_spans import RunSpans
 from broker.services.live import LiveHub
 from common.tracing import Tracing
 
@@ -26,9 +27,15 @@ class AppState:
     request_states: RequestStates
     # The process's spans' way out (off: nothing is made).
     tracing: Tracing = field(default_factory=Tracing)
+
     # Set by SIGTERM (api.server): readiness fails and every response closes its connection, so balancers
     # and clients move to other replicas before this one stops listening.
     draining: bool = False
+
+    @property
+    def run_spans(self) -> RunSpans:
+        """Makes a run's spans where this process ends it (a cancel of a run that waited)."""
+        return RunSpans(self.tracing, self.broker)
 
 
 def app_state(request: Request) -> AppState:

@@ -1,10 +1,6 @@
 """A run's spans as the worker makes them (the GenAI semantic conventions): `chat {model}` around each
-model call, `execute_tool {name}` for each call of a step once it settled (built from the session's log,
-which every process that touched the call wrote to), and `invoke_agent {agent}` when the run ends.
-
-The run's span and each call's span have ids every process derives alike (common/tracing/ids.py), so the
-chat spans, the client's own spans and the API's request spans name them as parent before they are made.
-"""
+model call; when a step begins, the `execute_tool` spans of the last step's calls (settled, or the step
+would not run), and when the run ends, its `invoke_agent` span (both made by broker/run_spans.py)."""
 
 from __future__ import annotations
 
@@ -12,38 +8,18 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
 from broker import Broker
-from broker.errors import SwitchboardError
+from broker.run_spans import RunSpans, TracedRun
 from broker.services.runs import PlannedCall, Route
-from broker.services.traces import RunTrace
-from common.codec import dumps, loads
+from common.codec import dumps
 from common.tracing import Span, SpanRef, Tracing
-from common.tracing.ids import call_span_id, run_span_id, run_trace_id
+from common.tracing.ids import call_span_id
 from workers.config import RunConfig
 from workers.models.base import DeltaSink, Turn
 
-# The log read for a step's calls is bounded: a step's calls and their events are far fewer than this.
-_LOG_PAGE = 200
-_LOG_PAGES = 10
 # gen_ai.provider.name by provider format (the conventions' well-known values).
 _PROVIDERS = {"anthropic": "anthropic", "openai_responses": "openai", "openai_chat": "openai", "gemini": "gcp.gemini"}
-# The log's events about a call, made span events of its execute_tool span under their own names.
-_CALL_EVENTS = frozenset(
-    {
-        "client_tool_dispatched",
-        "client_tool_acked",
-        "client_tool_progress",
-        "client_tool_waiting",
-        "tool_progress",
-        "input_requested",
-        "input_provided",
-        "approval_requested",
-        "approval_resolved",
-    }
-)
 
 
 def provider_name(config: RunConfig, scripted: bool) -> str:
@@ -60,21 +36,24 @@ def tool_type(route: Route) -> str:
     return "function"
 
 
-def _ns(created_at: str) -> int:
-    moment = datetime.fromisoformat(created_at)
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
-
-
 @dataclass(frozen=True, slots=True)
 class StepTrace:
     """The trace context a step works in."""
 
-    session_id: str
-    run_id: str
+    run: TracedRun
     step: int
-    run: RunTrace
-    parent: SpanRef | None
-    run_ref: SpanRef
+
+    @property
+    def session_id(self) -> str:
+        return self.run.session_id
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def run_ref(self) -> SpanRef:
+        return self.run.ref
 
 
 class FirstChunk:
@@ -110,6 +89,7 @@ class RunTracer:
     def __init__(self, tracing: Tracing, broker: Broker) -> None:
         self.tracing = tracing
         self._broker = broker
+        self._spans = RunSpans(tracing, broker)
 
     async def began(self, session_id: str, run_id: str, step: int) -> StepTrace | None:
         """A step began: the run's context, after the spans of the last step's calls (settled, or this
@@ -117,11 +97,9 @@ class RunTracer:
         if not self.tracing.enabled:
             return None
         run = await self._broker.traces.step(session_id, run_id, time.time_ns())
-        parent = SpanRef.parse(run.parent)
-        trace_id = parent.trace_id if parent is not None else run_trace_id(run_id)
-        traced = StepTrace(session_id, run_id, step, run, parent, SpanRef(trace_id, run_span_id(run_id)))
+        traced = StepTrace(TracedRun.of(session_id, run_id, run), step)
         if run.calls:
-            await self._tool_spans(traced)
+            await self._spans.tool_spans(traced.run)
         return traced
 
     @contextlib.contextmanager
@@ -189,109 +167,10 @@ class RunTracer:
         noted = [{"id": call.call_id, "name": call.name, "type": tool_type(route)} for call, route in calls]
         run = await self._broker.traces.committed(traced.session_id, traced.run_id, noted, after_seq, usage)
         if outcome in ("completed", "failed", "cancelled"):
-            await self._run_span(traced, run, "" if outcome == "completed" else outcome)
+            await self._spans.run_span(traced.run, run, "" if outcome == "completed" else outcome)
 
     async def ended(self, traced: StepTrace | None, outcome: str) -> None:
         """The worker ended the run (`run_failed`, `run_cancelled`) instead of committing the step."""
         if traced is not None:
             run = await self._broker.traces.step(traced.session_id, traced.run_id, time.time_ns())
-            await self._run_span(traced, run, outcome.removeprefix("run_"))
-
-    async def _run_span(self, traced: StepTrace, run: RunTrace, error_type: str) -> None:
-        agent_id, name = await self._agent(traced.session_id)
-        attributes = {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.id": agent_id,
-            "gen_ai.agent.name": name,
-            "gen_ai.conversation.id": traced.session_id,
-            "switchboard.run.id": traced.run_id,
-            "gen_ai.usage.input_tokens": run.usage.get("input_tokens"),
-            "gen_ai.usage.output_tokens": run.usage.get("output_tokens"),
-            "gen_ai.usage.cache_read.input_tokens": run.usage.get("cached_input_tokens"),
-            "gen_ai.usage.reasoning.output_tokens": run.usage.get("reasoning_tokens"),
-        }
-        self.tracing.record(
-            f"invoke_agent {name}" if name else "invoke_agent",
-            traced.parent,
-            {key: value for key, value in attributes.items() if value is not None},
-            ids=(traced.run_ref.trace_id, traced.run_ref.span_id),
-            start_ns=run.start_ns or time.time_ns(),
-            end_ns=time.time_ns(),
-            error_type=error_type,
-        )
-        await self._broker.traces.ended(traced.session_id, traced.run_id)
-
-    async def _agent(self, session_id: str) -> tuple[str, str]:
-        """The session's agent's id and name ('' for what is gone: the span loses them, not the run)."""
-        with contextlib.suppress(SwitchboardError):
-            agent_id = (await self._broker.sessions.get(session_id)).agent_id
-            with contextlib.suppress(SwitchboardError):
-                return agent_id, (await self._broker.agents.get(agent_id)).name
-            return agent_id, ""
-        return "", ""
-
-    async def _tool_spans(self, traced: StepTrace) -> None:
-        calls = {str(call["id"]): call for call in traced.run.calls}
-        seen: dict[str, list[dict[str, Any]]] = {call_id: [] for call_id in calls}
-        after = traced.run.after_seq
-        for _ in range(_LOG_PAGES):
-            rows = await self._broker.log.after(traced.session_id, after, _LOG_PAGE)
-            for seq, raw in rows:
-                after = seq
-                event = loads(raw)
-                call_id = event.get("call_id")
-                if isinstance(call_id, str) and call_id in seen:
-                    seen[call_id].append(event)
-            if len(rows) < _LOG_PAGE:
-                break
-        for call_id, events in seen.items():
-            self._tool_span(traced, calls[call_id], events)
-
-    def _tool_span(self, traced: StepTrace, call: dict[str, Any], events: list[dict[str, Any]]) -> None:
-        if not events:
-            return
-        name, call_id = str(call["name"]), str(call["id"])
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": call_id,
-            "gen_ai.tool.type": str(call["type"]),
-            "gen_ai.conversation.id": traced.session_id,
-        }
-        marks: list[tuple[str, dict[str, Any], int | None]] = []
-        error_type, end_ns = "", _ns(events[-1]["created_at"])
-        for event in events:
-            kind, at_ns = event["type"], _ns(event["created_at"])
-            if kind in _CALL_EVENTS:
-                marks.append((kind, self._event_attributes(event), at_ns))
-            if kind == "client_tool_failed":
-                error_type = str(event.get("reason") or "failed")
-            elif kind == "approval_resolved" and event.get("decision") == "deny":
-                error_type = error_type or "denied"
-            elif kind == "tool_result":
-                end_ns = at_ns
-                error_type = error_type or ("tool_error" if event.get("is_error") else "")
-                if self.tracing.capture_content:
-                    attributes["gen_ai.tool.call.result"] = dumps(event.get("content"))
-            if kind in ("client_tool_dispatched", "approval_requested") and self.tracing.capture_content:
-                attributes.setdefault("gen_ai.tool.call.arguments", dumps(event.get("arguments")))
-        self.tracing.record(
-            f"execute_tool {name}",
-            traced.run_ref,
-            attributes,
-            ids=(traced.run_ref.trace_id, call_span_id(traced.run_id, call_id)),
-            start_ns=_ns(events[0]["created_at"]),
-            end_ns=end_ns,
-            events=marks,
-            error_type=error_type,
-        )
-
-    def _event_attributes(self, event: dict[str, Any]) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        for name in ("client_id", "request_id", "decision", "fraction", "reason"):
-            value = event.get(name)
-            if isinstance(value, str | int | float) and not isinstance(value, bool):
-                found[f"switchboard.{name}"] = value
-        if self.tracing.capture_content and isinstance(event.get("message"), str):
-            found["switchboard.message"] = event["message"]
-        return found
+            await self._spans.run_span(traced.run, run, outcome.removeprefix("run_"))

@@ -271,13 +271,14 @@ class Runs:
 
     async def cancel(self, session_id: str) -> str | None:
         """Cancel the active run; its id (None when none was active)."""
-        run_id, _ = await self._script(
-            "cancel_run",
-            session_id,
-            "",
-            {"gone_text": RUN_GONE_CANCELLED},
-        )
-        return str(run_id) or None
+        run_id, _ = await self.cancel_run(session_id)
+        return run_id
+
+    async def cancel_run(self, session_id: str) -> tuple[str | None, bool]:
+        """Cancel the active run: its id (None when none was active), and whether it ended here (it
+        waited) rather than being flagged for its running step's worker to end."""
+        run_id, outcome = await self._script("cancel_run", session_id, "", {"gone_text": RUN_GONE_CANCELLED})
+        return str(run_id) or None, outcome == "ended"
 
     async def begin(
         self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int, entry: str = ""

@@ -277,3 +277,21 @@ async def test_server_tools_are_functions_and_an_approval_is_on_the_calls_span(
     assert [event.name for event in tools["calculate"].events] == ["approval_requested", "approval_resolved"]
     assert "error.type" not in attrs(tools["calculate"])
     assert attrs(tools["current_time"])["error.type"] == "tool_error"
+
+
+async def test_a_run_cancelled_while_it_waits_has_its_spans(settings: Settings, redis_url: str, api_key: str) -> None:
+    exporter = InMemorySpanExporter()
+    async with traced_api(settings, redis_url, api_key, exporter) as api:
+        session = await api.session()
+        await api.register(session)
+        await api.send(session, CALL)
+        await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
+        async with api.as_session(session) as client:
+            assert (await client.post(f"/v1/sessions/{session.id}/cancel")).status_code == 200
+        await api.wait_for(session, run_over)
+        spans = await spans_when(exporter, run_ended)
+    (run,) = named(spans, "invoke_agent")
+    assert attrs(run)["error.type"] == "cancelled"
+    (tool,) = named(spans, "execute_tool")
+    assert attrs(tool)["error.type"] == "run_gone"
+    assert parent_id(tool) == ids(run)[1]
