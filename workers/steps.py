@@ -151,7 +151,8 @@ class StepRunner:
         limit = config.max_steps if config is not None else broker.settings.max_steps
         # Begin before the model is resolved: a provider SDK's first import takes seconds, and under the
         # step's lease (renewed by _Hold) a slow import is not mistaken for a worker that died.
-        outcome = await broker.runs.begin(session_id, run_id, step, attempt, limit, entry)
+        trace = await self._tracer.trace_id(session_id, run_id)
+        outcome = await broker.runs.begin(session_id, run_id, step, attempt, limit, entry, trace)
         if outcome != "run":
             return
         traced = await self._tracer.began(session_id, run_id, step)

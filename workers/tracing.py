@@ -14,7 +14,7 @@ from broker.run_spans import RunSpans, TracedRun
 from broker.services.runs import PlannedCall, Route
 from common.codec import dumps
 from common.tracing import Span, SpanRef, Tracing
-from common.tracing.ids import call_span_id
+from common.tracing.ids import call_span_id, run_trace_id
 from workers.config import RunConfig
 from workers.models.base import DeltaSink, Turn
 
@@ -90,6 +90,13 @@ class RunTracer:
         self.tracing = tracing
         self._broker = broker
         self._spans = RunSpans(tracing, broker)
+
+    async def trace_id(self, session_id: str, run_id: str) -> str:
+        """The run's trace id as 32 hex digits, for the events that carry it ('' untraced)."""
+        if not self.tracing.enabled:
+            return ""
+        parent = SpanRef.parse(await self._broker.traces.parent(session_id, run_id))
+        return f"{parent.trace_id if parent is not None else run_trace_id(run_id):032x}"
 
     async def began(self, session_id: str, run_id: str, step: int) -> StepTrace | None:
         """A step began: the run's context, after the spans of the last step's calls (settled, or this

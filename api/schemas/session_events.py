@@ -291,6 +291,13 @@ class RunQueued(EventBase):
 class RunStarted(EventBase):
     type: Literal["run_started"]
     run_id: str
+    trace_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces "
+            "(docs/observability.md).",
+        ),
+    ] = None
 
 
 class RunCompleted(EventBase):
@@ -303,17 +310,38 @@ class RunCompleted(EventBase):
             "model's runs).",
         ),
     ] = None
+    trace_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces "
+            "(docs/observability.md).",
+        ),
+    ] = None
 
 
 class RunCancelled(EventBase):
     type: Literal["run_cancelled"]
     run_id: str
+    trace_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces "
+            "(docs/observability.md).",
+        ),
+    ] = None
 
 
 class RunFailed(EventBase):
     type: Literal["run_failed"]
     run_id: str
     error: str
+    trace_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces "
+            "(docs/observability.md).",
+        ),
+    ] = None
 
 
 class Error(EventBase):

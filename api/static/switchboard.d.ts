@@ -352,6 +352,11 @@ export interface RunQueuedEvent extends LoggedEvent {
 export interface RunStartedEvent extends LoggedEvent {
   type: "run_started";
   run_id: string;
+  /**
+   * Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces
+   * (docs/observability.md).
+   */
+  trace_id?: string;
 }
 
 export interface RunCompletedEvent extends LoggedEvent {
@@ -359,17 +364,32 @@ export interface RunCompletedEvent extends LoggedEvent {
   run_id: string;
   /** Extension: what the run's model steps used; absent when no step reported any (the scripted model's runs). */
   usage?: TokenUsage;
+  /**
+   * Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces
+   * (docs/observability.md).
+   */
+  trace_id?: string;
 }
 
 export interface RunCancelledEvent extends LoggedEvent {
   type: "run_cancelled";
   run_id: string;
+  /**
+   * Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces
+   * (docs/observability.md).
+   */
+  trace_id?: string;
 }
 
 export interface RunFailedEvent extends LoggedEvent {
   type: "run_failed";
   run_id: string;
   error: string;
+  /**
+   * Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces
+   * (docs/observability.md).
+   */
+  trace_id?: string;
 }
 
 /** An error of the session (one of the Subako event types). */

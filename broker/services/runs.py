@@ -281,9 +281,10 @@ class Runs:
         return str(run_id) or None, outcome == "ended"
 
     async def begin(
-        self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int, entry: str = ""
+        self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int, entry: str = "", trace: str = ""
     ) -> Literal["run", "stale", "ended"]:
-        """Begin a step under its lease; `entry` is the work entry that brought it (done with here)."""
+        """Begin a step under its lease; `entry` is the work entry that brought it (done with here); `trace`
+        the run's trace id when traced (on `run_started` and the run's end event)."""
         lease = self._core.settings.step_lease_ms
         try:
             (outcome,) = await self._script(
@@ -297,6 +298,7 @@ class Runs:
                     "lease_ms": lease,
                     "gone_text": RUN_GONE_CANCELLED,
                     "entry": entry,
+                    "trace": trace,
                 },
             )
         except NotFound:

@@ -66,6 +66,12 @@ class Traces:
                 pipe.expire(key, self._ttl_s)
                 await pipe.execute()
 
+    async def parent(self, session_id: str, run_id: str) -> str:
+        """The caller's traceparent the run started in ('' for none)."""
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(self._key(session_id, run_id), "parent")
+        return bytes(raw).decode() if raw else ""
+
     async def step(self, session_id: str, run_id: str, now_ns: int) -> RunTrace:
         """The run's context as a step begins (its start is now if nothing said otherwise)."""
         key = self._key(session_id, run_id)

@@ -111,9 +111,13 @@ async def test_a_client_call_is_one_trace_from_the_run_to_the_clients_span_and_b
         trace_hex = call_trace.split("-")[1]
         call_id = await call_and_answer(api, session, web["id"], f"00-{trace_hex}-{own_span:016x}-01")
         spans = await spans_when(exporter, run_ended)
+        events = await api.events(session)
 
     (run,) = named(spans, "invoke_agent")
     trace_id, run_span = ids(run)
+    # The console's trace link reads it from the run's events.
+    for kind in ("run_started", "run_completed"):
+        assert [event["trace_id"] for event in of_type(events, kind)] == [f"{trace_id:032x}"]
     assert run.name == "invoke_agent agent"
     assert run.parent is None
     assert attrs(run)["gen_ai.operation.name"] == "invoke_agent"
@@ -248,7 +252,8 @@ async def test_a_run_that_moves_between_two_workers_stays_one_trace(
 async def test_untraced_nothing_is_kept_for_a_run(api: Api) -> None:
     session = await api.session()
     sent = await api.send(session, "hello")
-    await api.wait_for(session, run_over)
+    events = await api.wait_for(session, run_over)
+    assert not [event for event in events if "trace_id" in event or "traceparent" in event]
     core = api.stack.broker.core
     assert not await core.redis.exists(core.keys.session(session.id).trace(str(sent["run_id"])))
 
@@ -288,10 +293,12 @@ async def test_a_run_cancelled_while_it_waits_has_its_spans(settings: Settings, 
         await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
         async with api.as_session(session) as client:
             assert (await client.post(f"/v1/sessions/{session.id}/cancel")).status_code == 200
-        await api.wait_for(session, run_over)
+        events = await api.wait_for(session, run_over)
         spans = await spans_when(exporter, run_ended)
     (run,) = named(spans, "invoke_agent")
     assert attrs(run)["error.type"] == "cancelled"
+    (cancelled,) = of_type(events, "run_cancelled")
+    assert cancelled["trace_id"] == f"{ids(run)[0]:032x}"
     (tool,) = named(spans, "execute_tool")
     assert attrs(tool)["error.type"] == "run_gone"
     assert parent_id(tool) == ids(run)[1]

@@ -124,25 +124,28 @@ local function sb_ev_run_queued(run_id)
   return '{"type":"run_queued","run_id":' .. sb_str(run_id) .. '}'
 end
 
--- sb_ev_run_started(run_id)
-local function sb_ev_run_started(run_id)
-  return '{"type":"run_started","run_id":' .. sb_str(run_id) .. '}'
+-- sb_ev_run_started(run_id, trace_id?)
+local function sb_ev_run_started(run_id, trace_id)
+  return '{"type":"run_started","run_id":' .. sb_str(run_id)
+    .. (trace_id ~= nil and (',"trace_id":' .. sb_str(trace_id)) or '') .. '}'
 end
 
--- sb_ev_run_completed(run_id, usage?)
-local function sb_ev_run_completed(run_id, usage)
+-- sb_ev_run_completed(run_id, usage?, trace_id?)
+local function sb_ev_run_completed(run_id, usage, trace_id)
   return '{"type":"run_completed","run_id":' .. sb_str(run_id) .. (usage ~= nil and (',"usage":' .. usage) or '')
-    .. '}'
+    .. (trace_id ~= nil and (',"trace_id":' .. sb_str(trace_id)) or '') .. '}'
 end
 
--- sb_ev_run_cancelled(run_id)
-local function sb_ev_run_cancelled(run_id)
-  return '{"type":"run_cancelled","run_id":' .. sb_str(run_id) .. '}'
+-- sb_ev_run_cancelled(run_id, trace_id?)
+local function sb_ev_run_cancelled(run_id, trace_id)
+  return '{"type":"run_cancelled","run_id":' .. sb_str(run_id)
+    .. (trace_id ~= nil and (',"trace_id":' .. sb_str(trace_id)) or '') .. '}'
 end
 
--- sb_ev_run_failed(run_id, error)
-local function sb_ev_run_failed(run_id, error)
-  return '{"type":"run_failed","run_id":' .. sb_str(run_id) .. ',"error":' .. sb_str(error) .. '}'
+-- sb_ev_run_failed(run_id, error, trace_id?)
+local function sb_ev_run_failed(run_id, error, trace_id)
+  return '{"type":"run_failed","run_id":' .. sb_str(run_id) .. ',"error":' .. sb_str(error)
+    .. (trace_id ~= nil and (',"trace_id":' .. sb_str(trace_id)) or '') .. '}'
 end
 
 -- sb_ev_error(message)
