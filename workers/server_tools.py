@@ -20,12 +20,14 @@ from broker import Broker
 from common.codec import dumps
 from common.events.build import text_block, tool_progress
 from common.tasks import cancel_and_wait
+from common.tracing import Tracing
 from workers.mcp.calls import McpCalls
 from workers.mcp.hub import McpHub
 from workers.mcp.mapped import Mapped, failed
 from workers.models.base import ModelError
 from workers.models.registry import ModelRegistry
 from workers.tools import Registry
+from workers.tracing import call_traceparent
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +75,16 @@ class _Progress:
 
 class ServerToolRunner:
     def __init__(
-        self, broker: Broker, registry: Registry, hub: McpHub, models: ModelRegistry, mcp_calls: McpCalls
+        self,
+        broker: Broker,
+        registry: Registry,
+        hub: McpHub,
+        models: ModelRegistry,
+        mcp_calls: McpCalls,
+        tracing: Tracing | None = None,
     ) -> None:
         self._broker = broker
+        self._tracing = tracing or Tracing()
         self._registry = registry
         self._hub = hub
         self._models = models
@@ -143,7 +152,8 @@ class ServerToolRunner:
                         f"the MCP tool {tool} of {grant_name} did not start within {grant.timeout_s:g} s: its"
                         f" server had {per_grant} calls running on this worker (SWITCHBOARD_MCP_CALLS_PER_GRANT)"
                     )
-                return await self._hub.call(grant, tool, arguments, progress, deadline)
+                traceparent = await call_traceparent(self._tracing, self._broker, session_id, call_id)
+                return await self._hub.call(grant, tool, arguments, progress, deadline, traceparent)
         finally:
             await progress.close()
 

@@ -36,6 +36,19 @@ def tool_type(route: Route) -> str:
     return "function"
 
 
+async def call_traceparent(tracing: Tracing, broker: Broker, session_id: str, call_id: str) -> str:
+    """A run's call's `execute_tool` span as a traceparent, for the MCP server it goes to ('' untraced, or
+    for a call no run made)."""
+    if not tracing.enabled:
+        return ""
+    record = await broker.calls.record(session_id, call_id)
+    if record is None or not record.run_id:
+        return ""
+    parent = SpanRef.parse(await broker.traces.parent(session_id, record.run_id))
+    trace_id = parent.trace_id if parent is not None else run_trace_id(record.run_id)
+    return SpanRef(trace_id, call_span_id(record.run_id, call_id)).traceparent
+
+
 @dataclass(frozen=True, slots=True)
 class StepTrace:
     """The trace context a step works in."""

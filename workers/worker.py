@@ -111,7 +111,7 @@ async def serve(
     metrics = WorkerMetrics()
     hub = McpHub(broker.providers.addresses, metrics)
     mcp_calls = McpCalls(settings.mcp_calls_per_grant, settings.mcp_calls_per_worker, metrics)
-    server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls)
+    server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls, tracing)
     sender = WebhookSender(broker, broker.providers.addresses, metrics)
     # The consumers of notable events, in order: webhooks, then the workspace inbox.
     notices = Notices(broker, [WebhookConsumer(broker, sender), inbox_consumer(broker.inbox)])

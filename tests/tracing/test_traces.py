@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from common.tracing import Tracing
 from switchboard.settings import Settings
 from tests.api_client import Api, Session, of_type, run_over
+from tests.mcp_servers import Seen, serving
 from tests.stack import run_worker, running_stack
 
 pytestmark = pytest.mark.both_redis
@@ -302,3 +303,19 @@ async def test_a_run_cancelled_while_it_waits_has_its_spans(settings: Settings, 
     (tool,) = named(spans, "execute_tool")
     assert attrs(tool)["error.type"] == "run_gone"
     assert parent_id(tool) == ids(run)[1]
+
+
+async def test_an_mcp_grants_call_carries_its_span_in_meta(settings: Settings, redis_url: str, api_key: str) -> None:
+    exporter = InMemorySpanExporter()
+    seen = Seen()
+    async with serving("http", seen) as kit_url:
+        private = settings.model_copy(update={"provider_allow_private": True})
+        async with traced_api(private, redis_url, api_key, exporter) as api:
+            session = await api.session(mcp=[{"name": "kit", "url": kit_url, "default_policy": "allow"}])
+            await api.send(session, '/call mcp__kit__add {"a": 2, "b": 3}')
+            await api.wait_for(session, run_over, timeout=20)
+            spans = await spans_when(exporter, run_ended)
+    (tool,) = named(spans, "execute_tool")
+    assert attrs(tool)["gen_ai.tool.type"] == "kit"
+    trace_id, span_id = ids(tool)
+    assert [meta.get("traceparent") for meta in seen.metas] == [f"00-{trace_id:032x}-{span_id:016x}-01"]

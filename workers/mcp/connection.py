@@ -245,7 +245,7 @@ class Connection:
         return found[:MAX_TOOLS]
 
     async def call(
-        self, name: str, arguments: dict[str, Any], timeout_s: float, progress: Progress
+        self, name: str, arguments: dict[str, Any], timeout_s: float, progress: Progress, traceparent: str = ""
     ) -> mt.CallToolResult:
         """`tools/call` within `timeout_s`, whatever the server sends meanwhile; cancelling the awaiting task
         (or the timeout) ends the request at the server (`notifications/cancelled`, or its stream closed)."""
@@ -255,7 +255,9 @@ class Connection:
         # The client's own read timeout is a backstop a second later: the caller's timeout, which says why,
         # comes first.
         with self.exchanges.operation("call", deadline) as meta:
-            params = mt.CallToolRequestParams(name=name, arguments=arguments, meta=_meta(meta))
+            # The call's span, as the MCP semantic conventions carry trace context: in the request's `_meta`.
+            sent = {**meta, "traceparent": traceparent} if traceparent else meta
+            params = mt.CallToolRequestParams(name=name, arguments=arguments, meta=_meta(sent))
             session = self._live().session
             answer = await session.send_request(
                 mt.CallToolRequest(params=params),

@@ -251,7 +251,13 @@ class McpHub:
             self._metrics.mcp_notifications_dropped.inc()
 
     async def call(
-        self, grant: McpGrant, tool: str, arguments: dict[str, Any], progress: Progress, deadline: float | None = None
+        self,
+        grant: McpGrant,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Progress,
+        deadline: float | None = None,
+        traceparent: str = "",
     ) -> Mapped:
         """`tools/call` on the grant's server, the result mapped (an error result when the server cannot be
         reached, fails, or has not answered by `deadline`: loop time, by default the grant's `timeout_s`
@@ -276,7 +282,8 @@ class McpHub:
         try:
             with connection.using():
                 async with asyncio.timeout_at(deadline):
-                    result = await connection.call(tool, arguments, max(0.001, deadline - loop.time()), progress)
+                    left = max(0.001, deadline - loop.time())
+                    result = await connection.call(tool, arguments, left, progress, traceparent)
         except TimeoutError:
             return failed(late)
         except Exception as error:
