@@ -16,6 +16,8 @@ from pydantic import SecretStr
 
 from common.tracing import Tracing
 from switchboard.settings import Settings
+from switchboard.tool_member import Member, Target
+from switchboard.typed_tools import Call, typed_tool
 from tests.api_client import Api, Session, of_type, run_over
 from tests.mcp_servers import Seen, serving
 from tests.stack import run_worker, running_stack
@@ -319,3 +321,38 @@ async def test_an_mcp_grants_call_carries_its_span_in_meta(settings: Settings, r
     assert attrs(tool)["gen_ai.tool.type"] == "kit"
     trace_id, span_id = ids(tool)
     assert [meta.get("traceparent") for meta in seen.metas] == [f"00-{trace_id:032x}-{span_id:016x}-01"]
+
+
+async def test_tools_serve_hands_its_tool_the_calls_span_and_answers_inside_it(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    exporter = InMemorySpanExporter()
+    handed: list[str | None] = []
+
+    async def look(call: Call) -> str:
+        """Looks."""
+        handed.append(call.traceparent)
+        call.progress("looking", 0.5)
+        return "seen"
+
+    tool = typed_tool(look)
+    async with traced_api(settings, redis_url, api_key, exporter) as api:
+        session = await api.session()
+        registered = await api.register(session, name="pool", tools=[tool.declaration()])
+        member = Member(Target(api.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 1)
+        stop = asyncio.Event()
+        serving_task = asyncio.create_task(member.serve(stop))
+        try:
+            await api.send(session, "/call client__pool__look")
+            events = await api.wait_for(session, run_over, timeout=10)
+            spans = await spans_when(exporter, run_ended)
+        finally:
+            stop.set()
+            await asyncio.wait_for(serving_task, 10)
+    (dispatched,) = of_type(events, "client_tool_dispatched")
+    assert handed == [dispatched["traceparent"]]
+    (tool_span,) = named(spans, "execute_tool")
+    answers = [span for span in spans if span.name.endswith(("/ack", "/progress", "/result"))]
+    assert sorted(span.name.rsplit("/", 1)[1] for span in answers) == ["ack", "progress", "result"]
+    assert {parent_id(span) for span in answers} == {ids(tool_span)[1]}
+    assert [event.name for event in tool_span.events][:2] == ["client_tool_dispatched", "client_tool_acked"]
