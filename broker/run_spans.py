@@ -14,9 +14,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from broker.errors import SwitchboardError
 from broker.services.traces import RunTrace
-from common.codec import dumps, loads
+from common.codec import dumps
+from common.events.catalogue import (
+    AnyEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    ClientToolDispatched,
+    ClientToolFailed,
+    ToolResult,
+)
+from common.events.read import decode_known
 from common.tracing import SpanRef, Tracing
 from common.tracing.ids import call_span_id, run_span_id, run_trace_id
 
@@ -117,22 +128,22 @@ class RunSpans:
     async def tool_spans(self, traced: TracedRun) -> None:
         """The spans of the calls the run's last step committed (settled by now)."""
         calls = {str(call["id"]): call for call in traced.run.calls}
-        seen: dict[str, list[dict[str, Any]]] = {call_id: [] for call_id in calls}
+        seen: dict[str, list[AnyEvent]] = {call_id: [] for call_id in calls}
         after = traced.run.after_seq
         for _ in range(_LOG_PAGES):
             rows = await self._broker.log.after(traced.session_id, after, _LOG_PAGE)
             for seq, raw in rows:
                 after = seq
-                event = loads(raw)
-                call_id = event.get("call_id")
-                if isinstance(call_id, str) and call_id in seen:
+                event = decode_known(raw)
+                call_id = getattr(event, "call_id", None)
+                if event is not None and isinstance(call_id, str) and call_id in seen:
                     seen[call_id].append(event)
             if len(rows) < _LOG_PAGE:
                 break
         for call_id, events in seen.items():
             self._tool_span(traced, calls[call_id], events)
 
-    def _tool_span(self, traced: TracedRun, call: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    def _tool_span(self, traced: TracedRun, call: dict[str, Any], events: list[AnyEvent]) -> None:
         if not events:
             return
         name, call_id = str(call["name"]), str(call["id"])
@@ -144,39 +155,40 @@ class RunSpans:
             "gen_ai.conversation.id": traced.session_id,
         }
         marks: list[tuple[str, dict[str, Any], int | None]] = []
-        error_type, end_ns = "", _ns(events[-1]["created_at"])
+        error_type, end_ns = "", _ns(events[-1].created_at)
         for event in events:
-            kind, at_ns = event["type"], _ns(event["created_at"])
+            kind, at_ns = event.__struct_config__.tag, _ns(event.created_at)
             if kind in _CALL_EVENTS:
-                marks.append((kind, self._event_attributes(event), at_ns))
-            if kind == "client_tool_failed":
-                error_type = str(event.get("reason") or "failed")
-            elif kind == "approval_resolved" and event.get("decision") == "deny":
+                marks.append((str(kind), self._event_attributes(event), at_ns))
+            if isinstance(event, ClientToolFailed):
+                error_type = event.reason
+            elif isinstance(event, ApprovalResolved) and event.decision == "deny":
                 error_type = error_type or "denied"
-            elif kind == "tool_result":
+            elif isinstance(event, ToolResult):
                 end_ns = at_ns
-                error_type = error_type or ("tool_error" if event.get("is_error") else "")
+                error_type = error_type or ("tool_error" if event.is_error else "")
                 if self.tracing.capture_content:
-                    attributes["gen_ai.tool.call.result"] = dumps(event.get("content"))
-            if kind in ("client_tool_dispatched", "approval_requested") and self.tracing.capture_content:
-                attributes.setdefault("gen_ai.tool.call.arguments", dumps(event.get("arguments")))
+                    attributes["gen_ai.tool.call.result"] = msgspec.json.encode(event.content).decode()
+            if isinstance(event, ClientToolDispatched | ApprovalRequested) and self.tracing.capture_content:
+                attributes.setdefault("gen_ai.tool.call.arguments", dumps(event.arguments))
         self.tracing.record(
             f"execute_tool {name}",
             traced.ref,
             attributes,
             ids=(traced.ref.trace_id, call_span_id(traced.run_id, call_id)),
-            start_ns=_ns(events[0]["created_at"]),
+            start_ns=_ns(events[0].created_at),
             end_ns=end_ns,
             events=marks,
             error_type=error_type,
         )
 
-    def _event_attributes(self, event: dict[str, Any]) -> dict[str, Any]:
+    def _event_attributes(self, event: AnyEvent) -> dict[str, Any]:
         found: dict[str, Any] = {}
         for name in ("client_id", "request_id", "decision", "fraction", "reason"):
-            value = event.get(name)
+            value = getattr(event, name, None)
             if isinstance(value, str | int | float) and not isinstance(value, bool):
                 found[f"switchboard.{name}"] = value
-        if self.tracing.capture_content and isinstance(event.get("message"), str):
-            found["switchboard.message"] = event["message"]
+        message = getattr(event, "message", None)
+        if self.tracing.capture_content and isinstance(message, str):
+            found["switchboard.message"] = message
         return found
