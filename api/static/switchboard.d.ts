@@ -88,6 +88,11 @@ export interface ToolCallContext {
    */
   readonly signal: AbortSignal;
   /**
+   * The call's span (W3C trace context) when the deployment traces, else null: a tool that traces its work
+   * makes its span a child of it. The SDK sends it with the call's ack, progress and result.
+   */
+  readonly traceparent: string | null;
+  /**
    * Tell the session how far the call is (`client_tool_progress`); keeps a tool with `heartbeat_s` alive.
    * `fraction` is 0 to 1. Resolves to the event the server logged; rejects with a SwitchboardError (409 once
    * the call is settled).

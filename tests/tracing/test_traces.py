@@ -19,6 +19,7 @@ from switchboard.settings import Settings
 from switchboard.tool_member import Member, Target
 from switchboard.typed_tools import Call, typed_tool
 from tests.api_client import Api, Session, of_type, run_over
+from tests.js_clients import drive
 from tests.mcp_servers import Seen, serving
 from tests.stack import run_worker, running_stack
 
@@ -356,3 +357,25 @@ async def test_tools_serve_hands_its_tool_the_calls_span_and_answers_inside_it(
     assert sorted(span.name.rsplit("/", 1)[1] for span in answers) == ["ack", "progress", "result"]
     assert {parent_id(span) for span in answers} == {ids(tool_span)[1]}
     assert [event.name for event in tool_span.events][:2] == ["client_tool_dispatched", "client_tool_acked"]
+
+
+async def test_the_browser_sdk_hands_its_tool_the_calls_span_and_answers_inside_it(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    exporter = InMemorySpanExporter()
+    roomy = settings.model_copy(update={"ack_timeout_s": 10.0, "result_timeout_s": 10.0})
+    async with traced_api(roomy, redis_url, api_key, exporter) as api:
+        session = await api.session()
+        plan = {"url": api.stack.url, "sessionId": session.id, "token": session.token}
+        driving = asyncio.create_task(drive("sdk_trace_driver.mjs", plan))
+        await api.wait_for(session, lambda es: bool(of_type(es, "client_registered")), timeout=30)
+        await api.send(session, "/call client__web__look")
+        lines = await driving
+        events = await api.wait_for(session, run_over)
+        spans = await spans_when(exporter, run_ended)
+    (dispatched,) = of_type(events, "client_tool_dispatched")
+    assert lines[0] == {"callId": dispatched["call_id"], "traceparent": dispatched["traceparent"]}
+    (tool_span,) = named(spans, "execute_tool")
+    answers = [span for span in spans if span.name.endswith(("/ack", "/progress", "/result"))]
+    assert sorted(span.name.rsplit("/", 1)[1] for span in answers) == ["ack", "progress", "result"]
+    assert {parent_id(span) for span in answers} == {ids(tool_span)[1]}
