@@ -8,6 +8,7 @@ process's own (`common.tracing.sdk`), batched and exported off the request path.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from common.tracing.sdk import Backend
 
 __all__ = ["Span", "SpanRef", "Tracing", "TracingSettings"]
+
+logger = logging.getLogger(__name__)
 
 Attributes = Mapping[str, Any]
 # A span event: its name, attributes and time (ns since the epoch; None: now).
@@ -77,6 +80,8 @@ class Tracing:
             return cls()
         from common.tracing.sdk import Backend
 
+        if settings.other_protocol:
+            logger.warning("OTLP protocol %r is not carried; spans go over http/protobuf", settings.other_protocol)
         capture = settings.otel_instrumentation_genai_capture_message_content
         return cls(Backend.otlp(service), capture_content=capture)
 

@@ -60,6 +60,11 @@ def test_tracing_is_on_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWITCHBOARD_TRACING", "true")
     assert TracingSettings().enabled
     assert not TracingSettings().otel_instrumentation_genai_capture_message_content
+    assert TracingSettings().other_protocol == ""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    assert TracingSettings().other_protocol == ""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")
+    assert TracingSettings().other_protocol == "grpc"
 
 
 def test_untraced_spans_are_one_shared_nothing() -> None:
