@@ -182,7 +182,8 @@ class RunTracer:
     ) -> None:
         """The step committed: its calls kept for the next step's worker, and the run's span made if the
         run ended."""
-        if traced is None:
+        if traced is None or outcome == "stale":
+            # A stale commit changed nothing: the try that holds the step notes its own calls.
             return
         noted = [{"id": call.call_id, "name": call.name, "type": tool_type(route)} for call, route in calls]
         run = await self._broker.traces.committed(traced.session_id, traced.run_id, noted, after_seq, usage)
