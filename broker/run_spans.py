@@ -25,6 +25,8 @@ from common.events.catalogue import (
     ApprovalResolved,
     ClientToolDispatched,
     ClientToolFailed,
+    RunCancelled,
+    RunFailed,
     ToolResult,
 )
 from common.events.read import decode_known
@@ -83,13 +85,15 @@ class RunSpans:
         self.tracing = tracing
         self._broker = broker
 
-    async def cancelled(self, session_id: str, run_id: str) -> None:
-        """A run that waited was cancelled (its calls settled as `run_gone`): its calls' spans and its own."""
+    async def finished(self, session_id: str, run_id: str) -> None:
+        """A run ended where no step was committed (a cancel of a run that waited, or a cancel or the step
+        limit found as a step began): its last step's calls' spans and its own, its outcome read from the
+        log."""
         if not self.tracing.enabled:
             return
         traced = TracedRun.of(session_id, run_id, await self._broker.traces.step(session_id, run_id, time.time_ns()))
-        await self.tool_spans(traced)
-        await self.run_span(traced, traced.run, "cancelled")
+        outcome = await self.tool_spans(traced)
+        await self.run_span(traced, traced.run, outcome)
 
     async def run_span(self, traced: TracedRun, run: RunTrace, error_type: str) -> None:
         """The run's `invoke_agent` span (`error_type` '' when it completed); its context is let go."""
@@ -125,8 +129,10 @@ class RunSpans:
             return agent_id, ""
         return "", ""
 
-    async def tool_spans(self, traced: TracedRun) -> None:
-        """The spans of the calls the run's last step committed (settled by now)."""
+    async def tool_spans(self, traced: TracedRun) -> str:
+        """The spans of the calls the run's last step committed (settled by now); the run's outcome as the
+        log read says it ('' while it runs or completed, else `failed` or `cancelled`)."""
+        outcome = ""
         calls = {str(call["id"]): call for call in traced.run.calls}
         seen: dict[str, list[AnyEvent]] = {call_id: [] for call_id in calls}
         after = traced.run.after_seq
@@ -135,6 +141,8 @@ class RunSpans:
             for seq, raw in rows:
                 after = seq
                 event = decode_known(raw)
+                if isinstance(event, RunFailed | RunCancelled) and event.run_id == traced.run_id:
+                    outcome = "failed" if isinstance(event, RunFailed) else "cancelled"
                 call_id = getattr(event, "call_id", None)
                 if event is not None and isinstance(call_id, str) and call_id in seen:
                     seen[call_id].append(event)
@@ -142,6 +150,7 @@ class RunSpans:
                 break
         for call_id, events in seen.items():
             self._tool_span(traced, calls[call_id], events)
+        return outcome
 
     def _tool_span(self, traced: TracedRun, call: dict[str, Any], events: list[AnyEvent]) -> None:
         if not events:

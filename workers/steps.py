@@ -154,6 +154,7 @@ class StepRunner:
         trace = await self._tracer.trace_id(session_id, run_id)
         outcome = await broker.runs.begin(session_id, run_id, step, attempt, limit, entry, trace)
         if outcome != "run":
+            await self._tracer.ended_as_it_began(session_id, run_id, outcome)
             return
         traced = await self._tracer.began(session_id, run_id, step)
         if config is None:

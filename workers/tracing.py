@@ -111,6 +111,11 @@ class RunTracer:
         parent = SpanRef.parse(await self._broker.traces.parent(session_id, run_id))
         return f"{parent.trace_id if parent is not None else run_trace_id(run_id):032x}"
 
+    async def ended_as_it_began(self, session_id: str, run_id: str, outcome: str) -> None:
+        """A step found its run ended as it began (a cancel, the step limit): the run's spans."""
+        if outcome == "ended":
+            await self._spans.finished(session_id, run_id)
+
     async def began(self, session_id: str, run_id: str, step: int) -> StepTrace | None:
         """A step began: the run's context, after the spans of the last step's calls (settled, or this
         step would not run)."""

@@ -379,3 +379,20 @@ async def test_the_browser_sdk_hands_its_tool_the_calls_span_and_answers_inside_
     answers = [span for span in spans if span.name.endswith(("/ack", "/progress", "/result"))]
     assert sorted(span.name.rsplit("/", 1)[1] for span in answers) == ["ack", "progress", "result"]
     assert {parent_id(span) for span in answers} == {ids(tool_span)[1]}
+
+
+async def test_a_run_that_reaches_its_step_limit_as_a_step_begins_has_its_spans(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    exporter = InMemorySpanExporter()
+    async with traced_api(settings, redis_url, api_key, exporter) as api:
+        session = await api.session(max_steps=1)
+        web = await api.register(session)
+        await api.send(session, CALL)
+        await call_and_answer(api, session, web["id"])
+        spans = await spans_when(exporter, run_ended)
+    (run,) = named(spans, "invoke_agent")
+    assert attrs(run)["error.type"] == "failed"
+    (tool,) = named(spans, "execute_tool")
+    assert "error.type" not in attrs(tool)
+    assert len(named(spans, "chat ")) == 1
