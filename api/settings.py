@@ -1,17 +1,21 @@
 """The API process's settings (`switchboard api`): the broker's, what both processes have, and its own:
-port, bootstrap key, body and rate limits, proxies, the header deadline, streams, drain. No model
-provider's key or URL is among them, so the API never reads one (the workers' are in
+port, bootstrap key, body and rate limits, proxies, the header deadline, streams, drain, the console's
+trace link. No model provider's key or URL is among them, so the API never reads one (the workers' are in
 workers/settings.py)."""
 
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
 from broker.services.credentials import looks_like_api_key
 from broker.settings import BrokerSettings
 from common.settings import ProcessSettings, Seconds
+
+# Where a trace id goes in `trace_url_template`.
+TRACE_ID_PLACE = "{trace_id}"
 
 
 class ApiSettings(BrokerSettings, ProcessSettings):
@@ -55,6 +59,9 @@ class ApiSettings(BrokerSettings, ProcessSettings):
     # Named in every /readyz answer when set: `switchboard up` sets a fresh one, so an API of another
     # `up` (or anything else) answering on the port is never taken for the one it started.
     instance_id: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    # A trace UI's address of one trace, `{trace_id}` where the id goes (Jaeger's
+    # http://jaeger:16686/trace/{trace_id}, say): the console links each run that carries a trace id to it.
+    trace_url_template: str | None = Field(default=None, max_length=2048)
 
     @field_validator("bootstrap_api_key")
     @classmethod
@@ -71,6 +78,19 @@ class ApiSettings(BrokerSettings, ProcessSettings):
                 ipaddress.ip_network(item)
             except ValueError:
                 raise ValueError(f"{item!r} is not an IP address or a CIDR network (host bits zero)") from None
+        return value
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _trace_url_shape(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        if TRACE_ID_PLACE not in value:
+            raise ValueError(f"must contain {TRACE_ID_PLACE}, where a run's trace id goes")
+        # Checked with an id in its place: the console puts only a checked id (32 hex digits) there.
+        filled = urlsplit(value.replace(TRACE_ID_PLACE, "0" * 31 + "1"))
+        if filled.scheme not in ("http", "https") or not filled.hostname:
+            raise ValueError("must be an http or https URL with a host")
         return value
 
     @property

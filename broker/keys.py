@@ -109,8 +109,11 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 |                                       |        |                          | an entry goes when its call is acked,  |
 |                                       |        |                          | the stream with it when left empty and |
 |                                       |        |                          | no group                               |
-| `sb:{T}:s:<S>:calls`                  | hash   | none (settled ones       | call id -> call record (JSON)          |
-|                                       |        | trimmed: trim_calls.lua) |                                        |
+| `sb:{T}:s:<S>:calls`                  | hash   | none (settled ones       | call id -> call record (JSON); a       |
+|                                       |        | trimmed: trim_calls.lua) | grant's parked call keeps its task or  |
+|                                       |        |                          | input round in it (`gt`:               |
+|                                       |        |                          | park_server_call.lua,                  |
+|                                       |        |                          | ask_grant_input.lua)                   |
 | `sb:{T}:s:<S>:owed`                   | hash   | none                     | unsettled call id -> client id         |
 | `sb:{T}:s:<S>:run`                    | hash   | none                     | the active run's state                 |
 | `sb:{T}:s:<S>:inbox`                  | list   | none                     | steering input for the active run      |
@@ -129,7 +132,8 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
 |                                       |        |                          | ack, result, server call lease, the end|
 |                                       |        |                          | of a wait for the call's client, an    |
-|                                       |        |                          | approval's approval_timeout_s          |
+|                                       |        |                          | approval's approval_timeout_s, a parked|
+|                                       |        |                          | grant call's next poll or its end      |
 | `sb:{T}:leases`                       | zset   | none                     | `<sid>:<cid>` due no later than the    |
 |                                       |        |                          | registration's expiry                  |
 | `sb:{T}:steps`                        | zset   | none                     | `<sid>` by its running step's lease    |

@@ -258,37 +258,58 @@ def main(argv: list[str]) -> None:
 @dataclass
 class TaskScript:
     """What the task server does: `slow` answers with a task that completes after `polls` tasks/get (never,
-    when None); the task ids it was asked to cancel land in `cancelled`."""
+    when None); the task ids it was asked to cancel land in `cancelled`. `asks` (a form), `visit` (a page)
+    and `flood` (`questions` forms at once) answer with an InputRequiredResult until they are retried with
+    answers, which land in `retries` (the inputResponses and requestState each retry carried)."""
 
     polls: int | None = 2
     interval_ms: int = 250
     gets: int = 0
     cancelled: list[str] = field(default_factory=list)
+    questions: int = 5
+    retries: list[tuple[dict[str, Any], str | None]] = field(default_factory=list)
 
 
 _TASK_TIMES = {"createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": None}
 
 
+def _asked(questions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    requests = {key: {"method": "elicitation/create", "params": params} for key, params in questions.items()}
+    return {"resultType": "input_required", "inputRequests": requests, "requestState": "round-1"}
+
+
+def _asking(script: TaskScript, params: mt.CallToolRequestParams) -> dict[str, Any]:
+    """The task server's tools that ask: until retried with answers, an InputRequiredResult."""
+    if params.input_responses:
+        answers = {key: value.model_dump(exclude_none=True) for key, value in params.input_responses.items()}
+        script.retries.append((answers, params.request_state))
+        return {"resultType": "complete", "content": [{"type": "text", "text": f"answered {answers}"}]}
+    if params.name == "asks":
+        schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+        return _asked({"colour": {"mode": "form", "message": "Which colour?", "requestedSchema": schema}})
+    if params.name == "visit":
+        page = {"mode": "url", "message": "Sign in", "url": "https://example.com/sign-in", "elicitationId": "e1"}
+        return _asked({"sign-in": page})
+    form = {"mode": "form", "message": "Again?", "requestedSchema": {"type": "object", "properties": {}}}
+    return _asked({f"q{number}": form for number in range(script.questions)})
+
+
 def tasks_app(script: TaskScript) -> Starlette:
-    """A 2026-07-28 server of the Tasks extension (io.modelcontextprotocol/tasks) whose one tool, `slow`,
-        answers a caller that declared the extension with a task, and `asks`, which answers with an
-    InputRequiredResult. Streamable HTTP at /mcp."""
+    """A 2026-07-28 server of the Tasks extension (io.modelcontextprotocol/tasks) whose tool `slow` answers a
+    caller that declared the extension with a task, and whose `asks`, `visit` and `flood` answer with an
+    InputRequiredResult (`_asking`). Streamable HTTP at /mcp."""
 
     class _Params(mt.RequestParams):
         taskId: str
 
     async def listing(ctx: Any, params: Any) -> mt.ListToolsResult:
-        tools = [mt.Tool(name=name, input_schema={"type": "object"}) for name in ("slow", "asks")]
+        names = ("slow", "asks", "visit", "flood")
+        tools = [mt.Tool(name=name, input_schema={"type": "object"}) for name in names]
         return mt.ListToolsResult(tools=tools)
 
     async def call(ctx: Any, params: mt.CallToolRequestParams) -> dict[str, Any]:
-        if params.name == "asks":
-            schema = {"type": "object", "properties": {}}
-            question = {"mode": "form", "message": "Which colour?", "requestedSchema": schema}
-            return {
-                "resultType": "input_required",
-                "inputRequests": {"colour": {"method": "elicitation/create", "params": question}},
-            }
+        if params.name in ("asks", "visit", "flood"):
+            return _asking(script, params)
         task = {"taskId": "task-1", "status": "working", "pollIntervalMs": script.interval_ms, **_TASK_TIMES}
         return {"resultType": "task", **task}
 

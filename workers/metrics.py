@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 TOKEN_SERIES = 1000
 MODEL_LABEL_LIMIT = 128
 
+OUTCOMES = ("ok", "error")
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
@@ -64,6 +65,12 @@ class WorkerMetrics:
         self.webhook_sending = Gauge(
             "switchboard_webhook_sending", "Webhook deliveries this worker is sending now", registry=self.registry
         )
+        # Every outcome from the start: a labelled family shows a label set only once it is used, so a worker
+        # whose steps never failed served no error series, and the dashboard's errors-per-second panel
+        # (`sum(rate(..._count{outcome="error"}[5m]))`) had no data rather than 0.
+        for histogram in (self.steps, self.tools):
+            for outcome in OUTCOMES:
+                histogram.labels(outcome)
         self.running = Gauge("switchboard_worker_jobs_running", "Jobs this worker is running", registry=self.registry)
         self.redis_rtt = redis_rtt_histogram(self.registry)
         ProcessCollector(registry=self.registry)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from broker import Broker
+from broker.services.server_calls import ServerCall, TaskCancel
 from common.codec import dumps
 from common.events.build import text_block, tool_progress
 from common.tasks import cancel_and_wait
@@ -24,6 +25,7 @@ from common.tracing import Tracing
 from workers.mcp.calls import McpCalls
 from workers.mcp.hub import McpHub
 from workers.mcp.mapped import Mapped, failed
+from workers.mcp.parking import GrantTurns
 from workers.models.base import ModelError
 from workers.models.registry import ModelRegistry
 from workers.tools import Registry
@@ -89,6 +91,7 @@ class ServerToolRunner:
         self._hub = hub
         self._models = models
         self._mcp_calls = mcp_calls
+        self._turns = GrantTurns(broker, hub)
 
     async def run(self, session_id: str, call_id: str, entry: str = "") -> None:
         """Run server call `call_id`; `entry` is the work entry that brought it. An MCP call is handed to
@@ -96,6 +99,14 @@ class ServerToolRunner:
         calls = self._broker.server_calls
         call = await calls.begin(session_id, call_id, entry)
         if call is None:
+            return
+        if isinstance(call, TaskCancel):
+            if self._mcp_calls.full:
+                # A courtesy to the server, as its answer is: the call is settled already.
+                logger.warning("the cancel of task %s at its MCP server is not sent: this worker is full", call.task_id)
+                return
+            cancel = self._cancel_task(session_id, call.source.removeprefix(MCP_SOURCE), call.task_id)
+            self._mcp_calls.start(cancel, f"mcp-cancel-{call_id}")
             return
         if not call.source.startswith(MCP_SOURCE):
             await self._supervised(session_id, call_id, self._execute(call.tool, call.arguments))
@@ -109,12 +120,11 @@ class ServerToolRunner:
             )
             await calls.result_blocks(session_id, call_id, refused.blocks, is_error=True)
             return
-        grant = call.source.removeprefix(MCP_SOURCE)
-        work = self._mcp(session_id, call_id, grant, call.tool, call.arguments)
+        work = self._mcp(session_id, call_id, call)
         self._mcp_calls.start(self._supervised(session_id, call_id, work), f"mcp-call-{call_id}")
 
-    async def _supervised(self, session_id: str, call_id: str, work: Coroutine[Any, Any, Mapped]) -> None:
-        """Run `work` under the call's renewed lease and record what it gives."""
+    async def _supervised(self, session_id: str, call_id: str, work: Coroutine[Any, Any, Mapped | None]) -> None:
+        """Run `work` under the call's renewed lease and record what it gives (None: it parked the call)."""
         calls = self._broker.server_calls
         task = asyncio.ensure_future(work)
         renewal = asyncio.create_task(self._renew(session_id, call_id, task))
@@ -127,13 +137,14 @@ class ServerToolRunner:
             return  # the renewal found it settled (cancelled, or taken for interrupted): nothing to record
         finally:
             await cancel_and_wait([renewal])
+        if mapped is None:
+            return
         await calls.result_blocks(
             session_id, call_id, mapped.blocks, is_error=mapped.is_error, structured=mapped.structured
         )
 
-    async def _mcp(
-        self, session_id: str, call_id: str, grant_name: str, tool: str, arguments: dict[str, Any]
-    ) -> Mapped:
+    async def _mcp(self, session_id: str, call_id: str, call: ServerCall) -> Mapped | None:
+        grant_name, tool = call.source.removeprefix(MCP_SOURCE), call.tool
         try:
             config = await self._models.config_for(session_id)
         except ModelError as error:
@@ -141,8 +152,10 @@ class ServerToolRunner:
         grant = config.grant(grant_name)
         if grant is None:
             return failed(f"the agent's version no longer grants the MCP server {grant_name}")
-        # The call's whole time, its wait for a turn at the server included, is the grant's timeout_s.
-        deadline = asyncio.get_running_loop().time() + grant.timeout_s
+        # The call's whole time, its wait for a turn at the server and its parked turns included, is the
+        # grant's timeout_s (what is left of it is kept with the call once it parks).
+        left_s = grant.timeout_s if call.left_s is None else call.left_s
+        deadline = asyncio.get_running_loop().time() + left_s
         progress = _Progress(self._broker, session_id, call_id, grant_name, tool)
         try:
             async with self._mcp_calls.turn(self._hub.key(grant), deadline) as turn:
@@ -153,9 +166,18 @@ class ServerToolRunner:
                         f" server had {per_grant} calls running on this worker (SWITCHBOARD_MCP_CALLS_PER_GRANT)"
                     )
                 traceparent = await call_traceparent(self._tracing, self._broker, session_id, call_id)
-                return await self._hub.call(grant, tool, arguments, progress, deadline, traceparent)
+                return await self._turns.run(session_id, call_id, grant, call, progress, deadline, traceparent)
         finally:
             await progress.close()
+
+    async def _cancel_task(self, session_id: str, grant_name: str, task_id: str) -> None:
+        try:
+            config = await self._models.config_for(session_id)
+        except ModelError:
+            return
+        grant = config.grant(grant_name)
+        if grant is not None:
+            await self._turns.cancel(grant, task_id)
 
     async def _execute(self, name: str, arguments: dict[str, Any]) -> Mapped:
         tool = self._registry.get(name)
@@ -187,7 +209,7 @@ class ServerToolRunner:
         """Wait up to `timeout_s` for the MCP calls running beside the jobs (then they are cancelled)."""
         await self._mcp_calls.drain(timeout_s)
 
-    async def _renew(self, session_id: str, call_id: str, task: asyncio.Future[Mapped]) -> None:
+    async def _renew(self, session_id: str, call_id: str, task: asyncio.Future[Mapped | None]) -> None:
         while True:
             # A third of the lease: two renewals may fail before the call is taken for interrupted.
             await asyncio.sleep(self._broker.settings.server_call_lease_s / 3)

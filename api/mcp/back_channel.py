@@ -108,8 +108,9 @@ async def _buffered(receive: Receive, limit: int) -> tuple[bytes | None, Receive
         size += len(message.get("body", b""))
         if size > limit or not message.get("more_body", False):
             break
-    whole = size <= limit and read[-1]["type"] == "http.request" and not read[-1].get("more_body", False)
-    body = b"".join(m.get("body", b"") for m in read) if whole else None
+    last = read[-1]
+    whole = size <= limit and last["type"] == "http.request" and not last.get("more_body", False)
+    body = b"".join(message.get("body", b"") for message in read) if whole else None
 
     async def again() -> Message:
         return read.pop(0) if read else await receive()
@@ -133,29 +134,29 @@ async def routed(
     that says so; a caller's later requests carry what it declared, and its tools/call a back channel.
     A modern revision's request passes as it came."""
     version = _header(scope, _VERSION_HEADER)
-    if scope.get("method") != "POST" or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
+    if scope["method"] != "POST" or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
         return receive, send
     body, receive = await _buffered(receive, limit)
     try:
-        message = loads(body) if body is not None else None
+        sent = loads(body) if body is not None else None
     except ValueError:
-        message = None
-    if not isinstance(message, dict):
+        sent = None
+    if not isinstance(sent, dict):
         return receive, send
-    request_id = request_id_of(message)
+    request_id = request_id_of(sent)
     if request_id is not None:
-        await answer(request_id, message)
+        await answer(request_id, sent)
         await Response(status_code=202)(scope, receive, send)
         return None
-    if message.get("method") == "initialize":
-        params = message.get("params")
+    if sent.get("method") == "initialize":
+        params = sent.get("params")
         asks = declared(params.get("capabilities") if isinstance(params, dict) else None)
         return receive, (_with_session(send, session_id(asks)) if asks else send)
     asks = asks_of(_header(scope, _SESSION_HEADER))
     if not asks:
         return receive, send
     scope[ASKS_KEY] = asks
-    if message.get("method") == "tools/call":
+    if sent.get("method") == "tools/call":
         channel = BackChannel(send)
         scope[CHANNEL_KEY] = channel
         return receive, channel.send

@@ -5,7 +5,10 @@ from __future__ import annotations
 from importlib import resources
 
 from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
 
+from api.deps import Authenticated
+from api.state import State
 from broker.errors import NotFound
 
 router = APIRouter(tags=["web"])
@@ -15,7 +18,7 @@ router = APIRouter(tags=["web"])
 SDK_FILES = ("switchboard.js", "page-tools.js", "input-requests.js", "switchboard.d.ts")
 PAGES = {"console": "console.html", "demo": "demo.html", "index": "index.html"}
 # The pages' scripts, and what they share; the SDK does not need them.
-PAGE_FILES = ("console.js", "demo.js", "transcript.js", "inbox.js", "input-form.js")
+PAGE_FILES = ("console.js", "demo.js", "transcript.js", "inbox.js", "input-form.js", "timeline.js", "timeline-view.js")
 _TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".ts": "application/typescript; charset=utf-8",
@@ -64,3 +67,12 @@ async def demo() -> Response:
 async def console() -> Response:
     """The operators' console: sessions, live transcripts, clients, approvals, input, cancel."""
     return _static(PAGES["console"])
+
+
+@router.get("/console/config", include_in_schema=False)
+async def console_config(principal: Authenticated, state: State) -> JSONResponse:
+    """What the console reads of the deployment: the trace UI's address template
+    (`SWITCHBOARD_TRACE_URL_TEMPLATE`, or null). A session token gets null: it is a user's credential, and
+    where the operators' trace UI lives is not the user's to know."""
+    template = state.broker.settings.trace_url_template if principal.kind == "api_key" else None
+    return JSONResponse({"trace_url_template": template}, headers={"Cache-Control": "no-store"})

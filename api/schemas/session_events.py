@@ -543,33 +543,40 @@ class ClientToolWaiting(EventBase):
 
 
 class InputRequested(EventBase):
-    """A client asked the person during a call it acked (as MCP elicitation does): a form (`schema`, a flat object of
-    string, number, integer, boolean and enum properties) or a page to visit (`url`). Answered at `POST
-    /v1/sessions/{sid}/input-requests/{request_id}`; the call's result deadline and heartbeat wait meanwhile (its
-    tool's `timeout_s` does not)."""
+    """A client asked the person during a call it acked (as MCP elicitation does), or an agent's MCP grant's server
+    asked during a call of its tool: a form (`schema`, a flat object of string, number, integer, boolean and enum
+    properties) or a page to visit (`url`). Answered at `POST /v1/sessions/{sid}/input-requests/{request_id}`; a
+    client call's result deadline and heartbeat wait meanwhile (its tool's `timeout_s` does not; a grant's call
+    waits within its grant's `timeout_s`)."""
 
     type: Literal["input_requested"]
     request_id: str
     call_id: str
-    client_id: str
+    client_id: Annotated[
+        str,
+        Field(
+            description="The registration that asked; empty for a grant's server (`source` `mcp`).",
+        ),
+    ]
     tool: Annotated[
         str,
         Field(
-            description="The tool's own name, as the client declared it.",
+            description="The tool's own name, as the client (or the grant's server) declared it.",
         ),
     ]
     key: Annotated[
         str,
         Field(
             description="The request's name within its call (MCP's `inputRequests` key): the request id unless the "
-            "client chose one.",
+            "client chose one; a grant's server's own key.",
         ),
     ]
     message: str
     source: Annotated[
-        Literal["client"],
+        Literal["client", "mcp"],
         Field(
-            description="Who asks: `client`, a client tool through its registration.",
+            description="Who asks: `client`, a client tool through its registration; `mcp`, an agent's MCP grant's "
+            "server.",
         ),
     ]
     schema_: Annotated[
@@ -583,6 +590,12 @@ class InputRequested(EventBase):
         str | None,
         Field(
             description="The page the person is sent to (URL mode); absent for a form.",
+        ),
+    ] = None
+    grant: Annotated[
+        str | None,
+        Field(
+            description="The grant whose server asks (source `mcp`); absent for a client's request.",
         ),
     ] = None
 

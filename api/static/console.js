@@ -2,6 +2,7 @@ import { connect } from "/sdk/switchboard.js";
 import { blockText, readable, tokens, toEnd } from "/pages/transcript.js";
 import { filtersOf, mountInbox } from "/pages/inbox.js";
 import { mountInputs } from "/pages/input-form.js";
+import { mountTimeline } from "/pages/timeline-view.js";
 
 const $ = (id) => document.getElementById(id);
 // The same store and key name as the demo (same origin), so a link from one opens the other signed in.
@@ -155,6 +156,9 @@ $("refresh").onclick = listSessions;
 
 const showInbox = mountInbox({ $, el, api, when });
 const inputs = mountInputs({ $, el, api, sessionId: () => live.sessionId });
+// The deployment's trace UI address (SWITCHBOARD_TRACE_URL_TEMPLATE), given to API keys only.
+let traceTemplate = null;
+const timeline = mountTimeline({ $, el, template: () => traceTemplate });
 
 // ---- one session ------------------------------------------------------------------------------------
 
@@ -176,6 +180,7 @@ function resetState() {
   following = true;
   renderApprovals();
   inputs.reset();
+  timeline.reset();
   renderClients();
 }
 
@@ -187,7 +192,8 @@ async function openSession(id) {
   $("crumb").replaceChildren(isKey() ? el("a", { href: "#" }, "sessions") : "", isKey() ? " / " : "", el("code", {}, id));
   resetState();
   try {
-    const info = await api("GET", `/v1/sessions/${id}`);
+    const [info, config] = await Promise.all([api("GET", `/v1/sessions/${id}`), api("GET", "/console/config").catch(() => null)]);
+    traceTemplate = config?.trace_url_template ?? null;
     $("facts").replaceChildren(
       el("div", {}, "id ", el("code", {}, info.id)),
       el("div", {}, "agent ", el("code", {}, info.agent_id)),
@@ -199,7 +205,7 @@ async function openSession(id) {
     return;
   }
   if (mine !== opening) return; // another session was opened (or this one again) while this one loaded
-  live = connect({ sessionId: id, token: credential(), history: true, include: "progress,images,extensions" });
+  live = connect({ sessionId: id, token: credential(), history: true, include: "progress,images,extensions,timing" });
   $("conn-pill").classList.remove("hidden");
   const setConn = (status) => { $("conn").textContent = status; $("conn-pill").className = `pill ${status}`; };
   setConn(live.status);
@@ -362,6 +368,7 @@ window.addEventListener("resize", follow);
 
 function see(event) {
   const transcript = $("transcript");
+  timeline.see(event);
   switch (event.type) {
     case "message_user":
       transcript.append(el("div", { class: "msg user" }, el("span", { class: "who" }, SOURCES[event.source] ?? "user"), textOf(event.message.content)));

@@ -542,27 +542,34 @@ export interface ClientToolWaitingEvent extends LoggedEvent {
 }
 
 /**
- * A client asked the person during a call it acked (as MCP elicitation does): a form (`schema`, a flat object of
- * string, number, integer, boolean and enum properties) or a page to visit (`url`). Answered at
- * `POST /v1/sessions/{sid}/input-requests/{request_id}`; the call's result deadline and heartbeat wait meanwhile
- * (its tool's `timeout_s` does not) (with `include: "extensions"`).
+ * A client asked the person during a call it acked (as MCP elicitation does), or an agent's MCP grant's server
+ * asked during a call of its tool: a form (`schema`, a flat object of string, number, integer, boolean and enum
+ * properties) or a page to visit (`url`). Answered at `POST /v1/sessions/{sid}/input-requests/{request_id}`; a
+ * client call's result deadline and heartbeat wait meanwhile (its tool's `timeout_s` does not; a grant's call waits
+ * within its grant's `timeout_s`) (with `include: "extensions"`).
  */
 export interface InputRequestedEvent extends LoggedEvent {
   type: "input_requested";
   request_id: string;
   call_id: string;
+  /** The registration that asked; empty for a grant's server (`source` `mcp`). */
   client_id: string;
-  /** The tool's own name, as the client declared it. */
+  /** The tool's own name, as the client (or the grant's server) declared it. */
   tool: string;
-  /** The request's name within its call (MCP's `inputRequests` key): the request id unless the client chose one. */
+  /**
+   * The request's name within its call (MCP's `inputRequests` key): the request id unless the client chose one; a
+   * grant's server's own key.
+   */
   key: string;
   message: string;
-  /** Who asks: `client`, a client tool through its registration. */
-  source: "client";
+  /** Who asks: `client`, a client tool through its registration; `mcp`, an agent's MCP grant's server. */
+  source: "client" | "mcp";
   /** The form asked for (MCP's `requestedSchema`); absent for a URL-mode request. */
   schema?: { [key: string]: unknown };
   /** The page the person is sent to (URL mode); absent for a form. */
   url?: string;
+  /** The grant whose server asks (source `mcp`); absent for a client's request. */
+  grant?: string;
 }
 
 /**

@@ -33,6 +33,17 @@ class Asked:
 
 
 @dataclass(frozen=True, slots=True)
+class GrantAsk:
+    """One request of a grant's server's round: a form (`schema`) or a page (`url`), `key` the server's."""
+
+    request_id: str
+    key: str
+    message: str
+    schema: dict[str, Any] | None
+    url: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class InputRequest:
     request_id: str
     key: str
@@ -114,6 +125,53 @@ class Inputs:
             partition=s.partition,
         )
         return Asked(request_id, key)
+
+    async def ask_grant(
+        self, session_id: str, call_id: str, grant: str, asked: list[GrantAsk], state: str | None, left_s: float
+    ) -> bool:
+        """Open `asked` (a grant's server's requests of one round, checked by the caller, at most
+        MAX_OPEN_INPUTS) on a grant's call this worker runs, and park the call until the last is answered
+        (or its time, `left_s` from now the first time, ends). False when the call is no longer this
+        worker's; Conflict for a full session."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        requests = []
+        for one in asked:
+            entry: dict[str, Any] = {"call_id": call_id, "client": "", "key": one.key, "state": "open"}
+            shown = {"message": one.message, "schema": one.schema, "url": one.url, "grant": grant}
+            entry.update((name, value) for name, value in shown.items() if value is not None)
+            requests.append(
+                {
+                    "id": one.request_id,
+                    "key": one.key,
+                    "key_field": s.input_key_field(call_id, one.key),
+                    "entry": dumps(entry),
+                    "message": one.message,
+                    "schema": dumps(one.schema) if one.schema is not None else "",
+                    "url": one.url or "",
+                }
+            )
+        call, args = call_names(keys, session_id, call_id, "")
+        (outcome,) = await self._core.scripts.run(
+            "ask_grant_input",
+            {**call, "inputs": s.inputs},
+            {
+                **args,
+                "requests": dumps(requests),
+                "state": state or "",
+                "grant": grant,
+                "left_ms": max(0, round(left_s * 1000)),
+            },
+            partition=s.partition,
+        )
+        return bool(outcome == "parked")
+
+    async def answers(self, session_id: str, request_ids: list[str]) -> list[dict[str, Any] | None]:
+        """The entries of `request_ids` as they stand (None for one gone), in order."""
+        s = self._core.keys.session(session_id)
+        with translate_redis_errors():
+            raw = await self._core.redis.hmget(s.inputs, request_ids) if request_ids else []
+        return [loads(data) if data is not None else None for data in raw]
 
     async def note_missing(self, session_id: str, client_id: str, call_id: str, capability: str) -> bool:
         """Note on the record of a call an MCP caller made, unsettled and `client_id`'s, that its client asked

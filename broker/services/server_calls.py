@@ -17,6 +17,19 @@ class ServerCall:
     arguments: dict[str, Any]
     source: str = ""
     """'' for the deployment's own tools, `mcp:<grant>` for an MCP server's."""
+    parked: dict[str, Any] | None = None
+    """What a grant's call parked with (`park`, `Inputs.ask_grant`): `task` (the server's task id), or `keys`,
+    `ids` and `rs` (an input round: the server's keys, our request ids, its requestState); None at first."""
+    left_s: float | None = None
+    """The time left of the call's grant's timeout_s, kept since it was first parked (None before)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCancel:
+    """A settled grant's call whose task at its server is owed a `tasks/cancel`."""
+
+    source: str
+    task_id: str
 
 
 class ServerCalls:
@@ -29,14 +42,29 @@ class ServerCalls:
         partition = self._core.keys.session(session_id).partition
         return await self._core.scripts.run(name, keys, {**args, **more}, partition=partition)
 
-    async def begin(self, session_id: str, call_id: str, entry: str = "") -> ServerCall | None:
-        """Take a queued server call; None when it is not (any longer) this worker's to run. `entry` is
-        the work entry that brought it (done with here)."""
+    async def begin(self, session_id: str, call_id: str, entry: str = "") -> ServerCall | TaskCancel | None:
+        """Take a queued server call; None when it is not (any longer) this worker's to run, a TaskCancel
+        when what is owed is its task's cancel at its server. `entry` is the work entry that brought it
+        (done with here)."""
         lease = self._core.settings.server_call_lease_ms
         reply = await self._script("begin_server_call", session_id, call_id, lease_ms=lease, entry=entry)
+        if reply[0] == "cancel":
+            return TaskCancel(str(reply[1]), str(reply[2]))
         if reply[0] != "run":
             return None
-        return ServerCall(reply[1], loads(reply[2]), reply[3])
+        parked = loads(reply[4]) if reply[4] else None
+        left_s = int(reply[5]) / 1000 if int(reply[5]) >= 0 else None
+        return ServerCall(reply[1], loads(reply[2]), reply[3], parked, left_s)
+
+    async def park(self, session_id: str, call_id: str, task_id: str, *, wake_s: float, left_s: float) -> bool:
+        """Let go of a grant's call following task `task_id` until `wake_s` from now (its next poll), any
+        worker then taking it up; `left_s` is the call's time left, kept the first time. False when the
+        call is no longer this worker's (settled meanwhile)."""
+        wake, left = max(1, round(wake_s * 1000)), max(0, round(left_s * 1000))
+        (outcome,) = await self._script(
+            "park_server_call", session_id, call_id, task=task_id, wake_ms=wake, left_ms=left
+        )
+        return bool(outcome == "parked")
 
     async def renew(self, session_id: str, call_id: str) -> bool:
         lease = self._core.settings.server_call_lease_ms

@@ -475,27 +475,32 @@ InputAction = Literal["accept", "decline", "cancel"]
 
 
 class InputRequested(Event, tag="input_requested", frozen=True):
-    """A client asked the person during a call it acked (as MCP elicitation does): a form (`schema`, a flat
-    object of string, number, integer, boolean and enum properties) or a page to visit (`url`). Answered at
-    `POST /v1/sessions/{sid}/input-requests/{request_id}`; the call's result deadline and heartbeat wait
-    meanwhile (its tool's `timeout_s` does not)."""
+    """A client asked the person during a call it acked (as MCP elicitation does), or an agent's MCP grant's
+    server asked during a call of its tool: a form (`schema`, a flat object of string, number, integer,
+    boolean and enum properties) or a page to visit (`url`). Answered at
+    `POST /v1/sessions/{sid}/input-requests/{request_id}`; a client call's result deadline and heartbeat
+    wait meanwhile (its tool's `timeout_s` does not; a grant's call waits within its grant's `timeout_s`)."""
 
     shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
     notice: ClassVar[Notable | None] = Notable("input.requested")
     request_id: str
     call_id: str
+    # The registration that asked; empty for a grant's server (`source` `mcp`).
     client_id: str
-    # The tool's own name, as the client declared it.
+    # The tool's own name, as the client (or the grant's server) declared it.
     tool: str
-    # The request's name within its call (MCP's `inputRequests` key): the request id unless the client chose one.
+    # The request's name within its call (MCP's `inputRequests` key): the request id unless the client chose
+    # one; a grant's server's own key.
     key: str
     message: str
-    # Who asks: `client`, a client tool through its registration.
-    source: Literal["client"]
+    # Who asks: `client`, a client tool through its registration; `mcp`, an agent's MCP grant's server.
+    source: Literal["client", "mcp"]
     # The form asked for (MCP's `requestedSchema`); absent for a URL-mode request.
     schema_: JsonObject | UnsetType = msgspec.field(default=UNSET, name="schema")
     # The page the person is sent to (URL mode); absent for a form.
     url: str | UnsetType = UNSET
+    # The grant whose server asks (source `mcp`); absent for a client's request.
+    grant: str | UnsetType = UNSET
 
 
 class InputProvided(Event, tag="input_provided", frozen=True):

@@ -38,7 +38,15 @@ async def test_the_document_declares_bearer_auth_on_the_v1_routes(api: Api) -> N
 
 
 async def test_the_sdk_and_the_pages_scripts_are_served_and_nothing_else_is(api: Api) -> None:
-    pages = ("/pages/console.js", "/pages/demo.js", "/pages/transcript.js", "/pages/inbox.js", "/pages/input-form.js")
+    pages = (
+        "/pages/console.js",
+        "/pages/demo.js",
+        "/pages/transcript.js",
+        "/pages/inbox.js",
+        "/pages/input-form.js",
+        "/pages/timeline.js",
+        "/pages/timeline-view.js",
+    )
     for path in ("/sdk/switchboard.js", "/sdk/page-tools.js", "/sdk/input-requests.js", *pages):
         answer = await api.key.get(path)
         assert answer.status_code == 200, path
@@ -46,7 +54,8 @@ async def test_the_sdk_and_the_pages_scripts_are_served_and_nothing_else_is(api:
     for path, words in (
         (
             "/pages/console.html",
-            "no page file console.html; there are console.js, demo.js, transcript.js, inbox.js, input-form.js",
+            "no page file console.html; there are console.js, demo.js, transcript.js, inbox.js, input-form.js,"
+            " timeline.js, timeline-view.js",
         ),
         ("/pages/..%2Fapp.py", "no route /pages/../app.py"),
         ("/sdk/transcript.js", "no SDK file transcript.js"),

@@ -4,16 +4,17 @@ is cancelled, and ends an endless one at the grant's timeout."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from pydantic import SecretStr
 
 from switchboard.settings import Settings
 from tests.api.test_mcp_grants import answer, cancel_when, grant, settled_within, texts
-from tests.api_client import Api, of_type
+from tests.api_client import Api, of_type, run_over
 from tests.mcp_servers import TaskScript, tasks_app
-from tests.stack import serve_asgi
-from workers.mcp import tasks
+from tests.stack import run_worker, running_stack, serve_asgi
 
 # The call's cancel and result go through the broker's scripts: on the Cluster as well.
 pytestmark = pytest.mark.both_redis
@@ -69,10 +70,53 @@ async def test_a_cancelled_call_cancels_its_task_at_the_server(api: Api, tasks_u
     assert script.cancelled == ["task-1"]
 
 
-async def test_a_server_asking_for_input_fails_the_call_saying_so(api: Api, tasks_url: str) -> None:
+async def test_no_worker_holds_a_task_between_polls_and_a_second_worker_finishes_it(
+    settings: Settings, redis_url: str, api_key: str, tasks_url: str, script: TaskScript
+) -> None:
+    script.polls, script.interval_ms = 8, 500
+    configured = settings.model_copy(update={"bootstrap_api_key": SecretStr(api_key)})
+    async with running_stack(configured, redis_url, worker=False) as stack:
+        api = Api(stack)
+        try:
+            session = await api.session(mcp=[grant(tasks_url, "work")])
+            async with run_worker(configured, redis_url):
+                await api.send(session, "/call mcp__work__slow")
+                await settled_within(lambda: script.gets >= 2)
+                assert 2 <= script.gets < 8
+            # The first worker is gone with the task still working: the call is parked in Redis, not failed.
+            stopped_at = script.gets
+            (call,) = of_type(await api.events(session), "tool_call")
+            assert not of_type(await api.events(session), "tool_result")
+            record = await stack.broker.calls.record(session.id, call["call_id"])
+            assert record is not None
+            assert record.state in ("parked", "queued")
+            async with run_worker(configured, redis_url):
+                events = await api.wait_for(session, run_over, timeout=20)
+            (result,) = of_type(events, "tool_result")
+            assert result["is_error"] is False
+            assert texts(result) == ["done after 8 polls"]
+            assert script.gets == 8 > stopped_at
+            assert script.cancelled == []
+        finally:
+            await api.aclose()
+
+
+async def test_a_cancelled_run_cancels_its_parked_task_at_the_server(
+    api: Api, tasks_url: str, script: TaskScript
+) -> None:
+    script.polls = None
     session = await api.session(mcp=[grant(tasks_url, "work")])
-    events = await answer(api, session, "/call mcp__work__asks")
+    await api.send(session, "/call mcp__work__slow")
+    await settled_within(lambda: script.gets >= 1)
+    cancelled = await api.key.post(f"/v1/sessions/{session.id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    events = await api.wait_for(session, run_over, timeout=15)
+    assert of_type(events, "run_cancelled")
     (result,) = of_type(events, "tool_result")
     assert result["is_error"] is True
-    assert texts(result) == [tasks.ASKED]
-    assert of_type(events, "run_completed")
+    # No worker held the call when the run ended: the cancel owed at the server is taken up as work.
+    await settled_within(lambda: bool(script.cancelled))
+    assert script.cancelled == ["task-1"]
+    gets = script.gets
+    await asyncio.sleep(1)
+    assert script.gets == gets

@@ -29,6 +29,7 @@ _AG_UI_OUT = "an AG-UI event the door writes, dumped by its pydantic model (api/
 _FRONTEND_TOOL = "a tool a frontend declares in its request"
 _REGISTRATION_TOOL = "a tool as a registration declared it (broker.services.runs.offered), not an event"
 _MCP_IN = "what an MCP caller sent (its capabilities, a request's params)"
+_ASGI = "an ASGI message or scope of the MCP request being served"
 _KEYED_ANSWER = "the door's own keyed answer (run id, start seq) or its refusal, as it was first given"
 
 # (file, the `.get` call's receiver, the key): what the receiver is.
@@ -63,6 +64,14 @@ GETS: dict[tuple[str, str, str], str] = {
     ("api/mcp/tasks.py", "declared", "extensions"): _MCP_IN,
     ("api/mcp/tasks.py", "ctx.params or {}", "_meta"): _MCP_IN,
     ("api/mcp/inputs.py", "wire", "content"): "an MCP caller's answer to an input request (its inputResponses entry)",
+    ("api/mcp/back_channel.py", "reply", "id"): _MCP_IN,
+    ("api/mcp/back_channel.py", "sent", "method"): _MCP_IN,
+    ("api/mcp/back_channel.py", "sent", "params"): _MCP_IN,
+    ("api/mcp/back_channel.py", "params", "capabilities"): _MCP_IN,
+    ("api/mcp/back_channel.py", "message", "headers"): _ASGI,
+    ("api/mcp/back_channel.py", "message", "more_body"): _ASGI,
+    ("api/mcp/back_channel.py", "message", "body"): _ASGI,
+    ("api/mcp/back_channel.py", "last", "more_body"): _ASGI,
     ("delegate/chat.py", "outcome", "client_id"): "the input route's answer (run id, outcome, run-scoped client)",
     ("switchboard/session_new.py", "http", "/v1/agents"): "an HTTP GET",
     ("switchboard/tool_member.py", "body", "content"): "the result body a member posts",
@@ -75,6 +84,7 @@ GETS: dict[tuple[str, str, str], str] = {
 LOADS: dict[tuple[str, str], str] = {
     ("api/doors/bodies.py", "json.loads(bytes(raw))"): "a request body msgspec refused, parsed again to say where",
     ("api/doors/turns.py", "loads(body)"): _KEYED_ANSWER,
+    ("api/mcp/back_channel.py", "loads(body)"): _MCP_IN,
     ("api/mcp/sealing.py", "json.loads(self._codec.unseal(token))"): "a request state this deployment sealed",
     ("delegate/chat.py", "json.loads(text)"): (
         "the event as chat() hands it to its caller (on_event, ChatResult.events: dicts, its public API); "

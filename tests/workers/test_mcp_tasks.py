@@ -1,5 +1,6 @@
-"""A grant's tools/call answered with a task: polled at the server's interval (within bounds) to its result,
-its failure or its time limit, and cancelled at the server when the call is."""
+"""A grant's tools/call answered with a task: each answer about it read as still working (asked again at the
+server's interval, within bounds) or its outcome as the call's result; a cancel sent and its silence
+ignored. The polling itself, parked between polls, is tests/api/test_mcp_grant_tasks.py's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import mcp.types as mt
 import pytest
 
 from workers.mcp import tasks
+from workers.mcp.mapped import Working
 
 
 class _Server:
@@ -45,10 +47,6 @@ def _created(interval_ms: int | None = 300) -> dict[str, Any]:
     return body
 
 
-def _deadline(seconds: float) -> float:
-    return asyncio.get_running_loop().time() + seconds
-
-
 def _text(result: mt.CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, mt.TextContent)
@@ -69,67 +67,71 @@ def test_the_poll_interval_is_honoured_within_bounds() -> None:
     assert tasks.poll_s({"task": {"pollInterval": 500}}) == 0.5
 
 
-async def test_a_task_is_polled_to_its_result_at_the_servers_interval() -> None:
+async def test_a_completed_task_is_the_calls_result() -> None:
     answer = {"content": [{"type": "text", "text": "done"}], "isError": False}
-    server = _Server([{"status": "working", "pollIntervalMs": 300}, {"status": "completed", "result": answer}])
-    start = asyncio.get_running_loop().time()
-    result = await tasks.follow(server.send, _created(300), _deadline(10), 10)
+    server = _Server([{"status": "completed", "result": answer}])
+    body = await server.send("tasks/get", {"taskId": "t-1"})
+    result = await tasks.read(server.send, "t-1", body)
+    assert isinstance(result, mt.CallToolResult)
     assert not result.is_error
     assert _text(result) == "done"
-    assert server.methods() == ["tasks/get", "tasks/get"]
-    first, second = (call[2] for call in server.calls)
-    assert first - start >= 0.29
-    assert second - first >= 0.29
+
+
+async def test_a_working_task_is_asked_again_at_the_servers_interval() -> None:
+    server = _Server([{"status": "working", "pollIntervalMs": 300}])
+    assert await tasks.read(server.send, "t-1", _created(300)) == Working("t-1", 0.3)
+    assert server.methods() == []
 
 
 async def test_a_2025_task_result_is_fetched_with_tasks_result() -> None:
     payload = {"content": [{"type": "text", "text": "old"}], "isError": False}
     server = _Server([{"status": "completed"}], payload)
-    created = {"task": {"taskId": "t-1", "status": "working", "pollInterval": 250}}
-    result = await tasks.follow(server.send, created, _deadline(10), 10)
+    result = await tasks.read(server.send, "t-1", {"task": {"taskId": "t-1", "status": "completed"}})
+    assert isinstance(result, mt.CallToolResult)
     assert _text(result) == "old"
-    assert server.methods() == ["tasks/get", "tasks/result"]
+    assert server.methods() == ["tasks/result"]
 
 
 async def test_a_failed_task_fails_the_call_with_the_servers_message() -> None:
-    server = _Server([{"status": "failed", "statusMessage": "disk full"}])
-    result = await tasks.follow(server.send, _created(250), _deadline(10), 10)
+    server = _Server([{"status": "working"}])
+    result = await tasks.read(server.send, "t-1", {"status": "failed", "statusMessage": "disk full"})
+    assert isinstance(result, mt.CallToolResult)
     assert result.is_error
     assert "failed: disk full" in _text(result)
 
 
-async def test_an_endless_task_ends_at_the_tools_timeout_and_is_cancelled() -> None:
-    server = _Server([{"status": "working", "pollIntervalMs": 250}])
-    result = await tasks.follow(server.send, _created(250), _deadline(1.2), 1.2)
-    assert result.is_error
-    assert "did not finish within the tool's 1.2 s" in _text(result)
-    assert server.methods()[-1] == "tasks/cancel"
-    assert server.calls[-1][1] == {"taskId": "t-1"}
-    assert 2 <= server.methods().count("tasks/get") <= 5
+async def test_a_cancel_is_sent_and_its_silence_ignored() -> None:
+    server = _Server([{"status": "working"}])
+    await tasks.cancel(server.send, "t-1")
+    assert server.calls[-1][:2] == ("tasks/cancel", {"taskId": "t-1"})
 
+    async def silent(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise OSError("no answer")
 
-async def test_cancelling_the_call_sends_tasks_cancel() -> None:
-    server = _Server([{"status": "working", "pollIntervalMs": 250}])
-    following = asyncio.create_task(tasks.follow(server.send, _created(250), _deadline(30), 30))
-    await asyncio.sleep(0.6)
-    following.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await following
-    assert server.methods()[-1] == "tasks/cancel"
+    await tasks.cancel(silent, "t-1")
 
 
 @pytest.mark.parametrize(
-    ("created", "why"),
+    "created", [{"resultType": "task", "status": "working"}, {"resultType": "task", "taskId": "x" * 300}]
+)
+def test_a_task_without_a_usable_id_fails_the_call(created: dict[str, Any]) -> None:
+    result = tasks.task_id(created)
+    assert isinstance(result, mt.CallToolResult)
+    assert "without a taskId" in _text(result)
+
+
+@pytest.mark.parametrize(
+    ("body", "why", "cancelled"),
     [
-        ({"resultType": "task", "status": "working"}, "without a taskId"),
-        ({"resultType": "task", "taskId": "x" * 300, "status": "working"}, "without a taskId"),
-        ({"resultType": "task", "taskId": "t", "status": "odd"}, "unknown status 'odd'"),
-        ({"resultType": "task", "taskId": "t", "status": "input_required"}, tasks.ASKED),
-        ({"resultType": "task", "taskId": "t", "status": "completed", "result": {"content": 5}}, "not a tool result"),
+        ({"taskId": "t", "status": "odd"}, "unknown status 'odd'", True),
+        ({"taskId": "t", "status": "input_required"}, tasks.ASKED, True),
+        ({"taskId": "t", "status": "completed", "result": {"content": 5}}, "not a tool result", False),
     ],
 )
-async def test_a_bad_task_answer_fails_the_call_saying_why(created: dict[str, Any], why: str) -> None:
+async def test_a_bad_task_answer_fails_the_call_saying_why(body: dict[str, Any], why: str, cancelled: bool) -> None:
     server = _Server([{"status": "working"}])
-    result = await tasks.follow(server.send, created, _deadline(5), 5)
+    result = await tasks.read(server.send, "t", body)
+    assert isinstance(result, mt.CallToolResult)
     assert result.is_error
     assert why in _text(result)
+    assert (server.methods() == ["tasks/cancel"]) is cancelled

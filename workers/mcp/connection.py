@@ -43,6 +43,7 @@ from workers.mcp.exchanges import Exchanges
 from workers.mcp.flow import Flow
 from workers.mcp.guard import Guard, guarded
 from workers.mcp.listing import MAX_TOOLS
+from workers.mcp.mapped import Interim
 from workers.mcp.wire import mcp_client
 
 logger = logging.getLogger(__name__)
@@ -245,10 +246,18 @@ class Connection:
         return found[:MAX_TOOLS]
 
     async def call(
-        self, name: str, arguments: dict[str, Any], timeout_s: float, progress: Progress, traceparent: str = ""
-    ) -> mt.CallToolResult:
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        progress: Progress,
+        answers: tuple[dict[str, Any], str | None] | None = None,
+        traceparent: str = "",
+    ) -> mt.CallToolResult | Interim:
         """`tools/call` within `timeout_s`, whatever the server sends meanwhile; cancelling the awaiting task
-        (or the timeout) ends the request at the server (`notifications/cancelled`, or its stream closed)."""
+        (or the timeout) ends the request at the server (`notifications/cancelled`, or its stream closed).
+        `answers`: the `inputResponses` and `requestState` of a retry after the server asked for input.
+        A task or an InputRequiredResult is handed back as it came (Interim), for the caller to park."""
         deadline = asyncio.get_running_loop().time() + timeout_s
         # The session's own request, not Client.call_tool: that checks structured results against the
         # server's output schema with jsonschema, unbudgeted, on this loop; the result is only relayed.
@@ -258,26 +267,30 @@ class Connection:
             # The call's span, as the MCP semantic conventions carry trace context: in the request's `_meta`.
             sent = {**meta, "traceparent": traceparent} if traceparent else meta
             params = mt.CallToolRequestParams(name=name, arguments=arguments, meta=_meta(sent))
-            session = self._live().session
-            answer = await session.send_request(
+            if answers is not None:
+                # A grant answers elicitations alone (workers/mcp/asking.py).
+                responses = {key: mt.ElicitResult.model_validate(value) for key, value in answers[0].items()}
+                params = params.model_copy(update={"input_responses": responses, "request_state": answers[1]})
+            answer = await self._live().session.send_request(
                 mt.CallToolRequest(params=params),
                 _Answer,
                 request_read_timeout_seconds=timeout_s + 1,
                 progress_callback=progress,
             )
             body = answer.body()
-            if body.get("resultType") == "input_required":
-                return tasks.failed(tasks.ASKED)
-            if not tasks.is_task(body):
-                return mt.CallToolResult.model_validate(body, by_name=False)
+            if body.get("resultType") == "input_required" or tasks.is_task(body):
+                return Interim(body)
+            return mt.CallToolResult.model_validate(body, by_name=False)
 
-            async def send(method: str, task: dict[str, Any]) -> dict[str, Any]:
-                left = max(0.0, deadline - asyncio.get_running_loop().time())
-                request = _TaskRequest(method=method, params=task)
-                reply = await session.send_request(request, _Answer, request_read_timeout_seconds=left + 1)
-                return reply.body()
-
-            return await tasks.follow(send, body, deadline, timeout_s)
+    async def request(self, method: str, params: dict[str, Any], deadline: float) -> dict[str, Any]:
+        """One of the Tasks extension's requests (`tasks/get`, `tasks/result`, `tasks/cancel`) by `deadline`
+        (loop time): its result's body."""
+        left = max(0.001, deadline - asyncio.get_running_loop().time())
+        with self.exchanges.operation("call", deadline) as meta:
+            request = _TaskRequest(method=method, params={**params, "_meta": meta})
+            async with asyncio.timeout_at(deadline):
+                reply = await self._live().session.send_request(request, _Answer, request_read_timeout_seconds=left + 1)
+        return reply.body()
 
     async def close(self) -> None:
         self.flow.close()

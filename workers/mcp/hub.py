@@ -32,7 +32,7 @@ from common.schema.accept import SchemaRefused, accept_parameters
 from workers.config import McpGrant
 from workers.mcp.budget import Budget
 from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS
-from workers.mcp.mapped import Mapped, failed
+from workers.mcp.mapped import Interim, Mapped, Working, failed
 from workers.metrics import WorkerMetrics
 
 # The `mcp` package (two thirds of a worker's imports: a second or more of its start) is imported when the
@@ -257,11 +257,13 @@ class McpHub:
         arguments: dict[str, Any],
         progress: Progress,
         deadline: float | None = None,
+        answers: tuple[dict[str, Any], str | None] | None = None,
         traceparent: str = "",
-    ) -> Mapped:
+    ) -> Mapped | Interim:
         """`tools/call` on the grant's server, the result mapped (an error result when the server cannot be
         reached, fails, or has not answered by `deadline`: loop time, by default the grant's `timeout_s`
-        from now; connecting counts)."""
+        from now; connecting counts); a task or a request for input handed back as it came. `answers`:
+        a retry's `inputResponses` and `requestState`."""
         await _client()
         from workers.mcp.connection import describe, leaf
         from workers.mcp.results import map_result
@@ -269,30 +271,85 @@ class McpHub:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grant.timeout_s if deadline is None else deadline
         late = f"the MCP tool {tool} of {grant.name} did not finish within {grant.timeout_s:g} s"
-        server = self._server(grant)
-        try:
-            async with asyncio.timeout_at(deadline):
-                opened_by = min(deadline, loop.time() + CONNECT_TIMEOUT_S)
-                connection = await self._connected(grant, server, opened_by)
-        except TimeoutError:
-            return failed(late)
-        except Exception as error:
-            self._failed(grant, server, describe(error))
-            return failed(f"the MCP server of {grant.name} could not be reached: {describe(error)}")
+        connection = await self._reach(grant, deadline, late)
+        if isinstance(connection, Mapped):
+            return connection
         try:
             with connection.using():
                 async with asyncio.timeout_at(deadline):
                     left = max(0.001, deadline - loop.time())
-                    result = await connection.call(tool, arguments, left, progress, traceparent)
+                    result = await connection.call(tool, arguments, left, progress, answers, traceparent)
         except TimeoutError:
             return failed(late)
         except Exception as error:
             # The result says what went wrong in words; the log keeps the exception itself.
             logger.info("the MCP tool %s of grant %s failed: %r", tool, grant.name, leaf(error))
             if not connection.alive:
-                self._failed(grant, server, describe(error))
+                self._failed(grant, self._server(grant), describe(error))
             return failed(f"the MCP tool {tool} of {grant.name} failed: {describe(error)}")
-        return map_result(result)
+        return result if isinstance(result, Interim) else map_result(result)
+
+    async def _reach(self, grant: McpGrant, deadline: float, late: str = "") -> Connection | Mapped:
+        """The grant's open connection, opened by `deadline` if need be; else the call's error result
+        (`late` its text when the deadline came first)."""
+        from workers.mcp.connection import describe
+
+        loop = asyncio.get_running_loop()
+        server = self._server(grant)
+        try:
+            async with asyncio.timeout_at(deadline):
+                opened_by = min(deadline, loop.time() + CONNECT_TIMEOUT_S)
+                return await self._connected(grant, server, opened_by)
+        except TimeoutError:
+            return failed(late or f"the MCP server of {grant.name} could not be reached in time")
+        except Exception as error:
+            self._failed(grant, server, describe(error))
+            return failed(f"the MCP server of {grant.name} could not be reached: {describe(error)}")
+
+    async def poll(self, grant: McpGrant, task: str, body: dict[str, Any] | None, deadline: float) -> Mapped | Working:
+        """The task's state: `body`, the answer that created it, else one `tasks/get` by `deadline` (loop
+        time); its outcome mapped as the call's result, or Working (ask again after its poll_s)."""
+        await _client()
+        from workers.mcp import tasks
+        from workers.mcp.connection import describe
+        from workers.mcp.results import map_result
+
+        connection = await self._reach(grant, deadline)
+        if isinstance(connection, Mapped):
+            return connection
+
+        async def send(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            return await connection.request(method, params, deadline)
+
+        try:
+            with connection.using():
+                read = await tasks.read(
+                    send, task, body if body is not None else await send("tasks/get", {"taskId": task})
+                )
+        except TimeoutError:
+            await self.cancel_task(grant, task)
+            return map_result(tasks.too_late(grant.timeout_s))
+        except Exception as error:
+            logger.info("the MCP task %s of grant %s could not be read: %s", task, grant.name, describe(error))
+            await self.cancel_task(grant, task)
+            return failed(f"the MCP server's task of {grant.name} could not be read: {describe(error)}")
+        return read if isinstance(read, Working) else map_result(read)
+
+    async def cancel_task(self, grant: McpGrant, task: str) -> None:
+        """`tasks/cancel` of the grant's server's task, within tasks.CANCEL_TIMEOUT_S; nothing if it fails."""
+        await _client()
+        from workers.mcp import tasks
+
+        deadline = asyncio.get_running_loop().time() + tasks.CANCEL_TIMEOUT_S
+        connection = await self._reach(grant, deadline)
+        if isinstance(connection, Mapped):
+            return
+
+        async def send(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            return await connection.request(method, params, deadline)
+
+        with connection.using():
+            await tasks.cancel(send, task)
 
     async def close(self) -> None:
         for listing in list(self._listings):

@@ -39,7 +39,18 @@ sb_add(S.meta, #A.answered - #raw)
 table.remove(open, at)
 if #open == 0 then
   rec.iro = nil
-  sb_resume_deadline(S, rec, tonumber(A.result_ms))
+  if rec.kind == 'server' then
+    -- A grant's call parked on its server's questions (ask_grant_input.lua): queued for the worker that
+    -- retries it with the answers; its deadline timer (the end of its timeout_s) goes, the worker keeps it.
+    -- One a worker took up already (its time ran out meanwhile) is that worker's to settle.
+    if rec.state == 'parked' then
+      rec.state = 'queued'
+      redis.call('ZREM', SB_P.deadlines, S.sid .. ':' .. S.call_id)
+      sb_owe('t|' .. S.sid .. '|' .. S.call_id)
+    end
+  else
+    sb_resume_deadline(S, rec, tonumber(A.result_ms))
+  end
 end
 sb_put_call(S.meta, S.calls, S.call_id, rec)
 local event = sb_append(S, sb_ev_input_provided(id, S.call_id, rec.client, A.action,

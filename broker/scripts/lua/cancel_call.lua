@@ -18,6 +18,8 @@ local S = sb_call_context()
 if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local rec = sb_call(S)
 if not rec then return sb_refuse('not_found', 'no_call_in_session', S.call_id) end
-local owed = {awaiting = true, queued = true, dispatched = true, acked = true, running = true, waiting = true}
+local owed = {
+  awaiting = true, queued = true, dispatched = true, acked = true, running = true, waiting = true, parked = true,
+}
 if not owed[rec.state] then return sb_settled_refusal(S, rec) end
 return sb_reply(sb_fail_call(S, S.call_id, rec, 'run_gone', A.text, 'cancelled') or '')

@@ -12,13 +12,16 @@
 --!arg result_ms       the deployment's result deadline ms (a tool's own timeout_s or heartbeat_s says its
 --                      own text)
 --
--- Returns {'ok', 'failed' | 'denied' | 'not_due' | 'settled'}.
+-- Returns {'ok', 'failed' | 'denied' | 'not_due' | 'settled' | 'queued'}.
 
 --!include lib/core.lua
 --!include lib/events.lua
 --!include lib/partition.lua
 --!include lib/calls.lua
 --!include lib/call.lua
+
+-- How many times a grant's call whose worker stopped is taken up again before it fails as interrupted.
+local SB_GRANT_LAPSES = 3
 
 local S = sb_call_context()
 local member = S.sid .. ':' .. S.call_id
@@ -35,6 +38,18 @@ if rec and rec.state == 'awaiting' and rec.expires and sb_session_live(S) then
   sb_append(S, sb_error_result(S.call_id, 'the call was denied: ' .. text))
   sb_settle(S, S.call_id, rec, 'denied', 'denied')
   return sb_reply('denied')
+end
+-- A grant's call parked between two requests (park_server_call.lua, ask_grant_input.lua) is due: queued
+-- for any worker, which polls its task, or fails it when its time is up. One whose worker stopped while
+-- it held it is queued again the same way, a few times at most.
+if rec and rec.kind == 'server' and rec.gt and sb_session_live(S)
+    and (rec.state == 'parked' or (rec.state == 'running' and (rec.gt.lapses or 0) < SB_GRANT_LAPSES)) then
+  if rec.state == 'running' then rec.gt.lapses = (rec.gt.lapses or 0) + 1 end
+  rec.state = 'queued'
+  sb_put_call(S.meta, S.calls, S.call_id, rec)
+  redis.call('ZREM', SB_P.deadlines, member)
+  sb_owe('t|' .. S.sid .. '|' .. S.call_id)
+  return sb_reply('queued')
 end
 local live = {dispatched = true, acked = true, running = true, waiting = true}
 if not rec or not live[rec.state] or not sb_session_live(S) then

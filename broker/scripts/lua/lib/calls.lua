@@ -2,7 +2,8 @@
 --
 -- A call record (a field of S.calls, JSON) holds: kind (client | server), client (the registration it is
 -- bound to; '' for a server call), run, step, tool (raw), state (awaiting | dispatched | acked | queued |
--- running | answered | failed | denied), reason, ack (the acked event), tag (the answer's idempotency
+-- running | parked | answered | failed | denied; `parked`: a grant's call no worker holds between two
+-- requests, park_server_call.lua), reason, ack (the acked event), tag (the answer's idempotency
 -- tag), dispatch (the client_tool_dispatched body an approval sends), args (a server call's arguments),
 -- ato and expires (an approval's deadline: its length and when it runs out, ms; lib/call.lua).
 -- The active run (hash S.run) holds: run_id, step, attempt, state (queued | running | waiting | ending),
@@ -144,6 +145,12 @@ local function sb_fail_call(S, call_id, rec, reason, text, detail)
     -- The failure of a call that waited for its client closes the inbox's item: a notice for it alone
     -- (client_tool_failed is not notable by type; most calls never waited).
     if rec.state == 'waiting' then SB_NOTICE.leave(S.sid, seq) end
+  end
+  -- A grant's call following a task (record field `gt`, park_server_call.lua) may be held by no worker:
+  -- a cancel of it at the server is owed as work (`cx`), which begin_server_call.lua hands a worker.
+  if rec.kind == 'server' and rec.gt and rec.gt.task then
+    rec.gt.cx = 1
+    sb_owe('t|' .. S.sid .. '|' .. call_id)
   end
   sb_append(S, sb_error_result(call_id, text))
   sb_settle(S, call_id, rec, 'failed', reason)

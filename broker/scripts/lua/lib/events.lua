@@ -232,13 +232,13 @@ local function sb_ev_client_tool_waiting(call_id, tool, client_name, since, dead
     .. sb_str(deadline) .. ',"run_id":' .. (run_id == nil and 'null' or sb_str(run_id)) .. '}'
 end
 
--- sb_ev_input_requested(request_id, call_id, client_id, tool, key, message, source, schema_?, url?)
-local function sb_ev_input_requested(request_id, call_id, client_id, tool, key, message, source, schema_, url)
+-- sb_ev_input_requested(request_id, call_id, client_id, tool, key, message, source, schema_?, url?, grant?)
+local function sb_ev_input_requested(request_id, call_id, client_id, tool, key, message, source, schema_, url, grant)
   return '{"type":"input_requested","request_id":' .. sb_str(request_id) .. ',"call_id":' .. sb_str(call_id)
     .. ',"client_id":' .. sb_str(client_id) .. ',"tool":' .. sb_str(tool) .. ',"key":' .. sb_str(key)
     .. ',"message":' .. sb_str(message) .. ',"source":"' .. source .. '"'
     .. (schema_ ~= nil and (',"schema":' .. schema_) or '') .. (url ~= nil and (',"url":' .. sb_str(url)) or '')
-    .. '}'
+    .. (grant ~= nil and (',"grant":' .. sb_str(grant)) or '') .. '}'
 end
 
 -- sb_ev_input_provided(request_id, call_id, client_id, action, content|null, reason?)
