@@ -396,3 +396,30 @@ async def test_a_run_that_reaches_its_step_limit_as_a_step_begins_has_its_spans(
     (tool,) = named(spans, "execute_tool")
     assert "error.type" not in attrs(tool)
     assert len(named(spans, "chat ")) == 1
+
+
+@pytest.mark.parametrize("header", ["garbage", "00-" + "f" * 4096, f"00-{'0' * 32}-{'1' * 16}-01"])
+async def test_a_bad_traceparent_is_ignored_as_the_w3c_spec_says(
+    settings: Settings, redis_url: str, api_key: str, header: str
+) -> None:
+    exporter = InMemorySpanExporter()
+    async with traced_api(settings, redis_url, api_key, exporter) as api:
+        session = await api.session()
+        web = await api.register(session)
+        async with api.as_session(session) as client:
+            sent = await client.post(
+                f"/v1/sessions/{session.id}/events",
+                json={"type": "input", "text": CALL},
+                headers={"traceparent": header},
+            )
+            assert sent.status_code == 200, sent.text
+        core = api.stack.broker.core
+        # Nothing was kept for the caller's trace: the run starts one of its own.
+        assert not await core.redis.hexists(core.keys.session(session.id).trace(sent.json()["run_id"]), "parent")
+        await call_and_answer(api, session, web["id"], header)
+        spans = await spans_when(exporter, run_ended)
+    (run,) = named(spans, "invoke_agent")
+    assert run.parent is None
+    answers = [span for span in spans if span.name.endswith(("/ack", "/result"))]
+    assert len(answers) == 2
+    assert all(span.parent is None for span in answers)
