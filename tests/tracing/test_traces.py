@@ -3,100 +3,31 @@ client's own span and back, as the GenAI semantic conventions name them."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
 from common.tracing import Tracing
 from switchboard.settings import Settings
-from switchboard.tool_member import Member, Target
-from switchboard.typed_tools import Call, typed_tool
-from tests.api_client import Api, Session, of_type, run_over
-from tests.js_clients import drive
-from tests.mcp_servers import Seen, serving
+from tests.api_client import Api, of_type, run_over
 from tests.stack import run_worker, running_stack
+from tests.tracing.spans import (
+    CALL,
+    CONTENT_KEYS,
+    TOOL,
+    attrs,
+    call_and_answer,
+    ids,
+    named,
+    parent_id,
+    run_ended,
+    spans_when,
+    traced_api,
+)
 
 pytestmark = pytest.mark.both_redis
-
-TOOL = "client__web__highlight_row"
-CALL = f'/call {TOOL} {{"row_id": "7"}}'
-CONTENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "gen_ai.output.messages")
-
-
-def tracings(exporter: InMemorySpanExporter, *, capture: bool = False) -> tuple[Tracing, Tracing]:
-    """An API's and a worker's tracing, as two processes would have, exporting to one place."""
-    return (
-        Tracing.exporting_to(exporter, "switchboard-api", capture_content=capture),
-        Tracing.exporting_to(exporter, "switchboard-worker", capture_content=capture),
-    )
-
-
-@contextlib.asynccontextmanager
-async def traced_api(
-    settings: Settings, redis_url: str, api_key: str, exporter: InMemorySpanExporter, *, capture: bool = False
-) -> AsyncIterator[Api]:
-    configured = settings.model_copy(update={"bootstrap_api_key": SecretStr(api_key)})
-    async with running_stack(configured, redis_url, tracing=tracings(exporter, capture=capture)) as stack:
-        api = Api(stack)
-        try:
-            yield api
-        finally:
-            await api.aclose()
-
-
-async def spans_when(
-    exporter: InMemorySpanExporter, done: Callable[[Sequence[ReadableSpan]], bool], timeout: float = 10
-) -> Sequence[ReadableSpan]:
-    loop = asyncio.get_running_loop()
-    until = loop.time() + timeout
-    while True:
-        spans = exporter.get_finished_spans()
-        if done(spans):
-            return spans
-        if loop.time() > until:
-            raise AssertionError(f"timed out; spans: {[span.name for span in spans]}")
-        await asyncio.sleep(0.02)
-
-
-def named(spans: Sequence[ReadableSpan], prefix: str) -> list[ReadableSpan]:
-    return [span for span in spans if span.name.startswith(prefix)]
-
-
-def run_ended(spans: Sequence[ReadableSpan]) -> bool:
-    return bool(named(spans, "invoke_agent"))
-
-
-def ids(span: ReadableSpan) -> tuple[int, int]:
-    assert span.context is not None
-    return span.context.trace_id, span.context.span_id
-
-
-def parent_id(span: ReadableSpan) -> int | None:
-    return span.parent.span_id if span.parent is not None else None
-
-
-def attrs(span: ReadableSpan) -> dict[str, Any]:
-    return dict(span.attributes or {})
-
-
-async def call_and_answer(api: Api, session: Session, client_id: str, traceparent: str | None = None) -> str:
-    events = await api.wait_for(session, lambda es: bool(of_type(es, "client_tool_dispatched")))
-    call_id = str(of_type(events, "client_tool_dispatched")[0]["call_id"])
-    headers = {"traceparent": traceparent} if traceparent else {}
-    path = f"/v1/sessions/{session.id}/clients/{client_id}/calls/{call_id}"
-    async with api.as_session(session) as client:
-        assert (await client.post(f"{path}/ack", headers=headers)).status_code == 200
-        answered = await client.post(f"{path}/result", json={"text": "highlighted"}, headers=headers)
-        assert answered.status_code == 204, answered.text
-    await api.wait_for(session, run_over)
-    return call_id
 
 
 async def test_a_client_call_is_one_trace_from_the_run_to_the_clients_span_and_back(
@@ -306,79 +237,6 @@ async def test_a_run_cancelled_while_it_waits_has_its_spans(settings: Settings, 
     (tool,) = named(spans, "execute_tool")
     assert attrs(tool)["error.type"] == "run_gone"
     assert parent_id(tool) == ids(run)[1]
-
-
-async def test_an_mcp_grants_call_carries_its_span_in_meta(settings: Settings, redis_url: str, api_key: str) -> None:
-    exporter = InMemorySpanExporter()
-    seen = Seen()
-    async with serving("http", seen) as kit_url:
-        private = settings.model_copy(update={"provider_allow_private": True})
-        async with traced_api(private, redis_url, api_key, exporter) as api:
-            session = await api.session(mcp=[{"name": "kit", "url": kit_url, "default_policy": "allow"}])
-            await api.send(session, '/call mcp__kit__add {"a": 2, "b": 3}')
-            await api.wait_for(session, run_over, timeout=20)
-            spans = await spans_when(exporter, run_ended)
-    (tool,) = named(spans, "execute_tool")
-    assert attrs(tool)["gen_ai.tool.type"] == "kit"
-    trace_id, span_id = ids(tool)
-    assert [meta.get("traceparent") for meta in seen.metas] == [f"00-{trace_id:032x}-{span_id:016x}-01"]
-
-
-async def test_tools_serve_hands_its_tool_the_calls_span_and_answers_inside_it(
-    settings: Settings, redis_url: str, api_key: str
-) -> None:
-    exporter = InMemorySpanExporter()
-    handed: list[str | None] = []
-
-    async def look(call: Call) -> str:
-        """Looks."""
-        handed.append(call.traceparent)
-        call.progress("looking", 0.5)
-        return "seen"
-
-    tool = typed_tool(look)
-    async with traced_api(settings, redis_url, api_key, exporter) as api:
-        session = await api.session()
-        registered = await api.register(session, name="pool", tools=[tool.declaration()])
-        member = Member(Target(api.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 1)
-        stop = asyncio.Event()
-        serving_task = asyncio.create_task(member.serve(stop))
-        try:
-            await api.send(session, "/call client__pool__look")
-            events = await api.wait_for(session, run_over, timeout=10)
-            spans = await spans_when(exporter, run_ended)
-        finally:
-            stop.set()
-            await asyncio.wait_for(serving_task, 10)
-    (dispatched,) = of_type(events, "client_tool_dispatched")
-    assert handed == [dispatched["traceparent"]]
-    (tool_span,) = named(spans, "execute_tool")
-    answers = [span for span in spans if span.name.endswith(("/ack", "/progress", "/result"))]
-    assert sorted(span.name.rsplit("/", 1)[1] for span in answers) == ["ack", "progress", "result"]
-    assert {parent_id(span) for span in answers} == {ids(tool_span)[1]}
-    assert [event.name for event in tool_span.events][:2] == ["client_tool_dispatched", "client_tool_acked"]
-
-
-async def test_the_browser_sdk_hands_its_tool_the_calls_span_and_answers_inside_it(
-    settings: Settings, redis_url: str, api_key: str
-) -> None:
-    exporter = InMemorySpanExporter()
-    roomy = settings.model_copy(update={"ack_timeout_s": 10.0, "result_timeout_s": 10.0})
-    async with traced_api(roomy, redis_url, api_key, exporter) as api:
-        session = await api.session()
-        plan = {"url": api.stack.url, "sessionId": session.id, "token": session.token}
-        driving = asyncio.create_task(drive("sdk_trace_driver.mjs", plan))
-        await api.wait_for(session, lambda es: bool(of_type(es, "client_registered")), timeout=30)
-        await api.send(session, "/call client__web__look")
-        lines = await driving
-        events = await api.wait_for(session, run_over)
-        spans = await spans_when(exporter, run_ended)
-    (dispatched,) = of_type(events, "client_tool_dispatched")
-    assert lines[0] == {"callId": dispatched["call_id"], "traceparent": dispatched["traceparent"]}
-    (tool_span,) = named(spans, "execute_tool")
-    answers = [span for span in spans if span.name.endswith(("/ack", "/progress", "/result"))]
-    assert sorted(span.name.rsplit("/", 1)[1] for span in answers) == ["ack", "progress", "result"]
-    assert {parent_id(span) for span in answers} == {ids(tool_span)[1]}
 
 
 async def test_a_run_that_reaches_its_step_limit_as_a_step_begins_has_its_spans(
