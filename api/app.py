@@ -48,6 +48,7 @@ from api.settings import ApiSettings
 from api.sse import DIRECT_SEND
 from api.state import AppState
 from api.stream_caps import StreamCaps
+from api.tracing import TracedRequests
 from broker import Broker
 from broker.services.telemetry import probe_redis
 from broker.services.token_cipher import TokenCipher
@@ -55,6 +56,7 @@ from common.addresses import Resolver
 from common.jsonlog import pop_ids, push_ids
 from common.runtime import settle_heap
 from common.tasks import cancel_and_wait
+from common.tracing import Tracing, TracingSettings
 
 BOOTSTRAP_LABEL = "bootstrap"
 
@@ -114,7 +116,7 @@ def path_ids(path: str) -> dict[str, str | None]:
 class SwitchboardApp(FastAPI):
     """FastAPI, with the hot routes taken by the fast lane (`api.fastlane`) before its own stack."""
 
-    def __init__(self, *, settings: ApiSettings, **options: Any) -> None:
+    def __init__(self, *, settings: ApiSettings, tracing: Tracing, **options: Any) -> None:
         # /docs and /redoc are served from the package's own files (api/routes/docs.py), not a CDN.
         super().__init__(docs_url=None, redoc_url=None, **options)
         self.fast_lane = settings.fast_lane
@@ -122,7 +124,9 @@ class SwitchboardApp(FastAPI):
         self._result_limit = Limit(settings.max_result_body_bytes, "SWITCHBOARD_MAX_RESULT_BODY_BYTES")
         self._rate_limits = RateLimits(settings)
         self._cross_origin = CrossOrigin()
-        self._front = behind_proxies(self._serve, settings.trusted_proxy_list)
+        front = behind_proxies(self._serve, settings.trusted_proxy_list)
+        # Untraced, nothing wraps the front: not even a check per request.
+        self._front = TracedRequests(front, tracing) if tracing.enabled else front
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: AppState | None = getattr(self.state, "switchboard", None)
@@ -194,12 +198,20 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def create_app(
-    settings: ApiSettings, redis_url: str, *, settle: bool = False, resolver: Resolver | None = None
+    settings: ApiSettings,
+    redis_url: str,
+    *,
+    settle: bool = False,
+    resolver: Resolver | None = None,
+    tracing: Tracing | None = None,
 ) -> FastAPI:
     """The API over the Redis at `redis_url`; one broker connection and one live hub per app. `settle`
     (a server process of its own, not an app inside tests) tunes the collector once started; `resolver`
-    answers for provider host names (the system's when None)."""
+    answers for provider host names (the system's when None); `tracing`: where spans go (when None, as
+    the environment says: docs/observability.md)."""
     metrics = Metrics()
+    own_tracing = tracing is None
+    tracing = tracing or Tracing.start(TracingSettings(), "switchboard-api")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -212,7 +224,8 @@ def create_app(
             await hub.start()
             caps = StreamCaps(settings.max_streams_per_session, settings.max_streams_per_credential)
             cipher = None if settings.secret_key is None else TokenCipher(settings.secret_key)
-            app.state.switchboard = AppState(broker, hub, metrics, caps, RequestStates(settings.secret_key), cipher)
+            states = RequestStates(settings.secret_key)
+            app.state.switchboard = AppState(broker, hub, metrics, caps, states, tracing, token_cipher=cipher)
             probe = asyncio.create_task(probe_redis(broker.round_trip, metrics.redis_rtt, settings.redis_probe_s))
             if settle:
                 settle_heap()
@@ -228,9 +241,13 @@ def create_app(
                 await cancel_and_wait([probe])
             await hub.stop()
             await broker.close()
+            if own_tracing:
+                # What is left of the spans goes out (or is given up at the exporter's timeout), off the loop.
+                await asyncio.to_thread(tracing.shutdown)
 
     app = SwitchboardApp(
         settings=settings,
+        tracing=tracing,
         title="Switchboard",
         version="0.1.0",
         description="Routes an agent's client tool calls to the apps that serve them (the Subako /v1 API).",

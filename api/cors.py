@@ -22,7 +22,18 @@ from api.asgi import header, send_refusal
 from api.state import AppState
 from common.codec import canonical_uuid
 
-ALLOW_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, Kikuvi-Workspace, Switchboard-Pool-Member"
+# `traceparent`: the browser SDK sends a traced call's span with its ack, progress and result.
+ALLOW_HEADERS = ", ".join(
+    (
+        "Authorization",
+        "Content-Type",
+        "Idempotency-Key",
+        "Last-Event-ID",
+        "Kikuvi-Workspace",
+        "Switchboard-Pool-Member",
+        "traceparent",
+    )
+)
 # The headers an MCP caller sends at 2026-07-28 (and before it, its protocol version), allowed on the
 # session MCP endpoints; a tool's own `Mcp-Param-<name>` headers are allowed as the preflight names them.
 MCP_ALLOW_HEADERS = "Mcp-Method, Mcp-Name, MCP-Protocol-Version, Mcp-Session-Id, Last-Event-ID"

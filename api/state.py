@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -12,8 +12,10 @@ from api.metrics import Metrics
 from api.settings import ApiSettings
 from api.stream_caps import StreamCaps
 from broker import Broker
+from broker.run_spans import RunSpans
 from broker.services.live import LiveHub
 from broker.services.token_cipher import TokenCipher
+from common.tracing import Tracing
 
 
 @dataclass
@@ -24,11 +26,19 @@ class AppState:
     stream_caps: StreamCaps
     # Seals the `requestState` an MCP caller asked for input echoes back (api/mcp/inputs.py).
     request_states: RequestStates
+    # The process's spans' way out (off: nothing is made).
+    tracing: Tracing = field(default_factory=Tracing)
     # Opens and seals MCP grants' OAuth tokens and sign-in flows; None without SWITCHBOARD_SECRET_KEY.
     token_cipher: TokenCipher | None = None
+
     # Set by SIGTERM (api.server): readiness fails and every response closes its connection, so balancers
     # and clients move to other replicas before this one stops listening.
     draining: bool = False
+
+    @property
+    def run_spans(self) -> RunSpans:
+        """Makes a run's spans where this process ends it (a cancel of a run that waited)."""
+        return RunSpans(self.tracing, self.broker)
 
 
 def app_state(request: Request) -> AppState:

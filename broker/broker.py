@@ -31,6 +31,7 @@ from broker.services.server_calls import ServerCalls
 from broker.services.sessions import Sessions
 from broker.services.telemetry import Figures, read_figures
 from broker.services.timers import Timers
+from broker.services.traces import Traces
 from broker.services.webhooks import Webhooks
 from broker.services.work import Work
 from common.addresses import ProviderAddresses, Resolver
@@ -66,6 +67,7 @@ class Broker(Generic[S]):
         self.arguments = ArgumentChecks(core.settings.schema_check_steps, core.settings.schema_check_timeout_s)
         self.approvals = Approvals(core, self.arguments)
         self.calls = Calls(core)
+        self.traces = Traces(core)
         self.inputs = Inputs(core)
         self.server_calls = ServerCalls(core)
         self.pools = Pools(core)

@@ -117,6 +117,10 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:s:<S>:owed`                   | hash   | none                     | unsettled call id -> client id         |
 | `sb:{T}:s:<S>:run`                    | hash   | none                     | the active run's state                 |
 | `sb:{T}:s:<S>:inbox`                  | list   | none                     | steering input for the active run      |
+| `sb:{T}:s:<S>:trace:<run id>`         | hash   | SWITCHBOARD_MAX_WAIT_S   | a traced run's trace context (only when|
+|                                       |        | + 1 day (deleted when    | tracing is on): the caller's           |
+|                                       |        | the run's span is made)  | traceparent, start, summed usage, the  |
+|                                       |        |                          | last step's calls (services/traces.py) |
 | `sb:{T}:s:<S>:queue`                  | list   | none                     | input waiting for a run of its own     |
 | `sb:{T}:s:<S>:idem:<digest>`          | string | idempotency TTL          | receipts of session routes             |
 | `sb:{T}:s:<S>:inputs`                 | hash   | none (a call's go with   | input request id -> its entry (JSON);  |
@@ -315,6 +319,10 @@ class SessionKeys:
     def live(self) -> str:
         """The pub/sub channel of the session's appended events."""
         return f"{self.base}:live"
+
+    def trace(self, run_id: str) -> str:
+        """A traced run's trace context (broker/services/traces.py)."""
+        return f"{self.base}:trace:{run_id}"
 
     def client(self, client_id: str) -> str:
         return f"{self.base}:client:{client_id}"

@@ -179,11 +179,13 @@ class Member:
         # An async tool stops at its next await; a sync one runs on in its thread and can read the flag.
         task.cancel()
 
-    def _reporter(self, http: httpx2.AsyncClient, path: str) -> Callable[[str | None, float | None], None]:
+    def _reporter(
+        self, http: httpx2.AsyncClient, path: str, headers: dict[str, str]
+    ) -> Callable[[str | None, float | None], None]:
         loop = asyncio.get_running_loop()
 
         def send(message: str | None, fraction: float | None) -> None:
-            task = loop.create_task(self._report(http, path, message, fraction))
+            task = loop.create_task(self._report(http, path, headers, message, fraction))
             self._reports.add(task)
             task.add_done_callback(self._reports.discard)
 
@@ -193,10 +195,12 @@ class Member:
 
         return report
 
-    async def _report(self, http: httpx2.AsyncClient, path: str, message: str | None, fraction: float | None) -> None:
+    async def _report(
+        self, http: httpx2.AsyncClient, path: str, headers: dict[str, str], message: str | None, fraction: float | None
+    ) -> None:
         body = {key: value for key, value in (("message", message), ("fraction", fraction)) if value is not None}
         try:
-            sent = await _post(http, path, json=body, attempts=2)
+            sent = await _post(http, path, json=body, attempts=2, headers=headers)
         except httpx2.TransportError as error:
             logger.warning("progress %s not sent: %s", path, error)
             return
@@ -220,22 +224,25 @@ class Member:
     async def _handle(self, http: httpx2.AsyncClient, member: str, event: ClientToolDispatched) -> None:
         call_id = event.call_id
         calls = f"{self._target.path}/calls/{call_id}"
-        if not await self._ack(http, f"{calls}/ack", call_id, member):
+        # A traced deployment's call span: the answers' request spans are made its children.
+        trace = event.traceparent if isinstance(event.traceparent, str) else None
+        traced = {"traceparent": trace} if trace else {}
+        if not await self._ack(http, f"{calls}/ack", call_id, {MEMBER_HEADER: member, **traced}):
             return
         started = time.monotonic()
         name = event.tool
-        ran = await self._run(http, calls, call_id, name, event.arguments)
+        ran = await self._run(http, calls, call_id, name, event.arguments, trace)
         said: str | None
         if ran is None:
             self.cancelled += 1
             outcome, said = CANCELLED, self._stopped_why.pop(call_id, FAILED_WHILE_RUNNING)
         else:
-            outcome, said = await self._answer(http, f"{calls}/result", *ran)
+            outcome, said = await self._answer(http, f"{calls}/result", *ran, traced)
         self._said(name, call_id, outcome, time.monotonic() - started, said)
 
-    async def _ack(self, http: httpx2.AsyncClient, path: str, call_id: str, member: str) -> bool:
+    async def _ack(self, http: httpx2.AsyncClient, path: str, call_id: str, headers: dict[str, str]) -> bool:
         try:
-            acked = await _post(http, path, headers={MEMBER_HEADER: member})
+            acked = await _post(http, path, headers=headers)
         except httpx2.TransportError as error:
             # Unacked, the call goes to another member after the claim interval.
             logger.warning("ack of call %s failed: %s", call_id, error)
@@ -247,10 +254,18 @@ class Member:
         return True
 
     async def _run(
-        self, http: httpx2.AsyncClient, calls: str, call_id: str, name: str, arguments: dict[str, Any]
+        self,
+        http: httpx2.AsyncClient,
+        calls: str,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+        trace: str | None = None,
     ) -> tuple[dict[str, Any], bool] | None:
         """The result body and whether it is an error; None if the call failed while it ran."""
-        call = Call(call_id, self._reporter(http, f"{calls}/progress"), self._asker(http, calls))
+        traced = {"traceparent": trace} if trace else {}
+        reporter = self._reporter(http, f"{calls}/progress", traced)
+        call = Call(call_id, reporter, self._asker(http, calls), traceparent=trace)
         current = asyncio.current_task()
         assert current is not None
         self._calls[call_id] = (call, current)
@@ -265,11 +280,11 @@ class Member:
             del self._calls[call_id]
 
     async def _answer(
-        self, http: httpx2.AsyncClient, path: str, body: dict[str, Any], is_error: bool
+        self, http: httpx2.AsyncClient, path: str, body: dict[str, Any], is_error: bool, headers: dict[str, str]
     ) -> tuple[str, str | None]:
         """The call's outcome once its result is sent, and what to say of it."""
         try:
-            answered = await _post(http, path, json=body)
+            answered = await _post(http, path, json=body, headers=headers)
         except httpx2.TransportError as error:
             return UNDELIVERED, f"the result could not be delivered: {error}"
         if answered.status_code != 204:

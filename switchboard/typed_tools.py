@@ -37,15 +37,19 @@ class Call:
     timed out, its run gone; an async tool is cancelled outright as well), `progress()` reports how far it
     is (`client_tool_progress`; it also keeps a tool with `heartbeat_s` alive), and `ask()` asks the person
     (an input request: a form, or `ask_url()` for a page to visit) and returns the answer; a sync tool uses
-    `ask_sync()` and `ask_url_sync()`, which block its thread until then."""
+    `ask_sync()` and `ask_url_sync()`, which block its thread until then. `traceparent` is the call's span
+    (W3C trace context) when the deployment traces, else None: a tool that traces its work makes its span a
+    child of it (docs/observability.md)."""
 
     def __init__(
         self,
         call_id: str,
         report: Callable[[str | None, float | None], None] | None = None,
         ask: Ask | None = None,
+        traceparent: str | None = None,
     ) -> None:
         self.call_id = call_id
+        self.traceparent = traceparent
         self._report = report
         self._ask = ask
         # A sync tool's asks run on the loop that serves the call; they end with the call.

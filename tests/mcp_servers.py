@@ -60,6 +60,8 @@ class Seen:
     began: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    # The `_meta` of each call it began (a traced deployment's `traceparent` among it).
+    metas: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Kit:
@@ -75,6 +77,8 @@ class _Kit:
         with contextlib.suppress(Exception):
             if ctx.headers is not None:
                 self._seen.headers.append({k.lower(): v for k, v in ctx.headers.items()})
+        with contextlib.suppress(Exception):
+            self._seen.metas.append(dict(ctx.request_context.meta or {}))
 
     def add(self, a: int, b: int, ctx: Context) -> int:
         """Add two numbers."""

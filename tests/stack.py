@@ -28,6 +28,7 @@ from broker.transport.aio import command
 from broker.transport.commands import Commands
 from broker.transport.embedded import EmbeddedRedis, free_port
 from common.addresses import Resolver
+from common.tracing import Tracing
 from switchboard.settings import Settings
 from tests.resolver import Names
 from workers.worker import serve as serve_worker
@@ -65,9 +66,11 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def serve_api(settings: Settings, redis_url: str, resolver: Resolver | None = None) -> AsyncIterator[str]:
+async def serve_api(
+    settings: Settings, redis_url: str, resolver: Resolver | None = None, tracing: Tracing | None = None
+) -> AsyncIterator[str]:
     # The options `switchboard api` serves with: the same header deadline and the same proxies believed.
-    app = create_app(settings, redis_url, resolver=resolver or Names())
+    app = create_app(settings, redis_url, resolver=resolver or Names(), tracing=tracing)
     async with serve_asgi(app, **uvicorn_options(settings)) as url:
         yield url
 
@@ -131,9 +134,13 @@ async def serve_asgi(app: ASGIApp, port: int | None = None, **options: Any) -> A
 
 
 @contextlib.asynccontextmanager
-async def run_worker(settings: Settings, redis_url: str, resolver: Resolver | None = None) -> AsyncIterator[None]:
+async def run_worker(
+    settings: Settings, redis_url: str, resolver: Resolver | None = None, tracing: Tracing | None = None
+) -> AsyncIterator[None]:
     stop = asyncio.Event()
-    task = asyncio.create_task(serve_worker(settings, redis_url, stop=stop, resolver=resolver or Names()))
+    task = asyncio.create_task(
+        serve_worker(settings, redis_url, stop=stop, resolver=resolver or Names(), tracing=tracing)
+    )
     await asyncio.sleep(0)
     try:
         yield
@@ -176,16 +183,26 @@ def hang_report(delay_s: float = HANG_REPORT_S) -> Iterator[None]:
 
 @contextlib.asynccontextmanager
 async def running_stack(
-    settings: Settings, redis_url: str, *, worker: bool = True, resolver: Resolver | None = None
+    settings: Settings,
+    redis_url: str,
+    *,
+    worker: bool = True,
+    resolver: Resolver | None = None,
+    tracing: tuple[Tracing, Tracing] | None = None,
 ) -> AsyncIterator[Stack]:
     """The API and (unless `worker` is False) a worker; provider host names are resolved by `resolver`,
-    by default a table of the tests' own (tests/resolver.py), never by a DNS server."""
+    by default a table of the tests' own (tests/resolver.py), never by a DNS server. `tracing`: the API's
+    and the worker's (else as the environment says)."""
+    api_tracing, worker_tracing = tracing or (None, None)
     assert settings.bootstrap_api_key is not None
     key = settings.bootstrap_api_key.get_secret_value()
     with hang_report():
-        async with opened_broker(settings, redis_url) as broker, serve_api(settings, redis_url, resolver) as url:
+        async with (
+            opened_broker(settings, redis_url) as broker,
+            serve_api(settings, redis_url, resolver, api_tracing) as url,
+        ):
             if worker:
-                async with run_worker(settings, redis_url, resolver):
+                async with run_worker(settings, redis_url, resolver, worker_tracing):
                     yield Stack(url, key, settings, broker)
             else:
                 yield Stack(url, key, settings, broker)

@@ -21,6 +21,7 @@ from broker.services.server_calls import ServerCall, TaskCancel
 from common.codec import dumps
 from common.events.build import text_block, tool_progress
 from common.tasks import cancel_and_wait
+from common.tracing import Tracing
 from workers.mcp.calls import McpCalls
 from workers.mcp.grant_tokens import GrantTokens
 from workers.mcp.hub import McpHub
@@ -29,6 +30,7 @@ from workers.mcp.parking import GrantTurns
 from workers.models.base import ModelError
 from workers.models.registry import ModelRegistry
 from workers.tools import Registry
+from workers.tracing import call_traceparent
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +84,11 @@ class ServerToolRunner:
         hub: McpHub,
         models: ModelRegistry,
         mcp_calls: McpCalls,
+        tracing: Tracing | None = None,
         tokens: GrantTokens | None = None,
     ) -> None:
         self._broker = broker
+        self._tracing = tracing or Tracing()
         self._registry = registry
         self._hub = hub
         self._models = models
@@ -166,7 +170,8 @@ class ServerToolRunner:
                         f"the MCP tool {tool} of {grant_name} did not start within {grant.timeout_s:g} s: its"
                         f" server had {per_grant} calls running on this worker (SWITCHBOARD_MCP_CALLS_PER_GRANT)"
                     )
-                return await self._turns.run(session_id, call_id, grant, call, progress, deadline)
+                traceparent = await call_traceparent(self._tracing, self._broker, session_id, call_id)
+                return await self._turns.run(session_id, call_id, grant, call, progress, deadline, traceparent)
         finally:
             await progress.close()
 

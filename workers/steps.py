@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from broker import Broker
 from broker.errors import BrokerUnavailable
+from broker.services.providers import SCRIPTED_PROVIDER_ID
 from broker.services.runs import Committed
 from common.codec import dumps
 from common.events.build import message_assistant, step_timing
@@ -32,6 +33,7 @@ from workers.models.registry import ModelRegistry
 from workers.models.retry import with_retries
 from workers.settings import WorkerSettings
 from workers.tools import Registry
+from workers.tracing import FirstChunk, RunTracer, StepTrace
 from workers.transcript import Transcripts
 
 logger = logging.getLogger(__name__)
@@ -100,9 +102,11 @@ class StepRunner:
         registry: Registry,
         hub: McpHub,
         metrics: WorkerMetrics,
+        tracer: RunTracer,
         tokens: GrantTokens | None = None,
     ) -> None:
         self._broker = broker
+        self._tracer = tracer
         self._models = models
         self._metrics = metrics
         self._registry = registry
@@ -128,8 +132,18 @@ class StepRunner:
             logger.exception("step %s of run %s failed", step, run_id)
             await self._end(session_id, run_id, step, attempt, "run_failed", UNEXPECTED_FAILURE)
 
-    async def _end(self, session_id: str, run_id: str, step: int, attempt: int, outcome: str, error: str = "") -> None:
+    async def _end(
+        self,
+        session_id: str,
+        run_id: str,
+        step: int,
+        attempt: int,
+        outcome: str,
+        error: str = "",
+        traced: StepTrace | None = None,
+    ) -> None:
         await self._broker.runs.finish(session_id, run_id, step, attempt, outcome, error)
+        await self._tracer.ended(traced, outcome)
 
     async def _run(self, session_id: str, run_id: str, step: int, attempt: int, entry: str) -> None:
         broker = self._broker
@@ -143,37 +157,47 @@ class StepRunner:
         limit = config.max_steps if config is not None else broker.settings.max_steps
         # Begin before the model is resolved: a provider SDK's first import takes seconds, and under the
         # step's lease (renewed by _Hold) a slow import is not mistaken for a worker that died.
-        outcome = await broker.runs.begin(session_id, run_id, step, attempt, limit, entry)
+        trace = await self._tracer.trace_id(session_id, run_id)
+        outcome = await broker.runs.begin(session_id, run_id, step, attempt, limit, entry, trace)
         if outcome != "run":
+            await self._tracer.ended_as_it_began(session_id, run_id, outcome)
             return
+        traced = await self._tracer.began(session_id, run_id, step)
         if config is None:
-            await self._end(session_id, run_id, step, attempt, "run_failed", failure)
+            await self._end(session_id, run_id, step, attempt, "run_failed", failure, traced)
             return
         deltas = DeltaStream(broker, session_id, run_id, step)
         try:
             turn, routed, mcp_tools = await _Hold(broker, session_id, run_id, step, attempt).run(
-                self._call(session_id, config, deltas)
+                self._call(session_id, config, deltas, traced)
             )
         except StepCancelled:
-            await self._end(session_id, run_id, step, attempt, "run_cancelled")
+            await self._end(session_id, run_id, step, attempt, "run_cancelled", traced=traced)
             return
         except StepLost:
             logger.warning("step %s of run %s was reclaimed from this worker; it stops", step, run_id)
             return
         except ModelError as error:
-            await self._end(session_id, run_id, step, attempt, "run_failed", str(error))
+            await self._end(session_id, run_id, step, attempt, "run_failed", str(error), traced)
             return
         finally:
             await deltas.close()
         timing = {"step_ms": round((time.monotonic() - started) * 1000), "started_at_us": started_at_us}
-        await self._commit(session_id, run_id, step, attempt, turn, routed, mcp_tools, config, timing)
+        after_seq = await broker.log.head(session_id) if traced is not None else 0
+        committed = await self._commit(
+            session_id, run_id, step, attempt, turn, routed, mcp_tools, config, timing, traced
+        )
+        counts = turn.usage.fields() if turn.usage is not None else {}
+        await self._tracer.committed(traced, routed, after_seq, counts, committed.outcome)
 
     async def _catalog(self, session_id: str, config: RunConfig, mcp_tools: McpTools) -> Catalog:
         return Catalog.build(
             await self._broker.runs.offered(session_id), self._registry, config, self._broker.arguments, mcp_tools
         )
 
-    async def _call(self, session_id: str, config: RunConfig, deltas: DeltaStream) -> tuple[Turn, Routed, McpTools]:
+    async def _call(
+        self, session_id: str, config: RunConfig, deltas: DeltaStream, traced: StepTrace | None
+    ) -> tuple[Turn, Routed, McpTools]:
         model = await self._models.model_for(session_id)
         # Once a step: a catalog built again for the commit uses these (a listing may hold the step's slot).
         grants, lacking = config.mcp, {}
@@ -189,13 +213,19 @@ class StepRunner:
         transcript = await self._transcripts.read(session_id)
         settings = self._broker.settings
         request = ModelRequest(config, transcript, catalog.tools, StreamLimits.of(settings))
-        turn: Turn = await with_retries(
-            lambda: model.turn(request, deltas),
-            deltas,
-            attempts=settings.model_attempts,
-            backoff_s=settings.model_backoff_s,
-            budget_s=settings.model_retry_budget_s,
-        )
+        scripted = traced is not None and (await self._models.billed_to(session_id))[0] == SCRIPTED_PROVIDER_ID
+        with self._tracer.chat(traced, config, scripted) as span:
+            # Wrapped only when traced: untraced, the deltas go straight to the stream as before.
+            started, first = time.monotonic(), FirstChunk(deltas) if traced is not None else None
+            sink = first or deltas
+            turn: Turn = await with_retries(
+                lambda: model.turn(request, sink),
+                deltas,
+                attempts=settings.model_attempts,
+                backoff_s=settings.model_backoff_s,
+                budget_s=settings.model_retry_budget_s,
+            )
+            self._tracer.answered(span, turn, started, first)
         # Under the step's lease: checking the calls' arguments may take a while (common/schema/).
         return turn, await catalog.routed(turn.calls), mcp_tools
 
@@ -210,6 +240,7 @@ class StepRunner:
         mcp_tools: McpTools,
         config: RunConfig,
         measured: dict[str, int],
+        traced: StepTrace | None,
     ) -> Committed:
         payload: dict[str, object] = {"scope": "step", "run_id": run_id, "step": step, "attempt": attempt, **measured}
         counts = turn.usage.fields() if turn.usage is not None else {}
@@ -224,9 +255,10 @@ class StepRunner:
         timing = step_timing(payload)
         usage = dumps(counts) if counts else ""
         message = message_assistant(turn.content, turn.model)
+        traceparents = self._tracer.traceparents(traced, turn)
         for _ in range(_COMMIT_ATTEMPTS):
             committed = await self._broker.runs.commit(
-                session_id, run_id, step, attempt, message, routed, timing, usage
+                session_id, run_id, step, attempt, message, routed, timing, usage, traceparents
             )
             if committed.outcome != "retry":
                 return committed

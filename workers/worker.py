@@ -25,6 +25,7 @@ from common.codec import uuid7
 from common.jsonlog import log_ids
 from common.runtime import settle_heap
 from common.tasks import cancel_and_wait
+from common.tracing import Tracing, TracingSettings
 from workers.backlog import Backlog
 from workers.inbox_notices import inbox_consumer
 from workers.keeper import Keeper
@@ -40,6 +41,7 @@ from workers.settings import WorkerSettings
 from workers.steps import StepRunner
 from workers.timekeeper import Timekeeper
 from workers.tools import load_registry
+from workers.tracing import RunTracer
 from workers.webhooks import WebhookConsumer, WebhookSender
 
 logger = logging.getLogger(__name__)
@@ -89,12 +91,20 @@ async def _arm_older_sessions(broker: Broker) -> None:
 
 
 async def serve(
-    settings: WorkerSettings, url: str, *, stop: asyncio.Event | None = None, resolver: Resolver | None = None
+    settings: WorkerSettings,
+    url: str,
+    *,
+    stop: asyncio.Event | None = None,
+    resolver: Resolver | None = None,
+    tracing: Tracing | None = None,
 ) -> None:
     """Run a worker until SIGTERM or SIGINT (running steps get SWITCHBOARD_STEP_TIMEOUT_S to finish) or,
     in process, until `stop` is set; signal handlers are installed only when no `stop` is given.
-    `resolver` answers for provider host names (the system's when None)."""
+    `resolver` answers for provider host names (the system's when None); `tracing`: the process's spans'
+    way out (when None, as the environment says: docs/observability.md)."""
     own_process = stop is None
+    own_tracing = tracing is None
+    tracing = tracing or Tracing.start(TracingSettings(), "switchboard-worker")
     stop = stop or asyncio.Event()
     broker = await Broker.connect(settings, url, role="switchboard-worker", resolver=resolver)
     worker_id = f"{socket.gethostname()}/{uuid7()}"
@@ -111,11 +121,12 @@ async def serve(
             broker, TokenCipher(settings.secret_key), settings.public_url, settings.mcp_authorization_timeout_s
         )
     )
-    server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls, tokens)
+    server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls, tracing, tokens)
     sender = WebhookSender(broker, broker.providers.addresses, metrics)
     # The consumers of notable events, in order: webhooks, then the workspace inbox.
     notices = Notices(broker, [WebhookConsumer(broker, sender), inbox_consumer(broker.inbox)])
-    jobs = _Jobs(broker, StepRunner(broker, models, registry, hub, metrics, tokens), server_tools, notices, metrics)
+    steps = StepRunner(broker, models, registry, hub, metrics, RunTracer(tracing, broker), tokens)
+    jobs = _Jobs(broker, steps, server_tools, notices, metrics)
     # Shared by the keeper and the runner: due timers (a schedule's firing first of all) before new work.
     backlog = Backlog()
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs, backlog=backlog)
@@ -159,6 +170,9 @@ async def serve(
         await hub.close()
         await models.aclose()
         await broker.close()
+        if own_tracing:
+            # What is left of the spans goes out (or is given up at the exporter's timeout), off the loop.
+            await asyncio.to_thread(tracing.shutdown)
 
 
 async def healthy(settings: WorkerSettings, url: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -14,10 +15,11 @@ from api.schemas.events import SessionEventPage
 from api.schemas.sessions import PostSessionEventBody, SubmitOutcomeBody
 from api.schemas.waits import check_tools
 from api.sse import EventStreamResponse, LiveCursor, as_seen, event_stream, open_stream, shown
-from api.state import State
+from api.state import AppState, State
 from broker.errors import Forbidden
 from common.codec import uuid7
 from common.events.catalogue import LOG_INCLUDES, STREAM_INCLUDES
+from common.tracing import SpanRef
 
 # A seq: at most 18 digits (within a Redis integer); as text on the stream, where empty is none.
 MAX_SEQ = 10**18 - 1
@@ -41,9 +43,11 @@ async def post_input(
     # The Idempotency-Key's receipt is read and kept by the input's own script, in the same step.
     receipt = receipt_of(state, await HotRequest.of(request), canonical, caller.id, broker.settings.idempotency_ttl_ms)
     scoped = (uuid7(), tools) if tools is not None else None
+    run_id = uuid7()
+    traced = await _traced_input(state, canonical, run_id, request.headers.get("traceparent"))
     submitted = await broker.runs.submit(
         canonical,
-        uuid7(),
+        run_id,
         uuid7(),
         body.text,
         body.source or "client",
@@ -51,7 +55,21 @@ async def post_input(
         scoped_ttl_s=body.client_tools_ttl_s,
         receipt=receipt,
     )
+    if traced and submitted.run_id != run_id:
+        # Steered or taken before: the input joined a run that had its trace already.
+        await broker.traces.ended(canonical, run_id)
     return respond(200, submitted.body)
+
+
+async def _traced_input(state: AppState, session_id: str, run_id: str, traceparent: str | None) -> bool:
+    """Keep the caller's trace for the run this input may start, before any worker can begin it."""
+    if not state.tracing.enabled:
+        return False
+    parent = SpanRef.parse(traceparent)
+    if parent is None:
+        return False
+    await state.broker.traces.started(session_id, run_id, parent.traceparent, time.time_ns())
+    return True
 
 
 def _include_query(names: tuple[str, ...], description: str) -> Any:

@@ -114,7 +114,10 @@ async def cancel_run(canonical: ManagedSession, request: Request, caller: Authen
     """Cancel the active run at its next checkpoint (`run_cancelled` follows); `run_id` null when idle."""
 
     async def act(_: Keyed) -> Answer:
-        run_id = await state.broker.runs.cancel(canonical)
+        run_id, ended = await state.broker.runs.cancel_run(canonical)
+        if ended and run_id is not None:
+            # No worker holds a run that waited: its spans are made here.
+            await state.run_spans.finished(canonical, run_id)
         return Answer(200, CancelOutcomeBody.model_validate({"run_id": run_id}).model_dump_json().encode())
 
     return await keyed(request, caller, act, seed={}, session_id=canonical)

@@ -291,6 +291,13 @@ class RunQueued(EventBase):
 class RunStarted(EventBase):
     type: Literal["run_started"]
     run_id: str
+    trace_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces "
+            "(docs/observability.md).",
+        ),
+    ] = None
 
 
 class RunCompleted(EventBase):
@@ -303,17 +310,38 @@ class RunCompleted(EventBase):
             "model's runs).",
         ),
     ] = None
+    trace_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces "
+            "(docs/observability.md).",
+        ),
+    ] = None
 
 
 class RunCancelled(EventBase):
     type: Literal["run_cancelled"]
     run_id: str
+    trace_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces "
+            "(docs/observability.md).",
+        ),
+    ] = None
 
 
 class RunFailed(EventBase):
     type: Literal["run_failed"]
     run_id: str
     error: str
+    trace_id: Annotated[
+        str | None,
+        Field(
+            description="Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces "
+            "(docs/observability.md).",
+        ),
+    ] = None
 
 
 class Error(EventBase):
@@ -410,6 +438,15 @@ class ClientToolDispatched(EventBase):
         Field(
             alias="from",
             description="Extension: where a call no run made came from (`mcp`: an MCP client of the session).",
+        ),
+    ] = None
+    traceparent: Annotated[
+        str | None,
+        Field(
+            description="Extension: the W3C trace context of the call's `execute_tool` span, when the deployment "
+            "traces (docs/observability.md): a client that traces its work makes its span a child of it "
+            "and sends its own span back as the `traceparent` header of the ack, progress and result "
+            "requests.",
         ),
     ] = None
 

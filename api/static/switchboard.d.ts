@@ -88,6 +88,11 @@ export interface ToolCallContext {
    */
   readonly signal: AbortSignal;
   /**
+   * The call's span (W3C trace context) when the deployment traces, else null: a tool that traces its work
+   * makes its span a child of it. The SDK sends it with the call's ack, progress and result.
+   */
+  readonly traceparent: string | null;
+  /**
    * Tell the session how far the call is (`client_tool_progress`); keeps a tool with `heartbeat_s` alive.
    * `fraction` is 0 to 1. Resolves to the event the server logged; rejects with a SwitchboardError (409 once
    * the call is settled).
@@ -352,6 +357,11 @@ export interface RunQueuedEvent extends LoggedEvent {
 export interface RunStartedEvent extends LoggedEvent {
   type: "run_started";
   run_id: string;
+  /**
+   * Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces
+   * (docs/observability.md).
+   */
+  trace_id?: string;
 }
 
 export interface RunCompletedEvent extends LoggedEvent {
@@ -359,17 +369,32 @@ export interface RunCompletedEvent extends LoggedEvent {
   run_id: string;
   /** Extension: what the run's model steps used; absent when no step reported any (the scripted model's runs). */
   usage?: TokenUsage;
+  /**
+   * Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces
+   * (docs/observability.md).
+   */
+  trace_id?: string;
 }
 
 export interface RunCancelledEvent extends LoggedEvent {
   type: "run_cancelled";
   run_id: string;
+  /**
+   * Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces
+   * (docs/observability.md).
+   */
+  trace_id?: string;
 }
 
 export interface RunFailedEvent extends LoggedEvent {
   type: "run_failed";
   run_id: string;
   error: string;
+  /**
+   * Extension: the run's W3C trace id (32 lowercase hex digits), when the deployment traces
+   * (docs/observability.md).
+   */
+  trace_id?: string;
 }
 
 /** An error of the session (one of the Subako event types). */
@@ -437,6 +462,12 @@ export interface ClientToolDispatchedEvent extends LoggedEvent {
   arguments: ToolArguments;
   /** Extension: where a call no run made came from (`mcp`: an MCP client of the session). */
   from?: string;
+  /**
+   * Extension: the W3C trace context of the call's `execute_tool` span, when the deployment traces
+   * (docs/observability.md): a client that traces its work makes its span a child of it and sends its own span back
+   * as the `traceparent` header of the ack, progress and result requests.
+   */
+  traceparent?: string;
 }
 
 export interface ClientToolAckedEvent extends LoggedEvent {

@@ -477,8 +477,12 @@ export class ToolClient {
 
   async _handle(event) {
     const calls = `${this._path}/${event.client_id}/calls/${encodeURIComponent(event.call_id)}`;
+    // A traced deployment's call span (docs/observability.md): the answers' request spans are made its
+    // children, and a tool that traces its work makes its own span a child of it (call.traceparent).
+    const traceparent = typeof event.traceparent === "string" ? event.traceparent : null;
+    const headers = traceparent ? { traceparent } : {};
     try {
-      await this.connection.request("POST", `${calls}/ack`);
+      await this.connection.request("POST", `${calls}/ack`, { headers });
     } catch (error) {
       console.warn(`switchboard: ack of ${event.call_id} failed; leaving it to the server's deadline`, error);
       return;
@@ -494,12 +498,13 @@ export class ToolClient {
       callId: event.call_id,
       client: this,
       signal: controller.signal,
+      traceparent,
       /** Tell the session how far the call is; keeps a tool with heartbeat_s alive. */
       progress: (message, fraction) => {
         const body = {};
         if (message !== undefined && message !== null) body.message = String(message);
         if (fraction !== undefined && fraction !== null) body.fraction = fraction;
-        return this.connection.request("POST", `${calls}/progress`, { body });
+        return this.connection.request("POST", `${calls}/progress`, { body, headers });
       },
       /** Ask the person to fill in a form (MCP's requestedSchema); resolves to {action, content}. */
       ask: (message, schema, { key } = {}) => ask({ message, schema }, key),
@@ -527,7 +532,7 @@ export class ToolClient {
     await this._toolsUpdate.catch(() => {});
     const size = JSON.stringify(answer).length;
     try {
-      await this.connection.request("POST", `${calls}/result`, { body: answer, keepalive: size < KEEPALIVE_LIMIT });
+      await this.connection.request("POST", `${calls}/result`, { body: answer, keepalive: size < KEEPALIVE_LIMIT, headers });
     } catch (error) {
       console.error(`switchboard: the result of ${event.call_id} was refused`, error);
     }

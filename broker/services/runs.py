@@ -167,10 +167,12 @@ class StepCall:
     """How long the approval waits before it resolves as a deny (None: for ever)."""
 
     @classmethod
-    def of(cls, call: PlannedCall, route: Route) -> StepCall:
+    def of(cls, call: PlannedCall, route: Route, traceparent: str | None = None) -> StepCall:
         payload = None
         if route.kind == "client":
-            payload = events.client_tool_dispatched(route.client_id, call.call_id, route.tool, call.arguments)
+            payload = events.client_tool_dispatched(
+                route.client_id, call.call_id, route.tool, call.arguments, traceparent=traceparent
+            )
         elif route.kind == "server":
             payload = dumps(call.arguments)
         approval = None
@@ -269,18 +271,20 @@ class Runs:
 
     async def cancel(self, session_id: str) -> str | None:
         """Cancel the active run; its id (None when none was active)."""
-        run_id, _ = await self._script(
-            "cancel_run",
-            session_id,
-            "",
-            {"gone_text": RUN_GONE_CANCELLED},
-        )
-        return str(run_id) or None
+        run_id, _ = await self.cancel_run(session_id)
+        return run_id
+
+    async def cancel_run(self, session_id: str) -> tuple[str | None, bool]:
+        """Cancel the active run: its id (None when none was active), and whether it ended here (it
+        waited) rather than being flagged for its running step's worker to end."""
+        run_id, outcome = await self._script("cancel_run", session_id, "", {"gone_text": RUN_GONE_CANCELLED})
+        return str(run_id) or None, outcome == "ended"
 
     async def begin(
-        self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int, entry: str = ""
+        self, session_id: str, run_id: str, step: int, attempt: int, max_steps: int, entry: str = "", trace: str = ""
     ) -> Literal["run", "stale", "ended"]:
-        """Begin a step under its lease; `entry` is the work entry that brought it (done with here)."""
+        """Begin a step under its lease; `entry` is the work entry that brought it (done with here); `trace`
+        the run's trace id when traced (on `run_started` and the run's end event)."""
         lease = self._core.settings.step_lease_ms
         try:
             (outcome,) = await self._script(
@@ -294,6 +298,7 @@ class Runs:
                     "lease_ms": lease,
                     "gone_text": RUN_GONE_CANCELLED,
                     "entry": entry,
+                    "trace": trace,
                 },
             )
         except NotFound:
@@ -351,13 +356,16 @@ class Runs:
         calls: list[tuple[PlannedCall, Route]],
         timing: str,
         usage: str = "",
+        traceparents: Mapping[str, str] | None = None,
     ) -> Committed:
         """Commit the step's message and route its calls in one script. 'retry' means a registered name
         resolved differently when the script ran: route again and commit again. `usage`: the step's token
-        counts (a JSON object, '' for none), added to the run's."""
+        counts (a JSON object, '' for none), added to the run's; `traceparents`: each call's span by call
+        id, when the run is traced (a client call's `client_tool_dispatched` carries it)."""
         s = self._core.keys.session(session_id)
         settings = self._core.settings
-        planned = [StepCall.of(call, route) for call, route in calls]
+        spans = traceparents or {}
+        planned = [StepCall.of(call, route, spans.get(call.call_id)) for call, route in calls]
         # The script takes a client hash and call stream per client call that names a client, in order.
         clients = [
             key

@@ -222,6 +222,15 @@ class Batch:
     ) -> None:
         self._queue(key, lambda r: r.hset(key, field, value, mapping=mapping))
 
+    def hsetnx(self, key: str, field: str, value: EncodableT) -> None:
+        self._queue(key, lambda r: r.hsetnx(key, field, value))
+
+    def hincrby(self, key: str, field: str, amount: int) -> None:
+        self._queue(key, lambda r: r.hincrby(key, field, amount))
+
+    def expire(self, key: str, seconds: int) -> None:
+        self._queue(key, lambda r: r.expire(key, seconds))
+
     def sadd(self, key: str, *names: str) -> None:
         self._queue(key, lambda r: r.sadd(key, *names))
 

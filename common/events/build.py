@@ -91,13 +91,23 @@ def image_text(media_type: str, data: str) -> str:
 
 
 def client_tool_dispatched(
-    client_id: str, call_id: str, tool: str, arguments: dict[str, Any], source: str | None = None
+    client_id: str,
+    call_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    source: str | None = None,
+    traceparent: str | None = None,
 ) -> str:
-    """`source` (an extension): where a call no run made came from (`mcp`: /v1/sessions/{sid}/mcp)."""
+    """`source` (an extension): where a call no run made came from (`mcp`: /v1/sessions/{sid}/mcp);
+    `traceparent` (an extension): the call's span, when the deployment traces."""
     event: dict[str, Any] = {"type": "client_tool_dispatched", "client_id": client_id, "call_id": call_id}
     event["tool"] = tool
     event["arguments"] = arguments
-    return dumps(event | ({"from": source} if source else {}))
+    if source:
+        event["from"] = source
+    if traceparent:
+        event["traceparent"] = traceparent
+    return dumps(event)
 
 
 def args_hash(arguments: dict[str, Any]) -> str:

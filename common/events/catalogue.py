@@ -280,6 +280,8 @@ class RunQueued(Event, tag="run_queued", frozen=True):
 
 class RunStarted(Event, tag="run_started", frozen=True):
     run_id: str
+    # The run's W3C trace id (32 lowercase hex digits), when the deployment traces (docs/observability.md).
+    trace_id: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class RunCompleted(Event, tag="run_completed", frozen=True):
@@ -287,17 +289,23 @@ class RunCompleted(Event, tag="run_completed", frozen=True):
     run_id: str
     # What the run's model steps used; absent when no step reported any (the scripted model's runs).
     usage: Annotated[TokenUsage, EXT] | UnsetType = UNSET
+    # The run's W3C trace id (32 lowercase hex digits), when the deployment traces (docs/observability.md).
+    trace_id: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class RunCancelled(Event, tag="run_cancelled", frozen=True):
     notice: ClassVar[Notable | None] = Notable("run.cancelled")
     run_id: str
+    # The run's W3C trace id (32 lowercase hex digits), when the deployment traces (docs/observability.md).
+    trace_id: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class RunFailed(Event, tag="run_failed", frozen=True):
     notice: ClassVar[Notable | None] = Notable("run.failed")
     run_id: str
     error: str
+    # The run's W3C trace id (32 lowercase hex digits), when the deployment traces (docs/observability.md).
+    trace_id: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class SessionError(Event, tag="error", frozen=True):
@@ -361,6 +369,10 @@ class ClientToolDispatched(Event, tag="client_tool_dispatched", frozen=True):
     arguments: JsonObject
     # Where a call no run made came from (`mcp`: an MCP client of the session).
     from_: Annotated[str, EXT] | UnsetType = msgspec.field(default=UNSET, name="from")
+    # The W3C trace context of the call's `execute_tool` span, when the deployment traces
+    # (docs/observability.md): a client that traces its work makes its span a child of it and sends its own
+    # span back as the `traceparent` header of the ack, progress and result requests.
+    traceparent: Annotated[str, EXT] | UnsetType = UNSET
 
 
 class ClientToolAcked(Event, tag="client_tool_acked", frozen=True):

@@ -21,6 +21,7 @@ from tests.stack import serve_asgi
 from workers.config import McpGrant
 from workers.mcp import flow, guard, hub
 from workers.mcp.hub import McpHub
+from workers.mcp.mapped import Mapped
 from workers.mcp.wire import MAX_LISTING_BYTES
 from workers.metrics import WorkerMetrics
 from workers.settings import WorkerSettings
@@ -247,6 +248,7 @@ async def test_a_notification_flood_is_read_at_a_bounded_pace_dropped_counted_an
             assert [tool.name for tool in listed["h"]] == ["wait"]
             called = await mcp.call(the_grant, "wait", {}, _Progress())
             in_use_s = loop.time() - began + flow.LINGER_S
+            assert isinstance(called, Mapped), called
             assert (called.is_error, called.text()) == (False, "done")
             dropped = _dropped(metrics)
             # Read at the connection's pace (a chunk may hold a few hundred events past it); of those, all

@@ -44,7 +44,10 @@ def grant(url: str, path: str = "/mcp", timeout_s: int = 10) -> McpGrant:
 
 
 async def call(mcp: McpHub, the_grant: McpGrant) -> Mapped:
-    return await mcp.call(the_grant, "wait", {}, _Progress())
+    answered = await mcp.call(the_grant, "wait", {}, _Progress())
+    # These servers answer in line: never a task or a request for input.
+    assert isinstance(answered, Mapped), answered
+    return answered
 
 
 async def test_a_pace_owed_for_a_flood_of_blank_lines_ends_with_its_request() -> None:

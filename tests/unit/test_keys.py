@@ -89,10 +89,10 @@ def test_a_session_and_its_partition_share_one_slot() -> None:
     s = keys.session(SID)
     names = [
         s.meta, s.events, s.tokens, s.names, s.clients, s.calls, s.owed, s.run, s.inbox, s.queue,
-        s.client("c"), s.client_calls("c"), s.idempotency("d"),
+        s.client("c"), s.client_calls("c"), s.idempotency("d"), s.trace("r"),
     ]  # fmt: skip
     suffixes = ["meta", "events", "tokens", "names", "clients", "calls", "owed", "run", "inbox", "queue"]
-    suffixes += ["client:c", "client:c:calls", "idem:d"]
+    suffixes += ["client:c", "client:c:calls", "idem:d", "trace:r"]
     base = f"sb:{{{tag(partition_of(SID))}}}:s:{SID}"
     assert names == [f"{base}:{suffix}" for suffix in suffixes]
     assert s.live == f"{base}:live"

@@ -252,6 +252,7 @@ class Connection:
         timeout_s: float,
         progress: Progress,
         answers: tuple[dict[str, Any], str | None] | None = None,
+        traceparent: str = "",
     ) -> mt.CallToolResult | Interim:
         """`tools/call` within `timeout_s`, whatever the server sends meanwhile; cancelling the awaiting task
         (or the timeout) ends the request at the server (`notifications/cancelled`, or its stream closed).
@@ -263,7 +264,9 @@ class Connection:
         # The client's own read timeout is a backstop a second later: the caller's timeout, which says why,
         # comes first.
         with self.exchanges.operation("call", deadline) as meta:
-            params = mt.CallToolRequestParams(name=name, arguments=arguments, meta=_meta(meta))
+            # The call's span, as the MCP semantic conventions carry trace context: in the request's `_meta`.
+            sent = {**meta, "traceparent": traceparent} if traceparent else meta
+            params = mt.CallToolRequestParams(name=name, arguments=arguments, meta=_meta(sent))
             if answers is not None:
                 # A grant answers elicitations alone (workers/mcp/asking.py).
                 responses = {key: mt.ElicitResult.model_validate(value) for key, value in answers[0].items()}

@@ -258,6 +258,7 @@ class McpHub:
         progress: Progress,
         deadline: float | None = None,
         answers: tuple[dict[str, Any], str | None] | None = None,
+        traceparent: str = "",
     ) -> Mapped | Interim:
         """`tools/call` on the grant's server, the result mapped (an error result when the server cannot be
         reached, fails, or has not answered by `deadline`: loop time, by default the grant's `timeout_s`
@@ -277,7 +278,7 @@ class McpHub:
             with connection.using():
                 async with asyncio.timeout_at(deadline):
                     left = max(0.001, deadline - loop.time())
-                    result = await connection.call(tool, arguments, left, progress, answers)
+                    result = await connection.call(tool, arguments, left, progress, answers, traceparent)
         except TimeoutError:
             return failed(late)
         except Exception as error:

@@ -41,10 +41,17 @@ class GrantTurns:
         self._hub = hub
 
     async def run(
-        self, session_id: str, call_id: str, grant: McpGrant, call: ServerCall, progress: Progress, deadline: float
+        self,
+        session_id: str,
+        call_id: str,
+        grant: McpGrant,
+        call: ServerCall,
+        progress: Progress,
+        deadline: float,
+        traceparent: str = "",
     ) -> Mapped | None:
         """Take one turn of the call by `deadline` (loop time: the end of its time): its result, or None when
-        it is parked (or no longer this worker's)."""
+        it is parked (or no longer this worker's). `traceparent`: the call's span, when traced."""
         parked = call.parked or {}
         loop = asyncio.get_running_loop()
         task = parked.get("task")
@@ -61,7 +68,7 @@ class GrantTurns:
         rounds = int(parked.get("n") or 0)
         for _ in range(asking.MAX_ROUNDS):
             retry = (answers or {}, state) if answers is not None or state is not None else None
-            outcome = await self._hub.call(grant, call.tool, call.arguments, progress, deadline, retry)
+            outcome = await self._hub.call(grant, call.tool, call.arguments, progress, deadline, retry, traceparent)
             if isinstance(outcome, Interim) and outcome.asks:
                 read = asking.read_round(outcome.body, rounds)
                 if isinstance(read, asking.Round) and not read.asked:

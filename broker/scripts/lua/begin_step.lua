@@ -9,6 +9,7 @@
 --!arg lease_ms    the step's lease (ms)
 --!arg gone_text   text for run_gone
 --!arg entry       the work entry that brought the step ('' for none): done with, whatever the outcome
+--!arg trace       the run's trace id ('' untraced): on run_started, and kept for the run's end event
 --
 -- Returns {'ok', 'run' | 'stale' | 'ended'}; refusal not_found. 'stale': another worker has this step (a
 -- duplicate take, a late retry of a reclaimed try, or a worker that still holds its lease).
@@ -28,6 +29,8 @@ if not current then return sb_reply('stale') end
 -- `running` again: the same try taken again after its worker died; taken only once its lease lapsed.
 local free = current.state == 'queued' or (current.state == 'running' and current.lease_until <= S.now)
 if not free then return sb_reply('stale') end
+local trace = A.trace ~= '' and A.trace or nil
+if trace then redis.call('HSET', S.run, 'trace', trace) end
 if current.cancel then
   sb_end_run(S, 'run_cancelled', nil, A.gone_text)
   return sb_reply('ended')
@@ -36,7 +39,7 @@ if step >= max_steps then
   sb_end_run(S, 'run_failed', 'the run reached its limit of ' .. max_steps .. ' model steps', A.gone_text)
   return sb_reply('ended')
 end
-if not current.started then sb_append(S, sb_ev_run_started(S.run_id)) end
+if not current.started then sb_append(S, sb_ev_run_started(S.run_id, trace)) end
 local steering = redis.call('LRANGE', S.inbox, 0, -1)
 redis.call('DEL', S.inbox)
 for _, raw in ipairs(steering) do

@@ -321,21 +321,23 @@ end
 -- Reads S.run, S.inbox and the fields of sb_settle and sb_start_next. Returns the run id.
 local function sb_end_run(S, outcome, err, gone_text)
   local run = redis.call('HMGET', S.run, 'run_id', 'step', 'attempt', 'scoped', 'created_at', 'in_bytes',
-    'u:input_tokens', 'u:output_tokens', 'u:cached_input_tokens', 'u:reasoning_tokens')
+    'u:input_tokens', 'u:output_tokens', 'u:cached_input_tokens', 'u:reasoning_tokens', 'trace')
   -- An extension: what the run's model steps counted, on run_completed and the run's timing.
   local usage = sb_usage_json(run, 7)
   local run_id = run[1]
+  -- An extension: the run's trace id, kept by begin_step.lua when the deployment traces.
+  local trace = run[11] or nil
   redis.call('HSET', S.run, 'state', 'ending')
   sb_count('runs_active', -1)
   sb_count('runs_ended:' .. outcome)
   sb_fail_owed(S, 'run', run_id, 'run_gone', gone_text)
   redis.call('ZREM', SB_P.steps, S.sid)
   if outcome == 'run_failed' then
-    sb_append(S, sb_ev_run_failed(run_id, err))
+    sb_append(S, sb_ev_run_failed(run_id, err, trace))
   elseif outcome == 'run_completed' then
-    sb_append(S, sb_ev_run_completed(run_id, usage))
+    sb_append(S, sb_ev_run_completed(run_id, usage, trace))
   else
-    sb_append(S, sb_ev_run_cancelled(run_id))
+    sb_append(S, sb_ev_run_cancelled(run_id, trace))
   end
   -- The payload is the run's timing record, not an event: a `custom` event carries any object.
   sb_append(S, sb_ev_custom('timing', '{"scope":"run","run_id":' .. sb_str(run_id) .. ',"outcome":"' .. outcome

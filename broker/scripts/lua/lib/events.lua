@@ -124,25 +124,28 @@ local function sb_ev_run_queued(run_id)
   return '{"type":"run_queued","run_id":' .. sb_str(run_id) .. '}'
 end
 
--- sb_ev_run_started(run_id)
-local function sb_ev_run_started(run_id)
-  return '{"type":"run_started","run_id":' .. sb_str(run_id) .. '}'
+-- sb_ev_run_started(run_id, trace_id?)
+local function sb_ev_run_started(run_id, trace_id)
+  return '{"type":"run_started","run_id":' .. sb_str(run_id)
+    .. (trace_id ~= nil and (',"trace_id":' .. sb_str(trace_id)) or '') .. '}'
 end
 
--- sb_ev_run_completed(run_id, usage?)
-local function sb_ev_run_completed(run_id, usage)
+-- sb_ev_run_completed(run_id, usage?, trace_id?)
+local function sb_ev_run_completed(run_id, usage, trace_id)
   return '{"type":"run_completed","run_id":' .. sb_str(run_id) .. (usage ~= nil and (',"usage":' .. usage) or '')
-    .. '}'
+    .. (trace_id ~= nil and (',"trace_id":' .. sb_str(trace_id)) or '') .. '}'
 end
 
--- sb_ev_run_cancelled(run_id)
-local function sb_ev_run_cancelled(run_id)
-  return '{"type":"run_cancelled","run_id":' .. sb_str(run_id) .. '}'
+-- sb_ev_run_cancelled(run_id, trace_id?)
+local function sb_ev_run_cancelled(run_id, trace_id)
+  return '{"type":"run_cancelled","run_id":' .. sb_str(run_id)
+    .. (trace_id ~= nil and (',"trace_id":' .. sb_str(trace_id)) or '') .. '}'
 end
 
--- sb_ev_run_failed(run_id, error)
-local function sb_ev_run_failed(run_id, error)
-  return '{"type":"run_failed","run_id":' .. sb_str(run_id) .. ',"error":' .. sb_str(error) .. '}'
+-- sb_ev_run_failed(run_id, error, trace_id?)
+local function sb_ev_run_failed(run_id, error, trace_id)
+  return '{"type":"run_failed","run_id":' .. sb_str(run_id) .. ',"error":' .. sb_str(error)
+    .. (trace_id ~= nil and (',"trace_id":' .. sb_str(trace_id)) or '') .. '}'
 end
 
 -- sb_ev_error(message)
@@ -184,11 +187,12 @@ local function sb_ev_client_left(client_id, reason)
   return '{"type":"client_left","client_id":' .. sb_str(client_id) .. ',"reason":"' .. reason .. '"}'
 end
 
--- sb_ev_client_tool_dispatched(client_id, call_id, tool, arguments, from_?)
-local function sb_ev_client_tool_dispatched(client_id, call_id, tool, arguments, from_)
+-- sb_ev_client_tool_dispatched(client_id, call_id, tool, arguments, from_?, traceparent?)
+local function sb_ev_client_tool_dispatched(client_id, call_id, tool, arguments, from_, traceparent)
   return '{"type":"client_tool_dispatched","client_id":' .. sb_str(client_id) .. ',"call_id":' .. sb_str(call_id)
     .. ',"tool":' .. sb_str(tool) .. ',"arguments":' .. arguments
-    .. (from_ ~= nil and (',"from":' .. sb_str(from_)) or '') .. '}'
+    .. (from_ ~= nil and (',"from":' .. sb_str(from_)) or '')
+    .. (traceparent ~= nil and (',"traceparent":' .. sb_str(traceparent)) or '') .. '}'
 end
 
 -- sb_ev_client_tool_acked(client_id, call_id)
