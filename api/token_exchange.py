@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx2
 
 from common.addresses import ProviderAddresses, split_base_url
+from common.bounded_body import BodyRefused, bounded_body
 from common.errors import AddressRefused
 
 EXCHANGE_TIMEOUT_S = 10.0
@@ -79,13 +80,8 @@ async def _send(
         request = http.build_request("POST", pinned, data=form, headers=headers, extensions={"sni_hostname": host})
         response = await http.send(request, stream=True)
         try:
-            if response.headers.get("content-encoding", "identity") != "identity":
-                raise ExchangeFailed(f"{_WHAT} answered compressed, which was not asked for")
-            body = bytearray()
-            async for chunk in response.aiter_raw():
-                body += chunk
-                if len(body) > MAX_TOKEN_RESPONSE_BYTES:
-                    raise ExchangeFailed(f"{_WHAT}'s answer passed {MAX_TOKEN_RESPONSE_BYTES} bytes")
-            return response.status_code, bytes(body)
+            return response.status_code, await bounded_body(response, MAX_TOKEN_RESPONSE_BYTES, _WHAT)
+        except BodyRefused as refused:
+            raise ExchangeFailed(str(refused)) from None
         finally:
             await response.aclose()

@@ -262,7 +262,7 @@ async def test_a_token_endpoint_that_answers_too_much_is_refused(
     sign_in = await begin(api, broker, server, metadata={"token_endpoint": server.issuer + "/huge"})
     page = await open_callback(api, await redirected(sign_in.url))
     assert page.status_code == 400
-    assert "answer passed 65536 bytes" in page.text
+    assert "answered more than 65536 bytes" in page.text
     assert await connections(api, sign_in.session) == []
 
 

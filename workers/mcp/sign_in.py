@@ -51,6 +51,7 @@ from broker.errors import AddressRefused
 from broker.services.mcp_authorizations import AuthorizationFlow, McpAuthorizations
 from broker.services.token_cipher import TokenCipher
 from common.addresses import ProviderAddresses
+from common.bounded_body import BodyRefused, bounded_body
 from common.oauth_addresses import callback_url, client_metadata_url
 from workers.config import OAuthAuth
 from workers.pinned import pinned_client, refused
@@ -233,14 +234,9 @@ class SignIns:
                 # Read as sent (a compressed answer would grow past the bound inside one chunk).
                 http.stream(method, url, content=content or None, headers=headers | _IDENTITY) as answer,
             ):
-                if answer.headers.get("content-encoding", "identity") != "identity":
-                    raise SignInUnavailable(f"{url} answered compressed, which was not asked for")
-                body = bytearray()
-                async for chunk in answer.aiter_raw():
-                    body += chunk
-                    if len(body) > MAX_DOCUMENT_BYTES:
-                        raise SignInUnavailable(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
-                return answer.status_code, bytes(body)
+                return answer.status_code, await bounded_body(answer, MAX_DOCUMENT_BYTES, url)
+        except BodyRefused as refused_body:
+            raise SignInUnavailable(str(refused_body)) from None
         except TimeoutError:
             raise SignInUnavailable(f"{url} did not answer within {FETCH_TIMEOUT_S:g} s") from None
         except AddressRefused as refusal:
