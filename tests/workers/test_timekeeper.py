@@ -23,7 +23,7 @@ from broker.services.work import Entry
 from common.codec import loads
 from switchboard.settings import Settings
 from tests.helpers import HIGHLIGHT, aw, call, commit, log_events, make_session, start_run, types, work_entries
-from tests.stack import run_worker
+from tests.stack import opened_broker, run_worker
 from workers.keeper import Keeper
 from workers.timekeeper import Timekeeper
 
@@ -346,7 +346,14 @@ async def test_a_step_whose_worker_died_is_reclaimed_and_commits_once(
     assert run == timings[-1]["payload"]["run_id"]
 
 
-async def test_a_step_that_keeps_losing_its_worker_ends_the_run(broker: Broker) -> None:
+async def test_a_step_that_keeps_losing_its_worker_ends_the_run(settings: Settings, redis_url: str) -> None:
+    # A lease of its own, short: the test waits out four of them.
+    short = settings.model_copy(update={"step_lease_s": 1.0})
+    async with opened_broker(short, redis_url) as broker:
+        await _losing_its_worker(broker)
+
+
+async def _losing_its_worker(broker: Broker) -> None:
     session_id = await make_session(broker)
     run = await start_run(broker, session_id, "hello")
     async with keeping(broker):
