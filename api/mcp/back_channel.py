@@ -134,7 +134,11 @@ async def routed(
     that says so; a caller's later requests carry what it declared, and its tools/call a back channel.
     A modern revision's request passes as it came."""
     version = _header(scope, _VERSION_HEADER)
-    if scope["method"] != "POST" or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
+    asks = asks_of(_header(scope, _SESSION_HEADER))
+    # Read here only what may be ours: an `initialize` (a caller's first request, sent before it has a
+    # revision to name) or anything from a caller holding our session id (its replies, its tools/calls).
+    # The rest, every request of a caller that declared nothing, goes to the package unread.
+    if scope["method"] != "POST" or (version is not None and (version not in HANDSHAKE_PROTOCOL_VERSIONS or not asks)):
         return receive, send
     body, receive = await _buffered(receive, limit)
     try:
@@ -152,7 +156,6 @@ async def routed(
         params = sent.get("params")
         asks = declared(params.get("capabilities") if isinstance(params, dict) else None)
         return receive, (_with_session(send, session_id(asks)) if asks else send)
-    asks = asks_of(_header(scope, _SESSION_HEADER))
     if not asks:
         return receive, send
     scope[ASKS_KEY] = asks
