@@ -112,11 +112,13 @@ async def post(client: httpx.AsyncClient, path: str, body: dict[str, Any] | None
 
 
 async def events_of(api: Api, session: Session) -> list[Event]:
+    """The session's log, read again while a failover answers 503 or drops a kept-alive connection (a
+    ReadError under load, as the SDKs retry it)."""
     until = time.monotonic() + 30
     while True:
         try:
             return await api.events(session)
-        except AssertionError:
+        except (AssertionError, httpx.TransportError):
             assert time.monotonic() < until
             await asyncio.sleep(0.2)
 
@@ -151,7 +153,7 @@ async def turns(api: Api, session: Session, client_id: str, count: int) -> None:
 async def settled(api: Api, sessions: list[tuple[Session, str]], runs: int) -> None:
     """Each session's runs all completed, once each, every call with one result and none failed."""
     for session, _ in sessions:
-        events = await api.events(session)
+        events = await events_of(api, session)
         check_every_run_ended_once(events)
         assert len(of_type(events, "run_completed")) == runs
         assert not of_type(events, "client_tool_failed")
