@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 
 from broker import Broker
-from broker.keys import SIGN_IN_DEADLINE
+from broker.services.mcp_authorizations import sign_in_deadline
 from broker.services.retention import TRIM_PREFIX
 from broker.services.schedules import Fired
 from broker.services.sessions import RETAIN_PREFIX
@@ -102,10 +102,10 @@ class Timekeeper:
 
     async def _deadline(self, session_id: str, call_id: str) -> None:
         # A sign-in a waiting step needs runs out (a call whose id merely looks like one is a call's).
-        if call_id.startswith(SIGN_IN_DEADLINE):
-            ended = await self._broker.mcp_authorizations.expire(session_id, call_id.removeprefix(SIGN_IN_DEADLINE))
-            if ended != "unknown":
-                return
+        authorization_id = sign_in_deadline(call_id)
+        signs = self._broker.mcp_authorizations
+        if authorization_id is not None and await signs.expire(session_id, authorization_id) != "unknown":
+            return
         await self._broker.timers.expire_call(session_id, call_id)
 
 

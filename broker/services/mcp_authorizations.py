@@ -75,7 +75,7 @@ def _digest(state: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Asked:
+class LatestSignIn:
     """A grant's latest sign-in in its session: its id, its state (as `McpAuthorizations.asked` says it),
     and the run that last waited on it ('' for none)."""
 
@@ -164,7 +164,7 @@ class McpAuthorizations:
         )
         return str(outcome), str(found)
 
-    async def asked(self, session_id: str, grant: str) -> Asked | None:
+    async def asked(self, session_id: str, grant: str) -> LatestSignIn | None:
         """The grant's latest sign-in in the session (its state `pending`, `completed`, `declined`, or
         `expired`, and the run that waited on it), None when none was asked for."""
         key = self._core.keys.session(session_id).mcp_authorizations
@@ -176,7 +176,7 @@ class McpAuthorizations:
         if raw is None:
             return None
         record = json.loads(raw)
-        return Asked(latest.decode(), _state(record), str(record.get("wait") or ""))
+        return LatestSignIn(latest.decode(), _state(record), str(record.get("wait") or ""))
 
     async def run_of(self, session_id: str, authorization_id: str) -> str | None:
         """The run that asked for the sign-in (None: none was active, or no such sign-in)."""
@@ -256,6 +256,12 @@ class McpAuthorizations:
             partition=keys.session(session_id).partition,
         )
         return str(grant)
+
+
+def sign_in_deadline(call_id: str) -> str | None:
+    """The sign-in whose end a deadlines index member names, by what follows the session in it (its `call
+    id`); None for a call's."""
+    return call_id.removeprefix(SIGN_IN_DEADLINE) if call_id.startswith(SIGN_IN_DEADLINE) else None
 
 
 def _ended(outcome: str) -> Literal["cancelled", "stale"]:

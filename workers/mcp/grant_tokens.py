@@ -25,7 +25,7 @@ from pydantic import HttpUrl
 
 from broker import Broker
 from broker.errors import SwitchboardError
-from broker.services.mcp_authorizations import Asked
+from broker.services.mcp_authorizations import LatestSignIn
 from broker.services.mcp_connections import owner_of
 from broker.services.token_cipher import TokenCipher
 from common.runtime import imported
@@ -150,7 +150,7 @@ class GrantTokens:
         return Lacking(tuple(waiting), why)
 
 
-def _kept(asked: Asked, run_id: str) -> str | None:
+def _kept(asked: LatestSignIn, run_id: str) -> str | None:
     """What a grant's latest sign-in leaves the step: the id of one still pending (waited on), why the
     grant has no tools when it was declined or ran out in this run; None when a new one is to be asked."""
     if asked.state == "pending":
