@@ -15,7 +15,7 @@ from broker.keys import KeySpace
 from broker.services.runs import RUN_GONE_CANCELLED
 from common.codec import now_ms
 from switchboard.settings import Settings
-from tests.helpers import held_work, log_events, make_session, owed_work, start_run
+from tests.helpers import held_work, log_events, make_session, owed_work, start_run, work_entries
 
 pytestmark = pytest.mark.both_redis
 
@@ -148,3 +148,24 @@ async def test_a_member_that_names_no_sign_in_of_the_session_is_left_to_the_call
         assert await broker.mcp_authorizations.expire(session_id, lookalike) == "unknown"
         # Left in the index for expire_call.lua, whose member it is.
         assert await broker.core.client_for(deadlines).zscore(deadlines, member) is not None
+
+
+async def test_a_worker_that_stops_after_asking_and_before_waiting_loses_nothing(broker: Broker[Settings]) -> None:
+    session_id = await make_session(broker)
+    run_id = await start_run(broker, session_id)
+    signing = await asked(broker, session_id)
+    # Its worker stopped here: the step's lease lapses (as if its time passed) and the step is reclaimed.
+    await broker.core.redis.hset(broker.core.keys.session(session_id).run, "lease_until", 0)
+    await broker.runs.reclaim(session_id)
+    (entry,) = [e for e, m in await work_entries(broker, session_id) if m == f"s|{session_id}|{run_id}|0|1"]
+    assert await broker.runs.begin(session_id, run_id, 0, 1, 25, entry) == "run"
+    # The next try finds the sign-in still pending (asked once) and waits for it; the stopped try's late
+    # wait changes nothing.
+    latest = await broker.mcp_authorizations.asked(session_id, "notes")
+    assert latest is not None
+    assert (latest.authorization_id, latest.state) == (signing, "pending")
+    assert await wait(broker, session_id, run_id, signing, attempt=1) == "waiting"
+    assert await wait(broker, session_id, run_id, signing) == "stale"
+    assert await held_work(broker, session_id) == []
+    await broker.mcp_authorizations.complete(session_id, signing, "notes", SERVER)
+    assert await owed_work(broker, session_id) == [f"s|{session_id}|{run_id}|0|2"]
