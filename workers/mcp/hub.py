@@ -205,10 +205,13 @@ class McpHub:
             server.listing = None
 
     def refused(self, grant: McpGrant) -> bool:
-        """Whether the grant's server refused its credentials (a 401) when it was last listed: an OAuth
-        grant's token it no longer takes, as when its resource moved to another authorization server."""
+        """Whether the grant's server refused its credentials (a 401) when it was last listed, or to any
+        request of its connection since: an OAuth grant's token it no longer takes, as when its resource
+        moved to another authorization server."""
         server = self._servers.get(self.key(grant))
-        return server is not None and server.refused
+        if server is None:
+            return False
+        return server.refused or (server.connection is not None and server.connection.unauthorized)
 
     def _failed(self, grant: McpGrant, server: _Server, why: str) -> None:
         server.refused = server.connection is not None and server.connection.unauthorized
