@@ -18,12 +18,25 @@ error; 1 otherwise, saying why on stderr."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+# Run by the suite as a script: the repository's packages (tests.fakes) from its root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.fakes import Reply, anthropic_stream, event_stream
+from tests.stack import serve_asgi
 
 GRANT = "suite"
 # Rounds of input: the first, and again after each sign-in (a scenario may ask more than once).
@@ -48,6 +61,57 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     ],
 }
 AUTH_CALLS: list[tuple[str, dict[str, Any]]] = [("test-tool", {})]
+
+
+# Scenarios whose call is made of what the model was handed: the tool to call with the `schema` of the other
+# tool as its argument (json-schema-2020-12-preservation checks what of a tool's inputSchema reached the
+# model). A model that reads its request does that (`Reader`); the scripted one never sees a schema.
+ECHOES = {"json-schema-2020-12-preservation": ("json_schema_echo", "json_schema_2020_12_tool")}
+
+
+class Reader:
+    """An Anthropic Messages model that calls `echo` with the input schema it was handed for `focal`, then
+    answers in words once the result is in."""
+
+    def __init__(self, echo: str, focal: str) -> None:
+        self.echo = f"mcp__{GRANT}__{echo}"
+        self.focal = f"mcp__{GRANT}__{focal}"
+
+    async def answer(self, request: Request) -> Response:
+        sent = await request.json()
+        tools = {tool["name"]: tool for tool in sent.get("tools", [])}
+        answered = any(
+            isinstance(message.get("content"), list)
+            and any(block.get("type") == "tool_result" for block in message["content"])
+            for message in sent.get("messages", [])
+        )
+        if answered or self.focal not in tools:
+            return event_stream(Reply(frames=anthropic_stream({"type": "text", "text": "done"})))
+        call = {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": self.echo,
+            "input": {"schema": tools[self.focal]["input_schema"]},
+        }
+        return event_stream(Reply(frames=anthropic_stream(call, stop="tool_use")))
+
+
+@contextlib.asynccontextmanager
+async def model(api: httpx.AsyncClient, scenario: str) -> AsyncIterator[tuple[dict[str, Any], list[str]]]:
+    """The agent version's provider and model for `scenario`, and the tools its run must get results of."""
+    if scenario not in ECHOES:
+        providers = (await api.get("/v1/model-providers")).json()["items"]
+        scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
+        config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1024, "context_window": 8192}
+        yield {"model_provider_id": scripted, "model": config}, []
+        return
+    reader = Reader(*ECHOES[scenario])
+    async with serve_asgi(Starlette(routes=[Route("/v1/messages", reader.answer, methods=["POST"])])) as served:
+        body = {"api_key": "unused", "base_url": served, "display_name": "reader", "format": "anthropic"}
+        provider = await api.post("/v1/model-providers", json=body)
+        provider.raise_for_status()
+        config = {"format": "anthropic", "model": "reader", "max_tokens": 1024}
+        yield {"model_provider_id": provider.json()["id"], "model": config}, [reader.echo]
 
 
 def say(message: str) -> None:
@@ -167,39 +231,51 @@ async def main(url: str) -> int:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     key = os.environ["SWITCHBOARD_CONFORMANCE_KEY"]
     base = os.environ["SWITCHBOARD_CONFORMANCE_API"]
-    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=15) as api:
-        providers = (await api.get("/v1/model-providers")).json()["items"]
-        scripted = next(p["id"] for p in providers if p["display_name"] == "Scripted")
-        agent = await api.post("/v1/agents", json={"name": f"conformance {scenario}"[:100]})
-        agent.raise_for_status()
-        version = {
-            "model_provider_id": scripted,
-            "model": {"format": "openai_responses", "model": "scripted", "max_tokens": 1024, "context_window": 8192},
-            "mcp": [grant(url, scenario, context)],
-        }
-        published = await api.post(f"/v1/agents/{agent.json()['id']}/versions", json=version)
-        if published.status_code != 201:
-            say(f"the agent was refused: {published.text}")
-            return 1
-        created = await api.post("/v1/sessions", json={"agent_id": agent.json()["id"]})
-        created.raise_for_status()
-        person = Person(api, created.json()["id"], created.json()["session_token"])
-        calls = planned(scenario, context)
-        visible = [f"mcp__{GRANT}__{name}" for name, _ in calls]
-        text = "\n".join(f"/call {name} {json.dumps(args)}" for name, (_, args) in zip(visible, calls, strict=True))
-        for _ in range(ROUNDS):
-            signed_in = person.signed_in
-            events = await person.run(text or "hello")
-            got = results(events)
-            missing = [name for name in visible if name not in got or got[name]["is_error"]]
-            if not missing:
-                say(f"every call answered: {sorted(got)}")
-                return 0
-            why = {name: got[name]["content"] for name in missing if name in got}
-            say(f"no good result of {missing}: {json.dumps(why)[:2000]}")
-            if person.signed_in == signed_in:
-                return 1
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx.AsyncClient(base_url=base, headers=headers, timeout=15) as api,
+        model(api, scenario) as (version, read),
+    ):
+        return await drive(api, url, scenario, context, version, read)
+
+
+async def drive(
+    api: httpx.AsyncClient,
+    url: str,
+    scenario: str,
+    context: dict[str, Any],
+    version: dict[str, Any],
+    read: list[str],
+) -> int:
+    """An agent of `version` with the grant, a session of it, and its runs until the calls' results are in
+    (those the input asks for, and those the model makes of what it `read`)."""
+    agent = await api.post("/v1/agents", json={"name": f"conformance {scenario}"[:100]})
+    agent.raise_for_status()
+    published = await api.post(
+        f"/v1/agents/{agent.json()['id']}/versions", json={**version, "mcp": [grant(url, scenario, context)]}
+    )
+    if published.status_code != 201:
+        say(f"the agent was refused: {published.text}")
         return 1
+    created = await api.post("/v1/sessions", json={"agent_id": agent.json()["id"]})
+    created.raise_for_status()
+    person = Person(api, created.json()["id"], created.json()["session_token"])
+    calls = planned(scenario, context)
+    visible = [f"mcp__{GRANT}__{name}" for name, _ in calls]
+    text = "\n".join(f"/call {name} {json.dumps(args)}" for name, (_, args) in zip(visible, calls, strict=True))
+    for _ in range(ROUNDS):
+        signed_in = person.signed_in
+        events = await person.run(text or "hello")
+        got = results(events)
+        missing = [name for name in visible + read if name not in got or got[name]["is_error"]]
+        if not missing:
+            say(f"every call answered: {sorted(got)}")
+            return 0
+        why = {name: got[name]["content"] for name in missing if name in got}
+        say(f"no good result of {missing}: {json.dumps(why)[:2000]}")
+        if person.signed_in == signed_in:
+            return 1
+    return 1
 
 
 if __name__ == "__main__":
