@@ -24,24 +24,19 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
-# Run by the suite as a script: the repository's packages (tests.fakes) from its root.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from tests.fakes import Reply, anthropic_stream, event_stream
-from tests.stack import serve_asgi
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 GRANT = "suite"
 # Rounds of input: the first, and again after each sign-in (a scenario may ask more than once).
 ROUNDS = 3
-RUN_TIMEOUT_S = 25.0
+# Within the suite's time for a scenario (SCENARIO_TIMEOUT_MS in the test): a run, a sign-in, a run again.
+RUN_TIMEOUT_S = 30.0
 ENDS = ("run_completed", "run_failed", "run_cancelled")
 
 # The tools each scenario's server offers and the arguments a call of them needs, where the suite's
@@ -78,6 +73,8 @@ class Reader:
         self.focal = f"mcp__{GRANT}__{focal}"
 
     async def answer(self, request: Request) -> Response:
+        from tests.fakes import Reply, anthropic_stream, event_stream
+
         sent = await request.json()
         tools = {tool["name"]: tool for tool in sent.get("tools", [])}
         answered = any(
@@ -105,6 +102,12 @@ async def model(api: httpx.AsyncClient, scenario: str) -> AsyncIterator[tuple[di
         config = {"format": "openai_responses", "model": "scripted", "max_tokens": 1024, "context_window": 8192}
         yield {"model_provider_id": scripted, "model": config}, []
         return
+    # Imported only here: the stack's modules would add a second to every scenario's start.
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from tests.stack import serve_asgi
+
     reader = Reader(*ECHOES[scenario])
     async with serve_asgi(Starlette(routes=[Route("/v1/messages", reader.answer, methods=["POST"])])) as served:
         body = {"api_key": "unused", "base_url": served, "display_name": "reader", "format": "anthropic"}
@@ -279,6 +282,8 @@ async def drive(
 
 
 if __name__ == "__main__":
+    # The repository's packages (tests.fakes, for a model that reads its request) from its root.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     if len(sys.argv) != 2:
         say("usage: mcp_conformance_client.py <server URL>")
         sys.exit(2)

@@ -39,7 +39,7 @@ EXPECTED = Path(__file__).with_name("mcp_conformance_client_expected.yaml")
 # the folder auth).
 _RESULT_DIR = re.compile(r"^(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 # Each scenario's command: a run or two of the scripted model, and a sign-in.
-SCENARIO_TIMEOUT_MS = 40_000
+SCENARIO_TIMEOUT_MS = 90_000
 SUITE_TIMEOUT_S = 240
 logger = logging.getLogger(__name__)
 pytestmark = [pytest.mark.timeout(SUITE_TIMEOUT_S + 60), pytest.mark.private_providers]
