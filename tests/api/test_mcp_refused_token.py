@@ -3,15 +3,19 @@ server): it is not sent again, the person is asked to sign in anew, and the new 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pydantic import SecretStr
 
 from switchboard.settings import Settings
 from tests.api.test_mcp_grants import answer, texts
 from tests.api.test_mcp_oauth_callback import PUBLIC_URL, SECRET, extensions, open_callback, redirected
-from tests.api.test_mcp_oauth_sign_in import oauth_grant, of_kind, server
+from tests.api.test_mcp_oauth_sign_in import LOCAL, oauth_grant, of_kind, server
 from tests.api_client import Api, Session, of_type, running_api
 from tests.oauth_server import MemoryAuthorizationServer
+from workers.config import McpGrant
+from workers.mcp.hub import McpHub
 
 pytestmark = pytest.mark.private_providers
 __all__ = ["server"]
@@ -45,3 +49,23 @@ async def test_a_token_the_server_refuses_is_dropped_and_the_person_asked_again(
         (again,) = of_type(await answer(api, session, CALL), "tool_result")
         assert again["is_error"] is False, again
         assert texts(again)[0] == "noted: hi"
+
+
+async def test_the_hub_says_which_credentials_a_server_refused(server: MemoryAuthorizationServer) -> None:
+    hub = McpHub(LOCAL)
+    forged = McpGrant(
+        name="notes",
+        url=server.issuer + "/mcp",
+        default_policy="allow",
+        timeout_s=10,
+        headers={"Authorization": "Bearer forged"},
+    )
+    try:
+        assert not hub.refused(forged)
+        assert await hub.tools((forged,)) == {}
+        assert hub.refused(forged)
+        # Another token is another connection, not yet refused.
+        other = dataclasses.replace(forged, headers={"Authorization": "Bearer other"})
+        assert not hub.refused(other)
+    finally:
+        await hub.close()
