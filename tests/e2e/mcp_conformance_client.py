@@ -35,8 +35,10 @@ if TYPE_CHECKING:
 GRANT = "suite"
 # Rounds of input: the first, and again after each sign-in (a scenario may ask more than once).
 ROUNDS = 3
-# Within the suite's time for a scenario (SCENARIO_TIMEOUT_MS in the test): a run, a sign-in, a run again.
-RUN_TIMEOUT_S = 30.0
+# One run, a sign-in within it included. The suite's time for a whole scenario (SCENARIO_TIMEOUT_MS in the
+# test) is the bound that matters; this one only says which run it was that did not end. A loaded machine
+# (two cores, forty scenarios side by side) has taken 30 s for one.
+RUN_TIMEOUT_S = 80.0
 ENDS = ("run_completed", "run_failed", "run_cancelled")
 
 # The tools each scenario's server offers and the arguments a call of them needs, where the suite's
