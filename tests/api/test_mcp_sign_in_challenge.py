@@ -4,6 +4,7 @@ path serves (the conformance suite's auth/metadata-var3)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from tests.api_client import Api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer
 from tests.stack import serve_asgi
 from workers.config import OAuthAuth
+from workers.mcp import sign_in
 from workers.mcp.sign_in import SignInUnavailable
 
 pytestmark = pytest.mark.private_providers
@@ -32,9 +34,11 @@ class Protected:
     metadata says it describes, `authorization_server` its one authorization server); every request is
     kept in `seen`."""
 
-    def __init__(self, authorization_server: str, resource: str | None = None) -> None:
+    def __init__(self, authorization_server: str, resource: str | None = None, *, silent: bool = False) -> None:
         self.authorization_server = authorization_server
         self.resource = resource
+        # Never answers a request to /mcp.
+        self.silent = silent
         self.base = ""
         self.seen: list[tuple[str, str, dict[str, str]]] = []
 
@@ -47,6 +51,8 @@ class Protected:
         headers = {key.decode(): value.decode() for key, value in scope["headers"]}
         self.seen.append((scope["method"], scope["path"], headers))
         if scope["method"] == "POST" and scope["path"] == "/mcp":
+            if self.silent:
+                await asyncio.sleep(3600)
             challenge = f'Bearer error="invalid_token", resource_metadata="{self.base}{_PRM}"'
             await self._answer(send, 401, b"", [(b"www-authenticate", challenge.encode())])
         elif scope["method"] == "GET" and scope["path"] == _PRM:
@@ -65,9 +71,12 @@ class Protected:
 
 
 @contextlib.asynccontextmanager
-async def protected(authorization_server: str, resource: str | None = None) -> AsyncIterator[Protected]:
-    app = Protected(authorization_server, resource)
-    async with serve_asgi(app) as base:
+async def protected(
+    authorization_server: str, resource: str | None = None, *, silent: bool = False
+) -> AsyncIterator[Protected]:
+    app = Protected(authorization_server, resource, silent=silent)
+    # A handler that never answers must not hold the server open past the test.
+    async with serve_asgi(app, timeout_graceful_shutdown=1) as base:
         app.base = base
         yield app
 
@@ -110,3 +119,20 @@ async def test_a_challenge_naming_metadata_for_another_server_is_refused(
                 auth=OAuthAuth(client_id=CLIENT_ID, client_secret=CLIENT_SECRET),
             )
     assert server.exchanged == []
+
+
+async def test_a_server_that_never_answers_the_probe_is_given_up_on_in_bounded_time(
+    api: Api, broker: Broker[Settings], server: MemoryAuthorizationServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sign_in, "FETCH_TIMEOUT_S", 0.5)
+    session = await api.session()
+    async with protected(server.issuer, silent=True) as mcp_server:
+        with pytest.raises(SignInUnavailable, match=r"did not answer within 0\.5 s"):
+            await sign_ins(broker).begin(
+                session_id=session.id,
+                subject=None,
+                grant="notes",
+                server_url=mcp_server.base + "/mcp",
+                auth=OAuthAuth(client_id=CLIENT_ID, client_secret=CLIENT_SECRET),
+            )
+    assert [path for _, path, _ in mcp_server.seen] == ["/mcp"]
