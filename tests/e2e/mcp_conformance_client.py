@@ -8,7 +8,8 @@ calls some scenarios want made, the client credentials a pre-registration hands 
 Switchboard is named by SWITCHBOARD_CONFORMANCE_API (its URL) and SWITCHBOARD_CONFORMANCE_KEY (an API key
 that makes agents and sessions). The command makes an agent of the scripted model whose one grant, `suite`,
 points at the URL (an OAuth grant for an `auth/*` scenario), opens a session, and sends the `/call` lines
-of the scenario's tools. It plays the person: it opens each `mcp_authorization_required` link as a browser
+of the scenario's tools (json-schema-2020-12-preservation's agent has a local model that reads the tools it
+is handed instead: `Reader`). It plays the person: it opens each `mcp_authorization_required` link as a browser
 would, following the authorization server's redirects to Switchboard's callback, and answers the grant's
 input requests (a form filled with a plain value of each field's type). After a sign-in, a run that ended
 without the tool's result is asked again (a step that goes on without the grant's tools, as one that
