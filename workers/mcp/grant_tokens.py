@@ -4,7 +4,10 @@ alone (the hub's pinned client sends a grant's headers only to its own origin). 
 token, is a connection of its own in the hub (its key digests the headers), so one person's token never
 serves another's session.
 
-A token past its `expires_at` is not sent: the server would refuse it, and refreshing is not done yet.
+A token past its `expires_at` is not sent: the server would refuse it, and refreshing is not done yet. Nor
+is one the grant's server refused (a 401 to the listing it was sent with, `refused`): the server no longer
+takes it (its resource moved to another authorization server, say), so the person is asked again and
+discovery starts over, at the authorization server the server's metadata names now.
 
 A grant with no usable token is asked for (`ask`): a sign-in is begun (workers/mcp/sign_in.py) and the
 session gets `mcp_authorization_required` with its link, once per grant while that sign-in waits. The
@@ -19,6 +22,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import HttpUrl
@@ -57,8 +61,17 @@ class Lacking:
 class GrantTokens:
     """Puts the session owner's stored token on each of its OAuth grants."""
 
-    def __init__(self, broker: Broker, cipher: TokenCipher, public_url: HttpUrl | None, wait_s: int) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        cipher: TokenCipher,
+        public_url: HttpUrl | None,
+        wait_s: int,
+        refused: Callable[[McpGrant], bool] = lambda grant: False,
+    ) -> None:
         self._broker = broker
+        # Whether the grant's server refused it, as it stands with its token (McpHub.refused).
+        self._refused = refused
         self._cipher = cipher
         # None: no callback address, so no sign-in can be begun (only tokens kept before are used).
         self._public_url = public_url
@@ -89,7 +102,8 @@ class GrantTokens:
         access = json.loads(stored).get("access_token")
         if not isinstance(access, str) or not access:
             return grant
-        return dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
+        signed = dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
+        return grant if self._refused(signed) else signed
 
     async def ask(self, session_id: str, run_id: str, grants: tuple[McpGrant, ...]) -> Lacking:
         """Ask the session's person to sign in to each OAuth grant of `grants` (as `authorized` gave them)

@@ -17,7 +17,7 @@ messages the `mcp` client sends (their ids)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 import httpx2
@@ -150,12 +150,14 @@ class McpTransport(httpx2.AsyncBaseTransport):
         exchanges: Exchanges,
         budget: Budget,
         connect_timeout_s: float,
+        on_unauthorized: Callable[[], None] = lambda: None,
     ) -> None:
         self._inner = inner
         self._flow = flow
         self._exchanges = exchanges
         self._budget = budget
         self._connect_timeout_s = connect_timeout_s
+        self._on_unauthorized = on_unauthorized
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         operation = self._exchanges.of(request)
@@ -182,6 +184,10 @@ class McpTransport(httpx2.AsyncBaseTransport):
                     operation.scopes.discard(scope)
             if scope.cancelled_caught:
                 return _no_answer(request, "the request ended before the MCP server answered")
+        if response.status_code == 401:
+            # The `mcp` transport makes any error status one error of its request; whether the server
+            # refused the connection's credentials is said here, where the status is still known.
+            self._on_unauthorized()
         if isinstance(response.stream, httpx2.AsyncByteStream):
             events = response.headers.get("content-type", "").startswith("text/event-stream")
             reading = Reading(self._budget, message_limit=limit, events=events)
@@ -201,9 +207,11 @@ def mcp_client(
     headers: dict[str, str],
     connection: tuple[Flow, Exchanges, Budget],
     connect_timeout_s: float,
+    on_unauthorized: Callable[[], None] = lambda: None,
 ) -> httpx2.AsyncClient:
     """The connection's HTTP client: the pinned client (workers/pinned.py) with its transport bounded as
-    the module says; `connection`: the connection's pace and exchanges, and the worker's budget."""
+    the module says; `connection`: the connection's pace and exchanges, and the worker's budget;
+    `on_unauthorized`: told of each 401 the server answers."""
     flow, exchanges, budget = connection
     return pinned_client(
         url,
@@ -211,5 +219,5 @@ def mcp_client(
         connect_timeout_s,
         what,
         headers,
-        around=lambda pinned: McpTransport(pinned, flow, exchanges, budget, connect_timeout_s),
+        around=lambda pinned: McpTransport(pinned, flow, exchanges, budget, connect_timeout_s, on_unauthorized),
     )
