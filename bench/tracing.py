@@ -8,7 +8,7 @@ deployments side by side in one run:
 - unreachable: the endpoint a closed port on 127.0.0.1, so every export is refused.
 
 The worker of each traces as its API does. Calls take turns across the three (one call on each, then the
-next), so a slow spell of the shared machine falls on all alike; after each block of 20 the bare app of
+next, which one goes first turning too), so a slow spell of the shared machine falls on all alike; after each block of 20 the bare app of
 scenario 13 answers the same pairs back to back, the baseline "off" is held against as scenario 13 holds
 the API (its target, 2x), which shows tracing off costs what the API cost before tracing: its ratio sits
 with scenario 13's figures. "On" and "unreachable" are held against "off" (at most 1.2x).
@@ -94,8 +94,11 @@ async def _round(deployments: list[Deployment], bare_pid: int, bare: RawHttp, ca
     bare_ns = 0
     for first in range(0, calls, BLOCK):
         numbers = range(first, min(calls, first + BLOCK))
-        for _ in numbers:
-            for d in deployments:
+        for number in numbers:
+            # Which deployment goes first turns with each call: none is always the one whose caches the
+            # others' calls just went cold on.
+            turn = number % len(deployments)
+            for d in deployments[turn:] + deployments[:turn]:
                 assert d.session is not None
                 await _call(d.running.api_pid, d.session, found[d.name])
         session = deployments[0].session
