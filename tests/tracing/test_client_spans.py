@@ -23,6 +23,7 @@ from switchboard.settings import Settings
 from switchboard.tool_member import Member, Target
 from switchboard.typed_tools import Call, ToolError, typed_tool
 from tests.api_client import of_type, run_over
+from tests.js_clients import drive
 from tests.tracing.spans import ids, named, parent_id, run_ended, spans_when, traced_api
 
 pytestmark = pytest.mark.both_redis
@@ -113,3 +114,31 @@ def test_a_process_with_no_provider_makes_no_span_and_imports_nothing() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_the_browser_sdks_trace_hook_makes_the_span_the_answers_carry(
+    settings: Settings, redis_url: str, api_key: str, fails: bool
+) -> None:
+    exporter = InMemorySpanExporter()
+    span_id = "00f067aa0ba902b7"
+    roomy = settings.model_copy(update={"ack_timeout_s": 10.0, "result_timeout_s": 10.0})
+    async with traced_api(roomy, redis_url, api_key, exporter) as api:
+        session = await api.session()
+        plan = {"url": api.stack.url, "sessionId": session.id, "token": session.token, "spanId": span_id}
+        driving = asyncio.create_task(drive("sdk_trace_hook_driver.mjs", plan | {"fails": fails}))
+        await api.wait_for(session, lambda es: bool(of_type(es, "client_registered")), timeout=30)
+        await api.send(session, "/call client__web__look")
+        (seen,) = await driving
+        events = await api.wait_for(session, run_over)
+        spans = await spans_when(exporter, run_ended)
+    (dispatched,) = of_type(events, "client_tool_dispatched")
+    assert seen["hook"] == {"tool": "look", "callId": dispatched["call_id"], "traceparent": dispatched["traceparent"]}
+    call_span = SpanRef.parse(str(dispatched["traceparent"]))
+    assert call_span is not None
+    mine = f"00-{call_span.trace_id:032x}-{span_id}-01"
+    assert seen["handed"] == mine
+    assert seen["ended"] == (["tool_error"] if fails else [None])
+    answers = [span for span in spans if span.name.endswith(("/ack", "/progress", "/result"))]
+    assert sorted(span.name.rsplit("/", 1)[1] for span in answers) == ["ack", "progress", "result"]
+    assert {parent_id(span) for span in answers} == {int(span_id, 16)}
