@@ -19,7 +19,7 @@ from common.tracing.settings import TracingSettings
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from common.tracing.sdk import Backend, Open
+    from common.tracing.sdk import Backend, OpenSpan
 
 __all__ = ["Span", "SpanRef", "Tracing", "TracingSettings"]
 
@@ -33,7 +33,7 @@ SpanEvent = tuple[str, Attributes, int | None]
 class Span:
     """A span being made; with tracing off, one shared instance that does nothing."""
 
-    def __init__(self, backend: Backend | None = None, span: Open | None = None) -> None:
+    def __init__(self, backend: Backend | None = None, span: OpenSpan | None = None) -> None:
         self._backend = backend
         self._span = span
 

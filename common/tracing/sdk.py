@@ -2,8 +2,8 @@
 
 A span is not made through the SDK's tracer: that costs about 35 µs a span on the request path (its
 processor chain, a lock, the attributes cleaned on each set, the span made current), which the API pays
-twice per client call (bench scenario 20). Instead a span under way is a few plain fields (`Open`), the
-sampler the SDK would have asked deciding at its start; when it ends, one `ReadableSpan`, its attributes
+twice per client call (bench scenario 20). Instead a span under way is a few plain fields (`OpenSpan`),
+the sampler the SDK would have asked deciding at its start; when it ends, one `ReadableSpan`, its attributes
 and events bounded by the SDK's span limits (the `OTEL_SPAN_*` variables), goes to the batch processor,
 which exports it off the request path. No span of ours is made current: every span names its parent
 (common/tracing/ids.py), so nothing reads the ambient context.
@@ -43,7 +43,7 @@ _DEFAULT_SAMPLER: str = ParentBased(ALWAYS_ON).get_description()  # type: ignore
 
 
 @dataclass(slots=True)
-class Open:
+class OpenSpan:
     """A span under way: its ids, and what it will be exported with."""
 
     name: str
@@ -120,7 +120,7 @@ class Backend:
         *,
         ids: tuple[int, int] | None = None,
         start_ns: int | None = None,
-    ) -> Open:
+    ) -> OpenSpan:
         """A span under way, a child of `parent` (None: it starts a trace, the one `ids` chose if given);
         `ids`: its trace and span ids (the trace's is the parent's when there is one)."""
         chosen_trace, chosen_span = ids or (0, 0)
@@ -128,7 +128,8 @@ class Backend:
         span_id = chosen_span or self._random.getrandbits(64) or 1
         kept = {key: value for key, value in attributes.items() if value is not None}
         sampled = self._sampled(name, parent, trace_id, _KINDS[kind], kept)
-        return Open(name, SpanRef(trace_id, span_id, sampled), parent, _KINDS[kind], start_ns or time.time_ns(), kept)
+        ref = SpanRef(trace_id, span_id, sampled)
+        return OpenSpan(name, ref, parent, _KINDS[kind], start_ns or time.time_ns(), kept)
 
     def _sampled(self, name: str, parent: SpanRef | None, trace_id: int, kind: SpanKind, kept: dict[str, Any]) -> bool:
         """Whether the span is kept, asked as the SDK asks, at its start (its `sampled` flag is what its
@@ -140,7 +141,7 @@ class Backend:
         kept.update(decision.attributes or {})
         return decision.decision is Decision.RECORD_AND_SAMPLE
 
-    def end(self, span: Open, end_ns: int | None = None) -> None:
+    def end(self, span: OpenSpan, end_ns: int | None = None) -> None:
         """The span is over: exported unless the sampler dropped it."""
         if not span.ref.sampled:
             return
@@ -163,14 +164,14 @@ class Backend:
             )
         )
 
-    def events(self, span: Open, events: Sequence[tuple[str, Attributes, int | None]]) -> None:
+    def events(self, span: OpenSpan, events: Sequence[tuple[str, Attributes, int | None]]) -> None:
         limits = self._limits
         for name, attributes, at_ns in events:
             bounded = _bounded(attributes, limits.max_event_attributes, limits.max_attribute_length)
             span.events.append(Event(name, bounded, at_ns or time.time_ns()))
 
     @staticmethod
-    def fail(span: Open, error_type: str, message: str = "") -> None:
+    def fail(span: OpenSpan, error_type: str, message: str = "") -> None:
         span.attributes["error.type"] = error_type
         span.status = Status(StatusCode.ERROR, message or None)
 
