@@ -100,8 +100,11 @@ class RunSpans:
         calls' spans are not made, the log they are read from being gone."""
         if not self.tracing.enabled:
             return
-        traced = TracedRun.of(session_id, run_id, await self._broker.traces.step(session_id, run_id, time.time_ns()))
-        await self.run_span(traced, traced.run, "session_deleted", agent_id=agent_id or "")
+        # The session is gone whatever becomes of its run's span: a deletion does not fail for want of one.
+        with contextlib.suppress(SwitchboardError):
+            now = time.time_ns()
+            traced = TracedRun.of(session_id, run_id, await self._broker.traces.step(session_id, run_id, now))
+            await self.run_span(traced, traced.run, "session_deleted", agent_id=agent_id or "")
 
     async def run_span(self, traced: TracedRun, run: RunTrace, error_type: str, *, agent_id: str = "") -> None:
         """The run's `invoke_agent` span (`error_type` '' when it completed); its context is let go.
