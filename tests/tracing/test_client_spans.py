@@ -142,3 +142,25 @@ async def test_the_browser_sdks_trace_hook_makes_the_span_the_answers_carry(
     answers = [span for span in spans if span.name.endswith(("/ack", "/progress", "/result"))]
     assert sorted(span.name.rsplit("/", 1)[1] for span in answers) == ["ack", "progress", "result"]
     assert {parent_id(span) for span in answers} == {int(span_id, 16)}
+
+
+async def test_a_trace_hook_that_throws_passes_the_calls_traceparent_through(
+    settings: Settings, redis_url: str, api_key: str
+) -> None:
+    exporter = InMemorySpanExporter()
+    roomy = settings.model_copy(update={"ack_timeout_s": 10.0, "result_timeout_s": 10.0})
+    async with traced_api(roomy, redis_url, api_key, exporter) as api:
+        session = await api.session()
+        plan = {"url": api.stack.url, "sessionId": session.id, "token": session.token, "spanId": "0" * 16}
+        driving = asyncio.create_task(drive("sdk_trace_hook_driver.mjs", plan | {"broken": True}))
+        await api.wait_for(session, lambda es: bool(of_type(es, "client_registered")), timeout=30)
+        await api.send(session, "/call client__web__look")
+        (seen,) = await driving
+        events = await api.wait_for(session, run_over)
+        spans = await spans_when(exporter, run_ended)
+    (dispatched,) = of_type(events, "client_tool_dispatched")
+    assert seen["handed"] == dispatched["traceparent"]
+    assert seen["ended"] == []
+    (tool_span,) = named(spans, "execute_tool")
+    answers = [span for span in spans if span.name.endswith(("/ack", "/progress", "/result"))]
+    assert {parent_id(span) for span in answers} == {ids(tool_span)[1]}
