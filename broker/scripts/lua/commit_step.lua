@@ -50,12 +50,8 @@ local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local step, attempt, ack_ms = tonumber(A.step), tonumber(A.attempt), tonumber(A.ack_ms)
 local retention = tonumber(A.retention_ms)
-local current = sb_current_step(S, step, attempt)
-if not current or current.state ~= 'running' then return sb_reply('stale') end
-if current.cancel then
-  sb_end_run(S, 'run_cancelled', nil, A.gone_text)
-  return sb_reply('cancelled')
-end
+local current, refused = sb_step_held(S, step, attempt, A.gone_text)
+if not current then return refused end
 local planned = {}
 for i, raw in ipairs(A.calls) do planned[i] = cjson.decode(raw) end
 local ncalls = #planned

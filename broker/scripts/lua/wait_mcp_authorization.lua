@@ -25,12 +25,8 @@
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
 local step, attempt = tonumber(A.step), tonumber(A.attempt)
-local current = sb_current_step(S, step, attempt)
-if not current or current.state ~= 'running' then return sb_reply('stale') end
-if current.cancel then
-  sb_end_run(S, 'run_cancelled', nil, A.gone_text)
-  return sb_reply('cancelled')
-end
+local current, refused = sb_step_held(S, step, attempt, A.gone_text)
+if not current then return refused end
 redis.call('ZREM', SB_P.steps, S.sid)
 local pending, seen = 0, {}
 for _, id in ipairs(A.ids) do

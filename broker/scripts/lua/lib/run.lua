@@ -27,6 +27,19 @@ local function sb_current_step(S, step, attempt)
   return {state = run[4], cancel = run[5] == '1', started = run[6] == '1', lease_until = tonumber(run[7] or 0)}
 end
 
+-- Where a try that runs a step ends it (commits it, or parks it): nil and the reply to give when it no
+-- longer may (`stale`: another try holds the step; `cancelled`: a cancel came meanwhile, so the run ends
+-- here), else the step as sb_current_step reads it.
+local function sb_step_held(S, step, attempt, gone_text)
+  local current = sb_current_step(S, step, attempt)
+  if not current or current.state ~= 'running' then return nil, sb_reply('stale') end
+  if current.cancel then
+    sb_end_run(S, 'run_cancelled', nil, gone_text)
+    return nil, sb_reply('cancelled')
+  end
+  return current
+end
+
 -- The step's worker holds it until lease_until; past that the sweeper may give it to another worker.
 local function sb_hold_step(S, lease_ms)
   redis.call('HSET', S.run, 'lease_until', S.now + lease_ms)
