@@ -14,7 +14,10 @@ from pydantic import SecretStr
 
 from common.tracing import Tracing
 from switchboard.settings import Settings
-from tests.api_client import Api, Session, of_type, run_over
+from switchboard.tool_member import Member, Target
+from switchboard.typed_tools import Call, typed_tool
+from tests.api_client import Api, Event, Session, of_type, run_over
+from tests.js_clients import drive
 from tests.stack import running_stack
 
 TOOL = "client__web__highlight_row"
@@ -89,3 +92,38 @@ async def call_and_answer(api: Api, session: Session, client_id: str, traceparen
         assert answered.status_code == 204, answered.text
     await api.wait_for(session, run_over)
     return call_id
+
+
+async def member_call(
+    api: Api, exporter: InMemorySpanExporter, look: Callable[[Call], Any]
+) -> tuple[list[Event], Sequence[ReadableSpan]]:
+    """`look` served as the tool `look` of a client `pool` by `switchboard tools serve`'s member, called
+    once by a run: the run's events and the spans once it ended."""
+    tool = typed_tool(look)
+    session = await api.session()
+    registered = await api.register(session, name="pool", tools=[tool.declaration()])
+    member = Member(Target(api.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 1)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(member.serve(stop))
+    try:
+        await api.send(session, "/call client__pool__look")
+        events = await api.wait_for(session, run_over, timeout=10)
+        return events, await spans_when(exporter, run_ended)
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 10)
+
+
+async def hook_call(
+    api: Api, exporter: InMemorySpanExporter, plan: dict[str, Any]
+) -> tuple[dict[str, Any], list[Event], Sequence[ReadableSpan]]:
+    """The browser SDK's trace hook driver (tests/js/sdk_trace_hook_driver.mjs) given `plan` for a new
+    session, which calls its tool `look` once: what the driver saw, the run's events, and the spans."""
+    session = await api.session()
+    base = {"url": api.stack.url, "sessionId": session.id, "token": session.token}
+    driving = asyncio.create_task(drive("sdk_trace_hook_driver.mjs", base | plan))
+    await api.wait_for(session, lambda es: bool(of_type(es, "client_registered")), timeout=30)
+    await api.send(session, "/call client__web__look")
+    (seen,) = await driving
+    events = await api.wait_for(session, run_over)
+    return seen, events, await spans_when(exporter, run_ended)

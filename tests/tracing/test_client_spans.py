@@ -5,7 +5,6 @@ through (tests/tracing/test_clients.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import textwrap
@@ -20,11 +19,9 @@ from opentelemetry.trace import StatusCode
 from common.tracing import SpanRef
 from switchboard import tool_spans
 from switchboard.settings import Settings
-from switchboard.tool_member import Member, Target
-from switchboard.typed_tools import Call, ToolError, typed_tool
-from tests.api_client import of_type, run_over
-from tests.js_clients import drive
-from tests.tracing.spans import ids, named, parent_id, run_ended, spans_when, traced_api
+from switchboard.typed_tools import Call, ToolError
+from tests.api_client import of_type
+from tests.tracing.spans import hook_call, ids, member_call, named, parent_id, traced_api
 
 pytestmark = pytest.mark.both_redis
 
@@ -56,20 +53,8 @@ async def test_the_members_span_is_the_calls_child_and_the_answers_parent(
             raise ToolError("nothing to see")
         return "seen"
 
-    tool = typed_tool(look)
     async with traced_api(settings, redis_url, api_key, exporter) as api:
-        session = await api.session()
-        registered = await api.register(session, name="pool", tools=[tool.declaration()])
-        member = Member(Target(api.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 1)
-        stop = asyncio.Event()
-        serving = asyncio.create_task(member.serve(stop))
-        try:
-            await api.send(session, "/call client__pool__look")
-            events = await api.wait_for(session, run_over, timeout=10)
-            spans = await spans_when(exporter, run_ended)
-        finally:
-            stop.set()
-            await asyncio.wait_for(serving, 10)
+        events, spans = await member_call(api, exporter, look)
     (dispatched,) = of_type(events, "client_tool_dispatched")
     call_span = SpanRef.parse(str(dispatched["traceparent"]))
     assert call_span is not None
@@ -124,14 +109,7 @@ async def test_the_browser_sdks_trace_hook_makes_the_span_the_answers_carry(
     span_id = "00f067aa0ba902b7"
     roomy = settings.model_copy(update={"ack_timeout_s": 10.0, "result_timeout_s": 10.0})
     async with traced_api(roomy, redis_url, api_key, exporter) as api:
-        session = await api.session()
-        plan = {"url": api.stack.url, "sessionId": session.id, "token": session.token, "spanId": span_id}
-        driving = asyncio.create_task(drive("sdk_trace_hook_driver.mjs", plan | {"fails": fails}))
-        await api.wait_for(session, lambda es: bool(of_type(es, "client_registered")), timeout=30)
-        await api.send(session, "/call client__web__look")
-        (seen,) = await driving
-        events = await api.wait_for(session, run_over)
-        spans = await spans_when(exporter, run_ended)
+        seen, events, spans = await hook_call(api, exporter, {"spanId": span_id, "fails": fails})
     (dispatched,) = of_type(events, "client_tool_dispatched")
     assert seen["hook"] == {"tool": "look", "callId": dispatched["call_id"], "traceparent": dispatched["traceparent"]}
     call_span = SpanRef.parse(str(dispatched["traceparent"]))
@@ -150,14 +128,7 @@ async def test_a_trace_hook_that_throws_passes_the_calls_traceparent_through(
     exporter = InMemorySpanExporter()
     roomy = settings.model_copy(update={"ack_timeout_s": 10.0, "result_timeout_s": 10.0})
     async with traced_api(roomy, redis_url, api_key, exporter) as api:
-        session = await api.session()
-        plan = {"url": api.stack.url, "sessionId": session.id, "token": session.token, "spanId": "0" * 16}
-        driving = asyncio.create_task(drive("sdk_trace_hook_driver.mjs", plan | {"broken": True}))
-        await api.wait_for(session, lambda es: bool(of_type(es, "client_registered")), timeout=30)
-        await api.send(session, "/call client__web__look")
-        (seen,) = await driving
-        events = await api.wait_for(session, run_over)
-        spans = await spans_when(exporter, run_ended)
+        seen, events, spans = await hook_call(api, exporter, {"spanId": "0" * 16, "broken": True})
     (dispatched,) = of_type(events, "client_tool_dispatched")
     assert seen["handed"] == dispatched["traceparent"]
     assert seen["ended"] == []

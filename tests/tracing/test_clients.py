@@ -9,14 +9,14 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from switchboard.settings import Settings
-from switchboard.tool_member import Member, Target
-from switchboard.typed_tools import Call, typed_tool
+from switchboard.typed_tools import Call
 from tests.api_client import of_type, run_over
 from tests.js_clients import drive
 from tests.mcp_servers import Seen, serving
 from tests.tracing.spans import (
     attrs,
     ids,
+    member_call,
     named,
     parent_id,
     run_ended,
@@ -55,20 +55,8 @@ async def test_tools_serve_hands_its_tool_the_calls_span_and_answers_inside_it(
         call.progress("looking", 0.5)
         return "seen"
 
-    tool = typed_tool(look)
     async with traced_api(settings, redis_url, api_key, exporter) as api:
-        session = await api.session()
-        registered = await api.register(session, name="pool", tools=[tool.declaration()])
-        member = Member(Target(api.stack.url, session.id, session.token, registered["id"]), {tool.name: tool}, 1)
-        stop = asyncio.Event()
-        serving_task = asyncio.create_task(member.serve(stop))
-        try:
-            await api.send(session, "/call client__pool__look")
-            events = await api.wait_for(session, run_over, timeout=10)
-            spans = await spans_when(exporter, run_ended)
-        finally:
-            stop.set()
-            await asyncio.wait_for(serving_task, 10)
+        events, spans = await member_call(api, exporter, look)
     (dispatched,) = of_type(events, "client_tool_dispatched")
     assert handed == [dispatched["traceparent"]]
     (tool_span,) = named(spans, "execute_tool")
