@@ -40,18 +40,25 @@ CLIENT_SECRET = "client-secret-for-tests"
 @dataclass
 class MemoryAuthorizationServer:
     """An OAuthAuthorizationServerProvider keeping everything in memory. `iss`: what the redirect says
-    its issuer is (None: the real one); `token_delay_s`: how long the token endpoint takes to answer."""
+    its issuer is (None: the real one); `token_delay_s`: how long the token endpoint takes to answer;
+    `expires_in`: the life of the access tokens it issues (s); `rotate`: whether a refresh issues a new
+    refresh token (the old one then refused). `refreshed`: the refresh tokens it took, in order."""
 
     # Its address, and its issuer identifier as its metadata writes it.
     issuer: str = ""
     identifier: str = ""
     iss: str | None = None
     token_delay_s: float = 0.0
+    expires_in: int = 3600
+    rotate: bool = True
+    refreshed: list[str] = field(default_factory=list)
     clients: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
     codes: dict[str, AuthorizationCode] = field(default_factory=dict)
     access: dict[str, AccessToken] = field(default_factory=dict)
     refresh: dict[str, RefreshToken] = field(default_factory=dict)
     exchanged: list[AuthorizationCode] = field(default_factory=list)
+    # The resource each refresh token's grant was for (a refresh issues tokens for the same one).
+    resources: dict[str, str | None] = field(default_factory=dict)
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -89,24 +96,30 @@ class MemoryAuthorizationServer:
             await asyncio.sleep(self.token_delay_s)
         self.codes.pop(authorization_code.code, None)
         self.exchanged.append(authorization_code)
+        return self._issue(client, authorization_code.scopes, authorization_code.resource, None)
+
+    def _issue(
+        self, client: OAuthClientInformationFull, scopes: list[str], resource: str | None, refresh: str | None
+    ) -> OAuthToken:
         assert client.client_id is not None
-        access, refresh = "at-" + secrets.token_urlsafe(16), "rt-" + secrets.token_urlsafe(16)
+        access = "at-" + secrets.token_urlsafe(16)
         self.access[access] = AccessToken(
             token=access,
             client_id=client.client_id,
-            scopes=authorization_code.scopes,
-            expires_at=int(time.time()) + 3600,
-            resource=authorization_code.resource,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.expires_in,
+            resource=resource,
         )
-        self.refresh[refresh] = RefreshToken(
-            token=refresh, client_id=client.client_id, scopes=authorization_code.scopes
-        )
+        if refresh is None:
+            refresh = "rt-" + secrets.token_urlsafe(16)
+            self.refresh[refresh] = RefreshToken(token=refresh, client_id=client.client_id, scopes=scopes)
+            self.resources[refresh] = resource
         return OAuthToken(
             access_token=access,
             token_type="Bearer",
-            expires_in=3600,
+            expires_in=self.expires_in,
             refresh_token=refresh,
-            scope=" ".join(authorization_code.scopes) or None,
+            scope=" ".join(scopes) or None,
         )
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
@@ -115,7 +128,15 @@ class MemoryAuthorizationServer:
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
-        raise NotImplementedError
+        if self.token_delay_s:
+            await asyncio.sleep(self.token_delay_s)
+        self.refreshed.append(refresh_token.token)
+        resource = self.resources.get(refresh_token.token)
+        if not self.rotate:
+            # An omitted refresh token is the old one still (RFC 6749 6).
+            return self._issue(client, scopes, resource, refresh_token.token).model_copy(update={"refresh_token": None})
+        self.refresh.pop(refresh_token.token, None)
+        return self._issue(client, scopes, resource, None)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         return self.access.get(token)
@@ -131,15 +152,22 @@ class MemoryAuthorizationServer:
 
 @contextlib.asynccontextmanager
 async def authorization_server(
-    redirect_uri: str, *, scopes: list[str] | None = None, method: str = "client_secret_post", **options: Any
+    redirect_uri: str,
+    *,
+    scopes: list[str] | None = None,
+    method: str = "client_secret_post",
+    resource_scopes: list[str] | None = None,
+    **options: Any,
 ) -> AsyncIterator[MemoryAuthorizationServer]:
     """An MCP server (`/mcp`, one tool `note`) that is its own authorization server, as the `mcp` package
-    serves one: its Protected Resource Metadata, its authorization server metadata, `/authorize`, `/token`
-    and `/register`, and `/mcp` only with a token it issued. Its one pre-registered client (CLIENT_ID,
-    CLIENT_SECRET, sent as `method` says) sends browsers back to `redirect_uri`. `/never` is a token endpoint
-    that never answers, `/huge` one that answers 96 KiB; `/liar-resource` is resource metadata naming an
-    authorization server whose metadata names another issuer, `/elsewhere-resource` resource metadata for
-    another server."""
+        serves one: its Protected Resource Metadata, its authorization server metadata, `/authorize`, `/token`
+        and `/register`, and `/mcp` only with a token it issued. Its one pre-registered client (CLIENT_ID,
+        CLIENT_SECRET, sent as `method` says) sends browsers back to `redirect_uri`. `scopes`: what the
+    authorization server offers; `resource_scopes`: what `/mcp` requires of a token and lists in its resource
+    metadata (a token without them is answered 403 `insufficient_scope`). `/never` is a token endpoint
+        that never answers, `/huge` one that answers 96 KiB; `/liar-resource` is resource metadata naming an
+        authorization server whose metadata names another issuer, `/elsewhere-resource` resource metadata for
+        another server."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     auth = AuthSettings(
@@ -148,6 +176,7 @@ async def authorization_server(
         client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=scopes),
         # A token issued for another resource is refused, as RFC 8707 means it to be.
         validate_token_resource=True,
+        required_scopes=resource_scopes,
     )
     provider = MemoryAuthorizationServer(issuer=base, identifier=str(auth.issuer_url), **options)
     server = MCPServer("notes", auth_server_provider=provider, auth=auth)

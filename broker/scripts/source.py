@@ -98,6 +98,8 @@ SCRIPT_NAMES = (
     "retry_delivery",
     "keep_mcp_connection",
     "forget_mcp_connection",
+    "claim_mcp_refresh",
+    "settle_mcp_refresh",
     "take_mcp_authorization",
     "begin_mcp_authorization",
     "complete_mcp_authorization",

@@ -4,7 +4,9 @@ alone (the hub's pinned client sends a grant's headers only to its own origin). 
 token, is a connection of its own in the hub (its key digests the headers), so one person's token never
 serves another's session.
 
-A token past its `expires_at` is not sent: the server would refuse it, and refreshing is not done yet.
+A token past its `expires_at` (or within `_MARGIN_MS` of it) is not sent: the server would refuse it. One
+with a refresh token is refreshed first (workers/mcp/refresh.py: one refresh per connection across
+workers; a refused refresh forgets the tokens, so the person is asked again).
 
 A grant with no usable token is asked for (`ask`): a sign-in is begun (workers/mcp/sign_in.py) and the
 session gets `mcp_authorization_required` with its link, once per grant while that sign-in waits; a
@@ -68,8 +70,13 @@ class GrantTokens:
         if record is None:
             return grant
         if record.expires_at_ms is not None and record.expires_at_ms - _MARGIN_MS <= time.time() * 1000:
-            return grant
-        stored = await connections.tokens(self._cipher, owner, grant.url)
+            if not record.refreshable:
+                return grant
+            refresh = await imported("workers.mcp.refresh")
+            refresher = refresh.Refresher(connections, self._cipher, self._broker.providers.addresses)
+            stored = await refresher.refresh(record)
+        else:
+            stored = await connections.tokens(self._cipher, owner, grant.url)
         if stored is None:
             return grant
         access = json.loads(stored).get("access_token")
