@@ -481,6 +481,11 @@ class KeySpace:
         """An owner's connection ids; the owner (`u:<subject>`, any character) comes last."""
         return f"{self.prefix}:{{w}}:mcp:connections:{owner}"
 
+    def mcp_challenge(self, session_id: str, grant: str) -> str:
+        """What a grant's server last challenged a session's requests with, for its next sign-in; the grant
+        name (any character) comes last."""
+        return f"{self.prefix}:{{w}}:mcp:challenge:{session_id}:{grant}"
+
     # Webhooks.
     @property
     def webhooks(self) -> str:

@@ -118,7 +118,11 @@ async def serve(
         None
         if settings.secret_key is None
         else GrantTokens(
-            broker, TokenCipher(settings.secret_key), settings.public_url, settings.mcp_authorization_timeout_s
+            broker,
+            TokenCipher(settings.secret_key),
+            settings.public_url,
+            settings.mcp_authorization_timeout_s,
+            hub.challenges,
         )
     )
     server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls, tracing, tokens)

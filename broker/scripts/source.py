@@ -100,6 +100,8 @@ SCRIPT_NAMES = (
     "forget_mcp_connection",
     "claim_mcp_refresh",
     "settle_mcp_refresh",
+    "note_mcp_challenge",
+    "expire_mcp_connection",
     "take_mcp_authorization",
     "begin_mcp_authorization",
     "complete_mcp_authorization",

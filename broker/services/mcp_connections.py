@@ -148,6 +148,14 @@ class McpConnections:
             sealed = await self._core.redis.hget(self._core.keys.mcp_connection(cid), "endpoint")
         return TokenEndpoint.open(cipher, sealed.decode(), cid) if sealed else None
 
+    async def refused(self, connection: McpConnection) -> bool:
+        """Mark `connection`'s access token as ended (its server refused it), unless another took its
+        place since `connection` was read; whether it was marked."""
+        seen = "" if connection.expires_at_ms is None else str(connection.expires_at_ms)
+        keys = {"connection": self._core.keys.mcp_connection(connection.id)}
+        (answer,) = await self._core.scripts.run("expire_mcp_connection", keys, {"seen": seen})
+        return str(answer) == "expired"
+
     async def claim_refresh(self, cid: str, claim: str, hold_ms: int) -> str:
         """Claim connection `cid` for one refresh: `claimed`, `busy` (another holds it) or `gone`."""
         keys = {"connection": self._core.keys.mcp_connection(cid)}

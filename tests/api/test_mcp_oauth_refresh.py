@@ -43,9 +43,9 @@ async def api(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator
 @pytest.fixture
 async def server() -> AsyncIterator[MemoryAuthorizationServer]:
     # Access tokens of 5 s: within the 30 s margin from the start, so the first use refreshes them.
-    async with authorization_server(
-        CALLBACK, scopes=["notes:read"], method="client_secret_basic", expires_in=5
-    ) as running:
+    scopes = ["notes:read"]
+    options = {"method": "client_secret_basic", "resource_scopes": scopes, "expires_in": 5}
+    async with authorization_server(CALLBACK, scopes=scopes, **options) as running:
         yield running
 
 

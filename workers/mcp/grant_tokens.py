@@ -24,13 +24,18 @@ from pydantic import HttpUrl
 
 from broker import Broker
 from broker.errors import SwitchboardError
-from broker.services.mcp_connections import owner_of
+from broker.services.mcp_challenges import Challenge
+from broker.services.mcp_connections import McpConnection, owner_of
 from broker.services.token_cipher import TokenCipher
 from common.runtime import imported
 from workers.config import McpGrant
+from workers.mcp.challenges import Challenged, Challenges
+from workers.mcp.hub import McpHub
 
 logger = logging.getLogger(__name__)
 
+# Step-ups (a new sign-in for more scope) one session may be asked for per grant within a sign-in's wait.
+MAX_STEP_UPS = 2
 # A token this close to its end is taken as ended: a call begun with it could outlive it.
 _MARGIN_MS = 30_000
 # A server whose sign-in could not be begun is not tried again for this long by this worker: discovery
@@ -45,7 +50,14 @@ _FAILED = "its sign-in could not be started"
 class GrantTokens:
     """Puts the session owner's stored token on each of its OAuth grants."""
 
-    def __init__(self, broker: Broker, cipher: TokenCipher, public_url: HttpUrl | None, wait_s: int) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        cipher: TokenCipher,
+        public_url: HttpUrl | None,
+        wait_s: int,
+        challenges: Challenges | None = None,
+    ) -> None:
         self._broker = broker
         self._cipher = cipher
         # None: no callback address, so no sign-in can be begun (only tokens kept before are used).
@@ -53,6 +65,8 @@ class GrantTokens:
         self._wait_s = wait_s
         # Server URL -> when (monotonic) a sign-in for it last failed to begin.
         self._failed: dict[str, float] = {}
+        # What the worker's connections were challenged with (the hub's): None, none is followed.
+        self._challenges = challenges
 
     async def authorized(self, session_id: str, grants: tuple[McpGrant, ...]) -> tuple[McpGrant, ...]:
         """`grants`, each OAuth one carrying its owner's token when there is a usable one (as it was
@@ -60,15 +74,42 @@ class GrantTokens:
         if not any(grant.oauth is not None for grant in grants):
             return grants
         owner = owner_of((await self._broker.sessions.get(session_id)).subject, session_id)
-        return tuple([await self._one(owner, grant) for grant in grants])
+        return tuple([await self._one(session_id, owner, grant) for grant in grants])
 
-    async def _one(self, owner: str, grant: McpGrant) -> McpGrant:
+    async def _one(self, session_id: str, owner: str, grant: McpGrant) -> McpGrant:
         if grant.oauth is None:
             return grant
         connections = self._broker.mcp_connections
         record = await connections.get_for(owner, grant.url)
-        if record is None:
+        authorized = None if record is None else await self._with_token(owner, grant, record)
+        if self._challenges is None:
+            return authorized or grant
+        if record is None or authorized is None:
+            seen = self._challenges.peek(McpHub.key(grant))
+            if seen is not None and seen.status == 401:
+                # Asked without a token: where its metadata is and what scope it wants, for the sign-in.
+                await self._note(session_id, grant, seen, None)
             return grant
+        seen = self._challenges.take(McpHub.key(authorized))
+        if seen is None:
+            return authorized
+        if seen.step_up:
+            return await self._step_up(session_id, grant, authorized, record, seen)
+        if seen.status != 401:
+            return authorized
+        # The server refused this token: it is not sent again; refreshed where it can be, else the person
+        # is asked again (with what the server's challenge says).
+        await self._note(session_id, grant, seen, " ".join(record.scopes) or None)
+        await connections.refused(record)
+        again = await connections.get_for(owner, grant.url)
+        if again is None or not again.refreshable or again.expires_at_ms != 0:
+            return grant
+        return await self._with_token(owner, grant, again) or grant
+
+    async def _with_token(self, owner: str, grant: McpGrant, record: McpConnection) -> McpGrant | None:
+        """`grant` with `record`'s access token, refreshed first when it ends within the margin; None when
+        no usable one is there."""
+        connections = self._broker.mcp_connections
         if record.expires_at_ms is not None and record.expires_at_ms - _MARGIN_MS <= time.time() * 1000:
             if not record.refreshable:
                 return grant
@@ -78,11 +119,38 @@ class GrantTokens:
         else:
             stored = await connections.tokens(self._cipher, owner, grant.url)
         if stored is None:
-            return grant
+            return None
         access = json.loads(stored).get("access_token")
         if not isinstance(access, str) or not access:
-            return grant
+            return None
         return dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
+
+    async def _step_up(
+        self, session_id: str, grant: McpGrant, authorized: McpGrant, record: McpConnection, seen: Challenged
+    ) -> McpGrant:
+        """After a 403 `insufficient_scope`: the grant without its token (so `ask` begins a sign-in asking
+        for what was granted and what the server wants), at most `MAX_STEP_UPS` times in the session
+        within a sign-in's wait; while one waits, was declined, or past the bound, the token is still
+        sent (the grant's other tools work) and the server's refusal is what the model reads."""
+        if await self._broker.mcp_authorizations.asked(session_id, grant.name) in ("pending", "declined"):
+            return authorized
+        if not await self._note(session_id, grant, seen, " ".join(record.scopes) or None, step_up=True):
+            logger.info("the MCP grant %s asked for more scope again; the person is not asked again", grant.name)
+            return authorized
+        return grant
+
+    async def _note(
+        self, session_id: str, grant: McpGrant, seen: Challenged, granted: str | None, *, step_up: bool = False
+    ) -> bool:
+        """Keep `seen` for the grant's next sign-in in the session; False when a step-up is past the bound."""
+        return await self._broker.mcp_challenges.note(
+            session_id,
+            grant.name,
+            Challenge(seen.header, granted),
+            step_up=step_up,
+            limit=MAX_STEP_UPS,
+            ttl_ms=self._wait_s * 1000,
+        )
 
     async def ask(self, session_id: str, grants: tuple[McpGrant, ...]) -> dict[str, str]:
         """Ask the session's person to sign in to each OAuth grant of `grants` (as `authorized` gave them)
@@ -113,8 +181,16 @@ class GrantTokens:
                 why[grant.name] = _FAILED
                 continue
             try:
+                # What the server's last challenge said (its metadata, its scope), and a step-up's scope.
+                noted = await self._broker.mcp_challenges.latest(session_id, grant.name)
                 begun = await starter.begin(
-                    session_id=session_id, subject=subject, grant=grant.name, server_url=grant.url, auth=grant.oauth
+                    session_id=session_id,
+                    subject=subject,
+                    grant=grant.name,
+                    server_url=grant.url,
+                    auth=grant.oauth,
+                    challenge=noted.header if noted is not None else None,
+                    granted=noted.granted if noted is not None else None,
                 )
                 await authorizations.require(
                     session_id,
