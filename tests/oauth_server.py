@@ -29,6 +29,7 @@ from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker.transport.embedded import free_port
 from tests.stack import serve_asgi
@@ -52,6 +53,15 @@ class MemoryAuthorizationServer:
     expires_in: int = 3600
     rotate: bool = True
     refreshed: list[str] = field(default_factory=list)
+    # `/mcp`'s gate (`_gated`): tools needing a scope of their own, and a challenge for requests without
+    # a token; the 403s it answered.
+    scoped_tools: dict[str, str] = field(default_factory=dict)
+    challenge: str | None = None
+    step_ups: int = 0
+    # The scopes its codes grant whatever was asked (None: what was asked), for a server that never grants
+    # what it asks for; whether its token answers carry a refresh token.
+    grants: list[str] | None = None
+    issue_refresh: bool = True
     clients: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
     codes: dict[str, AuthorizationCode] = field(default_factory=dict)
     access: dict[str, AccessToken] = field(default_factory=dict)
@@ -72,7 +82,7 @@ class MemoryAuthorizationServer:
         assert client.client_id is not None
         self.codes[code] = AuthorizationCode(
             code=code,
-            scopes=params.scopes or [],
+            scopes=self.grants if self.grants is not None else params.scopes or [],
             expires_at=time.time() + 300,
             client_id=client.client_id,
             code_challenge=params.code_challenge,
@@ -118,7 +128,7 @@ class MemoryAuthorizationServer:
             access_token=access,
             token_type="Bearer",
             expires_in=self.expires_in,
-            refresh_token=refresh,
+            refresh_token=refresh if self.issue_refresh else None,
             scope=" ".join(scopes) or None,
         )
 
@@ -159,15 +169,16 @@ async def authorization_server(
     resource_scopes: list[str] | None = None,
     **options: Any,
 ) -> AsyncIterator[MemoryAuthorizationServer]:
-    """An MCP server (`/mcp`, one tool `note`) that is its own authorization server, as the `mcp` package
-        serves one: its Protected Resource Metadata, its authorization server metadata, `/authorize`, `/token`
-        and `/register`, and `/mcp` only with a token it issued. Its one pre-registered client (CLIENT_ID,
-        CLIENT_SECRET, sent as `method` says) sends browsers back to `redirect_uri`. `scopes`: what the
-    authorization server offers; `resource_scopes`: what `/mcp` requires of a token and lists in its resource
-    metadata (a token without them is answered 403 `insufficient_scope`). `/never` is a token endpoint
-        that never answers, `/huge` one that answers 96 KiB; `/liar-resource` is resource metadata naming an
-        authorization server whose metadata names another issuer, `/elsewhere-resource` resource metadata for
-        another server."""
+    """An MCP server (`/mcp`, tools `note` and `erase`) that is its own authorization server, as the `mcp`
+    package serves one: its Protected Resource Metadata, its authorization server metadata, `/authorize`,
+    `/token` and `/register`, and `/mcp` only with a token it issued. Its one pre-registered client
+    (CLIENT_ID, CLIENT_SECRET, sent as `method` says) sends browsers back to `redirect_uri`. `scopes`: what
+    the authorization server offers; `resource_scopes`: what `/mcp` requires of a token and lists in its
+    resource metadata (a token without them is answered 403 `insufficient_scope`). `/never` is a token
+    endpoint that never answers, `/huge` one that answers 96 KiB; `/liar-resource` is resource metadata
+    naming an authorization server whose metadata names another issuer, `/elsewhere-resource` resource
+    metadata for another server. The provider's `scoped_tools` and `challenge` gate `/mcp` further
+    (`_gated`)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     auth = AuthSettings(
@@ -184,6 +195,10 @@ async def authorization_server(
     @server.tool()
     def note(text: str) -> str:
         return f"noted: {text}"
+
+    @server.tool()
+    def erase(text: str) -> str:
+        return f"erased: {text}"
 
     app = server.streamable_http_app()
     app.router.routes.extend(
@@ -209,8 +224,64 @@ async def authorization_server(
         }
     )
     # A handler that never answers must not hold the server open past the test.
-    async with serve_asgi(app, port=port, timeout_graceful_shutdown=1):
+    async with serve_asgi(_gated(app, provider, base), port=port, timeout_graceful_shutdown=1):
         yield provider
+
+
+def _gated(app: ASGIApp, provider: MemoryAuthorizationServer, base: str) -> ASGIApp:
+    """`app` with `/mcp` gated as the provider says: a request without a token answered 401 with
+    `provider.challenge` (when set) as its `WWW-Authenticate`; a `tools/call` of a tool in
+    `provider.scoped_tools` whose token lacks the tool's scope answered 403 `insufficient_scope` naming it
+    (as a server asks for a step-up), counted in `provider.step_ups`."""
+
+    async def gated(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/mcp":
+            await app(scope, receive, send)
+            return
+        headers = {name.decode().lower(): value.decode() for name, value in scope["headers"]}
+        token = headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if not token and provider.challenge is not None:
+            await _refuse(send, 401, provider.challenge)
+            return
+        if scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        messages = [await receive()]
+        while messages[-1].get("more_body", False):
+            messages.append(await receive())
+        needed = _needed(b"".join(m.get("body", b"") for m in messages), provider.scoped_tools)
+        held = provider.access.get(token)
+        if needed is not None and held is not None and needed not in held.scopes:
+            provider.step_ups += 1
+            metadata = base + "/.well-known/oauth-protected-resource/mcp"
+            challenge = f'Bearer error="insufficient_scope", scope="{needed}", resource_metadata="{metadata}"'
+            await _refuse(send, 403, challenge)
+            return
+        replay = iter(messages)
+
+        async def again() -> Message:
+            return next(replay, None) or await receive()
+
+        await app(scope, again, send)
+
+    return gated
+
+
+def _needed(body: bytes, scoped: dict[str, str]) -> str | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    return scoped.get(str((message.get("params") or {}).get("name")))
+
+
+async def _refuse(send: Send, status: int, challenge: str) -> None:
+    body = json.dumps({"error": "refused"}).encode()
+    headers = [(b"content-type", b"application/json"), (b"www-authenticate", challenge.encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _never(request: Request) -> Response:
