@@ -74,8 +74,10 @@ class McpConnection:
     scopes: tuple[str, ...]
     expires_at_ms: int | None
     created_at_ms: int
-    # Whether a refresh token's way back (TokenEndpoint) was kept with it.
+    # Whether a refresh token's way back (TokenEndpoint) was kept with it, and whether a worker has
+    # claimed it to refresh (a claim that ran out included).
     refreshable: bool = False
+    refreshing: bool = False
 
 
 def _connection(found: dict[bytes, bytes]) -> McpConnection:
@@ -91,6 +93,7 @@ def _connection(found: dict[bytes, bytes]) -> McpConnection:
         expires_at_ms=int(text["expires_at"]) if text["expires_at"] else None,
         created_at_ms=int(text["created_at"]),
         refreshable=bool(found.get(b"endpoint")),
+        refreshing=b"refreshing" in found,
     )
 
 

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from pydantic import HttpUrl, SecretStr
@@ -44,7 +45,7 @@ async def api(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator
 async def server() -> AsyncIterator[MemoryAuthorizationServer]:
     # Access tokens of 5 s: within the 30 s margin from the start, so the first use refreshes them.
     scopes = ["notes:read"]
-    options = {"method": "client_secret_basic", "resource_scopes": scopes, "expires_in": 5}
+    options: dict[str, Any] = {"method": "client_secret_basic", "resource_scopes": scopes, "expires_in": 5}
     async with authorization_server(CALLBACK, scopes=scopes, **options) as running:
         yield running
 
@@ -138,6 +139,18 @@ async def test_workers_needing_the_same_refresh_at_once_send_it_once(
     tokens = {bearer(authorized) for (authorized,) in got}
     assert len(server.refreshed) == 1
     assert tokens == {(await stored(broker, session, server))["access_token"]}
+
+
+async def test_workers_waiting_for_a_refresh_that_fails_go_on_without_waiting_out_the_claim(
+    api: Api, broker: Broker[Settings], server: MemoryAuthorizationServer
+) -> None:
+    session = await signed_in(api, broker, server)
+    await repoint(broker, session, server, server.issuer + "/authorize")
+    server.token_delay_s = 0.0
+    started = asyncio.get_running_loop().time()
+    got = await asyncio.gather(*(tokens_of(broker).authorized(session.id, (grant(server),)) for _ in range(3)))
+    assert {bearer(authorized) for (authorized,) in got} == {None}
+    assert asyncio.get_running_loop().time() - started < 5
 
 
 async def test_a_refused_refresh_forgets_the_tokens_so_the_person_is_asked_again(

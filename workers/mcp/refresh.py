@@ -60,7 +60,8 @@ class Refresher:
         return await self._refresh(record, claim)
 
     async def _landed(self, record: McpConnection) -> bytes | None:
-        # Another worker refreshes: its new expiry says it landed, the record gone that it was refused.
+        # Another worker refreshes: a new expiry says it landed, the record gone that it was refused, the
+        # claim let go with neither that it failed.
         deadline = time.monotonic() + HOLD_MS / 1000
         while time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
@@ -70,6 +71,8 @@ class Refresher:
                 return None
             if now.expires_at_ms != record.expires_at_ms:
                 return await self._connections.tokens(self._cipher, now.owner, now.server_url)
+            if not now.refreshing:
+                return None  # let go unchanged: that refresh failed, and this step goes on without
         return None
 
     async def _refresh(self, record: McpConnection, claim: str) -> bytes | None:
