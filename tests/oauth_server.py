@@ -51,6 +51,8 @@ class MemoryAuthorizationServer:
     iss: str | None = None
     token_delay_s: float = 0.0
     expires_in: int = 3600
+    # How long a refresh takes to answer, on top of `token_delay_s`.
+    refresh_delay_s: float = 0.0
     rotate: bool = True
     refreshed: list[str] = field(default_factory=list)
     # `/mcp`'s gate (`_gated`): tools needing a scope of their own, and a challenge for requests without
@@ -138,8 +140,8 @@ class MemoryAuthorizationServer:
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
-        if self.token_delay_s:
-            await asyncio.sleep(self.token_delay_s)
+        if self.token_delay_s or self.refresh_delay_s:
+            await asyncio.sleep(self.token_delay_s + self.refresh_delay_s)
         self.refreshed.append(refresh_token.token)
         resource = self.resources.get(refresh_token.token)
         if not self.rotate:

@@ -134,6 +134,8 @@ async def test_workers_needing_the_same_refresh_at_once_send_it_once(
 ) -> None:
     session = await signed_in(api, broker, server)
     server.token_delay_s = 0.6
+    # The refreshed token lasts: a worker that comes late finds it and has nothing to refresh.
+    server.expires_in = 3600
     workers = [tokens_of(broker) for _ in range(4)]
     got = await asyncio.gather(*(w.authorized(session.id, (grant(server),)) for w in workers))
     tokens = {bearer(authorized) for (authorized,) in got}
@@ -209,12 +211,14 @@ async def test_a_new_sign_in_during_a_refresh_wins_over_it(
     api: Api, broker: Broker[Settings], server: MemoryAuthorizationServer
 ) -> None:
     session = await signed_in(api, broker, server)
-    server.token_delay_s = 0.8
+    server.refresh_delay_s = 2.0
     refreshing = asyncio.create_task(tokens_of(broker).authorized(session.id, (grant(server),)))
-    await asyncio.sleep(0.3)
-    server.token_delay_s = 0.0
+    async with asyncio.timeout(5):
+        while not (await record(broker, session, server)).refreshing:
+            await asyncio.sleep(0.02)
     server.expires_in = 3600
     await signed_in_again(api, broker, server, session)
+    assert not refreshing.done()
     again = await stored(broker, session, server)
     (late,) = await refreshing
     # The late refresh's tokens are not kept over the new sign-in's, and the step uses the new ones.
