@@ -17,10 +17,12 @@ MAX_CHALLENGE_CHARS = 2048
 
 @dataclass(frozen=True, slots=True)
 class Challenge:
-    """A server's challenge, as sent, and the scope the token it refused had (None: no token, or unknown)."""
+    """A server's challenge, as sent, the scope the token it refused had (None: no token, or unknown), and
+    whether it asks for a step-up no sign-in was begun for yet."""
 
     header: str
     granted: str | None
+    pending: bool = False
 
 
 class McpChallenges:
@@ -58,9 +60,14 @@ class McpChallenges:
         """The challenge kept for the grant's next sign-in in the session, if any."""
         with translate_redis_errors():
             found = await self._core.redis.hmget(
-                self._core.keys.mcp_challenge(session_id, grant), ["header", "granted"]
+                self._core.keys.mcp_challenge(session_id, grant), ["header", "granted", "pending"]
             )
-        header, granted = found
+        header, granted, pending = found
         if header is None:
             return None
-        return Challenge(header.decode(), granted.decode() if granted else None)
+        return Challenge(header.decode(), granted.decode() if granted else None, pending is not None)
+
+    async def begun(self, session_id: str, grant: str) -> None:
+        """A sign-in was begun for the grant in the session: a step-up noted before is no longer pending."""
+        with translate_redis_errors():
+            await self._core.redis.hdel(self._core.keys.mcp_challenge(session_id, grant), "pending")

@@ -23,6 +23,7 @@ from tests.api.test_mcp_oauth_sign_in import LOCAL
 from tests.api_client import Api, Session, running_api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
 from workers.config import McpGrant, OAuthAuth
+from workers.mcp.challenges import Challenges
 from workers.mcp.grant_tokens import MAX_STEP_UPS, GrantTokens
 from workers.mcp.hub import McpHub
 from workers.mcp.mapped import Mapped
@@ -109,10 +110,20 @@ async def test_a_403_insufficient_scope_signs_the_person_in_again_for_the_union_
     assert 'needs more permission for this (insufficient_scope, scope "notes:admin")' in refused
     assert "sign in to it again" in refused
 
-    # The next step: the person is asked again, for what was granted and what the server wants.
-    stepped = await sign_in(api, tokens, session, server)
-    assert stepped.params["scope"] == "notes:read notes:admin"
-    assert stepped.params["resource"] == server.issuer + "/mcp"
+    # Whichever worker's GrantTokens looks next (a call's, a step's) goes without the token until the
+    # step-up is asked for; once its sign-in waits, the token is sent again (the other tools work).
+    assert "Authorization" not in (await authorized(tokens, session, server)).headers
+    elsewhere = GrantTokens(broker, CIPHER, HttpUrl(PUBLIC_URL), 60, Challenges())
+    assert "Authorization" not in (await authorized(elsewhere, session, server)).headers
+    (bare,) = await elsewhere.authorized(session.id, (grant(server),))
+    assert await elsewhere.ask(session.id, (bare,)) == {"notes": ASKED}
+    assert "Authorization" in (await authorized(tokens, session, server)).headers
+    url = (await asked_urls(api, session))[-1]
+    assert url.params["scope"] == "notes:read notes:admin"
+
+    # The person signs in again, for what was granted and what the server wants.
+    assert url.params["resource"] == server.issuer + "/mcp"
+    assert (await open_callback(api, await redirected(str(url)))).status_code == 200
     assert (await call(hub, await authorized(tokens, session, server), "erase")).startswith("erased: hi")
     assert server.step_ups == 1
 
@@ -165,7 +176,8 @@ async def test_a_refused_token_without_a_refresh_token_has_the_person_asked_agai
     assert record is not None
     assert record.expires_at_ms == 0
     # Not sent by any worker again: another worker's GrantTokens, which saw no 401, does not send it either.
-    assert "Authorization" not in (await authorized(tokens_of(broker, McpHub(LOCAL)), session, server)).headers
+    elsewhere = GrantTokens(broker, CIPHER, HttpUrl(PUBLIC_URL), 60, Challenges())
+    assert "Authorization" not in (await authorized(elsewhere, session, server)).headers
     await sign_in(api, tokens, session, server)
     assert (await call(hub, await authorized(tokens, session, server), "note")).startswith("noted: hi")
 

@@ -110,7 +110,11 @@ async def test_a_sessions_challenges_are_kept_and_its_step_ups_bounded(broker: B
     assert await challenges.note(session_id, "kit", more, step_up=True, limit=2, ttl_ms=60_000)
     assert await challenges.note(session_id, "kit", more, step_up=True, limit=2, ttl_ms=60_000)
     assert not await challenges.note(session_id, "kit", more, step_up=True, limit=2, ttl_ms=60_000)
+    # Each step-up waits for a sign-in to be begun for it.
+    assert await challenges.latest(session_id, "kit") == Challenge(more.header, "read", pending=True)
+    await challenges.begun(session_id, "kit")
     assert await challenges.latest(session_id, "kit") == more
+    await challenges.begun(str(uuid.uuid4()), "kit")  # none noted: nothing written
     # A refused token's challenge is still kept past the bound (it asks for no more scope).
     assert await challenges.note(session_id, "kit", first, step_up=False, limit=2, ttl_ms=60_000)
     key = broker.core.keys.mcp_challenge(session_id, "kit")

@@ -92,6 +92,10 @@ class GrantTokens:
             return grant
         seen = self._challenges.take(McpHub.key(authorized))
         if seen is None:
+            # A step-up noted before (by another call's 403) and not yet asked for is asked for now.
+            noted = await self._broker.mcp_challenges.latest(session_id, grant.name)
+            if noted is not None and noted.pending and not await self._waits(session_id, grant):
+                return grant
             return authorized
         if seen.step_up:
             return await self._step_up(session_id, grant, authorized, record, seen)
@@ -132,12 +136,17 @@ class GrantTokens:
         for what was granted and what the server wants), at most `MAX_STEP_UPS` times in the session
         within a sign-in's wait; while one waits, was declined, or past the bound, the token is still
         sent (the grant's other tools work) and the server's refusal is what the model reads."""
-        if await self._broker.mcp_authorizations.asked(session_id, grant.name) in ("pending", "declined"):
+        if await self._waits(session_id, grant):
             return authorized
         if not await self._note(session_id, grant, seen, " ".join(record.scopes) or None, step_up=True):
             logger.info("the MCP grant %s asked for more scope again; the person is not asked again", grant.name)
             return authorized
         return grant
+
+    async def _waits(self, session_id: str, grant: McpGrant) -> bool:
+        """Whether the grant's latest sign-in in the session waits for the person or was declined (then
+        no step-up is asked for)."""
+        return await self._broker.mcp_authorizations.asked(session_id, grant.name) in ("pending", "declined")
 
     async def _note(
         self, session_id: str, grant: McpGrant, seen: Challenged, granted: str | None, *, step_up: bool = False
@@ -200,6 +209,7 @@ class GrantTokens:
                     url=begun.authorization_url,
                     expires_at_ms=begun.expires_at_ms,
                 )
+                await self._broker.mcp_challenges.begun(session_id, grant.name)
                 why[grant.name] = _ASKED
             except (sign_in.SignInUnavailable, SwitchboardError) as error:
                 logger.warning("no sign-in could be begun for the MCP grant %s (%s): %s", grant.name, grant.url, error)

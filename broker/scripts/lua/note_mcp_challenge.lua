@@ -4,7 +4,7 @@
 -- asked for does not have the person sign in again and again. The record lives `ttl_ms` from its first
 -- note (the sign-in's wait), its count with it.
 --
---!key challenge   the session's record for the grant (hash: header, granted, step_ups)
+--!key challenge   the session's record for the grant (hash: header, granted, step_ups, pending)
 --!arg header      the challenge, as sent (bounded by the caller)
 --!arg granted     the scope the refused token had ('' when none is known)
 --!arg step_up     '1' for a step-up (counted against `limit`), '0' for a refused token
@@ -23,6 +23,9 @@ if A.step_up == '1' then
   step_ups = step_ups + 1
 end
 redis.call('HSET', K.challenge, 'header', A.header, 'granted', A.granted, 'step_ups', step_ups)
+if A.step_up == '1' then
+  redis.call('HSET', K.challenge, 'pending', '1')
+end
 if redis.call('PTTL', K.challenge) < 0 then
   redis.call('PEXPIRE', K.challenge, A.ttl_ms)
 end
