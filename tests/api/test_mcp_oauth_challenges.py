@@ -18,9 +18,10 @@ from broker.broker import Broker
 from broker.services.mcp_connections import owner_of
 from broker.services.token_cipher import TokenCipher
 from switchboard.settings import Settings
+from tests.api.test_mcp_grants import answer, texts
 from tests.api.test_mcp_oauth_callback import CALLBACK, PUBLIC_URL, SECRET, extensions, open_callback, redirected
 from tests.api.test_mcp_oauth_sign_in import LOCAL
-from tests.api_client import Api, Session, running_api
+from tests.api_client import Api, Session, of_type, running_api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
 from workers.config import McpGrant, OAuthAuth
 from workers.mcp.challenges import Challenges
@@ -221,3 +222,34 @@ async def test_a_challenge_past_its_bound_is_not_kept(
     assert await hub.tools((bare,)) == {}
     await tokens.authorized(session.id, (grant(server),))
     assert await broker.mcp_challenges.latest(session.id, "notes") is None
+
+
+async def test_a_run_refreshes_and_steps_up_through_the_worker(
+    settings: Settings, redis_url: str, api_key: str, server: MemoryAuthorizationServer
+) -> None:
+    """The worker's own wiring (its hub's challenges handed to its GrantTokens): short-lived tokens
+    refreshed between steps, and a tool the token's scope does not cover failing clearly, then asked for."""
+    server.expires_in = 5
+    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
+    auth = {"type": "oauth", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
+    mcp = [{"name": "notes", "url": server.issuer + "/mcp", "default_policy": "allow", "auth": auth}]
+    async with running_api(settings, redis_url, api_key, update) as api:
+        session = await api.session(mcp=mcp)
+        note, erase = '/call mcp__notes__note {"text": "hi"}', '/call mcp__notes__erase {"text": "hi"}'
+        await answer(api, session, note)
+        (first,) = await asked_urls(api, session)
+        assert (await open_callback(api, await redirected(str(first)))).status_code == 200
+        (result,) = of_type(await answer(api, session, note), "tool_result")
+        assert result["is_error"] is False, result
+        assert len(server.refreshed) >= 1  # its 5 s tokens are within the margin at once
+        (refused,) = of_type(await answer(api, session, erase), "tool_result")
+        assert refused["is_error"] is True
+        assert 'insufficient_scope, scope "notes:admin"' in texts(refused)[0]
+        await answer(api, session, note)
+        urls = await asked_urls(api, session)
+        assert len(urls) == 2
+        assert urls[-1].params["scope"] == "notes:read notes:admin"
+        assert (await open_callback(api, await redirected(str(urls[-1])))).status_code == 200
+        (erased,) = of_type(await answer(api, session, erase), "tool_result")
+        assert erased["is_error"] is False, erased
+        assert texts(erased)[0].startswith("erased: hi")

@@ -81,53 +81,44 @@ class GrantTokens:
             return grant
         connections = self._broker.mcp_connections
         record = await connections.get_for(owner, grant.url)
-        authorized = None if record is None else await self._with_token(owner, grant, record)
-        if self._challenges is None:
-            return authorized or grant
-        if record is None or authorized is None:
-            seen = self._challenges.peek(McpHub.key(grant))
-            if seen is not None and seen.status == 401:
+        stored = None if record is None else await connections.tokens(self._cipher, owner, grant.url)
+        kept = _access(stored)
+        # What the server said of the token as kept (before any refresh replaces it), once.
+        seen = None if kept is None or self._challenges is None else self._challenges.take(_key(grant, kept))
+        if record is not None and seen is not None and seen.status == 401:
+            # The server refused this token: it is not sent again; refreshed where it can be, else the
+            # person is asked again (with what the server's challenge says).
+            await self._note(session_id, grant, seen, " ".join(record.scopes) or None)
+            await connections.refused(record)
+            record = await connections.get_for(owner, grant.url)
+        access = None if record is None else await self._usable(record, kept)
+        if access is None:
+            bare = None if self._challenges is None else self._challenges.peek(McpHub.key(grant))
+            if bare is not None and bare.status == 401:
                 # Asked without a token: where its metadata is and what scope it wants, for the sign-in.
-                await self._note(session_id, grant, seen, None)
+                await self._note(session_id, grant, bare, None)
             return grant
-        seen = self._challenges.take(McpHub.key(authorized))
-        if seen is None:
+        assert record is not None
+        authorized = _with(grant, access)
+        if seen is not None and seen.step_up:
+            return await self._step_up(session_id, grant, authorized, record, seen)
+        if self._challenges is not None:
             # A step-up noted before (by another call's 403) and not yet asked for is asked for now.
             noted = await self._broker.mcp_challenges.latest(session_id, grant.name)
             if noted is not None and noted.pending and not await self._waits(session_id, grant):
                 return grant
-            return authorized
-        if seen.step_up:
-            return await self._step_up(session_id, grant, authorized, record, seen)
-        if seen.status != 401:
-            return authorized
-        # The server refused this token: it is not sent again; refreshed where it can be, else the person
-        # is asked again (with what the server's challenge says).
-        await self._note(session_id, grant, seen, " ".join(record.scopes) or None)
-        await connections.refused(record)
-        again = await connections.get_for(owner, grant.url)
-        if again is None or not again.refreshable or again.expires_at_ms != 0:
-            return grant
-        return await self._with_token(owner, grant, again) or grant
+        return authorized
 
-    async def _with_token(self, owner: str, grant: McpGrant, record: McpConnection) -> McpGrant | None:
-        """`grant` with `record`'s access token, refreshed first when it ends within the margin; None when
-        no usable one is there."""
-        connections = self._broker.mcp_connections
-        if record.expires_at_ms is not None and record.expires_at_ms - _MARGIN_MS <= time.time() * 1000:
-            if not record.refreshable:
-                return grant
-            refresh = await imported("workers.mcp.refresh")
-            refresher = refresh.Refresher(connections, self._cipher, self._broker.providers.addresses)
-            stored = await refresher.refresh(record)
-        else:
-            stored = await connections.tokens(self._cipher, owner, grant.url)
-        if stored is None:
+    async def _usable(self, record: McpConnection, kept: str | None) -> str | None:
+        """The access token to send: `kept` (the record's, as stored), or a refreshed one when it ends
+        within the margin; None when there is none."""
+        if record.expires_at_ms is None or record.expires_at_ms - _MARGIN_MS > time.time() * 1000:
+            return kept
+        if not record.refreshable:
             return None
-        access = json.loads(stored).get("access_token")
-        if not isinstance(access, str) or not access:
-            return None
-        return dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
+        refresh = await imported("workers.mcp.refresh")
+        refresher = refresh.Refresher(self._broker.mcp_connections, self._cipher, self._broker.providers.addresses)
+        return _access(await refresher.refresh(record))
 
     async def _step_up(
         self, session_id: str, grant: McpGrant, authorized: McpGrant, record: McpConnection, seen: Challenged
@@ -219,6 +210,21 @@ class GrantTokens:
                     del self._failed[next(iter(self._failed))]
                 why[grant.name] = _FAILED
         return why
+
+
+def _access(stored: bytes | None) -> str | None:
+    """The access token of a stored token set (JSON), if it has one."""
+    access = None if stored is None else json.loads(stored).get("access_token")
+    return access if isinstance(access, str) and access else None
+
+
+def _with(grant: McpGrant, access: str) -> McpGrant:
+    return dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
+
+
+def _key(grant: McpGrant, access: str) -> str:
+    """The hub's key of the connection that sends `access` for `grant`."""
+    return McpHub.key(_with(grant, access))
 
 
 def note(unlisted: dict[str, str]) -> str:
