@@ -15,6 +15,7 @@ from typing import Any
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
+    CustomEvent,
     FunctionCall,
     Interrupt,
     MessagesSnapshotEvent,
@@ -118,7 +119,28 @@ _TRANSLATIONS: dict[type, Callable[[Any], Iterator[BaseEvent]]] = {
     # This door's view pauses on an input request (an interrupt): it shows neither of these.
     shown.InputAsked: lambda i: iter(()),
     shown.InputEnded: lambda i: iter(()),
+    shown.SignIn: lambda i: iter([sign_in_event(i)]),
 }
+
+
+# The CUSTOM event a sign-in becomes: this prefix and the session event's type (docs/ag-ui.md).
+SIGN_IN_PREFIX = "switchboard.mcp_authorization_"
+
+
+def sign_in_event(item: shown.SignIn) -> CustomEvent:
+    """A sign-in as a CUSTOM event: `..._required` with the link to open (`authorization_url`, until
+    `expires_at`), `..._completed`, or `..._declined` (`reason`: `declined` or `expired`)."""
+    value: dict[str, Any] = {
+        "authorization_id": item.authorization_id,
+        "grant": item.grant,
+        "server_url": item.server_url,
+    }
+    if item.state == "required":
+        value |= {"authorization_url": item.authorization_url, "expires_at": item.expires_at}
+        return CustomEvent(name=SIGN_IN_PREFIX + "required", value=value)
+    if item.state == "completed":
+        return CustomEvent(name=SIGN_IN_PREFIX + "completed", value=value)
+    return CustomEvent(name=SIGN_IN_PREFIX + "declined", value={**value, "reason": item.state})
 
 
 def translate(item: shown.Shown) -> Iterator[BaseEvent]:

@@ -25,6 +25,7 @@ _ENVELOPE: dict[EventType, tuple[int, int]] = {
     EventType.TOOL_CALL_ARGS: (5, 4),
     EventType.TOOL_CALL_END: (6, 5),
     EventType.MESSAGES_SNAPSHOT: (9, 8),
+    EventType.CUSTOM: (11, 10),
     EventType.RUN_STARTED: (12, 11),
     EventType.RUN_FINISHED: (13, 12),
     EventType.RUN_ERROR: (14, 13),
@@ -47,6 +48,7 @@ _STRINGS: dict[EventType, tuple[tuple[int, str], ...]] = {
     EventType.TOOL_CALL_ARGS: ((2, "tool_call_id"), (3, "delta")),
     EventType.TOOL_CALL_END: ((2, "tool_call_id"),),
     EventType.MESSAGES_SNAPSHOT: (),
+    EventType.CUSTOM: ((2, "name"),),
     EventType.RUN_STARTED: ((2, "thread_id"), (3, "run_id"), (4, "parent_run_id"), (6, "protocol_version")),
     EventType.RUN_FINISHED: ((2, "thread_id"), (3, "run_id")),
     EventType.RUN_ERROR: ((2, "code"), (3, "message")),
@@ -146,6 +148,7 @@ def _message(message: dict[str, Any]) -> bytes:
 
 _EXTRA: dict[EventType, Callable[[dict[str, Any]], bytes]] = {
     EventType.RUN_FINISHED: _run_finished,
+    EventType.CUSTOM: lambda event: _bytes(3, _value(event.get("value"))),
     EventType.MESSAGES_SNAPSHOT: lambda event: b"".join(_bytes(2, _message(m)) for m in event.get("messages") or []),
 }
 

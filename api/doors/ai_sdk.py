@@ -5,7 +5,8 @@ The frontend's tools (the body's `tools`, an extension the transport's `body` op
 run's per-turn client tools. A stream ends where the frontend's turn begins (its tools called, or an
 approval asked for: `finish` with `tool-calls`), and the resubmitted messages' tool outputs and approval
 responses continue the same Switchboard run. A call's client asking the person is a `data-input-request`
-part, answered at the input-request route while the stream goes on.
+part, answered at the input-request route while the stream goes on; a sign-in to an OAuth grant's server
+is a `data-mcp-authorization` part.
 """
 
 from __future__ import annotations
@@ -218,6 +219,9 @@ class Chunks:
             ended["reason"] = item.reason
         yield input_part(item.asked, ended)
 
+    def _sign_in(self, item: shown.SignIn) -> Iterator[dict[str, Any]]:
+        yield sign_in_part(item)
+
     _TABLE: ClassVar[dict[type, Callable[[Chunks, Any], Iterator[dict[str, Any]]]]] = {
         shown.StepStarted: lambda self, i: iter([{"type": "start-step"}]),
         shown.StepFinished: lambda self, i: iter([{"type": "finish-step"}]),
@@ -231,6 +235,7 @@ class Chunks:
         shown.ShownResult: _result,
         shown.InputAsked: _asked,
         shown.InputEnded: _input_ended,
+        shown.SignIn: _sign_in,
     }
 
 
@@ -252,6 +257,25 @@ def input_part(asked: shown.InputAsked, state: dict[str, Any]) -> dict[str, Any]
     else:
         data["schema"] = asked.schema
     return {"type": INPUT_PART, "id": asked.request_id, "data": {**data, **state}}
+
+
+# The data part a sign-in is shown as; the same part (by its id, the sign-in's) again once it ended.
+SIGN_IN_PART = "data-mcp-authorization"
+
+
+def sign_in_part(item: shown.SignIn) -> dict[str, Any]:
+    """A sign-in as a data part: `state` `required` with the link to open (`authorization_url`, until
+    `expires_at`; declined at POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline), then
+    `completed`, `declined` or `expired`."""
+    data: dict[str, Any] = {
+        "authorization_id": item.authorization_id,
+        "grant": item.grant,
+        "server_url": item.server_url,
+        "state": item.state,
+    }
+    if item.state == "required":
+        data |= {"authorization_url": item.authorization_url, "expires_at": item.expires_at}
+    return {"type": SIGN_IN_PART, "id": item.authorization_id, "data": data}
 
 
 def _ending(item: shown.Paused | shown.RunEnded) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """What a run view shows (api/doors/view.py), in the neutral terms both front doors translate: steps, text
-as it streams, reasoning, tool calls and their results, input requests, and where the frontend's turn
-begins (`Paused`) or the run ends (`RunEnded`)."""
+as it streams, reasoning, tool calls and their results, input requests, sign-ins to a grant's server, and
+where the frontend's turn begins (`Paused`) or the run ends (`RunEnded`)."""
 
 from __future__ import annotations
 
@@ -107,6 +107,20 @@ class InputEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class SignIn:
+    """A sign-in to an OAuth grant's MCP server the session asked of the person (`state` `required`: open
+    `authorization_url` until `expires_at`), or how it ended (`completed`, `declined`, `expired`). It is not
+    the frontend's turn: the step waits on it while the stream goes on."""
+
+    authorization_id: str
+    grant: str
+    server_url: str
+    state: str
+    authorization_url: str | None = None
+    expires_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Paused:
     """The frontend's turn: the step's calls of its own tools (`calls`, to answer in its next request),
     the approvals it asked for (`approvals`) and the input requests a call's client made (`inputs`). The
@@ -140,6 +154,7 @@ Shown = (
     | ShownResult
     | InputAsked
     | InputEnded
+    | SignIn
     | Paused
     | RunEnded
 )

@@ -35,6 +35,7 @@ from api.doors.shown import (
     ToolEnded,
     ToolStarted,
 )
+from api.doors.sign_ins import sign_in
 from common.codec import dumps
 from common.events.blocks import result_text as result_text
 from common.events.catalogue import (
@@ -143,7 +144,12 @@ class RunView:
             if event.run_id == self.run_id and not self.started:
                 self.started, self.step = True, 0
         elif self.started:
-            yield from self._inside(event)
+            # A sign-in the run's step waits on: shown as the run goes on, never the frontend's turn.
+            asked = sign_in(event)
+            if asked is not None:
+                yield asked
+            else:
+                yield from self._inside(event)
 
     def _inside(self, event: Event) -> Iterator[Shown]:
         match event:

@@ -18,7 +18,16 @@ router = APIRouter(tags=["web"])
 SDK_FILES = ("switchboard.js", "page-tools.js", "input-requests.js", "switchboard.d.ts")
 PAGES = {"console": "console.html", "demo": "demo.html", "index": "index.html"}
 # The pages' scripts, and what they share; the SDK does not need them.
-PAGE_FILES = ("console.js", "demo.js", "transcript.js", "inbox.js", "input-form.js", "timeline.js", "timeline-view.js")
+PAGE_FILES = (
+    "console.js",
+    "demo.js",
+    "transcript.js",
+    "inbox.js",
+    "input-form.js",
+    "sign-ins.js",
+    "timeline.js",
+    "timeline-view.js",
+)
 _TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".ts": "application/typescript; charset=utf-8",

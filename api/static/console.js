@@ -2,6 +2,7 @@ import { connect } from "/sdk/switchboard.js";
 import { blockText, readable, tokens, toEnd } from "/pages/transcript.js";
 import { filtersOf, mountInbox } from "/pages/inbox.js";
 import { mountInputs } from "/pages/input-form.js";
+import { mountSignIns } from "/pages/sign-ins.js";
 import { mountTimeline } from "/pages/timeline-view.js";
 
 const $ = (id) => document.getElementById(id);
@@ -156,6 +157,7 @@ $("refresh").onclick = listSessions;
 
 const showInbox = mountInbox({ $, el, api, when });
 const inputs = mountInputs({ $, el, api, sessionId: () => live.sessionId });
+const signIns = mountSignIns({ $, el, api, sessionId: () => live.sessionId });
 // The deployment's trace UI address (SWITCHBOARD_TRACE_URL_TEMPLATE), given to API keys only.
 let traceTemplate = null;
 const timeline = mountTimeline({ $, el, template: () => traceTemplate });
@@ -180,6 +182,7 @@ function resetState() {
   following = true;
   renderApprovals();
   inputs.reset();
+  signIns.reset();
   timeline.reset();
   renderClients();
 }
@@ -213,7 +216,7 @@ async function openSession(id) {
   live.on("*", (event) => see(event));
   refreshClients(id);
   clientsTimer = setInterval(() => refreshClients(id), 5000);
-  tickTimer = setInterval(renderClients, 1000);
+  tickTimer = setInterval(() => { renderClients(); signIns.tick(); }, 1000);
   $("say-form").onsubmit = async (event) => {
     event.preventDefault();
     const text = $("say").value.trim();
@@ -451,6 +454,11 @@ function see(event) {
     case "input_requested":
     case "input_provided":
       inputs.see(event);
+      break;
+    case "mcp_authorization_required":
+    case "mcp_authorization_completed":
+    case "mcp_authorization_declined":
+      signIns.see(event);
       break;
     case "client_registered":
       state.names.set(event.client_id, event.name);

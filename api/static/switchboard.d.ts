@@ -828,11 +828,69 @@ export declare class Connection {
   /** Cancel the active run. */
   cancel(): Promise<CancelOutcome>;
 
+  /**
+   * Call `listener` each time the session asks the person to sign in to an OAuth grant's MCP server
+   * (`mcp_authorization_required`, an extension: connect with `include` naming "extensions"). Returns a function
+   * that stops listening.
+   */
+  onAuthorizationRequired(listener: (signIn: AuthorizationRequired) => void): () => void;
+
+  /** Call `listener` each time a sign-in ends (completed, declined or run out); returns a function that stops it. */
+  onAuthorizationEnded(listener: (ended: AuthorizationEnded) => void): () => void;
+
+  /**
+   * Decline a sign-in the session asked for: the step goes on without the grant's tools. Rejects with a
+   * SwitchboardError: 404 for a sign-in the session did not ask for, 409 for one that ended already.
+   */
+  declineAuthorization(authorizationId: string): Promise<DeclinedAuthorization>;
+
   /** Register a client serving `tools`; resolves once the server has it. */
   registerClient(options: RegisterClientOptions): Promise<ToolClient>;
 
   /** Stop streaming and leave every client of this connection. */
   close(): Promise<void>;
+}
+
+/** A sign-in the session asks of the person, as {@link Connection.onAuthorizationRequired} gives it. */
+export interface AuthorizationRequired {
+  authorizationId: string;
+  /** The grant's name, as the agent's version declares it. */
+  grant: string;
+  serverUrl: string;
+  /** The page to open (in a new tab) to sign in; null when the event's is not an http(s) address. */
+  authorizationUrl: string | null;
+  /** When the link stops working (ISO 8601). */
+  expiresAt: string;
+  event: McpAuthorizationRequiredEvent;
+  /** {@link Connection.declineAuthorization} of this sign-in. */
+  decline(): Promise<DeclinedAuthorization>;
+}
+
+/** The end of a sign-in (`mcp_authorization_completed`, or `mcp_authorization_declined`: declined or run out). */
+export interface AuthorizationEnded {
+  authorizationId: string;
+  grant: string;
+  serverUrl: string;
+  state: "completed" | "declined" | "expired";
+  event: McpAuthorizationCompletedEvent | McpAuthorizationDeclinedLike;
+}
+
+/** `mcp_authorization_declined` as this SDK reads it (`reason`: `declined`, or `expired` when the wait ran out). */
+export interface McpAuthorizationDeclinedLike {
+  type: "mcp_authorization_declined";
+  seq: number;
+  created_at: string;
+  authorization_id: string;
+  grant: string;
+  server_url: string;
+  reason: string;
+}
+
+/** What {@link Connection.declineAuthorization} resolves to. */
+export interface DeclinedAuthorization {
+  authorization_id: string;
+  grant: string;
+  state: "declined";
 }
 
 /** Where a client is: `left` is for good, unless its lease lapsed (it then registers again). */

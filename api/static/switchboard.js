@@ -197,6 +197,32 @@ export class Connection {
     return this.request("POST", `/v1/sessions/${this.sessionId}/cancel`, { body: {} });
   }
 
+  /**
+   * Call `listener(signIn)` each time the session asks the person to sign in to an OAuth grant's MCP server
+   * (`mcp_authorization_required`, an extension: connect with `include` naming "extensions"). `signIn` holds
+   * `authorizationId`, `grant`, `serverUrl`, `authorizationUrl` (the page to open in a new tab; null when the
+   * event's is not an http(s) address, so a hostile one is never a link), `expiresAt`, `event`, and
+   * `decline()`. Returns a function that stops listening.
+   */
+  onAuthorizationRequired(listener) {
+    return this.on("mcp_authorization_required", (event) => listener(askedSignIn(this, event)));
+  }
+
+  /**
+   * Call `listener(ended)` each time a sign-in ends: `ended` holds `authorizationId`, `grant`, `serverUrl`,
+   * `state` ("completed", "declined" or "expired") and `event`. Returns a function that stops listening.
+   */
+  onAuthorizationEnded(listener) {
+    const stops = SIGN_IN_ENDINGS.map((type) => this.on(type, (event) => listener(endedSignIn(event))));
+    return () => stops.forEach((stop) => stop());
+  }
+
+  /** Decline a sign-in the session asked for: the step goes on without the grant's tools. */
+  declineAuthorization(authorizationId) {
+    const id = encodeURIComponent(authorizationId);
+    return this.request("POST", `/v1/sessions/${this.sessionId}/mcp-authorizations/${id}/decline`);
+  }
+
   /** Register a client with `tools` ({name: {description, parameters, execute(args, call)}}). */
   async registerClient({ name, ttl = 60, tools = {} }) {
     const client = new ToolClient(this, name, ttl, tools);
@@ -286,6 +312,38 @@ export class Connection {
     }
     this._emit(event.type, event);
   }
+}
+
+const SIGN_IN_ENDINGS = ["mcp_authorization_completed", "mcp_authorization_declined"];
+
+/** `url` when it is an absolute http(s) URL, else null. */
+function httpUrl(url) {
+  if (typeof url !== "string") return null;
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "https:" || parsed.protocol === "http:" ? parsed.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function askedSignIn(connection, event) {
+  return {
+    authorizationId: event.authorization_id,
+    grant: event.grant,
+    serverUrl: event.server_url,
+    authorizationUrl: httpUrl(event.authorization_url),
+    expiresAt: event.expires_at,
+    event,
+    decline: () => connection.declineAuthorization(event.authorization_id),
+  };
+}
+
+function endedSignIn(event) {
+  let state = "completed";
+  // A decline, or the wait running out; a reason this SDK does not know reads as a decline.
+  if (event.type === "mcp_authorization_declined") state = event.reason === "expired" ? "expired" : "declined";
+  return { authorizationId: event.authorization_id, grant: event.grant, serverUrl: event.server_url, state, event };
 }
 
 /** The frames of an SSE body: {id, data, retry} (null where the frame had none). */

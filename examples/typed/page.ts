@@ -116,6 +116,28 @@ export async function start(sessionId: string, getToken: () => Promise<string>):
     if (line) document.getElementById("log")?.append(Object.assign(document.createElement("li"), { textContent: line }));
   });
   session.on("run_completed", (event) => console.info("run done", event.run_id, event.seq));
+  // A grant of the agent needs the person to sign in to its MCP server: a link to open, and a way to say no.
+  const signIns = new Map<string, HTMLElement>();
+  session.onAuthorizationRequired((signIn) => {
+    if (!signIn.authorizationUrl) return;
+    const link = Object.assign(document.createElement("a"), {
+      href: signIn.authorizationUrl,
+      target: "_blank",
+      rel: "noopener noreferrer",
+      textContent: `Sign in to ${signIn.grant}`,
+    });
+    const no = Object.assign(document.createElement("button"), { textContent: "Not now" });
+    no.onclick = () => void signIn.decline().catch((error: unknown) => console.warn("decline refused", error));
+    const row = Object.assign(document.createElement("p"), { title: `until ${signIn.expiresAt}` });
+    row.append(link, " ", no);
+    signIns.set(signIn.authorizationId, row);
+    document.getElementById("sign-ins")?.append(row);
+  });
+  session.onAuthorizationEnded((ended) => {
+    signIns.get(ended.authorizationId)?.remove();
+    signIns.delete(ended.authorizationId);
+    if (ended.state !== "completed") console.info(`${ended.grant}: sign-in ${ended.state}`);
+  });
 
   try {
     const tab = await session.registerClient({

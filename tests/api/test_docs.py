@@ -44,6 +44,7 @@ async def test_the_sdk_and_the_pages_scripts_are_served_and_nothing_else_is(api:
         "/pages/transcript.js",
         "/pages/inbox.js",
         "/pages/input-form.js",
+        "/pages/sign-ins.js",
         "/pages/timeline.js",
         "/pages/timeline-view.js",
     )
@@ -55,7 +56,7 @@ async def test_the_sdk_and_the_pages_scripts_are_served_and_nothing_else_is(api:
         (
             "/pages/console.html",
             "no page file console.html; there are console.js, demo.js, transcript.js, inbox.js, input-form.js,"
-            " timeline.js, timeline-view.js",
+            " sign-ins.js, timeline.js, timeline-view.js",
         ),
         ("/pages/..%2Fapp.py", "no route /pages/../app.py"),
         ("/sdk/transcript.js", "no SDK file transcript.js"),

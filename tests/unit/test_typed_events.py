@@ -38,6 +38,7 @@ GETS: dict[tuple[str, str, str], str] = {
     ("api/doors/ag_ui_proto.py", "interrupt", "metadata"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "outcome"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "result"): _AG_UI_OUT,
+    ("api/doors/ag_ui_proto.py", "event", "value"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "event", "messages"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "outcome", "interrupts"): _AG_UI_OUT,
     ("api/doors/ag_ui_proto.py", "outcome", "pending_tool_call_ids"): _AG_UI_OUT,

@@ -1,0 +1,121 @@
+"""examples/mcp_sign_in.py against API and worker processes and the `mcp` package's own authorization server
+(tests/oauth_server.py, served by this test's loop): the script prints the sign-in link, the test plays the
+person's browser, and the script sees the sign-in complete and the grant's tool answer with the person's
+token; a refused API key fails it saying so."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import sys
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from broker.transport.embedded import free_port
+from switchboard.processes import Processes
+from tests.e2e.served import process_set
+from tests.examples.support import EXAMPLES, Event
+from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
+
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
+
+SCRIPT = EXAMPLES / "mcp_sign_in.py"
+
+
+async def run_example(env: dict[str, str], on_line: dict[str, str] | None = None) -> tuple[int, list[str], str]:
+    """The script with `env` over this environment (the runner's SWITCHBOARD_* left out): its exit code,
+    its lines, and its stderr. A line starting `sign in to ` has its link opened as a browser would."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(SCRIPT),
+        env={**base, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    lines: list[str] = []
+    async with asyncio.timeout(60):
+        async for raw in process.stdout:
+            line = raw.decode().rstrip("\n")
+            lines.append(line)
+            if line.startswith("sign in to "):
+                await sign_in(line.rsplit(": ", 1)[1], env["SWITCHBOARD_URL"])
+        code = await process.wait()
+    return code, lines, (await process.stderr.read()).decode()
+
+
+async def sign_in(authorization_url: str, api: str) -> None:
+    """The person's browser: signed in at once, sent back to the callback under the public URL (the API's)."""
+    async with httpx.AsyncClient() as browser:
+        sent = await browser.get(authorization_url)
+        assert sent.status_code == 302, sent.text
+        assert sent.headers["location"].startswith(api + "/v1/mcp/oauth/callback?")
+        page = await browser.get(sent.headers["location"])
+    assert page.status_code == 200, page.text
+
+
+@pytest.fixture
+async def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Processes, str]]:
+    """An API (at the public URL the authorization server sends browsers back to) and a worker that keep
+    sealed tokens and may reach the authorization server on 127.0.0.1; the API's URL."""
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    settings = {"secret_key": secrets.token_urlsafe(32), "public_url": public, "provider_allow_private": "true"}
+    with process_set(redis_url, tmp_path_factory.mktemp("example-logs"), **settings) as processes:
+        processes.worker()
+        processes.api(port)
+        yield processes, public
+
+
+@pytest.fixture
+async def server(stack: tuple[Processes, str]) -> AsyncIterator[MemoryAuthorizationServer]:
+    callback = stack[1] + "/v1/mcp/oauth/callback"
+    async with authorization_server(callback, scopes=["notes:read"], method="client_secret_basic") as running:
+        yield running
+
+
+async def test_the_script_prints_the_link_and_the_tool_runs_once_signed_in(
+    stack: tuple[Processes, str], server: MemoryAuthorizationServer
+) -> None:
+    processes, url = stack
+    env = {
+        "SWITCHBOARD_URL": url,
+        "SWITCHBOARD_API_KEY": processes.env["TEST_API_KEY"],
+        "SWITCHBOARD_MCP_URL": server.issuer + "/mcp",
+        "SWITCHBOARD_MCP_CLIENT_ID": CLIENT_ID,
+        "SWITCHBOARD_MCP_CLIENT_SECRET": CLIENT_SECRET,
+        "SWITCHBOARD_SUBJECT": "person-1",
+    }
+    code, lines, stderr = await run_example(env)
+    assert code == 0, "\n".join(lines) + stderr + processes.tail()
+    session_id = lines[0].removeprefix("session ")
+    (asked,) = [line for line in lines if line.startswith("sign in to ")]
+    assert asked.startswith(f"sign in to notes ({server.issuer}/mcp) by ")
+    assert "signed in to notes" in lines
+    assert lines[-1] == "result: noted: signed in from the example"
+    key = {"Authorization": f"Bearer {env['SWITCHBOARD_API_KEY']}"}
+    async with httpx.AsyncClient(base_url=url, headers=key) as admin:
+        page = await admin.get(
+            f"/v1/sessions/{session_id}/events", params={"include": "extensions", "limit": 200, "order": "asc"}
+        )
+        events: list[Event] = page.json()["items"]
+        listed = await admin.get("/v1/mcp/connections", params={"subject": "person-1"})
+    kinds = [e["type"] for e in events if e["type"].startswith("mcp_authorization")]
+    assert kinds == ["mcp_authorization_required", "mcp_authorization_completed"]
+    # The token is the subject's: one sign-in serves every session of that person.
+    assert [(c["grant"], c["subject"]) for c in listed.json()["items"]] == [("notes", "person-1")]
+
+
+async def test_a_refused_api_key_fails_the_script_saying_so(
+    stack: tuple[Processes, str], server: MemoryAuthorizationServer
+) -> None:
+    env = {"SWITCHBOARD_URL": stack[1], "SWITCHBOARD_API_KEY": "swb_ak_nothing", "SWITCHBOARD_MCP_URL": server.issuer}
+    code, lines, stderr = await run_example(env)
+    assert code == 1
+    assert lines == []
+    assert "401" in stderr
