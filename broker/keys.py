@@ -135,14 +135,18 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{T}:s:<S>:schedules`              | hash   | none (deleted with the   | schedule id -> its record (JSON):      |
 |                                       |        | session)                 | create_schedule.lua, fire_schedule.lua |
 | `sb:{T}:s:<S>:mcp_authorizations`     | hash   | none (unlinked by the    | MCP sign-in id -> its record (JSON:    |
-|                                       |        | purge)                   | grant, state, expires_at); `g:<grant>` |
+|                                       |        | purge)                   | grant, server, state, expires_at, run  |
+|                                       |        |                          | that asked, wait: the run waiting on   |
+|                                       |        |                          | it); `g:<grant>`                       |
 |                                       |        |                          | -> the grant's latest sign-in id       |
 |                                       |        |                          | (*_mcp_authorization.lua)              |
 | `sb:{T}:deadlines`                    | zset   | none                     | `<sid>:<call id>` by due time (ms):    |
 |                                       |        |                          | ack, result, server call lease, the end|
 |                                       |        |                          | of a wait for the call's client, an    |
 |                                       |        |                          | approval's approval_timeout_s, a parked|
-|                                       |        |                          | grant call's next poll or its end      |
+|                                       |        |                          | grant call's next poll or its end;     |
+|                                       |        |                          | `<sid>:mcp-authorization:<id>` the end |
+|                                       |        |                          | of a sign-in a waiting step needs      |
 | `sb:{T}:leases`                       | zset   | none                     | `<sid>:<cid>` due no later than the    |
 |                                       |        |                          | registration's expiry                  |
 | `sb:{T}:steps`                        | zset   | none                     | `<sid>` by its running step's lease    |
@@ -184,6 +188,9 @@ WORK_GROUP = "workers"
 
 # A session id is a canonical UUID, so members of the partition indexes split at a fixed offset.
 _UUID_LEN = 36
+# What a sign-in's id follows in the deadlines index, where the rest of a member is a call id
+# (KeySpace.sign_in_deadline).
+SIGN_IN_DEADLINE = "mcp-authorization:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,3 +556,9 @@ class KeySpace:
     @staticmethod
     def split_member(member: str) -> tuple[str, str]:
         return member[:_UUID_LEN], member[_UUID_LEN + 1 :]
+
+    @staticmethod
+    def sign_in_deadline(session_id: str, authorization_id: str) -> str:
+        """The deadlines index's member of a sign-in a step waits on: a call's member with its id after
+        SIGN_IN_DEADLINE (a call whose id looks so is told apart by the session's sign-ins)."""
+        return f"{session_id}:{SIGN_IN_DEADLINE}{authorization_id}"

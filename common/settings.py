@@ -44,7 +44,7 @@ class ProcessSettings(BaseSettings):
     # Where browsers and MCP servers reach this deployment (https://switchboard.example.com): an MCP
     # grant's OAuth redirect and client metadata document are addresses under it (docs/mcp.md).
     public_url: HttpUrl | None = None
-    # How long a sign-in link to an OAuth grant's server lasts (a step does not wait for it yet).
+    # How long a sign-in link to an OAuth grant's server lasts, and a run that needs it waits for it.
     mcp_authorization_timeout_s: int = Field(default=86_400, ge=1, le=2_592_000)
 
     @field_validator("secret_key")

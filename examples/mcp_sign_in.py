@@ -15,9 +15,10 @@ extensions) and prints:
 
     sign in to notes (https://mcp.example.com/mcp) by 2026-12-07T10:00:00Z: https://auth.example.com/authorize?...
 
-Open that link in a browser; the script waits for `mcp_authorization_completed` (or the decline, or the wait
-running out), asks again if the step went on without the grant's tools, and prints the agent's answer. Exit
-0 once the tool ran signed in, 1 otherwise.
+Open that link in a browser. The run's step waits for the sign-in, held by no worker; once
+`mcp_authorization_completed` comes it goes on with the grant's tools, and the script prints the tool's
+answer. A decline, or the wait running out (`mcp_authorization_declined`), lets the run go on without them.
+Exit 0 once the tool ran signed in, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -80,42 +81,22 @@ def link(url: str) -> str | None:
     return url if urlsplit(url).scheme in ("http", "https") else None
 
 
-class Follower:
-    """What the script makes of each event: it prints the sign-in link and what became of it, and asks again
-    once signed in if the step that asked went on without the grant's tools. `see` answers the exit code
+def see(event: dict[str, Any]) -> int | None:
+    """What the script makes of each event: it prints the sign-in link and what became of it. The exit code
     once there is one: 0 when the grant's tool answered, 1 when it never will."""
-
-    def __init__(self, http: httpx2.AsyncClient, session_id: str) -> None:
-        self.http, self.session_id = http, session_id
-        self.signed_in = self.running = self.asked_again = False
-
-    async def ask_again(self) -> None:
-        self.asked_again = True
-        await post_prompt(self.http, self.session_id)
-
-    async def see(self, event: dict[str, Any]) -> int | None:
-        kind = event["type"]
-        if kind == "run_started":
-            self.running = True
-        elif kind in ENDS:
-            self.running = False
-            if self.asked_again:
-                return 1
-            if self.signed_in:
-                await self.ask_again()
-        elif kind == "mcp_authorization_required":
-            asked(event)
-        elif kind == "mcp_authorization_completed":
-            self.signed_in = True
-            say(f"signed in to {event['grant']}")
-            if not self.running and not self.asked_again:
-                await self.ask_again()
-        elif kind == "mcp_authorization_declined":
-            say(f"no sign-in to {event['grant']}: {event.get('reason', 'declined')}")
-            return 1
-        elif kind == "tool_result":
-            return result(event)
-        return None
+    kind = event["type"]
+    if kind == "mcp_authorization_required":
+        asked(event)
+    elif kind == "mcp_authorization_completed":
+        say(f"signed in to {event['grant']}")
+    elif kind == "mcp_authorization_declined":
+        say(f"no sign-in to {event['grant']}: {event['reason']}")
+        return 1
+    elif kind == "tool_result":
+        return result(event)
+    elif kind in ENDS:
+        return 1
+    return None
 
 
 def asked(event: dict[str, Any]) -> None:
@@ -134,9 +115,8 @@ def result(event: dict[str, Any]) -> int | None:
 
 
 async def follow(http: httpx2.AsyncClient, session_id: str) -> int:
-    follower = Follower(http, session_id)
     async for event in events(http, session_id):
-        code = await follower.see(event)
+        code = see(event)
         if code is not None:
             return code
     return 1

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Literal
 
-from broker.services.inbox import Inbox, Item
+from broker.services.inbox import Inbox, InboxKind, Item
 from common.codec import now_ms, rfc3339_ms
 from common.events.catalogue import (
     ApprovalRequested,
@@ -20,17 +19,23 @@ from common.events.catalogue import (
     ClientToolWaiting,
     InputProvided,
     InputRequested,
+    McpAuthorizationCompleted,
+    McpAuthorizationDeclined,
+    McpAuthorizationRequired,
     ToolResult,
     type_name,
 )
 from workers.notices import Notice
 
-# What opens an item, and what ends what an item waits for (a call's dispatch again, to a client that came
-# back; its result; its failure; an approval's decision; an input request's answer, or its end with its call).
-_OPENS = (ApprovalRequested, ClientToolWaiting, InputRequested)
+# What opens an item (an approval, a call waiting for its client, an input request, a sign-in), and what ends
+# what a call's item waits for (its dispatch again, to a client that came back; its result; its failure; an
+# approval's decision); an input request's answer, or its end with its call, ends the request's.
+_OPENS = (ApprovalRequested, ClientToolWaiting, InputRequested, McpAuthorizationRequired)
 _CLOSES = (ApprovalResolved, ClientToolDispatched, ClientToolFailed, ToolResult)
+# What ends a sign-in's wait: it completed, or was declined or ran out.
+_SIGNED = (McpAuthorizationCompleted, McpAuthorizationDeclined)
 # The event types the inbox reads.
-INBOX_EVENT_TYPES = frozenset(type_name(cls) for cls in (*_OPENS, *_CLOSES, InputProvided))
+INBOX_EVENT_TYPES = frozenset(type_name(cls) for cls in (*_OPENS, *_CLOSES, *_SIGNED, InputProvided))
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,14 @@ def change(notice: Notice) -> Open | Close | None:
         return Open(replace(item.item, request_id=event.request_id))
     if isinstance(event, InputProvided):
         return Close(notice.session_id, event.request_id)
+    if isinstance(event, McpAuthorizationRequired):
+        # A sign-in a step waits for, until its link completes, the person declines it, or `expires_at`.
+        since, deadline = _since(event.created_at), rfc3339_ms(event.expires_at)
+        item = _opened(notice, "authorization", "", event.grant, None, since, deadline)
+        sign_in, url = event.authorization_id, event.authorization_url
+        return Open(replace(item.item, authorization_id=sign_in, authorization_url=url))
+    if isinstance(event, _SIGNED):
+        return Close(notice.session_id, event.authorization_id)
     if isinstance(event, _CLOSES):
         return Close(notice.session_id, event.call_id)
     return None
@@ -77,7 +90,7 @@ def waiting_call(notice: Notice, call_id: str, tool: str, client_name: str, sinc
 
 def _opened(
     notice: Notice,
-    kind: Literal["approval", "call", "input"],
+    kind: InboxKind,
     call_id: str,
     tool: str,
     client_name: str | None,

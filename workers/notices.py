@@ -18,6 +18,9 @@ from common.events.catalogue import (
     ApprovalRequested,
     ClientToolWaiting,
     InputRequested,
+    McpAuthorizationCompleted,
+    McpAuthorizationDeclined,
+    McpAuthorizationRequired,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -84,6 +87,9 @@ class Notices:
         elif isinstance(event, InputRequested):
             call = await self._reader.call(session_id, event.call_id)
             run_id, input_deadline = call.run_id, call.timeout_deadline
+        elif isinstance(event, McpAuthorizationRequired | McpAuthorizationCompleted | McpAuthorizationDeclined):
+            # A sign-in names no call: its record keeps the run that asked for it.
+            run_id = await self._broker.mcp_authorizations.run_of(session_id, event.authorization_id)
         else:
             # Events other parts add carry a call id.
             call_id = getattr(event, "call_id", None)

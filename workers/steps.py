@@ -17,14 +17,14 @@ from typing import Any, TypeVar
 from broker import Broker
 from broker.errors import BrokerUnavailable
 from broker.services.providers import SCRIPTED_PROVIDER_ID
-from broker.services.runs import Committed
+from broker.services.runs import RUN_GONE_CANCELLED, Committed
 from common.codec import dumps
 from common.events.build import message_assistant, step_timing
 from common.tasks import cancel_and_wait
 from workers.catalog import Catalog, Routed
 from workers.config import RunConfig
 from workers.deltas import DeltaStream
-from workers.mcp.grant_tokens import GrantTokens
+from workers.mcp.grant_tokens import GrantTokens, Lacking
 from workers.mcp.grant_tokens import note as sign_in_note
 from workers.mcp.hub import McpHub, McpTool
 from workers.metrics import WorkerMetrics
@@ -54,6 +54,15 @@ class StepCancelled(Exception):
 
 class StepLost(Exception):
     """The step's lease was lost (the step was reclaimed by another worker); this one stops."""
+
+
+class StepWaits(Exception):
+    """The step needs the person to sign in to some of its grants' servers first: it waits for these
+    sign-ins (their ids) without calling the model."""
+
+    def __init__(self, authorization_ids: tuple[str, ...]) -> None:
+        super().__init__(authorization_ids)
+        self.authorization_ids = authorization_ids
 
 
 class _Hold:
@@ -169,8 +178,17 @@ class StepRunner:
         deltas = DeltaStream(broker, session_id, run_id, step)
         try:
             turn, routed, mcp_tools = await _Hold(broker, session_id, run_id, step, attempt).run(
-                self._call(session_id, config, deltas, traced)
+                self._call(session_id, run_id, config, deltas, traced)
             )
+        except StepWaits as waits:
+            # The run waits as on an approval, held by no worker: the sign-in's end (its callback, a decline,
+            # its timer) queues this step again as its next try, for any worker.
+            waited = await broker.mcp_authorizations.wait(
+                session_id, run_id, step, attempt, waits.authorization_ids, RUN_GONE_CANCELLED
+            )
+            if waited == "cancelled":
+                await self._tracer.ended(traced, "run_cancelled")
+            return
         except StepCancelled:
             await self._end(session_id, run_id, step, attempt, "run_cancelled", traced=traced)
             return
@@ -196,17 +214,19 @@ class StepRunner:
         )
 
     async def _call(
-        self, session_id: str, config: RunConfig, deltas: DeltaStream, traced: StepTrace | None
+        self, session_id: str, run_id: str, config: RunConfig, deltas: DeltaStream, traced: StepTrace | None
     ) -> tuple[Turn, Routed, McpTools]:
         model = await self._models.model_for(session_id)
         # Once a step: a catalog built again for the commit uses these (a listing may hold the step's slot).
-        grants, lacking = config.mcp, {}
+        grants, lacking = config.mcp, Lacking()
         if self._tokens is not None and grants:
             grants = await self._tokens.authorized(session_id, grants)
-            lacking = await self._tokens.ask(session_id, grants)
+            lacking = await self._tokens.ask(session_id, run_id, grants)
+        if lacking.waiting:
+            raise StepWaits(lacking.waiting)
         mcp_tools = await self._hub.tools(grants) if grants else {}
         # A grant left out for want of a sign-in: the model is told why, after the agent's own prompt.
-        if unlisted := {name: why for name, why in lacking.items() if name not in mcp_tools}:
+        if unlisted := {name: why for name, why in lacking.why.items() if name not in mcp_tools}:
             told = "\n\n".join(filter(None, [config.system_prompt, sign_in_note(unlisted)]))
             config = dataclasses.replace(config, system_prompt=told)
         catalog = await self._catalog(session_id, config, mcp_tools)

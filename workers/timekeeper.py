@@ -1,6 +1,7 @@
-"""Turns a partition's due timers into what they stand for: a call past its deadline fails, a lapsed
-registration leaves, a step whose worker stopped is given to another, a debounce timer starts the queue,
-a deleted session's keys go, work taken but never begun goes to a live worker, and a due schedule fires.
+"""Turns a partition's due timers into what they stand for: a call past its deadline fails, a sign-in a
+step waits on runs out, a lapsed registration leaves, a step whose worker stopped is given to another, a
+debounce timer starts the queue, a deleted session's keys go, work taken but never begun goes to a live
+worker, and a due schedule fires.
 
 `Keeper` decides when to visit which partition; a visit reads what is due and arms the partition's alarm
 in one script (`sweep.lua`), then runs the same idempotent script per member that any other path would,
@@ -17,6 +18,7 @@ import logging
 from collections.abc import Callable
 
 from broker import Broker
+from broker.services.mcp_authorizations import sign_in_deadline
 from broker.services.retention import TRIM_PREFIX
 from broker.services.schedules import Fired
 from broker.services.sessions import RETAIN_PREFIX
@@ -78,7 +80,7 @@ class Timekeeper:
         broker = self._broker
         timers = broker.timers
         for session_id, call_id in due.deadlines:
-            await timers.expire_call(session_id, call_id)
+            await self._deadline(session_id, call_id)
         for session_id, client_id in due.leases:
             await timers.lapse_client(session_id, client_id)
         for session_id in due.steps:
@@ -97,6 +99,14 @@ class Timekeeper:
             if entry is not None:
                 logger.info("took over work entry %s of partition %d, never begun by its worker", entry_id, partition)
                 self._run(entry)
+
+    async def _deadline(self, session_id: str, call_id: str) -> None:
+        # A sign-in a waiting step needs runs out (a call whose id merely looks like one is a call's).
+        authorization_id = sign_in_deadline(call_id)
+        signs = self._broker.mcp_authorizations
+        if authorization_id is not None and await signs.expire(session_id, authorization_id) != "unknown":
+            return
+        await self._broker.timers.expire_call(session_id, call_id)
 
 
 def _raise_failed(fired: list[Fired | BaseException]) -> None:

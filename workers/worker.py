@@ -122,7 +122,8 @@ async def serve(
             TokenCipher(settings.secret_key),
             settings.public_url,
             settings.mcp_authorization_timeout_s,
-            hub.challenges,
+            refused=hub.refused,
+            challenges=hub.challenges,
         )
     )
     server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls, tracing, tokens)

@@ -33,6 +33,8 @@ def _body(item: Item) -> InboxItemBody:
             "subject": item.subject,
             "agent_id": item.agent_id,
             "request_id": item.request_id,
+            "authorization_id": item.authorization_id,
+            "authorization_url": item.authorization_url,
         }
     )
 
@@ -59,8 +61,8 @@ async def list_inbox(
         ),
     ] = None,
 ) -> InboxPageBody:
-    """Open approvals, calls waiting for their client and input requests across the workspace, oldest
-    `since` first; the filters combine. An API key with `session.read`."""
+    """Open approvals, calls waiting for their client, input requests and sign-ins runs wait for across the
+    workspace, oldest `since` first; the filters combine. An API key with `session.read`."""
     caller.require(Permission.SESSION_READ)
     agent = canonical_uuid(agent_id) if agent_id else None
     page = await state.broker.inbox.page(kind=kind, agent_id=agent, subject=subject, limit=limit, after=after or None)

@@ -32,8 +32,9 @@ async def decline_mcp_authorization(
     canonical: ManagedSession,
     state: State,
 ) -> DeclinedAuthorization:
-    """Decline a sign-in the session asked for: its link no longer completes, and the grant is not asked
-    for again in this session (its steps go on without its tools). 404 for a sign-in the session did not
-    ask for; 409 when it ended already (completed, declined, or run out)."""
+    """Decline a sign-in the session asked for: `mcp_authorization_declined` says so, its link no longer
+    completes, a run waiting for it goes on without the grant's tools (the model told why), and the grant
+    is not asked for again in this session. 404 for a sign-in the session did not ask for; 409 when it ended
+    already (completed, declined, or run out) or the session's storage is full."""
     grant = await state.broker.mcp_authorizations.decline(canonical, authorization_id)
     return DeclinedAuthorization(authorization_id=authorization_id, grant=grant, state="declined")

@@ -633,7 +633,8 @@ class InputProvided(EventBase):
 class McpAuthorizationRequired(EventBase):
     """A step needed an OAuth grant whose server the person has not signed in to (no token kept for the session's
     subject, else the session): opening `authorization_url` in a browser signs them in, until `expires_at`. Declined
-    at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`."""
+    at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`. The run waits for it, held by no
+    worker, until it completes, is declined or runs out."""
 
     type: Literal["mcp_authorization_required"]
     authorization_id: str
@@ -651,7 +652,7 @@ class McpAuthorizationRequired(EventBase):
 class McpAuthorizationCompleted(EventBase):
     """The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back to `GET
     /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the session's subject
-    (else the session)."""
+    (else the session). A run waiting for it goes on with the grant's tools."""
 
     type: Literal["mcp_authorization_completed"]
     authorization_id: str
@@ -662,6 +663,30 @@ class McpAuthorizationCompleted(EventBase):
         ),
     ]
     server_url: str
+
+
+class McpAuthorizationDeclined(EventBase):
+    """A sign-in the session asked for ended without one: the person declined it (at `POST
+    /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`) or it ran out (`expires_at` passed). A run
+    waiting for it goes on without the grant's tools, the model told why; the grant is not asked for again in that
+    run (nor, once declined, in the session)."""
+
+    type: Literal["mcp_authorization_declined"]
+    authorization_id: str
+    grant: Annotated[
+        str,
+        Field(
+            description="The grant's name, as the agent's version declares it.",
+        ),
+    ]
+    server_url: str
+    reason: Annotated[
+        Literal["declined", "expired"],
+        Field(
+            description="`declined`: the person said no; `expired`: the wait (SWITCHBOARD_MCP_AUTHORIZATION_TIMEOUT_S)"
+            " ran out.",
+        ),
+    ]
 
 
 class MessageDelta(BaseModel):

@@ -1,6 +1,8 @@
 // The console's Inbox page (served at /pages/inbox.js): what waits on a person or a client across the
 // workspace (GET /v1/inbox), oldest first, filtered by kind, agent and subject.
 
+import { safeLink } from "./sign-ins.js";
+
 export const FILTERS = ["kind", "agent_id", "subject"];
 
 /** The filters a hash names (`#inbox&kind=call&subject=u-1`), empty ones left out. */
@@ -35,7 +37,22 @@ export function inboxPage(api, filters, after = null) {
   return api("GET", inboxPath(filters, after));
 }
 
-const KIND_TEXT = { approval: "approval", call: "call waiting for its client", input: "input request" };
+const KIND_TEXT = {
+  approval: "approval", call: "call waiting for its client", input: "input request", authorization: "sign-in",
+};
+
+/** What waits, in the row's third cell: the tool (on its client), or a sign-in's grant and its link. */
+function whatWaits(item, el) {
+  if (item.kind === "authorization") {
+    const url = safeLink(item.authorization_url);
+    // The link opens the authorization server in a new tab; the row's own click (to the session) is not taken.
+    const link = url
+      ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer", onclick: (event) => event.stopPropagation() }, "sign in")
+      : el("span", { class: "muted" }, "no http(s) link");
+    return [el("code", {}, item.tool), " ", link];
+  }
+  return [el("code", {}, item.tool), item.client_name ? el("span", { class: "muted" }, ` on ${item.client_name}`) : ""];
+}
 
 /** The table rows of `items`; `el` and `when` are the console's element and time helpers. */
 export function inboxRows(items, { el, when }) {
@@ -43,7 +60,7 @@ export function inboxRows(items, { el, when }) {
     el("tr", { class: "clickable", "data-call": item.call_id, onclick: () => { location.hash = `session=${item.session_id}`; } },
       el("td", {}, KIND_TEXT[item.kind] ?? item.kind),
       el("td", {}, el("code", { title: item.session_id }, `…${item.session_id.slice(-6)}`)),
-      el("td", {}, el("code", {}, item.tool), item.client_name ? el("span", { class: "muted" }, ` on ${item.client_name}`) : ""),
+      el("td", {}, ...whatWaits(item, el)),
       el("td", {}, item.subject ?? el("span", { class: "muted" }, "—")),
       el("td", {}, when(item.since)),
       el("td", {}, item.deadline ? when(item.deadline) : el("span", { class: "muted" }, "none"))));

@@ -3,6 +3,8 @@
 // shows it with accept / decline / cancel and posts the answer; an ended one shows how it ended
 // (`input_provided`).
 
+import { safeLink } from "./sign-ins.js";
+
 /** The fields of a form (MCP's `requestedSchema`: a flat object of string, number, integer, boolean and
  * enum properties), in the schema's order: `{name, kind, title, description, required, options, ...}`,
  * `kind` one of string, number, integer, boolean, enum (`options`: `{value, title}`). */
@@ -142,7 +144,10 @@ export function inputCard(request, { el, answer }) {
   const cancel = el("button", { type: "button", class: "danger", onclick: () => send("cancel") }, "Cancel");
   if (asked.url) {
     return el("div", { class: "input open", "data-request": asked.request_id }, head, message,
-      el("div", {}, el("a", { href: asked.url, target: "_blank", rel: "noopener noreferrer" }, asked.url)),
+      // The server checks a page's scheme when the request is made; a console never trusts the stream for it.
+      el("div", {}, safeLink(asked.url)
+        ? el("a", { href: safeLink(asked.url), target: "_blank", rel: "noopener noreferrer" }, asked.url)
+        : el("span", { class: "problem note" }, `not an http(s) address, not shown as a link: ${asked.url}`)),
       el("div", { class: "actions" },
         el("button", { type: "button", onclick: () => send("accept") }, "Done"), decline, cancel),
       problem);

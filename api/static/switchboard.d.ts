@@ -596,7 +596,8 @@ export interface InputProvidedEvent extends LoggedEvent {
 /**
  * A step needed an OAuth grant whose server the person has not signed in to (no token kept for the session's
  * subject, else the session): opening `authorization_url` in a browser signs them in, until `expires_at`. Declined
- * at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline` (with `include: "extensions"`).
+ * at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`. The run waits for it, held by no
+ * worker, until it completes, is declined or runs out (with `include: "extensions"`).
  */
 export interface McpAuthorizationRequiredEvent extends LoggedEvent {
   type: "mcp_authorization_required";
@@ -611,7 +612,7 @@ export interface McpAuthorizationRequiredEvent extends LoggedEvent {
 /**
  * The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back to
  * `GET /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the session's subject
- * (else the session) (with `include: "extensions"`).
+ * (else the session). A run waiting for it goes on with the grant's tools (with `include: "extensions"`).
  */
 export interface McpAuthorizationCompletedEvent extends LoggedEvent {
   type: "mcp_authorization_completed";
@@ -619,6 +620,22 @@ export interface McpAuthorizationCompletedEvent extends LoggedEvent {
   /** The grant's name, as the agent's version declares it. */
   grant: string;
   server_url: string;
+}
+
+/**
+ * A sign-in the session asked for ended without one: the person declined it (at
+ * `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`) or it ran out (`expires_at` passed). A
+ * run waiting for it goes on without the grant's tools, the model told why; the grant is not asked for again in
+ * that run (nor, once declined, in the session) (with `include: "extensions"`).
+ */
+export interface McpAuthorizationDeclinedEvent extends LoggedEvent {
+  type: "mcp_authorization_declined";
+  authorization_id: string;
+  /** The grant's name, as the agent's version declares it. */
+  grant: string;
+  server_url: string;
+  /** `declined`: the person said no; `expired`: the wait (SWITCHBOARD_MCP_AUTHORIZATION_TIMEOUT_S) ran out. */
+  reason: "declined" | "expired";
 }
 
 /** Text the model is writing, as it streams (with `include: "deltas"`; live only: no seq). */
@@ -690,6 +707,7 @@ export type ExtensionEvent =
   | InputProvidedEvent
   | McpAuthorizationRequiredEvent
   | McpAuthorizationCompletedEvent
+  | McpAuthorizationDeclinedEvent
   | MessageDeltaEvent
   | ThinkingDeltaEvent
   | ToolCallDeltaEvent;

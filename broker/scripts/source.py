@@ -107,6 +107,8 @@ SCRIPT_NAMES = (
     "complete_mcp_authorization",
     "require_mcp_authorization",
     "decline_mcp_authorization",
+    "wait_mcp_authorization",
+    "expire_mcp_authorization",
 )
 
 # Every library, each after those it uses (a local function is visible only below its definition), in

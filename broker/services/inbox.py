@@ -1,5 +1,6 @@
 """The inbox: what waits on a person or a client across the workspace (open approvals, calls waiting for
-their client, input requests), kept in the workspace slot so a page of it costs O(page) on a Cluster.
+their client, input requests, sign-ins to MCP servers), kept in the workspace slot so a page of it costs
+O(page) on a Cluster.
 
 A session's scripts run in its partition's slot and cannot write here, so the inbox is written after the
 fact from the session's notices (workers/inbox_notices.py): `open` and `close` are idempotent and apply a
@@ -19,7 +20,7 @@ from broker.core import Core
 from broker.errors import BrokerUnavailable, InvalidRequest, translate_redis_errors
 from common.codec import dumps, loads
 
-InboxKind = Literal["approval", "call", "input"]
+InboxKind = Literal["approval", "call", "input", "authorization"]
 KINDS: tuple[InboxKind, ...] = get_args(InboxKind)
 
 _ATTEMPTS = 5
@@ -49,11 +50,15 @@ class Item:
     agent_id: str
     # An input request's id: its item is its own, as a call may hold several open at once.
     request_id: str | None = None
+    # A sign-in's id (kind `authorization`, whose `call_id` is empty and `tool` the grant's name), and the
+    # link the person opens to sign in.
+    authorization_id: str | None = None
+    authorization_url: str | None = None
 
     @property
     def key(self) -> str:
-        """What the item is of within its session: the input request, else the call."""
-        return self.request_id or self.call_id
+        """What the item is of within its session: the input request or the sign-in, else the call."""
+        return self.request_id or self.authorization_id or self.call_id
 
     @property
     def field(self) -> str:

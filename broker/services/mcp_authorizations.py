@@ -1,7 +1,11 @@
 """Pending MCP sign-ins: what a grant's OAuth flow left waiting for the person's browser, found by the
 `state` the authorization server hands back to the callback. A state is drawn at random and stored only
 as its SHA-256; it is bound to its session, works once, and runs out with the wait
-(`SWITCHBOARD_MCP_AUTHORIZATION_TIMEOUT_S`). A taken, expired or unknown one is refused saying which."""
+(`SWITCHBOARD_MCP_AUTHORIZATION_TIMEOUT_S`). A taken, expired or unknown one is refused saying which.
+
+A step that needs a sign-in waits for it without a worker (`wait`): the run is `waiting`, as on an approval,
+until the sign-in completes (`complete`), is declined (`decline`) or runs out (`expire`, from its timer in
+the deadlines index); the last of those the step waits on queues it again for any worker."""
 
 from __future__ import annotations
 
@@ -9,10 +13,13 @@ import hashlib
 import json
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 from broker.core import Core
-from broker.errors import translate_redis_errors
+from broker.errors import NotFound, translate_redis_errors
+from broker.keys import SIGN_IN_DEADLINE, KeySpace
 from broker.scripts.layouts import run_names
 from broker.services.token_cipher import TokenCipher
 
@@ -67,6 +74,16 @@ def _digest(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class LatestSignIn:
+    """A grant's latest sign-in in its session: its id, its state (as `McpAuthorizations.asked` says it),
+    and the run that last waited on it ('' for none)."""
+
+    authorization_id: str
+    state: str
+    run_id: str
+
+
 class McpAuthorizations:
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -114,7 +131,13 @@ class McpAuthorizations:
         (event,) = await self._core.scripts.run(
             "complete_mcp_authorization",
             {**run_keys, "authorizations": keys.session(session_id).mcp_authorizations},
-            {**run_args, "authorization_id": authorization_id, "grant": grant, "server_url": server_url},
+            {
+                **run_args,
+                "authorization_id": authorization_id,
+                "grant": grant,
+                "server_url": server_url,
+                "member": KeySpace.sign_in_deadline(session_id, authorization_id),
+            },
             partition=keys.session(session_id).partition,
         )
         return str(event)
@@ -141,14 +164,72 @@ class McpAuthorizations:
         )
         return str(outcome), str(found)
 
-    async def asked(self, session_id: str, grant: str) -> str | None:
-        """The state of the grant's latest sign-in in the session (`pending`, `completed`, `declined`, or
-        `expired`), None when none was asked for."""
+    async def asked(self, session_id: str, grant: str) -> LatestSignIn | None:
+        """The grant's latest sign-in in the session (its state `pending`, `completed`, `declined`, or
+        `expired`, and the run that waited on it), None when none was asked for."""
         key = self._core.keys.session(session_id).mcp_authorizations
         with translate_redis_errors():
             latest = await self._core.redis.hget(key, f"g:{grant}")
-            raw = None if latest is None else await self._core.redis.hget(key, latest.decode())
-        return None if raw is None else _state(json.loads(raw))
+            if latest is None:
+                return None
+            raw = await self._core.redis.hget(key, latest.decode())
+        if raw is None:
+            return None
+        record = json.loads(raw)
+        return LatestSignIn(latest.decode(), _state(record), str(record.get("wait") or ""))
+
+    async def run_of(self, session_id: str, authorization_id: str) -> str | None:
+        """The run that asked for the sign-in (None: none was active, or no such sign-in)."""
+        if authorization_id.startswith("g:"):
+            return None
+        with translate_redis_errors():
+            raw = await self._core.redis.hget(self._core.keys.session(session_id).mcp_authorizations, authorization_id)
+        run = None if raw is None else json.loads(raw).get("run")
+        return run if isinstance(run, str) and run else None
+
+    async def wait(
+        self, session_id: str, run_id: str, step: int, attempt: int, authorization_ids: Sequence[str], gone_text: str
+    ) -> Literal["waiting", "queued", "cancelled", "stale"]:
+        """The step (try `attempt`) waits for these sign-ins, held by no worker: 'waiting'; 'queued' when each
+        ended already (the step goes again at once); 'cancelled' (a cancel came: the run ended); 'stale' (the
+        step is not this try's)."""
+        keys = self._core.keys
+        run_keys, run_args = run_names(keys, session_id, run_id)
+        try:
+            (outcome,) = await self._core.scripts.run(
+                "wait_mcp_authorization",
+                {**run_keys, "authorizations": keys.session(session_id).mcp_authorizations},
+                {
+                    **run_args,
+                    "step": step,
+                    "attempt": attempt,
+                    "gone_text": gone_text,
+                    "prefix": SIGN_IN_DEADLINE,
+                    "ids": list(authorization_ids),
+                },
+                partition=keys.session(session_id).partition,
+            )
+        except NotFound:
+            return "stale"
+        found = str(outcome)
+        return "waiting" if found == "waiting" else "queued" if found == "queued" else _ended(found)
+
+    async def expire(self, session_id: str, authorization_id: str) -> str:
+        """End the sign-in as run out if its timer is due and it still waits ('expired'); 'not_due',
+        'settled' (nothing to do), or 'unknown' (the session holds no such sign-in: the member is a call's)."""
+        keys = self._core.keys
+        run_keys, run_args = run_names(keys, session_id, "")
+        (outcome,) = await self._core.scripts.run(
+            "expire_mcp_authorization",
+            {**run_keys, "authorizations": keys.session(session_id).mcp_authorizations},
+            {
+                **run_args,
+                "authorization_id": authorization_id,
+                "member": KeySpace.sign_in_deadline(session_id, authorization_id),
+            },
+            partition=keys.session(session_id).partition,
+        )
+        return str(outcome)
 
     async def state(self, session_id: str, authorization_id: str) -> str | None:
         """The sign-in's state in its session (as `asked` says it), None when the session has no record of it."""
@@ -159,17 +240,32 @@ class McpAuthorizations:
         return None if raw is None else _state(json.loads(raw))
 
     async def decline(self, session_id: str, authorization_id: str) -> str:
-        """The person declines the sign-in: its grant is not asked for again in the session; the grant's
-        name. NotFound (no such sign-in in the session), Conflict (it ended already)."""
+        """The person declines the sign-in: its grant is not asked for again in the session, and a run
+        waiting on it goes on without it; the grant's name. NotFound (no such sign-in in the session),
+        Conflict (it ended already, or the session is full)."""
         keys = self._core.keys
         run_keys, run_args = run_names(keys, session_id, "")
         (grant,) = await self._core.scripts.run(
             "decline_mcp_authorization",
             {**run_keys, "authorizations": keys.session(session_id).mcp_authorizations},
-            {**run_args, "authorization_id": authorization_id},
+            {
+                **run_args,
+                "authorization_id": authorization_id,
+                "member": KeySpace.sign_in_deadline(session_id, authorization_id),
+            },
             partition=keys.session(session_id).partition,
         )
         return str(grant)
+
+
+def sign_in_deadline(call_id: str) -> str | None:
+    """The sign-in whose end a deadlines index member names, by what follows the session in it (its `call
+    id`); None for a call's."""
+    return call_id.removeprefix(SIGN_IN_DEADLINE) if call_id.startswith(SIGN_IN_DEADLINE) else None
+
+
+def _ended(outcome: str) -> Literal["cancelled", "stale"]:
+    return "cancelled" if outcome == "cancelled" else "stale"
 
 
 def _state(record: dict[str, object]) -> str:

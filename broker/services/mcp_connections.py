@@ -152,8 +152,9 @@ class McpConnections:
         return TokenEndpoint.open(cipher, sealed.decode(), cid) if sealed else None
 
     async def refused(self, connection: McpConnection) -> bool:
-        """Mark `connection`'s access token as ended (its server refused it), unless another took its
-        place since `connection` was read; whether it was marked."""
+        """Mark `connection`'s access token as ended and not to be refreshed (its server refused it: the
+        person signs in again), unless another took its place since `connection` was read; whether it
+        was marked."""
         seen = "" if connection.expires_at_ms is None else str(connection.expires_at_ms)
         keys = {"connection": self._core.keys.mcp_connection(connection.id)}
         (answer,) = await self._core.scripts.run("expire_mcp_connection", keys, {"seen": seen})

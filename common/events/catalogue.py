@@ -525,9 +525,12 @@ class InputProvided(Event, tag="input_provided", frozen=True):
 class McpAuthorizationRequired(Event, tag="mcp_authorization_required", frozen=True):
     """A step needed an OAuth grant whose server the person has not signed in to (no token kept for the
     session's subject, else the session): opening `authorization_url` in a browser signs them in, until
-    `expires_at`. Declined at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`."""
+    `expires_at`. Declined at `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`. The
+    run waits for it, held by no worker, until it completes, is declined or runs out."""
 
     shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    # It opens the inbox's `authorization` item, and goes out as an `input.requested` webhook.
+    notice: ClassVar[Notable | None] = Notable("input.requested")
     authorization_id: str
     # The grant's name, as the agent's version declares it.
     grant: str
@@ -539,13 +542,33 @@ class McpAuthorizationRequired(Event, tag="mcp_authorization_required", frozen=T
 class McpAuthorizationCompleted(Event, tag="mcp_authorization_completed", frozen=True):
     """The person signed in to an OAuth grant's MCP server: the authorization server sent their browser back
     to `GET /v1/mcp/oauth/callback` and the code it carried was exchanged for tokens, now kept for the
-    session's subject (else the session)."""
+    session's subject (else the session). A run waiting for it goes on with the grant's tools."""
 
     shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    # It closes the inbox's `authorization` item; no webhook carries it.
+    notice: ClassVar[Notable | None] = Notable()
     authorization_id: str
     # The grant's name, as the agent's version declares it.
     grant: str
     server_url: str
+
+
+class McpAuthorizationDeclined(Event, tag="mcp_authorization_declined", frozen=True):
+    """A sign-in the session asked for ended without one: the person declined it (at
+    `POST /v1/sessions/{sid}/mcp-authorizations/{authorization_id}/decline`) or it ran out (`expires_at`
+    passed). A run waiting for it
+    goes on without the grant's tools, the model told why; the grant is not asked for again in that run (nor,
+    once declined, in the session)."""
+
+    shown: ClassVar[Shown] = Shown(include="extensions", sdk=False)
+    # It closes the inbox's `authorization` item; no webhook carries it.
+    notice: ClassVar[Notable | None] = Notable()
+    authorization_id: str
+    # The grant's name, as the agent's version declares it.
+    grant: str
+    server_url: str
+    # `declined`: the person said no; `expired`: the wait (SWITCHBOARD_MCP_AUTHORIZATION_TIMEOUT_S) ran out.
+    reason: Literal["declined", "expired"]
 
 
 class ToolCallDelta(Event, tag="tool_call_delta", frozen=True):
@@ -594,6 +617,7 @@ ExtensionEvent = (
     | InputProvided
     | McpAuthorizationRequired
     | McpAuthorizationCompleted
+    | McpAuthorizationDeclined
     | MessageDelta
     | ThinkingDelta
     | ToolCallDelta

@@ -78,6 +78,8 @@ async def test_a_real_approval_opens_its_item_and_its_decision_closes_it(api: Ap
         "subject": "user-42",
         "agent_id": session.agent_id,
         "request_id": None,
+        "authorization_id": None,
+        "authorization_url": None,
     }
     assert [i["call_id"] for i in await inbox(api, kind="approval", subject="user-42", agent_id=session.agent_id)] == [
         requested["call_id"]

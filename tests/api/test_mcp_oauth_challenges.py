@@ -7,6 +7,7 @@ most twice, the call failing with an error that says why. A worker's hub and Gra
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from switchboard.settings import Settings
 from tests.api.test_mcp_grants import answer, texts
 from tests.api.test_mcp_oauth_callback import CALLBACK, PUBLIC_URL, SECRET, extensions, open_callback, redirected
 from tests.api.test_mcp_oauth_sign_in import LOCAL
-from tests.api_client import Api, Session, of_type, running_api
+from tests.api_client import Api, Event, Session, of_type, run_over, running_api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
 from workers.config import McpGrant, OAuthAuth
 from workers.mcp.challenges import Challenges
@@ -32,7 +33,8 @@ from workers.mcp.mapped import Mapped
 pytestmark = pytest.mark.private_providers
 
 CIPHER = TokenCipher(SecretStr(SECRET))
-ASKED = "the person has been asked to sign in to it and has not yet"
+# The run a step asks for (only a lapsed sign-in's run is read by `ask`).
+RUN = "run-1"
 
 
 @pytest.fixture
@@ -66,7 +68,7 @@ def grant(server: MemoryAuthorizationServer) -> McpGrant:
 
 
 def tokens_of(broker: Broker[Settings], hub: McpHub) -> GrantTokens:
-    return GrantTokens(broker, CIPHER, HttpUrl(PUBLIC_URL), 60, hub.challenges)
+    return GrantTokens(broker, CIPHER, HttpUrl(PUBLIC_URL), 60, hub.refused, hub.challenges)
 
 
 async def call(hub: McpHub, authorized: McpGrant, tool: str) -> str:
@@ -83,11 +85,17 @@ async def asked_urls(api: Api, session: Session) -> list[httpx.URL]:
     return [httpx.URL(e["authorization_url"]) for e in events if e["type"] == "mcp_authorization_required"]
 
 
+async def asks(tokens: GrantTokens, session: Session, bare: McpGrant) -> bool:
+    """Whether the step's `ask` began a sign-in for the grant (one the step waits for)."""
+    lacking = await tokens.ask(session.id, RUN, (bare,))
+    return len(lacking.waiting) == 1 and not lacking.why
+
+
 async def sign_in(api: Api, tokens: GrantTokens, session: Session, server: MemoryAuthorizationServer) -> httpx.URL:
     """The step's ask, and the person signing in at the link it gave; that link."""
     (bare,) = await tokens.authorized(session.id, (grant(server),))
     assert "Authorization" not in bare.headers
-    assert await tokens.ask(session.id, (bare,)) == {"notes": ASKED}
+    assert await asks(tokens, session, bare)
     url = (await asked_urls(api, session))[-1]
     assert (await open_callback(api, await redirected(str(url)))).status_code == 200
     return url
@@ -114,10 +122,10 @@ async def test_a_403_insufficient_scope_signs_the_person_in_again_for_the_union_
     # Whichever worker's GrantTokens looks next (a call's, a step's) goes without the token until the
     # step-up is asked for; once its sign-in waits, the token is sent again (the other tools work).
     assert "Authorization" not in (await authorized(tokens, session, server)).headers
-    elsewhere = GrantTokens(broker, CIPHER, HttpUrl(PUBLIC_URL), 60, Challenges())
+    elsewhere = GrantTokens(broker, CIPHER, HttpUrl(PUBLIC_URL), 60, challenges=Challenges())
     assert "Authorization" not in (await authorized(elsewhere, session, server)).headers
     (bare,) = await elsewhere.authorized(session.id, (grant(server),))
-    assert await elsewhere.ask(session.id, (bare,)) == {"notes": ASKED}
+    assert await asks(elsewhere, session, bare)
     assert "Authorization" in (await authorized(tokens, session, server)).headers
     url = (await asked_urls(api, session))[-1]
     assert url.params["scope"] == "notes:read notes:admin"
@@ -149,18 +157,22 @@ async def test_a_server_that_keeps_asking_for_more_scope_is_followed_twice_then_
     assert server.step_ups == MAX_STEP_UPS + 1
 
 
-async def test_a_refused_token_is_not_sent_again_but_refreshed(
+async def test_a_refused_token_is_neither_sent_again_nor_refreshed(
     api: Api, broker: Broker[Settings], server: MemoryAuthorizationServer, hub: McpHub
 ) -> None:
     tokens, session = tokens_of(broker, hub), await api.session()
     await sign_in(api, tokens, session, server)
     with_token = await authorized(tokens, session, server)
-    server.access.clear()  # the server no longer takes the token (revoked before its expiry)
+    server.access.clear()  # the server no longer takes the token (revoked, or its resource moved)
     assert "refused the grant's authorization (401: invalid_token)" in await call(hub, with_token, "note")
-    again = await authorized(tokens, session, server)
-    assert again.headers["Authorization"] != with_token.headers["Authorization"]
-    assert len(server.refreshed) == 1
-    assert (await call(hub, again, "note")).startswith("noted: hi")
+    assert "Authorization" not in (await authorized(tokens, session, server)).headers
+    # A refresh would ask where the refused token came from: the person signs in again instead.
+    assert server.refreshed == []
+    record = await broker.mcp_connections.get_for(owner_of(None, session.id), server.issuer + "/mcp")
+    assert record is not None
+    assert (record.expires_at_ms, record.refreshable) == (0, False)
+    await sign_in(api, tokens, session, server)
+    assert (await call(hub, await authorized(tokens, session, server), "note")).startswith("noted: hi")
 
 
 async def test_a_refused_token_without_a_refresh_token_has_the_person_asked_again(
@@ -177,7 +189,7 @@ async def test_a_refused_token_without_a_refresh_token_has_the_person_asked_agai
     assert record is not None
     assert record.expires_at_ms == 0
     # Not sent by any worker again: another worker's GrantTokens, which saw no 401, does not send it either.
-    elsewhere = GrantTokens(broker, CIPHER, HttpUrl(PUBLIC_URL), 60, Challenges())
+    elsewhere = GrantTokens(broker, CIPHER, HttpUrl(PUBLIC_URL), 60, challenges=Challenges())
     assert "Authorization" not in (await authorized(elsewhere, session, server)).headers
     await sign_in(api, tokens, session, server)
     assert (await call(hub, await authorized(tokens, session, server), "note")).startswith("noted: hi")
@@ -192,7 +204,8 @@ async def test_the_challenges_scope_and_metadata_go_to_the_next_sign_in(
     (bare,) = await tokens.authorized(session.id, (grant(server),))
     assert await hub.tools((bare,)) == {}
     (bare,) = await tokens.authorized(session.id, (grant(server),))
-    assert await tokens.ask(session.id, (bare,)) == {"notes": "its sign-in could not be started"}
+    lacking = await tokens.ask(session.id, RUN, (bare,))
+    assert (lacking.waiting, lacking.why) == ((), {"notes": "its sign-in could not be started"})
     noted = await broker.mcp_challenges.latest(session.id, "notes")
     assert noted is not None
     assert noted.header == server.challenge
@@ -207,7 +220,7 @@ async def test_resource_metadata_named_at_another_origin_is_not_fetched(
     (bare,) = await tokens.authorized(session.id, (grant(server),))
     assert await hub.tools((bare,)) == {}
     (bare,) = await tokens.authorized(session.id, (grant(server),))
-    assert await tokens.ask(session.id, (bare,)) == {"notes": ASKED}
+    assert await asks(tokens, session, bare)
     (url,) = await asked_urls(api, session)
     # The challenge's scope, not the resource metadata's.
     assert url.params["scope"] == "notes:read notes:admin"
@@ -224,11 +237,27 @@ async def test_a_challenge_past_its_bound_is_not_kept(
     assert await broker.mcp_challenges.latest(session.id, "notes") is None
 
 
+async def asked_in(api: Api, session: Session, text: str, asked: int) -> str:
+    """Send `text`; once its step asked for the `asked`th sign-in (and waits for it), the run's id."""
+    run_id = str((await api.send(session, text))["run_id"])
+    async with asyncio.timeout(15):
+        while len(await asked_urls(api, session)) < asked:
+            await asyncio.sleep(0.05)
+    return run_id
+
+
+async def ended(api: Api, session: Session, run_id: str) -> list[Event]:
+    """The events of run `run_id` once it ended."""
+    events = await api.wait_for(session, lambda es: any(e.get("run_id") == run_id for e in es if run_over([e])), 15)
+    return [e for e in events if e.get("run_id") == run_id]
+
+
 async def test_a_run_refreshes_and_steps_up_through_the_worker(
     settings: Settings, redis_url: str, api_key: str, server: MemoryAuthorizationServer
 ) -> None:
     """The worker's own wiring (its hub's challenges handed to its GrantTokens): short-lived tokens
-    refreshed between steps, and a tool the token's scope does not cover failing clearly, then asked for."""
+    refreshed between steps, and a tool the token's scope does not cover failing clearly, then asked for
+    (the step waiting for the person, as for any sign-in)."""
     server.expires_in = 5
     update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
     auth = {"type": "oauth", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
@@ -236,20 +265,21 @@ async def test_a_run_refreshes_and_steps_up_through_the_worker(
     async with running_api(settings, redis_url, api_key, update) as api:
         session = await api.session(mcp=mcp)
         note, erase = '/call mcp__notes__note {"text": "hi"}', '/call mcp__notes__erase {"text": "hi"}'
-        await answer(api, session, note)
+        run_id = await asked_in(api, session, note, 1)
         (first,) = await asked_urls(api, session)
         assert (await open_callback(api, await redirected(str(first)))).status_code == 200
+        (result,) = of_type(await ended(api, session, run_id), "tool_result")
+        assert result["is_error"] is False, result
         (result,) = of_type(await answer(api, session, note), "tool_result")
         assert result["is_error"] is False, result
         assert len(server.refreshed) >= 1  # its 5 s tokens are within the margin at once
         (refused,) = of_type(await answer(api, session, erase), "tool_result")
         assert refused["is_error"] is True
         assert 'insufficient_scope, scope "notes:admin"' in texts(refused)[0]
-        await answer(api, session, note)
+        run_id = await asked_in(api, session, erase, 2)
         urls = await asked_urls(api, session)
-        assert len(urls) == 2
         assert urls[-1].params["scope"] == "notes:read notes:admin"
         assert (await open_callback(api, await redirected(str(urls[-1])))).status_code == 200
-        (erased,) = of_type(await answer(api, session, erase), "tool_result")
+        (erased,) = of_type(await ended(api, session, run_id), "tool_result")
         assert erased["is_error"] is False, erased
         assert texts(erased)[0].startswith("erased: hi")

@@ -164,8 +164,9 @@ async def test_a_refused_refresh_forgets_the_tokens_so_the_person_is_asked_again
     assert bearer(authorized) is None
     assert await broker.mcp_connections.get_for(owner_of(None, session.id), server.issuer + "/mcp") is None
     # What the step does next: the person is asked to sign in again.
-    why = await tokens_of(broker).ask(session.id, (authorized,))
-    assert why == {"notes": "the person has been asked to sign in to it and has not yet"}
+    lacking = await tokens_of(broker).ask(session.id, "run-1", (authorized,))
+    assert len(lacking.waiting) == 1
+    assert lacking.why == {}
 
 
 async def test_a_token_endpoint_that_never_answers_leaves_the_tokens_as_they_were(

@@ -5,8 +5,6 @@ authorization server to Switchboard's callback; the token kept is then the one t
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,9 +28,7 @@ from tests.api.test_mcp_oauth_callback import (
     open_callback,
     redirected,
 )
-from tests.api.test_providers import CLAUDE, provider_session
-from tests.api_client import Api, Event, of_type, run_over, running_api
-from tests.fakes import FakeProvider, Reply, anthropic_stream
+from tests.api_client import Api, Event, of_type, running_api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
 from tests.stack import serve_asgi
 from workers.config import McpGrant, OAuthAuth
@@ -202,9 +198,7 @@ async def test_once_signed_in_a_run_calls_the_grants_tool_with_the_persons_token
     async with running_api(settings, redis_url, api_key, update) as api:
         session = await api.session(mcp=[{"name": "notes", "url": resource, "default_policy": "allow", "auth": auth}])
         call = '/call mcp__notes__note {"text": "hi"}'
-        # Not signed in: the server refuses the worker, so its tools are not offered.
-        (refused,) = of_type(await answer(api, session, call), "tool_result")
-        assert refused["is_error"] is True
+        # Signed in before any step needed the grant: no step asks.
         begun = await sign_ins(broker).begin(
             session_id=session.id,
             subject=None,
@@ -217,6 +211,7 @@ async def test_once_signed_in_a_run_calls_the_grants_tool_with_the_persons_token
         (result,) = of_type(await answer(api, session, call), "tool_result")
         assert result["is_error"] is False, result
         assert texts(result)[0] == "noted: hi"
+        assert of_kind(await extensions(api, session), "mcp_authorization_required") == []
 
 
 def oauth_grant(server: MemoryAuthorizationServer) -> dict[str, object]:
@@ -226,68 +221,6 @@ def oauth_grant(server: MemoryAuthorizationServer) -> dict[str, object]:
 
 def of_kind(events: list[Event], kind: str) -> list[Event]:
     return [e for e in events if e["type"] == kind]
-
-
-async def test_a_step_asks_the_person_and_once_they_signed_in_the_tool_runs(
-    settings: Settings, redis_url: str, api_key: str, server: MemoryAuthorizationServer
-) -> None:
-    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
-    async with running_api(settings, redis_url, api_key, update) as api:
-        session = await api.session(mcp=[oauth_grant(server)])
-        call = '/call mcp__notes__note {"text": "hi"}'
-        await answer(api, session, call)
-        await answer(api, session, call)
-        events = await extensions(api, session)
-        # Asked once, though two steps needed the grant: the first sign-in still waits.
-        (asked,) = of_kind(events, "mcp_authorization_required")
-        assert (asked["grant"], asked["server_url"]) == ("notes", server.issuer + "/mcp")
-        assert asked["expires_at"].endswith("Z")
-        assert (await open_callback(api, await redirected(asked["authorization_url"]))).status_code == 200
-        (completed,) = of_kind(await extensions(api, session), "mcp_authorization_completed")
-        assert completed["authorization_id"] == asked["authorization_id"]
-        (result,) = of_type(await answer(api, session, call), "tool_result")
-        assert result["is_error"] is False, result
-        assert texts(result)[0] == "noted: hi"
-        # An extension: a reader that does not ask sees neither event.
-        plain = {e["type"] for e in await extensions(api, session, include=False)}
-        assert not plain & {"mcp_authorization_required", "mcp_authorization_completed"}
-
-
-async def test_a_declined_sign_in_is_not_asked_again_and_its_link_does_not_complete(
-    settings: Settings, redis_url: str, api_key: str, server: MemoryAuthorizationServer
-) -> None:
-    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
-    async with running_api(settings, redis_url, api_key, update) as api:
-        session = await api.session(mcp=[oauth_grant(server)])
-        call = '/call mcp__notes__note {"text": "hi"}'
-        await answer(api, session, call)
-        (asked,) = of_kind(await extensions(api, session), "mcp_authorization_required")
-        path = f"/v1/sessions/{session.id}/mcp-authorizations"
-        async with api.as_session(session) as person:
-            declined = await person.post(f"{path}/{asked['authorization_id']}/decline")
-            assert declined.status_code == 200, declined.text
-            assert declined.json() == {
-                "authorization_id": asked["authorization_id"],
-                "grant": "notes",
-                "state": "declined",
-            }
-            again = await person.post(f"{path}/{asked['authorization_id']}/decline")
-            assert again.status_code == 409
-            assert "ended already (declined)" in again.json()["error"]["message"]
-            unknown = await person.post(f"{path}/{uuid.uuid4()}/decline")
-            assert unknown.status_code == 404
-            tricky = await person.post(f"{path}/g:notes/decline")
-            assert tricky.status_code == 404
-            long = await person.post(f"{path}/{'x' * 65}/decline")
-            assert long.status_code == 400
-            assert "authorization_id" in long.text
-        page = await open_callback(api, await redirected(asked["authorization_url"]))
-        assert page.status_code == 400
-        assert "declined" in page.text
-        assert server.exchanged == []
-        (result,) = of_type(await answer(api, session, call), "tool_result")
-        assert result["is_error"] is True
-        assert len(of_kind(await extensions(api, session), "mcp_authorization_required")) == 1
 
 
 async def test_a_server_whose_sign_in_cannot_begin_is_left_out_and_not_tried_at_every_step(
@@ -321,39 +254,3 @@ async def test_a_server_whose_sign_in_cannot_begin_is_left_out_and_not_tried_at_
         # The second step did not discover again: the server's failure is remembered for a while.
         assert [path for path in seen if "/.well-known/" in path] == discovered
         assert of_kind(await extensions(api, session), "mcp_authorization_required") == []
-
-
-async def test_the_model_is_told_why_a_grants_tools_are_missing(
-    settings: Settings, redis_url: str, api_key: str, server: MemoryAuthorizationServer, fake: FakeProvider
-) -> None:
-    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
-    async with running_api(settings, redis_url, api_key, update) as api:
-        session = await provider_session(api, fake, CLAUDE, system_prompt="Be brief.", mcp=[oauth_grant(server)])
-        fake.replies = [Reply(frames=anthropic_stream({"type": "text", "text": "ok"})) for _ in range(3)]
-        await api.send(session, "take a note")
-        await api.wait_for(session, run_over, timeout=15)
-        told = json.dumps(fake.requests[0]["system"])
-        assert "Be brief." in told
-        assert "notes: the person has been asked to sign in to it and has not yet" in told
-        assert "mcp__notes__" not in json.dumps(fake.requests[0].get("tools", []))
-        (asked,) = of_kind(await extensions(api, session), "mcp_authorization_required")
-        async with api.as_session(session) as person:
-            path = f"/v1/sessions/{session.id}/mcp-authorizations/{asked['authorization_id']}/decline"
-            assert (await person.post(path)).status_code == 200
-        await api.send(session, "take another")
-        await api.wait_for(session, lambda events: len(of_kind(events, "run_completed")) == 2, timeout=15)
-        assert "notes: the person declined to sign in to it" in json.dumps(fake.requests[1]["system"])
-        assert (await open_callback(api, await redirected(asked["authorization_url"]))).status_code == 400
-
-    async with running_api(settings, redis_url, api_key, update) as api:
-        signed = await provider_session(api, fake, CLAUDE, mcp=[oauth_grant(server)])
-        fake.replies = [Reply(frames=anthropic_stream({"type": "text", "text": "ok"})) for _ in range(2)]
-        await api.send(signed, "hello")
-        await api.wait_for(signed, run_over, timeout=15)
-        (asked,) = of_kind(await extensions(api, signed), "mcp_authorization_required")
-        assert (await open_callback(api, await redirected(asked["authorization_url"]))).status_code == 200
-        await api.send(signed, "hello again")
-        await api.wait_for(signed, lambda events: len(of_kind(events, "run_completed")) == 2, timeout=15)
-        # Signed in: the tools are there, and nothing is said of them.
-        assert "mcp__notes__note" in json.dumps(fake.requests[-1]["tools"])
-        assert "sign in" not in json.dumps(fake.requests[-1].get("system", ""))

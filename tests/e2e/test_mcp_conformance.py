@@ -38,10 +38,10 @@ logger = logging.getLogger(__name__)
 pytestmark = pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
 
 
-def expected_failures() -> tuple[dict[str, str], dict[str, str]]:
-    """The expected failures (a scenario, or `scenario:check-id`) with their reasons: those under `final`,
-    and those under a `pending: <helper>` heading."""
-    listed: dict[str, dict[str, str]] = yaml.safe_load(EXPECTED.read_text()) or {}
+def expected_failures(path: Path = EXPECTED) -> tuple[dict[str, str], dict[str, str]]:
+    """The expected failures `path` lists (a scenario, or `scenario:check-id`) with their reasons: those
+    under `final`, and those under a `pending: <helper>` heading."""
+    listed: dict[str, dict[str, str]] = yaml.safe_load(path.read_text()) or {}
     final = dict(listed.get("final") or {})
     pending = {
         entry: reason
@@ -50,7 +50,7 @@ def expected_failures() -> tuple[dict[str, str], dict[str, str]]:
         for entry, reason in (entries or {}).items()
     }
     unknown = [heading for heading in listed if heading != "final" and not heading.startswith("pending: ")]
-    assert not unknown, f"{EXPECTED.name}: headings are `final` and `pending: <helper>`, not {unknown}"
+    assert not unknown, f"{path.name}: headings are `final` and `pending: <helper>`, not {unknown}"
     return final, pending
 
 

@@ -9,7 +9,7 @@ import asyncio
 import os
 import secrets
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 import pytest
@@ -25,9 +25,10 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 SCRIPT = EXAMPLES / "mcp_sign_in.py"
 
 
-async def run_example(env: dict[str, str], on_line: dict[str, str] | None = None) -> tuple[int, list[str], str]:
+async def run_example(env: dict[str, str], person: Person | None = None) -> tuple[int, list[str], str]:
     """The script with `env` over this environment (the runner's SWITCHBOARD_* left out): its exit code,
-    its lines, and its stderr. A line starting `sign in to ` has its link opened as a browser would."""
+    its lines, and its stderr. A line starting `sign in to ` is handed to `person` (by default its link is
+    opened as a browser would) with the lines so far."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -44,9 +45,27 @@ async def run_example(env: dict[str, str], on_line: dict[str, str] | None = None
             line = raw.decode().rstrip("\n")
             lines.append(line)
             if line.startswith("sign in to "):
-                await sign_in(line.rsplit(": ", 1)[1], env["SWITCHBOARD_URL"])
+                await (person or signs_in)(env, lines)
         code = await process.wait()
     return code, lines, (await process.stderr.read()).decode()
+
+
+Person = Callable[[dict[str, str], list[str]], Awaitable[None]]
+
+
+async def signs_in(env: dict[str, str], lines: list[str]) -> None:
+    await sign_in(lines[-1].rsplit(": ", 1)[1], env["SWITCHBOARD_URL"])
+
+
+async def declines(env: dict[str, str], lines: list[str]) -> None:
+    """The person says no, from the operator's app (its API key): the run goes on without the grant."""
+    session_id = lines[0].removeprefix("session ")
+    key = {"Authorization": f"Bearer {env['SWITCHBOARD_API_KEY']}"}
+    async with httpx.AsyncClient(base_url=env["SWITCHBOARD_URL"], headers=key) as admin:
+        page = await admin.get(f"/v1/sessions/{session_id}/events", params={"include": "extensions", "limit": 200})
+        (asked,) = [e for e in page.json()["items"] if e["type"] == "mcp_authorization_required"]
+        sent = await admin.post(f"/v1/sessions/{session_id}/mcp-authorizations/{asked['authorization_id']}/decline")
+    assert sent.status_code == 200, sent.text
 
 
 async def sign_in(authorization_url: str, api: str) -> None:
@@ -109,6 +128,22 @@ async def test_the_script_prints_the_link_and_the_tool_runs_once_signed_in(
     assert kinds == ["mcp_authorization_required", "mcp_authorization_completed"]
     # The token is the subject's: one sign-in serves every session of that person.
     assert [(c["grant"], c["subject"]) for c in listed.json()["items"]] == [("notes", "person-1")]
+
+
+async def test_a_declined_sign_in_ends_the_script_saying_so(
+    stack: tuple[Processes, str], server: MemoryAuthorizationServer
+) -> None:
+    processes, url = stack
+    env = {
+        "SWITCHBOARD_URL": url,
+        "SWITCHBOARD_API_KEY": processes.env["TEST_API_KEY"],
+        "SWITCHBOARD_MCP_URL": server.issuer + "/mcp",
+        "SWITCHBOARD_MCP_CLIENT_ID": CLIENT_ID,
+        "SWITCHBOARD_MCP_CLIENT_SECRET": CLIENT_SECRET,
+    }
+    code, lines, stderr = await run_example(env, declines)
+    assert code == 1, "\n".join(lines) + stderr + processes.tail()
+    assert lines[-1] == "no sign-in to notes: declined"
 
 
 async def test_a_refused_api_key_fails_the_script_saying_so(

@@ -119,3 +119,35 @@ def test_the_section_shows_a_page_then_the_next_on_more() -> None:
         "calls": ["c1", "c2"],
         "more": False,
     }
+
+
+def test_a_sign_in_row_links_to_its_authorization_server_only_over_http() -> None:
+    rows = node(
+        """
+        const el = (tag, props = {}, ...children) => ({ tag, props, children: children.flat() });
+        const text = (node) => typeof node === "string" ? node : (node.children ?? []).map(text).join("");
+        const all = (node, tag) => typeof node === "string" ? [] :
+          [...(node.tag === tag ? [node] : []), ...(node.children ?? []).flatMap((child) => all(child, tag))];
+        const item = (url) => ({ kind: "authorization", session_id: "0190f2a0-0000-7000-8000-00000000cccc",
+          call_id: "", tool: "notes", client_name: null, subject: "u-1", since: "t1", deadline: "t2",
+          authorization_id: "a1", authorization_url: url });
+        const rendered = inbox.inboxRows(
+          [item("https://auth.example/authorize?state=s"), item("javascript:alert(1)")], { el, when: (iso) => iso });
+        let bubbled = false;
+        const [link] = all(rendered[0], "a");
+        link.props.onclick({ stopPropagation: () => { bubbled = true; } });
+        console.log(JSON.stringify({
+          cells: rendered.map((row) => row.children.map(text)),
+          links: rendered.map((row) => all(row, "a").map((a) => [a.props.href, a.props.target, a.props.rel])),
+          stopped: bubbled,
+        }));
+        """
+    )
+    assert rows == {
+        "cells": [
+            ["sign-in", "…00cccc", "notes sign in", "u-1", "t1", "t2"],
+            ["sign-in", "…00cccc", "notes no http(s) link", "u-1", "t1", "t2"],
+        ],
+        "links": [[["https://auth.example/authorize?state=s", "_blank", "noopener noreferrer"]], []],
+        "stopped": True,
+    }

@@ -229,3 +229,15 @@ def test_the_panel_keeps_an_open_cards_node_and_shows_how_each_ended() -> None:
     assert seen["count"] == "1"
     assert seen["posted"] == [["/v1/sessions/s1/input-requests/r1", {"action": "decline"}]]
     assert seen["none"] == "None."
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "data:text/html,<b>x</b>", "/relative", "vbscript:x"])
+def test_a_url_request_that_is_not_http_is_never_a_link(url: str) -> None:
+    asked = {key: value for key, value in ASKED.items() if key != "schema"} | {"url": url}
+    seen = node(
+        f"""
+        const page = form.inputCard({{ asked: {json.dumps(asked)}, ended: null }}, {{ el, answer: async () => {{}} }});
+        console.log(JSON.stringify({{ links: all(page, "a").length, shown: text(page).includes({json.dumps(url)}) }}));
+        """
+    )
+    assert seen == {"links": 0, "shown": True}

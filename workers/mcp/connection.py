@@ -144,6 +144,9 @@ class Connection:
         self._stop = asyncio.Event()
         self._error: BaseException | None = None
         self._owner: asyncio.Task[None] | None = None
+        # Whether the server answered any request of this connection with a 401: it refused the
+        # credentials the grant's headers carry (an OAuth grant's token, workers/mcp/grant_tokens.py).
+        self.unauthorized = False
 
     @property
     def alive(self) -> bool:
@@ -180,7 +183,12 @@ class Connection:
 
     def _http(self) -> httpx2.AsyncClient:
         parts = (self.flow, self.exchanges, self._budget)
-        return mcp_client(self.url, self._addresses, WHAT, self._headers, parts, self._timeout_s, self._on_challenge)
+        return mcp_client(
+            self.url, self._addresses, WHAT, self._headers, parts, self._timeout_s, self._refused, self._on_challenge
+        )
+
+    def _refused(self) -> None:
+        self.unauthorized = True
 
     async def _own(self, sse: bool) -> None:
         try:

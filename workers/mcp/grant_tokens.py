@@ -6,12 +6,18 @@ serves another's session.
 
 A token past its `expires_at` (or within `_MARGIN_MS` of it) is not sent: the server would refuse it. One
 with a refresh token is refreshed first (workers/mcp/refresh.py: one refresh per connection across
-workers; a refused refresh forgets the tokens, so the person is asked again).
+workers; a refused refresh forgets the tokens, so the person is asked again). Nor is one the grant's
+server refused: a 401 with a Bearer challenge marks it ended, not to be refreshed, for every worker (the
+person is asked again, the sign-in following the challenge); any 401 to the connection
+(`refused`, the hub's) has this worker leave it out. A 403 `insufficient_scope` has the person asked
+again for more scope (`_step_up`, bounded).
 
 A grant with no usable token is asked for (`ask`): a sign-in is begun (workers/mcp/sign_in.py) and the
-session gets `mcp_authorization_required` with its link, once per grant while that sign-in waits; a
-declined one is not asked for again in the session. The step does not wait for it: it goes on without
-the grant's tools (the model told why, `note`), and a later step has them once the person signed in."""
+session gets `mcp_authorization_required` with its link, once per grant while that sign-in waits. The
+step then waits for it, held by no worker (workers/steps.py, broker/services/mcp_authorizations.py
+`wait`), and goes again once it completed (with the token), was declined or ran out (without the grant's
+tools, the model told why: `note`). A declined sign-in is not asked for again in the session, one that
+ran out not again in the run that waited on it."""
 
 from __future__ import annotations
 
@@ -19,11 +25,14 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pydantic import HttpUrl
 
 from broker import Broker
 from broker.errors import SwitchboardError
+from broker.services.mcp_authorizations import LatestSignIn
 from broker.services.mcp_challenges import Challenge
 from broker.services.mcp_connections import McpConnection, owner_of
 from broker.services.token_cipher import TokenCipher
@@ -43,8 +52,18 @@ _MARGIN_MS = 30_000
 RETRY_AFTER_S = 60.0
 # Servers remembered as failed, at most (the oldest go first).
 _MAX_FAILED = 256
-_ASKED = "the person has been asked to sign in to it and has not yet"
 _FAILED = "its sign-in could not be started"
+_DECLINED = "the person declined to sign in to it"
+_LAPSED = "the person did not sign in to it in time (the sign-in ran out)"
+
+
+@dataclass(frozen=True, slots=True)
+class Lacking:
+    """What `GrantTokens.ask` found of a step's OAuth grants without a token: the sign-ins the step is to
+    wait for (their ids), and why each grant that will not have its tools this step has none, by name."""
+
+    waiting: tuple[str, ...] = ()
+    why: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class GrantTokens:
@@ -56,9 +75,12 @@ class GrantTokens:
         cipher: TokenCipher,
         public_url: HttpUrl | None,
         wait_s: int,
+        refused: Callable[[McpGrant], bool] = lambda grant: False,
         challenges: Challenges | None = None,
     ) -> None:
         self._broker = broker
+        # Whether the grant's server refused it, as it stands with its token (McpHub.refused).
+        self._refused = refused
         self._cipher = cipher
         # None: no callback address, so no sign-in can be begun (only tokens kept before are used).
         self._public_url = public_url
@@ -86,8 +108,8 @@ class GrantTokens:
         # What the server said of the token as kept (before any refresh replaces it), once.
         seen = None if kept is None or self._challenges is None else self._challenges.take(_key(grant, kept))
         if record is not None and seen is not None and seen.status == 401:
-            # The server refused this token: it is not sent again; refreshed where it can be, else the
-            # person is asked again (with what the server's challenge says).
+            # The server refused this token: no worker sends it again, nor refreshes it; the person is
+            # asked again (the sign-in following what the server's challenge says).
             await self._note(session_id, grant, seen, " ".join(record.scopes) or None)
             await connections.refused(record)
             record = await connections.get_for(owner, grant.url)
@@ -100,6 +122,8 @@ class GrantTokens:
             return grant
         assert record is not None
         authorized = _with(grant, access)
+        if self._refused(authorized):
+            return grant
         if seen is not None and seen.step_up:
             return await self._step_up(session_id, grant, authorized, record, seen)
         if self._challenges is not None:
@@ -137,7 +161,8 @@ class GrantTokens:
     async def _waits(self, session_id: str, grant: McpGrant) -> bool:
         """Whether the grant's latest sign-in in the session waits for the person or was declined (then
         no step-up is asked for)."""
-        return await self._broker.mcp_authorizations.asked(session_id, grant.name) in ("pending", "declined")
+        latest = await self._broker.mcp_authorizations.asked(session_id, grant.name)
+        return latest is not None and latest.state in ("pending", "declined")
 
     async def _note(
         self, session_id: str, grant: McpGrant, seen: Challenged, granted: str | None, *, step_up: bool = False
@@ -152,30 +177,33 @@ class GrantTokens:
             ttl_ms=self._wait_s * 1000,
         )
 
-    async def ask(self, session_id: str, grants: tuple[McpGrant, ...]) -> dict[str, str]:
+    async def ask(self, session_id: str, run_id: str, grants: tuple[McpGrant, ...]) -> Lacking:
         """Ask the session's person to sign in to each OAuth grant of `grants` (as `authorized` gave them)
-        that has no token, unless a sign-in for it waits or was declined; why each such grant has no token,
-        by name, in words for the model. A sign-in that cannot be begun (no metadata, a refused address)
-        is logged: the step goes on without the grant either way."""
+        that has no token, unless a sign-in for it waits (the step waits for that one too), was declined in
+        the session or ran out while `run_id` waited on it. A sign-in that cannot be begun (no metadata, a
+        refused address) is logged: the step goes on without the grant."""
         lacking = [g for g in grants if g.oauth is not None and "Authorization" not in g.headers]
         if not lacking:
-            return {}
+            return Lacking()
         if self._public_url is None:
-            return {g.name: "no one can sign in to it here (SWITCHBOARD_PUBLIC_URL is not set)" for g in lacking}
+            return Lacking(
+                why={g.name: "no one can sign in to it here (SWITCHBOARD_PUBLIC_URL is not set)" for g in lacking}
+            )
         authorizations = self._broker.mcp_authorizations
         sign_in = await imported("workers.mcp.sign_in")
         starter = sign_in.SignIns(
             authorizations, self._cipher, self._broker.providers.addresses, self._public_url, self._wait_s
         )
         subject = (await self._broker.sessions.get(session_id)).subject
+        waiting: list[str] = []
         why: dict[str, str] = {}
         for grant in lacking:
             asked = await authorizations.asked(session_id, grant.name)
-            if asked == "declined":
-                why[grant.name] = "the person declined to sign in to it"
-                continue
-            if asked == "pending":
-                why[grant.name] = _ASKED
+            if asked is not None and (kept := _kept(asked, run_id)) is not None:
+                if asked.state == "pending":
+                    waiting.append(kept)
+                else:
+                    why[grant.name] = kept
                 continue
             if time.monotonic() - self._failed.get(grant.url, -RETRY_AFTER_S) < RETRY_AFTER_S:
                 why[grant.name] = _FAILED
@@ -192,7 +220,7 @@ class GrantTokens:
                     challenge=noted.header if noted is not None else None,
                     granted=noted.granted if noted is not None else None,
                 )
-                await authorizations.require(
+                outcome, found = await authorizations.require(
                     session_id,
                     authorization_id=begun.authorization_id,
                     grant=grant.name,
@@ -201,7 +229,6 @@ class GrantTokens:
                     expires_at_ms=begun.expires_at_ms,
                 )
                 await self._broker.mcp_challenges.begun(session_id, grant.name)
-                why[grant.name] = _ASKED
             except (sign_in.SignInUnavailable, SwitchboardError) as error:
                 logger.warning("no sign-in could be begun for the MCP grant %s (%s): %s", grant.name, grant.url, error)
                 self._failed.pop(grant.url, None)
@@ -209,7 +236,25 @@ class GrantTokens:
                 while len(self._failed) > _MAX_FAILED:
                     del self._failed[next(iter(self._failed))]
                 why[grant.name] = _FAILED
-        return why
+                continue
+            # Another step asked meanwhile: its sign-in is the one waited on (or declined).
+            if outcome == "declined":
+                why[grant.name] = _DECLINED
+            else:
+                waiting.append(begun.authorization_id if outcome == "asked" else found)
+        return Lacking(tuple(waiting), why)
+
+
+def _kept(asked: LatestSignIn, run_id: str) -> str | None:
+    """What a grant's latest sign-in leaves the step: the id of one still pending (waited on), why the
+    grant has no tools when it was declined or ran out in this run; None when a new one is to be asked."""
+    if asked.state == "pending":
+        return asked.authorization_id
+    if asked.state == "declined":
+        return _DECLINED
+    if asked.state == "expired" and asked.run_id == run_id:
+        return _LAPSED
+    return None
 
 
 def _access(stored: bytes | None) -> str | None:

@@ -76,6 +76,8 @@ class _Server:
     listed_at: float = 0.0
     failed_at: float = 0.0
     failure: str = ""
+    # Whether its latest listing failed for a 401: the server refused the grant's credentials.
+    refused: bool = False
     # The one listing of this server in flight, if any.
     listing: asyncio.Task[list[McpTool] | None] | None = None
     # Held while a connection is opened, so a listing and calls open one.
@@ -200,12 +202,22 @@ class McpHub:
                 self._failed(grant, server, describe(error))
                 return None
             server.tools = await accepted(listing, grant.url)
-            server.listed_at, server.failure = time.monotonic(), ""
+            server.listed_at, server.failure, server.refused = time.monotonic(), "", False
             return server.tools
         finally:
             server.listing = None
 
+    def refused(self, grant: McpGrant) -> bool:
+        """Whether the grant's server refused its credentials (a 401) when it was last listed, or to any
+        request of its connection since: an OAuth grant's token it no longer takes, as when its resource
+        moved to another authorization server."""
+        server = self._servers.get(self.key(grant))
+        if server is None:
+            return False
+        return server.refused or (server.connection is not None and server.connection.unauthorized)
+
     def _failed(self, grant: McpGrant, server: _Server, why: str) -> None:
+        server.refused = server.connection is not None and server.connection.unauthorized
         if not server.failure:
             logger.warning("the MCP server of grant %s (%s) is left out: %s", grant.name, grant.url, why)
         server.failure, server.failed_at, server.tools = why, time.monotonic(), None

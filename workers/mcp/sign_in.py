@@ -1,5 +1,6 @@
 """Starting an OAuth grant's sign-in, as the MCP authorization specification says: the server's Protected
-Resource Metadata (RFC 9728: the challenge's `resource_metadata`, else the well-known paths), its
+Resource Metadata (RFC 9728: the challenge's `resource_metadata`, the server asked for one when the caller
+has none, else the well-known paths), its
 authorization server's metadata (RFC 8414, then OpenID discovery), a client id (Switchboard's Client ID
 Metadata Document when the public URL is https and the server takes one; else the grant's pre-registered
 client; else a dynamic registration), PKCE (S256), `resource` and a scope (`scope_of`). The flow is
@@ -26,6 +27,7 @@ from urllib.parse import urlencode
 
 import httpx2
 import pydantic
+from mcp import types as mt
 from mcp.client.auth import PKCEParameters
 from mcp.client.auth.utils import (
     build_oauth_authorization_server_metadata_discovery_urls,
@@ -54,6 +56,7 @@ from broker.services.mcp_authorizations import AuthorizationFlow, McpAuthorizati
 from broker.services.token_cipher import TokenCipher
 from common.addresses import ProviderAddresses
 from common.bounded_body import BodyRefused, bounded_body
+from common.codec import dumps
 from common.oauth_addresses import callback_url, client_metadata_url
 from workers.config import OAuthAuth
 from workers.pinned import pinned_client, refused
@@ -67,10 +70,29 @@ _WHAT = "the authorization server"
 _IDENTITY = {"Accept-Encoding": "identity"}
 # What Switchboard's client does (its client metadata document says the same).
 _GRANT_TYPES = ("authorization_code", "refresh_token")
+# The request that draws a protected server's challenge: the first one a client of the current protocol
+# sends (the `mcp` package's probe), carrying no token. Its answer is read only for the 401's header.
+_PROBE = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}
+_PROBE_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": mt.LATEST_PROTOCOL_VERSION,
+    "Mcp-Method": "server/discover",
+}
 
 
 class SignInUnavailable(Exception):
     """The sign-in could not be started: why, in words for the model and the log."""
+
+
+def unavailable(error: TimeoutError | AddressRefused | httpx2.HTTPError, url: str) -> SignInUnavailable:
+    """A fetch of `url` that failed, as why the sign-in could not be started."""
+    if isinstance(error, TimeoutError):
+        return SignInUnavailable(f"{url} did not answer within {FETCH_TIMEOUT_S:g} s")
+    if isinstance(error, AddressRefused):
+        return SignInUnavailable(str(error))
+    why = refused(error)
+    return SignInUnavailable(str(why) if why is not None else f"{url} could not be reached: {error}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +172,12 @@ class SignIns:
         granted: str | None = None,
     ) -> Begun:
         """Discover, pick the client, record the flow; the authorization URL. `challenge`: the server's
-        `WWW-Authenticate` header, when it answered 401 (or 403 `insufficient_scope`); `granted`: the scope
-        the person's current tokens have, kept in a step-up's. SignInUnavailable saying why it could not."""
+        `WWW-Authenticate` header, when it answered 401 (or 403 `insufficient_scope`; else the server is
+        asked, as a client without a token would: the header may name metadata no well-known path has);
+        `granted`: the scope the person's current tokens have, kept in a step-up's. SignInUnavailable
+        saying why it could not."""
+        if challenge is None:
+            challenge = await self._challenge(server_url)
         answered = httpx2.Response(401, headers={"WWW-Authenticate": challenge} if challenge else {})
         resource = await self._resource(_named_metadata(answered, server_url), server_url)
         issuer = str(resource.authorization_servers[0]) if resource is not None else None
@@ -192,6 +218,22 @@ class SignIns:
         endpoint = str(metadata.authorization_endpoint)
         joiner = "&" if "?" in endpoint else "?"
         return Begun(authorization_id, endpoint + joiner + urlencode(query), expires_at)
+
+    async def _challenge(self, server_url: str) -> str | None:
+        """The `WWW-Authenticate` of the server's 401 to a request without a token; None when it answers
+        anything else (then the well-known paths are all there is)."""
+        try:
+            async with (
+                asyncio.timeout(FETCH_TIMEOUT_S),
+                pinned_client(server_url, self._addresses, FETCH_TIMEOUT_S, "the MCP server") as http,
+                http.stream("POST", server_url, content=dumps(_PROBE), headers=_PROBE_HEADERS | _IDENTITY) as answer,
+            ):
+                # The body is left unread: only the header is wanted, and the server's answer may not end.
+                if answer.status_code != 401:
+                    return None
+                return answer.headers.get("www-authenticate")
+        except (TimeoutError, AddressRefused, httpx2.HTTPError) as error:
+            raise unavailable(error, server_url) from None
 
     async def _resource(self, named: str | None, server_url: str) -> ProtectedResourceMetadata | None:
         # A server that publishes no resource metadata is an older one: its own origin is asked for the
@@ -281,10 +323,5 @@ class SignIns:
                 return answer.status_code, await bounded_body(answer, MAX_DOCUMENT_BYTES, url)
         except BodyRefused as refused_body:
             raise SignInUnavailable(str(refused_body)) from None
-        except TimeoutError:
-            raise SignInUnavailable(f"{url} did not answer within {FETCH_TIMEOUT_S:g} s") from None
-        except AddressRefused as refusal:
-            raise SignInUnavailable(str(refusal)) from None
-        except httpx2.HTTPError as error:
-            why = refused(error)
-            raise SignInUnavailable(str(why) if why is not None else f"{url} could not be reached: {error}") from None
+        except (TimeoutError, AddressRefused, httpx2.HTTPError) as error:
+            raise unavailable(error, url) from None

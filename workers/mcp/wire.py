@@ -189,6 +189,7 @@ class McpTransport(httpx2.AsyncBaseTransport):
         exchanges: Exchanges,
         budget: Budget,
         connect_timeout_s: float,
+        on_unauthorized: Callable[[], None] = lambda: None,
         on_challenge: OnChallenge | None = None,
     ) -> None:
         self._inner = inner
@@ -196,6 +197,7 @@ class McpTransport(httpx2.AsyncBaseTransport):
         self._exchanges = exchanges
         self._budget = budget
         self._connect_timeout_s = connect_timeout_s
+        self._on_unauthorized = on_unauthorized
         self._on_challenge = on_challenge
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -223,6 +225,10 @@ class McpTransport(httpx2.AsyncBaseTransport):
                     operation.scopes.discard(scope)
             if scope.cancelled_caught:
                 return _no_answer(request, "the request ended before the MCP server answered")
+        if response.status_code == 401:
+            # The `mcp` transport makes any error status one error of its request; whether the server
+            # refused the connection's credentials is said here, where the status is still known.
+            self._on_unauthorized()
         if response.status_code in (401, 403) and (challenged := await self._challenged(request, response)):
             return challenged
         if isinstance(response.stream, httpx2.AsyncByteStream):
@@ -257,11 +263,13 @@ def mcp_client(
     headers: dict[str, str],
     connection: tuple[Flow, Exchanges, Budget],
     connect_timeout_s: float,
+    on_unauthorized: Callable[[], None] = lambda: None,
     on_challenge: OnChallenge | None = None,
 ) -> httpx2.AsyncClient:
     """The connection's HTTP client: the pinned client (workers/pinned.py) with its transport bounded as
     the module says; `connection`: the connection's pace and exchanges, and the worker's budget;
-    `on_challenge`: told of each Bearer challenge (status, header, its `error`)."""
+    `on_unauthorized`: told of each 401 the server answers; `on_challenge`: of each Bearer challenge
+    (status, header, its `error`)."""
     flow, exchanges, budget = connection
     return pinned_client(
         url,
@@ -269,5 +277,7 @@ def mcp_client(
         connect_timeout_s,
         what,
         headers,
-        around=lambda pinned: McpTransport(pinned, flow, exchanges, budget, connect_timeout_s, on_challenge),
+        around=lambda pinned: McpTransport(
+            pinned, flow, exchanges, budget, connect_timeout_s, on_unauthorized, on_challenge
+        ),
     )

@@ -35,7 +35,9 @@ local body = sb_ev_mcp_authorization_required(A.authorization_id, A.grant, A.ser
   sb_iso(tonumber(A.expires_at) * 1000))
 local full = sb_room(S.meta, S.now, 2 * #body + SB_ENTRY + 256, SB_P.cap)
 if full then return full end
-local rec = {grant = A.grant, state = 'pending', expires_at = tonumber(A.expires_at)}
+-- `server` for the event that ends it unsigned; `run`, the run that asked, for its notice (inbox, webhook).
+local rec = {grant = A.grant, server = A.server_url, state = 'pending', expires_at = tonumber(A.expires_at),
+  run = redis.call('HGET', S.run, 'run_id') or nil}
 redis.call('HSET', K.authorizations, A.authorization_id, cjson.encode(rec), 'g:' .. A.grant, A.authorization_id)
 local json = sb_append(S, body)
 return sb_reply('asked', json)

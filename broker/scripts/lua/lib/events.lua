@@ -261,6 +261,12 @@ local function sb_ev_mcp_authorization_completed(authorization_id, grant, server
     .. sb_str(grant) .. ',"server_url":' .. sb_str(server_url) .. '}'
 end
 
+-- sb_ev_mcp_authorization_declined(authorization_id, grant, server_url, reason)
+local function sb_ev_mcp_authorization_declined(authorization_id, grant, server_url, reason)
+  return '{"type":"mcp_authorization_declined","authorization_id":' .. sb_str(authorization_id) .. ',"grant":'
+    .. sb_str(grant) .. ',"server_url":' .. sb_str(server_url) .. ',"reason":"' .. reason .. '"}'
+end
+
 -- sb_ev_message_delta(run_id, step, delta, reset?)
 local function sb_ev_message_delta(run_id, step, delta, reset)
   return '{"type":"message_delta","run_id":' .. sb_str(run_id) .. ',"step":' .. step .. ',"delta":' .. sb_str(delta)
@@ -287,6 +293,9 @@ SB_NOTICE.types = {
   client_tool_waiting = true,
   input_provided = true,
   input_requested = true,
+  mcp_authorization_completed = true,
+  mcp_authorization_declined = true,
+  mcp_authorization_required = true,
   run_cancelled = true,
   run_completed = true,
   run_failed = true,

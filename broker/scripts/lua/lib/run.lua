@@ -33,3 +33,17 @@ local function sb_hold_step(S, lease_ms)
   sb_timer(SB_P.steps, S.now + lease_ms, S.sid)
 end
 
+
+-- A step that needs sign-ins waits for them held by no worker (wait_mcp_authorization.lua): the run is
+-- `waiting` with `pending` the sign-ins it waits on and `sw` the step's try, and each sign-in's record
+-- names the run in `wait`. A sign-in that ends (completed, declined, run out: `rec`, its record as it was
+-- while pending) counts the run down; the last queues the step again as its next try, for any worker,
+-- which finds the grant's token, or tells the model why there is none. Needs lib/calls.lua.
+local function sb_sign_in_ended(S, rec)
+  if not rec.wait then return end
+  local run = redis.call('HMGET', S.run, 'run_id', 'state', 'sw', 'step')
+  if run[1] ~= rec.wait or run[2] ~= 'waiting' or not run[3] then return end
+  if redis.call('HINCRBY', S.run, 'pending', -1) > 0 then return end
+  redis.call('HDEL', S.run, 'sw')
+  sb_schedule_step(S, run[1], tonumber(run[4]), tonumber(run[3]) + 1)
+end
