@@ -3,6 +3,7 @@ server): it is not sent again, the person is asked to sign in anew, and the new 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -12,7 +13,7 @@ from switchboard.settings import Settings
 from tests.api.test_mcp_grants import answer, texts
 from tests.api.test_mcp_oauth_callback import PUBLIC_URL, SECRET, extensions, open_callback, redirected
 from tests.api.test_mcp_oauth_sign_in import LOCAL, oauth_grant, of_kind, server
-from tests.api_client import Api, Session, of_type, running_api
+from tests.api_client import Api, Event, Session, of_type, run_over, running_api
 from tests.oauth_server import MemoryAuthorizationServer
 from workers.config import McpGrant
 from workers.mcp.hub import McpHub
@@ -23,11 +24,23 @@ __all__ = ["server"]
 CALL = '/call mcp__notes__note {"text": "hi"}'
 
 
-async def signed_in(api: Api, session: Session, asked: int) -> None:
-    """Open the session's latest sign-in link as the person would (the `asked`th so far)."""
-    links = of_kind(await extensions(api, session), "mcp_authorization_required")
+async def signed_in(api: Api, session: Session, asked: int, timeout: float = 15) -> None:
+    """Once the session has asked for its `asked`th sign-in (the run's step waits on it), open that link as
+    the person would."""
+    until = asyncio.get_running_loop().time() + timeout
+    while len(links := of_kind(await extensions(api, session), "mcp_authorization_required")) < asked:
+        assert asyncio.get_running_loop().time() < until, links
+        await asyncio.sleep(0.05)
     assert len(links) == asked, links
     assert (await open_callback(api, await redirected(links[-1]["authorization_url"]))).status_code == 200
+
+
+async def signed_in_run(api: Api, session: Session, asked: int) -> list[Event]:
+    """`CALL` sent, its step waiting for the person's `asked`th sign-in, which they give: the run's events."""
+    run_id = (await api.send(session, CALL))["run_id"]
+    await signed_in(api, session, asked)
+    events = await api.wait_for(session, lambda es: any(e.get("run_id") == run_id for e in es if run_over([e])))
+    return events[next(i for i, e in enumerate(events) if e.get("run_id") == run_id) :]
 
 
 async def test_a_token_the_server_refuses_is_dropped_and_the_person_asked_again(
@@ -36,16 +49,14 @@ async def test_a_token_the_server_refuses_is_dropped_and_the_person_asked_again(
     update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
     async with running_api(settings, redis_url, api_key, update) as api:
         session = await api.session(mcp=[oauth_grant(server)])
-        await answer(api, session, CALL)
-        await signed_in(api, session, asked=1)
-        (first,) = of_type(await answer(api, session, CALL), "tool_result")
+        (first,) = of_type(await signed_in_run(api, session, asked=1), "tool_result")
         assert first["is_error"] is False, first
         # The server forgets every token it issued: the next listing is refused.
         server.access.clear()
-        (refused,) = of_type(await answer(api, session, CALL), "tool_result")
+        # The refused token is not sent again: the run's next step (after the call that failed for want of
+        # the grant's tools) asks the person, who signs in anew.
+        (refused,) = of_type(await signed_in_run(api, session, asked=2), "tool_result")
         assert refused["is_error"] is True
-        # The refused token is not sent again: the person is asked, and signs in anew.
-        await signed_in(api, session, asked=2)
         (again,) = of_type(await answer(api, session, CALL), "tool_result")
         assert again["is_error"] is False, again
         assert texts(again)[0] == "noted: hi"
