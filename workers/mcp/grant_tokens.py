@@ -114,13 +114,12 @@ class GrantTokens:
             await connections.refused(record)
             record = await connections.get_for(owner, grant.url)
         access = None if record is None else await self._usable(record, kept)
-        if access is None:
+        if record is None or access is None:
             bare = None if self._challenges is None else self._challenges.peek(McpHub.key(grant))
             if bare is not None and bare.status == 401:
                 # Asked without a token: where its metadata is and what scope it wants, for the sign-in.
                 await self._note(session_id, grant, bare, None)
             return grant
-        assert record is not None
         authorized = _with(grant, access)
         if self._refused(authorized):
             return grant
