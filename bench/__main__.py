@@ -1,6 +1,6 @@
 """`python -m bench [--quick | --smoke] [--only SCENARIO,...] [--out FILE]`: start Redis, an API and a
 worker, run each scenario (calls, deadlines, fanout, state, load, idle, cluster, client, failover, cost,
-instructions, apicpu, schemas, hostile_mcp, doors, hostile_model, schedules, parked, webhooks) against its
+instructions, apicpu, schemas, hostile_mcp, doors, hostile_model, schedules, parked, webhooks, tracing) against its
 baseline measured in the same run, print one table, save JSON. `--quick` takes fewer samples; `--smoke` runs
 each scenario at its smallest size, to see that every one works (CI runs each,
 tests/e2e/test_bench_smoke.py): its figures are printed and saved, no target is judged. A scenario that
@@ -36,6 +36,7 @@ from bench import (
     schedules,
     schema_refs,
     state,
+    tracing,
     webhooks,
 )
 from bench.compare import compare
@@ -63,6 +64,7 @@ SCENARIOS: dict[str, Scenario] = {
     "schedules": schedules.run,
     "parked": parked.run,
     "webhooks": webhooks.run,
+    "tracing": tracing.run,
 }
 
 

@@ -77,7 +77,7 @@ def cpu_ns(pid: int, settle_s: float = 0.05) -> int:
     return total
 
 
-async def _post(http: RawHttp, path: str, body: object = None) -> bytes:
+async def post(http: RawHttp, path: str, body: object = None) -> bytes:
     """One request as the SDK sends it (`RawHttp` adds `Content-Type: application/json` to a body)."""
     status, content = await http.request("POST", path, body, keyed())
     if status >= 300:
@@ -85,7 +85,7 @@ async def _post(http: RawHttp, path: str, body: object = None) -> bytes:
     return content
 
 
-def _paths(session: Session, call_id: str) -> tuple[str, str]:
+def call_paths(session: Session, call_id: str) -> tuple[str, str]:
     calls = f"/v1/sessions/{session.id}/clients/{session.client_id}/calls/{call_id}"
     return f"{calls}/ack", f"{calls}/result"
 
@@ -94,22 +94,22 @@ async def _api_call(pid: int, session: Session) -> int:
     """The API's CPU (ns) over one call's round trip, in a run of its own."""
     await session.send(calls_text(1))
     got = await until(session.events, kind("client_tool_dispatched"))
-    ack, result = _paths(session, got.event["call_id"])
+    ack, result = call_paths(session, got.event["call_id"])
     before = cpu_ns(pid)
-    await _post(session.http, ack)
-    await _post(session.http, result, RESULT)
+    await post(session.http, ack)
+    await post(session.http, result, RESULT)
     await until(session.events, kind("tool_result"))
     spent = cpu_ns(pid) - before
     await until(session.events, kind("run_completed"))
     return spent
 
 
-async def _bare_call(pid: int, http: RawHttp, session: Session, number: int) -> int:
+async def bare_call(pid: int, http: RawHttp, session: Session, number: int) -> int:
     """The bare app's CPU (ns) over the same two requests from the same client."""
-    ack, result = _paths(session, f"call_{number:032x}")
+    ack, result = call_paths(session, f"call_{number:032x}")
     before = cpu_ns(pid)
-    await _post(http, ack)
-    await _post(http, result, RESULT)
+    await post(http, ack)
+    await post(http, result, RESULT)
     return cpu_ns(pid) - before
 
 
@@ -131,9 +131,9 @@ async def _round(api_pid: int, session: Session, bare_pid: int, http: RawHttp, c
         numbers = range(first, min(calls, first + BLOCK))
         for number in numbers:
             api += await _api_call(api_pid, session)
-            paced += await _bare_call(bare_pid, http, session, number)
+            paced += await bare_call(bare_pid, http, session, number)
         for number in numbers:
-            back_to_back += await _bare_call(bare_pid, http, session, number)
+            back_to_back += await bare_call(bare_pid, http, session, number)
     return Round(api / calls / 1000, paced / calls / 1000, back_to_back / calls / 1000)
 
 

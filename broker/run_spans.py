@@ -85,19 +85,31 @@ class RunSpans:
         self.tracing = tracing
         self._broker = broker
 
-    async def finished(self, session_id: str, run_id: str) -> None:
-        """A run ended where no step was committed (a cancel of a run that waited, or a cancel or the step
-        limit found as a step began): its last step's calls' spans and its own, its outcome read from the
-        log."""
+    async def finished(self, session_id: str, run_id: str, error_type: str = "") -> None:
+        """A run ended where no step was committed (a cancel of a run that waited, a cancel or the step
+        limit found as a step began, its step's workers stopping too often): its last step's calls' spans
+        and its own, failed with `error_type` or else as the log says it ended."""
         if not self.tracing.enabled:
             return
         traced = TracedRun.of(session_id, run_id, await self._broker.traces.step(session_id, run_id, time.time_ns()))
         outcome = await self.tool_spans(traced)
-        await self.run_span(traced, traced.run, outcome)
+        await self.run_span(traced, traced.run, error_type or outcome)
 
-    async def run_span(self, traced: TracedRun, run: RunTrace, error_type: str) -> None:
-        """The run's `invoke_agent` span (`error_type` '' when it completed); its context is let go."""
-        agent_id, name = await self._agent(traced.session_id)
+    async def deleted(self, session_id: str, agent_id: str | None, run_id: str) -> None:
+        """The session was deleted while `run_id` was active: the run's span (`session_deleted`); its
+        calls' spans are not made, the log they are read from being gone."""
+        if not self.tracing.enabled:
+            return
+        # The session is gone whatever becomes of its run's span: a deletion does not fail for want of one.
+        with contextlib.suppress(SwitchboardError):
+            now = time.time_ns()
+            traced = TracedRun.of(session_id, run_id, await self._broker.traces.step(session_id, run_id, now))
+            await self.run_span(traced, traced.run, "session_deleted", agent_id=agent_id or "")
+
+    async def run_span(self, traced: TracedRun, run: RunTrace, error_type: str, *, agent_id: str = "") -> None:
+        """The run's `invoke_agent` span (`error_type` '' when it completed); its context is let go.
+        `agent_id`: the session's agent, when the session is gone."""
+        agent_id, name = await self._agent(traced.session_id, agent_id)
         attributes = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.id": agent_id,
@@ -120,12 +132,12 @@ class RunSpans:
         )
         await self._broker.traces.ended(traced.session_id, traced.run_id)
 
-    async def _agent(self, session_id: str) -> tuple[str, str]:
+    async def _agent(self, session_id: str, agent_id: str = "") -> tuple[str, str]:
         """The session's agent's id and name ('' for what is gone: the span loses them, not the run)."""
         with contextlib.suppress(SwitchboardError):
-            agent_id = (await self._broker.sessions.get(session_id)).agent_id
+            agent_id = agent_id or (await self._broker.sessions.get(session_id)).agent_id or ""
             with contextlib.suppress(SwitchboardError):
-                return agent_id, (await self._broker.agents.get(agent_id)).name
+                return agent_id, (await self._broker.agents.get(agent_id)).name if agent_id else ""
             return agent_id, ""
         return "", ""
 

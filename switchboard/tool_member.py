@@ -27,6 +27,7 @@ from common.events.catalogue import ClientToolDispatched, ClientToolFailed, Inpu
 from common.events.read import decode_known
 from switchboard.tool_ask import Ask, AskRefused, InputAnswer, OpenRequests
 from switchboard.tool_log import detail, duration
+from switchboard.tool_spans import client_span
 from switchboard.typed_tools import Call, TypedTool
 
 logger = logging.getLogger("switchboard.tools")
@@ -224,20 +225,25 @@ class Member:
     async def _handle(self, http: httpx2.AsyncClient, member: str, event: ClientToolDispatched) -> None:
         call_id = event.call_id
         calls = f"{self._target.path}/calls/{call_id}"
-        # A traced deployment's call span: the answers' request spans are made its children.
-        trace = event.traceparent if isinstance(event.traceparent, str) else None
-        traced = {"traceparent": trace} if trace else {}
-        if not await self._ack(http, f"{calls}/ack", call_id, {MEMBER_HEADER: member, **traced}):
-            return
-        started = time.monotonic()
-        name = event.tool
-        ran = await self._run(http, calls, call_id, name, event.arguments, trace)
-        said: str | None
-        if ran is None:
-            self.cancelled += 1
-            outcome, said = CANCELLED, self._stopped_why.pop(call_id, FAILED_WHILE_RUNNING)
-        else:
-            outcome, said = await self._answer(http, f"{calls}/result", *ran, traced)
+        # A traced deployment's call span: the answers' request spans are made its children, or children of
+        # this process's own span of the call when it traces (switchboard/tool_spans.py).
+        dispatched = event.traceparent if isinstance(event.traceparent, str) else None
+        with client_span(dispatched, event.tool, call_id) as span:
+            trace = span.traceparent
+            traced = {"traceparent": trace} if trace else {}
+            if not await self._ack(http, f"{calls}/ack", call_id, {MEMBER_HEADER: member, **traced}):
+                return
+            started = time.monotonic()
+            name = event.tool
+            ran = await self._run(http, calls, call_id, name, event.arguments, trace)
+            said: str | None
+            if ran is None:
+                self.cancelled += 1
+                outcome, said = CANCELLED, self._stopped_why.pop(call_id, FAILED_WHILE_RUNNING)
+            else:
+                outcome, said = await self._answer(http, f"{calls}/result", *ran, traced)
+            if outcome != OK:
+                span.fail("tool_error" if outcome == ERROR else outcome)
         self._said(name, call_id, outcome, time.monotonic() - started, said)
 
     async def _ack(self, http: httpx2.AsyncClient, path: str, call_id: str, headers: dict[str, str]) -> bool:

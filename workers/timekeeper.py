@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 
 from broker import Broker
+from broker.run_spans import RunSpans
 from broker.services.mcp_authorizations import sign_in_deadline
 from broker.services.retention import TRIM_PREFIX
 from broker.services.schedules import Fired
@@ -31,10 +32,11 @@ _BATCH = 500
 
 
 class Timekeeper:
-    def __init__(self, broker: Broker, consumer: str, run: Callable[[Entry], None]) -> None:
+    def __init__(self, broker: Broker, consumer: str, run: Callable[[Entry], None], spans: RunSpans) -> None:
         self._broker = broker
         self._consumer = consumer
         self._run = run
+        self._spans = spans
 
     async def visit(self, partition: int) -> int | None:
         """Act on what is due in `partition`; when its next timer is due (ms, Redis's clock), or None."""
@@ -75,6 +77,12 @@ class Timekeeper:
                 answers[number] = due.next_due_ms
         return answers
 
+    async def _reclaim(self, session_id: str) -> None:
+        ended = await self._broker.runs.reclaim(session_id)
+        if ended is not None:
+            # Its step's workers stopped too often: no worker is left to make the run's spans.
+            await self._spans.finished(session_id, ended, "worker_stopped")
+
     async def _act(self, partition: int, due: Due) -> None:
         """Act on the partition's due members but its schedules."""
         broker = self._broker
@@ -84,7 +92,7 @@ class Timekeeper:
         for session_id, client_id in due.leases:
             await timers.lapse_client(session_id, client_id)
         for session_id in due.steps:
-            await broker.runs.reclaim(session_id)
+            await self._reclaim(session_id)
         for session_id in due.dequeue:
             await broker.runs.dequeue(session_id)
         for member in due.purges:

@@ -26,6 +26,41 @@ def provider_name(config: RunConfig, scripted: bool) -> str:
     return "switchboard.scripted" if scripted else _PROVIDERS.get(config.format, config.format)
 
 
+# Providers' finish reasons, as the GenAI conventions' common values (the OpenAI ones); another is kept as
+# the provider said it, in lower case.
+_FINISH_REASONS = {
+    # Anthropic Messages
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+    # OpenAI Responses (an incomplete response's reason)
+    "max_output_tokens": "length",
+    # OpenAI Chat Completions
+    "function_call": "tool_calls",
+    # Gemini
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "MALFORMED_FUNCTION_CALL": "error",
+}
+
+
+def finish_reason(turn: Turn) -> str:
+    """gen_ai.response.finish_reasons' one value for a turn: the provider's reason as a common value; a
+    turn that stopped to call tools is `tool_calls` (Gemini and a completed Responses turn say `STOP` or
+    nothing then); a provider that said nothing (the scripted model), from whether the model called tools."""
+    said = turn.finish_reason
+    reason = _FINISH_REASONS.get(said, said.lower()) if said else "stop"
+    return "tool_calls" if reason == "stop" and turn.calls else reason
+
+
 def tool_type(route: Route) -> str:
     """gen_ai.tool.type: `extension` for a client's tool, `function` for a server tool, the grant for an
     MCP server's."""
@@ -158,8 +193,7 @@ class RunTracer:
                 "gen_ai.usage.output_tokens": usage.get("output_tokens"),
                 "gen_ai.usage.cache_read.input_tokens": usage.get("cached_input_tokens"),
                 "gen_ai.usage.reasoning.output_tokens": usage.get("reasoning_tokens"),
-                # The adapters end a turn with calls when the model asked for tools, else with its answer.
-                "gen_ai.response.finish_reasons": ["tool_call" if turn.calls else "stop"],
+                "gen_ai.response.finish_reasons": [finish_reason(turn)],
                 "gen_ai.response.time_to_first_chunk": None if first.at is None else first.at - started,
             }
         )

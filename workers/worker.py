@@ -17,6 +17,7 @@ import socket
 
 from broker import Broker
 from broker.errors import NotFound, SwitchboardError
+from broker.run_spans import RunSpans
 from broker.services.keepers import host_healthy
 from broker.services.token_cipher import TokenCipher
 from broker.services.work import Entry
@@ -135,7 +136,7 @@ async def serve(
     # Shared by the keeper and the runner: due timers (a schedule's firing first of all) before new work.
     backlog = Backlog()
     runner = Runner(broker, worker_id, jobs, max_jobs=settings.worker_max_jobs, backlog=backlog)
-    timekeeper = Timekeeper(broker, worker_id, runner.run)
+    timekeeper = Timekeeper(broker, worker_id, runner.run, RunSpans(tracing, broker))
     host = socket.gethostname()
     keeper = Keeper(
         broker,

@@ -17,6 +17,7 @@ from api.mcp.inputs import Relay, answer_responses, caller_asks, resumed
 from api.mcp.names import shown, visible
 from api.mcp.outcome import outcome
 from api.mcp.tasks import DEFAULT_SUPPORT, as_task, created
+from api.mcp.tracing import answered, call_span
 from api.state import AppState
 from broker.errors import NotFound, SwitchboardError
 from broker.services.calls import Dispatched
@@ -109,29 +110,41 @@ async def call_tool(
     if isinstance(rule, mt.CallToolResult):
         return rule
 
-    async def dispatch() -> Dispatched:
-        return await state.broker.calls.dispatch(
-            session_id,
-            (client.client_id, client.name),
-            str(tool["name"]),
-            arguments,
-            policy=rule.policy,
-            name=name,
-            timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
-            heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
-            on_leave=str(tool.get("on_leave") or ""),
-            approval_timeout_ms=(rule.approval_timeout_s or 0) * 1000,
-            # What the caller answers: which of the call's input requests go to it.
-            asks=caller_asks(ctx),
-        )
+    with call_span(state.tracing, params, name, session_id) as span:
+        traceparent = span.ref.traceparent if span.ref is not None else ""
 
-    if task and not tool.get("asks_first"):
-        # The task is the call: nothing of this request waits for it, the caller polls its record.
-        sent = await _made(dispatch)
-        return sent if isinstance(sent, mt.CallToolResult) else await created(state, session_id, sent.call_id)
-    # A task that asks first waits in line as any call does, so what it asks goes out as an
-    # InputRequiredResult; the retry answering that becomes its task (_resume).
-    return await _in_line(ctx, state, session_id, dispatch, params, task=task)
+        async def dispatch() -> Dispatched:
+            sent = await state.broker.calls.dispatch(
+                session_id,
+                (client.client_id, client.name),
+                str(tool["name"]),
+                arguments,
+                policy=rule.policy,
+                name=name,
+                timeout_ms=int(tool.get("timeout_s") or 0) * 1000,
+                heartbeat_ms=int(tool.get("heartbeat_s") or 0) * 1000,
+                on_leave=str(tool.get("on_leave") or ""),
+                approval_timeout_ms=(rule.approval_timeout_s or 0) * 1000,
+                # What the caller answers: which of the call's input requests go to it.
+                asks=caller_asks(ctx),
+                traceparent=traceparent,
+            )
+            span.set({"gen_ai.tool.call.id": sent.call_id})
+            return sent
+
+        if task and not tool.get("asks_first"):
+            # The task is the call: nothing of this request waits for it, the caller polls its record (the
+            # span is the call's dispatch; the client's own span is its child all the same).
+            sent = await _made(dispatch)
+            if isinstance(sent, mt.CallToolResult):
+                answered(span, sent)
+                return sent
+            return await created(state, session_id, sent.call_id)
+        # A task that asks first waits in line as any call does, so what it asks goes out as an
+        # InputRequiredResult; the retry answering that becomes its task (_resume).
+        result = await _in_line(ctx, state, session_id, dispatch, params, task=task)
+        answered(span, result)
+        return result
 
 
 async def _in_line(

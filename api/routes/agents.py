@@ -71,9 +71,11 @@ async def delete_agent(agent_id: str, caller: Authenticated, state: State) -> Re
     canonical = canonical_id(agent_id, "agent")
     for session_id in await broker.agents.mark_deleted(canonical):
         try:
-            await broker.sessions.delete(session_id)
+            _, ended = await broker.sessions.delete(session_id)
         except NotFound:
             continue
+        if ended is not None:
+            await state.run_spans.deleted(session_id, canonical, ended)
     await broker.agents.purge(canonical)
     return Response(status_code=204)
 

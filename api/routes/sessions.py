@@ -105,7 +105,10 @@ async def get_session(session_id: str, caller: Authenticated, state: State) -> S
 async def delete_session(session_id: str, caller: Authenticated, state: State) -> Response:
     """Delete the session: its active run ends, its streams close, and later requests get 404."""
     caller.require(Permission.SESSION_MANAGE)
-    await state.broker.sessions.delete(caller.reach_session(session_id, Permission.SESSION_MANAGE))
+    canonical = caller.reach_session(session_id, Permission.SESSION_MANAGE)
+    session, ended = await state.broker.sessions.delete(canonical)
+    if ended is not None:
+        await state.run_spans.deleted(canonical, session.agent_id, ended)
     return Response(status_code=204)
 
 

@@ -88,8 +88,9 @@ export interface ToolCallContext {
    */
   readonly signal: AbortSignal;
   /**
-   * The call's span (W3C trace context) when the deployment traces, else null: a tool that traces its work
-   * makes its span a child of it. The SDK sends it with the call's ack, progress and result.
+   * The call's span (W3C trace context) when the deployment traces, else null (the page's own span of the
+   * call, when `connect` was given a `traceCall` hook): a tool that traces its work makes its span a child
+   * of it. The SDK sends it with the call's ack, progress and result.
    */
   readonly traceparent: string | null;
   /**
@@ -746,6 +747,31 @@ export interface ConnectOptionsBase {
   maxReconnects?: number | undefined;
   /** Extensions the default view leaves out: `"progress,images"` or `["progress", "images"]`. */
   include?: string | readonly StreamInclude[] | undefined;
+  /**
+   * This page's own span of each call it runs, from a tracer of the page's (see docs/observability.md):
+   * its `traceparent` is what the tool is handed and what the call's ack, progress and result carry. No
+   * hook, a hook that throws, or one that gives no valid traceparent: the call's own is passed through.
+   */
+  traceCall?: ((call: TracedCall) => CallSpan) | null | undefined;
+}
+
+/** What a {@link ConnectOptionsBase.traceCall} hook is given for each call. */
+export interface TracedCall {
+  readonly tool: string;
+  readonly callId: string;
+  /** The call's span when the deployment traces, else null. */
+  readonly traceparent: string | null;
+}
+
+/** The page's span of a call, as its `traceCall` hook made it. */
+export interface CallSpan {
+  /** Its W3C trace context, sent with the call's ack, progress and result. */
+  readonly traceparent?: string | null | undefined;
+  /**
+   * Called once the call is over: `error` null, or what went wrong (`tool_error`, `cancelled`, `refused`,
+   * `ack_failed`).
+   */
+  end?(error: "tool_error" | "cancelled" | "refused" | "ack_failed" | null): void;
 }
 
 /** The options of {@link connect}: `sessionId`, and `token` or `getToken` (or both). */

@@ -55,6 +55,34 @@ function retryAfterMs(response) {
   return null;
 }
 
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/**
+ * The page's span of a call from its `traceCall` hook, or the dispatched traceparent passed through (no
+ * hook, or a hook that threw or gave no traceparent). `end(error)` is called once, when the call is over:
+ * `error` null, or why it went wrong (`tool_error`, `cancelled`, `refused`, `ack_failed`).
+ */
+function callSpan(traceCall, event, dispatched) {
+  const through = { traceparent: dispatched, end() {} };
+  if (!traceCall) return through;
+  let made;
+  try {
+    made = traceCall({ tool: event.tool, callId: event.call_id, traceparent: dispatched });
+  } catch (error) {
+    console.warn("switchboard: traceCall failed; the call's traceparent is passed through", error);
+    return through;
+  }
+  const traceparent = typeof made?.traceparent === "string" && TRACEPARENT.test(made.traceparent) ? made.traceparent : dispatched;
+  const end = (error) => {
+    try {
+      made?.end?.(error);
+    } catch (failure) {
+      console.warn("switchboard: a call span's end failed", failure);
+    }
+  };
+  return { traceparent, end };
+}
+
 function backoffMs(attempt) {
   return Math.min(500 * 2 ** attempt, 8000) * (1 + Math.random() * 0.25);
 }
@@ -62,14 +90,17 @@ function backoffMs(attempt) {
 /**
  * Open a session's live event stream. `token` (a session token or API key) or `getToken` (called again
  * after a 401); `url` defaults to this page's origin; `history: true` replays the whole log first;
- * `include` (such as "progress,images") asks for the extensions the default view leaves out.
+ * `include` (such as "progress,images") asks for the extensions the default view leaves out;
+ * `traceCall` (optional): this page's own span of each call it runs, from a tracer of the page's
+ * (`traceCall({ tool, callId, traceparent })` returns `{ traceparent, end(error) }`, see
+ * docs/observability.md): its `traceparent` is what the call's ack, progress and result carry.
  */
 export function connect(options) {
   return new Connection(options);
 }
 
 export class Connection {
-  constructor({ sessionId, token, getToken, url, history = false, maxReconnects = Infinity, include = "" }) {
+  constructor({ sessionId, token, getToken, url, history = false, maxReconnects = Infinity, include = "", traceCall = null }) {
     if (!sessionId) throw new TypeError("connect: sessionId is required");
     if (!token && !getToken) throw new TypeError("connect: give token or getToken");
     this.sessionId = sessionId;
@@ -81,6 +112,7 @@ export class Connection {
     this._token = token ?? null;
     this._getToken = getToken ?? null;
     this._maxReconnects = maxReconnects;
+    this._traceCall = typeof traceCall === "function" ? traceCall : null;
     this._listeners = new Map();
     this._clients = new Set();
     // Dispatches no client of this connection claimed yet (a per-turn client's, before send() returns).
@@ -534,16 +566,28 @@ export class ToolClient {
   }
 
   async _handle(event) {
+    const dispatched = typeof event.traceparent === "string" ? event.traceparent : null;
+    const span = callSpan(this.connection._traceCall, event, dispatched);
+    let failed = null;
+    try {
+      failed = await this._serveCall(event, span.traceparent);
+    } finally {
+      span.end(failed);
+    }
+  }
+
+  /** Ack, run and answer one call; what went wrong, for the page's span of it (null: nothing). */
+  async _serveCall(event, traceparent) {
     const calls = `${this._path}/${event.client_id}/calls/${encodeURIComponent(event.call_id)}`;
-    // A traced deployment's call span (docs/observability.md): the answers' request spans are made its
-    // children, and a tool that traces its work makes its own span a child of it (call.traceparent).
-    const traceparent = typeof event.traceparent === "string" ? event.traceparent : null;
+    // A traced deployment's call span, or the page's own span of the call (docs/observability.md): the
+    // answers' request spans are made its children, and a tool that traces its work makes its own span a
+    // child of it (call.traceparent).
     const headers = traceparent ? { traceparent } : {};
     try {
       await this.connection.request("POST", `${calls}/ack`, { headers });
     } catch (error) {
       console.warn(`switchboard: ack of ${event.call_id} failed; leaving it to the server's deadline`, error);
-      return;
+      return "ack_failed";
     }
     let answer;
     const tool = this.tools[event.tool];
@@ -585,7 +629,7 @@ export class ToolClient {
     deadline.clear();
     this._calls.delete(event.call_id);
     // The call failed while it ran: the server no longer takes a result for it.
-    if (controller.signal.aborted || this.status !== "serving") return;
+    if (controller.signal.aborted || this.status !== "serving") return "cancelled";
     // Tool changes the handler made reach the server before its result does (the navigation rule).
     await this._toolsUpdate.catch(() => {});
     const size = JSON.stringify(answer).length;
@@ -593,7 +637,9 @@ export class ToolClient {
       await this.connection.request("POST", `${calls}/result`, { body: answer, keepalive: size < KEEPALIVE_LIMIT, headers });
     } catch (error) {
       console.error(`switchboard: the result of ${event.call_id} was refused`, error);
+      return "refused";
     }
+    return answer.is_error ? "tool_error" : null;
   }
 
   /** Post an input request for a call this client runs, and wait for its answer. */

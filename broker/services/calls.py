@@ -104,6 +104,7 @@ class Calls:
         on_leave: str = "",
         approval_timeout_ms: int = 0,
         asks: frozenset[str] = frozenset(),
+        traceparent: str = "",
     ) -> Dispatched:
         """Send a call no run made to registration `client` (its id and name) under the agent's `policy`
         for the tool (`allow` or `require_approval`; the caller answers `deny` itself), as a step's call
@@ -111,14 +112,16 @@ class Calls:
         client should the registration go); `require_approval` is decided by a decision remembered under
         the model-visible `name`, else waits for one (a deny once `approval_timeout_ms` passes, when
         given). `asks`: what the MCP caller declared it answers (`elicitation.form`, `elicitation.url`,
-        `sampling`, `roots`), kept on the record for the input requests the call makes. NotFound when the
-        session is gone or the registration does not serve `tool`; Conflict when the session's storage is
-        full."""
+        `sampling`, `roots`), kept on the record for the input requests the call makes; `traceparent`: the
+        call's span, sent with it to the client ('' untraced). NotFound when the session is gone or the
+        registration does not serve `tool`; Conflict when the session's storage is full."""
         keys, settings = self._core.keys, self._core.settings
         s = keys.session(session_id)
         client_id, client_name = client
         call_id = f"mcp_{new_call_id().removeprefix('call_')}"
-        dispatched = events.client_tool_dispatched(client_id, call_id, tool, arguments, source=MCP_SOURCE)
+        dispatched = events.client_tool_dispatched(
+            client_id, call_id, tool, arguments, source=MCP_SOURCE, traceparent=traceparent or None
+        )
         approval = ""
         if policy != "allow":
             approval = events.approval_requested(call_id, f"client:{client_name}", tool, arguments, source=MCP_SOURCE)

@@ -407,9 +407,13 @@ class Runs:
                 {"step": step, "attempt": attempt, "outcome": outcome, "error": error, "gone_text": text},
             )
 
-    async def reclaim(self, session_id: str) -> None:
-        """Give the session's running step to another worker if its lease lapsed."""
-        await self._script("reclaim_step", session_id, "", {"max_reclaims": MAX_RECLAIMS, "gone_text": RUN_GONE_FAILED})
+    async def reclaim(self, session_id: str) -> str | None:
+        """Give the session's running step to another worker if its lease lapsed; the id of the run it
+        ended instead (its step's workers stopped too often), else None."""
+        outcome, *rest = await self._script(
+            "reclaim_step", session_id, "", {"max_reclaims": MAX_RECLAIMS, "gone_text": RUN_GONE_FAILED}
+        )
+        return str(rest[0]) if outcome == "ended" and rest else None
 
     async def dequeue(self, session_id: str) -> None:
         await self._script("dequeue", session_id, "", {})

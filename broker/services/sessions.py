@@ -127,20 +127,22 @@ class Sessions:
         sessions = [_session(replies[i], bool(replies[i + 1])) for i in range(0, len(replies), 2)]
         return [s for s in sessions if s is not None], page.next_cursor
 
-    async def delete(self, session_id: str) -> None:
+    async def delete(self, session_id: str) -> tuple[Session, str | None]:
         """Delete the session, then take it out of the workspace's indexes (another slot: a reader skips
-        a deleted session, and the purge takes it out again should this process die in between)."""
+        a deleted session, and the purge takes it out again should this process die in between). The
+        session as it was, and the id of the active run it ended (None for none)."""
         keys = self._core.keys
         session = await self.get(session_id)
         s = keys.session(session_id)
         run_keys, run_args = run_names(keys, session_id, "")
-        await self._core.scripts.run(
+        (ended,) = await self._core.scripts.run(
             "delete_session",
             {**run_keys, "tokens": s.tokens, "session_schedules": s.schedules},
             {**run_args, "tombstone_ms": self._core.settings.session_token_ttl_ms, "gone_text": RUN_GONE_DELETED},
             partition=s.partition,
         )
         await self._unlist(session_id, session.agent_id)
+        return session, str(ended) if ended else None
 
     async def _unlist(self, session_id: str, agent_id: str | None) -> None:
         keys = self._core.keys

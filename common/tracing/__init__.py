@@ -1,7 +1,7 @@
 """OpenTelemetry traces (the GenAI semantic conventions), or nothing at all when a process does not trace.
 
 `Tracing` is built once per process (`Tracing.start`) and passed down. Off, it is a few attribute reads:
-the SDK is never imported and no span object is made. On, spans go through a tracer provider of the
+the SDK is never imported and no span object is made. On, spans go to the SDK's batch processor of the
 process's own (`common.tracing.sdk`), batched and exported off the request path.
 """
 
@@ -19,7 +19,7 @@ from common.tracing.settings import TracingSettings
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from common.tracing.sdk import Backend
+    from common.tracing.sdk import Backend, OpenSpan
 
 __all__ = ["Span", "SpanRef", "Tracing", "TracingSettings"]
 
@@ -33,7 +33,7 @@ SpanEvent = tuple[str, Attributes, int | None]
 class Span:
     """A span being made; with tracing off, one shared instance that does nothing."""
 
-    def __init__(self, backend: Backend | None = None, span: Any = None) -> None:
+    def __init__(self, backend: Backend | None = None, span: OpenSpan | None = None) -> None:
         self._backend = backend
         self._span = span
 
@@ -43,18 +43,18 @@ class Span:
 
     @property
     def ref(self) -> SpanRef | None:
-        return None if self._backend is None else self._backend.ref(self._span)
+        return None if self._span is None else self._span.ref
 
     def set(self, attributes: Attributes) -> None:
         if self._span is not None:
-            self._span.set_attributes({name: value for name, value in attributes.items() if value is not None})
+            self._span.attributes.update((name, value) for name, value in attributes.items() if value is not None)
 
     def event(self, name: str, attributes: Attributes | None = None, at_ns: int | None = None) -> None:
-        if self._backend is not None:
+        if self._backend is not None and self._span is not None:
             self._backend.events(self._span, [(name, attributes or {}, at_ns)])
 
     def fail(self, error_type: str, message: str = "") -> None:
-        if self._backend is not None:
+        if self._backend is not None and self._span is not None:
             self._backend.fail(self._span, error_type, message)
 
 
@@ -112,18 +112,17 @@ class Tracing:
             yield _NO_SPAN
             return
         made = backend.start(name, parent, kind, attributes, ids=ids, start_ns=start_ns)
-        ref = backend.ref(made)
+        ref = made.ref
         token = push_ids(lambda: {"trace_id": f"{ref.trace_id:032x}", "span_id": f"{ref.span_id:016x}"})
         try:
-            with backend.current(made):
-                yield Span(backend, made)
+            yield Span(backend, made)
         except BaseException as error:
-            if made.is_recording() and "error.type" not in made.attributes:
+            if not made.failed:
                 backend.fail(made, type(error).__qualname__)
             raise
         finally:
             pop_ids(token)
-            made.end()
+            backend.end(made)
 
     def record(
         self,
@@ -145,7 +144,7 @@ class Tracing:
         backend.events(made, events)
         if error_type:
             backend.fail(made, error_type)
-        made.end(end_time=max(end_ns, start_ns))
+        backend.end(made, end_ns)
 
     def flush(self) -> None:
         if self._backend is not None:

@@ -9,40 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from playwright.async_api import Browser, Dialog, Route, expect
 
-from broker.transport.embedded import free_port
 from switchboard.processes import Processes
-from tests.e2e.served import process_set, scripted_session
-from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
+from tests.e2e.served import scripted_session
+from tests.e2e.signing_stack import server, stack
+from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer
+
+__all__ = ["server", "stack"]
 
 pytestmark = [pytest.mark.processes, pytest.mark.browser, pytest.mark.timeout(120)]
 
 CALL = '/call mcp__notes__note {"text": "hi"}'
-
-
-@pytest.fixture
-async def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Processes, str]]:
-    """An API at the public URL the authorization server sends browsers back to, and a worker; the URL."""
-    port = free_port()
-    public = f"http://127.0.0.1:{port}"
-    settings = {"secret_key": secrets.token_urlsafe(32), "public_url": public, "provider_allow_private": "true"}
-    with process_set(redis_url, tmp_path_factory.mktemp("browser-logs"), **settings) as processes:
-        processes.worker()
-        processes.api(port)
-        yield processes, public
-
-
-@pytest.fixture
-async def server(stack: tuple[Processes, str]) -> AsyncIterator[MemoryAuthorizationServer]:
-    callback = stack[1] + "/v1/mcp/oauth/callback"
-    async with authorization_server(callback, scopes=["notes:read"], method="client_secret_basic") as running:
-        yield running
 
 
 async def asking_session(stack: tuple[Processes, str], server: MemoryAuthorizationServer) -> tuple[str, str]:

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 import pytest
 
-from broker.transport.embedded import free_port
 from switchboard.processes import Processes
-from tests.e2e.served import process_set
+from tests.e2e.signing_stack import server, stack
 from tests.examples.support import EXAMPLES, Event
-from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
+from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer
+
+__all__ = ["server", "stack"]
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 
@@ -78,38 +78,22 @@ async def sign_in(authorization_url: str, api: str) -> None:
     assert page.status_code == 200, page.text
 
 
-@pytest.fixture
-async def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Processes, str]]:
-    """An API (at the public URL the authorization server sends browsers back to) and a worker that keep
-    sealed tokens and may reach the authorization server on 127.0.0.1; the API's URL."""
-    port = free_port()
-    public = f"http://127.0.0.1:{port}"
-    settings = {"secret_key": secrets.token_urlsafe(32), "public_url": public, "provider_allow_private": "true"}
-    with process_set(redis_url, tmp_path_factory.mktemp("example-logs"), **settings) as processes:
-        processes.worker()
-        processes.api(port)
-        yield processes, public
-
-
-@pytest.fixture
-async def server(stack: tuple[Processes, str]) -> AsyncIterator[MemoryAuthorizationServer]:
-    callback = stack[1] + "/v1/mcp/oauth/callback"
-    async with authorization_server(callback, scopes=["notes:read"], method="client_secret_basic") as running:
-        yield running
+def example_env(stack: tuple[Processes, str], server: MemoryAuthorizationServer) -> dict[str, str]:
+    """The script's settings: the stack, its API key, and the grant's server with its registered client."""
+    return {
+        "SWITCHBOARD_URL": stack[1],
+        "SWITCHBOARD_API_KEY": stack[0].env["TEST_API_KEY"],
+        "SWITCHBOARD_MCP_URL": server.issuer + "/mcp",
+        "SWITCHBOARD_MCP_CLIENT_ID": CLIENT_ID,
+        "SWITCHBOARD_MCP_CLIENT_SECRET": CLIENT_SECRET,
+    }
 
 
 async def test_the_script_prints_the_link_and_the_tool_runs_once_signed_in(
     stack: tuple[Processes, str], server: MemoryAuthorizationServer
 ) -> None:
     processes, url = stack
-    env = {
-        "SWITCHBOARD_URL": url,
-        "SWITCHBOARD_API_KEY": processes.env["TEST_API_KEY"],
-        "SWITCHBOARD_MCP_URL": server.issuer + "/mcp",
-        "SWITCHBOARD_MCP_CLIENT_ID": CLIENT_ID,
-        "SWITCHBOARD_MCP_CLIENT_SECRET": CLIENT_SECRET,
-        "SWITCHBOARD_SUBJECT": "person-1",
-    }
+    env = example_env(stack, server) | {"SWITCHBOARD_SUBJECT": "person-1"}
     code, lines, stderr = await run_example(env)
     assert code == 0, "\n".join(lines) + stderr + processes.tail()
     session_id = lines[0].removeprefix("session ")
@@ -133,15 +117,8 @@ async def test_the_script_prints_the_link_and_the_tool_runs_once_signed_in(
 async def test_a_declined_sign_in_ends_the_script_saying_so(
     stack: tuple[Processes, str], server: MemoryAuthorizationServer
 ) -> None:
-    processes, url = stack
-    env = {
-        "SWITCHBOARD_URL": url,
-        "SWITCHBOARD_API_KEY": processes.env["TEST_API_KEY"],
-        "SWITCHBOARD_MCP_URL": server.issuer + "/mcp",
-        "SWITCHBOARD_MCP_CLIENT_ID": CLIENT_ID,
-        "SWITCHBOARD_MCP_CLIENT_SECRET": CLIENT_SECRET,
-    }
-    code, lines, stderr = await run_example(env, declines)
+    processes, _ = stack
+    code, lines, stderr = await run_example(example_env(stack, server), declines)
     assert code == 1, "\n".join(lines) + stderr + processes.tail()
     assert lines[-1] == "no sign-in to notes: declined"
 

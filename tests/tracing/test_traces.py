@@ -71,7 +71,7 @@ async def test_a_client_call_is_one_trace_from_the_run_to_the_clients_span_and_b
         assert chat.name == f"chat {chat_attrs['gen_ai.request.model']}"
         assert "gen_ai.response.model" in chat_attrs
         assert "gen_ai.response.time_to_first_chunk" in chat_attrs
-    assert [attrs(chat)["gen_ai.response.finish_reasons"] for chat in chats] == [("tool_call",), ("stop",)]
+    assert [attrs(chat)["gen_ai.response.finish_reasons"] for chat in chats] == [("tool_calls",), ("stop",)]
 
     (tool,) = named(spans, "execute_tool")
     assert tool.name == f"execute_tool {TOOL}"

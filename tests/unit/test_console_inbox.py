@@ -3,29 +3,15 @@ filters the page names and the cursor of the page before, and renders what comes
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-from pathlib import Path
+from typing import Any
 
-import pytest
+from tests.unit.console_node import needs_node, run_node
 
-INBOX = Path(__file__).resolve().parents[2] / "api" / "static" / "inbox.js"
-
-pytestmark = pytest.mark.skipif(
-    shutil.which("node") is None, reason="needs Node.js (node on PATH), which .ci/run installs"
-)
+pytestmark = needs_node
 
 
-def node(script: str) -> object:
-    printed = subprocess.run(
-        ["node", "--input-type=module", "-e", f"import * as inbox from {json.dumps(INBOX.as_uri())};\n{script}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    return json.loads(printed)
+def node(script: str) -> Any:
+    return run_node({"inbox": "inbox.js"}, script)
 
 
 def test_the_page_asks_the_inbox_with_its_filters_and_cursor() -> None:
@@ -50,8 +36,6 @@ def test_the_page_asks_the_inbox_with_its_filters_and_cursor() -> None:
 def test_the_rows_show_each_kind_and_link_to_the_session() -> None:
     rows = node(
         """
-        const el = (tag, props = {}, ...children) => ({ tag, props, children: children.flat() });
-        const text = (node) => typeof node === "string" ? node : (node.children ?? []).map(text).join("");
         const items = [
           { kind: "approval", session_id: "0190f2a0-0000-7000-8000-00000000aaaa", call_id: "c1", tool: "sign",
             client_name: null, subject: null, since: "2026-01-01T00:00:00Z", deadline: null },
@@ -95,7 +79,6 @@ def test_the_section_shows_a_page_then_the_next_on_more() -> None:
         const nodes = {};
         const $ = (id) => (nodes[id] ??= node());
         for (const name of inbox.FILTERS) $("inbox-filters").elements[name] = { value: "" };
-        const el = (tag, props = {}, ...children) => ({ tag, props, children: children.flat() });
         const asked = [];
         const pages = [
           { items: [{ kind: "call", session_id: "s-000001", call_id: "c1", tool: "scan", client_name: "phone",
@@ -124,10 +107,6 @@ def test_the_section_shows_a_page_then_the_next_on_more() -> None:
 def test_a_sign_in_row_links_to_its_authorization_server_only_over_http() -> None:
     rows = node(
         """
-        const el = (tag, props = {}, ...children) => ({ tag, props, children: children.flat() });
-        const text = (node) => typeof node === "string" ? node : (node.children ?? []).map(text).join("");
-        const all = (node, tag) => typeof node === "string" ? [] :
-          [...(node.tag === tag ? [node] : []), ...(node.children ?? []).flatMap((child) => all(child, tag))];
         const item = (url) => ({ kind: "authorization", session_id: "0190f2a0-0000-7000-8000-00000000cccc",
           call_id: "", tool: "notes", client_name: null, subject: "u-1", since: "t1", deadline: "t2",
           authorization_id: "a1", authorization_url: url });

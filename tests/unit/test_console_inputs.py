@@ -6,26 +6,16 @@ state; the panel keeps an open card's node while other events come."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-FORM = Path(__file__).resolve().parents[2] / "api" / "static" / "input-form.js"
+from tests.unit.console_node import needs_node, run_node
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("node") is None, reason="needs Node.js (node on PATH), which .ci/run installs"
-)
+pytestmark = needs_node
 
-# A stand-in for the console's `el` and `$`: plain objects a test reads back.
+# A stand-in for the console's boxes.
 FAKE_DOM = """
-const el = (tag, props = {}, ...children) => ({ tag, props, children: children.flat() });
-const text = (node) => typeof node === "string" ? node : (node.children ?? []).map(text).join("");
-const all = (node, tag) => typeof node === "string" ? [] :
-  [...(node.tag === tag ? [node] : []), ...(node.children ?? []).flatMap((child) => all(child, tag))];
-const button = (node, label) => all(node, "button").find((b) => text(b) === label);
 const box = () => ({ children: [], textContent: "", classes: new Set(),
   replaceChildren(...nodes) { this.children = nodes; },
   classList: { toggle(name, on) { box.last = [name, on]; } } });
@@ -57,19 +47,7 @@ ASKED = {
 
 
 def node(script: str) -> Any:
-    printed = subprocess.run(
-        [
-            "node",
-            "--input-type=module",
-            "-e",
-            f"import * as form from {json.dumps(FORM.as_uri())};\n{FAKE_DOM}\n{script}",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    return json.loads(printed)
+    return run_node({"form": "input-form.js"}, script, FAKE_DOM)
 
 
 def test_each_kind_of_property_is_a_field() -> None:

@@ -7,27 +7,16 @@ out."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-SIGN_INS = Path(__file__).resolve().parents[2] / "api" / "static" / "sign-ins.js"
+from tests.unit.console_node import needs_node, run_node
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("node") is None, reason="needs Node.js (node on PATH), which .ci/run installs"
-)
+pytestmark = needs_node
 
-# A stand-in for the console's `el` and `$`: plain objects a test reads back (children stay what they were
-# given: a string is a text node in the console).
+# A stand-in for the console's `$`.
 FAKE_DOM = """
-const el = (tag, props = {}, ...children) => ({ tag, props, children: children.flat() });
-const text = (node) => typeof node === "string" ? node : (node.children ?? []).map(text).join("");
-const all = (node, tag) => typeof node === "string" ? [] :
-  [...(node.tag === tag ? [node] : []), ...(node.children ?? []).flatMap((child) => all(child, tag))];
-const button = (node, label) => all(node, "button").find((b) => text(b) === label);
 const boxes = {};
 const $ = (id) => (boxes[id] ??= { children: [], textContent: "", empty: null,
   replaceChildren(...nodes) { this.children = nodes; },
@@ -59,19 +48,7 @@ HOSTILE = [
 
 
 def node(script: str) -> Any:
-    printed = subprocess.run(
-        [
-            "node",
-            "--input-type=module",
-            "-e",
-            f"import * as signIns from {json.dumps(SIGN_INS.as_uri())};\n{FAKE_DOM}\n{script}",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    return json.loads(printed)
+    return run_node({"signIns": "sign-ins.js"}, script, FAKE_DOM)
 
 
 def test_only_an_http_or_https_address_is_a_link() -> None:

@@ -5,27 +5,15 @@ the trace link built only from a checked id and the deployment's template, and e
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-STATIC = Path(__file__).resolve().parents[2] / "api" / "static"
+from tests.unit.console_node import needs_node, run_node
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("node") is None, reason="needs Node.js (node on PATH), which .ci/run installs"
-)
+pytestmark = needs_node
 
-# A stand-in for the console's `el` (tests/unit/test_console_inputs.py has the same).
-FAKE_DOM = """
-const el = (tag, props = {}, ...children) => ({ tag, props, children: children.flat() });
-const text = (node) => typeof node === "string" ? node : (node.children ?? []).map(text).join("");
-const all = (node, tag) => typeof node === "string" ? [] :
-  [...(node.tag === tag ? [node] : []), ...(node.children ?? []).flatMap((child) => all(child, tag))];
-"""
 
 BASE = datetime(2026, 12, 6, 15, 0, 0, tzinfo=UTC)
 RUN = "01a24bed-fed6-7002-b87f-41a4355cf9c0"
@@ -44,18 +32,7 @@ def at(us: int, type_: str, **fields: Any) -> dict[str, Any]:
 
 
 def node(script: str) -> Any:
-    modules = (
-        f"import * as tl from {json.dumps((STATIC / 'timeline.js').as_uri())};\n"
-        f"import * as view from {json.dumps((STATIC / 'timeline-view.js').as_uri())};\n"
-    )
-    printed = subprocess.run(
-        ["node", "--input-type=module", "-e", f"{modules}{FAKE_DOM}\n{script}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    return json.loads(printed)
+    return run_node({"tl": "timeline.js", "view": "timeline-view.js"}, script)
 
 
 def drawn(events: list[dict[str, Any]], now_us: int | None = None) -> Any:

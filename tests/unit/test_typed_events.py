@@ -64,6 +64,7 @@ GETS: dict[tuple[str, str, str], str] = {
     ("api/mcp/task_status.py", "sent", "status"): "the task status notification this stream last sent",
     ("api/mcp/tasks.py", "declared", "extensions"): _MCP_IN,
     ("api/mcp/tasks.py", "ctx.params or {}", "_meta"): _MCP_IN,
+    ("api/mcp/tracing.py", "meta or {}", "traceparent"): _MCP_IN,
     ("api/mcp/inputs.py", "wire", "content"): "an MCP caller's answer to an input request (its inputResponses entry)",
     ("api/mcp/back_channel.py", "reply", "id"): _MCP_IN,
     ("api/mcp/back_channel.py", "sent", "method"): _MCP_IN,
@@ -77,6 +78,8 @@ GETS: dict[tuple[str, str, str], str] = {
     ("switchboard/session_new.py", "http", "/v1/agents"): "an HTTP GET",
     ("switchboard/tool_member.py", "body", "content"): "the result body a member posts",
     ("switchboard/tool_member.py", "block", "type"): "a block of the result body a member posts",
+    ("switchboard/tool_spans.py", "sys.modules", "opentelemetry.trace"): "the process's imported modules",
+    ("switchboard/tool_spans.py", "carrier", "traceparent"): "the trace context OpenTelemetry's propagator wrote",
     ("switchboard/up.py", "body", "status"): "the API's /readyz answer",
     ("switchboard/up.py", "body", "instance"): "the API's /readyz answer",
 }

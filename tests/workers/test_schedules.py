@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from broker import Broker
+from broker.run_spans import RunSpans
 from common.codec import uuid7
+from common.tracing import Tracing
 from tests.helpers import commit, log_events, make_session, start_run, types
 from tests.workers.test_timekeeper import keeping
 from workers.timekeeper import Timekeeper
@@ -257,7 +259,7 @@ async def test_a_worker_dying_after_reading_many_partitions_leaves_each_firing_t
         await schedule(broker, sid, now - 10)
     partitions = sorted({broker.core.keys.session(sid).partition.number for sid in sessions})
     # A worker sweeps them together, reads their records, and dies before the firings reach Redis.
-    timekeeper = Timekeeper(broker, "w-dead", lambda _: None)
+    timekeeper = Timekeeper(broker, "w-dead", lambda _: None, RunSpans(Tracing(), broker))
     swept = await broker.timers.sweep_many(partitions, 500)
     assert sum(len(due.schedules) for due in swept.values() if not isinstance(due, Exception)) == 12
     async with keeping(broker, "w-heir"):

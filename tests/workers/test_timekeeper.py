@@ -17,10 +17,12 @@ from redis.asyncio import Redis
 from broker import Broker
 from broker.errors import NotFound
 from broker.partitions import PARTITIONS
+from broker.run_spans import RunSpans
 from broker.services.keepers import owned
 from broker.services.timers import Glance
 from broker.services.work import Entry
 from common.codec import loads
+from common.tracing import Tracing
 from switchboard.settings import Settings
 from tests.helpers import HIGHLIGHT, aw, call, commit, log_events, make_session, start_run, types, work_entries
 from tests.stack import opened_broker, run_worker
@@ -72,7 +74,7 @@ async def keeping(
 ) -> AsyncIterator[Keeper]:
     """A worker's timekeeping alone (no work is taken): it keeps every partition while it is the only
     live worker."""
-    timekeeper = Timekeeper(broker, worker, run)
+    timekeeper = Timekeeper(broker, worker, run, RunSpans(Tracing(), broker))
     # The tests' broker holds every setting (tests/conftest.py), the worker's among them.
     keeper = Keeper(
         cast("Broker[Settings]", broker),

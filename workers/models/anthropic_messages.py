@@ -166,6 +166,7 @@ class _Reader:
             self._assembler.usage(self._counts.add(getattr(event.message, "usage", None)))
         elif kind == "message_delta":
             self._assembler.usage(self._counts.add(getattr(event, "usage", None)))
+            self._assembler.finish(getattr(getattr(event, "delta", None), "stop_reason", None))
         elif kind == "content_block_start":
             self._start(event.index, event.content_block)
         elif kind == "content_block_delta":

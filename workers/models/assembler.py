@@ -29,6 +29,8 @@ _THINKING = "thinking"
 _CALL = "call"
 # The order of a Chat Completions message: its reasoning, its text, its calls.
 _GROUPED = {_THINKING: 0, _TEXT: 1, _CALL: 2}
+# A provider's finish reason is a short word; a longer one is cut, not kept whole.
+_FINISH_LIMIT = 64
 
 
 class _Part:
@@ -80,6 +82,7 @@ class Assembler:
         self._calls = 0
         self._model: str | None = None
         self._usage: Usage | None = None
+        self._finish: str | None = None
         self.has_text = False
         self.has_reasoning = False
 
@@ -101,6 +104,11 @@ class Assembler:
         """The provider's counts so far; the latest given wins (a server may send them growing)."""
         if usage is not None:
             self._usage = usage
+
+    def finish(self, reason: object) -> None:
+        """Why the model stopped, as the provider said it (text only; the latest given wins)."""
+        if isinstance(reason, str) and reason:
+            self._finish = reason[:_FINISH_LIMIT]
 
     def text(self, piece: str, key: object = None) -> None:
         """A piece of the text block `key` names (opened by its first piece, even an empty one)."""
@@ -189,7 +197,7 @@ class Assembler:
                 built.thinking("".join(part.pieces), redacted=True)
             else:
                 _add_thinking(built, part)
-        return built.turn(self._model, self._usage)
+        return built.turn(self._model, self._usage, self._finish)
 
     def _part(self, kind: str, key: object, *, fresh: bool = False) -> _Part | None:
         """The part `key` names (None if it is not of `kind`); with no key, the part before if it is an

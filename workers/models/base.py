@@ -196,6 +196,9 @@ class Turn:
     calls: list[PlannedCall]
     model: str | None
     usage: Usage | None = None
+    # Why the model stopped, as its provider said it (`end_turn`, `tool_calls`, `MAX_TOKENS`, ...); None
+    # when it did not say.
+    finish_reason: str | None = None
 
 
 class TurnBuilder:
@@ -216,8 +219,8 @@ class TurnBuilder:
         self.calls.append(PlannedCall(call_id, name, arguments, invalid))
         self.content.append(tool_call_block(call_id, name, arguments))
 
-    def turn(self, model: str | None, usage: Usage | None = None) -> Turn:
-        return Turn(self.content, self.calls, model, usage)
+    def turn(self, model: str | None, usage: Usage | None = None, finish_reason: str | None = None) -> Turn:
+        return Turn(self.content, self.calls, model, usage, finish_reason)
 
 
 @dataclass(frozen=True, slots=True)

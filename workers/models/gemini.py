@@ -168,6 +168,7 @@ class _Reader:
         answered = self._assembler.has_text or self._assembler.has_reasoning or self._assembler.calls
         if self.finish not in _ENDINGS and not answered:
             raise ModelError(f"the Gemini API stopped with no answer ({self.finish}){_said(self.finish_message)}")
+        self._assembler.finish(self.finish)
         return self._assembler.turn()
 
 

@@ -200,6 +200,7 @@ class _Reader:
             raise TransientModelError("the Chat Completions stream ended before the answer was complete")
         if self.finish in _FILTERED and not self._assembler.has_text and not self._assembler.calls:
             raise ModelError(f"the model's answer was withheld by the provider's filter (finish_reason {self.finish})")
+        self._assembler.finish(self.finish)
         return self._assembler.turn()
 
 

@@ -21,7 +21,6 @@ from workers.models.base import (
     StreamLimits,
     TransientModelError,
     Turn,
-    Usage,
 )
 from workers.models.bounds import StreamBounds, Tally, json_bytes
 from workers.models.openai_client import error_of, failure, field_of, openai_client, usage_of
@@ -76,12 +75,17 @@ def to_input(transcript: list[Message], aliases: Aliases) -> list[dict[str, Any]
     return items
 
 
-def _turn(output: list[Any], aliases: Aliases, limits: StreamLimits, model: str | None, usage: Usage | None) -> Turn:
+def _turn(response: Any, aliases: Aliases, limits: StreamLimits) -> Turn:
     """The turn from the response's whole output (its last event). That event repeats what was streamed,
     but a server may put there what it never streamed: what the turn keeps is counted again, afresh."""
     built = Assembler(Tally(limits), aliases)
-    built.model(model)
-    built.usage(usage)
+    built.model(getattr(response, "model", None))
+    built.usage(usage_of(getattr(response, "usage", None), "input_tokens", "output_tokens"))
+    # A response has a status, not a finish reason: an incomplete one says why (`max_output_tokens`,
+    # `content_filter`); a completed one ended as the model chose.
+    if getattr(response, "status", None) == "incomplete":
+        built.finish(getattr(getattr(response, "incomplete_details", None), "reason", None) or "incomplete")
+    output = list(getattr(response, "output", None) or ())
     for place, item in enumerate(output):
         kind = field_of(item, "type")
         summary = _joined(field_of(item, "summary")) if kind == "reasoning" else ""
@@ -168,10 +172,7 @@ async def _read(events: Any, aliases: Aliases, stream: StreamBounds, deltas: Del
         elif kind == "response.function_call_arguments.delta" and streamed.knows(event.item_id):
             streamed.call(event.item_id, arguments=event.delta)
         elif kind in ("response.completed", "response.incomplete"):
-            response = event.response
-            model = getattr(response, "model", None)
-            usage = usage_of(getattr(response, "usage", None), "input_tokens", "output_tokens")
-            return _turn(list(response.output), aliases, limits, model, usage)
+            return _turn(event.response, aliases, limits)
         elif kind == "response.failed":
             detail = event.response.error
             raise failure(field_of(detail, "code"), field_of(detail, "message") or "the response failed")

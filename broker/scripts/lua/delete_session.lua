@@ -11,7 +11,7 @@
 --!arg tombstone_ms  how long the record and tokens stay (ms)
 --!arg gone_text     text for run_gone
 --
--- Returns {'ok'}; refusal not_found.
+-- Returns {'ok', the id of the run it ended ('' for none)}; refusal not_found.
 
 --!include lib/core.lua
 --!include lib/events.lua
@@ -22,5 +22,5 @@
 
 local S = sb_run_context()
 if not sb_session_live(S) then return sb_refuse('not_found', 'no_session', S.sid) end
-sb_delete_session(S, K.tokens, K.session_schedules, A.tombstone_ms, A.gone_text)
-return sb_reply()
+local ended = sb_delete_session(S, K.tokens, K.session_schedules, A.tombstone_ms, A.gone_text)
+return sb_reply(ended)

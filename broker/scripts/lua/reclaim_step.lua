@@ -5,7 +5,7 @@
 --!arg max_reclaims  the most times a step is reclaimed before the run ends
 --!arg gone_text     text for run_gone
 --
--- Returns {'ok', 'reclaimed' | 'alive' | 'gone' | 'ended'}.
+-- Returns {'ok', 'reclaimed' | 'alive' | 'gone'}, or {'ok', 'ended', run_id} (the run it ended).
 
 --!include lib/core.lua
 --!include lib/events.lua
@@ -28,7 +28,7 @@ redis.call('ZREM', SB_P.steps, S.sid)
 if reclaims > tonumber(A.max_reclaims) then
   sb_end_run(S, 'run_failed', 'the worker running step ' .. run[2] .. ' stopped ' .. (reclaims)
     .. ' times; the run gives up', A.gone_text)
-  return sb_reply('ended')
+  return sb_reply('ended', run[1])
 end
 sb_schedule_step(S, run[1], tonumber(run[2]), tonumber(run[3]) + 1)
 return sb_reply('reclaimed')

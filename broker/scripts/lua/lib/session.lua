@@ -11,6 +11,8 @@ local function sb_delete_session(S, tokens, schedules, tombstone_ms, gone_text)
   -- Nothing may start once the session is going: the queue is taken before the active run ends.
   local queued = redis.call('LRANGE', S.queue, 0, -1)
   redis.call('DEL', S.queue)
+  -- The active run's id is given back: its trace's spans are made by the caller, the log being gone.
+  local active = redis.call('HGET', S.run, 'run_id') or ''
   if redis.call('EXISTS', S.run) == 1 then sb_end_run(S, 'run_cancelled', nil, gone_text) end
   for _, raw in ipairs(queued) do
     sb_append(S, sb_ev_run_cancelled(cjson.decode(raw).run_id))
@@ -28,6 +30,7 @@ local function sb_delete_session(S, tokens, schedules, tombstone_ms, gone_text)
   redis.call('UNLINK', S.events, S.names, S.calls, S.owed, S.run, S.inbox, schedules)
   redis.call('PEXPIRE', S.meta, tombstone_ms)
   redis.call('PEXPIRE', tokens, tombstone_ms)
+  return active
 end
 
 -- When the session was last active (ms): when its newest event was appended, which sb_flush_use keeps in
