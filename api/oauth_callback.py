@@ -23,11 +23,12 @@ from mcp.client.auth.utils import validate_authorization_response_iss
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 
 from api.settings import ApiSettings
-from api.token_exchange import ExchangeFailed, client_auth, post_form
 from broker import Broker
 from broker.errors import BrokerUnavailable, InvalidRequest, NotFound, SessionFull
 from broker.services.mcp_authorizations import AuthorizationFlow, PendingAuthorization
+from broker.services.mcp_connections import TokenEndpoint
 from broker.services.token_cipher import TokenCipher
+from common.token_endpoint import ExchangeFailed, client_auth, post_form
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ async def complete(
     except OAuthFlowError as mismatch:
         raise SignInRefused(f"the answer did not come from the authorization server asked ({mismatch})") from None
     token = await _exchange(broker, flow, metadata, code)
-    await _keep(broker, cipher, pending, flow, token)
+    await _keep(broker, cipher, pending, flow, metadata, token)
     try:
         await broker.mcp_authorizations.complete(
             pending.session_id, pending.authorization_id, pending.grant, pending.server_url
@@ -125,8 +126,19 @@ async def _keep(
     cipher: TokenCipher,
     pending: PendingAuthorization,
     flow: AuthorizationFlow,
+    metadata: OAuthMetadata,
     token: OAuthToken,
 ) -> None:
+    # What a worker needs to refresh these tokens days from now, without discovering anything again.
+    client = OAuthClientInformationFull.model_validate(flow.client)
+    endpoint = TokenEndpoint(
+        url=str(metadata.token_endpoint),
+        client_id=client.client_id or "",
+        client_secret=client.client_secret,
+        auth_method=client.token_endpoint_auth_method,
+        resource=flow.resource,
+        scope=token.scope,
+    )
     expires_at = None if token.expires_in is None else int(time.time() * 1000) + token.expires_in * 1000
     await broker.mcp_connections.keep(
         cipher,
@@ -137,6 +149,7 @@ async def _keep(
         scopes=(token.scope or "").split(),
         expires_at_ms=expires_at,
         tokens=token.model_dump_json(exclude_none=True).encode(),
+        endpoint=endpoint if token.refresh_token else None,
     )
 
 

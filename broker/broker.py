@@ -20,6 +20,7 @@ from broker.services.keepers import Keepers
 from broker.services.live import LiveHub
 from broker.services.log import EventLog
 from broker.services.mcp_authorizations import McpAuthorizations
+from broker.services.mcp_challenges import McpChallenges
 from broker.services.mcp_connections import McpConnections
 from broker.services.policies import SessionPolicies
 from broker.services.pools import Pools
@@ -78,6 +79,7 @@ class Broker(Generic[S]):
         self.webhooks = Webhooks(core, addresses)
         self.deliveries = Deliveries(core)
         self.mcp_connections = McpConnections(core)
+        self.mcp_challenges = McpChallenges(core)
         self.mcp_authorizations = McpAuthorizations(core)
 
     @classmethod

@@ -72,10 +72,15 @@ Keys a session owns sit under `sb:{T}:s:<session id>:`.
 | `sb:{w}:mcp:connection:<id>`          | hash   | none                     | one MCP grant's OAuth connection: its  |
 |                                       |        |                          | owner, grant, server URL, scopes,      |
 |                                       |        |                          | expiry, `tokens` sealed (AES-GCM, a key|
-|                                       |        |                          | derived from SWITCHBOARD_SECRET_KEY)   |
+|                                       |        |                          | derived from SWITCHBOARD_SECRET_KEY),  |
+|                                       |        |                          | `endpoint` sealed (how to refresh      |
+|                                       |        |                          | them), `refreshing` (a worker's claim) |
 |                                       |        |                          | (services/mcp_connections.py)          |
 | `sb:{w}:mcp:connections:<owner>`      | zset   | none                     | an owner's connection ids (`u:<subject>`|
 |                                       |        |                          | or `s:<sid>`), lex-ordered             |
+| `sb:{w}:mcp:challenge:<S>:<grant>`    | hash   | a sign-in's wait         | the grant's server's last challenge to |
+|                                       |        |                          | the session, the scope refused, the    |
+|                                       |        |                          | step-ups counted (note_mcp_challenge)  |
 | `sb:{w}:mcp:authorization:<digest>`   | hash   | its wait and a day       | a pending MCP sign-in by its state's   |
 |                                       |        |                          | SHA-256: session, grant, server URL,   |
 |                                       |        |                          | `expires_at`, `flow` (sealed); `used`  |
@@ -487,6 +492,11 @@ class KeySpace:
     def mcp_connections(self, owner: str) -> str:
         """An owner's connection ids; the owner (`u:<subject>`, any character) comes last."""
         return f"{self.prefix}:{{w}}:mcp:connections:{owner}"
+
+    def mcp_challenge(self, session_id: str, grant: str) -> str:
+        """What a grant's server last challenged a session's requests with, for its next sign-in; the grant
+        name (any character) comes last."""
+        return f"{self.prefix}:{{w}}:mcp:challenge:{session_id}:{grant}"
 
     # Webhooks.
     @property

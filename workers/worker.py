@@ -124,6 +124,7 @@ async def serve(
             settings.public_url,
             settings.mcp_authorization_timeout_s,
             refused=hub.refused,
+            challenges=hub.challenges,
         )
     )
     server_tools = ServerToolRunner(broker, registry, hub, models, mcp_calls, tracing, tokens)

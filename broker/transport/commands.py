@@ -108,6 +108,9 @@ class Commands:
     async def hexists(self, key: str, field: str) -> bool:
         return bool(await self._route.run(key, lambda r: r.hexists(key, field)))
 
+    async def hdel(self, key: str, *fields: str) -> None:
+        await self._route.run(key, lambda r: r.hdel(key, *fields))
+
     async def hset(
         self,
         key: str,

@@ -19,11 +19,11 @@ from mcp.client.auth import PKCEParameters
 from mcp.shared.auth import OAuthMetadata
 from pydantic import SecretStr
 
-from api import token_exchange
 from broker.broker import Broker
 from broker.services.mcp_authorizations import AuthorizationFlow
 from broker.services.mcp_connections import owner_of
 from broker.services.token_cipher import TokenCipher
+from common import token_endpoint
 from switchboard.settings import Settings
 from tests.api_client import Api, Session, running_api
 from tests.oauth_server import CLIENT_ID, MemoryAuthorizationServer, authorization_server
@@ -243,7 +243,7 @@ async def test_a_refusal_from_the_authorization_server_is_shown_and_spends_the_s
 async def test_a_token_endpoint_that_never_answers_is_given_up_on(
     api: Api, broker: Broker[Settings], server: MemoryAuthorizationServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(token_exchange, "EXCHANGE_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(token_endpoint, "EXCHANGE_TIMEOUT_S", 0.5)
     sign_in = await begin(api, broker, server, metadata={"token_endpoint": server.issuer + "/never"})
     location = await redirected(sign_in.url)
     started = time.monotonic()

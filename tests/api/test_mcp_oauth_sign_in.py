@@ -51,8 +51,11 @@ async def api(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator
 @pytest.fixture
 async def server() -> AsyncIterator[MemoryAuthorizationServer]:
     # Registered to send its secret in a Basic header, which the worker picks where the server offers it.
+    # Its resource metadata lists the scopes /mcp requires (the scope a sign-in asks for by default).
     scopes = ["notes:read", "notes:write"]
-    async with authorization_server(CALLBACK, scopes=scopes, method="client_secret_basic") as running:
+    async with authorization_server(
+        CALLBACK, scopes=scopes, method="client_secret_basic", resource_scopes=scopes
+    ) as running:
         yield running
 
 
@@ -102,7 +105,7 @@ async def test_a_sign_in_from_the_servers_challenge_to_its_tool(
     url = httpx.URL(begun.authorization_url)
     assert url.params["code_challenge_method"] == "S256"
     assert url.params["resource"] == resource
-    # No scope on the grant and none in the challenge: what the server's metadata offers.
+    # No scope on the grant and none in the challenge: what the server's resource metadata lists.
     assert url.params["scope"] == "notes:read notes:write"
     # Without a token the server will not serve the grant.
     assert "could not be reached" in await called(server, None)

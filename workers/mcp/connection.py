@@ -44,7 +44,7 @@ from workers.mcp.flow import Flow
 from workers.mcp.guard import Guard, guarded
 from workers.mcp.listing import MAX_TOOLS
 from workers.mcp.mapped import Interim
-from workers.mcp.wire import mcp_client
+from workers.mcp.wire import OnChallenge, mcp_client
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +127,7 @@ class Connection:
         timeout_s: float,
         on_list_changed: Callable[[], None],
         on_dropped: Callable[[], None] = lambda: None,
+        on_challenge: OnChallenge | None = None,
     ) -> None:
         self.url = url
         self._headers = headers
@@ -134,6 +135,7 @@ class Connection:
         self._budget = budget
         # The read timeout of short exchanges (the handshake, notifications).
         self._timeout_s = timeout_s
+        self._on_challenge = on_challenge
         self.flow = Flow()
         self.exchanges = Exchanges()
         self.guard = Guard(url, self.exchanges, on_list_changed, on_dropped)
@@ -181,7 +183,9 @@ class Connection:
 
     def _http(self) -> httpx2.AsyncClient:
         parts = (self.flow, self.exchanges, self._budget)
-        return mcp_client(self.url, self._addresses, WHAT, self._headers, parts, self._timeout_s, self._refused)
+        return mcp_client(
+            self.url, self._addresses, WHAT, self._headers, parts, self._timeout_s, self._refused, self._on_challenge
+        )
 
     def _refused(self) -> None:
         self.unauthorized = True

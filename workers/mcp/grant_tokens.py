@@ -4,10 +4,13 @@ alone (the hub's pinned client sends a grant's headers only to its own origin). 
 token, is a connection of its own in the hub (its key digests the headers), so one person's token never
 serves another's session.
 
-A token past its `expires_at` is not sent: the server would refuse it, and refreshing is not done yet. Nor
-is one the grant's server refused (a 401 to the listing it was sent with, `refused`): the server no longer
-takes it (its resource moved to another authorization server, say), so the person is asked again and
-discovery starts over, at the authorization server the server's metadata names now.
+A token past its `expires_at` (or within `_MARGIN_MS` of it) is not sent: the server would refuse it. One
+with a refresh token is refreshed first (workers/mcp/refresh.py: one refresh per connection across
+workers; a refused refresh forgets the tokens, so the person is asked again). Nor is one the grant's
+server refused: a 401 with a Bearer challenge marks it ended, not to be refreshed, for every worker (the
+person is asked again, the sign-in following the challenge); any 401 to the connection
+(`refused`, the hub's) has this worker leave it out. A 403 `insufficient_scope` has the person asked
+again for more scope (`_step_up`, bounded).
 
 A grant with no usable token is asked for (`ask`): a sign-in is begun (workers/mcp/sign_in.py) and the
 session gets `mcp_authorization_required` with its link, once per grant while that sign-in waits. The
@@ -30,13 +33,18 @@ from pydantic import HttpUrl
 from broker import Broker
 from broker.errors import SwitchboardError
 from broker.services.mcp_authorizations import LatestSignIn
-from broker.services.mcp_connections import owner_of
+from broker.services.mcp_challenges import Challenge
+from broker.services.mcp_connections import McpConnection, owner_of
 from broker.services.token_cipher import TokenCipher
 from common.runtime import imported
 from workers.config import McpGrant
+from workers.mcp.challenges import Challenged, Challenges
+from workers.mcp.hub import McpHub
 
 logger = logging.getLogger(__name__)
 
+# Step-ups (a new sign-in for more scope) one session may be asked for per grant within a sign-in's wait.
+MAX_STEP_UPS = 2
 # A token this close to its end is taken as ended: a call begun with it could outlive it.
 _MARGIN_MS = 30_000
 # A server whose sign-in could not be begun is not tried again for this long by this worker: discovery
@@ -68,6 +76,7 @@ class GrantTokens:
         public_url: HttpUrl | None,
         wait_s: int,
         refused: Callable[[McpGrant], bool] = lambda grant: False,
+        challenges: Challenges | None = None,
     ) -> None:
         self._broker = broker
         # Whether the grant's server refused it, as it stands with its token (McpHub.refused).
@@ -78,6 +87,8 @@ class GrantTokens:
         self._wait_s = wait_s
         # Server URL -> when (monotonic) a sign-in for it last failed to begin.
         self._failed: dict[str, float] = {}
+        # What the worker's connections were challenged with (the hub's): None, none is followed.
+        self._challenges = challenges
 
     async def authorized(self, session_id: str, grants: tuple[McpGrant, ...]) -> tuple[McpGrant, ...]:
         """`grants`, each OAuth one carrying its owner's token when there is a usable one (as it was
@@ -85,25 +96,85 @@ class GrantTokens:
         if not any(grant.oauth is not None for grant in grants):
             return grants
         owner = owner_of((await self._broker.sessions.get(session_id)).subject, session_id)
-        return tuple([await self._one(owner, grant) for grant in grants])
+        return tuple([await self._one(session_id, owner, grant) for grant in grants])
 
-    async def _one(self, owner: str, grant: McpGrant) -> McpGrant:
+    async def _one(self, session_id: str, owner: str, grant: McpGrant) -> McpGrant:
         if grant.oauth is None:
             return grant
         connections = self._broker.mcp_connections
         record = await connections.get_for(owner, grant.url)
-        if record is None:
+        stored = None if record is None else await connections.tokens(self._cipher, owner, grant.url)
+        kept = _access(stored)
+        # What the server said of the token as kept (before any refresh replaces it), once.
+        seen = None if kept is None or self._challenges is None else self._challenges.take(_key(grant, kept))
+        if record is not None and seen is not None and seen.status == 401:
+            # The server refused this token: no worker sends it again, nor refreshes it; the person is
+            # asked again (the sign-in following what the server's challenge says).
+            await self._note(session_id, grant, seen, " ".join(record.scopes) or None)
+            await connections.refused(record)
+            record = await connections.get_for(owner, grant.url)
+        access = None if record is None else await self._usable(record, kept)
+        if record is None or access is None:
+            bare = None if self._challenges is None else self._challenges.peek(McpHub.key(grant))
+            if bare is not None and bare.status == 401:
+                # Asked without a token: where its metadata is and what scope it wants, for the sign-in.
+                await self._note(session_id, grant, bare, None)
             return grant
-        if record.expires_at_ms is not None and record.expires_at_ms - _MARGIN_MS <= time.time() * 1000:
+        authorized = _with(grant, access)
+        if self._refused(authorized):
             return grant
-        stored = await connections.tokens(self._cipher, owner, grant.url)
-        if stored is None:
-            return grant
-        access = json.loads(stored).get("access_token")
-        if not isinstance(access, str) or not access:
-            return grant
-        signed = dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
-        return grant if self._refused(signed) else signed
+        if seen is not None and seen.step_up:
+            return await self._step_up(session_id, grant, authorized, record, seen)
+        if self._challenges is not None:
+            # A step-up noted before (by another call's 403) and not yet asked for is asked for now.
+            noted = await self._broker.mcp_challenges.latest(session_id, grant.name)
+            if noted is not None and noted.pending and not await self._waits(session_id, grant):
+                return grant
+        return authorized
+
+    async def _usable(self, record: McpConnection, kept: str | None) -> str | None:
+        """The access token to send: `kept` (the record's, as stored), or a refreshed one when it ends
+        within the margin; None when there is none."""
+        if record.expires_at_ms is None or record.expires_at_ms - _MARGIN_MS > time.time() * 1000:
+            return kept
+        if not record.refreshable:
+            return None
+        refresh = await imported("workers.mcp.refresh")
+        refresher = refresh.Refresher(self._broker.mcp_connections, self._cipher, self._broker.providers.addresses)
+        return _access(await refresher.refresh(record))
+
+    async def _step_up(
+        self, session_id: str, grant: McpGrant, authorized: McpGrant, record: McpConnection, seen: Challenged
+    ) -> McpGrant:
+        """After a 403 `insufficient_scope`: the grant without its token (so `ask` begins a sign-in asking
+        for what was granted and what the server wants), at most `MAX_STEP_UPS` times in the session
+        within a sign-in's wait; while one waits, was declined, or past the bound, the token is still
+        sent (the grant's other tools work) and the server's refusal is what the model reads."""
+        if await self._waits(session_id, grant):
+            return authorized
+        if not await self._note(session_id, grant, seen, " ".join(record.scopes) or None, step_up=True):
+            logger.info("the MCP grant %s asked for more scope again; the person is not asked again", grant.name)
+            return authorized
+        return grant
+
+    async def _waits(self, session_id: str, grant: McpGrant) -> bool:
+        """Whether the grant's latest sign-in in the session waits for the person or was declined (then
+        no step-up is asked for)."""
+        latest = await self._broker.mcp_authorizations.asked(session_id, grant.name)
+        return latest is not None and latest.state in ("pending", "declined")
+
+    async def _note(
+        self, session_id: str, grant: McpGrant, seen: Challenged, granted: str | None, *, step_up: bool = False
+    ) -> bool:
+        """Keep `seen` for the grant's next sign-in in the session; False when a step-up is past the bound."""
+        return await self._broker.mcp_challenges.note(
+            session_id,
+            grant.name,
+            Challenge(seen.header, granted),
+            step_up=step_up,
+            limit=MAX_STEP_UPS,
+            ttl_ms=self._wait_s * 1000,
+        )
 
     async def ask(self, session_id: str, run_id: str, grants: tuple[McpGrant, ...]) -> Lacking:
         """Ask the session's person to sign in to each OAuth grant of `grants` (as `authorized` gave them)
@@ -137,8 +208,16 @@ class GrantTokens:
                 why[grant.name] = _FAILED
                 continue
             try:
+                # What the server's last challenge said (its metadata, its scope), and a step-up's scope.
+                noted = await self._broker.mcp_challenges.latest(session_id, grant.name)
                 begun = await starter.begin(
-                    session_id=session_id, subject=subject, grant=grant.name, server_url=grant.url, auth=grant.oauth
+                    session_id=session_id,
+                    subject=subject,
+                    grant=grant.name,
+                    server_url=grant.url,
+                    auth=grant.oauth,
+                    challenge=noted.header if noted is not None else None,
+                    granted=noted.granted if noted is not None else None,
                 )
                 outcome, found = await authorizations.require(
                     session_id,
@@ -148,6 +227,7 @@ class GrantTokens:
                     url=begun.authorization_url,
                     expires_at_ms=begun.expires_at_ms,
                 )
+                await self._broker.mcp_challenges.begun(session_id, grant.name)
             except (sign_in.SignInUnavailable, SwitchboardError) as error:
                 logger.warning("no sign-in could be begun for the MCP grant %s (%s): %s", grant.name, grant.url, error)
                 self._failed.pop(grant.url, None)
@@ -174,6 +254,21 @@ def _kept(asked: LatestSignIn, run_id: str) -> str | None:
     if asked.state == "expired" and asked.run_id == run_id:
         return _LAPSED
     return None
+
+
+def _access(stored: bytes | None) -> str | None:
+    """The access token of a stored token set (JSON), if it has one."""
+    access = None if stored is None else json.loads(stored).get("access_token")
+    return access if isinstance(access, str) and access else None
+
+
+def _with(grant: McpGrant, access: str) -> McpGrant:
+    return dataclasses.replace(grant, headers={**grant.headers, "Authorization": f"Bearer {access}"})
+
+
+def _key(grant: McpGrant, access: str) -> str:
+    """The hub's key of the connection that sends `access` for `grant`."""
+    return McpHub.key(_with(grant, access))
 
 
 def note(unlisted: dict[str, str]) -> str:

@@ -31,6 +31,7 @@ from common.runtime import imported
 from common.schema.accept import SchemaRefused, accept_parameters
 from workers.config import McpGrant
 from workers.mcp.budget import Budget
+from workers.mcp.challenges import Challenges
 from workers.mcp.listing import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS
 from workers.mcp.mapped import Interim, Mapped, Working, failed
 from workers.metrics import WorkerMetrics
@@ -137,6 +138,8 @@ class McpHub:
         self._servers: OrderedDict[str, _Server] = OrderedDict()
         self._closing: set[asyncio.Task[None]] = set()
         self._listings: set[asyncio.Task[list[McpTool] | None]] = set()
+        # What each connection's server last challenged it with (read by workers/mcp/grant_tokens.py).
+        self.challenges = Challenges()
 
     @staticmethod
     def key(grant: McpGrant) -> str:
@@ -234,6 +237,11 @@ class McpHub:
             def changed() -> None:
                 server.listed_at = 0.0
 
+            key = self.key(grant)
+
+            def challenged(status: int, header: str, error: str | None) -> None:
+                self.challenges.note(key, status, header, error)
+
             server.connection = Connection(
                 grant.url,
                 grant.headers,
@@ -242,6 +250,7 @@ class McpHub:
                 timeout_s=CONNECT_TIMEOUT_S,
                 on_list_changed=changed,
                 on_dropped=self._dropped,
+                on_challenge=challenged,
             )
             await server.connection.open(deadline)
             return server.connection

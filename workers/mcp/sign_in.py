@@ -3,9 +3,9 @@ Resource Metadata (RFC 9728: the challenge's `resource_metadata`, the server ask
 has none, else the well-known paths), its
 authorization server's metadata (RFC 8414, then OpenID discovery), a client id (Switchboard's Client ID
 Metadata Document when the public URL is https and the server takes one; else the grant's pre-registered
-client; else a dynamic registration), PKCE (S256), `resource` and a scope (the grant's, else the
-challenge's, else what the metadata offers). The flow is recorded sealed under a fresh state
-(broker/services/mcp_authorizations.py) and the person is given the authorization URL.
+client; else a dynamic registration), PKCE (S256), `resource` and a scope (`scope_of`). The flow is
+recorded sealed under a fresh state (broker/services/mcp_authorizations.py) and the person is given the
+authorization URL.
 
 The `mcp` package's OAuthClientProvider does all this inside one request's retry, keeping the verifier
 and the state in its memory until the redirect comes back to the same process; here the redirect reaches
@@ -19,6 +19,7 @@ metadata names is checked as a grant's own is, no redirect is followed, each fet
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import TypeVar
@@ -39,6 +40,7 @@ from mcp.client.auth.utils import (
     get_client_metadata_scopes,
     is_valid_client_metadata_url,
     issuers_match,
+    union_scopes,
 )
 from mcp.shared.auth import (
     OAuthClientInformationFull,
@@ -60,6 +62,7 @@ from workers.config import OAuthAuth
 from workers.pinned import pinned_client, refused
 
 M = TypeVar("M", bound=pydantic.BaseModel)
+logger = logging.getLogger(__name__)
 
 FETCH_TIMEOUT_S = 10.0
 MAX_DOCUMENT_BYTES = 65_536
@@ -101,6 +104,45 @@ class Begun:
     expires_at_ms: int
 
 
+def _named_metadata(answered: httpx2.Response, server_url: str) -> str | None:
+    """The challenge's `resource_metadata`, when it is at the server's own origin: one elsewhere would
+    have a stranger's challenge send the worker to any address it names (a private one too, where those
+    are allowed for the grant's own), so it is passed over for the well-known paths."""
+    named = extract_resource_metadata_from_www_auth(answered)
+    if named is None:
+        return None
+    try:
+        there, here = httpx2.URL(named), httpx2.URL(server_url)
+    except httpx2.InvalidURL:
+        return None
+    if (there.scheme, there.host, there.port) != (here.scheme, here.host, here.port):
+        logger.info("the challenge of %s names resource metadata at another origin, not fetched", server_url)
+        return None
+    return named
+
+
+def scope_of(
+    auth: OAuthAuth,
+    challenged: str | None,
+    granted: str | None,
+    resource: ProtectedResourceMetadata | None,
+    metadata: OAuthMetadata,
+) -> str | None:
+    """The scope a sign-in asks for, as the MCP authorization specification chooses it: the challenge's
+    `scope`, else the resource metadata's `scopes_supported`, else none (the parameter omitted; the
+    authorization server's own list is not taken for the resource's). The grant's `scopes` come first,
+    and a step-up keeps what was granted before (the union, SEP-2350). `offline_access` is added where
+    the authorization server lists it and something is asked for (SEP-2207), so the tokens can be
+    refreshed."""
+    asked = union_scopes(union_scopes(" ".join(auth.scopes) or None, granted), challenged)
+    if asked is None and resource is not None and resource.scopes_supported:
+        asked = " ".join(resource.scopes_supported)
+    if asked is None:
+        return None
+    # Given as the chosen scope, the package's helper only adds offline_access where it is offered.
+    return get_client_metadata_scopes(asked, None, metadata, list(_GRANT_TYPES))
+
+
 class SignIns:
     """Starts sign-ins for one worker (its address check, the deployment's public URL and secret)."""
 
@@ -127,20 +169,20 @@ class SignIns:
         server_url: str,
         auth: OAuthAuth,
         challenge: str | None = None,
+        granted: str | None = None,
     ) -> Begun:
         """Discover, pick the client, record the flow; the authorization URL. `challenge`: the server's
-        `WWW-Authenticate` header, when it answered 401 (else the server is asked, as a client without a
-        token would: the header may name metadata no well-known path has). SignInUnavailable saying why it
-        could not."""
+        `WWW-Authenticate` header, when it answered 401 (or 403 `insufficient_scope`; else the server is
+        asked, as a client without a token would: the header may name metadata no well-known path has);
+        `granted`: the scope the person's current tokens have, kept in a step-up's. SignInUnavailable
+        saying why it could not."""
         if challenge is None:
             challenge = await self._challenge(server_url)
         answered = httpx2.Response(401, headers={"WWW-Authenticate": challenge} if challenge else {})
-        resource = await self._resource(extract_resource_metadata_from_www_auth(answered), server_url)
+        resource = await self._resource(_named_metadata(answered, server_url), server_url)
         issuer = str(resource.authorization_servers[0]) if resource is not None else None
         metadata = await self._metadata(issuer, server_url)
-        scope = " ".join(auth.scopes) or get_client_metadata_scopes(
-            extract_scope_from_www_auth(answered), resource, metadata, list(_GRANT_TYPES)
-        )
+        scope = scope_of(auth, extract_scope_from_www_auth(answered), granted, resource, metadata)
         client = await self._client(metadata, auth, scope)
         pkce = PKCEParameters.generate()
         flow = AuthorizationFlow(
@@ -170,6 +212,8 @@ class SignIns:
             "code_challenge_method": "S256",
             "resource": flow.resource,
             **({"scope": scope} if scope else {}),
+            # OpenID Connect asks for consent wherever offline_access is asked for (as the `mcp` package does).
+            **({"prompt": "consent"} if scope and "offline_access" in scope.split() else {}),
         }
         endpoint = str(metadata.authorization_endpoint)
         joiner = "&" if "?" in endpoint else "?"

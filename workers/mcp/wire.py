@@ -10,17 +10,22 @@
   waiting, whatever keep-alives the server sends; what it waits for its pace ends with it too;
 - every answer spends from the connection's buckets as it is read, a chunk of many events handed on at
   most a burst of them at a time, and a standing stream is read (and opened) only while the grant is in
-  use.
+  use;
+- a 401 or 403 with a Bearer challenge is noted for the grant's next sign-in (workers/mcp/challenges.py)
+  and answers its request with an error that says what the server wants (the `mcp` client would say
+  only "Server returned an error response").
 
 This builds on the public API of httpx2 (a transport, a byte stream), anyio (cancel scopes) and the
 messages the `mcp` client sends (their ids)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 
 import anyio
 import httpx2
+from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth
 
 from common.addresses import ProviderAddresses
 from workers.mcp.budget import Budget, Reading, Refused
@@ -140,6 +145,40 @@ def _no_answer(request: httpx2.Request, why: str) -> httpx2.Response:
     return httpx2.Response(504, headers={"content-type": "text/plain"}, content=why.encode(), request=request)
 
 
+# What of a challenge's scope the error the model reads repeats.
+_SHOWN_SCOPE = 200
+# A JSON-RPC implementation-defined server error: the server refused the request's authorization.
+_REFUSED_CODE = -32001
+
+OnChallenge = Callable[[int, str, str | None], None]
+
+
+def _refused(request: httpx2.Request, response: httpx2.Response, error: str | None) -> httpx2.Response | None:
+    """A JSON-RPC error answering `request` (None when it is no request, or carries no id), saying why
+    the server refused it, in words for the model."""
+    try:
+        message = json.loads(request.content)
+    except (httpx2.RequestNotRead, ValueError):
+        return None
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    scope = (extract_scope_from_www_auth(response) or "")[:_SHOWN_SCOPE]
+    if response.status_code == 403 and error == "insufficient_scope":
+        text = "the MCP server needs more permission for this (insufficient_scope"
+        text += f', scope "{scope}")' if scope else ")"
+        text += ": the person has to sign in to it again, granting that"
+    else:
+        text = f"the MCP server refused the grant's authorization ({response.status_code}"
+        text += f": {error[:_SHOWN_SCOPE]})" if error else ")"
+    body = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": _REFUSED_CODE, "message": text}}
+    return httpx2.Response(
+        response.status_code,
+        headers={"content-type": "application/json"},
+        content=json.dumps(body).encode(),
+        request=request,
+    )
+
+
 class McpTransport(httpx2.AsyncBaseTransport):
     """Sends one connection's requests through `inner` (see the module's docstring)."""
 
@@ -151,6 +190,7 @@ class McpTransport(httpx2.AsyncBaseTransport):
         budget: Budget,
         connect_timeout_s: float,
         on_unauthorized: Callable[[], None] = lambda: None,
+        on_challenge: OnChallenge | None = None,
     ) -> None:
         self._inner = inner
         self._flow = flow
@@ -158,6 +198,7 @@ class McpTransport(httpx2.AsyncBaseTransport):
         self._budget = budget
         self._connect_timeout_s = connect_timeout_s
         self._on_unauthorized = on_unauthorized
+        self._on_challenge = on_challenge
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         operation = self._exchanges.of(request)
@@ -188,6 +229,8 @@ class McpTransport(httpx2.AsyncBaseTransport):
             # The `mcp` transport makes any error status one error of its request; whether the server
             # refused the connection's credentials is said here, where the status is still known.
             self._on_unauthorized()
+        if response.status_code in (401, 403) and (challenged := await self._challenged(request, response)):
+            return challenged
         if isinstance(response.stream, httpx2.AsyncByteStream):
             events = response.headers.get("content-type", "").startswith("text/event-stream")
             reading = Reading(self._budget, message_limit=limit, events=events)
@@ -195,6 +238,19 @@ class McpTransport(httpx2.AsyncBaseTransport):
                 response.stream, limit=limit, flow=self._flow, operation=operation, standing=standing, reading=reading
             )
         return response
+
+    async def _challenged(self, request: httpx2.Request, response: httpx2.Response) -> httpx2.Response | None:
+        """A refusal with a Bearer challenge: noted, and its request answered with an error saying why."""
+        header = response.headers.get("www-authenticate", "")
+        if header[:6].lower() != "bearer":
+            return None
+        error = extract_field_from_www_auth(response, "error")
+        if self._on_challenge is not None:
+            self._on_challenge(response.status_code, header, error)
+        refused = _refused(request, response, error)
+        if refused is not None:
+            await response.aclose()
+        return refused
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -208,10 +264,12 @@ def mcp_client(
     connection: tuple[Flow, Exchanges, Budget],
     connect_timeout_s: float,
     on_unauthorized: Callable[[], None] = lambda: None,
+    on_challenge: OnChallenge | None = None,
 ) -> httpx2.AsyncClient:
     """The connection's HTTP client: the pinned client (workers/pinned.py) with its transport bounded as
     the module says; `connection`: the connection's pace and exchanges, and the worker's budget;
-    `on_unauthorized`: told of each 401 the server answers."""
+    `on_unauthorized`: told of each 401 the server answers; `on_challenge`: of each Bearer challenge
+    (status, header, its `error`)."""
     flow, exchanges, budget = connection
     return pinned_client(
         url,
@@ -219,5 +277,7 @@ def mcp_client(
         connect_timeout_s,
         what,
         headers,
-        around=lambda pinned: McpTransport(pinned, flow, exchanges, budget, connect_timeout_s, on_unauthorized),
+        around=lambda pinned: McpTransport(
+            pinned, flow, exchanges, budget, connect_timeout_s, on_unauthorized, on_challenge
+        ),
     )

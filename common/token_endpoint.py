@@ -1,5 +1,7 @@
-"""The one request the API makes to an MCP grant's authorization server: the authorization code exchanged
-for tokens at its token endpoint, when the person's browser comes back to the callback.
+"""The requests Switchboard makes to an MCP grant's authorization server's token endpoint: the
+authorization code exchanged for tokens when the person's browser comes back to the callback (the API),
+and a refresh token exchanged for fresh ones before they run out (a worker). One fetcher for both, so
+both have the same safety.
 
 The endpoint's address came from metadata a stranger's server wrote, so it gets the check every grant's
 connection gets (common/addresses.py: resolved, every address judged, the connection made to the address
@@ -25,7 +27,7 @@ _WHAT = "the authorization server"
 
 
 class ExchangeFailed(Exception):
-    """The code was not exchanged: why, in words for the person's page."""
+    """The token endpoint gave no answer to read: why, in words for the person's page or the log."""
 
 
 def client_auth(
