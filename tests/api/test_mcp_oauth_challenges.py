@@ -20,7 +20,7 @@ from broker.services.mcp_connections import owner_of
 from broker.services.token_cipher import TokenCipher
 from switchboard.settings import Settings
 from tests.api.test_mcp_grants import answer, texts
-from tests.api.test_mcp_oauth_callback import CALLBACK, PUBLIC_URL, SECRET, extensions, open_callback, redirected
+from tests.api.test_mcp_oauth_callback import CALLBACK, PUBLIC_URL, SECRET, api, extensions, open_callback, redirected
 from tests.api.test_mcp_oauth_sign_in import LOCAL
 from tests.api_client import Api, Event, Session, of_type, run_over, running_api
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
@@ -30,18 +30,12 @@ from workers.mcp.grant_tokens import MAX_STEP_UPS, GrantTokens
 from workers.mcp.hub import McpHub
 from workers.mcp.mapped import Mapped
 
+__all__ = ["api"]
 pytestmark = pytest.mark.private_providers
 
 CIPHER = TokenCipher(SecretStr(SECRET))
 # The run a step asks for (only a lapsed sign-in's run is read by `ask`).
 RUN = "run-1"
-
-
-@pytest.fixture
-async def api(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
-    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
-    async with running_api(settings, redis_url, api_key, update, worker=False) as running:
-        yield running
 
 
 @pytest.fixture

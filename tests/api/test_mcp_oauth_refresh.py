@@ -21,24 +21,18 @@ from broker.services.token_cipher import TokenCipher
 from common import token_endpoint
 from common.addresses import ProviderAddresses
 from switchboard.settings import Settings
-from tests.api.test_mcp_oauth_callback import CALLBACK, PUBLIC_URL, SECRET, open_callback, redirected
+from tests.api.test_mcp_oauth_callback import CALLBACK, PUBLIC_URL, SECRET, api, open_callback, redirected
 from tests.api.test_mcp_oauth_sign_in import called, challenge, sign_ins
-from tests.api_client import Api, Session, running_api
+from tests.api_client import Api, Session
 from tests.oauth_server import CLIENT_ID, CLIENT_SECRET, MemoryAuthorizationServer, authorization_server
 from workers.config import McpGrant, OAuthAuth
 from workers.mcp.grant_tokens import GrantTokens
 from workers.mcp.refresh import Refresher
 
+__all__ = ["api"]
 pytestmark = pytest.mark.private_providers
 
 CIPHER = TokenCipher(SecretStr(SECRET))
-
-
-@pytest.fixture
-async def api(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
-    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
-    async with running_api(settings, redis_url, api_key, update, worker=False) as running:
-        yield running
 
 
 @pytest.fixture

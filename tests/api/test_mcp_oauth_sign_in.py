@@ -23,6 +23,7 @@ from tests.api.test_mcp_oauth_callback import (
     CALLBACK,
     PUBLIC_URL,
     SECRET,
+    api,
     connections,
     extensions,
     open_callback,
@@ -36,16 +37,10 @@ from workers.mcp.hub import McpHub
 from workers.mcp.mapped import Mapped
 from workers.mcp.sign_in import SignIns, SignInUnavailable
 
+__all__ = ["api"]
 pytestmark = pytest.mark.private_providers
 
 LOCAL = ProviderAddresses(allow_private=True, timeout_s=5)
-
-
-@pytest.fixture
-async def api(settings: Settings, redis_url: str, api_key: str) -> AsyncIterator[Api]:
-    update: dict[str, object] = {"secret_key": SecretStr(SECRET), "public_url": PUBLIC_URL}
-    async with running_api(settings, redis_url, api_key, update, worker=False) as running:
-        yield running
 
 
 @pytest.fixture
