@@ -53,6 +53,10 @@ def _default_tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+# Under uvicorn's keep-alive timeout (5 s, its default, which the API keeps).
+KEEPALIVE_S = 2.0
+
+
 @dataclass
 class Stack:
     url: str
@@ -62,7 +66,10 @@ class Stack:
 
     def client(self, token: str | None = None) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token or self.api_key}"}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10, verify=_default_tls())
+        # A kept-alive connection is let go well before uvicorn closes it (5 s idle): at httpx's own 5 s the
+        # two race, and a request sent as the server closes fails with a ReadError (seen under CI's load).
+        limits = httpx.Limits(keepalive_expiry=KEEPALIVE_S)
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10, verify=_default_tls(), limits=limits)
 
 
 @contextlib.asynccontextmanager
