@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,8 @@ from typing import Any
 import mcp.types as mt
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
 from mcp.types.jsonrpc import METHOD_NOT_FOUND
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -28,12 +30,14 @@ EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
 class OlderScript:
     """What the older server does: `flood` asks `questions` at once, `many` asks `rounds` one after another;
     each tool's result lists how each question was answered (`accept {...}`, `decline`, `cancel`, or
-    `error <message>` when the client refused it). The capabilities each initialize declared land in
-    `declared`."""
+    `error <message>` when the client refused it); `others` makes a sampling and a roots request. The
+    capabilities declared by the connection of each call land in `declared`."""
 
     questions: int = 5
     rounds: int = 9
     declared: list[dict[str, Any]] = field(default_factory=list)
+    # As `declared`, for the connections that listed the tools (shared by every call of the grant).
+    listed: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Asking:
@@ -59,6 +63,28 @@ class _Asking:
             return f"error {refused.error.message}"
         return str(result.action)
 
+    async def others(self) -> str:
+        """A sampling and a roots request, which a grant's client does not declare."""
+        said = []
+        message = mt.SamplingMessage(role="user", content=mt.TextContent(type="text", text="Hi"))
+        with warnings.catch_warnings():
+            # Deprecated at 2026-07-28, and still what an older server may send.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            try:
+                await self._session.create_message([message], max_tokens=5, related_request_id=self._request_id)
+                said.append("sampled")
+            except MCPError as refused:
+                said.append(f"error {refused.error.message}")
+            try:
+                # On the call's stream, as the sampling request is (list_roots() would send it on the standing
+                # GET stream, which a grant's connection reads only while the grant is in use).
+                on_call = ServerMessageMetadata(related_request_id=self._request_id)
+                await self._session.send_request(mt.ListRootsRequest(), mt.ListRootsResult, metadata=on_call)
+                said.append("rooted")
+            except MCPError as refused:
+                said.append(f"error {refused.error.message}")
+        return " | ".join(said)
+
 
 async def _answer(script: OlderScript, asking: _Asking, tool: str) -> str:
     if tool == "asks":
@@ -67,6 +93,8 @@ async def _answer(script: OlderScript, asking: _Asking, tool: str) -> str:
         return await asking.page()
     if tool == "bad":
         return await asking.form("Draw this", {"type": "object", "properties": {"deep": {"type": "object"}}})
+    if tool == "others":
+        return await asking.others()
     if tool == "flood":
         asked = [asking.form(f"Question {number}?", EMPTY_FORM) for number in range(script.questions)]
         return " | ".join(await asyncio.gather(*asked))
@@ -75,10 +103,12 @@ async def _answer(script: OlderScript, asking: _Asking, tool: str) -> str:
 
 def older_app(script: OlderScript) -> Starlette:
     """The server (see the module's docstring), Streamable HTTP at /mcp: `asks` (a name, by form), `visit`
-    (a page), `flood`, `many` and `bad` (a form no host can draw)."""
+    (a page), `flood`, `many`, `bad` (a form no host can draw) and `others`."""
 
     async def listing(ctx: Any, params: Any) -> mt.ListToolsResult:
-        names = ("asks", "visit", "flood", "many", "bad")
+        if ctx.session.client_params is not None:
+            script.listed.append(ctx.session.client_params.capabilities.model_dump(by_alias=True, exclude_none=True))
+        names = ("asks", "visit", "flood", "many", "bad", "others")
         return mt.ListToolsResult(tools=[mt.Tool(name=name, input_schema={"type": "object"}) for name in names])
 
     async def refuse_discover(ctx: Any, params: Any) -> mt.DiscoverResult:

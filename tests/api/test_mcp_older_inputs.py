@@ -64,6 +64,10 @@ async def test_a_question_is_answered_through_the_session_and_the_tool_finishes_
     # Elicitation is declared to the older server (form and url), on the call's own connection.
     assert script.declared
     assert script.declared[-1]["elicitation"] == {"form": {}, "url": {}}
+    # The connection the grant's calls share (which listed the tools) declares none: it cannot say whose
+    # question one would be.
+    assert script.listed
+    assert all("elicitation" not in declared for declared in script.listed)
 
 
 async def test_a_decline_goes_back_and_a_page_carries_its_link(api: Api, older_url: str) -> None:
@@ -165,3 +169,14 @@ async def test_two_sessions_on_one_grant_each_get_only_their_own_question(api: A
     # Neither session saw the other's question.
     assert len(of_type(await extended(api, first), "input_requested")) == 1
     assert len(of_type(await extended(api, second), "input_requested")) == 1
+
+
+async def test_sampling_and_roots_requests_are_still_refused(api: Api, older_url: str) -> None:
+    session = await api.session(mcp=[grant(older_url, "old")])
+    await api.send(session, "/call mcp__old__others")
+    events = await api.wait_for(session, run_over, timeout=15)
+    (result,) = of_type(events, "tool_result")
+    sampled, rooted = texts(result)[0].split(" | ")
+    assert sampled.startswith("error ")
+    assert rooted.startswith("error ")
+    assert not of_type(await extended(api, session), "input_requested")
