@@ -332,7 +332,9 @@ class McpHub:
             self.challenges.note(key, status, header, error)
 
         parts = (self._addresses, self.budget, self._dropped, challenged)
-        return await open_alone(grant, parts, sse=sse, deadline=deadline, late=late, asker=asker)
+        return await open_alone(
+            grant, parts, sse=sse, deadline=deadline, connect_s=CONNECT_TIMEOUT_S, late=late, asker=asker
+        )
 
     async def _reach(self, grant: McpGrant, deadline: float, late: str = "") -> Connection | Mapped:
         """The grant's open connection, opened by `deadline` if need be; else the call's error result

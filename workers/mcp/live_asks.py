@@ -32,7 +32,6 @@ from workers.config import McpGrant
 from workers.mcp import asking
 from workers.mcp.budget import Budget
 from workers.mcp.connection import Connection, McpUnavailable, describe
-from workers.mcp.hub import CONNECT_TIMEOUT_S
 from workers.mcp.mapped import Mapped, failed
 from workers.mcp.wire import OnChallenge
 
@@ -115,20 +114,21 @@ async def open_alone(
     *,
     sse: bool,
     deadline: float,
+    connect_s: float,
     late: str,
     asker: Asker,
 ) -> Connection | Mapped:
     """A connection of one call to an older server (`parts`: what the hub's connections share), which
     declares elicitation and answers its questions with `asker`; opened by `deadline` (loop time) over the
-    transport (`sse`) the grant's shared connection found. Else the call's error result (`late` its text
-    when the deadline came first)."""
+    transport (`sse`) the grant's shared connection found, within `connect_s` (the read timeout of its short
+    exchanges too). Else the call's error result (`late` its text when the deadline came first)."""
     addresses, budget, on_dropped, on_challenge = parts
     alone = Connection(
         grant.url,
         grant.headers,
         addresses,
         budget,
-        timeout_s=CONNECT_TIMEOUT_S,
+        timeout_s=connect_s,
         on_list_changed=lambda: None,
         on_dropped=on_dropped,
         on_challenge=on_challenge,
@@ -136,7 +136,7 @@ async def open_alone(
     )
     try:
         async with asyncio.timeout_at(deadline):
-            await alone.open(min(deadline, asyncio.get_running_loop().time() + CONNECT_TIMEOUT_S), sse=sse)
+            await alone.open(min(deadline, asyncio.get_running_loop().time() + connect_s), sse=sse)
     except (TimeoutError, McpUnavailable) as error:
         await alone.close()
         if isinstance(error, TimeoutError):
