@@ -40,6 +40,7 @@ SCRIPT_NAMES = (
     "answer_input",
     "ask_input",
     "ask_grant_input",
+    "ask_grant_live",
     "arm_session_timers",
     "auth_key",
     "begin_server_call",

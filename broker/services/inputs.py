@@ -166,6 +166,33 @@ class Inputs:
         )
         return bool(outcome == "parked")
 
+    async def ask_grant_live(self, session_id: str, call_id: str, grant: str, asked: GrantAsk) -> bool:
+        """Open `asked` (an older server's `elicitation/create`, checked by the caller) on a grant's call
+        this worker runs and keeps running while it waits for the answer (`answers` reads it). False when
+        the call is no longer running; Conflict for a full session."""
+        keys = self._core.keys
+        s = keys.session(session_id)
+        entry: dict[str, Any] = {"call_id": call_id, "client": "", "key": asked.key, "state": "open"}
+        shown = {"message": asked.message, "schema": asked.schema, "url": asked.url, "grant": grant}
+        entry.update((name, value) for name, value in shown.items() if value is not None)
+        call, args = call_names(keys, session_id, call_id, "")
+        (outcome,) = await self._core.scripts.run(
+            "ask_grant_live",
+            {**call, "inputs": s.inputs},
+            {
+                **args,
+                "request_id": asked.request_id,
+                "key": asked.key,
+                "entry": dumps(entry),
+                "message": asked.message,
+                "schema": dumps(asked.schema) if asked.schema is not None else "",
+                "url": asked.url or "",
+                "grant": grant,
+            },
+            partition=s.partition,
+        )
+        return bool(outcome == "asked")
+
     async def answers(self, session_id: str, request_ids: list[str]) -> list[dict[str, Any] | None]:
         """The entries of `request_ids` as they stand (None for one gone), in order."""
         s = self._core.keys.session(session_id)

@@ -38,7 +38,7 @@ class Round:
     state: str | None
 
 
-def _request(key: str, request: object) -> GrantAsk | str:
+def read_request(key: str, request: object) -> GrantAsk | str:
     """One request as the session is asked it, or what is wrong with it."""
     where = f"inputRequests.{key[:MAX_KEY_CHARS]}"
     if not isinstance(request, dict) or request.get("method") != "elicitation/create":
@@ -87,7 +87,7 @@ def read_round(body: dict[str, Any], rounds: int) -> Round | str:
     for key, request in requests.items():
         if not key or len(key) > MAX_KEY_CHARS:
             return f"its inputRequests keys must be 1 to {MAX_KEY_CHARS} characters"
-        found = _request(key, request)
+        found = read_request(key, request)
         if isinstance(found, str):
             return found
         asked.append(found)

@@ -29,10 +29,12 @@ import mcp.types as mt
 import pydantic
 from mcp import Client
 from mcp.client.extension import advertise
+from mcp.client.session import ElicitationFnT
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from broker.errors import AddressRefused
 from common.addresses import ProviderAddresses
@@ -128,7 +130,10 @@ class Connection:
         on_list_changed: Callable[[], None],
         on_dropped: Callable[[], None] = lambda: None,
         on_challenge: OnChallenge | None = None,
+        elicit: ElicitationFnT | None = None,
     ) -> None:
+        """`elicit`: the one call's answerer of an older server's `elicitation/create` (a connection of that
+        call alone, which speaks only the older protocol and declares elicitation)."""
         self.url = url
         self._headers = headers
         self._addresses = addresses
@@ -136,6 +141,9 @@ class Connection:
         # The read timeout of short exchanges (the handshake, notifications).
         self._timeout_s = timeout_s
         self._on_challenge = on_challenge
+        self._elicit = elicit
+        # Whether the session runs over the older HTTP+SSE transport.
+        self.sse = False
         self.flow = Flow()
         self.exchanges = Exchanges()
         self.guard = Guard(url, self.exchanges, on_list_changed, on_dropped)
@@ -152,10 +160,17 @@ class Connection:
     def alive(self) -> bool:
         return self._client is not None and self._owner is not None and not self._owner.done()
 
-    async def open(self, deadline: float) -> None:
+    @property
+    def older(self) -> bool:
+        """Whether the server negotiated a protocol of the initialize handshake (2025-11-25 and before),
+        whose requests of the client come on the session rather than as an InputRequiredResult."""
+        client = self._client
+        return client is not None and client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+
+    async def open(self, deadline: float, *, sse: bool = False) -> None:
         """Connect and negotiate by `deadline` (loop time), trying HTTP+SSE after Streamable HTTP within the
-        same time; McpUnavailable saying why when that fails."""
-        sse_only = self.url.rstrip("/").endswith("/sse")
+        same time (`sse`: HTTP+SSE alone); McpUnavailable saying why when that fails."""
+        sse_only = sse or self.url.rstrip("/").endswith("/sse")
         # In use while it opens: an HTTP+SSE session's stream is a standing one, read only then.
         with self.flow.using():
             try:
@@ -171,6 +186,7 @@ class Connection:
 
     async def _open(self, deadline: float, *, sse: bool) -> None:
         self._ready, self._stop, self._error, self._client = asyncio.Event(), asyncio.Event(), None, None
+        self.sse = sse
         self._owner = asyncio.create_task(self._own(sse), name=f"mcp {self.url}")
         try:
             async with asyncio.timeout_at(deadline):
@@ -207,7 +223,15 @@ class Connection:
                     transport = streamable_http_client(self.url, http_client=http)
                 # Tasks are declared so a server may answer a long call with one, which `call` follows.
                 extensions = [advertise(tasks.EXTENSION)]
-                async with Client(guarded(transport, self.guard), cache=None, extensions=extensions) as client:
+                # Elicitation is declared only to an older server, on a connection of one call: the
+                # 2026-07-28 protocol asks with an InputRequiredResult, which the call's turns answer.
+                async with Client(
+                    guarded(transport, self.guard),
+                    cache=None,
+                    extensions=extensions,
+                    mode="auto" if self._elicit is None else "legacy",
+                    elicitation_callback=self._elicit,
+                ) as client:
                     self._client = client
                     self._ready.set()
                     async with anyio.create_task_group() as group:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import mcp.types as mt
 
     from workers.mcp.connection import Connection, Progress
+    from workers.mcp.live_asks import Asker
 
 logger = logging.getLogger(__name__)
 
@@ -280,11 +281,13 @@ class McpHub:
         deadline: float | None = None,
         answers: tuple[dict[str, Any], str | None] | None = None,
         traceparent: str = "",
+        asker: Asker | None = None,
     ) -> Mapped | Interim:
         """`tools/call` on the grant's server, the result mapped (an error result when the server cannot be
         reached, fails, or has not answered by `deadline`: loop time, by default the grant's `timeout_s`
         from now; connecting counts); a task or a request for input handed back as it came. `answers`:
-        a retry's `inputResponses` and `requestState`."""
+        a retry's `inputResponses` and `requestState`. `asker`: who answers an older server's questions
+        during the call, which then runs on a connection of its own (workers/mcp/live_asks.py)."""
         await _client()
         from workers.mcp.connection import describe, leaf
         from workers.mcp.results import map_result
@@ -295,20 +298,43 @@ class McpHub:
         connection = await self._reach(grant, deadline, late)
         if isinstance(connection, Mapped):
             return connection
+        alone: Connection | None = None
+        if asker is not None and connection.older:
+            opened = await self._alone(grant, connection.sse, deadline, late, asker)
+            if isinstance(opened, Mapped):
+                return opened
+            connection = alone = opened
         try:
             with connection.using():
                 async with asyncio.timeout_at(deadline):
                     left = max(0.001, deadline - loop.time())
                     result = await connection.call(tool, arguments, left, progress, answers, traceparent)
         except TimeoutError:
-            return failed(late)
+            unanswered = asker is not None and asker.unanswered > 0
+            return failed(f"{late}: its server's question was not answered in time" if unanswered else late)
         except Exception as error:
             # The result says what went wrong in words; the log keeps the exception itself.
             logger.info("the MCP tool %s of grant %s failed: %r", tool, grant.name, leaf(error))
-            if not connection.alive:
+            if not connection.alive and alone is None:
                 self._failed(grant, self._server(grant), describe(error))
             return failed(f"the MCP tool {tool} of {grant.name} failed: {describe(error)}")
+        finally:
+            if alone is not None:
+                await alone.close()
         return result if isinstance(result, Interim) else map_result(result)
+
+    async def _alone(self, grant: McpGrant, sse: bool, deadline: float, late: str, asker: Asker) -> Connection | Mapped:
+        from workers.mcp.live_asks import open_alone
+
+        key = self.key(grant)
+
+        def challenged(status: int, header: str, error: str | None) -> None:
+            self.challenges.note(key, status, header, error)
+
+        parts = (self._addresses, self.budget, self._dropped, challenged)
+        return await open_alone(
+            grant, parts, sse=sse, deadline=deadline, connect_s=CONNECT_TIMEOUT_S, late=late, asker=asker
+        )
 
     async def _reach(self, grant: McpGrant, deadline: float, late: str = "") -> Connection | Mapped:
         """The grant's open connection, opened by `deadline` if need be; else the call's error result

@@ -66,9 +66,15 @@ class GrantTurns:
         answers = await self._answers(session_id, parked) if parked.get("ids") else None
         state = parked.get("rs") if isinstance(parked.get("rs"), str) else None
         rounds = int(parked.get("n") or 0)
+        from workers.mcp.live_asks import Asker
+
+        # An older server asks on the session while it holds the call open: answered by this call's task.
+        asker = Asker(self._broker.inputs, session_id, call_id, grant.name, deadline)
         for _ in range(asking.MAX_ROUNDS):
             retry = (answers or {}, state) if answers is not None or state is not None else None
-            outcome = await self._hub.call(grant, call.tool, call.arguments, progress, deadline, retry, traceparent)
+            outcome = await self._hub.call(
+                grant, call.tool, call.arguments, progress, deadline, retry, traceparent, asker
+            )
             if isinstance(outcome, Interim) and outcome.asks:
                 read = asking.read_round(outcome.body, rounds)
                 if isinstance(read, asking.Round) and not read.asked:
