@@ -202,6 +202,18 @@ class McpConnections:
             raise NotFound(f"no MCP connection {cid}")
         return _connection(found)
 
+    async def with_tokens(
+        self, cipher: TokenCipher, owner: str, server_url: str
+    ) -> tuple[McpConnection, bytes | None] | None:
+        """`owner`'s connection to `server_url` and its tokens, opened, in one read; None when it has none."""
+        cid = connection_id(owner, server_url)
+        with translate_redis_errors():
+            found = await self._core.redis.hgetall(self._core.keys.mcp_connection(cid))
+        if b"id" not in found:
+            return None
+        sealed = found.get(b"tokens")
+        return _connection(found), None if sealed is None else cipher.open(sealed.decode(), cid)
+
     async def get_for(self, owner: str, server_url: str) -> McpConnection | None:
         """`owner`'s connection to `server_url`, if it has one."""
         try:

@@ -102,8 +102,8 @@ class GrantTokens:
         if grant.oauth is None:
             return grant
         connections = self._broker.mcp_connections
-        record = await connections.get_for(owner, grant.url)
-        stored = None if record is None else await connections.tokens(self._cipher, owner, grant.url)
+        found = await connections.with_tokens(self._cipher, owner, grant.url)
+        record, stored = found if found is not None else (None, None)
         kept = _access(stored)
         # What the server said of the token as kept (before any refresh replaces it), once.
         seen = None if kept is None or self._challenges is None else self._challenges.take(_key(grant, kept))
