@@ -87,9 +87,12 @@ class Notices:
         elif isinstance(event, InputRequested):
             call = await self._reader.call(session_id, event.call_id)
             run_id, input_deadline = call.run_id, call.timeout_deadline
-        elif isinstance(event, McpAuthorizationRequired | McpAuthorizationCompleted | McpAuthorizationDeclined):
-            # A sign-in names no call: its record keeps the run that asked for it.
+        elif isinstance(event, McpAuthorizationRequired):
+            # A sign-in names no call: its record keeps the run that asked for it (its inbox item and its
+            # webhook name it; the events that end it close the item by its id and carry no webhook).
             run_id = await self._broker.mcp_authorizations.run_of(session_id, event.authorization_id)
+        elif isinstance(event, McpAuthorizationCompleted | McpAuthorizationDeclined):
+            pass
         else:
             # Events other parts add carry a call id.
             call_id = getattr(event, "call_id", None)
