@@ -26,7 +26,6 @@ import time
 import pydantic
 from mcp.shared.auth import OAuthToken
 
-from broker.errors import NotFound
 from broker.services.mcp_connections import McpConnection, McpConnections
 from broker.services.token_cipher import TokenCipher
 from common.addresses import ProviderAddresses
@@ -65,12 +64,12 @@ class Refresher:
         deadline = time.monotonic() + HOLD_MS / 1000
         while time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
-            try:
-                now = await self._connections.get(record.id)
-            except NotFound:
+            found = await self._connections.with_tokens(self._cipher, record.owner, record.server_url)
+            if found is None:
                 return None
+            now, tokens = found
             if now.expires_at_ms != record.expires_at_ms:
-                return await self._connections.tokens(self._cipher, now.owner, now.server_url)
+                return tokens
             if not now.refreshing:
                 return None  # let go unchanged: that refresh failed, and this step goes on without
         return None
